@@ -1,0 +1,159 @@
+// Package mcp holds the JSON-RPC 2.0 and Model Context Protocol rules of the
+// public endpoint (SPEC §2) for both protocol eras: the stateless 2026-07-28
+// era and the legacy 2025-11-25/2025-06-18/2025-03-26 era. It does no I/O:
+// callers hand it the HTTP request's headers and body and get back either a
+// complete HTTP reply or a tool call to route.
+package mcp
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Protocol versions the gateway speaks.
+const (
+	Version20260728 = "2026-07-28"
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+)
+
+// Era is the protocol era of one request.
+type Era int
+
+// Eras.
+const (
+	EraLegacy    Era = 1 // 2025-03-26 … 2025-11-25: initialize handshake
+	EraStateless Era = 2 // 2026-07-28: per-request _meta, server/discover
+)
+
+// JSON-RPC and MCP error codes.
+const (
+	CodeParseError                 = -32700
+	CodeInvalidRequest             = -32600
+	CodeMethodNotFound             = -32601
+	CodeInvalidParams              = -32602
+	CodeInternalError              = -32603
+	CodeHeaderMismatch             = -32020
+	CodeMissingClientCapability    = -32021
+	CodeUnsupportedProtocolVersion = -32022
+)
+
+// HTTPRequest is the part of an HTTP request the protocol rules look at. The
+// extproc server fills it from Envoy's request headers.
+type HTTPRequest struct {
+	Method             string // :method
+	Path               string // :path
+	ContentType        string
+	Accept             string
+	HasAccept          bool
+	ProtocolVersion    string // MCP-Protocol-Version
+	HasProtocolVersion bool
+	McpMethod          string // Mcp-Method
+	HasMcpMethod       bool
+	McpName            string // Mcp-Name (may be =?base64?…?= encoded)
+	HasMcpName         bool
+	Origin             string
+	HasOrigin          bool
+	Host               string // :authority or Host
+	ContentLength      int64  // -1 when unknown
+}
+
+// Header is one HTTP response header.
+type Header struct{ Key, Value string }
+
+// Reply is a complete HTTP answer the gateway gives itself (an Envoy
+// ImmediateResponse). Body is empty for 202 and 405.
+type Reply struct {
+	Status  int
+	Headers []Header
+	Body    []byte
+}
+
+// Tool is a tool as it appears in a tools/list answer. Schema-like fields are
+// kept as raw JSON so what a Tool Service declared passes through byte for byte.
+type Tool struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Icons        json.RawMessage `json:"icons,omitempty"`
+}
+
+// Resolution is the outcome of resolving a tool name within a route.
+type Resolution int
+
+// Resolutions.
+const (
+	ToolUnknown   Resolution = iota // no active tool of that name
+	ToolFound                       // exactly one
+	ToolAmbiguous                   // two or more active tools of that name
+)
+
+// Catalog is what one route offers. registry.Snapshot implements it.
+type Catalog interface {
+	// ToolsPage returns the JSON array of the tools on the page that starts at
+	// cursor ("" for the first page) and the cursor of the next page ("" on
+	// the last). ok is false for an invalid cursor.
+	ToolsPage(cursor string) (tools []byte, next string, ok bool)
+	// Resolve says whether name names exactly one active tool.
+	Resolve(name string) Resolution
+}
+
+// Config configures the protocol answers and HTTP rules.
+type Config struct {
+	ServerName    string
+	ServerVersion string
+	Instructions  string
+	// ListTTL is ttlMs on cacheable 2026 results (server/discover, tools/list).
+	ListTTL time.Duration
+	// CacheScope is "public" or "private" (default "public").
+	CacheScope string
+	// AllowedOrigins lists the Origin values (scheme://host[:port] or
+	// host[:port], "*" for any port) accepted; a present Origin not listed → 403.
+	// Empty means the loopback defaults (localhost, 127.0.0.1, [::1], any port).
+	AllowedOrigins []string
+	// AllowedHosts, when not empty, lists the Host values accepted (403 otherwise).
+	AllowedHosts []string
+	// MaxBodyBytes is the request body limit (default 1 MiB) → 413.
+	MaxBodyBytes int64
+	// MaxDepth bounds JSON nesting of a request body (default 64).
+	MaxDepth int
+}
+
+// Call is a tools/call that passed every protocol rule and must be routed.
+type Call struct {
+	ID        json.RawMessage // exact bytes of the request id
+	Era       Era
+	Version   string // effective protocol version
+	Tool      string
+	Arguments json.RawMessage // the arguments object, "{}" when absent
+}
+
+// Outcome is what Handle decided: exactly one of Reply and Call is set.
+type Outcome struct {
+	Reply *Reply
+	Call  *Call
+}
+
+// Failure says how a routed call failed before a Tool Service answered.
+type Failure int
+
+// Failures.
+const (
+	FailureNone        Failure = iota
+	FailureTimeout             // upstream timeout (Envoy 504 UT)
+	FailureUnavailable         // no healthy upstream, connect failure, overflow (Envoy 503)
+	FailureReset               // the upstream reset the stream
+	FailureTooLarge            // the Tool Service reply exceeded the limit
+)
+
+// Upstream is what came back for a routed call.
+type Upstream struct {
+	Status      int
+	ContentType string
+	Body        []byte
+	Failure     Failure
+}

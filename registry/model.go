@@ -1,0 +1,110 @@
+// Package registry owns toolmesh's model of the world: the Portal listing of
+// routes and Tool Services, Tool Service manifests, and the per-route
+// snapshots the extproc server answers from. It also owns the names that the
+// extproc server and the xDS translator must agree on (naming.go), so they
+// can never drift apart.
+package registry
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Listing is one successful answer of the Portal: every route it names.
+type Listing struct {
+	Routes []Route `json:"routes"`
+}
+
+// Route is one public MCP endpoint, /mcp/{key}, serving the union of the
+// tools of its Tool Services.
+type Route struct {
+	Key          string        `json:"key"`
+	PublicPath   string        `json:"publicPath,omitempty"` // default /mcp/{key}
+	Description  string        `json:"description,omitempty"`
+	ToolServices []ToolService `json:"toolServices"`
+	// Catalog configures large-catalog behaviour (SPEC §8); nil means full, no paging.
+	Catalog *Catalog `json:"catalog,omitempty"`
+}
+
+// Catalog is the per-route large-catalog setting of SPEC §8.
+type Catalog struct {
+	Mode      string `json:"mode,omitempty"`      // "full" (default) or "search"
+	PageSize  int    `json:"pageSize,omitempty"`  // 0: no paging
+	Shortlist int    `json:"shortlist,omitempty"` // search mode shortlist size, default 5
+}
+
+// ToolService is one upstream that implements the Tool Service wire contract
+// (SPEC §4). The same Tool Service may serve several routes; it is one cluster.
+type ToolService struct {
+	Name         string           `json:"name"`
+	URL          string           `json:"url"`
+	ManifestPath string           `json:"manifestPath,omitempty"` // default /manifest
+	Cluster      *ClusterSettings `json:"cluster,omitempty"`
+}
+
+// ClusterSettings is the Portal's `cluster` object: how Envoy reaches one Tool
+// Service. Zero values mean "use the documented default" (see Defaults).
+type ClusterSettings struct {
+	ConnectTimeout     Duration          `json:"connectTimeout,omitempty"`
+	RequestTimeout     Duration          `json:"requestTimeout,omitempty"`
+	MaxConnections     uint32            `json:"maxConnections,omitempty"`
+	MaxPendingRequests uint32            `json:"maxPendingRequests,omitempty"`
+	MaxRequests        uint32            `json:"maxRequests,omitempty"`
+	MaxRetries         uint32            `json:"maxRetries,omitempty"`
+	OutlierDetection   *OutlierDetection `json:"outlierDetection,omitempty"`
+	HealthCheck        *HealthCheck      `json:"healthCheck,omitempty"`
+	LBPolicy           string            `json:"lbPolicy,omitempty"` // ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV
+	HTTP2              bool              `json:"http2,omitempty"`
+}
+
+// OutlierDetection mirrors the Portal's outlierDetection object.
+type OutlierDetection struct {
+	Consecutive5xx     uint32   `json:"consecutive5xx,omitempty"`
+	Interval           Duration `json:"interval,omitempty"`
+	BaseEjectionTime   Duration `json:"baseEjectionTime,omitempty"`
+	MaxEjectionPercent uint32   `json:"maxEjectionPercent,omitempty"`
+}
+
+// HealthCheck mirrors the Portal's healthCheck object (active HTTP checks).
+type HealthCheck struct {
+	Path               string   `json:"path,omitempty"`
+	Interval           Duration `json:"interval,omitempty"`
+	Timeout            Duration `json:"timeout,omitempty"`
+	HealthyThreshold   uint32   `json:"healthyThreshold,omitempty"`
+	UnhealthyThreshold uint32   `json:"unhealthyThreshold,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1s", "250ms")
+// in JSON and YAML.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON implements [json.Marshaler].
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements [json.Unmarshaler]. It accepts a duration string;
+// a bare number is rejected because its unit would be a guess.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"1s\": %s", b)
+	}
+	if s == "" {
+		*d = 0
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: %w", s, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("invalid duration %q: negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}

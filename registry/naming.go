@@ -1,0 +1,44 @@
+package registry
+
+// Names shared by the extproc server (which sets them) and the xDS translator
+// (which programs Envoy to read them). They live here, in the one package both
+// import, so the two sides cannot drift apart.
+const (
+	// ClusterHeader carries the upstream cluster chosen by the extproc server.
+	// Envoy's route table routes on it after clear_route_cache; the listener's
+	// early header mutation removes any client-supplied value first.
+	ClusterHeader = "x-toolmesh-cluster"
+
+	// HeaderPrefix is the prefix of every header toolmesh owns. Client-supplied
+	// headers with this prefix are never trusted and are stripped at the edge.
+	HeaderPrefix = "x-toolmesh-"
+
+	// Headers the gateway sets on a tool call to the Tool Service (SPEC §4).
+	RouteHeader       = "x-toolmesh-route"
+	ToolHeader        = "x-toolmesh-tool"
+	ToolVersionHeader = "x-toolmesh-tool-version"
+
+	// MetadataNamespace is the ext_proc dynamic metadata namespace the extproc
+	// server writes and Envoy's local_reply_config reads.
+	MetadataNamespace = "toolmesh"
+	// MetadataJSONRPCID holds the exact JSON text of the request's JSON-RPC id
+	// (for example 7 or "7"), so a local reply can echo it byte for byte.
+	MetadataJSONRPCID = "jsonrpc_id"
+	// MetadataToolCall is "true" on requests that were routed to a Tool Service.
+	MetadataToolCall = "tool_call"
+	// MetadataTool holds the tool name of a routed call.
+	MetadataTool = "tool"
+
+	// ExtProcFilterName is the HTTP filter name of ext_proc in the listener.
+	ExtProcFilterName = "envoy.filters.http.ext_proc"
+	// ExtProcCluster is the static bootstrap cluster that reaches the extproc server.
+	ExtProcCluster = "toolmesh_extproc"
+	// XDSCluster is the static bootstrap cluster that reaches the xDS server.
+	XDSCluster = "toolmesh_xds"
+	// ListenerName and RouteConfigName name the resources the xDS server emits.
+	ListenerName    = "toolmesh_mcp"
+	RouteConfigName = "toolmesh_routes"
+)
+
+// ClusterName is the Envoy cluster name of a Tool Service.
+func ClusterName(toolService string) string { return "toolsvc_" + toolService }

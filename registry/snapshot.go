@@ -1,0 +1,105 @@
+package registry
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+// ManifestTool is one entry of a Tool Service manifest (SPEC §4), as declared.
+type ManifestTool struct {
+	Name         string          `json:"name"`
+	Version      string          `json:"version,omitempty"`
+	Active       *bool           `json:"active,omitempty"` // absent means active
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Icons        json.RawMessage `json:"icons,omitempty"`
+	Path         string          `json:"path,omitempty"` // default /tools/{name}
+}
+
+// Manifest is a Tool Service's manifest.
+type Manifest struct {
+	Tools []ManifestTool `json:"tools"`
+}
+
+// Tool is one validated, active tool of a route snapshot, resolved to the Tool
+// Service that serves it.
+type Tool struct {
+	mcp.Tool
+	Version string
+	Service string // Tool Service name
+	Cluster string // ClusterName(Service)
+	Path    string // invoke path relative to the Tool Service URL, leading "/"
+	// BasePath is the Tool Service URL's own path prefix ("" for none); the
+	// upstream :path is BasePath+Path.
+	BasePath string
+
+	// validate checks arguments against InputSchema, compiled once per snapshot.
+	validate func(args json.RawMessage) []string
+}
+
+// ValidateArguments checks args (a JSON object) against the tool's input
+// schema and returns the validation messages; none means valid.
+func (t *Tool) ValidateArguments(args json.RawMessage) []string {
+	if t.validate == nil {
+		return nil
+	}
+	return t.validate(args)
+}
+
+// RejectedTool is a manifest entry left out of a snapshot, with the reason.
+type RejectedTool struct {
+	Service string `json:"service"`
+	Name    string `json:"name"`
+	Reason  string `json:"reason"`
+}
+
+// Snapshot is one route's immutable, validated tool catalog. It is built
+// all-or-nothing from the manifests of all the route's Tool Services and
+// swapped in atomically; a request captures one Snapshot and uses it for all
+// its phases.
+type Snapshot struct {
+	Route     string
+	Version   string    // content hash of the inputs
+	FetchedAt time.Time // when the manifests were fetched
+	// Tools are the active, unambiguous tools, sorted by name.
+	Tools     []*Tool
+	Ambiguous []string // names left out because several active tools claim them
+	Rejected  []RejectedTool
+
+	byName    map[string]*Tool
+	ambiguous map[string]bool
+	toolsJSON []byte // the tools/list array, serialized once
+}
+
+var _ mcp.Catalog = (*Snapshot)(nil)
+
+// Lookup returns the tool that name resolves to and how it resolved.
+func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
+	if t, ok := s.byName[name]; ok {
+		return t, mcp.ToolFound
+	}
+	if s.ambiguous[name] {
+		return nil, mcp.ToolAmbiguous
+	}
+	return nil, mcp.ToolUnknown
+}
+
+// Resolve implements [mcp.Catalog.Resolve].
+func (s *Snapshot) Resolve(name string) mcp.Resolution {
+	_, r := s.Lookup(name)
+	return r
+}
+
+// ToolsPage implements [mcp.Catalog.ToolsPage]. Without paging there is one
+// page and the only valid cursor is "".
+func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
+	if cursor != "" {
+		return nil, "", false
+	}
+	return s.toolsJSON, "", true
+}
