@@ -1,8 +1,3 @@
-// Package mcp holds the JSON-RPC 2.0 and Model Context Protocol rules of the
-// public endpoint (SPEC §2) for both protocol eras: the stateless 2026-07-28
-// era and the legacy 2025-11-25/2025-06-18/2025-03-26 era. It does no I/O:
-// callers hand it the HTTP request's headers and body and get back either a
-// complete HTTP reply or a tool call to route.
 package mcp
 
 import (
@@ -57,6 +52,9 @@ type HTTPRequest struct {
 	HasOrigin          bool
 	Host               string // :authority or Host
 	ContentLength      int64  // -1 when unknown
+	// ParamHeaders are the request's Mcp-Param-* headers (SEP-2243); Key is
+	// the part after "Mcp-Param-", in any case.
+	ParamHeaders []Header
 }
 
 // Header is one HTTP response header.

@@ -1,53 +1,136 @@
 package mcp
 
-import "encoding/json"
+import "strconv"
+
+// Defaults of Config's zero fields.
+const (
+	DefaultServerName    = "toolmesh"
+	DefaultServerVersion = "dev"
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxDepth      = 64
+)
 
 // Server applies the protocol rules with one Config. It is immutable and safe
 // for concurrent use.
 type Server struct {
-	cfg Config
+	cfg     Config
+	origins hostRules
+	hosts   hostRules
+
+	// Serialized once: what does not depend on the request.
+	serverInfoMeta []byte            // "_meta":{"io.modelcontextprotocol/serverInfo":{…}}
+	discover       []byte            // the server/discover result
+	listTail       []byte            // ,"ttlMs":…,"cacheScope":…,"_meta":{…}} closing a 2026 tools/list result
+	initialize     map[string][]byte // legacy version → initialize result
 }
 
-// NewServer returns a Server with cfg's zero fields set to their defaults.
+// NewServer returns a Server with cfg's zero fields set to their defaults:
+// ServerName "toolmesh", ServerVersion "dev", CacheScope "public" (any value
+// but "private" means public), MaxBodyBytes 1 MiB, MaxDepth 64, and the
+// loopback origins. A zero or negative ListTTL is ttlMs 0: clients treat
+// the list as immediately stale, which is always correct.
 func NewServer(cfg Config) *Server {
-	panic("mcp: NewServer not written yet") // owned by the mcp work item
+	if cfg.ServerName == "" {
+		cfg.ServerName = DefaultServerName
+	}
+	if cfg.ServerVersion == "" {
+		cfg.ServerVersion = DefaultServerVersion
+	}
+	if cfg.CacheScope != "private" {
+		cfg.CacheScope = "public"
+	}
+	if cfg.ListTTL < 0 {
+		cfg.ListTTL = 0
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
+	}
+	s := &Server{cfg: cfg, origins: parseRules(cfg.AllowedOrigins), hosts: parseRules(cfg.AllowedHosts)}
+	if len(s.origins) == 0 {
+		s.origins = loopbackRules
+	}
+	// AllowedHosts entries that parse to nothing must not turn the check off.
+	if len(cfg.AllowedHosts) > 0 && len(s.hosts) == 0 {
+		s.hosts = hostRules{{host: "\x00"}}
+	}
+
+	impl := s.appendImplementation(nil)
+	s.serverInfoMeta = append(append([]byte(`"_meta":{"`+MetaServerInfo+`":`), impl...), '}')
+
+	cache := append([]byte(`"ttlMs":`), strconv.FormatInt(cfg.ListTTL.Milliseconds(), 10)...)
+	cache = append(cache, `,"cacheScope":`...)
+	cache = appendString(cache, cfg.CacheScope)
+
+	d := []byte(`{"resultType":"complete","supportedVersions":[`)
+	for i, v := range supportedVersions {
+		if i > 0 {
+			d = append(d, ',')
+		}
+		d = appendString(d, v)
+	}
+	d = append(d, `],"capabilities":{"tools":{}},`...)
+	if cfg.Instructions != "" {
+		d = append(d, `"instructions":`...)
+		d = appendString(d, cfg.Instructions)
+		d = append(d, ',')
+	}
+	d = append(d, cache...)
+	d = append(d, ',')
+	d = append(d, s.serverInfoMeta...)
+	s.discover = append(d, '}')
+
+	t := append([]byte(","), cache...)
+	t = append(t, ',')
+	t = append(t, s.serverInfoMeta...)
+	s.listTail = append(t, '}')
+
+	s.initialize = make(map[string][]byte)
+	for _, v := range supportedVersions {
+		if !legacyVersion(v) {
+			continue
+		}
+		b := append([]byte(`{"protocolVersion":`), appendString(nil, v)...)
+		b = append(b, `,"capabilities":{"tools":{"listChanged":false}},"serverInfo":`...)
+		b = append(b, impl...)
+		if cfg.Instructions != "" {
+			b = append(b, `,"instructions":`...)
+			b = appendString(b, cfg.Instructions)
+		}
+		s.initialize[v] = append(b, '}')
+	}
+	return s
 }
 
-// CheckHeaders applies the HTTP rules that need no body (SPEC §2: method 405
-// with Allow: POST, content type 415, accept 406, origin/host 403, protocol
-// version header 400 with -32022, content-length over the limit 413). nil
-// means "go on and read the body".
-func (s *Server) CheckHeaders(r *HTTPRequest) *Reply {
-	panic("mcp: CheckHeaders not written yet")
+// appendImplementation appends the Implementation object {name, version}.
+func (s *Server) appendImplementation(b []byte) []byte {
+	b = append(b, `{"name":`...)
+	b = appendString(b, s.cfg.ServerName)
+	b = append(b, `,"version":`...)
+	b = appendString(b, s.cfg.ServerVersion)
+	return append(b, '}')
 }
+
+// Config returns the configuration in effect, defaults applied.
+func (s *Server) Config() Config { return s.cfg }
 
 // PeekCall reports the tool a stateless-era tools/call names in its headers
-// (Mcp-Method: tools/call, Mcp-Name decoded), so it can be routed in the
-// request-headers phase. ok is false for anything else.
+// (MCP-Protocol-Version: 2026-07-28, Mcp-Method: tools/call, Mcp-Name
+// decoded), so it can be routed in the request-headers phase. ok is false
+// for anything else, including every legacy request: a header that the body
+// will not be checked against must not steer routing. For a request where
+// PeekCall says ok, Handle either returns a Call for that same tool or a
+// Reply, because it rejects an Mcp-Name that differs from params.name.
 func (s *Server) PeekCall(r *HTTPRequest) (tool string, ok bool) {
-	panic("mcp: PeekCall not written yet")
-}
-
-// Handle applies every JSON-RPC and MCP rule to one request body whose
-// headers passed CheckHeaders, answering protocol methods from cat and
-// returning a Call for a tools/call that must be routed.
-func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
-	panic("mcp: Handle not written yet")
-}
-
-// CallResult turns what a Tool Service (or Envoy on its behalf) returned into
-// the JSON-RPC response body for the client, per the SPEC §2 mapping table.
-func (s *Server) CallResult(c *Call, u Upstream) []byte {
-	panic("mcp: CallResult not written yet")
-}
-
-// ToolError is a CallToolResult with isError: true and one text item per
-// message (schema validation failures, filter denials).
-func (s *Server) ToolError(c *Call, messages ...string) []byte {
-	panic("mcp: ToolError not written yet")
-}
-
-// ErrorReply is a JSON-RPC error response with the given HTTP status.
-func ErrorReply(status int, id json.RawMessage, code int, message string, data any) *Reply {
-	panic("mcp: ErrorReply not written yet")
+	if !r.HasProtocolVersion || r.ProtocolVersion != Version20260728 ||
+		!r.HasMcpMethod || r.McpMethod != "tools/call" || !r.HasMcpName {
+		return "", false
+	}
+	name, ok := DecodeHeaderValue(r.McpName)
+	if !ok || name == "" {
+		return "", false
+	}
+	return name, true
 }

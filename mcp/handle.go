@@ -1,0 +1,387 @@
+package mcp
+
+import (
+	"strconv"
+	"strings"
+)
+
+// message is one JSON-RPC message: the raw values of its members, nil when
+// absent.
+type message struct {
+	jsonrpc, id, method, params []byte
+	response                    bool // has result or error
+	dup                         string
+}
+
+// params are the raw members of a params object that the rules look at.
+type params struct {
+	name, arguments, cursor, protocolVersion, meta []byte
+	metaVersion                                    []byte // _meta[MetaProtocolVersion]
+	metaCaps                                       []byte // _meta[MetaClientCapabilities]
+	dup                                            string
+}
+
+// memberKey returns the decoded key of a raw member key; it allocates only
+// for keys written with escapes.
+func memberKey(raw []byte) []byte {
+	inner := raw[1 : len(raw)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return []byte(keyName(raw))
+		}
+	}
+	return inner
+}
+
+// set records a member, noting a repeated one: duplicate members would let
+// two readers of one body see two different requests.
+func set(slot *[]byte, val []byte, key []byte, dup *string) {
+	if *slot != nil && *dup == "" {
+		*dup = string(key)
+	}
+	*slot = val
+}
+
+func parseMessage(obj []byte) message {
+	var m message
+	var result, errv []byte
+	members(obj, func(key, val []byte) bool {
+		k := memberKey(key)
+		switch string(k) {
+		case "jsonrpc":
+			set(&m.jsonrpc, val, k, &m.dup)
+		case "id":
+			set(&m.id, val, k, &m.dup)
+		case "method":
+			set(&m.method, val, k, &m.dup)
+		case "params":
+			set(&m.params, val, k, &m.dup)
+		case "result":
+			set(&result, val, k, &m.dup)
+		case "error":
+			set(&errv, val, k, &m.dup)
+		}
+		return true
+	})
+	m.response = result != nil || errv != nil
+	return m
+}
+
+func parseParams(obj []byte) params {
+	var p params
+	members(obj, func(key, val []byte) bool {
+		k := memberKey(key)
+		switch string(k) {
+		case "name":
+			set(&p.name, val, k, &p.dup)
+		case "arguments":
+			set(&p.arguments, val, k, &p.dup)
+		case "cursor":
+			set(&p.cursor, val, k, &p.dup)
+		case "protocolVersion":
+			set(&p.protocolVersion, val, k, &p.dup)
+		case "_meta":
+			set(&p.meta, val, k, &p.dup)
+		}
+		return true
+	})
+	if isObject(p.meta) {
+		members(p.meta, func(key, val []byte) bool {
+			k := memberKey(key)
+			switch string(k) {
+			case MetaProtocolVersion:
+				set(&p.metaVersion, val, k, &p.dup)
+			case MetaClientCapabilities:
+				set(&p.metaCaps, val, k, &p.dup)
+			}
+			return true
+		})
+	}
+	return p
+}
+
+// request is a JSON-RPC request that passed the envelope rules.
+type request struct {
+	r       *HTTPRequest
+	id      []byte
+	method  string
+	params  []byte // nil when absent or null
+	p       params
+	version string // effective protocol version
+	era     Era
+}
+
+// Handle applies every JSON-RPC and MCP rule to one request body whose
+// headers passed CheckHeaders, answering protocol methods from cat and
+// returning a Call for a tools/call that must be routed. A nil cat is an
+// empty catalog.
+func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
+	if int64(len(body)) > s.cfg.MaxBodyBytes {
+		return reply(s.tooLarge())
+	}
+	switch validJSON(body, s.cfg.MaxDepth) {
+	case nil:
+	case errDepth:
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels")
+	default:
+		return fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON")
+	}
+	body = trimSpace(body)
+	switch {
+	case isArray(body):
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported")
+	case !isObject(body):
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object")
+	}
+
+	m := parseMessage(body)
+	if m.dup != "" {
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: duplicate member "+strconv.Quote(clip(m.dup)))
+	}
+	// An id of the wrong type is not echoed: the reply would not be valid.
+	var id []byte
+	if m.id != nil {
+		if !isString(m.id) && !isNumber(m.id) {
+			return fail(400, nil, CodeInvalidRequest, "Invalid Request: id must be a string or a number")
+		}
+		id = append([]byte(nil), m.id...) // the Call outlives body
+	}
+	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
+		return fail(400, id, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
+	}
+	if m.method == nil {
+		if m.response {
+			return reply(accepted()) // a client's response to nothing we asked
+		}
+		return fail(400, id, CodeInvalidRequest, "Invalid Request: method is missing")
+	}
+	method, ok := stringValue(m.method)
+	if !ok {
+		return fail(400, id, CodeInvalidRequest, "Invalid Request: method must be a string")
+	}
+	if id == nil {
+		return reply(accepted()) // a notification: nothing to answer
+	}
+	switch {
+	case m.params == nil || isNull(m.params):
+		m.params = nil
+	case !isObject(m.params) && !isArray(m.params):
+		return fail(400, id, CodeInvalidRequest, "Invalid Request: params must be an object")
+	}
+
+	q := &request{r: r, id: id, method: method, params: m.params}
+	if isObject(m.params) {
+		q.p = parseParams(m.params)
+		if q.p.dup != "" {
+			return fail(200, id, CodeInvalidParams, "Invalid params: duplicate member "+strconv.Quote(clip(q.p.dup)))
+		}
+	}
+	if out, done := s.negotiate(q); done {
+		return out
+	}
+
+	// server/discover without a 2026-07-28 header is a probe: answer it as
+	// the 2026 era would, so a client learns the versions in one round trip.
+	if method == "server/discover" && !(r.HasProtocolVersion && r.ProtocolVersion == Version20260728) {
+		return reply(resultReply(id, s.discover))
+	}
+	if q.era == EraStateless {
+		return s.handleStateless(q, cat)
+	}
+	return s.handleLegacy(q, cat)
+}
+
+// negotiate settles the request's protocol version from the
+// MCP-Protocol-Version header and params._meta, and its era.
+func (s *Server) negotiate(q *request) (Outcome, bool) {
+	r := q.r
+	if r.HasProtocolVersion && !IsSupportedVersion(r.ProtocolVersion) {
+		return reply(unsupportedVersion(q.id, r.ProtocolVersion)), true
+	}
+	var mv string
+	if q.p.metaVersion != nil {
+		v, ok := stringValue(q.p.metaVersion)
+		switch {
+		case !ok && r.HasProtocolVersion:
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: _meta "+MetaProtocolVersion+" must be a string equal to the MCP-Protocol-Version header"), true
+		case !ok:
+			return reply(unsupportedVersion(q.id, string(q.p.metaVersion))), true
+		case r.HasProtocolVersion && v != r.ProtocolVersion:
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value "+
+				strconv.Quote(clip(r.ProtocolVersion))+" does not match body value "+strconv.Quote(clip(v))), true
+		case !IsSupportedVersion(v):
+			return reply(unsupportedVersion(q.id, v)), true
+		}
+		mv = v
+	}
+	switch {
+	case r.HasProtocolVersion:
+		q.version = r.ProtocolVersion
+	case mv != "":
+		q.version = mv
+	default:
+		q.version = Version20250326 // what a client without the header speaks
+	}
+	q.era = EraOf(q.version)
+	return Outcome{}, false
+}
+
+func (s *Server) handleStateless(q *request, cat Catalog) Outcome {
+	r := q.r
+	// Header and body must agree, so that what an intermediary routed on is
+	// what the gateway executes.
+	if !r.HasProtocolVersion {
+		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required MCP-Protocol-Version header")
+	}
+	if !r.HasMcpMethod {
+		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Method header")
+	}
+	if m := strings.Trim(r.McpMethod, " \t"); m != q.method {
+		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: Mcp-Method header value "+
+			strconv.Quote(clip(m))+" does not match body value "+strconv.Quote(clip(q.method)))
+	}
+	// Every stateless request carries its own _meta with the protocol version
+	// and the client's capabilities; without them the request is malformed.
+	switch {
+	case !isObject(q.p.meta):
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is required in protocol version "+Version20260728)
+	case q.p.metaVersion == nil:
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaProtocolVersion)
+	case !isObject(q.p.metaCaps):
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaClientCapabilities)
+	}
+	switch q.method {
+	case "server/discover":
+		return reply(resultReply(q.id, s.discover))
+	case "tools/list":
+		return s.toolsList(q, cat)
+	case "tools/call":
+		return s.toolsCall(q, cat)
+	}
+	return fail(404, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
+}
+
+func (s *Server) handleLegacy(q *request, cat Catalog) Outcome {
+	switch q.method {
+	case "initialize":
+		v := LatestLegacyVersion
+		if pv, ok := stringValue(q.p.protocolVersion); ok && legacyVersion(pv) {
+			v = pv
+		}
+		return reply(resultReply(q.id, s.initialize[v]))
+	case "ping":
+		return reply(resultReply(q.id, []byte("{}")))
+	case "tools/list":
+		return s.toolsList(q, cat)
+	case "tools/call":
+		return s.toolsCall(q, cat)
+	}
+	return fail(200, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
+}
+
+func (s *Server) toolsList(q *request, cat Catalog) Outcome {
+	if q.params != nil && !isObject(q.params) {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params must be an object")
+	}
+	var cursor string
+	if c := q.p.cursor; c != nil && !isNull(c) {
+		v, ok := stringValue(c)
+		if !ok {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: cursor must be a string")
+		}
+		cursor = v
+	}
+	var tools []byte
+	var next string
+	if cat != nil {
+		var ok bool
+		if tools, next, ok = cat.ToolsPage(cursor); !ok {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
+		}
+	} else if cursor != "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
+	}
+	if len(tools) == 0 {
+		tools = []byte("[]")
+	}
+
+	// The tools array was serialized once per snapshot; only the envelope
+	// is written per request.
+	b := make([]byte, 0, 96+len(q.id)+len(tools)+len(next)+len(s.listTail))
+	b = appendEnvelope(b, q.id)
+	b = append(b, `"result":{`...)
+	if q.era == EraStateless {
+		b = append(b, `"resultType":"complete",`...)
+	}
+	b = append(b, `"tools":`...)
+	b = append(b, tools...)
+	if next != "" {
+		b = append(b, `,"nextCursor":`...)
+		b = appendString(b, next)
+	}
+	if q.era == EraStateless {
+		b = append(b, s.listTail...)
+	} else {
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Body: b})
+}
+
+func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
+	if !isObject(q.params) {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: tools/call needs a params object")
+	}
+	name, ok := stringValue(q.p.name)
+	if !ok {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.name must be a string")
+	}
+	if q.era == EraStateless {
+		r := q.r
+		if !r.HasMcpName {
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Name header")
+		}
+		h, ok := DecodeHeaderValue(r.McpName)
+		if !ok {
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: malformed Mcp-Name header")
+		}
+		if h != name {
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: Mcp-Name header value "+
+				strconv.Quote(clip(h))+" does not match body value "+strconv.Quote(clip(name)))
+		}
+	}
+	args := q.p.arguments
+	switch {
+	case args == nil || isNull(args):
+		args = []byte("{}")
+	case !isObject(args):
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.arguments must be an object")
+	}
+	res := ToolUnknown
+	if cat != nil {
+		res = cat.Resolve(name)
+	}
+	switch res {
+	case ToolFound:
+	case ToolAmbiguous:
+		return fail(200, q.id, CodeInvalidParams, "ambiguous tool: "+clip(name))
+	default:
+		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
+	}
+	if q.era == EraStateless {
+		if src, ok := cat.(ParamHeaderSource); ok {
+			if specs := src.ParamHeaders(name); len(specs) > 0 {
+				if why := checkParamHeaders(specs, q.r.ParamHeaders, args); why != "" {
+					return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: "+why)
+				}
+			}
+		}
+	}
+	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args}}
+}
+
+func reply(r *Reply) Outcome { return Outcome{Reply: r} }
+
+func fail(status int, id []byte, code int, message string) Outcome {
+	return reply(&Reply{Status: status, Headers: jsonHeaders(), Body: errorBody(id, code, message, nil)})
+}

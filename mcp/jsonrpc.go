@@ -1,0 +1,398 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf8"
+)
+
+// A small, allocation-free JSON scanner. Request bodies are validated once
+// (syntax, UTF-8, nesting depth) and then only the few members the protocol
+// rules need are located; nothing is decoded into maps or reflected structs,
+// and raw values (ids, arguments, schemas) are passed on byte for byte.
+
+var (
+	errSyntax = errors.New("invalid JSON")
+	errDepth  = errors.New("JSON nested too deeply")
+)
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// trimSpace drops JSON whitespace around data.
+func trimSpace(data []byte) []byte {
+	i, j := 0, len(data)
+	for i < j && isSpace(data[i]) {
+		i++
+	}
+	for j > i && isSpace(data[j-1]) {
+		j--
+	}
+	return data[i:j]
+}
+
+// validate reports whether data is exactly one JSON value, optionally
+// surrounded by whitespace, nested at most maxDepth containers deep
+// (maxDepth <= 0: unbounded). It does not check UTF-8; see validJSON. It is
+// iterative, so hostile nesting costs no stack.
+func validate(data []byte, maxDepth int) error {
+	var buf [64]byte
+	stack := buf[:0] // open containers, '{' or '['
+	n := len(data)
+	i := skipSpace(data, 0)
+	for {
+		// A value starts at i.
+		if i >= n {
+			return errSyntax
+		}
+		switch c := data[i]; c {
+		case '{', '[':
+			if maxDepth > 0 && len(stack) >= maxDepth {
+				return errDepth
+			}
+			stack = append(stack, c)
+			i = skipSpace(data, i+1)
+			if i < n && data[i] == c+2 { // '}' or ']'
+				i++
+				stack = stack[:len(stack)-1]
+				break
+			}
+			if c == '{' {
+				var ok bool
+				if i, ok = scanKey(data, i); !ok {
+					return errSyntax
+				}
+			}
+			continue
+		case '"':
+			var ok bool
+			if i, ok = scanString(data, i); !ok {
+				return errSyntax
+			}
+		case 't':
+			if !hasPrefix(data[i:], "true") {
+				return errSyntax
+			}
+			i += 4
+		case 'f':
+			if !hasPrefix(data[i:], "false") {
+				return errSyntax
+			}
+			i += 5
+		case 'n':
+			if !hasPrefix(data[i:], "null") {
+				return errSyntax
+			}
+			i += 4
+		default:
+			var ok bool
+			if i, ok = scanNumber(data, i); !ok {
+				return errSyntax
+			}
+		}
+		// A value ended at i: close containers or move to the next element.
+		for {
+			i = skipSpace(data, i)
+			if len(stack) == 0 {
+				if i != n {
+					return errSyntax
+				}
+				return nil
+			}
+			if i >= n {
+				return errSyntax
+			}
+			top := stack[len(stack)-1]
+			if data[i] == top+2 {
+				i++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			if data[i] != ',' {
+				return errSyntax
+			}
+			i = skipSpace(data, i+1)
+			if top == '{' {
+				var ok bool
+				if i, ok = scanKey(data, i); !ok {
+					return errSyntax
+				}
+			}
+			break
+		}
+	}
+}
+
+// validJSON is validate plus the UTF-8 check RFC 8259 requires; invalid
+// UTF-8 would otherwise be silently replaced by one reader and kept by
+// another.
+func validJSON(data []byte, maxDepth int) error {
+	if !utf8.Valid(data) {
+		return errSyntax
+	}
+	return validate(data, maxDepth)
+}
+
+func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
+
+// scanKey scans `"key" :` starting at i and returns the index of the value
+// after it.
+func scanKey(data []byte, i int) (int, bool) {
+	if i >= len(data) || data[i] != '"' {
+		return i, false
+	}
+	i, ok := scanString(data, i)
+	if !ok {
+		return i, false
+	}
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != ':' {
+		return i, false
+	}
+	return skipSpace(data, i+1), true
+}
+
+// scanString scans a string starting at the quote at i and returns the
+// index after its closing quote.
+func scanString(data []byte, i int) (int, bool) {
+	for i++; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		case c == '\\':
+			i++
+			if i >= len(data) {
+				return i, false
+			}
+			switch data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(data) {
+					return i, false
+				}
+				for _, h := range data[i+1 : i+5] {
+					if !isHex(h) {
+						return i, false
+					}
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// scanNumber scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at i.
+func scanNumber(data []byte, i int) (int, bool) {
+	n := len(data)
+	if i < n && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && data[i] == '0':
+		i++
+	case i < n && '1' <= data[i] && data[i] <= '9':
+		for i++; i < n && isDigit(data[i]); i++ {
+		}
+	default:
+		return i, false
+	}
+	if i < n && data[i] == '.' {
+		i++
+		if i >= n || !isDigit(data[i]) {
+			return i, false
+		}
+		for i++; i < n && isDigit(data[i]); i++ {
+		}
+	}
+	if i < n && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < n && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= n || !isDigit(data[i]) {
+			return i, false
+		}
+		for i++; i < n && isDigit(data[i]); i++ {
+		}
+	}
+	return i, true
+}
+
+// The functions below assume input that validate accepted.
+
+// endOfString returns the index after the string whose quote is at i.
+func endOfString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+// endOfValue returns the index after the value that starts at i.
+func endOfValue(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return endOfString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				j = endOfString(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(data)
+	default:
+		j := i
+		for j < len(data) {
+			switch data[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+// members calls fn with the raw key (quotes included) and raw value of each
+// member of the object obj, in order, until fn returns false.
+func members(obj []byte, fn func(key, val []byte) bool) {
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] == '"' {
+		k := endOfString(obj, i)
+		key := obj[i:k]
+		v := skipSpace(obj, k)
+		v = skipSpace(obj, v+1) // past ':'
+		e := endOfValue(obj, v)
+		if !fn(key, obj[v:e]) {
+			return
+		}
+		i = skipSpace(obj, e)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+			continue
+		}
+		return
+	}
+}
+
+// keyName returns the decoded name of a raw member key; it allocates only
+// for keys written with escapes.
+func keyName(raw []byte) string {
+	s, _ := stringValue(raw)
+	return s
+}
+
+// stringValue decodes a raw JSON value that must be a string.
+func stringValue(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return "", false
+			}
+			return s, true
+		}
+	}
+	return string(inner), true
+}
+
+// Kinds of raw JSON values, by their first byte.
+func isObject(raw []byte) bool { return len(raw) > 0 && raw[0] == '{' }
+func isArray(raw []byte) bool  { return len(raw) > 0 && raw[0] == '[' }
+func isNull(raw []byte) bool   { return len(raw) > 0 && raw[0] == 'n' }
+func isString(raw []byte) bool { return len(raw) > 0 && raw[0] == '"' }
+func isNumber(raw []byte) bool { return len(raw) > 0 && (raw[0] == '-' || isDigit(raw[0])) }
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD;
+// U+2028 and U+2029 are escaped so the output is also safe JavaScript.
+func appendString[T ~string | ~[]byte](dst []byte, s T) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := decodeRune(s[i:min(i+utf8.UTFMax, len(s))])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// decodeRune decodes the first rune of a short prefix (at most UTFMax
+// bytes, so the conversion stays on the stack).
+func decodeRune[T ~string | ~[]byte](p T) (rune, int) {
+	var buf [utf8.UTFMax]byte
+	n := copy(buf[:], p)
+	return utf8.DecodeRune(buf[:n])
+}
