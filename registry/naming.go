@@ -28,6 +28,9 @@ const (
 	MetadataToolCall = "tool_call"
 	// MetadataTool holds the tool name of a routed call.
 	MetadataTool = "tool"
+	// MetadataEra is "2026-07-28" for a stateless-era call and "legacy"
+	// otherwise, so a local reply can take the era's result shape.
+	MetadataEra = "era"
 
 	// ExtProcFilterName is the HTTP filter name of ext_proc in the listener.
 	ExtProcFilterName = "envoy.filters.http.ext_proc"

@@ -1,0 +1,205 @@
+package extproc
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Outcomes of one request, the outcome label of toolmesh_extproc_requests_total.
+const (
+	outcomeUnknownRoute = "unknown_route"
+	outcomeNotReady     = "not_ready"
+	outcomeRejected     = "rejected" // an HTTP or JSON-RPC rule failed (4xx/5xx reply)
+	outcomeAnswered     = "answered" // answered locally (2xx/202), JSON-RPC errors under 200 included
+	outcomeInvalidArgs  = "invalid_arguments"
+	outcomeRouted       = "routed"     // sent to a Tool Service
+	outcomeIncomplete   = "incomplete" // the stream ended before a decision
+	outcomeStreamError  = "stream_error"
+)
+
+// Outcomes of one tool call, the outcome label of toolmesh_tool_calls_total.
+const (
+	callOK          = "ok"
+	callToolError   = "upstream_error" // the Tool Service answered non-2xx
+	callTooLarge    = "too_large"
+	callInvalidArgs = "invalid_arguments"
+	callNoResponse  = "no_response" // Envoy answered itself (503/504) or the stream ended
+)
+
+// exchange is the state of one HTTP request: one Process stream. It is owned
+// by the stream's goroutine and never shared.
+type exchange struct {
+	s     *Server
+	ctx   context.Context
+	start time.Time
+
+	req       mcp.HTTPRequest
+	requestID string
+	sessionID string
+	logHeads  []slog.Attr // request headers, redacted; only at debug level
+
+	routeKey string             // known once the route resolved
+	snap     *registry.Snapshot // captured once in the request-headers phase
+
+	headersDone bool // request headers processed
+	bodyDone    bool // request body processed
+	answered    bool // an ImmediateResponse was sent: the request is over
+	method      string
+	era         string
+	outcome     string
+	status      int // HTTP status of a local answer
+
+	call        *mcp.Call      // the request's tools/call, once Handle returned one
+	tool        *registry.Tool // the tool it resolved to
+	routed      bool           // the call was sent to a Tool Service
+	headerRoute *registry.Tool // tool routed in the request-headers phase
+
+	upStatus      int
+	upContentType string
+	upHeadersSeen bool
+	resultSent    bool
+	callOutcome   string
+
+	streamErr error
+}
+
+func (s *Server) newExchange(ctx context.Context) *exchange {
+	return &exchange{
+		s:       s,
+		ctx:     ctx,
+		start:   time.Now(),
+		req:     mcp.HTTPRequest{ContentLength: -1},
+		outcome: outcomeIncomplete,
+	}
+}
+
+// handle answers one ProcessingRequest. nil means "send nothing".
+func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch r := req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		if x.headersDone {
+			x.anomaly("second request_headers message")
+			return requestHeadersResponse(&extprocv3.CommonResponse{})
+		}
+		x.headersDone = true
+		return x.requestHeaders(r.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		if !x.headersDone {
+			// request_header_mode is not SEND: without the headers phase
+			// the route is unknown and client routing headers were never
+			// stripped, so fail closed.
+			x.anomaly("request_body before request_headers")
+			x.outcome, x.status = outcomeRejected, 500
+			return immediate(mcp.ErrorReply(500, nullID, mcp.CodeInternalError,
+				"gateway misconfigured: request headers were not processed", nil), detailsHeadersNotHandled)
+		}
+		if x.answered || x.bodyDone {
+			// Only BUFFERED is supported: the first body message was taken
+			// as the whole body; later chunks pass unchanged.
+			x.anomaly("request_body after the request was answered or processed")
+			return requestBodyResponse(&extprocv3.CommonResponse{})
+		}
+		x.bodyDone = true
+		return x.requestBody(r.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		// Trailers are SKIPped by configuration; let them pass untouched.
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
+			RequestTrailers: &extprocv3.TrailersResponse{}}}
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if !x.routed {
+			// Nothing was routed, so there is nothing to translate.
+			return responseHeadersResponse(&extprocv3.CommonResponse{})
+		}
+		return x.responseHeaders(r.ResponseHeaders)
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		if !x.routed || x.resultSent {
+			return responseBodyResponse(&extprocv3.CommonResponse{})
+		}
+		return x.responseBody(r.ResponseBody)
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+			ResponseTrailers: &extprocv3.TrailersResponse{}}}
+	default:
+		// A message kind this server does not know (a newer Envoy); it
+		// expects no answer we could give correctly.
+		x.anomaly("unknown processing request", slog.String("type", typeName(r)))
+		return nil
+	}
+}
+
+// anomaly logs a message sequence Envoy should not send with the settings of
+// SPEC §6.
+func (x *exchange) anomaly(msg string, attrs ...slog.Attr) {
+	attrs = append(attrs, slog.String("request_id", x.requestID), slog.String("route", x.routeKey))
+	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "ext_proc: "+msg, attrs...)
+}
+
+// finish records the request's metrics and its debug log line.
+func (x *exchange) finish() {
+	elapsed := time.Since(x.start)
+	if x.streamErr != nil {
+		x.outcome = outcomeStreamError
+	}
+	method := x.method
+	if method == "" {
+		method = methodNone
+	}
+	era := x.era
+	if era == "" {
+		era = eraLabelFromHeader(&x.req)
+	}
+	m := x.s.metrics
+	m.requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
+	m.duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())
+	if x.tool != nil {
+		out := x.callOutcome
+		if out == "" {
+			out = callNoResponse
+		}
+		m.toolCalls.WithLabelValues(x.routeKey, x.tool.Name, out).Inc()
+	}
+
+	log := x.s.log
+	if x.streamErr != nil {
+		log.LogAttrs(x.ctx, slog.LevelWarn, "ext_proc stream failed",
+			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
+			slog.String("error", x.streamErr.Error()))
+	}
+	if !log.Enabled(x.ctx, slog.LevelDebug) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", x.requestID),
+		slog.String("route", x.routeKey),
+		slog.String("path", x.req.Path),
+		slog.String("method", method),
+		slog.String("era", era),
+		slog.String("outcome", x.outcome),
+		slog.Float64("duration_seconds", elapsed.Seconds()),
+	}
+	if x.sessionID != "" {
+		attrs = append(attrs, slog.String("mcp_session_id", x.sessionID))
+	}
+	if x.status != 0 {
+		attrs = append(attrs, slog.Int("status", x.status))
+	}
+	if x.call != nil {
+		attrs = append(attrs, slog.String("jsonrpc_id", string(x.call.ID)), slog.String("tool", x.call.Tool))
+	} else if x.headerRoute != nil {
+		attrs = append(attrs, slog.String("tool", x.headerRoute.Name))
+	}
+	if x.tool != nil {
+		attrs = append(attrs, slog.String("tool_service", x.tool.Service),
+			slog.String("tool_outcome", x.callOutcome), slog.Int("upstream_status", x.upStatus))
+	}
+	if len(x.logHeads) > 0 {
+		attrs = append(attrs, slog.Attr{Key: "headers", Value: slog.GroupValue(x.logHeads...)})
+	}
+	log.LogAttrs(x.ctx, slog.LevelDebug, "mcp request", attrs...)
+}

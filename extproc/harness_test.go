@@ -1,0 +1,353 @@
+package extproc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// This file is the test harness: a fixed route table built with
+// registry.BuildSnapshot, a real gRPC server on 127.0.0.1, and a small
+// "fake Envoy" that drives one Process stream per HTTP request.
+
+// testRoutes is a fixed path → route table.
+type testRoutes map[string]testRoute
+
+type testRoute struct {
+	key  string
+	snap *registry.Snapshot
+}
+
+func (r testRoutes) Lookup(path string) (string, *registry.Snapshot, bool) {
+	rt, ok := r[path]
+	return rt.key, rt.snap, ok
+}
+
+const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1}},"required":["city"],"additionalProperties":false}`
+
+// coreSnapshot is route "core": two Tool Services; "dup" is claimed by both
+// and so is ambiguous.
+func coreSnapshot(t testing.TB) *registry.Snapshot {
+	t.Helper()
+	route := registry.Route{Key: "core", ToolServices: []registry.ToolService{
+		{Name: "weather", URL: "http://weather.tools.svc:8080/api"},
+		{Name: "echo", URL: "http://echo.tools.svc:9000"},
+	}}
+	manifests := map[string]*registry.Manifest{
+		"weather": {Tools: []registry.ManifestTool{
+			{Name: "forecast", Version: "1.2.0", Title: "Forecast", Description: "Weather forecast for a city.",
+				InputSchema: json.RawMessage(weatherSchema)},
+			{Name: "dup", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		}},
+		"echo": {Tools: []registry.ManifestTool{
+			{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Path: "/invoke/echo"},
+			{Name: "dup", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		}},
+	}
+	return buildSnapshot(t, route, manifests)
+}
+
+func buildSnapshot(t testing.TB, route registry.Route, manifests map[string]*registry.Manifest) *registry.Snapshot {
+	t.Helper()
+	snap, err := registry.BuildSnapshot(route, manifests, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatalf("build snapshot: %v", err)
+	}
+	return snap
+}
+
+func testTable(t testing.TB) testRoutes {
+	return testRoutes{
+		"/mcp/core": {key: "core", snap: coreSnapshot(t)},
+		"/mcp/cold": {key: "cold"}, // listed, no snapshot yet
+	}
+}
+
+// lockedBuffer collects log output written by stream goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testEnv is a running extproc server and a client connection to it.
+type testEnv struct {
+	srv    *Server
+	reg    *prometheus.Registry
+	logs   *lockedBuffer
+	client extprocv3.ExternalProcessorClient
+}
+
+func newTestEnv(t testing.TB, cfg Config, routes Routes) *testEnv {
+	t.Helper()
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	reg := prometheus.NewRegistry()
+	srv, err := New(cfg, routes, log, reg)
+	if err != nil {
+		t.Fatalf("new server: %v", err)
+	}
+	return &testEnv{srv: srv, reg: reg, logs: logs, client: serve(t, srv.GRPCServerOptions(), srv.Register)}
+}
+
+// serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
+func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	gs := grpc.NewServer(opts...)
+	register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return extprocv3.NewExternalProcessorClient(conn)
+}
+
+// envoy is one HTTP request's ext_proc stream, driven the way Envoy does.
+type envoy struct {
+	t      testing.TB
+	stream extprocv3.ExternalProcessor_ProcessClient
+}
+
+func (e *testEnv) open(t testing.TB) *envoy {
+	t.Helper()
+	stream, err := e.client.Process(t.Context())
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	return &envoy{t: t, stream: stream}
+}
+
+// send sends one message and returns the validated reply.
+func (v *envoy) send(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	v.t.Helper()
+	if err := v.stream.Send(req); err != nil {
+		v.t.Fatalf("send: %v", err)
+	}
+	resp, err := v.stream.Recv()
+	if err != nil {
+		v.t.Fatalf("recv: %v", err)
+	}
+	if err := resp.ValidateAll(); err != nil {
+		v.t.Fatalf("invalid ProcessingResponse %v: %v", resp, err)
+	}
+	return resp
+}
+
+// close ends the stream as Envoy does and checks the server ended it
+// cleanly; once it returns, the server has recorded the request.
+func (v *envoy) close() {
+	v.t.Helper()
+	if err := v.stream.CloseSend(); err != nil {
+		v.t.Fatalf("close send: %v", err)
+	}
+	if resp, err := v.stream.Recv(); !errors.Is(err, io.EOF) {
+		v.t.Fatalf("after close: got %v, %v; want io.EOF", resp, err)
+	}
+}
+
+// hdrs builds a HeaderMap the way Envoy sends it (raw_value only) from
+// key/value pairs.
+func hdrs(kv ...string) *corev3.HeaderMap {
+	hm := &corev3.HeaderMap{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
+	return hm
+}
+
+// post is the request headers of an MCP POST to path, with body length n,
+// plus extra key/value pairs; a pair whose value is "<drop>" removes a
+// default header.
+func post(path string, n int, extra ...string) []string {
+	base := []string{
+		":method", "POST", ":path", path, ":scheme", "http", ":authority", "localhost:10000",
+		"content-type", "application/json", "accept", "application/json, text/event-stream",
+		"content-length", strconv.Itoa(n), "x-request-id", "req-1", "authorization", "Bearer s3cret-token",
+		"user-agent", "test",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		replaced := false
+		for j := 0; j+1 < len(base); j += 2 {
+			if base[j] == extra[i] {
+				base[j+1], replaced = extra[i+1], true
+			}
+		}
+		if !replaced {
+			base = append(base, extra[i], extra[i+1])
+		}
+	}
+	out := base[:0]
+	for i := 0; i+1 < len(base); i += 2 {
+		if base[i+1] != "<drop>" {
+			out = append(out, base[i], base[i+1])
+		}
+	}
+	return out
+}
+
+// stateless is the extra headers of a 2026-07-28 request.
+func stateless(method string, name ...string) []string {
+	h := []string{"mcp-protocol-version", mcp.Version20260728, "mcp-method", method}
+	if len(name) > 0 {
+		h = append(h, "mcp-name", name[0])
+	}
+	return h
+}
+
+func reqHeaders(eos bool, kv ...string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: hdrs(kv...), EndOfStream: eos}}}
+}
+
+func reqBody(body string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}}
+}
+
+func respHeaders(eos bool, kv ...string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: hdrs(kv...), EndOfStream: eos}}}
+}
+
+func respBody(body string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}}
+}
+
+// setOf returns the header mutation's set headers as key → value, failing
+// on a header set twice, with value instead of raw_value, or without
+// OVERWRITE_IF_EXISTS_OR_ADD.
+func setOf(t testing.TB, m *extprocv3.HeaderMutation) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, o := range m.GetSetHeaders() {
+		h := o.GetHeader()
+		if h.GetValue() != "" {
+			t.Errorf("header %q set with value, want raw_value only", h.GetKey())
+		}
+		if o.GetAppendAction() != corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD {
+			t.Errorf("header %q append action %v, want OVERWRITE_IF_EXISTS_OR_ADD", h.GetKey(), o.GetAppendAction())
+		}
+		if _, dup := out[h.GetKey()]; dup {
+			t.Errorf("header %q set twice", h.GetKey())
+		}
+		out[h.GetKey()] = string(h.GetRawValue())
+	}
+	return out
+}
+
+// rpcReply is a decoded JSON-RPC response.
+type rpcReply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func decodeReply(t testing.TB, body []byte) rpcReply {
+	t.Helper()
+	var r rpcReply
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("reply is not JSON: %v\n%s", err, body)
+	}
+	if r.JSONRPC != "2.0" {
+		t.Fatalf("reply jsonrpc = %q, want 2.0: %s", r.JSONRPC, body)
+	}
+	return r
+}
+
+// callResult is a decoded CallToolResult.
+type callResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+}
+
+func decodeResult(t testing.TB, body []byte, wantID string) callResult {
+	t.Helper()
+	r := decodeReply(t, body)
+	if string(r.ID) != wantID {
+		t.Errorf("id = %s, want %s", r.ID, wantID)
+	}
+	if r.Error != nil {
+		t.Fatalf("got JSON-RPC error %+v, want a result: %s", r.Error, body)
+	}
+	var res callResult
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		t.Fatalf("result is not a CallToolResult: %v\n%s", err, body)
+	}
+	return res
+}
+
+// metricValue returns the value of the counter (or the sample count of the
+// histogram) name with exactly the given labels; 0 if absent.
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; !ok || v != lp.GetValue() {
+					continue next
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,67 @@
+package extproc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the server's Prometheus series. Label values come from small
+// fixed sets (methods, eras, outcomes) or from the route snapshot (route keys,
+// tool names of resolved tools), never from raw client input.
+type metrics struct {
+	requests  *prometheus.CounterVec   // route, method, era, outcome
+	duration  *prometheus.HistogramVec // route, method
+	toolCalls *prometheus.CounterVec   // route, tool, outcome
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_extproc_requests_total",
+			Help: "MCP requests seen by the extproc server, by route (empty for a path that names no route), JSON-RPC method, protocol era and outcome.",
+		}, []string{"route", "method", "era", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "toolmesh_extproc_request_duration_seconds",
+			Help: "Lifetime of one ext_proc stream (one HTTP request), including the Tool Service for routed calls.",
+			// 0.5 ms … ~16 s: local answers take well under a millisecond,
+			// routed calls last as long as the Tool Service.
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route", "method"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_tool_calls_total",
+			Help: "Resolved tools/call requests, by route, tool and outcome.",
+		}, []string{"route", "tool", "outcome"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.requests, err = register(reg, m.requests); err != nil {
+		return nil, err
+	}
+	if m.duration, err = register(reg, m.duration); err != nil {
+		return nil, err
+	}
+	if m.toolCalls, err = register(reg, m.toolCalls); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or reuses the identical collector already
+// registered (a second Server on the same registry shares the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("register metrics: %w", err)
+}

@@ -1,0 +1,290 @@
+package extproc
+
+import (
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// nullID is the JSON-RPC id of errors about requests whose id is unknown.
+var nullID = json.RawMessage("null")
+
+// Request headers the gateway consumes and does not forward to a Tool Service.
+// accept-encoding goes too: the reply is rewritten, so it must arrive
+// uncompressed.
+// mcpParamPrefix starts the SEP-2243 headers that mirror tool arguments.
+const mcpParamPrefix = "mcp-param-"
+
+var removeOnCall = []string{"mcp-method", "mcp-name", "accept-encoding"}
+
+// sensitiveHeaders are never logged in clear.
+var sensitiveHeaders = map[string]bool{
+	"authorization":       true,
+	"proxy-authorization": true,
+	"cookie":              true,
+	"x-api-key":           true,
+}
+
+// readHeaders fills x.req and the correlation fields from Envoy's request
+// headers and returns the client-supplied x-toolmesh-* header names, which
+// are never trusted.
+func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
+	debug := x.s.log.Enabled(x.ctx, slog.LevelDebug)
+	r := &x.req
+	var accept []string
+	for _, h := range hm.GetHeaders() {
+		key := h.GetKey()
+		v := headerValue(h)
+		if debug {
+			lv := v
+			if sensitiveHeaders[key] {
+				lv = "[redacted]"
+			}
+			x.logHeads = append(x.logHeads, slog.String(key, lv))
+		}
+		switch key {
+		case ":path":
+			r.Path, _, _ = strings.Cut(v, "?")
+		case ":method":
+			r.Method = v
+		case ":authority", "host":
+			if r.Host == "" {
+				r.Host = v
+			}
+		case "content-type":
+			if r.ContentType == "" {
+				r.ContentType = v
+			}
+		case "accept":
+			r.HasAccept = true
+			accept = append(accept, v)
+		case "mcp-protocol-version":
+			if !r.HasProtocolVersion {
+				r.ProtocolVersion, r.HasProtocolVersion = v, true
+			}
+		case "mcp-method":
+			if !r.HasMcpMethod {
+				r.McpMethod, r.HasMcpMethod = v, true
+			}
+		case "mcp-name":
+			if !r.HasMcpName {
+				r.McpName, r.HasMcpName = v, true
+			}
+		case "origin":
+			if !r.HasOrigin {
+				r.Origin, r.HasOrigin = v, true
+			}
+		case "content-length":
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+				r.ContentLength = n
+			}
+		case "x-request-id":
+			x.requestID = v
+		case "mcp-session-id":
+			x.sessionID = v
+		default:
+			switch {
+			case strings.HasPrefix(key, registry.HeaderPrefix):
+				if !slices.Contains(owned, key) {
+					owned = append(owned, key)
+				}
+			case strings.HasPrefix(key, mcpParamPrefix):
+				r.ParamHeaders = append(r.ParamHeaders, mcp.Header{Key: key[len(mcpParamPrefix):], Value: v})
+			}
+		}
+	}
+	if len(accept) == 1 {
+		r.Accept = accept[0]
+	} else if len(accept) > 1 {
+		r.Accept = strings.Join(accept, ", ")
+	}
+	return owned
+}
+
+// requestHeaders resolves the route, applies the header rules, and either
+// answers, routes a stateless-era tools/call, or lets the body come.
+func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	owned := x.readHeaders(h.GetHeaders())
+	if x.req.HasMcpMethod {
+		x.method = methodLabel(x.req.McpMethod)
+	}
+
+	key, snap, ok := x.s.routes.Lookup(x.req.Path)
+	if !ok {
+		// -32600: the request is not one any route can take. -32601 is kept
+		// for methods a route does not implement.
+		return x.answer(mcp.ErrorReply(404, nullID, mcp.CodeInvalidRequest, "unknown route", nil),
+			outcomeUnknownRoute, detailsUnknownRoute)
+	}
+	x.routeKey = key
+	if snap == nil {
+		r := mcp.ErrorReply(503, nullID, mcp.CodeInternalError, "route not ready", nil)
+		r.Headers = append(r.Headers, mcp.Header{Key: "retry-after", Value: "1"})
+		return x.answer(r, outcomeNotReady, detailsRouteNotReady)
+	}
+	x.snap = snap
+
+	if r := x.s.proto.CheckHeaders(&x.req); r != nil {
+		return x.answer(r, "", detailsRejected)
+	}
+	if h.GetEndOfStream() {
+		return x.answer(mcp.ErrorReply(400, nullID, mcp.CodeInvalidRequest, "empty request body", nil),
+			outcomeRejected, detailsEmptyBody)
+	}
+
+	// A stateless-era tools/call names its tool in Mcp-Name: route now, so
+	// the route Envoy settles on is the Tool Service's from the start. The
+	// body phase checks header against body and repeats the mutation.
+	if name, ok := x.s.proto.PeekCall(&x.req); ok {
+		if t, res := snap.Lookup(name); res == mcp.ToolFound {
+			x.headerRoute = t
+			return requestHeadersResponse(&extprocv3.CommonResponse{
+				HeaderMutation: &extprocv3.HeaderMutation{
+					SetHeaders: []*corev3.HeaderValueOption{
+						setHeader(registry.ClusterHeader, t.Cluster),
+						setHeader(":path", t.BasePath+t.Path),
+					},
+					RemoveHeaders: without(owned, registry.ClusterHeader),
+				},
+				ClearRouteCache: true, // honoured because a header mutation comes with it
+			})
+		}
+	}
+
+	// Belt and braces: the listener strips client x-toolmesh-* headers
+	// before routing; strip them here too so no client value can reach the
+	// route table or a Tool Service.
+	remove := owned
+	if !slices.Contains(remove, registry.ClusterHeader) {
+		remove = append(remove, registry.ClusterHeader)
+	}
+	return requestHeadersResponse(&extprocv3.CommonResponse{
+		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove},
+	})
+}
+
+// requestBody applies the JSON-RPC and MCP rules to the whole (BUFFERED)
+// body: a protocol answer goes back as an ImmediateResponse, a tools/call is
+// validated and routed.
+func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if !b.GetEndOfStream() {
+		// BUFFERED sends the whole body at once; end_of_stream is false only
+		// when request trailers follow, and those are SKIPped.
+		x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "request body without end_of_stream",
+			slog.String("request_id", x.requestID))
+	}
+	body := b.GetBody()
+	out := x.s.proto.Handle(&x.req, body, x.snap)
+	if out.Reply != nil || out.Call == nil {
+		if x.method == "" {
+			x.method = methodLabel(bodyMethod(body))
+		}
+		r := out.Reply
+		if r == nil { // Handle broke its contract; never let the request through
+			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
+		}
+		return x.answer(r, "", "")
+	}
+
+	call := out.Call
+	x.method, x.era = "tools/call", eraLabel(call.Era)
+	t, res := x.snap.Lookup(call.Tool)
+	if res != mcp.ToolFound {
+		// Handle resolved the name against the same snapshot, so this is
+		// unreachable; answer as SPEC §2 would rather than route nowhere.
+		msg := "unknown tool"
+		if res == mcp.ToolAmbiguous {
+			msg = "ambiguous tool"
+		}
+		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
+	}
+	x.call, x.tool = call, t
+
+	if msgs := t.ValidateArguments(call.Arguments); len(msgs) > 0 {
+		x.callOutcome = callInvalidArgs
+		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msgs...)},
+			outcomeInvalidArgs, detailsInvalidArguments)
+	}
+
+	x.outcome, x.routed = outcomeRouted, true
+	args := call.Arguments
+	set := []*corev3.HeaderValueOption{
+		setHeader(registry.ClusterHeader, t.Cluster),
+		setHeader(":path", t.BasePath+t.Path),
+		setHeader("content-type", contentTypeJSON),
+		// BUFFERED + SEND keeps content-length; a mismatch is a 500.
+		setHeader("content-length", strconv.Itoa(len(args))),
+		setHeader(registry.RouteHeader, x.routeKey),
+		setHeader(registry.ToolHeader, t.Name),
+	}
+	remove := removeOnCall
+	if t.Version != "" {
+		set = append(set, setHeader(registry.ToolVersionHeader, t.Version))
+	} else {
+		remove = append(slices.Clip(remove), registry.ToolVersionHeader)
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
+				BodyMutation:    replaceBody(args),
+				ClearRouteCache: true, // honoured because a header mutation comes with it
+			},
+		}},
+		DynamicMetadata: callMetadata(call, t),
+	}
+}
+
+// callMetadata is the dynamic metadata of a routed call: Envoy's
+// local_reply_config reads it to shape its own 503/504 replies as an MCP
+// result carrying the request id.
+func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
+			registry.MetadataToolCall:  structpb.NewStringValue("true"),
+			registry.MetadataTool:      structpb.NewStringValue(t.Name),
+			registry.MetadataEra:       structpb.NewStringValue(eraLabel(call.Era)),
+		}}),
+	}}
+}
+
+// answer records the request's outcome and builds the ImmediateResponse.
+// An empty outcome or details is derived from the reply's status.
+func (x *exchange) answer(r *mcp.Reply, outcome, details string) *extprocv3.ProcessingResponse {
+	x.status = r.Status
+	if outcome == "" {
+		outcome = outcomeAnswered
+		if r.Status >= 400 {
+			outcome = outcomeRejected
+		}
+	}
+	if details == "" {
+		details = detailsReply
+		if r.Status >= 400 {
+			details = detailsError
+		}
+	}
+	x.outcome, x.answered = outcome, true
+	return immediate(r, details)
+}
+
+// without returns list minus s, reusing list's array.
+func without(list []string, s string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+// Package extproc is toolmesh's Envoy external processor: the
+// envoy.service.ext_proc.v3.ExternalProcessor gRPC server that sees every
+// request to /mcp/{route}. It answers protocol methods itself (as Envoy
+// ImmediateResponses), and for a tools/call it tells Envoy which Tool Service
+// cluster to use, rewriting :path and body; on the way back it turns the Tool
+// Service reply into an MCP result.
+//
+// One gRPC Process stream is one HTTP request. All per-request state lives in
+// the stream's goroutine; the route snapshot is captured once, in the
+// request-headers phase, and used by every later phase of that request.
+//
+// The server relies on these ext_proc filter settings (SPEC §6): request
+// headers SEND, request body BUFFERED, response headers SEND, response body
+// BUFFERED, trailers SKIP, failure_mode_allow false, a message_timeout of
+// seconds, and metadata_options.receiving_namespaces.untyped containing
+// registry.MetadataNamespace.
+package extproc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// DefaultMaxResponseBytes is the default limit on a Tool Service reply.
+const DefaultMaxResponseBytes = 4 << 20
+
+// grpcHeadroom is what a ProcessingRequest carries besides the body: headers,
+// attributes and protobuf framing.
+const grpcHeadroom = 1 << 20
+
+// Config configures the extproc server.
+type Config struct {
+	// MCP configures the protocol answers and HTTP rules.
+	MCP mcp.Config
+	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
+	// isError result ("response too large"). Zero means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+// Routes maps a request path (query already removed) to its route. ok is
+// false for a path that names no route; snap is nil for a known route that
+// has no snapshot yet. The registry's refresher implements it.
+type Routes interface {
+	Lookup(path string) (key string, snap *registry.Snapshot, ok bool)
+}
+
+// Server is the ExternalProcessor gRPC service. It is safe for concurrent
+// use; it holds no per-request state.
+type Server struct {
+	extprocv3.UnimplementedExternalProcessorServer
+
+	cfg     Config
+	proto   *mcp.Server
+	routes  Routes
+	log     *slog.Logger
+	metrics *metrics
+}
+
+var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
+
+// New returns a Server answering from routes. log may be nil (discard); reg
+// may be nil (metrics are kept but not exported).
+func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if routes == nil {
+		return nil, errors.New("extproc: routes is nil")
+	}
+	if cfg.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("extproc: max response bytes %d is negative", cfg.MaxResponseBytes)
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("extproc: %w", err)
+	}
+	return &Server{
+		cfg:     cfg,
+		proto:   mcp.NewServer(cfg.MCP),
+		routes:  routes,
+		log:     log,
+		metrics: m,
+	}, nil
+}
+
+// Register registers the ExternalProcessor service on gs. Create gs with
+// GRPCServerOptions so buffered bodies fit in one gRPC message.
+func (s *Server) Register(gs *grpc.Server) {
+	extprocv3.RegisterExternalProcessorServer(gs, s)
+}
+
+// GRPCServerOptions returns the gRPC server options the service needs: a
+// receive limit that admits a whole BUFFERED body (the request body limit or
+// the Tool Service reply limit, whichever is larger) plus headers. grpc-go's
+// default of 4 MiB would otherwise fail the stream, and Envoy would answer 500
+// instead of the "response too large" result.
+func (s *Server) GRPCServerOptions() []grpc.ServerOption {
+	limit := max(s.cfg.MaxResponseBytes, s.proto.Config().MaxBodyBytes)
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(limit + grpcHeadroom))}
+}
+
+// Process implements [extprocv3.ExternalProcessorServer.Process]. It serves
+// one HTTP request and returns only when Envoy ends the stream: returning
+// early would make Envoy continue without the processor.
+func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err error) {
+	x := s.newExchange(stream.Context())
+	defer x.finish()
+	defer func() {
+		// A bug must cost one request (Envoy answers 500, since
+		// failure_mode_allow is false), not the process.
+		if p := recover(); p != nil {
+			s.log.Error("ext_proc stream panicked", "panic", p, "stack", string(debug.Stack()))
+			x.streamErr = fmt.Errorf("panic: %v", p)
+			err = status.Error(codes.Internal, "internal error")
+		}
+	}()
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			if endOfStream(err) {
+				return nil
+			}
+			x.streamErr = err
+			return err
+		}
+		resp := x.handle(req)
+		if resp == nil {
+			continue
+		}
+		if err := stream.Send(resp); err != nil {
+			if endOfStream(err) {
+				return nil
+			}
+			x.streamErr = err
+			return err
+		}
+	}
+}
+
+// endOfStream reports whether err is Envoy closing the stream: after an
+// ImmediateResponse, at the end of the request, or when the client went away.
+func endOfStream(err error) bool {
+	return errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled
+}
