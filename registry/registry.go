@@ -36,6 +36,13 @@ type RouteStatus struct {
 	LastErrorAt     *time.Time     `json:"lastErrorAt,omitempty"`
 	Ambiguous       []string       `json:"ambiguous,omitempty"`
 	Rejected        []RejectedTool `json:"rejected,omitempty"`
+
+	// LastRefresh is the last time a refresh confirmed the snapshot's
+	// content; SnapshotAge counts from it (or from FetchedAt if later).
+	LastRefresh *time.Time `json:"lastRefresh,omitempty"`
+	// StoreError is the latest failure to load or save the route's snapshot
+	// in the Store; serving goes on without the Store.
+	StoreError string `json:"storeError,omitempty"`
 }
 
 // Health is the health detail of SPEC §5.
@@ -44,5 +51,6 @@ type Health struct {
 	Routes                []RouteStatus `json:"routes"`
 	RoutesWithoutSnapshot []string      `json:"routesWithoutSnapshot"`
 	PortalError           string        `json:"portalError,omitempty"`
+	PortalErrorAt         *time.Time    `json:"portalErrorAt,omitempty"`
 	LastListing           *time.Time    `json:"lastListing,omitempty"`
 }

@@ -24,6 +24,9 @@ type ManifestTool struct {
 // Manifest is a Tool Service's manifest.
 type Manifest struct {
 	Tools []ManifestTool `json:"tools"`
+	// Invalid lists the entries that could not be decoded as tools; they are
+	// reported as rejected, and the rest of the manifest is used.
+	Invalid []InvalidEntry `json:"invalid,omitempty"`
 }
 
 // Tool is one validated, active tool of a route snapshot, resolved to the Tool
@@ -37,6 +40,8 @@ type Tool struct {
 	// BasePath is the Tool Service URL's own path prefix ("" for none); the
 	// upstream :path is BasePath+Path.
 	BasePath string
+	// ParamHeaders are the inputSchema's x-mcp-header parameters (SEP-2243).
+	ParamHeaders []mcp.ParamHeader
 
 	// validate checks arguments against InputSchema, compiled once per snapshot.
 	validate func(args json.RawMessage) []string
@@ -74,9 +79,18 @@ type Snapshot struct {
 	byName    map[string]*Tool
 	ambiguous map[string]bool
 	toolsJSON []byte // the tools/list array, serialized once
+
+	// The inputs, kept so the snapshot can be persisted and rebuilt
+	// (MarshalJSON, UnmarshalSnapshot): the normalized route definition and
+	// the canonical manifest of each of its Tool Services.
+	def       Route
+	manifests map[string]*Manifest
 }
 
-var _ mcp.Catalog = (*Snapshot)(nil)
+var (
+	_ mcp.Catalog           = (*Snapshot)(nil)
+	_ mcp.ParamHeaderSource = (*Snapshot)(nil)
+)
 
 // Lookup returns the tool that name resolves to and how it resolved.
 func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
@@ -93,6 +107,14 @@ func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
 func (s *Snapshot) Resolve(name string) mcp.Resolution {
 	_, r := s.Lookup(name)
 	return r
+}
+
+// ParamHeaders implements [mcp.ParamHeaderSource].
+func (s *Snapshot) ParamHeaders(name string) []mcp.ParamHeader {
+	if t, ok := s.byName[name]; ok {
+		return t.ParamHeaders
+	}
+	return nil
 }
 
 // ToolsPage implements [mcp.Catalog.ToolsPage]. Without paging there is one

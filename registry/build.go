@@ -1,0 +1,244 @@
+package registry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+// BuildSnapshot builds a route's snapshot from the manifests of all its Tool
+// Services (keyed by Tool Service name). It is pure and all-or-nothing: a
+// missing manifest or an invalid route is an error and yields no snapshot.
+// Within a manifest, an entry that fails validation is left out and listed in
+// Snapshot.Rejected; inactive entries are left out silently; a name claimed
+// by two or more active entries (across Tool Services, or two versions in one)
+// is left out and listed in Snapshot.Ambiguous. The version is a content hash
+// of the route definition and the canonical manifests, so equal inputs give
+// equal versions.
+func BuildSnapshot(route Route, manifests map[string]*Manifest, fetchedAt time.Time) (*Snapshot, error) {
+	in, err := prepare(route, manifests)
+	if err != nil {
+		return nil, err
+	}
+	return in.build(fetchedAt), nil
+}
+
+// inputs are a route's normalized definition and canonical manifests, with
+// their content hash. Computing them is cheap next to compiling schemas, so
+// the refresher compares versions before building.
+type inputs struct {
+	route     Route
+	manifests map[string]*Manifest
+	version   string
+}
+
+// prepare normalizes the route, canonicalizes its manifests and hashes both.
+func prepare(route Route, manifests map[string]*Manifest) (*inputs, error) {
+	r := route
+	r.ToolServices = slices.Clone(route.ToolServices)
+	if errs := r.normalize(0); len(errs) > 0 {
+		return nil, fmt.Errorf("build snapshot of route %q: %w", route.Key, errors.Join(errs...))
+	}
+	in := &inputs{route: r, manifests: make(map[string]*Manifest, len(r.ToolServices))}
+	var missing []string
+	for _, s := range r.ToolServices {
+		m := manifests[s.Name]
+		if m == nil {
+			missing = append(missing, s.Name)
+			continue
+		}
+		in.manifests[s.Name] = canonicalManifest(m)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("build snapshot of route %q: no manifest for tool service(s) %s", r.Key, strings.Join(missing, ", "))
+	}
+	v, err := in.hash()
+	if err != nil {
+		return nil, fmt.Errorf("build snapshot of route %q: %w", r.Key, err)
+	}
+	in.version = v
+	return in, nil
+}
+
+// hash is the snapshot version: sha256 over the route definition and each
+// canonical manifest in the route's Tool Service order, truncated to 16 bytes.
+// json.Marshal escapes <, > and & the same way whether a schema spelled them
+// literally or as \u003c, so a snapshot re-encoded by a store hashes the same.
+func (in *inputs) hash() (string, error) {
+	h := sha256.New()
+	h.Write([]byte("toolmesh-snapshot/1\n"))
+	def, err := json.Marshal(in.route)
+	if err != nil {
+		return "", fmt.Errorf("hash route definition: %w", err)
+	}
+	h.Write(def)
+	for _, s := range in.route.ToolServices {
+		b, err := json.Marshal(in.manifests[s.Name])
+		if err != nil {
+			return "", fmt.Errorf("hash manifest of %q: %w", s.Name, err)
+		}
+		fmt.Fprintf(h, "\n%q %d\n", s.Name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// canonicalManifest returns a copy of m whose raw JSON fields are compacted.
+// An entry with a raw field that is not valid JSON (possible only for a
+// manifest built in code) moves to Invalid, so the copy always encodes.
+func canonicalManifest(m *Manifest) *Manifest {
+	c := &Manifest{Tools: make([]ManifestTool, 0, len(m.Tools)), Invalid: slices.Clone(m.Invalid)}
+	for i, t := range m.Tools {
+		var bad []string
+		for _, f := range []struct {
+			name string
+			raw  *json.RawMessage
+		}{
+			{"inputSchema", &t.InputSchema},
+			{"outputSchema", &t.OutputSchema},
+			{"annotations", &t.Annotations},
+			{"icons", &t.Icons},
+		} {
+			if len(*f.raw) == 0 {
+				continue
+			}
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, *f.raw); err != nil {
+				bad = append(bad, f.name)
+				continue
+			}
+			*f.raw = buf.Bytes()
+		}
+		if len(bad) > 0 {
+			c.Invalid = append(c.Invalid, InvalidEntry{Index: i, Name: t.Name, Reason: "invalid JSON in " + strings.Join(bad, ", ")})
+			continue
+		}
+		c.Tools = append(c.Tools, t)
+	}
+	return c
+}
+
+// build validates every entry and assembles the snapshot.
+func (in *inputs) build(fetchedAt time.Time) *Snapshot {
+	s := &Snapshot{
+		Route:     in.route.Key,
+		Version:   in.version,
+		FetchedAt: fetchedAt,
+		Tools:     []*Tool{},
+		Ambiguous: []string{},
+		Rejected:  []RejectedTool{},
+		byName:    map[string]*Tool{},
+		ambiguous: map[string]bool{},
+		def:       in.route,
+		manifests: in.manifests,
+	}
+	claims := map[string][]*Tool{}
+	var order []string
+	for _, svc := range in.route.ToolServices {
+		m := in.manifests[svc.Name]
+		_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
+		for _, bad := range m.Invalid {
+			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
+		}
+		for _, mt := range m.Tools {
+			if mt.Active != nil && !*mt.Active {
+				continue
+			}
+			t, reason := buildTool(svc.Name, basePath, mt)
+			if reason != "" {
+				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: mt.Name, Reason: reason})
+				continue
+			}
+			if _, seen := claims[t.Name]; !seen {
+				order = append(order, t.Name)
+			}
+			claims[t.Name] = append(claims[t.Name], t)
+		}
+	}
+	for _, name := range order {
+		if ts := claims[name]; len(ts) > 1 {
+			s.ambiguous[name] = true
+			s.Ambiguous = append(s.Ambiguous, name)
+			continue
+		}
+		t := claims[name][0]
+		s.byName[name] = t
+		s.Tools = append(s.Tools, t)
+	}
+	slices.Sort(s.Ambiguous)
+	slices.SortFunc(s.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	list := make([]mcp.Tool, len(s.Tools))
+	for i, t := range s.Tools {
+		list[i] = t.Tool
+	}
+	// Every raw field was compacted and checked, so encoding cannot fail.
+	s.toolsJSON, _ = mcp.EncodeTools(list)
+	return s
+}
+
+// buildTool validates one active manifest entry. It returns the tool, or the
+// reason the entry is rejected.
+func buildTool(service, basePath string, mt ManifestTool) (*Tool, string) {
+	if !mcp.ValidToolName(mt.Name) {
+		return nil, "invalid name: want 1-128 characters of A-Z a-z 0-9 _ . -"
+	}
+	if len(mt.InputSchema) == 0 || string(mt.InputSchema) == "null" {
+		return nil, "inputSchema is required"
+	}
+	validate, err := compileInputSchema(mt.InputSchema)
+	if err != nil {
+		return nil, "inputSchema: " + err.Error()
+	}
+	params, err := mcp.ParamHeadersOf(mt.InputSchema)
+	if err != nil {
+		return nil, "inputSchema: " + err.Error()
+	}
+	if len(mt.OutputSchema) > 0 && !isJSONKind(mt.OutputSchema, '{') {
+		return nil, "outputSchema must be a JSON object"
+	}
+	if len(mt.Annotations) > 0 && !isJSONKind(mt.Annotations, '{') {
+		return nil, "annotations must be a JSON object"
+	}
+	if len(mt.Icons) > 0 && !isJSONKind(mt.Icons, '[') {
+		return nil, "icons must be a JSON array"
+	}
+	path := mt.Path
+	if path == "" {
+		path = "/tools/" + mt.Name
+	}
+	if err := checkRequestPath(path, true); err != nil {
+		return nil, "path: " + err.Error()
+	}
+	return &Tool{
+		Tool: mcp.Tool{
+			Name:         mt.Name,
+			Title:        mt.Title,
+			Description:  mt.Description,
+			InputSchema:  mt.InputSchema,
+			OutputSchema: mt.OutputSchema,
+			Annotations:  mt.Annotations,
+			Icons:        mt.Icons,
+		},
+		Version:      mt.Version,
+		Service:      service,
+		Cluster:      ClusterName(service),
+		Path:         path,
+		BasePath:     basePath,
+		ParamHeaders: params,
+		validate:     validate,
+	}, ""
+}
+
+// isJSONKind reports whether compact JSON raw starts with open ('{' for an
+// object, '[' for an array).
+func isJSONKind(raw json.RawMessage, open byte) bool {
+	return len(raw) > 0 && raw[0] == open
+}

@@ -1,0 +1,71 @@
+package registry
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestHTTPSource(t *testing.T) {
+	listing := `{"routes":[{"key":"core","toolServices":[{"name":"a","url":"http://a"}]}]}`
+	tests := []struct {
+		name, mode, body, want string
+	}{
+		{name: "ok", mode: modeOK, body: listing},
+		{name: "server error", mode: modeFail, want: "status 500"},
+		{name: "html", mode: modeHTML, want: "content type"},
+		{name: "garbage", mode: modeGarbage, want: "decode listing"},
+		{name: "invalid listing", mode: modeOK, body: `{"routes":[{"key":"Core","toolServices":[{"name":"a","url":"http://a"}]}]}`, want: `route "Core": key`},
+		{name: "unknown field", mode: modeOK, body: `{"routes":[],"next":"x"}`, want: `unknown field "next"`},
+		{name: "yaml over http", mode: modeOK, body: "routes: []\n", want: "body is not a JSON object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, "/v1/routes", listing)
+			srv.set(tc.mode, tc.body)
+			l, err := NewHTTPSource(srv.URL+"/", srv.Client()).List(t.Context())
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("List() = %v", err)
+				}
+				if len(l.Routes) != 1 || l.Routes[0].PublicPath != "/mcp/core" {
+					t.Fatalf("List() = %+v (defaults must be filled)", l)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "list routes") {
+				t.Fatalf("List() = %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFileSource(t *testing.T) {
+	for _, name := range []string{"listing.json", "listing.yaml"} {
+		l, err := NewFileSource(filepath.Join("..", "testdata", "registry", name)).List(t.Context())
+		if err != nil || len(l.Routes) != 2 {
+			t.Errorf("List(%s) = %+v, %v", name, l, err)
+		}
+	}
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+	if _, err := NewFileSource(missing).List(t.Context()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("routes:\n- key: a\n  toolServices: [{name: a, url: 'gopher://a'}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewFileSource(bad).List(t.Context()); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "scheme must be http or https") {
+		t.Errorf("invalid file: %v", err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, []byte(`{"routes":[]}`+strings.Repeat(" ", MaxListingBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewFileSource(big).List(t.Context()); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("big file: %v", err)
+	}
+}
