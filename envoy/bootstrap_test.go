@@ -1,0 +1,153 @@
+package envoy_test
+
+import (
+	"os"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	// Every type named by an "@type" in the bootstrap files, so protojson
+	// can resolve it and ValidateDeep can check it.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
+
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/xds"
+)
+
+// Ports of toolmesh's servers as cmd/toolmesh defaults them (config.go:
+// ExtProcListen 127.0.0.1:9002, XDSListen 127.0.0.1:18000). cmd is package
+// main, so they are restated here; a change there must change the bootstrap
+// files and this test together.
+const (
+	defaultXDSPort     = 18000
+	defaultExtProcPort = 9002
+)
+
+// loadBootstrap parses an Envoy bootstrap YAML file strictly: unknown
+// fields and unresolvable "@type"s are errors, as they are for Envoy.
+func loadBootstrap(t *testing.T, path string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	y, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var b bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(j, &b); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &b
+}
+
+func TestBootstrapFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		node     string
+		addrType clusterv3.Cluster_DiscoveryType
+		host     string // where toolmesh is reached
+	}{
+		{"gateway.yaml", "toolmesh-gateway", clusterv3.Cluster_STRICT_DNS, "toolmesh"},
+		{"sidecar.yaml", "toolmesh-sidecar", clusterv3.Cluster_STATIC, "127.0.0.1"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			b := loadBootstrap(t, tc.file)
+			if err := xds.ValidateDeep(b); err != nil {
+				t.Fatalf("ValidateDeep: %v", err)
+			}
+			if b.GetNode().GetId() != tc.node || b.GetNode().GetCluster() == "" {
+				t.Errorf("node = %v, want id %s and a cluster", b.GetNode(), tc.node)
+			}
+			if a := b.GetAdmin().GetAddress().GetSocketAddress().GetAddress(); a != "127.0.0.1" {
+				t.Errorf("admin listens on %q, want loopback only", a)
+			}
+
+			ads := b.GetDynamicResources().GetAdsConfig()
+			if ads.GetApiType() != corev3.ApiConfigSource_GRPC && ads.GetApiType() != corev3.ApiConfigSource_DELTA_GRPC {
+				t.Errorf("ads api_type = %v", ads.GetApiType())
+			}
+			if len(ads.GetGrpcServices()) != 1 || ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != registry.XDSCluster {
+				t.Errorf("ADS does not go to cluster %s: %v", registry.XDSCluster, ads.GetGrpcServices())
+			}
+			for name, cs := range map[string]*corev3.ConfigSource{
+				"lds": b.GetDynamicResources().GetLdsConfig(), "cds": b.GetDynamicResources().GetCdsConfig(),
+			} {
+				if cs.GetAds() == nil || cs.GetResourceApiVersion() != corev3.ApiVersion_V3 {
+					t.Errorf("%s_config is not ADS v3: %v", name, cs)
+				}
+			}
+
+			clusters := map[string]*clusterv3.Cluster{}
+			for _, c := range b.GetStaticResources().GetClusters() {
+				clusters[c.GetName()] = c
+			}
+			for name, port := range map[string]uint32{registry.XDSCluster: defaultXDSPort, registry.ExtProcCluster: defaultExtProcPort} {
+				c, ok := clusters[name]
+				if !ok {
+					t.Errorf("no static cluster %s", name)
+					continue
+				}
+				if c.GetType() != tc.addrType {
+					t.Errorf("%s: type %v, want %v", name, c.GetType(), tc.addrType)
+				}
+				eps := c.GetLoadAssignment().GetEndpoints()
+				if len(eps) != 1 || len(eps[0].GetLbEndpoints()) != 1 {
+					t.Errorf("%s: want exactly one endpoint", name)
+					continue
+				}
+				sa := eps[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+				if sa.GetAddress() != tc.host || sa.GetPortValue() != port {
+					t.Errorf("%s: endpoint %s:%d, want %s:%d", name, sa.GetAddress(), sa.GetPortValue(), tc.host, port)
+				}
+				if c.GetLoadAssignment().GetClusterName() != name {
+					t.Errorf("%s: load_assignment.cluster_name = %q", name, c.GetLoadAssignment().GetClusterName())
+				}
+				requireHTTP2(t, c)
+			}
+
+			om := b.GetOverloadManager()
+			monitors := map[string]bool{}
+			for _, m := range om.GetResourceMonitors() {
+				monitors[m.GetName()] = true
+			}
+			if !monitors["envoy.resource_monitors.fixed_heap"] {
+				t.Error("no fixed_heap resource monitor")
+			}
+			if om.GetBufferFactoryConfig().GetMinimumAccountToTrackPowerOfTwo() == 0 {
+				t.Error("buffer accounting is off, so reset_high_memory_stream has nothing to act on")
+			}
+			for _, a := range om.GetActions() {
+				for _, tr := range a.GetTriggers() {
+					if !monitors[tr.GetName()] {
+						t.Errorf("action %s triggers on unknown monitor %s", a.GetName(), tr.GetName())
+					}
+				}
+			}
+		})
+	}
+}
+
+// requireHTTP2 checks that a static cluster speaks HTTP/2, which gRPC needs.
+func requireHTTP2(t *testing.T, c *clusterv3.Cluster) {
+	t.Helper()
+	a, ok := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+	if !ok {
+		t.Errorf("%s: no HttpProtocolOptions", c.GetName())
+		return
+	}
+	var hpo upstreamhttpv3.HttpProtocolOptions
+	if err := a.UnmarshalTo(&hpo); err != nil {
+		t.Fatal(err)
+	}
+	if hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+		t.Errorf("%s: not explicit HTTP/2", c.GetName())
+	}
+}

@@ -1,0 +1,228 @@
+package xds
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// One cluster per Tool Service, named registry.ClusterName(name). Portal
+// `cluster` fields (SPEC §3) and what they become; defaults are
+// registry.ClusterSettings.WithDefaults:
+//
+//	Portal field                     default        Envoy field
+//	connectTimeout                   1s             cluster.connect_timeout
+//	requestTimeout                   15s            route.timeout (routes.go; covers retries)
+//	maxConnections                   1024           circuit_breakers.thresholds[DEFAULT].max_connections
+//	maxPendingRequests               1024           ….max_pending_requests
+//	maxRequests                      1024           ….max_requests
+//	maxRetries                       3              ….max_retries (concurrent retries, cluster-wide)
+//	                                                and route.retry_policy.num_retries (per call)
+//	lbPolicy                         ROUND_ROBIN    cluster.lb_policy
+//	http2                            false          HttpProtocolOptions explicit HTTP/2, else HTTP/1.1
+//	outlierDetection                 off            cluster.outlier_detection, when set:
+//	  consecutive5xx                 5                consecutive_5xx
+//	  interval                       10s              interval
+//	  baseEjectionTime               30s              base_ejection_time
+//	  maxEjectionPercent             10               max_ejection_percent
+//	healthCheck                      off            cluster.health_checks[0] (HTTP), when set:
+//	  path                           /healthz         http_health_check.path (Host = the authority)
+//	  interval                       5s               interval
+//	  timeout                        1s               timeout
+//	  healthyThreshold               1                healthy_threshold
+//	  unhealthyThreshold             3                unhealthy_threshold
+//
+// Fixed choices, not Portal fields:
+//
+//	discovery          EDS over ADS when the URL host is an IP literal (one
+//	                   ClusterLoadAssignment, locality and endpoint weight 1);
+//	                   STRICT_DNS with an inline load_assignment for DNS names
+//	                   (Envoy re-resolves every 5s, AUTO address family).
+//	idle timeout       30s (common_http_protocol_options.idle_timeout): below
+//	                   the keep-alive timeout of most servers, so Envoy seldom
+//	                   reuses a connection the Tool Service just closed; the
+//	                   reset-before-request retry covers the remaining race.
+//	https              transport socket UpstreamTlsContext: SNI = host (DNS
+//	                   names only), ALPN h2 or http/1.1, certificate verified
+//	                   against Options.UpstreamCAFile and the host as SAN
+//	                   (DNS or IP). Envoy does not verify upstream
+//	                   certificates unless told to.
+const upstreamIdleTimeout = 30 * time.Second
+
+// httpProtocolOptionsKey is the typed_extension_protocol_options key Envoy
+// reads HttpProtocolOptions from.
+const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+var lbPolicies = map[string]clusterv3.Cluster_LbPolicy{
+	"ROUND_ROBIN":   clusterv3.Cluster_ROUND_ROBIN,
+	"LEAST_REQUEST": clusterv3.Cluster_LEAST_REQUEST,
+	"RANDOM":        clusterv3.Cluster_RANDOM,
+	"RING_HASH":     clusterv3.Cluster_RING_HASH,
+	"MAGLEV":        clusterv3.Cluster_MAGLEV,
+}
+
+// buildCluster returns the Tool Service's cluster and, for EDS clusters, its
+// load assignment (nil for STRICT_DNS, whose assignment is inline).
+func buildCluster(u upstream, opts Options) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, error) {
+	s := u.settings
+	lb, ok := lbPolicies[s.LBPolicy]
+	if !ok {
+		return nil, nil, fmt.Errorf("lbPolicy %q is not one of ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV", s.LBPolicy)
+	}
+	hpo, err := httpProtocolOptions(s.HTTP2)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &clusterv3.Cluster{
+		Name:           u.cluster,
+		ConnectTimeout: durationpb.New(s.ConnectTimeout.D()),
+		LbPolicy:       lb,
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:           corev3.RoutingPriority_DEFAULT,
+			MaxConnections:     wrapperspb.UInt32(s.MaxConnections),
+			MaxPendingRequests: wrapperspb.UInt32(s.MaxPendingRequests),
+			MaxRequests:        wrapperspb.UInt32(s.MaxRequests),
+			MaxRetries:         wrapperspb.UInt32(s.MaxRetries),
+		}}},
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
+	}
+	if od := s.OutlierDetection; od != nil {
+		c.OutlierDetection = &clusterv3.OutlierDetection{
+			Consecutive_5Xx:    wrapperspb.UInt32(od.Consecutive5xx),
+			Interval:           durationpb.New(od.Interval.D()),
+			BaseEjectionTime:   durationpb.New(od.BaseEjectionTime.D()),
+			MaxEjectionPercent: wrapperspb.UInt32(od.MaxEjectionPercent),
+		}
+	}
+	if hc := s.HealthCheck; hc != nil {
+		codec := typev3.CodecClientType_HTTP1
+		if s.HTTP2 {
+			codec = typev3.CodecClientType_HTTP2
+		}
+		c.HealthChecks = []*corev3.HealthCheck{{
+			Timeout:            durationpb.New(hc.Timeout.D()),
+			Interval:           durationpb.New(hc.Interval.D()),
+			HealthyThreshold:   wrapperspb.UInt32(hc.HealthyThreshold),
+			UnhealthyThreshold: wrapperspb.UInt32(hc.UnhealthyThreshold),
+			HealthChecker: &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: &corev3.HealthCheck_HttpHealthCheck{
+				Host:            u.authority,
+				Path:            hc.Path,
+				CodecClientType: codec,
+			}},
+		}}
+	}
+	if u.scheme == "https" {
+		ts, err := upstreamTLS(u, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.TransportSocket = ts
+	}
+
+	cla := loadAssignment(u)
+	if u.ip {
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource()}
+		return c, cla, nil
+	}
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+	c.LoadAssignment = cla
+	return c, nil, nil
+}
+
+// loadAssignment is the Tool Service's single endpoint. The locality is
+// non-nil and both weights are 1, as gRPC's xDS client requires.
+func loadAssignment(u upstream) *endpointv3.ClusterLoadAssignment {
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: u.cluster,
+		Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			Locality:            &corev3.Locality{},
+			LoadBalancingWeight: wrapperspb.UInt32(1),
+			LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+					Address: socketAddress(u.host, u.port),
+				}},
+				LoadBalancingWeight: wrapperspb.UInt32(1),
+			}},
+		}},
+	}
+}
+
+func httpProtocolOptions(http2 bool) (*anypb.Any, error) {
+	explicit := &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+		ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
+			HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
+		},
+	}
+	if http2 {
+		explicit.ProtocolConfig = &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+			Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}
+	}
+	return pack(&upstreamhttpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(upstreamIdleTimeout)},
+		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: explicit,
+		},
+	})
+}
+
+func upstreamTLS(u upstream, opts Options) (*corev3.TransportSocket, error) {
+	alpn := []string{"http/1.1"}
+	if u.settings.HTTP2 {
+		alpn = []string{"h2"}
+	}
+	san := tlsv3.SubjectAltNameMatcher_DNS
+	if u.ip {
+		san = tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+	}
+	ctx := &tlsv3.UpstreamTlsContext{
+		CommonTlsContext: &tlsv3.CommonTlsContext{
+			AlpnProtocols: alpn,
+			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: opts.UpstreamCAFile}},
+				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
+					SanType: san,
+					Matcher: exact(u.host),
+				}},
+			}},
+		},
+	}
+	if !u.ip {
+		ctx.Sni = u.host // SNI must not be an IP literal (RFC 6066 §3)
+	}
+	a, err := pack(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &corev3.TransportSocket{
+		Name:       wellknown.TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a},
+	}, nil
+}
+
+// authority is what the Tool Service expects in Host: the host, with the
+// port only when it is not the scheme's default.
+func authority(scheme, host string, port uint32) string {
+	if (scheme == "http" && port == 80) || (scheme == "https" && port == 443) {
+		if isIP(host) && net.ParseIP(host).To4() == nil {
+			return "[" + host + "]"
+		}
+		return host
+	}
+	return net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10))
+}
+
+func isIP(host string) bool { return net.ParseIP(host) != nil }

@@ -1,0 +1,204 @@
+package xds_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/xds"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/xds")
+
+const goldenDir = "../testdata/xds"
+
+// goldenOptions is xds.Options as written in a case's in.yaml.
+type goldenOptions struct {
+	ListenAddress    string            `json:"listenAddress"`
+	ListenPort       uint32            `json:"listenPort"`
+	MessageTimeout   registry.Duration `json:"messageTimeout"`
+	MaxRequestBytes  uint64            `json:"maxRequestBytes"`
+	MaxResponseBytes uint64            `json:"maxResponseBytes"`
+	ServerName       string            `json:"serverName"`
+	ServerVersion    string            `json:"serverVersion"`
+	UpstreamCAFile   string            `json:"upstreamCAFile"`
+}
+
+// readCase reads testdata/xds/<case>/in.yaml: optional options plus a
+// Portal listing, decoded and validated the way the registry does it.
+func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Options goldenOptions   `json:"options"`
+		Routes  json.RawMessage `json:"routes"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
+		t.Fatalf("in.yaml: %v", err)
+	}
+	listing, err := registry.DecodeListing([]byte(`{"routes":` + string(doc.Routes) + `}`))
+	if err != nil {
+		t.Fatalf("in.yaml routes: %v", err)
+	}
+	o := doc.Options
+	return listing.Routes, xds.Options{
+		ListenAddress:    o.ListenAddress,
+		ListenPort:       o.ListenPort,
+		MessageTimeout:   time.Duration(o.MessageTimeout),
+		MaxRequestBytes:  o.MaxRequestBytes,
+		MaxResponseBytes: o.MaxResponseBytes,
+		ServerName:       o.ServerName,
+		ServerVersion:    o.ServerVersion,
+		UpstreamCAFile:   o.UpstreamCAFile,
+	}
+}
+
+// toYAML renders resources as a YAML list via protojson (proto field names),
+// so diffs read like Envoy configuration and do not depend on protojson's
+// unstable whitespace.
+func toYAML(t *testing.T, rs []types.Resource) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, r := range rs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		j, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(j)
+	}
+	buf.WriteByte(']')
+	y, err := yaml.JSONToYAML(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func TestTranslateGolden(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join(goldenDir, "*", "in.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 5 {
+		t.Fatalf("found %d golden cases, want at least 5", len(dirs))
+	}
+	for _, in := range dirs {
+		dir := filepath.Dir(in)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			routes, opts := readCase(t, dir)
+			res, err := xds.Translate(routes, opts)
+			if err != nil {
+				t.Fatalf("Translate: %v", err)
+			}
+			requireValid(t, res)
+
+			again, err := xds.Translate(routes, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Version() != again.Version() {
+				t.Errorf("Version is not deterministic: %s then %s", res.Version(), again.Version())
+			}
+
+			for name, rs := range map[string][]types.Resource{
+				"listeners": res.Listeners, "routes": res.Routes,
+				"clusters": res.Clusters, "endpoints": res.Endpoints,
+			} {
+				got := toYAML(t, rs)
+				path := filepath.Join(dir, "out", name+".yaml")
+				if *update {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./xds -run TestTranslateGolden -update)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from %s (run with -update and review the diff):\n%s", name, path, lineDiff(string(want), string(got)))
+				}
+			}
+		})
+	}
+}
+
+// requireValid checks what Envoy would check before accepting a snapshot:
+// every resource passes ValidateDeep, the snapshot is consistent, resources
+// are sorted by name, and every route points at a cluster of the snapshot.
+func requireValid(t *testing.T, res *xds.Resources) {
+	t.Helper()
+	for _, group := range [][]types.Resource{res.Listeners, res.Routes, res.Clusters, res.Endpoints} {
+		for i, r := range group {
+			if err := xds.ValidateDeep(r); err != nil {
+				t.Errorf("ValidateDeep(%s): %v", cachev3.GetResourceName(r), err)
+			}
+			if i > 0 && cachev3.GetResourceName(group[i-1]) >= cachev3.GetResourceName(r) {
+				t.Errorf("resources not sorted by name: %q before %q", cachev3.GetResourceName(group[i-1]), cachev3.GetResourceName(r))
+			}
+		}
+	}
+	snap, err := cachev3.NewSnapshot(res.Version(), res.ByType())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Consistent(); err != nil {
+		t.Errorf("snapshot not consistent: %v", err)
+	}
+	clusters := map[string]bool{}
+	for _, c := range res.Clusters {
+		clusters[cachev3.GetResourceName(c)] = true
+	}
+	for _, rc := range res.Routes {
+		for _, ref := range clusterRefs(rc) {
+			if !clusters[ref] {
+				t.Errorf("route configuration %s points at unknown cluster %q", cachev3.GetResourceName(rc), ref)
+			}
+		}
+	}
+}
+
+// lineDiff is a small line-oriented diff: the first differing lines with
+// some context, enough to see what changed.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	shown := 0
+	for i := 0; i < max(len(w), len(g)) && shown < 20; i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			b.WriteString("line " + strconv.Itoa(i+1) + ":\n  - " + wl + "\n  + " + gl + "\n")
+			shown++
+		}
+	}
+	return b.String()
+}

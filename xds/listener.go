@@ -1,0 +1,164 @@
+package xds
+
+import (
+	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	earlyheadermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Listener and HTTP connection manager settings:
+//
+//	field                               value
+//	address                             Options.ListenAddress:ListenPort (0.0.0.0:10000)
+//	per_connection_buffer_limit_bytes   Options.MaxResponseBytes (4 MiB): bounds buffered replies
+//	hcm.stat_prefix                     toolmesh
+//	hcm.codec_type                      AUTO (HTTP/1.1 and h2c)
+//	hcm.rds                             registry.RouteConfigName over ADS
+//	hcm.normalize_path, merge_slashes   true (public paths are matched exactly)
+//	hcm.early_header_mutation           remove every client header starting with x-toolmesh-
+//	hcm.http_filters                    ext_proc, router (router last)
+//	hcm.local_reply_config              see localreply.go
+//	ext_proc.failure_mode_allow         false: without ext_proc nothing may be routed
+//	ext_proc.message_timeout            Options.MessageTimeout (5s; Envoy's default is 200ms)
+//	ext_proc.processing_mode            request headers SEND, body BUFFERED, trailers SKIP;
+//	                                    response headers SEND, body BUFFERED, trailers SKIP
+//	ext_proc.allow_mode_override        true, only to response body STREAMED (SSE replies)
+//	ext_proc.metadata_options           receiving_namespaces.untyped [toolmesh]
+const (
+	statPrefix = "toolmesh"
+	// earlyHeaderMutationName is the extension name of the early header
+	// mutation that strips client-supplied x-toolmesh-* headers.
+	earlyHeaderMutationName = "envoy.http.early_header_mutation.header_mutation"
+)
+
+func buildListener(opts Options) (*listenerv3.Listener, error) {
+	hcm, err := buildHCM(opts)
+	if err != nil {
+		return nil, err
+	}
+	hcmAny, err := pack(hcm)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name:    registry.ListenerName,
+		Address: socketAddress(opts.ListenAddress, opts.ListenPort),
+		// Bounds a buffered Tool Service reply (request bodies have their own
+		// limit on the virtual host).
+		PerConnectionBufferLimitBytes: wrapperspb.UInt32(uint32(opts.MaxResponseBytes)),
+		FilterChains: []*listenerv3.FilterChain{{
+			Filters: []*listenerv3.Filter{{
+				Name:       wellknown.HTTPConnectionManager,
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny},
+			}},
+		}},
+	}, nil
+}
+
+func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
+	early, err := pack(&earlyheadermutationv3.HeaderMutation{
+		Mutations: []*mutationrulesv3.HeaderMutation{{
+			// A prefix match covers every header toolmesh owns, including ones
+			// added later, so a client can never pre-set a routing decision.
+			Action: &mutationrulesv3.HeaderMutation_RemoveOnMatch_{
+				RemoveOnMatch: &mutationrulesv3.HeaderMutation_RemoveOnMatch{
+					KeyMatcher: &matcherv3.StringMatcher{
+						MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: registry.HeaderPrefix},
+						IgnoreCase:   true,
+					},
+				},
+			},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	extProc, err := pack(buildExtProc(opts))
+	if err != nil {
+		return nil, err
+	}
+	router, err := pack(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix: statPrefix,
+		CodecType:  hcmv3.HttpConnectionManager_AUTO,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			RouteConfigName: registry.RouteConfigName,
+			ConfigSource:    adsConfigSource(),
+		}},
+		NormalizePath: wrapperspb.Bool(true),
+		MergeSlashes:  true,
+		EarlyHeaderMutationExtensions: []*corev3.TypedExtensionConfig{{
+			Name:        earlyHeaderMutationName,
+			TypedConfig: early,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{
+			{Name: registry.ExtProcFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: extProc}},
+			{Name: wellknown.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}},
+		},
+		LocalReplyConfig: buildLocalReplyConfig(opts),
+	}, nil
+}
+
+func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
+	return &extprocfilterv3.ExternalProcessor{
+		GrpcService: &corev3.GrpcService{
+			// No grpc_service.timeout: it would bound the whole stream, that is
+			// the whole HTTP request including the Tool Service's answer.
+			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: registry.ExtProcCluster},
+			},
+		},
+		FailureModeAllow: false,
+		MessageTimeout:   durationpb.New(opts.MessageTimeout),
+		StatPrefix:       statPrefix,
+		ProcessingMode: &extprocfilterv3.ProcessingMode{
+			RequestHeaderMode:   extprocfilterv3.ProcessingMode_SEND,
+			RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
+			RequestTrailerMode:  extprocfilterv3.ProcessingMode_SKIP,
+			ResponseHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+			ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+			ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
+		},
+		// The extproc server switches the response body to STREAMED when a
+		// Tool Service answers text/event-stream; nothing else may change.
+		AllowModeOverride: true,
+		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{{
+			ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED,
+		}},
+		// Dynamic metadata from the server is dropped unless its namespace is
+		// listed; local_reply_config reads the JSON-RPC id from it.
+		MetadataOptions: &extprocfilterv3.MetadataOptions{
+			ReceivingNamespaces: &extprocfilterv3.MetadataOptions_MetadataNamespaces{
+				Untyped: []string{registry.MetadataNamespace},
+			},
+		},
+	}
+}
+
+func adsConfigSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+	}
+}
+
+func socketAddress(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      corev3.SocketAddress_TCP,
+		Address:       host,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

@@ -1,0 +1,95 @@
+package xds
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Listener-level defaults (see Options).
+const (
+	DefaultListenAddress   = "0.0.0.0"
+	DefaultListenPort      = 10000
+	DefaultMessageTimeout  = 5 * time.Second
+	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, SPEC §2
+	// DefaultMaxResponseBytes matches the extproc server's default limit on
+	// a Tool Service reply (cmd/toolmesh maxResponseBytes).
+	DefaultMaxResponseBytes = 4 << 20
+	DefaultServerName       = "toolmesh"
+	DefaultServerVersion    = "dev"
+	// DefaultUpstreamCAFile is the CA bundle of the official (Debian/Ubuntu
+	// based) Envoy image; https Tool Services are verified against it.
+	DefaultUpstreamCAFile = "/etc/ssl/certs/ca-certificates.crt"
+)
+
+// Options are the deployment-wide settings of the generated Envoy
+// configuration. Zero values mean the defaults above.
+type Options struct {
+	// ListenAddress and ListenPort are where Envoy's MCP listener binds
+	// (default 0.0.0.0:10000).
+	ListenAddress string
+	ListenPort    uint32
+	// MessageTimeout is ext_proc's per-message timeout (default 5s). Envoy's
+	// own default of 200 ms is far too short for parsing and resolving a
+	// call, and turns into 504s that look like Tool Service timeouts.
+	MessageTimeout time.Duration
+	// MaxRequestBytes is the virtual host's request_body_buffer_limit
+	// (default 1 MiB): a larger request body is a 413 from Envoy.
+	MaxRequestBytes uint64
+	// MaxResponseBytes is the largest Tool Service reply Envoy buffers for
+	// ext_proc (default 4 MiB). Envoy has no per-route response limit: the
+	// listener's per_connection_buffer_limit_bytes bounds a buffered
+	// response, and a larger reply becomes a 500 local reply, which
+	// local_reply_config turns into an "unavailable" tool result. Must fit
+	// in 32 bits.
+	MaxResponseBytes uint64
+	// ServerName and ServerVersion fill _meta.serverInfo in the local replies
+	// Envoy shapes for 2026-era tool calls (defaults toolmesh, dev).
+	ServerName, ServerVersion string
+	// UpstreamCAFile is the CA bundle, on Envoy's file system, that https
+	// Tool Services are verified against (default DefaultUpstreamCAFile).
+	UpstreamCAFile string
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.ListenAddress == "" {
+		o.ListenAddress = DefaultListenAddress
+	}
+	if o.ListenPort == 0 {
+		o.ListenPort = DefaultListenPort
+	}
+	if o.MessageTimeout <= 0 {
+		o.MessageTimeout = DefaultMessageTimeout
+	}
+	if o.MaxRequestBytes == 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if o.MaxResponseBytes == 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.ServerName == "" {
+		o.ServerName = DefaultServerName
+	}
+	if o.ServerVersion == "" {
+		o.ServerVersion = DefaultServerVersion
+	}
+	if o.UpstreamCAFile == "" {
+		o.UpstreamCAFile = DefaultUpstreamCAFile
+	}
+	return o
+}
+
+// check rejects options Envoy cannot take.
+func (o Options) check() error {
+	if o.MaxResponseBytes > math.MaxUint32 {
+		return fmt.Errorf("options: MaxResponseBytes %d does not fit Envoy's 32-bit per_connection_buffer_limit_bytes", o.MaxResponseBytes)
+	}
+	if o.MessageTimeout > time.Hour {
+		return fmt.Errorf("options: MessageTimeout %s is over Envoy's 1h ceiling", o.MessageTimeout)
+	}
+	if o.ListenPort > math.MaxUint16 {
+		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package xds
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Route configuration (one virtual host, domains "*"), in match order:
+//
+//  1. one route per Tool Service: any path with header x-toolmesh-cluster
+//     exactly equal to its cluster name → that cluster. Only the extproc
+//     server sets the header (clients' copies are stripped at the edge), in
+//     the same reply that rewrites :path and clears the route cache. Per
+//     route: timeout = cluster.requestTimeout, Host rewritten to the Tool
+//     Service's authority, the routing header removed before forwarding.
+//  2. one route per Portal route: exact publicPath → 500 with a JSON-RPC
+//     error. It is what Envoy first matches for POST /mcp/{route}; ext_proc
+//     runs before the router, so the direct response is only reached when the
+//     extproc server let a request through without routing it (a bug).
+//  3. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
+//
+// Retries: tool calls are not assumed idempotent, so a call is retried only
+// when Envoy knows the Tool Service cannot have seen it: connect-failure,
+// refused-stream (HTTP/2 REFUSED_STREAM) and reset-before-request (Envoy ≥
+// 1.31). Plain "reset" and 5xx are never retried: they may replay a call that
+// already ran. num_retries = cluster.maxRetries; the route timeout covers
+// all attempts. (No previous_hosts predicate: a Tool Service is one
+// endpoint, or one DNS name, and the local data plane does not emulate it.)
+const (
+	virtualHostName = "toolmesh"
+	retryOn         = "connect-failure,refused-stream,reset-before-request"
+
+	unroutedBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"request was not routed by the toolmesh extproc server"}}`
+	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unknown route: POST /mcp/{route}"}}`
+)
+
+func buildRouteConfig(ups []upstream, paths []string, opts Options) *routev3.RouteConfiguration {
+	routes := make([]*routev3.Route, 0, len(ups)+len(paths)+1)
+	for _, u := range ups {
+		routes = append(routes, toolServiceRoute(u))
+	}
+	for _, p := range paths {
+		routes = append(routes, directJSON("unrouted "+p,
+			&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: p}}, 500, unroutedBody))
+	}
+	routes = append(routes, directJSON("not_found",
+		&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, 404, notFoundBody))
+	return &routev3.RouteConfiguration{
+		Name: registry.RouteConfigName,
+		VirtualHosts: []*routev3.VirtualHost{{
+			Name:    virtualHostName,
+			Domains: []string{"*"},
+			Routes:  routes,
+			// On the virtual host, so the limit does not depend on which route
+			// matched first (the buffer limit follows the first match).
+			RequestBodyBufferLimit: wrapperspb.UInt64(opts.MaxRequestBytes),
+		}},
+	}
+}
+
+func toolServiceRoute(u upstream) *routev3.Route {
+	s := u.settings
+	action := &routev3.RouteAction{
+		ClusterSpecifier:     &routev3.RouteAction_Cluster{Cluster: u.cluster},
+		Timeout:              durationpb.New(s.RequestTimeout.D()),
+		HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: u.authority},
+	}
+	if s.MaxRetries > 0 {
+		action.RetryPolicy = &routev3.RetryPolicy{
+			RetryOn:    retryOn,
+			NumRetries: wrapperspb.UInt32(s.MaxRetries),
+		}
+	}
+	return &routev3.Route{
+		Name: u.cluster,
+		Match: &routev3.RouteMatch{
+			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+			Headers: []*routev3.HeaderMatcher{{
+				Name:                 registry.ClusterHeader,
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(u.cluster)},
+			}},
+		},
+		Action:                 &routev3.Route_Route{Route: action},
+		RequestHeadersToRemove: []string{registry.ClusterHeader},
+	}
+}
+
+func directJSON(name string, match *routev3.RouteMatch, status uint32, body string) *routev3.Route {
+	return &routev3.Route{
+		Name:  name,
+		Match: match,
+		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+			Status: status,
+			Body:   &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: body}},
+		}},
+		ResponseHeadersToAdd: []*corev3.HeaderValueOption{{
+			Header:       &corev3.HeaderValue{Key: "content-type", Value: "application/json"},
+			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+		}},
+	}
+}
