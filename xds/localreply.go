@@ -35,8 +35,7 @@ import (
 // need no era condition. 2026-era results also carry resultType "complete"
 // and _meta["io.modelcontextprotocol/serverInfo"].
 const (
-	// metadataEra holds the protocol version of a 2026-era request. It is not
-	// in registry/naming.go yet; the extproc server must write the same key.
+	// metadataEra holds the protocol era the extproc server wrote.
 	metadataEra  = registry.MetadataEra
 	eraStateless = "2026-07-28"
 )
