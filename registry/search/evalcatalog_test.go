@@ -87,7 +87,7 @@ func generateCatalog(regions int) []Doc {
 
 func genCommon(d genDomain, e genEntity, verb string, collection bool, region string) Doc {
 	name := toolName(d, e, verb, collection, region)
-	v := variant(name)
+	v := nameVariant(name)
 	one, many := e.one, e.many
 	idParam := param{name: snake(one) + "_id", desc: "ID of the " + one + "."}
 	fields := parseParams(e.fields, one)
@@ -179,7 +179,7 @@ func genExtra(d genDomain, e genEntity, spec, region string) Doc {
 		required = []string{props[0].name}
 	}
 	title := ""
-	if variant(name)%4 != 0 {
+	if nameVariant(name)%4 != 0 {
 		title = capitalize(words(verb) + " " + e.one)
 	}
 	return newDoc(d, name, title, desc, props, required, region)
@@ -191,7 +191,7 @@ func newDoc(d genDomain, name, title, desc string, props []param, required []str
 	}
 	camelCase := d.style == styleCamel || d.style == styleDotCamel
 	for i := range required {
-		required[i] = fieldName(required[i], camelCase)
+		required[i] = propName(required[i], camelCase)
 	}
 	schema := map[string]any{"type": "object", "properties": schemaProps(props, camelCase)}
 	if len(required) > 0 {
@@ -297,19 +297,19 @@ func schemaProps(ps []param, camelCase bool) map[string]any {
 		case typ == "array":
 			s["items"] = map[string]any{"type": "string"}
 		}
-		props[fieldName(p.name, camelCase)] = s
+		props[propName(p.name, camelCase)] = s
 	}
 	return props
 }
 
-func fieldName(n string, camelCase bool) string {
+func propName(n string, camelCase bool) string {
 	if !camelCase {
 		return n
 	}
 	return lowerFirst(pascal(words(n)))
 }
 
-func variant(name string) int {
+func nameVariant(name string) int {
 	h := fnv.New32a()
 	h.Write([]byte(name))
 	return int(h.Sum32() % 1024)
