@@ -1,0 +1,176 @@
+package envoy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Options configures a [DataPlane].
+type Options struct {
+	// ExtProcTarget is the gRPC target of the extproc server, for example
+	// "127.0.0.1:9002". Every ext_proc filter in the configuration talks to
+	// it, whatever cluster its grpc_service names.
+	ExtProcTarget string
+	// ExtProcConn is an existing connection to the extproc server; it takes
+	// precedence over ExtProcTarget and is not closed by Close.
+	ExtProcConn grpc.ClientConnInterface
+	// Logger receives debug logs of requests and xDS updates; nil discards.
+	Logger *slog.Logger
+	// Transport, if set, carries every upstream request instead of the
+	// per-cluster connection pools. Cluster TLS, HTTP/2 and connect_timeout
+	// settings are then the Transport's business.
+	Transport http.RoundTripper
+}
+
+// DataPlane is the local stand-in for Envoy: its ServeHTTP is the listener's
+// HTTP connection manager. It is not a production proxy; see the package
+// documentation.
+type DataPlane struct {
+	log       *slog.Logger
+	conn      grpc.ClientConnInterface
+	ownConn   *grpc.ClientConn
+	transport http.RoundTripper
+
+	cfg atomic.Pointer[config]
+
+	mu         sync.Mutex // serializes Apply and Close; never taken by requests
+	runtimes   map[string]*clusterRuntime
+	limits     map[string]clusterLimits
+	transports map[string]*http.Transport
+	closed     bool
+}
+
+// New returns a data plane with no configuration; it answers 503 until
+// Apply (or WatchADS) gives it a listener.
+func New(opts Options) (*DataPlane, error) {
+	d := &DataPlane{
+		log:        opts.Logger,
+		conn:       opts.ExtProcConn,
+		transport:  opts.Transport,
+		runtimes:   map[string]*clusterRuntime{},
+		limits:     map[string]clusterLimits{},
+		transports: map[string]*http.Transport{},
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.conn == nil && opts.ExtProcTarget != "" {
+		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
+		}
+		d.conn, d.ownConn = cc, cc
+	}
+	return d, nil
+}
+
+// Apply validates a complete set of listeners, route configurations,
+// clusters and cluster load assignments (keyed by the go-control-plane
+// resource type URLs) and, if it is valid and every construct in it is
+// emulated, makes it the configuration for new requests. On error the
+// previous configuration stays in force.
+func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
+	cfg, err := compileConfig(res)
+	if err != nil {
+		return fmt.Errorf("apply configuration: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("apply configuration: data plane closed")
+	}
+	keep := map[string]bool{}
+	for name, cl := range cfg.clusters {
+		rt, ok := d.runtimes[name]
+		if !ok || d.limits[name] != cl.limits {
+			rt = newClusterRuntime(cl.limits)
+			d.runtimes[name], d.limits[name] = rt, cl.limits
+		}
+		cl.rt = rt
+		if d.transport != nil {
+			cl.transport = d.transport
+			continue
+		}
+		key := transportKey(cl)
+		tr, ok := d.transports[key]
+		if !ok {
+			tr = newTransport(cl)
+			d.transports[key] = tr
+		}
+		cl.transport = tr
+		keep[key] = true
+	}
+	for key, tr := range d.transports {
+		if !keep[key] {
+			tr.CloseIdleConnections()
+			delete(d.transports, key)
+		}
+	}
+	for name := range d.runtimes {
+		if _, ok := cfg.clusters[name]; !ok {
+			delete(d.runtimes, name)
+			delete(d.limits, name)
+		}
+	}
+	for _, f := range cfg.hcm.filtersOrNil() {
+		for _, note := range f.ignored {
+			d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.name, "setting", note)
+		}
+	}
+	d.cfg.Store(cfg)
+	d.log.Debug("data plane configuration applied", "listener", cfg.listener, "clusters", len(cfg.clusters))
+	return nil
+}
+
+// Ready reports whether the data plane has a listener with a route
+// configuration.
+func (d *DataPlane) Ready() bool {
+	cfg := d.cfg.Load()
+	return cfg != nil && cfg.hcm != nil && cfg.routes != nil
+}
+
+// Close releases the upstream connection pools and the extproc connection
+// it opened.
+func (d *DataPlane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	for _, tr := range d.transports {
+		tr.CloseIdleConnections()
+	}
+	if d.ownConn != nil {
+		return d.ownConn.Close()
+	}
+	return nil
+}
+
+// ServeHTTP implements [http.Handler]: it is the listener's HTTP connection
+// manager, running early header mutations, the ext_proc filters and the
+// router for one request, the way Envoy does.
+func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := d.cfg.Load()
+	if cfg == nil || cfg.hcm == nil {
+		// Envoy would not be listening yet.
+		http.Error(w, "no listener configured", http.StatusServiceUnavailable)
+		return
+	}
+	x := &exchange{
+		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
+		meta: map[string]*structpb.Struct{},
+	}
+	x.serve()
+}

@@ -1,0 +1,413 @@
+package envoy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// exchange is one HTTP stream through the HTTP connection manager: the
+// request headers and body as the filters see them, the cached route, the
+// stream's dynamic metadata and response flags, and the ext_proc filter
+// instances. It lives on the stack of one ServeHTTP call.
+type exchange struct {
+	d     *DataPlane
+	cfg   *config
+	log   *slog.Logger
+	w     http.ResponseWriter
+	r     *http.Request
+	ctx   context.Context
+	start time.Time
+
+	reqH       *headerMap
+	route      *route // cached route (Envoy's route cache)
+	routeValid bool
+	first      *route // route selected at decodeHeaders
+	req        reqBody
+
+	meta         map[string]*structpb.Struct
+	flags        responseFlags
+	details      string
+	cluster      string
+	upstreamHost string
+
+	filters []*extProcRun
+	started bool // response headers went to the client
+}
+
+// maxBufferLimit caps configured buffer limits so they fit an int64.
+const maxBufferLimit = 1 << 40
+
+// reqBody is the request body as buffered by the filter chain.
+type reqBody struct {
+	buf      []byte    // buffered bytes; the whole body when rest is nil
+	rest     io.Reader // the unread remainder of a body over the buffer limit
+	replaced bool      // CONTINUE_AND_REPLACE replaced the body
+}
+
+func (b *reqBody) replace(p []byte) {
+	b.buf, b.rest, b.replaced = p, nil, true
+}
+
+func (b *reqBody) reader() io.Reader {
+	if b.rest == nil {
+		return bytes.NewReader(b.buf)
+	}
+	return io.MultiReader(bytes.NewReader(b.buf), b.rest)
+}
+
+func (x *exchange) serve() {
+	defer func() {
+		for _, f := range x.filters {
+			f.close()
+		}
+	}()
+	hcm := x.cfg.hcm
+	x.reqH = requestHeaderMap(x.r)
+	if hcm.normalizePath || hcm.mergeSlashes {
+		x.reqH.set(":path", normalizePath(x.reqH.value(":path"), hcm.normalizePath, hcm.mergeSlashes))
+	}
+	hcm.applyEarly(x.reqH, x.fmtCtx())
+	sanitizeRequest(x.reqH)
+	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
+	// generated when absent (generate_request_id, default true) and
+	// x-forwarded-proto is set from the downstream scheme when absent.
+	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
+		x.reqH.set("x-request-id", newRequestID())
+	}
+	if !x.reqH.has("x-forwarded-proto") {
+		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
+	}
+	x.first = x.currentRoute()
+	x.filters = x.activeFilters(x.first)
+
+	eos := x.r.Body == nil || x.r.Body == http.NoBody || (x.r.ContentLength == 0 && len(x.r.TransferEncoding) == 0)
+	for _, f := range x.filters {
+		// Filter::mergePerRouteConfig runs in each filter's decodeHeaders
+		// with the route selected at that moment.
+		f.applyPerRoute(x.currentRoute())
+		lr, err := f.decodeHeaders(eos)
+		if err != nil {
+			return
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return
+		}
+	}
+	if !eos && !x.decodeBody() {
+		return
+	}
+	x.router()
+}
+
+// currentRoute returns the cached route, re-matching after a
+// clear_route_cache with the headers as they are now.
+func (x *exchange) currentRoute() *route {
+	if !x.routeValid {
+		x.routeValid = true
+		x.route = nil
+		if x.cfg.routes != nil {
+			x.route = x.cfg.routes.match(x.reqH)
+		}
+	}
+	return x.route
+}
+
+func (x *exchange) clearRouteCache() { x.routeValid = false }
+
+// activeFilters instantiates the ext_proc filters the first route enables
+// (HttpFilter.disabled filters need a per-route config that is not a
+// disabled FilterConfig).
+func (x *exchange) activeFilters(rt *route) []*extProcRun {
+	var out []*extProcRun
+	for _, f := range x.cfg.hcm.filters {
+		enabled := !f.disabledByDefault
+		if pf := perFilterFor(rt, f.name); pf != nil {
+			enabled = !pf.disabled
+		}
+		if enabled {
+			out = append(out, newExtProcRun(x, f, nil))
+		}
+	}
+	return out
+}
+
+// perFilterFor returns the most specific typed_per_filter_config entry.
+func perFilterFor(rt *route, name string) *perFilterConfig {
+	if rt == nil {
+		return nil
+	}
+	if pf := rt.perFilter[name]; pf != nil {
+		return pf
+	}
+	return rt.vh.perFilter[name]
+}
+
+// applyPerRoute merges the virtual host and route ExtProcPerRoute configs.
+func (e *extProcRun) applyPerRoute(rt *route) {
+	if rt == nil {
+		return
+	}
+	var less, more *extProcPerRoute
+	if pf := rt.vh.perFilter[e.f.name]; pf != nil {
+		less = pf.perRoute
+	}
+	if pf := rt.perFilter[e.f.name]; pf != nil {
+		more = pf.perRoute
+	}
+	if pr := mergePerRoute(less, more); pr != nil {
+		*e = *newExtProcRun(e.x, e.f, pr)
+	}
+}
+
+// decodeBody reads and processes the request body. false means a reply was
+// sent or the downstream is gone.
+func (x *exchange) decodeBody() bool {
+	limit := min(x.first.decoderLimit(x.cfg.hcm.bufferLimit), maxBufferLimit)
+	if x.req.replaced {
+		// onData drains the downstream body after CONTINUE_AND_REPLACE.
+		_, _ = io.Copy(io.Discard, x.r.Body)
+	} else {
+		buf, err := io.ReadAll(io.LimitReader(x.r.Body, int64(limit)+1))
+		if err != nil {
+			return false
+		}
+		x.req.buf = buf
+		if uint64(len(buf)) > limit {
+			x.req.rest = x.r.Body
+		}
+	}
+	if x.req.rest != nil {
+		for _, f := range x.filters {
+			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+				// ActiveStreamDecoderFilter::requestDataTooLarge.
+				x.sendLocalReply(localReply{code: 413, body: bodyPayloadTooLarge, details: detailsRequestTooLarge})
+				return false
+			}
+		}
+	}
+	for _, f := range x.filters {
+		if f.complete {
+			continue
+		}
+		var lr *localReply
+		var err error
+		switch f.mode.GetRequestBodyMode() {
+		case extprocfilterv3.ProcessingMode_BUFFERED:
+			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, true)
+		case extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
+			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, x.req.rest == nil)
+		case extprocfilterv3.ProcessingMode_STREAMED:
+			// Chunks go to the server as they are read; the processed body
+			// is collected before it goes upstream (a simplification: Envoy
+			// forwards each chunk as soon as it is processed).
+			sr := f.newStreamReader(waitRequestBody, x.req.reader())
+			out, rerr := io.ReadAll(sr)
+			switch {
+			case sr.fail != nil:
+				lr = sr.fail
+			case rerr != nil:
+				err = rerr
+			default:
+				x.req.buf, x.req.rest = out, nil
+			}
+		}
+		if err != nil {
+			return false
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return false
+		}
+	}
+	return true
+}
+
+// router is the router filter: the route is (re)selected now.
+func (x *exchange) router() {
+	rt := x.currentRoute()
+	switch {
+	case rt == nil:
+		x.flags |= flagNR
+		x.sendLocalReply(localReply{code: 404, details: detailsRouteNotFound})
+	case rt.kind == kindDirect:
+		x.sendLocalReply(localReply{
+			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
+			extra: func(h *headerMap) { x.finalizeResponseHeaders(rt, h) },
+		})
+	default:
+		x.routeToCluster(rt)
+	}
+}
+
+// encode runs an upstream response through the encoder filters (in reverse
+// order) and writes it.
+func (x *exchange) encode(rt *route, resp *http.Response) {
+	h := responseHeaderMap(resp)
+	if !x.cfg.hcm.suppressEnvoyHeaders {
+		h.set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+	}
+	x.finalizeResponseHeaders(rt, h)
+	var body io.Reader = resp.Body
+	eos := resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
+		x.r.Method == http.MethodHead
+	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
+	for i := len(x.filters) - 1; i >= 0; i-- {
+		f := x.filters[i]
+		repl, didReplace, lr, err := f.encodeHeaders(h, eos)
+		if err != nil {
+			return
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return
+		}
+		if didReplace {
+			body, eos = bytes.NewReader(repl), false
+			continue
+		}
+		if eos || f.complete {
+			continue
+		}
+		switch f.mode.GetResponseBodyMode() {
+		case extprocfilterv3.ProcessingMode_BUFFERED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
+			buf, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
+			if err != nil {
+				x.reset(err)
+				return
+			}
+			complete := uint64(len(buf)) <= limit
+			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+				// ActiveStreamEncoderFilter::responseDataTooLarge.
+				x.sendLocalReply(localReply{code: 500, body: bodyInternalError, details: detailsResponseTooLarge})
+				return
+			}
+			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)
+			if err != nil {
+				return
+			}
+			if lr != nil {
+				x.sendLocalReply(*lr)
+				return
+			}
+			if complete {
+				body = bytes.NewReader(out)
+			} else {
+				body = io.MultiReader(bytes.NewReader(out), body)
+			}
+		case extprocfilterv3.ProcessingMode_STREAMED:
+			body = f.newStreamReader(waitResponseBody, body)
+		}
+	}
+	x.write(h, body)
+}
+
+// sendLocalReply sends a reply generated by the data plane itself. Local
+// replies are shaped by local_reply_config and are not sent to ext_proc. Once
+// the response has started, a local reply can only reset the stream.
+func (x *exchange) sendLocalReply(l localReply) {
+	if x.started {
+		x.reset(errors.New("local reply after the response started"))
+		return
+	}
+	x.details = l.details
+	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
+	x.log.Debug("local reply", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.write(h, strings.NewReader(body))
+}
+
+// write sends the final headers and body to the client.
+func (x *exchange) write(h *headerMap, body io.Reader) {
+	hcm := x.cfg.hcm
+	switch hcm.serverHeader {
+	case serverOverwrite:
+		h.set("server", hcm.serverName)
+	case serverAppendIfAbsent:
+		if !h.has("server") {
+			h.set("server", hcm.serverName)
+		}
+	}
+	status, err := strconv.Atoi(h.value(":status"))
+	if err != nil || status < 100 || status > 999 {
+		status = http.StatusBadGateway
+	}
+	out := x.w.Header()
+	for k, v := range h.httpHeader() {
+		out[k] = v
+	}
+	if !h.has("content-type") {
+		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
+	}
+	x.w.WriteHeader(status)
+	x.started = true
+	if x.r.Method == http.MethodHead || body == nil {
+		return
+	}
+	flusher, _ := x.w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return
+		}
+		if rerr != nil {
+			x.reset(rerr)
+			return
+		}
+	}
+}
+
+// reset resets the downstream stream, as Envoy does when an error happens
+// after the response started (or an upstream fails mid-body).
+func (x *exchange) reset(err error) {
+	x.log.Debug("resetting downstream stream", "error", err)
+	panic(http.ErrAbortHandler)
+}
+
+func (x *exchange) fmtCtx() *fmtContext {
+	proto := "HTTP/1.1"
+	if x.r.ProtoMajor == 2 {
+		proto = "HTTP/2"
+	} else if x.r.ProtoMajor == 1 && x.r.ProtoMinor == 0 {
+		proto = "HTTP/1.0"
+	}
+	name := ""
+	if x.route != nil {
+		name = x.route.name
+	}
+	return &fmtContext{
+		reqH: x.reqH, flags: x.flags, details: x.details, meta: x.meta, protocol: proto,
+		cluster: x.cluster, upstreamHost: x.upstreamHost, routeName: name, start: x.start,
+	}
+}
+
+// newRequestID returns a random UUID v4, as Envoy's default request ID
+// extension generates.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,590 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// This file emulates one ext_proc filter instance on one HTTP stream
+// (source/extensions/filters/http/ext_proc/ext_proc.cc and
+// processor_state.cc). One gRPC Process stream is opened lazily per HTTP
+// request and closed when the request ends, on an ImmediateResponse, or on
+// an error.
+
+// maxExtProcMessage bounds the gRPC messages exchanged with the server; a
+// buffered body travels as one message.
+const maxExtProcMessage = 64 << 20
+
+// streamChunk is the chunk size used for STREAMED bodies.
+const streamChunk = 64 << 10
+
+// waitState is what the filter is waiting for (ProcessorState::CallbackState).
+type waitState int
+
+const (
+	waitRequestHeaders waitState = iota
+	waitRequestBody
+	waitResponseHeaders
+	waitResponseBody
+)
+
+func (w waitState) headers() bool { return w == waitRequestHeaders || w == waitResponseHeaders }
+
+// errAbort means the downstream went away; nothing more can be sent.
+var errAbort = errors.New("downstream request aborted")
+
+// extProcRun is the per-request state of one ext_proc filter.
+type extProcRun struct {
+	f                *extProcFilter
+	x                *exchange
+	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
+	failureModeAllow bool
+	receiving        []string
+	forwarding       []string
+	md               metadata.MD
+
+	complete    bool // processing_complete_
+	stream      extprocv3.ExternalProcessor_ProcessClient
+	cancel      context.CancelFunc
+	recv        chan recvResult
+	sentFirst   bool
+	timeoutUsed bool // an override_message_timeout was honoured in this state
+}
+
+type recvResult struct {
+	resp *extprocv3.ProcessingResponse
+	err  error
+}
+
+func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
+	e := &extProcRun{
+		f:                f,
+		x:                x,
+		mode:             proto.Clone(f.mode).(*extprocfilterv3.ProcessingMode),
+		failureModeAllow: f.failureModeAllow,
+		receiving:        f.receiving,
+		forwarding:       f.forwarding,
+		md:               f.initialMetadata,
+	}
+	if pr != nil {
+		// Filter::mergePerRouteConfig: disabled skips both header phases,
+		// and with no body modes set nothing is ever sent.
+		if pr.disabled {
+			e.mode = &extprocfilterv3.ProcessingMode{
+				RequestHeaderMode:  extprocfilterv3.ProcessingMode_SKIP,
+				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
+			}
+		} else if pr.mode != nil {
+			e.mode = proto.Clone(pr.mode).(*extprocfilterv3.ProcessingMode)
+		}
+		if pr.hasReceiving {
+			e.receiving = pr.receiving
+		}
+		if pr.hasForwarding {
+			e.forwarding = pr.forwarding
+		}
+		if pr.failureModeAllow != nil {
+			e.failureModeAllow = *pr.failureModeAllow
+		}
+		if pr.initialMetadata != nil {
+			md := metadata.Join(e.md)
+			for k, v := range pr.initialMetadata {
+				md[k] = v
+			}
+			e.md = md
+		}
+	}
+	return e
+}
+
+// open opens the gRPC stream if needed (Filter::openStream). A failure to
+// open is handled like a gRPC error on the stream.
+func (e *extProcRun) open() *localReply {
+	if e.stream != nil {
+		return nil
+	}
+	conn := e.x.d.conn
+	if conn == nil {
+		return e.onGrpcError(codes.Unavailable)
+	}
+	ctx, cancel := context.WithCancel(e.x.ctx)
+	if len(e.md) > 0 {
+		ctx = metadata.NewOutgoingContext(ctx, e.md)
+	}
+	st, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx,
+		grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage))
+	if err != nil {
+		cancel()
+		return e.onGrpcError(status.Code(err))
+	}
+	ch := make(chan recvResult)
+	e.stream, e.cancel, e.recv = st, cancel, ch
+	go func() {
+		for {
+			resp, err := st.Recv()
+			select {
+			case ch <- recvResult{resp, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// close ends the gRPC stream (Filter::closeStream). Envoy's default close is
+// not graceful: the server sees the stream end (EOF or Canceled).
+func (e *extProcRun) close() {
+	if e.stream == nil {
+		return
+	}
+	_ = e.stream.CloseSend()
+	e.cancel()
+	e.stream = nil
+}
+
+// finishAndContinue marks processing complete and continues without the
+// server (onGrpcClose, spurious messages, failure_mode_allow).
+func (e *extProcRun) finishAndContinue() {
+	e.complete = true
+	e.close()
+}
+
+// onGrpcError is Filter::onGrpcError.
+func (e *extProcRun) onGrpcError(code codes.Code) *localReply {
+	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", code)
+	if e.failureModeAllow {
+		e.finishAndContinue()
+		return nil
+	}
+	e.complete = true
+	e.close()
+	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(code))}
+}
+
+// send sends one message (the first one carries protocol_config, as Envoy
+// ≥ 1.36 does) with the forwarded dynamic metadata.
+func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
+	if lr := e.open(); lr != nil || e.complete {
+		return lr
+	}
+	if !e.sentFirst {
+		e.sentFirst = true
+		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{
+			RequestBodyMode:  e.mode.GetRequestBodyMode(),
+			ResponseBodyMode: e.mode.GetResponseBodyMode(),
+		}
+	}
+	if len(e.forwarding) > 0 {
+		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
+	}
+	e.timeoutUsed = false
+	if err := e.stream.Send(req); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server already ended the stream; Recv reports how.
+			return nil
+		}
+		return e.onGrpcError(status.Code(err))
+	}
+	return nil
+}
+
+// wait waits for the server's answer to the message just sent, applying
+// message_timeout and override_message_timeout. It returns the response,
+// or nil with a local reply (or nil, nil when processing completed and the
+// request continues without the server).
+func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *localReply, error) {
+	if e.complete {
+		return nil, nil, nil
+	}
+	timer := time.NewTimer(e.f.messageTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-e.x.ctx.Done():
+			e.close()
+			return nil, nil, errAbort
+		case <-timer.C:
+			// Filter::onMessageTimeout.
+			e.x.log.Debug("ext_proc message timeout", "filter", e.f.name)
+			if e.failureModeAllow {
+				e.finishAndContinue()
+				return nil, nil, nil
+			}
+			e.complete = true
+			e.close()
+			return nil, &localReply{code: 504, details: detailsMessageTimeout}, nil
+		case r := <-e.recv:
+			if r.err != nil {
+				if errors.Is(r.err, io.EOF) {
+					// Filter::onGrpcClose: a clean close means "continue
+					// without the server".
+					e.finishAndContinue()
+					return nil, nil, nil
+				}
+				return nil, e.onGrpcError(status.Code(r.err)), nil
+			}
+			if d := r.resp.GetOverrideMessageTimeout(); d != nil {
+				// Filter::onNewTimeout: at most once per state, within
+				// [1ms, max_message_timeout]; otherwise ignored.
+				nd := d.AsDuration()
+				if e.f.maxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
+					nd <= e.f.maxMessageTimeout && !e.timeoutUsed {
+					e.timeoutUsed = true
+					timer.Reset(nd)
+				}
+				continue
+			}
+			if e.f.allowModeOverride && state.headers() && r.resp.GetModeOverride() != nil {
+				if e.f.overrideAllowed(r.resp.GetModeOverride()) {
+					e.mode = overrideMode(e.mode, r.resp.GetModeOverride())
+				}
+			}
+			return r.resp, nil, nil
+		}
+	}
+}
+
+// immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
+func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
+	if e.f.disableImmediate {
+		// Treated as a spurious message.
+		e.finishAndContinue()
+		return nil
+	}
+	e.setMetadata(resp)
+	e.complete = true
+	e.close()
+	ir := resp.GetImmediateResponse()
+	hm := ir.GetHeaders()
+	return &localReply{
+		code:    immediateStatus(int(ir.GetStatus().GetCode())),
+		body:    string(ir.GetBody()),
+		details: responseDetails(ir.GetDetails()),
+		modify: func(h *headerMap) {
+			if hm != nil {
+				// Errors are logged and ignored by Envoy here.
+				_ = applyHeaderMutation(hm, h, immediateChecker, false, false)
+			}
+		},
+	}
+}
+
+// spurious handles a message of the wrong kind: the stream is closed and the
+// request continues without the server (onReceiveMessage, FailedPrecondition).
+func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse) *localReply {
+	// onReceiveMessage stores the dynamic metadata of any typed response
+	// before its handler finds it out of order.
+	switch resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestHeaders, *extprocv3.ProcessingResponse_RequestBody,
+		*extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody,
+		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
+		e.setMetadata(resp)
+	}
+	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "type", fmt.Sprintf("%T", resp.GetResponse()))
+	e.finishAndContinue()
+	return nil
+}
+
+// failed turns an error in applying a response into a 500 local reply with
+// the error as details.
+func (e *extProcRun) failed(err error) *localReply {
+	e.complete = true
+	e.close()
+	return &localReply{code: 500, details: responseDetails(err.Error())}
+}
+
+// setMetadata is Filter::setDynamicMetadata: only namespaces listed in
+// metadata_options.receiving_namespaces.untyped are stored, merged key by key.
+func (e *extProcRun) setMetadata(resp *extprocv3.ProcessingResponse) {
+	dm := resp.GetDynamicMetadata()
+	if dm == nil || len(e.receiving) == 0 {
+		return
+	}
+	for ns, v := range dm.GetFields() {
+		if !contains(e.receiving, ns) {
+			e.x.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
+			continue
+		}
+		e.x.setMetadata(ns, v.GetStructValue())
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeHeaders is Filter::decodeHeaders.
+func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
+	x := e.x
+	removeCL := shouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+	if e.complete || e.mode.GetRequestHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
+		if removeCL && !e.complete {
+			x.reqH.del("content-length")
+		}
+		return nil, nil
+	}
+	lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extprocv3.HttpHeaders{Headers: x.reqH.toProto(e.f.forward), EndOfStream: eos},
+	}})
+	if lr != nil {
+		return lr, nil
+	}
+	// The content-length removal happens right after the headers are sent,
+	// with the mode in force then.
+	if removeCL && !e.complete {
+		x.reqH.del("content-length")
+	}
+	resp, lr, err := e.wait(waitRequestHeaders)
+	if resp == nil {
+		return lr, err
+	}
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestHeaders:
+		e.setMetadata(resp)
+		cr := r.RequestHeaders.GetResponse()
+		if err := e.applyCommonHeaders(cr, x.reqH, e.mode.GetRequestBodyMode(), true); err != nil {
+			return e.failed(err), nil
+		}
+		if clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+			x.clearRouteCache()
+		} else if cr.GetClearRouteCache() {
+			x.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.name, "reason", "no header_mutation or route_cache_action")
+		}
+		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+			if cr.GetBodyMutation() != nil {
+				x.reqH.del("content-length")
+				x.req.replace(applyBodyMutation(cr.GetBodyMutation(), nil))
+			}
+			e.mode.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
+			e.mode.RequestTrailerMode = extprocfilterv3.ProcessingMode_SKIP
+		}
+		return nil, nil
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		return e.immediate(resp), nil
+	default:
+		return e.spurious(resp), nil
+	}
+}
+
+// applyCommonHeaders applies a CommonResponse header_mutation to h.
+func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerMap, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
+	if cr.GetHeaderMutation() == nil {
+		return nil
+	}
+	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.checker,
+		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL))
+}
+
+// bufferedBody exchanges one buffered (or partial) body and applies the
+// answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
+// header map (header mutations apply because headers are still held).
+func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos bool) ([]byte, *localReply, error) {
+	var req *extprocv3.ProcessingRequest
+	if dir == waitRequestBody {
+		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
+	} else {
+		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
+	}
+	if lr := e.send(req); lr != nil || e.complete {
+		return body, lr, nil
+	}
+	resp, lr, err := e.wait(dir)
+	if resp == nil {
+		return body, lr, err
+	}
+	var cr *extprocv3.CommonResponse
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestBody:
+		if dir != waitRequestBody {
+			return body, e.spurious(resp), nil
+		}
+		cr = r.RequestBody.GetResponse()
+	case *extprocv3.ProcessingResponse_ResponseBody:
+		if dir != waitResponseBody {
+			return body, e.spurious(resp), nil
+		}
+		cr = r.ResponseBody.GetResponse()
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		return body, e.immediate(resp), nil
+	default:
+		return body, e.spurious(resp), nil
+	}
+	e.setMetadata(resp)
+	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
+	if dir == waitResponseBody {
+		bodyMode, sendHeaders = e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
+	}
+	if err := e.applyCommonHeaders(cr, h, bodyMode, sendHeaders); err != nil {
+		return body, e.failed(err), nil
+	}
+	if cr.GetBodyMutation() != nil {
+		if bodyMode == extprocfilterv3.ProcessingMode_BUFFERED {
+			if err := checkContentLength(h, cr.GetBodyMutation()); err != nil {
+				return body, e.failed(err), nil
+			}
+		}
+		body = applyBodyMutation(cr.GetBodyMutation(), body)
+	}
+	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+		e.x.clearRouteCache()
+	}
+	return body, nil, nil
+}
+
+// streamedChunk exchanges one STREAMED chunk (StreamedBodyCallback). Header
+// mutations are ignored — the headers are gone — but clear_route_cache is
+// still evaluated against the presence of a header_mutation, as in
+// ProcessorState::handleBodyResponse.
+func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *localReply, error) {
+	var req *extprocv3.ProcessingRequest
+	if dir == waitRequestBody {
+		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
+	} else {
+		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
+	}
+	if lr := e.send(req); lr != nil || e.complete {
+		return chunk, lr, nil
+	}
+	resp, lr, err := e.wait(dir)
+	if resp == nil {
+		return chunk, lr, err
+	}
+	var cr *extprocv3.CommonResponse
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestBody:
+		if dir != waitRequestBody {
+			return chunk, e.spurious(resp), nil
+		}
+		cr = r.RequestBody.GetResponse()
+	case *extprocv3.ProcessingResponse_ResponseBody:
+		if dir != waitResponseBody {
+			return chunk, e.spurious(resp), nil
+		}
+		cr = r.ResponseBody.GetResponse()
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		return chunk, e.immediate(resp), nil
+	default:
+		return chunk, e.spurious(resp), nil
+	}
+	e.setMetadata(resp)
+	if cr.GetBodyMutation().GetStreamedResponse() != nil {
+		return chunk, e.failed(errors.New("spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED")), nil
+	}
+	if cr.GetBodyMutation() != nil {
+		chunk = applyBodyMutation(cr.GetBodyMutation(), chunk)
+	}
+	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+		e.x.clearRouteCache()
+	}
+	return chunk, nil, nil
+}
+
+// encodeHeaders is Filter::encodeHeaders. It returns whether a
+// CONTINUE_AND_REPLACE replaced the body, and the replacement.
+func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, didReplace bool, lr *localReply, err error) {
+	removeCL := shouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+	if e.complete {
+		return nil, false, nil, nil
+	}
+	if e.mode.GetResponseHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
+		if e.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE {
+			// Nothing more to process: Envoy closes the stream here.
+			e.finishAndContinue()
+			return nil, false, nil, nil
+		}
+		if removeCL {
+			h.del("content-length")
+		}
+		return nil, false, nil, nil
+	}
+	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.toProto(e.f.forward), EndOfStream: eos},
+	}}); lr != nil {
+		return nil, false, lr, nil
+	}
+	if removeCL && !e.complete {
+		h.del("content-length")
+	}
+	resp, lr, err := e.wait(waitResponseHeaders)
+	if resp == nil {
+		return nil, false, lr, err
+	}
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_ResponseHeaders:
+		e.setMetadata(resp)
+		cr := r.ResponseHeaders.GetResponse()
+		if err := e.applyCommonHeaders(cr, h, e.mode.GetResponseBodyMode(), true); err != nil {
+			return nil, false, e.failed(err), nil
+		}
+		// clear_route_cache on the response path has no effect.
+		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+			e.mode.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
+			e.mode.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
+			if cr.GetBodyMutation() != nil {
+				h.del("content-length")
+				return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
+			}
+		}
+		return nil, false, nil, nil
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		// Outside the request path Envoy still sends the local reply
+		// directly while the response has not started.
+		return nil, false, e.immediate(resp), nil
+	default:
+		return nil, false, e.spurious(resp), nil
+	}
+}
+
+// setMetadata merges one namespace into the stream's dynamic metadata
+// (StreamInfo::setDynamicMetadata uses MergeFrom).
+func (x *exchange) setMetadata(ns string, st *structpb.Struct) {
+	if st == nil {
+		return
+	}
+	cur, ok := x.meta[ns]
+	if !ok {
+		cur = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		x.meta[ns] = cur
+	}
+	for k, v := range st.GetFields() {
+		cur.Fields[k] = v
+	}
+}
+
+// forwardMetadata builds metadata_context from the forwarding namespaces.
+func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
+	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+	for _, n := range ns {
+		if st, ok := x.meta[n]; ok {
+			md.FilterMetadata[n] = st
+		}
+	}
+	return md
+}

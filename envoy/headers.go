@@ -1,0 +1,325 @@
+package envoy
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// header is one header entry. Keys are lower case, as in Envoy's header maps.
+type header struct {
+	key, value string
+}
+
+// headerMap is an ordered multi-valued header map that, like Envoy's, also
+// holds the pseudo headers (:method, :path, :authority, :scheme, :status).
+type headerMap struct {
+	h []header
+}
+
+func (m *headerMap) get(k string) (string, bool) {
+	for _, e := range m.h {
+		if e.key == k {
+			return e.value, true
+		}
+	}
+	return "", false
+}
+
+func (m *headerMap) value(k string) string {
+	v, _ := m.get(k)
+	return v
+}
+
+func (m *headerMap) has(k string) bool {
+	_, ok := m.get(k)
+	return ok
+}
+
+func (m *headerMap) values(k string) []string {
+	var out []string
+	for _, e := range m.h {
+		if e.key == k {
+			out = append(out, e.value)
+		}
+	}
+	return out
+}
+
+// joined returns all values of k joined with "," — how Envoy's
+// HeaderUtility::getAllOfHeaderAsString presents a repeated header to
+// matchers.
+func (m *headerMap) joined(k string) (string, bool) {
+	vs := m.values(k)
+	if len(vs) == 0 {
+		return "", false
+	}
+	return strings.Join(vs, ","), true
+}
+
+// set replaces every value of k with v, keeping the position of the first
+// (HeaderMapImpl::setCopy).
+func (m *headerMap) set(k, v string) {
+	out := m.h[:0]
+	done := false
+	for _, e := range m.h {
+		if e.key != k {
+			out = append(out, e)
+			continue
+		}
+		if !done {
+			out = append(out, header{k, v})
+			done = true
+		}
+	}
+	m.h = out
+	if !done {
+		m.h = append(m.h, header{k, v})
+	}
+}
+
+func (m *headerMap) add(k, v string) { m.h = append(m.h, header{k, v}) }
+
+func (m *headerMap) del(k string) {
+	m.delFunc(func(key string) bool { return key == k })
+}
+
+func (m *headerMap) delFunc(match func(string) bool) {
+	out := m.h[:0]
+	for _, e := range m.h {
+		if !match(e.key) {
+			out = append(out, e)
+		}
+	}
+	m.h = out
+}
+
+func (m *headerMap) clone() *headerMap {
+	return &headerMap{h: append([]header(nil), m.h...)}
+}
+
+// apply applies one HeaderValueOption with the given append mode.
+func (m *headerMap) apply(mode appendMode, k, v string) {
+	switch mode {
+	case appendAdd:
+		m.add(k, v)
+	case appendIfAbsent:
+		if !m.has(k) {
+			m.add(k, v)
+		}
+	case appendOverwrite:
+		m.set(k, v)
+	case appendOverwriteIfExists:
+		if m.has(k) {
+			m.set(k, v)
+		}
+	}
+}
+
+// toProto renders the map for ext_proc. Envoy sends every value in
+// raw_value (runtime flag send_header_raw_value, mutation_utils.cc
+// headersToProto), one entry per value, filtered by forward_rules.
+func (m *headerMap) toProto(forward func(string) bool) *corev3.HeaderMap {
+	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(m.h))}
+	for _, e := range m.h {
+		if forward != nil && !forward(e.key) {
+			continue
+		}
+		out.Headers = append(out.Headers, &corev3.HeaderValue{Key: e.key, RawValue: []byte(e.value)})
+	}
+	return out
+}
+
+// hopByHop are the connection-level headers Go's HTTP stack owns; they are
+// never copied into an outgoing message.
+var hopByHop = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-connection": true,
+	"transfer-encoding": true, "upgrade": true,
+}
+
+// requestHeaderMap converts a downstream request to Envoy's view of it:
+// pseudo headers first, then the regular headers in lower case. Go does not
+// keep the order of distinct header names, so they are sorted.
+func requestHeaderMap(r *http.Request) *headerMap {
+	m := &headerMap{h: make([]header, 0, len(r.Header)+6)}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	path := r.RequestURI
+	if path == "" || !strings.HasPrefix(path, "/") {
+		path = r.URL.RequestURI()
+	}
+	m.add(":authority", r.Host)
+	m.add(":path", path)
+	m.add(":method", r.Method)
+	m.add(":scheme", scheme)
+	addSorted(m, r.Header)
+	return m
+}
+
+// sanitizeRequest is the proxy-header cleanup of
+// ConnectionManagerUtility::mutateRequestHeaders
+// (source/common/http/conn_manager_utility.cc): keep-alive,
+// proxy-connection, transfer-encoding, x-envoy-internal, and (for
+// non-upgrade requests) connection and upgrade are removed before the
+// filters see the request; te is kept only as "trailers".
+func sanitizeRequest(m *headerMap) {
+	for _, k := range []string{"keep-alive", "proxy-connection", "transfer-encoding", "x-envoy-internal", "connection", "upgrade"} {
+		m.del(k)
+	}
+	if te, ok := m.joined("te"); ok {
+		m.del("te")
+		for _, v := range strings.Split(te, ",") {
+			if strings.EqualFold(strings.TrimSpace(v), "trailers") {
+				m.set("te", "trailers")
+			}
+		}
+	}
+}
+
+// responseHeaderMap converts an upstream response the same way.
+func responseHeaderMap(resp *http.Response) *headerMap {
+	m := &headerMap{h: make([]header, 0, len(resp.Header)+2)}
+	m.add(":status", strconv.Itoa(resp.StatusCode))
+	addSorted(m, resp.Header)
+	if len(resp.TransferEncoding) > 0 && !m.has("transfer-encoding") {
+		m.add("transfer-encoding", strings.Join(resp.TransferEncoding, ","))
+	}
+	return m
+}
+
+func addSorted(m *headerMap, h http.Header) {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		lk := strings.ToLower(k)
+		if lk == "host" {
+			continue // carried as :authority
+		}
+		for _, v := range h[k] {
+			m.add(lk, v)
+		}
+	}
+}
+
+// httpHeader renders the regular headers for Go's HTTP stack, dropping
+// pseudo and hop-by-hop headers.
+func (m *headerMap) httpHeader() http.Header {
+	out := make(http.Header, len(m.h))
+	for _, e := range m.h {
+		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
+			continue
+		}
+		out[http.CanonicalHeaderKey(e.key)] = append(out[http.CanonicalHeaderKey(e.key)], e.value)
+	}
+	return out
+}
+
+// pathOnly is the :path without its query string, which is what route
+// matching uses.
+func pathOnly(p string) string {
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		return p[:i]
+	}
+	return p
+}
+
+// normalizePath emulates ConnectionManagerUtility::maybeNormalizePath:
+// normalize_path canonicalizes the path like PathUtil::canonicalPath
+// (Chromium's URL path canonicalization: backslashes become slashes,
+// percent-encoded unreserved characters are decoded, other escapes are
+// upper-cased, "." and ".." segments are resolved, never above the root),
+// and merge_slashes collapses runs of slashes. The query is left alone.
+func normalizePath(full string, canonical, mergeSlashes bool) string {
+	p, q, hasQuery := strings.Cut(full, "?")
+	if canonical {
+		p = canonicalPath(p)
+	}
+	if mergeSlashes {
+		var b strings.Builder
+		for i := 0; i < len(p); i++ {
+			if p[i] == '/' && i > 0 && p[i-1] == '/' {
+				continue
+			}
+			b.WriteByte(p[i])
+		}
+		p = b.String()
+	}
+	if hasQuery {
+		return p + "?" + q
+	}
+	return p
+}
+
+func canonicalPath(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\':
+			b.WriteByte('/')
+		case c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
+			v := unhex(p[i+1])<<4 | unhex(p[i+2])
+			if isUnreserved(v) {
+				b.WriteByte(v)
+			} else {
+				b.WriteByte('%')
+				b.WriteString(strings.ToUpper(p[i+1 : i+3]))
+			}
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	segs := strings.Split(b.String(), "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch s {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	r := strings.Join(out, "/")
+	if !strings.HasPrefix(r, "/") {
+		r = "/" + r
+	}
+	return r
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	default:
+		return c - 'A' + 10
+	}
+}
+
+func isUnreserved(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}

@@ -1,0 +1,506 @@
+package envoy
+
+// This file is the single place where the Envoy behaviour emulated by the
+// local data plane is written down. Every rule names the Envoy source file,
+// proto comment or document it follows (paths are relative to the
+// envoyproxy/envoy repository, protos to data-plane-api), so the set can be
+// re-checked against a real Envoy. Rules marked [inferred] were derived from
+// reading the source, not observed on a binary; rules marked [choice] are
+// deliberate decisions where Envoy versions differ.
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+)
+
+// Defaults taken from the Envoy API protos.
+const (
+	// ext_proc.proto message_timeout: "If not set, the default is 200 milliseconds."
+	defaultMessageTimeout = 200 * time.Millisecond
+	// listener.proto per_connection_buffer_limit_bytes: default 1MiB. It is the
+	// decoder/encoder buffer limit unless the route or virtual host sets
+	// request_body_buffer_limit (route_components.proto).
+	defaultBufferLimit = 1 << 20
+	// route_components.proto RouteAction.timeout: "defaults to 15 seconds";
+	// 0 disables it.
+	defaultRouteTimeout = 15 * time.Second
+	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
+	defaultConnectTimeout = 5 * time.Second
+	// circuit_breaker.proto thresholds defaults.
+	defaultMaxConnections  = 1024
+	defaultMaxPending      = 1024
+	defaultMaxRequests     = 1024
+	defaultMaxRetries      = 3
+	defaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
+	defaultRetryBase       = 25 * time.Millisecond
+	defaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
+	defaultImmediateStatus = 200
+	// source/common/http/headers.h: Headers::get().prefix() is "x-envoy"
+	// unless the bootstrap changes header_prefix.
+	envoyHeaderPrefix = "x-envoy"
+	// ext_proc.cc ErrorPrefix.
+	extProcErrorPrefix = "ext_proc_error"
+	// HCM server_name default.
+	defaultServerName = "envoy"
+	// Unspecified value of a command operator in a text format
+	// (substitution_formatter.cc DefaultUnspecifiedValueStringView).
+	unspecifiedValue = "-"
+)
+
+// Response codes details, bodies and flags of the local replies Envoy's
+// router and filter manager send (source/common/stream_info/utility.h
+// ResponseCodeDetailValues; source/common/router/router.cc;
+// source/common/http/filter_manager.cc).
+const (
+	detailsRouteNotFound      = "route_not_found"
+	detailsClusterNotFound    = "cluster_not_found"
+	detailsNoHealthyUpstream  = "no_healthy_upstream"
+	detailsUpstreamTimeout    = "upstream_response_timeout"
+	detailsPerTryTimeout      = "upstream_per_try_timeout"
+	detailsDirectResponse     = "direct_response"
+	detailsRequestTooLarge    = "request_payload_too_large"
+	detailsResponseTooLarge   = "response_payload_too_large"
+	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
+	detailsResetBeforeStarted = "upstream_reset_before_response_started"
+
+	bodyNoHealthyUpstream = "no healthy upstream"
+	bodyUpstreamTimeout   = "upstream request timeout"
+	bodyPayloadTooLarge   = "Payload Too Large"     // CodeUtility::toString(413)
+	bodyInternalError     = "Internal Server Error" // CodeUtility::toString(500)
+)
+
+// responseFlags is the set of Envoy response flags of one stream.
+type responseFlags uint32
+
+// The flags in StreamInfo::CoreResponseFlag order
+// (envoy/stream_info/stream_info.h), which is the order %RESPONSE_FLAGS%
+// prints them in (source/common/stream_info/utility.cc).
+const (
+	flagLH responseFlags = 1 << iota
+	flagUH
+	flagUT
+	flagLR
+	flagUR
+	flagUF
+	flagUC
+	flagUO
+	flagNR
+	flagDI
+	flagFI
+	flagRL
+	flagUAEX
+	flagRLSE
+	flagDC
+	flagURX
+	flagSI
+	flagIH
+	flagDPE
+	flagUMSDR
+	flagRFCF
+	flagNFCF
+	flagDT
+	flagUPE
+	flagNC
+	flagOM
+	flagDF
+	flagDO
+	flagDR
+)
+
+var responseFlagNames = []string{
+	"LH", "UH", "UT", "LR", "UR", "UF", "UC", "UO", "NR", "DI", "FI", "RL", "UAEX", "RLSE",
+	"DC", "URX", "SI", "IH", "DPE", "UMSDR", "RFCF", "NFCF", "DT", "UPE", "NC", "OM", "DF",
+	"DO", "DR",
+}
+
+// String renders the flags the way %RESPONSE_FLAGS% does: short names joined
+// by commas, "" when none is set.
+func (f responseFlags) String() string {
+	var b strings.Builder
+	for i, name := range responseFlagNames {
+		if f&(1<<i) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name)
+	}
+	return b.String()
+}
+
+// parseResponseFlag maps a short flag name (response_flag_filter) to its bit.
+func parseResponseFlag(name string) (responseFlags, bool) {
+	for i, n := range responseFlagNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}
+
+// checkOp is the kind of header mutation being checked
+// (source/extensions/filters/common/mutation_rules/mutation_rules.h).
+type checkOp int
+
+const (
+	opSet checkOp = iota
+	opAppend
+	opRemove
+)
+
+// checkResult is the outcome of a mutation check.
+type checkResult int
+
+const (
+	checkOK checkResult = iota
+	checkIgnore
+	checkFail
+)
+
+// mutationChecker emulates Checker in
+// source/extensions/filters/common/mutation_rules/mutation_rules.cc, which
+// enforces ext_proc's mutation_rules (HeaderMutationRules). With the default
+// (empty) rules: host, :authority, :scheme and :method cannot be changed;
+// x-envoy* cannot be changed; ":"-headers cannot be appended to; ":" headers
+// and host can never be removed; :status must parse and be >= 200.
+// Disallowed mutations are ignored (counted in rejected_header_mutations)
+// unless disallow_is_error, which turns them into a 500 local reply.
+type mutationChecker struct {
+	allowAllRouting bool
+	allowEnvoy      bool
+	disallowSystem  bool
+	disallowAll     bool
+	disallowIsError bool
+	allowExpr       *regexp.Regexp
+	disallowExpr    *regexp.Regexp
+}
+
+// immediateChecker is the fixed permissive checker ext_proc uses for
+// ImmediateResponse headers (ext_proc.cc ImmediateMutationChecker:
+// allow_all_routing and allow_envoy set).
+var immediateChecker = &mutationChecker{allowAllRouting: true, allowEnvoy: true}
+
+// routingHeaders are mutation_rules.cc ExtraRoutingHeaders.
+var routingHeaders = map[string]bool{"host": true, ":authority": true, ":method": true, ":scheme": true}
+
+func (c *mutationChecker) check(op checkOp, name, value string) checkResult {
+	if c.allowed(op, name) && (op == opRemove || validMutationValue(name, value)) {
+		return checkOK
+	}
+	if c.disallowIsError {
+		return checkFail
+	}
+	return checkIgnore
+}
+
+func (c *mutationChecker) allowed(op checkOp, name string) bool {
+	// "No matter what, you can't remove the "host" or any ":" headers."
+	if op == opRemove && (strings.HasPrefix(name, ":") || name == "host") {
+		return false
+	}
+	if c.disallowExpr != nil && c.disallowExpr.MatchString(name) {
+		return false
+	}
+	if c.allowExpr != nil && c.allowExpr.MatchString(name) {
+		return true
+	}
+	if c.disallowAll {
+		return false
+	}
+	if !c.allowAllRouting && routingHeaders[name] {
+		return false
+	}
+	if strings.HasPrefix(name, ":") && (op == opAppend || c.disallowSystem) {
+		return false
+	}
+	if !c.allowEnvoy && strings.HasPrefix(name, envoyHeaderPrefix) {
+		return false
+	}
+	return true
+}
+
+// validMutationValue is mutation_rules.cc Checker::isValidValue. The upper
+// bound 999 on :status is [inferred]: Envoy's codecs cannot encode more than
+// three digits, and Go's ResponseWriter panics on it.
+func validMutationValue(name, value string) bool {
+	if !strings.HasPrefix(name, ":") && !validHeaderValue(value) {
+		return false
+	}
+	switch name {
+	case "host", ":authority":
+		return value != "" && validHeaderValue(value) && !strings.ContainsAny(value, " /?#@")
+	case ":scheme":
+		return value == "http" || value == "https"
+	case ":status":
+		n, err := strconv.ParseUint(value, 10, 32)
+		return err == nil && n >= 200 && n <= 999
+	}
+	return true
+}
+
+// validHeaderName is HeaderUtility::headerNameIsValid: an RFC 7230 token,
+// optionally with a leading ':' for pseudo headers.
+func validHeaderName(name string) bool {
+	name = strings.TrimPrefix(name, ":")
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue is HeaderUtility::headerValueIsValid: no NUL, CR or LF.
+func validHeaderValue(v string) bool {
+	return !strings.ContainsAny(v, "\x00\r\n")
+}
+
+// appendMode is how a HeaderValueOption is applied.
+type appendMode int
+
+const (
+	appendAdd       appendMode = iota // append a value, or add the header
+	appendIfAbsent                    // add only if absent
+	appendOverwrite                   // replace all values, or add
+	appendOverwriteIfExists
+)
+
+// extProcAppendMode decides how ext_proc applies one set_headers entry
+// (source/extensions/filters/http/ext_proc/mutation_utils.cc).
+//
+// [choice] Envoy releases up to at least 1.40 read only the deprecated
+// `append` BoolValue here ("append defaults to false when used in this
+// message", external_processor.proto) and ignore append_action (envoy issue
+// #36982; PRs #37139 and #39066 were closed unmerged). The emulation honours
+// `append` when it is set, and otherwise honours append_action, whose enum
+// default is APPEND_IF_EXISTS_OR_ADD — the reading the pending Envoy fix
+// takes. A server that sets OVERWRITE_IF_EXISTS_OR_ADD explicitly (as
+// toolmesh's extproc server must, research/envoy.md §3.4) behaves the same
+// under both readings; one that leaves the action unset sees its values
+// appended here, which surfaces the ambiguity instead of hiding it. [verify]
+func extProcAppendMode(o *corev3.HeaderValueOption) appendMode {
+	if o.GetAppend() != nil {
+		if o.GetAppend().GetValue() {
+			return appendAdd
+		}
+		return appendOverwrite
+	}
+	return headerAppendAction(o.GetAppendAction())
+}
+
+// configAppendMode decides how a HeaderValueOption from route or
+// local_reply configuration (headers_to_add) is applied: base.proto says
+// `append` defaults to true, append_action defaults to
+// APPEND_IF_EXISTS_OR_ADD, and `append`, when set, wins.
+func configAppendMode(o *corev3.HeaderValueOption) appendMode {
+	if o.GetAppend() != nil {
+		if o.GetAppend().GetValue() {
+			return appendAdd
+		}
+		return appendOverwrite
+	}
+	return headerAppendAction(o.GetAppendAction())
+}
+
+func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) appendMode {
+	switch a {
+	case corev3.HeaderValueOption_ADD_IF_ABSENT:
+		return appendIfAbsent
+	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
+		return appendOverwrite
+	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+		return appendOverwriteIfExists
+	default:
+		return appendAdd
+	}
+}
+
+// clearRouteCacheHonoured is DecodingProcessorState::clearRouteCache
+// (source/extensions/filters/http/ext_proc/processor_state.cc): a
+// clear_route_cache without a header_mutation in the same CommonResponse is
+// ignored (stat clear_route_cache_ignored); route_cache_action CLEAR clears
+// on every response that carries a header mutation, RETAIN (or the legacy
+// disable_clear_route_cache) never clears. Only the request direction clears.
+func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCacheAction, hasHeaderMutation, clear bool) bool {
+	if !hasHeaderMutation {
+		return false
+	}
+	switch action {
+	case extprocfilterv3.ExternalProcessor_CLEAR:
+		return true
+	case extprocfilterv3.ExternalProcessor_RETAIN:
+		return false
+	default:
+		return clear
+	}
+}
+
+// shouldRemoveContentLength is ProcessorState::shouldRemoveContentLength
+// (processor_state.h): in STREAMED, BUFFERED_PARTIAL, FULL_DUPLEX_STREAMED,
+// and BUFFERED with headers SKIPped, ext_proc cannot keep content-length
+// right, so it removes it from the headers it forwards (after sending them to
+// the server, and only while processing is not complete; ext_proc.cc
+// decodeHeaders/encodeHeaders) and skips content-length in set_headers.
+// allow_content_length_header (ext_proc.proto field 26) keeps it.
+func shouldRemoveContentLength(body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders, allowCL bool) bool {
+	if allowCL {
+		return false
+	}
+	switch body {
+	case extprocfilterv3.ProcessingMode_STREAMED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL,
+		extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+		return true
+	case extprocfilterv3.ProcessingMode_BUFFERED:
+		return !sendHeaders
+	}
+	return false
+}
+
+// errContentLengthMismatch is ProcessorState::validateContentLength
+// (processor_state.cc): in a BUFFERED body response that carries a
+// body_mutation, a content-length that parses and differs from the length of
+// body_mutation.body (0 for clear_body) rejects the mutation, and ext_proc
+// sends a 500 local reply whose details are this message.
+const errContentLengthMismatch = "mismatch between content length and the length of the mutated body"
+
+// immediateStatus is Filter::sendImmediateResponse (ext_proc.cc): a missing
+// status or one below 200 (MutationUtils::isValidHttpStatus) becomes 200.
+// Codes above 999 are clamped the same way [inferred: no codec can send them].
+func immediateStatus(code int) int {
+	if code < 200 || code > 999 {
+		return defaultImmediateStatus
+	}
+	return code
+}
+
+// responseDetails is StringUtil::replaceAllEmptySpace, which ext_proc
+// applies to ImmediateResponse.details before they become
+// %RESPONSE_CODE_DETAILS%.
+func responseDetails(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// grpcErrorDetails is Filter::onGrpcError (ext_proc.cc): a gRPC error on the
+// stream with failure_mode_allow false becomes a 500 local reply (or
+// status_on_error) with these details.
+func grpcErrorDetails(code uint32) string {
+	return fmt.Sprintf("%s_gRPC_error_%d", extProcErrorPrefix, code)
+}
+
+// Local replies and ext_proc (Envoy >= 1.34, CVE-2025-30157, runtime guard
+// envoy.reloadable_features.skip_ext_proc_on_local_reply): local replies —
+// router errors, direct responses, 413/500 from the filter manager, ext_proc's
+// own error replies and ImmediateResponses — are not sent to the ext_proc
+// server. They all go through the HCM local_reply_config (localreply.go),
+// emulating source/common/local_reply/local_reply.cc and
+// Utility::prepareLocalReply in source/common/http/utility.cc: the first
+// matching mapper applies body, headers_to_add and status_code (which
+// %RESPONSE_CODE% then reports); a non-empty body gets content-length and,
+// when no content-type is set or the body changed without the mapper setting
+// a content-type, the format's content type; an empty body loses both.
+// Envoy PR #41769 re-enabled ext_proc for local replies of the *upstream*
+// filter chain only; the local data plane has no upstream filters. [verify]
+//
+// ext_proc stream ends (ext_proc.cc):
+//   - gRPC error status while processing: onGrpcError — 500 (or
+//     status_on_error) with details ext_proc_error_gRPC_error_<code>, or
+//     continue without the server when failure_mode_allow.
+//   - message_timeout: onMessageTimeout — 504, details
+//     ext_proc_error_per-message_timeout_exceeded (runtime guard
+//     ext_proc_timeout_error), or continue when failure_mode_allow.
+//   - clean end by the server (status OK): onGrpcClose — processing completes
+//     and the request continues without the server, whatever
+//     failure_mode_allow says. [verify against the shipped Envoy]
+//   - spurious message (a response of the wrong kind, a standalone
+//     mode_override, an ImmediateResponse with disable_immediate_response):
+//     onReceiveMessage FailedPrecondition branch — the stream is closed and
+//     the request continues. [verify]
+//   - any other error in applying a response (a mutation failing with
+//     disallow_is_error, the content-length mismatch): a 500 local reply with
+//     the error text as details.
+//   - an ImmediateResponse on the response path is honoured too: Envoy's
+//     sendLocalReply replaces the held response headers while the response
+//     has not started (FilterManager::sendDirectLocalReply). toolmesh only
+//     sends them on the request path (research/envoy.md §2).
+//
+// HTTP connection manager request handling, in this order
+// (ConnectionManagerImpl::ActiveStream::decodeHeaders): normalize_path and
+// merge_slashes (maybeNormalizePath), early_header_mutation_extensions,
+// proxy-header cleanup and x-request-id / x-forwarded-proto
+// (mutateRequestHeaders), route selection (cached), then the filter chain.
+// The route matched then fixes each filter's per-route config
+// (mergePerRouteConfig runs in each filter's decodeHeaders) and the request
+// buffer limit. Responses get server: envoy (server_header_transformation
+// OVERWRITE) and, from the router, x-envoy-upstream-service-time.
+
+// Router rules (source/common/router/router.cc, config_impl.cc):
+//
+//   - No route: 404, flag NR, details route_not_found, empty body.
+//   - cluster_header: only the first value is used; a missing header gives an
+//     empty cluster name. An unknown (or empty) cluster is a local reply with
+//     RouteAction.cluster_not_found_response_code (default 503 — the proto
+//     field comment; the older "Envoy will return a 404" sentence on
+//     cluster_header predates that field), flag NC, details
+//     cluster_not_found, empty body. [verify]
+//   - direct_response: a local reply (details direct_response) with the
+//     route's response_headers_to_add.
+//   - No healthy endpoint: 503, flag UH, body "no healthy upstream".
+//   - Circuit breaker overflow (max_requests, max_pending_requests,
+//     max_retries when a retry is wanted): 503, flag UO.
+//   - Connect failure or timeout: 503, flag UF; connection closed before
+//     response headers: 503, flag UC; stream reset (h2): 503, flag UR. Body
+//     "upstream connect error or disconnect/reset before headers. [retried
+//     and the latest ]reset reason: <reason>[, transport failure reason:
+//     <why>]", details upstream_reset_before_response_started{<reason>[|<why>]}
+//     with spaces as '_'. Exhausted retries add URX.
+//   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
+//     "upstream request timeout". If the upstream response headers have
+//     already been received the downstream stream is reset instead
+//     (Router::onResponseTimeout). The local data plane starts the timer when
+//     the router starts, which is when the request is complete except for
+//     bodies over the buffer limit.
+//   - Request headers: request_headers_to_remove/add of route, virtual host
+//     and route configuration in that order, host_rewrite_literal, prefix or
+//     regex rewrite (x-envoy-original-path keeps the old path) and
+//     x-envoy-expected-rq-timeout-ms, unless the router suppresses Envoy
+//     headers.
+//
+// Retry conditions (source/common/router/retry_state_impl.cc):
+// "5xx" retries 5xx responses and every reset/connect failure;
+// "gateway-error" retries 502/503/504 and every reset/connect failure;
+// "reset" retries resets and connect failures; "connect-failure" only
+// connect failures; "reset-before-request" connect failures and resets of a
+// pooled connection before anything was written [inferred from Go's
+// errServerClosedIdle]; "refused-stream" only REFUSED_STREAM resets;
+// "retriable-4xx" 409; "retriable-status-codes" the listed codes. A retry is
+// not attempted when the request body was larger than the buffer limit
+// (the router stops buffering for retries). Back-off is full-jitter
+// exponential from base_interval (25ms) up to max_interval (10x base).
+
+// Not emulated (Apply rejects the configuration, or the field is ignored as
+// noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED and GRPC body
+// modes, send_body_without_waiting_for_header_response (ignored), CEL
+// request/response attributes (ignored), typed_dynamic_metadata (ignored),
+// trailers (never sent), http_service, per-route grpc_service (every filter
+// uses Options.ExtProcTarget); active health checks and outlier detection
+// (endpoints are always healthy); load balancing weights and policies other
+// than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
+// filters; other HTTP filters unless is_optional. STREAMED request bodies are
+// collected before they go upstream (each chunk is still exchanged with the
+// server as it is read); STREAMED response bodies flow chunk by chunk.
