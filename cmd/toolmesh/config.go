@@ -1,0 +1,328 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Config is toolmesh's configuration: the YAML (or JSON) file named by
+// --config, with command-line flags taking precedence over it. Every field
+// has a default, so an empty file (or none) is a working configuration.
+type Config struct {
+	// Portal is where the routes come from: a Portal file (JSON or YAML, SPEC
+	// §3) or an http(s):// Portal base URL, whose /v1/routes is listed.
+	// Empty means the embedded demo Portal and demo Tool Services, which only
+	// `run` offers.
+	Portal string `json:"portal,omitempty"`
+
+	// Listen is the address of the local data plane that `run` serves MCP
+	// on, the development stand-in for Envoy (default 127.0.0.1:8080).
+	Listen string `json:"listen,omitempty"`
+	// ExtProcListen is the address of the ext_proc gRPC server that Envoy's
+	// ext_proc filter calls (default 127.0.0.1:9002).
+	ExtProcListen string `json:"extprocListen,omitempty"`
+	// XDSListen is the address of the ADS gRPC server that Envoy gets its
+	// listener, routes and clusters from (default 127.0.0.1:18000).
+	XDSListen string `json:"xdsListen,omitempty"`
+	// AdminListen is the address of the admin HTTP server: /healthz, /readyz,
+	// /health and /metrics (default 127.0.0.1:9090, clear of Envoy's usual
+	// admin port 9901).
+	AdminListen string `json:"adminListen,omitempty"`
+	// EnvoyListen is the address Envoy's MCP listener binds, as programmed
+	// over xDS by `xds` (default 0.0.0.0:10000). `run` programs its local data
+	// plane with the Listen address instead.
+	EnvoyListen string `json:"envoyListen,omitempty"`
+	// NodeID is the Envoy node id the local data plane of `run` presents to
+	// the xDS server (default toolmesh-local).
+	NodeID string `json:"nodeId,omitempty"`
+
+	// RefreshInterval is the time between Portal and manifest refreshes
+	// (default 30s).
+	RefreshInterval registry.Duration `json:"refreshInterval,omitempty"`
+	// AllowedOrigins lists the Origin values accepted on the MCP endpoint
+	// (scheme://host[:port], or host[:port]; "*" as the port allows any).
+	// A request with another Origin gets 403. Empty means the loopback
+	// origins only.
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+	// AllowedHosts, when not empty, lists the Host values accepted on the MCP
+	// endpoint (403 otherwise), as a guard against DNS rebinding.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// MaxBodyBytes limits an MCP request body; a larger one gets 413
+	// (default 1048576, 1 MiB).
+	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
+	// isError result (default 4194304, 4 MiB).
+	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
+	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
+	// xDS (default 5s; Envoy's own 200ms default is too short).
+	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
+	// ServerName is the serverInfo name in MCP answers (default toolmesh).
+	ServerName string `json:"serverName,omitempty"`
+
+	// LogLevel is debug, info, warn or error (default info).
+	LogLevel string `json:"logLevel,omitempty"`
+	// LogFormat is text or json (default text). Logs go to stderr.
+	LogFormat string `json:"logFormat,omitempty"`
+}
+
+// Limits of the configuration.
+const (
+	minRefreshInterval = 100 * time.Millisecond
+	maxMessageTimeout  = time.Hour // Envoy's own ceiling for message_timeout
+	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
+)
+
+// defaultConfig is the configuration with no file and no flags.
+func defaultConfig() Config {
+	return Config{
+		Listen:           "127.0.0.1:8080",
+		ExtProcListen:    "127.0.0.1:9002",
+		XDSListen:        "127.0.0.1:18000",
+		AdminListen:      "127.0.0.1:9090",
+		EnvoyListen:      "0.0.0.0:10000",
+		NodeID:           "toolmesh-local",
+		RefreshInterval:  registry.Duration(registry.DefaultInterval),
+		MaxBodyBytes:     1 << 20,
+		MaxResponseBytes: 4 << 20,
+		MessageTimeout:   registry.Duration(5 * time.Second),
+		ServerName:       "toolmesh",
+		LogLevel:         "info",
+		LogFormat:        "text",
+	}
+}
+
+// loadConfigFile reads the file at path over cfg: fields the file leaves out
+// keep their value. Unknown fields are errors, so a typo cannot silently
+// leave a setting at its default.
+func loadConfigFile(path string, cfg *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	if err := parseConfig(data, cfg); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// parseConfig decodes a YAML or JSON document over cfg, strictly.
+func parseConfig(data []byte, cfg *Config) error {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		// The YAML library decodes through JSON and says so at length.
+		msg := err.Error()
+		for _, noise := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+			msg = strings.ReplaceAll(msg, noise, "")
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// flagSet names the Config fields a subcommand exposes as flags; listen
+// covers the local data plane (--listen and --node-id).
+type flagSet struct {
+	portal, listen, extproc, xds, envoyListen bool
+}
+
+// bindFlags registers the flags of the fields in which on fs, with defaults
+// shown from defaultConfig. Values are read back by applyFlags only for the
+// flags the user set, so a config file value is not overwritten by a default.
+func bindFlags(fs *pflag.FlagSet, which flagSet) {
+	d := defaultConfig()
+	fs.String("config", "", "toolmesh YAML config `file`; flags override it")
+	if which.portal {
+		fs.String("portal", d.Portal, "Portal `file` (JSON/YAML) or http(s):// Portal base URL (default: the embedded demo, run only)")
+	}
+	if which.listen {
+		fs.String("listen", d.Listen, "local data plane `address` (MCP on /mcp/{route})")
+		fs.String("node-id", d.NodeID, "Envoy node `id` the local data plane presents to the xDS server")
+	}
+	if which.extproc {
+		fs.String("extproc-listen", d.ExtProcListen, "ext_proc gRPC server `address`")
+	}
+	if which.xds {
+		fs.String("xds-listen", d.XDSListen, "xDS (ADS) gRPC server `address`")
+		fs.Duration("message-timeout", d.MessageTimeout.D(), "ext_proc per-message timeout programmed into Envoy")
+	}
+	if which.envoyListen {
+		fs.String("envoy-listen", d.EnvoyListen, "`address` Envoy's MCP listener binds, as programmed over xDS")
+	}
+	fs.String("admin-listen", d.AdminListen, "admin HTTP `address` (/healthz, /readyz, /health, /metrics)")
+	fs.Duration("refresh-interval", d.RefreshInterval.D(), "time between Portal and manifest refreshes")
+	fs.StringSlice("allowed-origins", nil, "Origin values accepted on the MCP endpoint (default: loopback only)")
+	fs.StringSlice("allowed-hosts", nil, "Host values accepted on the MCP endpoint (default: any)")
+	fs.Int64("max-body-bytes", d.MaxBodyBytes, "MCP request body limit in bytes")
+	fs.Int64("max-response-bytes", d.MaxResponseBytes, "Tool Service reply limit in bytes")
+	fs.String("server-name", d.ServerName, "serverInfo name in MCP answers")
+	fs.String("log-level", d.LogLevel, "log `level`: debug, info, warn or error")
+	fs.String("log-format", d.LogFormat, "log `format`: text or json")
+}
+
+// loadConfig builds the effective configuration: defaults, then the --config
+// file, then the flags the user set. It validates the result.
+func loadConfig(fs *pflag.FlagSet) (Config, error) {
+	cfg := defaultConfig()
+	if path, _ := fs.GetString("config"); path != "" {
+		if err := loadConfigFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if err := applyFlags(fs, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// applyFlags copies the flags the user set into cfg.
+func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
+	var errs []error
+	str := func(name string, dst *string) {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			*dst = f.Value.String()
+		}
+	}
+	list := func(name string, dst *[]string) {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			v, err := fs.GetStringSlice(name)
+			errs = append(errs, err)
+			*dst = v
+		}
+	}
+	dur := func(name string, dst *registry.Duration) {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			v, err := fs.GetDuration(name)
+			errs = append(errs, err)
+			*dst = registry.Duration(v)
+		}
+	}
+	num := func(name string, dst *int64) {
+		if f := fs.Lookup(name); f != nil && f.Changed {
+			v, err := fs.GetInt64(name)
+			errs = append(errs, err)
+			*dst = v
+		}
+	}
+	str("portal", &cfg.Portal)
+	str("listen", &cfg.Listen)
+	str("node-id", &cfg.NodeID)
+	str("extproc-listen", &cfg.ExtProcListen)
+	str("xds-listen", &cfg.XDSListen)
+	str("envoy-listen", &cfg.EnvoyListen)
+	str("admin-listen", &cfg.AdminListen)
+	str("server-name", &cfg.ServerName)
+	str("log-level", &cfg.LogLevel)
+	str("log-format", &cfg.LogFormat)
+	list("allowed-origins", &cfg.AllowedOrigins)
+	list("allowed-hosts", &cfg.AllowedHosts)
+	dur("refresh-interval", &cfg.RefreshInterval)
+	dur("message-timeout", &cfg.MessageTimeout)
+	num("max-body-bytes", &cfg.MaxBodyBytes)
+	num("max-response-bytes", &cfg.MaxResponseBytes)
+	return errors.Join(errs...)
+}
+
+// Validate reports every invalid field at once, each naming the field as it
+// is spelled in the config file.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Portal != "" {
+		if strings.Contains(c.Portal, "://") {
+			u, err := url.Parse(c.Portal)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("portal", "%q is neither a file nor an http(s):// URL with a host", c.Portal)
+			}
+		} else if st, err := os.Stat(c.Portal); err != nil {
+			bad("portal", "%v", err)
+		} else if st.IsDir() {
+			bad("portal", "%s is a directory, not a Portal file", c.Portal)
+		}
+	}
+	for _, a := range []struct{ field, addr string }{
+		{"listen", c.Listen},
+		{"extprocListen", c.ExtProcListen},
+		{"xdsListen", c.XDSListen},
+		{"adminListen", c.AdminListen},
+		{"envoyListen", c.EnvoyListen},
+	} {
+		if err := checkAddress(a.addr); err != nil {
+			bad(a.field, "%v", err)
+		}
+	}
+	if c.NodeID == "" {
+		bad("nodeId", "must not be empty")
+	}
+	if d := c.RefreshInterval.D(); d < minRefreshInterval {
+		bad("refreshInterval", "%s is shorter than %s", d, minRefreshInterval)
+	}
+	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
+		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)
+	}
+	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
+		bad("maxBodyBytes", "%d is not between 1 and %d", c.MaxBodyBytes, maxBodyLimit)
+	}
+	if c.MaxResponseBytes <= 0 || c.MaxResponseBytes > maxBodyLimit {
+		bad("maxResponseBytes", "%d is not between 1 and %d", c.MaxResponseBytes, maxBodyLimit)
+	}
+	for i, o := range c.AllowedOrigins {
+		if strings.TrimSpace(o) == "" {
+			bad(fmt.Sprintf("allowedOrigins[%d]", i), "must not be empty")
+		}
+	}
+	for i, h := range c.AllowedHosts {
+		if strings.TrimSpace(h) == "" {
+			bad(fmt.Sprintf("allowedHosts[%d]", i), "must not be empty")
+		}
+	}
+	if c.ServerName == "" {
+		bad("serverName", "must not be empty")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("logLevel", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("logFormat", "%q is not text or json", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddress accepts host:port with a numeric port (0 picks a free one).
+func checkAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host (use 0.0.0.0 to listen on every interface)", addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || port != strconv.FormatUint(p, 10) {
+		return fmt.Errorf("%q: port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// parseLevel parses a log level name.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}

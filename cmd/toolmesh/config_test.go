@@ -1,0 +1,182 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	portal := filepath.Join(dir, "portal.yaml")
+	if err := os.WriteFile(portal, []byte("routes: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", `
+portal: `+portal+`
+listen: 127.0.0.1:18080
+extprocListen: 127.0.0.1:19002
+xdsListen: 127.0.0.1:28000
+adminListen: 127.0.0.1:19090
+refreshInterval: 10s
+allowedOrigins: ["https://app.example.com", "http://localhost:*"]
+allowedHosts: [gateway.example.com]
+maxBodyBytes: 2097152
+maxResponseBytes: 8388608
+messageTimeout: 3s
+serverName: acme-tools
+logLevel: debug
+logFormat: json
+`)
+	goodJSON := write("good.json", `{"listen": "127.0.0.1:18081", "refreshInterval": "1m"}`)
+
+	withDefaults := func(f func(*Config)) Config {
+		c := defaultConfig()
+		f(&c)
+		return c
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    Config
+		wantErr []string // substrings of the error
+	}{
+		{name: "defaults", args: nil, want: defaultConfig()},
+		{name: "empty file", args: []string{"--config", write("empty.yaml", "\n")}, want: defaultConfig()},
+		{name: "good file", args: []string{"--config", good}, want: withDefaults(func(c *Config) {
+			c.Portal = portal
+			c.Listen = "127.0.0.1:18080"
+			c.ExtProcListen = "127.0.0.1:19002"
+			c.XDSListen = "127.0.0.1:28000"
+			c.AdminListen = "127.0.0.1:19090"
+			c.RefreshInterval = registry.Duration(10 * time.Second)
+			c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:*"}
+			c.AllowedHosts = []string{"gateway.example.com"}
+			c.MaxBodyBytes = 2 << 20
+			c.MaxResponseBytes = 8 << 20
+			c.MessageTimeout = registry.Duration(3 * time.Second)
+			c.ServerName = "acme-tools"
+			c.LogLevel = "debug"
+			c.LogFormat = "json"
+		})},
+		{name: "json file", args: []string{"--config", goodJSON}, want: withDefaults(func(c *Config) {
+			c.Listen = "127.0.0.1:18081"
+			c.RefreshInterval = registry.Duration(time.Minute)
+		})},
+		{name: "flags override the file", args: []string{"--config", good,
+			"--listen", "127.0.0.1:0", "--refresh-interval", "2s", "--allowed-origins", "https://a.example,https://b.example",
+			"--log-level", "warn", "--max-body-bytes", "1024", "--message-timeout", "9s"},
+			want: withDefaults(func(c *Config) {
+				c.Portal = portal
+				c.Listen = "127.0.0.1:0"
+				c.ExtProcListen = "127.0.0.1:19002"
+				c.XDSListen = "127.0.0.1:28000"
+				c.AdminListen = "127.0.0.1:19090"
+				c.RefreshInterval = registry.Duration(2 * time.Second)
+				c.AllowedOrigins = []string{"https://a.example", "https://b.example"}
+				c.AllowedHosts = []string{"gateway.example.com"}
+				c.MaxBodyBytes = 1024
+				c.MaxResponseBytes = 8 << 20
+				c.MessageTimeout = registry.Duration(9 * time.Second)
+				c.ServerName = "acme-tools"
+				c.LogLevel = "warn"
+				c.LogFormat = "json"
+			})},
+		{name: "unknown field", args: []string{"--config", write("unknown.yaml", "listen: 127.0.0.1:1\nrefreshIntervall: 5s\n")},
+			wantErr: []string{`unknown field "refreshIntervall"`}},
+		{name: "bad duration", args: []string{"--config", write("dur.yaml", "refreshInterval: soon\n")},
+			wantErr: []string{`invalid duration "soon"`}},
+		{name: "bare number duration", args: []string{"--config", write("num.yaml", "messageTimeout: 5\n")},
+			wantErr: []string{"duration must be a string"}},
+		{name: "not YAML", args: []string{"--config", write("bad.yaml", "listen: [\n")}, wantErr: []string{"bad.yaml"}},
+		{name: "missing file", args: []string{"--config", filepath.Join(dir, "nope.yaml")}, wantErr: []string{"read config"}},
+		{name: "every invalid field at once", args: []string{"--config", write("invalid.yaml", `
+portal: `+filepath.Join(dir, "missing-portal.yaml")+`
+listen: "8080"
+adminListen: ":9090"
+xdsListen: 127.0.0.1:99999
+refreshInterval: 1ms
+messageTimeout: 2h
+maxBodyBytes: -1
+allowedOrigins: [""]
+logLevel: loud
+logFormat: xml
+`)}, wantErr: []string{"portal:", "listen:", "adminListen:", "xdsListen:", "refreshInterval:", "messageTimeout:",
+			"maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:"}},
+		{name: "portal URL", args: []string{"--portal", "https://portal.example.com/base"}, want: withDefaults(func(c *Config) {
+			c.Portal = "https://portal.example.com/base"
+		})},
+		{name: "portal bad URL", args: []string{"--portal", "ftp://portal.example.com"}, wantErr: []string{"portal:"}},
+		{name: "portal directory", args: []string{"--portal", dir}, wantErr: []string{"is a directory"}},
+		{name: "bad flag duration", args: []string{"--refresh-interval", "often"}, wantErr: []string{"often"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			bindFlags(fs, flagSet{portal: true, listen: true, extproc: true, xds: true})
+			var got Config
+			err := fs.Parse(tt.args)
+			if err == nil {
+				got, err = loadConfig(fs)
+			}
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %q", tt.wantErr)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("config = %+v\nwant     %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigFieldsDocumented keeps every Config field commented, because
+// the struct is the reference of the config file.
+func TestConfigFieldsDocumented(t *testing.T) {
+	src, err := os.ReadFile("config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag := strings.Split(f.Tag.Get("json"), ",")[0]
+		if tag == "" {
+			t.Errorf("field %s has no json name", f.Name)
+		}
+		// The line before the field's declaration must be a comment.
+		idx := strings.Index(string(src), "\t"+f.Name+" ")
+		if idx < 0 {
+			t.Fatalf("field %s not found in config.go", f.Name)
+		}
+		before := strings.TrimRight(string(src[:idx]), "\n\t ")
+		last := before[strings.LastIndex(before, "\n")+1:]
+		if !strings.HasPrefix(strings.TrimSpace(last), "//") {
+			t.Errorf("field %s (%s) has no comment", f.Name, tag)
+		}
+	}
+}

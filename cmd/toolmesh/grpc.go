@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/xds"
+)
+
+// gRPC service names reported by the health service.
+const (
+	gRPCServiceExtProc = "envoy.service.ext_proc.v3.ExternalProcessor"
+	gRPCServiceADS     = "envoy.service.discovery.v3.AggregatedDiscoveryService"
+)
+
+// startExtProc serves the ext_proc gRPC service and its gRPC health service.
+func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc chan<- error) error {
+	srv, err := extproc.New(extproc.Config{
+		MCP: mcp.Config{
+			ServerName:     a.cfg.ServerName,
+			ServerVersion:  version,
+			AllowedOrigins: a.cfg.AllowedOrigins,
+			AllowedHosts:   a.cfg.AllowedHosts,
+			MaxBodyBytes:   a.cfg.MaxBodyBytes,
+		},
+		MaxResponseBytes: a.cfg.MaxResponseBytes,
+	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
+	if err != nil {
+		return fmt.Errorf("extproc server: %w", err)
+	}
+	gs := grpc.NewServer(srv.GRPCServerOptions()...)
+	srv.Register(gs)
+	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
+	a.components = append(a.components, component{"extproc", func() (bool, string) {
+		return servingState(a.extprocHealth, gRPCServiceExtProc)
+	}})
+	go serveGRPC(gs, ln, "extproc", errc)
+	a.stopGRPC = append(a.stopGRPC, func(ctx context.Context) { stopGRPC(ctx, gs) })
+	return nil
+}
+
+// startXDS serves ADS and its gRPC health service.
+func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.Registerer, errc chan<- error) error {
+	envoyAddr := a.cfg.EnvoyListen
+	if ls.dataPlane != nil {
+		// The local data plane is this node's Envoy: program its real address.
+		envoyAddr = ls.dataPlane.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(envoyAddr)
+	if err != nil {
+		return fmt.Errorf("envoy listen address %q: %w", envoyAddr, err)
+	}
+	// Cancelling ctx ends the ADS streams, so the graceful stop can finish.
+	ctx, cancel := context.WithCancel(base)
+	port, _ := strconv.ParseUint(portStr, 10, 32)
+	a.xdsServer = xds.NewServer(ctx, a.log.With(slog.String("component", "xds")), xds.Options{
+		ListenAddress:   host,
+		ListenPort:      uint32(port),
+		MessageTimeout:  a.cfg.MessageTimeout.D(),
+		MaxRequestBytes: uint64(a.cfg.MaxBodyBytes),
+		// Envoy buffers the reply the extproc server maps; the same limit
+		// on both sides keeps "too large" an MCP result, not a 500.
+		MaxResponseBytes: uint64(a.cfg.MaxResponseBytes),
+		ServerName:       a.cfg.ServerName,
+		ServerVersion:    version,
+	}, metrics)
+	gs := grpc.NewServer()
+	a.xdsServer.Register(gs)
+	a.xdsHealth = newHealth(gs, gRPCServiceADS)
+	a.components = append(a.components, component{"xds", func() (bool, string) {
+		return servingState(a.xdsHealth, gRPCServiceADS)
+	}})
+	go serveGRPC(gs, ls.xds, "xds", errc)
+	a.stopGRPC = append(a.stopGRPC, func(ctx context.Context) { cancel(); stopGRPC(ctx, gs) })
+	return nil
+}
+
+// newHealth registers a gRPC health service on gs, NOT_SERVING until sync
+// says otherwise.
+func newHealth(gs *grpc.Server, service string) *health.Server {
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	setServing(hs, service, false)
+	return hs
+}
+
+// setServing sets the overall and the service's health status.
+func setServing(hs *health.Server, service string, serving bool) {
+	if hs == nil {
+		return
+	}
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	hs.SetServingStatus("", st)
+	hs.SetServingStatus(service, st)
+}
+
+// servingState reads a health status back for the admin endpoints.
+func servingState(hs *health.Server, service string) (bool, string) {
+	resp, err := hs.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return false, err.Error()
+	}
+	st := resp.GetStatus()
+	return st == healthpb.HealthCheckResponse_SERVING, strings.ToLower(st.String())
+}
+
+func serveGRPC(gs *grpc.Server, ln net.Listener, name string, errc chan<- error) {
+	if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		errc <- fmt.Errorf("%s server: %w", name, err)
+	}
+}
+
+// stopGRPC stops gs gracefully, cutting the streams still open at ctx's end.
+func stopGRPC(ctx context.Context, gs *grpc.Server) {
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		gs.Stop()
+		<-done
+	}
+}

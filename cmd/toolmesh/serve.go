@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/health"
+
+	"github.com/toolmesh/toolmesh/demo"
+	"github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/xds"
+)
+
+// mode is what a serving command runs.
+type mode int
+
+const (
+	modeRun     mode = iota // everything, plus the local data plane
+	modeExtProc             // registry + ext_proc server
+	modeXDS                 // registry + xDS server
+)
+
+func (m mode) String() string {
+	switch m {
+	case modeExtProc:
+		return "extproc"
+	case modeXDS:
+		return "xds"
+	}
+	return "run"
+}
+
+// Shutdown budget: draining requests in flight, then stopping gRPC streams
+// gracefully. Envoy retries on the next ext_proc or ADS connection, so a
+// stream cut after the deadline costs one retry, not a wrong answer.
+const (
+	drainTimeout      = 5 * time.Second
+	gracefulGRPCStop  = 5 * time.Second
+	readHeaderTimeout = 10 * time.Second
+)
+
+// app is one running toolmesh process.
+type app struct {
+	mode       mode
+	cfg        Config
+	log        *slog.Logger
+	reg        *registry.Registry
+	components []component
+	stopping   atomic.Bool
+
+	// Set by the parts the mode runs.
+	extprocHealth *health.Server
+	xdsHealth     *health.Server
+	xdsServer     *xds.Server
+	xdsSynced     atomic.Bool // the last xDS update succeeded
+
+	// What shutdown stops, in this order.
+	admin         *http.Server
+	dataPlane     *http.Server
+	stopDataPlane func()
+	stopGRPC      []func(context.Context)
+	shutdownOnce  sync.Once
+}
+
+// listeners are the sockets of one process, bound before anything serves so
+// a taken port fails the start at once.
+type listeners struct {
+	admin, extproc, xds, dataPlane net.Listener
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.admin, l.extproc, l.xds, l.dataPlane} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// serve runs the components of m until ctx is done, then shuts them down
+// gracefully. It returns nil after a clean shutdown.
+func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) error {
+	log = log.With(slog.String("mode", m.String()))
+	// Components run on a context that the signal does not cancel: shutdown
+	// stops them in order, so requests in flight can finish.
+	base := context.WithoutCancel(ctx)
+
+	var cleanups []func()
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+
+	src, err := portalSource(base, cfg, m, log, &cleanups)
+	if err != nil {
+		return err
+	}
+	client := newHTTPClient()
+	cleanups = append(cleanups, client.CloseIdleConnections)
+	a := &app{mode: m, cfg: cfg, log: log}
+	a.reg = registry.New(registry.Options{
+		Source:   src,
+		Fetcher:  registry.NewHTTPFetcher(client, 0),
+		Store:    registry.NewMemoryStore(),
+		Interval: cfg.RefreshInterval.D(),
+		Logger:   log.With(slog.String("component", "registry")),
+	})
+	a.components = append(a.components, component{"registry", func() (bool, string) {
+		if a.reg.Ready() {
+			return true, "ready"
+		}
+		return false, "no route snapshot yet"
+	}})
+
+	ls, err := a.listen(ctx, h)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, ls.close)
+	// From here on every exit goes through shutdown, exactly once.
+	defer a.shutdown()
+
+	metrics := newMetricsRegistry()
+	errc := make(chan error, 4) // one per server: the first failure ends the process
+
+	if ls.extproc != nil {
+		if err := a.startExtProc(ls.extproc, metrics, errc); err != nil {
+			return err
+		}
+	}
+	if ls.xds != nil {
+		if err := a.startXDS(base, ls, metrics, errc); err != nil {
+			return err
+		}
+	}
+	// The data plane serves at once; it is not ready until ADS programs it,
+	// which happens after the registry's first cycle.
+	if ls.dataPlane != nil {
+		if err := a.startDataPlane(base, ls, errc); err != nil {
+			return err
+		}
+	}
+
+	// Admin last: its handlers read the component list built above. It
+	// answers /healthz (and 503 on /readyz) during the registry's start.
+	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go serveHTTP(a.admin, ls.admin, "admin", errc)
+
+	// Registry first cycle: Portal listing, warm start, manifests.
+	sub, unsubscribe := a.reg.Subscribe()
+	defer unsubscribe()
+	if err := a.reg.Start(ctx); err != nil {
+		log.Info("stopped during start-up")
+		return nil
+	}
+	var wg sync.WaitGroup
+	loopCtx, stopLoops := context.WithCancel(base)
+	wg.Go(func() { a.reg.Run(loopCtx) })
+	wg.Go(func() { a.follow(loopCtx, sub) })
+	defer func() { stopLoops(); wg.Wait() }()
+
+	log.Info("toolmesh started", slog.String("version", version))
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", slog.Any("cause", context.Cause(ctx)))
+		return nil
+	case err := <-errc:
+		log.Error("server failed, shutting down", slog.Any("error", err))
+		return err
+	}
+}
+
+// listen binds the listeners m needs and reports them to h.
+func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
+	ls := &listeners{}
+	defer func() {
+		if err != nil {
+			ls.close()
+		}
+	}()
+	var lc net.ListenConfig
+	bind := func(name, addr string) (net.Listener, error) {
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s: %w", name, err)
+		}
+		a.log.Info("listening", slog.String("server", name), slog.String("addr", ln.Addr().String()))
+		if h.listening != nil {
+			h.listening(name, ln.Addr().String())
+		}
+		return ln, nil
+	}
+	if ls.admin, err = bind("admin", a.cfg.AdminListen); err != nil {
+		return nil, err
+	}
+	if a.mode != modeXDS {
+		if ls.extproc, err = bind("extproc", a.cfg.ExtProcListen); err != nil {
+			return nil, err
+		}
+	}
+	if a.mode != modeExtProc {
+		if ls.xds, err = bind("xds", a.cfg.XDSListen); err != nil {
+			return nil, err
+		}
+	}
+	if a.mode == modeRun {
+		if ls.dataPlane, err = bind("dataplane", a.cfg.Listen); err != nil {
+			return nil, err
+		}
+	}
+	return ls, nil
+}
+
+// startDataPlane starts the local data plane: it watches our own ADS server
+// for its configuration, as Envoy does, and calls our ext_proc server.
+func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- error) error {
+	log := a.log.With(slog.String("component", "dataplane"))
+	dp, err := envoy.New(envoy.Options{
+		ExtProcTarget: ls.extproc.Addr().String(),
+		Logger:        log,
+	})
+	if err != nil {
+		return fmt.Errorf("local data plane: %w", err)
+	}
+	a.components = append(a.components, component{"dataPlane", func() (bool, string) {
+		if dp.Ready() {
+			return true, "ready"
+		}
+		return false, "waiting for xDS resources"
+	}})
+	ctx, cancel := context.WithCancel(base)
+	var wg sync.WaitGroup
+	node := &corev3.Node{Id: a.cfg.NodeID, Cluster: "toolmesh"}
+	wg.Go(func() {
+		if err := dp.WatchADS(ctx, ls.xds.Addr().String(), node); err != nil && ctx.Err() == nil {
+			log.Error("ADS watch ended", slog.Any("error", err))
+		}
+	})
+	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go serveHTTP(a.dataPlane, ls.dataPlane, "dataplane", errc)
+	a.stopDataPlane = func() {
+		cancel()
+		wg.Wait()
+		if err := dp.Close(); err != nil {
+			log.Warn("close local data plane", slog.Any("error", err))
+		}
+	}
+	return nil
+}
+
+// follow keeps the xDS server and the gRPC health states in step with the
+// registry: every published change is pushed.
+func (a *app) follow(ctx context.Context, changes <-chan struct{}) {
+	for {
+		a.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+	}
+}
+
+// sync pushes the registry's routes to the xDS server and updates the gRPC
+// health states.
+func (a *app) sync(ctx context.Context) {
+	if a.xdsServer != nil {
+		pushed, err := a.xdsServer.Update(ctx, a.reg.Routes())
+		switch {
+		case err != nil:
+			// Envoy keeps the last good configuration.
+			a.log.Error("xds update failed", slog.Any("error", err))
+		case pushed:
+			a.log.Debug("xds update pushed")
+		}
+		a.xdsSynced.Store(err == nil)
+	}
+	ready := a.reg.Ready() && !a.stopping.Load()
+	setServing(a.extprocHealth, gRPCServiceExtProc, ready)
+	setServing(a.xdsHealth, gRPCServiceADS, ready && a.xdsSynced.Load())
+}
+
+// shutdown stops serving in order: readiness off; the data plane drained,
+// then its ADS watch and ext_proc connections closed; the gRPC servers
+// stopped (gracefully, with a deadline); the admin server last, so probes
+// see "stopping" until the end. Every step is bounded.
+func (a *app) shutdown() {
+	a.shutdownOnce.Do(func() {
+		a.stopping.Store(true)
+		for _, hs := range []*health.Server{a.extprocHealth, a.xdsHealth} {
+			if hs != nil {
+				hs.Shutdown() // NOT_SERVING, so health-checking clients move away
+			}
+		}
+		if a.dataPlane != nil {
+			drain(a.dataPlane, "dataplane", a.log)
+			a.stopDataPlane()
+		}
+		var wg sync.WaitGroup
+		for _, stop := range a.stopGRPC {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), gracefulGRPCStop)
+				defer cancel()
+				stop(ctx)
+			})
+		}
+		wg.Wait()
+		if a.admin != nil {
+			drain(a.admin, "admin", a.log)
+		}
+		a.log.Info("toolmesh stopped")
+	})
+}
+
+// drain stops srv accepting and waits for requests in flight, closing what
+// is left after drainTimeout.
+func drain(srv *http.Server, name string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("drain incomplete, closing connections", slog.String("server", name), slog.Any("error", err))
+		_ = srv.Close()
+	}
+}
+
+// portalSource picks the Portal: a URL, a file, or the demo, which it starts.
+func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, cleanups *[]func()) (registry.Source, error) {
+	switch {
+	case strings.HasPrefix(cfg.Portal, "http://"), strings.HasPrefix(cfg.Portal, "https://"):
+		return registry.NewHTTPSource(cfg.Portal, newHTTPClient()), nil
+	case cfg.Portal != "":
+		return registry.NewFileSource(cfg.Portal), nil
+	case m != modeRun:
+		return nil, fmt.Errorf("%s needs a Portal", m)
+	}
+	svcs, err := demo.Start(ctx, log.With(slog.String("component", "demo")))
+	if err != nil {
+		return nil, fmt.Errorf("demo tool services: %w", err)
+	}
+	*cleanups = append(*cleanups, func() { _ = svcs.Close() })
+	log.Info("serving the demo Portal", slog.String("clock", svcs.Clock),
+		slog.String("calc", svcs.Calc), slog.String("text", svcs.Text))
+	return memorySource(demo.Portal(svcs)), nil
+}
+
+// memorySource is a Portal document held in memory (the rendered demo Portal).
+type memorySource []byte
+
+// List implements [registry.Source.List].
+func (s memorySource) List(context.Context) (*registry.Listing, error) {
+	return registry.DecodeListing(s)
+}
+
+// newHTTPClient is the client for the Portal and the manifests. It has its
+// own transport (never http.DefaultTransport) with bounded dials; whole
+// requests are bounded by the registry's fetch timeout.
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Second,
+	}}
+}
+
+func serveHTTP(srv *http.Server, ln net.Listener, name string, errc chan<- error) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errc <- fmt.Errorf("%s server: %w", name, err)
+	}
+}
