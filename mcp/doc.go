@@ -39,8 +39,9 @@
 //     does not count. text/* is not accepted: only the ranges that admit an
 //     application/json or text/event-stream answer are.
 //   - A request id of the wrong type (null, boolean, object, array) makes the
-//     request invalid (-32600, id null). A valid id is echoed byte for byte
-//     in every reply to the request, errors included.
+//     request invalid (-32600, id null). Every Invalid Request (-32600)
+//     answers with id null, as SPEC §2 says, even when the id was readable;
+//     every other reply echoes the id byte for byte, errors included.
 //   - params must be an object, an array or null (JSON-RPC); the MCP methods
 //     need an object (-32602 otherwise). params null counts as absent.
 //   - The MCP-Protocol-Version header and the _meta protocol version must

@@ -147,17 +147,17 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 		id = append([]byte(nil), m.id...) // the Call outlives body
 	}
 	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
-		return fail(400, id, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
+		return fail(400, nil, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
 	}
 	if m.method == nil {
 		if m.response {
 			return reply(accepted()) // a client's response to nothing we asked
 		}
-		return fail(400, id, CodeInvalidRequest, "Invalid Request: method is missing")
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method is missing")
 	}
 	method, ok := stringValue(m.method)
 	if !ok {
-		return fail(400, id, CodeInvalidRequest, "Invalid Request: method must be a string")
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method must be a string")
 	}
 	if id == nil {
 		return reply(accepted()) // a notification: nothing to answer
@@ -166,7 +166,7 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 	case m.params == nil || isNull(m.params):
 		m.params = nil
 	case !isObject(m.params) && !isArray(m.params):
-		return fail(400, id, CodeInvalidRequest, "Invalid Request: params must be an object")
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: params must be an object")
 	}
 
 	q := &request{r: r, id: id, method: method, params: m.params}
