@@ -15,7 +15,9 @@ import (
 //  3. Content-Length over MaxBodyBytes → 413
 //  4. Content-Type not application/json or application/json-rpc → 415
 //  5. Accept that admits neither JSON nor SSE → 406
-//  6. MCP-Protocol-Version present and unsupported → 400, -32022
+//
+// An unsupported MCP-Protocol-Version is answered by Handle (400, -32022), not
+// here: the error must carry the request's id, which only the body has.
 //
 // DNS-rebinding protection comes before content negotiation so a forbidden
 // origin learns nothing else about the endpoint.
@@ -37,9 +39,6 @@ func (s *Server) CheckHeaders(r *HTTPRequest) *Reply {
 	}
 	if r.HasAccept && !acceptable(r.Accept) {
 		return ErrorReply(406, nil, CodeInvalidRequest, "Not Acceptable: Accept must admit application/json or text/event-stream", nil)
-	}
-	if r.HasProtocolVersion && !IsSupportedVersion(r.ProtocolVersion) {
-		return unsupportedVersion(nil, r.ProtocolVersion)
 	}
 	return nil
 }

@@ -81,8 +81,7 @@ func TestCheckHeaders(t *testing.T) {
 		{"version 2025-11-25", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "2025-11-25", true }, 0, 0},
 		{"version 2025-06-18", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "2025-06-18", true }, 0, 0},
 		{"version 2025-03-26", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "2025-03-26", true }, 0, 0},
-		{"version 2024-11-05 is 400", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "2024-11-05", true }, 400, CodeUnsupportedProtocolVersion},
-		{"version empty is 400", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "", true }, 400, CodeUnsupportedProtocolVersion},
+		{"unsupported version is left to Handle", def, func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "2024-11-05", true }, 0, 0},
 
 		// Order: 405 before 403 before 413 before 415 before 406 before 400.
 		{"405 first", def, func(r *HTTPRequest) { r.Method, r.Origin, r.HasOrigin = "GET", "http://evil", true }, 405, -1},
@@ -126,11 +125,19 @@ func originAt(origin, host string) func(*HTTPRequest) {
 	}
 }
 
-func TestCheckHeadersUnsupportedVersionData(t *testing.T) {
+// TestUnsupportedVersionData checks the -32022 error: it comes from Handle so
+// that it can carry the request id.
+func TestUnsupportedVersionData(t *testing.T) {
+	for _, v := range []string{"1900-01-01", "2024-11-05", ""} {
+		r := legacyReq()
+		r.ProtocolVersion, r.HasProtocolVersion = v, true
+		out := NewServer(Config{}).Handle(r, []byte(`{"jsonrpc":"2.0","id":301,"method":"server/discover"}`), nil)
+		checkReply(t, out.Reply, 400, CodeUnsupportedProtocolVersion, "301")
+	}
 	r := legacyReq()
 	r.ProtocolVersion, r.HasProtocolVersion = "1900-01-01", true
-	got := NewServer(Config{}).CheckHeaders(r)
-	d := checkReply(t, got, 400, CodeUnsupportedProtocolVersion, "null")
+	out := NewServer(Config{}).Handle(r, []byte(`{"jsonrpc":"2.0","id":7,"method":"ping"}`), nil)
+	d := checkReply(t, out.Reply, 400, CodeUnsupportedProtocolVersion, "7")
 	var data struct {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/mcp"
@@ -28,7 +31,7 @@ func BuildSnapshot(route Route, manifests map[string]*Manifest, fetchedAt time.T
 	if err != nil {
 		return nil, err
 	}
-	return in.build(fetchedAt), nil
+	return in.build(fetchedAt, builder{}), nil
 }
 
 // inputs are a route's normalized definition and canonical manifests, with
@@ -126,37 +129,92 @@ func canonicalManifest(m *Manifest) *Manifest {
 	return c
 }
 
-// build validates every entry and assembles the snapshot.
-func (in *inputs) build(fetchedAt time.Time) *Snapshot {
+// builder holds how a build treats input schemas. A fresh build compiles
+// every schema and rejects the entries whose schema fails. A restore
+// (lazy) compiles nothing: the snapshot was validated when it was built, and
+// schemaErrs, persisted with it, names the entries that were rejected for
+// their schema then; every other schema compiles on its tool's first call.
+type builder struct {
+	lazy       bool
+	schemaErrs map[string]map[int]string // service → manifest tool index → reason
+}
+
+// toolJob is one active manifest entry to validate.
+type toolJob struct {
+	service, basePath string
+	index             int // in the service's canonical manifest
+	mt                ManifestTool
+}
+
+// toolResult is a validated tool, or the reason its entry is rejected.
+// schemaErr is set when the input schema failed to compile, which is the one
+// outcome a restore cannot recompute without compiling.
+type toolResult struct {
+	tool      *Tool
+	reason    string
+	schemaErr string
+}
+
+// parallelMinTools is the smallest job count worth spreading over cores:
+// below it, goroutines cost more than they save.
+const parallelMinTools = 64
+
+// build validates every entry and assembles the snapshot. Entries are
+// validated on all cores (compiling schemas dominates a large build); the
+// result is assembled in manifest order, so it does not depend on timing.
+func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	s := &Snapshot{
-		Route:     in.route.Key,
-		Version:   in.version,
-		FetchedAt: fetchedAt,
-		Tools:     []*Tool{},
-		Ambiguous: []string{},
-		Rejected:  []RejectedTool{},
-		byName:    map[string]*Tool{},
-		ambiguous: map[string]bool{},
-		def:       in.route,
-		manifests: in.manifests,
+		Route:      in.route.Key,
+		Version:    in.version,
+		FetchedAt:  fetchedAt,
+		Tools:      []*Tool{},
+		Ambiguous:  []string{},
+		Rejected:   []RejectedTool{},
+		byName:     map[string]*Tool{},
+		ambiguous:  map[string]bool{},
+		def:        in.route,
+		manifests:  in.manifests,
+		schemaErrs: map[string][]schemaError{},
+		lazy:       b.lazy,
 	}
-	claims := map[string][]*Tool{}
-	var order []string
+	if c := in.route.Catalog; c != nil {
+		s.pageSize = c.PageSize
+	}
+	s.tag = cursorTag(in.version)
+	var jobs []toolJob
 	for _, svc := range in.route.ToolServices {
-		m := in.manifests[svc.Name]
 		_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
-		for _, bad := range m.Invalid {
-			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
-		}
-		for _, mt := range m.Tools {
+		for j, mt := range in.manifests[svc.Name].Tools {
 			if mt.Active != nil && !*mt.Active {
 				continue
 			}
-			t, reason := buildTool(svc.Name, basePath, mt)
-			if reason != "" {
-				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: mt.Name, Reason: reason})
+			jobs = append(jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt})
+		}
+	}
+	results := make([]toolResult, len(jobs))
+	workers := 1
+	if len(jobs) >= parallelMinTools {
+		workers = min(runtime.GOMAXPROCS(0), len(jobs)/parallelMinTools)
+	}
+	forEach(len(jobs), workers, func(i int) { results[i] = b.tool(jobs[i]) })
+
+	claims := map[string][]*Tool{}
+	var order []string
+	next := 0
+	for _, svc := range in.route.ToolServices {
+		for _, bad := range in.manifests[svc.Name].Invalid {
+			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
+		}
+		for ; next < len(jobs) && jobs[next].service == svc.Name; next++ {
+			res, job := results[next], jobs[next]
+			if res.schemaErr != "" {
+				s.schemaErrs[svc.Name] = append(s.schemaErrs[svc.Name], schemaError{Index: job.index, Reason: res.schemaErr})
+			}
+			if res.reason != "" {
+				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: job.mt.Name, Reason: res.reason})
 				continue
 			}
+			t := res.tool
 			if _, seen := claims[t.Name]; !seen {
 				order = append(order, t.Name)
 			}
@@ -184,40 +242,48 @@ func (in *inputs) build(fetchedAt time.Time) *Snapshot {
 	return s
 }
 
-// buildTool validates one active manifest entry. It returns the tool, or the
-// reason the entry is rejected.
-func buildTool(service, basePath string, mt ManifestTool) (*Tool, string) {
+// tool validates one active manifest entry.
+func (b builder) tool(job toolJob) toolResult {
+	mt := job.mt
 	if !mcp.ValidToolName(mt.Name) {
-		return nil, "invalid name: want 1-128 characters of A-Z a-z 0-9 _ . -"
+		return toolResult{reason: "invalid name: want 1-128 characters of A-Z a-z 0-9 _ . -"}
 	}
 	if len(mt.InputSchema) == 0 || string(mt.InputSchema) == "null" {
-		return nil, "inputSchema is required"
+		return toolResult{reason: "inputSchema is required"}
 	}
-	validate, err := compileInputSchema(mt.InputSchema)
-	if err != nil {
-		return nil, "inputSchema: " + err.Error()
+	var schema *schemaEntry
+	if b.lazy {
+		if reason, bad := b.schemaErrs[job.service][job.index]; bad {
+			return toolResult{reason: "inputSchema: " + reason, schemaErr: reason}
+		}
+		schema = schemas.entry(mt.InputSchema)
+	} else {
+		schema = schemas.entry(mt.InputSchema)
+		if _, err := schema.compiled(); err != nil {
+			return toolResult{reason: "inputSchema: " + err.Error(), schemaErr: err.Error()}
+		}
 	}
 	params, err := mcp.ParamHeadersOf(mt.InputSchema)
 	if err != nil {
-		return nil, "inputSchema: " + err.Error()
+		return toolResult{reason: "inputSchema: " + err.Error()}
 	}
 	if len(mt.OutputSchema) > 0 && !isJSONKind(mt.OutputSchema, '{') {
-		return nil, "outputSchema must be a JSON object"
+		return toolResult{reason: "outputSchema must be a JSON object"}
 	}
 	if len(mt.Annotations) > 0 && !isJSONKind(mt.Annotations, '{') {
-		return nil, "annotations must be a JSON object"
+		return toolResult{reason: "annotations must be a JSON object"}
 	}
 	if len(mt.Icons) > 0 && !isJSONKind(mt.Icons, '[') {
-		return nil, "icons must be a JSON array"
+		return toolResult{reason: "icons must be a JSON array"}
 	}
 	path := mt.Path
 	if path == "" {
 		path = "/tools/" + mt.Name
 	}
 	if err := checkRequestPath(path, true); err != nil {
-		return nil, "path: " + err.Error()
+		return toolResult{reason: "path: " + err.Error()}
 	}
-	return &Tool{
+	return toolResult{tool: &Tool{
 		Tool: mcp.Tool{
 			Name:         mt.Name,
 			Title:        mt.Title,
@@ -228,13 +294,38 @@ func buildTool(service, basePath string, mt ManifestTool) (*Tool, string) {
 			Icons:        mt.Icons,
 		},
 		Version:      mt.Version,
-		Service:      service,
-		Cluster:      ClusterName(service),
+		Service:      job.service,
+		Cluster:      ClusterName(job.service),
 		Path:         path,
-		BasePath:     basePath,
+		BasePath:     job.basePath,
 		ParamHeaders: params,
-		validate:     validate,
-	}, ""
+		schema:       schema,
+	}}
+}
+
+// forEach runs fn(0..n-1) on at most workers goroutines and waits.
+func forEach(n, workers int, fn func(i int)) {
+	workers = max(min(workers, n), 1)
+	if workers == 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // isJSONKind reports whether compact JSON raw starts with open ('{' for an

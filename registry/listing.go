@@ -120,14 +120,8 @@ func (r *Route) normalize(i int) []error {
 		errs = append(errs, fmt.Errorf("%s: publicPath: %w", where, err))
 	}
 	if r.Catalog != nil {
-		if m := r.Catalog.Mode; m != "" && m != "full" && m != "search" {
-			errs = append(errs, fmt.Errorf("%s: catalog.mode: %q is not \"full\" or \"search\"", where, m))
-		}
-		if r.Catalog.PageSize < 0 {
-			errs = append(errs, fmt.Errorf("%s: catalog.pageSize: must not be negative", where))
-		}
-		if r.Catalog.Shortlist < 0 {
-			errs = append(errs, fmt.Errorf("%s: catalog.shortlist: must not be negative", where))
+		for _, err := range r.Catalog.check() {
+			errs = append(errs, fmt.Errorf("%s: catalog.%w", where, err))
 		}
 	}
 	if len(r.ToolServices) == 0 {
@@ -393,6 +387,22 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 		c.HealthCheck = &hc
 	}
 	return c
+}
+
+// check returns the problems of a catalog setting; each error starts with
+// the field name so the caller can prefix "catalog.".
+func (c Catalog) check() []error {
+	var errs []error
+	if c.Mode != "" && c.Mode != "full" && c.Mode != "search" {
+		errs = append(errs, fmt.Errorf("mode: %q is not \"full\" or \"search\"", c.Mode))
+	}
+	if c.PageSize < 0 || c.PageSize > MaxPageSize {
+		errs = append(errs, fmt.Errorf("pageSize: %d is not in 0..%d", c.PageSize, MaxPageSize))
+	}
+	if c.Shortlist < 0 || c.Shortlist > MaxShortlist {
+		errs = append(errs, fmt.Errorf("shortlist: %d is not in 0..%d", c.Shortlist, MaxShortlist))
+	}
+	return errs
 }
 
 // check returns the problems of explicitly set cluster fields; each error

@@ -27,11 +27,12 @@ type Route struct {
 	Catalog *Catalog `json:"catalog,omitempty"`
 }
 
-// Catalog is the per-route large-catalog setting of SPEC §8.
+// Catalog is the per-route large-catalog setting of SPEC §8. The toolmesh
+// config file can replace it per route (Registry.SetCatalogOverrides).
 type Catalog struct {
 	Mode      string `json:"mode,omitempty"`      // "full" (default) or "search"
-	PageSize  int    `json:"pageSize,omitempty"`  // 0: no paging
-	Shortlist int    `json:"shortlist,omitempty"` // search mode shortlist size, default 5
+	PageSize  int    `json:"pageSize,omitempty"`  // tools/list page size, 0..10000; 0: no paging
+	Shortlist int    `json:"shortlist,omitempty"` // search mode shortlist size, 0..50; default 5
 }
 
 // ToolService is one upstream that implements the Tool Service wire contract

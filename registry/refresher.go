@@ -18,6 +18,7 @@ const (
 	DefaultInterval     = 30 * time.Second
 	DefaultFetchTimeout = 10 * time.Second
 	DefaultWorkers      = 8
+	DefaultStoreWorkers = 32
 )
 
 // Options configures a [Registry].
@@ -28,12 +29,23 @@ type Options struct {
 	// Interval is the time between refresh cycles of Run (default 30s).
 	Interval time.Duration
 	// FetchTimeout bounds each Portal listing, manifest fetch and Store call
-	// (default 10s), so one hanging peer cannot stall a cycle for long.
+	// (the warm start's loads together count as one), default 10s, so one
+	// hanging peer cannot stall a cycle for long. A Store may bound its own
+	// operations more tightly (RedisOptions.OpTimeout).
 	FetchTimeout time.Duration
 	// Workers bounds concurrent manifest fetches and snapshot builds (default 8).
 	Workers int
-	Logger  *slog.Logger     // default: discard
-	Now     func() time.Time // default time.Now
+	// StoreWorkers bounds concurrent Store loads during a warm start, for a
+	// Store that cannot load many routes at once (default 32).
+	StoreWorkers int
+	// ReadyAfterWarmStart makes Start return as soon as the warm start has
+	// made the registry ready (some route has a stored snapshot), and run
+	// the rest of the first cycle, the manifests, in the background; Refresh
+	// and Run wait for it. Without it, or when nothing was stored, Start
+	// returns after the whole first cycle.
+	ReadyAfterWarmStart bool
+	Logger              *slog.Logger     // default: discard
+	Now                 func() time.Time // default time.Now
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
@@ -51,6 +63,12 @@ type Registry struct {
 	cycle sync.Mutex // serializes refresh cycles, the only writers of state
 	state atomic.Pointer[state]
 
+	// overrides replace the Portal's catalog object of a route (SetCatalogOverrides).
+	overrides atomic.Pointer[map[string]Catalog]
+	// started is closed when Start's first cycle, manifests included, ends.
+	started     chan struct{}
+	startedOnce sync.Once
+
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
 	nextSub int
@@ -66,6 +84,9 @@ type state struct {
 	portalErr   string
 	portalErrAt time.Time
 	lastListing time.Time
+	// listingRestored: the routes come from the listing saved in the Store,
+	// because the Portal has not answered since this process started.
+	listingRestored bool
 }
 
 // entry is one route's slot: its definition, last good snapshot and status.
@@ -76,6 +97,9 @@ type entry struct {
 	lastErr     string
 	lastErrAt   time.Time
 	storeErr    string
+	// restored: snap was loaded from the Store and no refresh has confirmed
+	// or replaced it yet.
+	restored bool
 }
 
 func (s *state) clone() *state {
@@ -120,6 +144,9 @@ func New(opts Options) *Registry {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
+	if opts.StoreWorkers <= 0 {
+		opts.StoreWorkers = DefaultStoreWorkers
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,6 +161,7 @@ func New(opts Options) *Registry {
 		log:     opts.Logger,
 		now:     opts.Now,
 		subs:    map[int]chan struct{}{},
+		started: make(chan struct{}),
 	}
 	empty := &state{entries: map[string]*entry{}}
 	empty.index()
@@ -144,11 +172,33 @@ func New(opts Options) *Registry {
 // Start runs the first cycle in the start-up order of SPEC §5: Portal
 // listing, warm start from the Store for the listed routes, then manifests.
 // Failures are recorded in the health detail, not returned: the registry
-// serves what it has. It returns an error only when ctx is done.
+// serves what it has. The registry serves (Lookup, Ready) from the moment
+// the warm start publishes, even while the manifests are still being
+// fetched; with Options.ReadyAfterWarmStart, Start also returns then. It
+// returns an error only when ctx is done. Call it once.
 func (r *Registry) Start(ctx context.Context) error {
-	if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
-		r.log.Warn("first registry refresh incomplete", "err", err)
+	r.cycle.Lock()
+	listed, listErr := r.list(ctx)
+	if ctx.Err() == nil {
+		r.warmStart(ctx)
 	}
+	finish := func() {
+		defer r.startedOnce.Do(func() { close(r.started) })
+		defer r.cycle.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		r.saveListing(ctx, listed)
+		if err := errors.Join(listErr, r.refreshManifests(ctx)); err != nil && ctx.Err() == nil {
+			r.log.Warn("first registry refresh incomplete", "err", err)
+		}
+	}
+	if r.opts.ReadyAfterWarmStart && ctx.Err() == nil && r.Ready() {
+		r.log.Info("serving stored snapshots; first manifest refresh continues in the background")
+		go finish()
+		return nil
+	}
+	finish()
 	return ctx.Err()
 }
 
@@ -176,16 +226,23 @@ func (r *Registry) Run(ctx context.Context) {
 func (r *Registry) Refresh(ctx context.Context) error {
 	r.cycle.Lock()
 	defer r.cycle.Unlock()
-	listErr := r.list(ctx)
+	listed, listErr := r.list(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	r.warmStart(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.saveListing(ctx, listed)
 	return errors.Join(listErr, r.refreshManifests(ctx))
 }
 
-// list asks the Portal for its routes and applies a successful answer.
-func (r *Registry) list(ctx context.Context) error {
+// list asks the Portal for its routes and applies a successful answer, which
+// it returns for saveListing. When the Portal fails before this process ever
+// had a listing, the routes of the listing last saved in the Store are used
+// instead (see restoreListing).
+func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	lctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 	l, err := r.src.List(lctx)
 	cancel()
@@ -193,26 +250,61 @@ func (r *Registry) list(ctx context.Context) error {
 		err = l.Validate() // a custom Source may skip it; Validate is idempotent
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	old := r.state.Load()
-	st := old.clone()
 	now := r.now()
 	if err != nil {
 		r.log.Warn("portal listing failed; keeping the previous routes", "err", err)
+		st := old.clone()
 		st.portalErr, st.portalErrAt = err.Error(), now
-		r.publish(st, false)
-		return fmt.Errorf("portal listing: %w", err)
+		changed := false
+		if old.lastListing.IsZero() && len(old.routes) == 0 {
+			if saved := r.restoreListing(ctx); saved != nil {
+				st, _ = r.applyListing(st, saved)
+				st.listingRestored, changed = true, true
+			}
+		}
+		r.publish(st, changed)
+		return nil, fmt.Errorf("portal listing: %w", err)
 	}
-	st.portalErr, st.portalErrAt, st.lastListing = "", time.Time{}, now
+	st := old.clone()
+	st.portalErr, st.portalErrAt, st.lastListing, st.listingRestored = "", time.Time{}, now, false
+	st, removed := r.applyListing(st, l)
+	r.publish(st, !reflect.DeepEqual(old.routes, st.routes))
+	for _, key := range removed {
+		r.log.Info("route no longer listed by the portal; removed", "route", key)
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+	defer cancel()
+	forEach(len(removed), r.opts.StoreWorkers, func(i int) {
+		if err := r.store.Delete(sctx, removed[i]); err != nil {
+			r.log.Warn("delete stored snapshot", "route", removed[i], "err", err)
+		}
+	})
+	return l, nil
+}
+
+// applyListing makes l's routes, with the catalog overrides applied, the
+// routes of st (a clone it may modify), keeping the entries of routes that
+// stay. It returns st and the keys of the routes that are gone.
+func (r *Registry) applyListing(st *state, l *Listing) (*state, []string) {
 	routes := slices.Clone(l.Routes)
+	if ov := r.overrides.Load(); ov != nil {
+		for i := range routes {
+			if c, ok := (*ov)[routes[i].Key]; ok {
+				routes[i].Catalog = &c
+			}
+		}
+	}
 	slices.SortFunc(routes, func(a, b Route) int { return strings.Compare(a.Key, b.Key) })
+	prev := st.entries
 	st.routes = routes
 	st.entries = make(map[string]*entry, len(routes))
 	for _, rt := range routes {
 		e := &entry{route: rt}
-		if prev := old.entries[rt.Key]; prev != nil {
-			cp := *prev
+		if p := prev[rt.Key]; p != nil {
+			cp := *p
 			cp.route = rt
 			e = &cp
 		}
@@ -220,67 +312,40 @@ func (r *Registry) list(ctx context.Context) error {
 	}
 	st.index()
 	var removed []string
-	for key := range old.entries {
+	for key := range prev {
 		if st.entries[key] == nil {
 			removed = append(removed, key)
 		}
 	}
 	slices.Sort(removed)
-	r.publish(st, !reflect.DeepEqual(old.routes, routes))
-	for _, key := range removed {
-		r.log.Info("route no longer listed by the portal; removed", "route", key)
-		sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
-		if err := r.store.Delete(sctx, key); err != nil {
-			r.log.Warn("delete stored snapshot", "route", key, "err", err)
-		}
-		cancel()
-	}
-	return nil
+	return st, removed
 }
 
-// warmStart loads a stored snapshot for every listed route that has none, so
-// a cold start can serve before the Tool Services answer.
-func (r *Registry) warmStart(ctx context.Context) {
-	old := r.state.Load()
-	var st *state
-	loaded := false
-	for _, rt := range old.routes {
-		e := old.entries[rt.Key]
-		if e.snap != nil {
-			continue
+// SetCatalogOverrides sets per-route catalog settings (SPEC §8: the toolmesh
+// config file can override the Portal per route). An override replaces the
+// Portal's catalog object of that route as a whole: a field the override
+// leaves zero takes its default, not the Portal's value, so the config file
+// states the complete setting. Overrides are checked like the listing's
+// catalog (mode "full" or "search", pageSize 0..10000, shortlist 0..50) and
+// take effect at the next refresh (before Start, at once). A nil or empty
+// map removes every override.
+func (r *Registry) SetCatalogOverrides(overrides map[string]Catalog) error {
+	var errs []error
+	cp := make(map[string]Catalog, len(overrides))
+	for key, c := range overrides {
+		if !nameRE.MatchString(key) {
+			errs = append(errs, fmt.Errorf("catalog override for %q: route key must match %s", key, nameRE))
 		}
-		sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
-		snap, err := r.store.Load(sctx, rt.Key)
-		cancel()
-		if ctx.Err() != nil {
-			return
+		for _, err := range c.check() {
+			errs = append(errs, fmt.Errorf("catalog override for route %q: catalog.%w", key, err))
 		}
-		cp := *e
-		switch {
-		case err != nil:
-			r.log.Warn("warm start: load stored snapshot", "route", rt.Key, "err", err)
-			cp.storeErr = "load: " + err.Error()
-		case snap == nil:
-			cp.storeErr = ""
-		case snap.Route != rt.Key:
-			cp.storeErr = fmt.Sprintf("load: stored snapshot is for route %q", snap.Route)
-		default:
-			r.log.Info("warm start from stored snapshot", "route", rt.Key, "version", snap.Version, "fetchedAt", snap.FetchedAt)
-			cp.snap, cp.storeErr = snap, ""
-			loaded = true
-		}
-		if cp.snap == e.snap && cp.storeErr == e.storeErr {
-			continue
-		}
-		if st == nil {
-			st = old.clone()
-		}
-		st.entries[rt.Key] = &cp
+		cp[key] = c
 	}
-	if st != nil {
-		st.index()
-		r.publish(st, loaded)
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
+	r.overrides.Store(&cp)
+	return nil
 }
 
 // fetched is the outcome of one manifest fetch.
@@ -341,7 +406,7 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 	next := st.clone()
 	changed := false
 	var errs []error
-	var saves []*Snapshot
+	var saves, current []*Snapshot
 	for _, o := range outcomes {
 		cp := *next.entries[o.key]
 		if o.err != nil {
@@ -349,7 +414,7 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 			cp.lastErr, cp.lastErrAt = o.err.Error(), fetchedAt
 			errs = append(errs, o.err)
 		} else {
-			cp.lastErr, cp.lastErrAt, cp.lastRefresh = "", time.Time{}, fetchedAt
+			cp.lastErr, cp.lastErrAt, cp.lastRefresh, cp.restored = "", time.Time{}, fetchedAt, false
 			if o.snap != nil {
 				r.log.Info("route snapshot updated", "route", o.key, "version", o.snap.Version,
 					"tools", len(o.snap.Tools), "ambiguous", len(o.snap.Ambiguous), "rejected", len(o.snap.Rejected))
@@ -358,11 +423,14 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 				saves = append(saves, o.snap)
 			}
 		}
+		if cp.snap != nil {
+			current = append(current, cp.snap)
+		}
 		next.entries[o.key] = &cp
 	}
 	next.index()
 	r.publish(next, changed)
-	r.save(ctx, saves)
+	r.persist(ctx, saves, current)
 	return errors.Join(errs...)
 }
 
@@ -389,66 +457,15 @@ func (r *Registry) refreshRoute(rt Route, cur *Snapshot, results map[string]fetc
 		out.err = err
 		return out
 	}
-	if cur != nil && cur.Version == in.version {
+	if cur != nil && cur.Version == in.version && !cur.lazyFailed() {
 		return out // same content: keep the snapshot (and its pointer)
 	}
-	out.snap = in.build(fetchedAt)
+	out.snap = in.build(fetchedAt, builder{})
 	return out
 }
 
-// save writes new snapshots to the Store after they are served, and records
-// store failures in the health detail. The Store never blocks serving.
-func (r *Registry) save(ctx context.Context, snaps []*Snapshot) {
-	if len(snaps) == 0 {
-		return
-	}
-	storeErrs := make([]string, len(snaps))
-	r.parallel(len(snaps), func(i int) {
-		sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
-		defer cancel()
-		if err := r.store.Save(sctx, snaps[i]); err != nil {
-			r.log.Warn("save snapshot to store", "route", snaps[i].Route, "err", err)
-			storeErrs[i] = "save: " + err.Error()
-		}
-	})
-	old := r.state.Load()
-	var st *state
-	for i, s := range snaps {
-		e := old.entries[s.Route]
-		if e == nil || e.storeErr == storeErrs[i] {
-			continue
-		}
-		if st == nil {
-			st = old.clone()
-		}
-		cp := *e
-		cp.storeErr = storeErrs[i]
-		st.entries[s.Route] = &cp
-	}
-	if st != nil {
-		st.index()
-		r.publish(st, false)
-	}
-}
-
 // parallel runs fn(0..n-1) on at most Workers goroutines and waits.
-func (r *Registry) parallel(n int, fn func(i int)) {
-	workers := min(r.opts.Workers, n)
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
-}
+func (r *Registry) parallel(n int, fn func(i int)) { forEach(n, r.opts.Workers, fn) }
 
 // publish makes st the current state and, when changed, wakes subscribers.
 func (r *Registry) publish(st *state, changed bool) {
@@ -464,100 +481,4 @@ func (r *Registry) publish(st *state, changed bool) {
 		default: // a wake-up is already pending; coalesce
 		}
 	}
-}
-
-// Lookup finds the route served at path (the request path without its query
-// string), matching public paths exactly. ok is false for an unknown path;
-// snap is nil while the route has no snapshot yet. It never locks.
-func (r *Registry) Lookup(path string) (key string, snap *Snapshot, ok bool) {
-	e := r.state.Load().byPath[path]
-	if e == nil {
-		return "", nil, false
-	}
-	return e.route.Key, e.snap, true
-}
-
-// Snapshot returns the current snapshot of the route, or nil.
-func (r *Registry) Snapshot(key string) *Snapshot {
-	if e := r.state.Load().entries[key]; e != nil {
-		return e.snap
-	}
-	return nil
-}
-
-// Routes returns the listed routes sorted by key (for the xDS translator).
-// The slice is a copy; the routes' inner slices and pointers are shared and
-// must not be modified.
-func (r *Registry) Routes() []Route {
-	return slices.Clone(r.state.Load().routes)
-}
-
-// Subscribe returns a channel that receives a value whenever the routes or
-// any snapshot change. Wake-ups coalesce (buffer 1): after one, read the
-// current state with Routes and Snapshot. The func unsubscribes; the channel
-// is not closed.
-func (r *Registry) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	r.subMu.Lock()
-	id := r.nextSub
-	r.nextSub++
-	r.subs[id] = ch
-	r.subMu.Unlock()
-	return ch, func() {
-		r.subMu.Lock()
-		delete(r.subs, id)
-		r.subMu.Unlock()
-	}
-}
-
-// Ready reports whether at least one route has a snapshot (SPEC §5).
-func (r *Registry) Ready() bool { return r.state.Load().ready }
-
-// Health returns the health detail of SPEC §5: every listed route, sorted by
-// key, with its snapshot and errors.
-func (r *Registry) Health() Health {
-	st := r.state.Load()
-	now := r.now()
-	h := Health{
-		Ready:                 st.ready,
-		Routes:                make([]RouteStatus, 0, len(st.routes)),
-		RoutesWithoutSnapshot: []string{},
-		PortalError:           st.portalErr,
-		PortalErrorAt:         timePtr(st.portalErrAt),
-		LastListing:           timePtr(st.lastListing),
-	}
-	for _, rt := range st.routes {
-		e := st.entries[rt.Key]
-		rs := RouteStatus{
-			Key:         rt.Key,
-			PublicPath:  rt.Path(),
-			LastRefresh: timePtr(e.lastRefresh),
-			LastError:   e.lastErr,
-			LastErrorAt: timePtr(e.lastErrAt),
-			StoreError:  e.storeErr,
-		}
-		if s := e.snap; s != nil {
-			confirmed := s.FetchedAt
-			if e.lastRefresh.After(confirmed) {
-				confirmed = e.lastRefresh
-			}
-			rs.SnapshotVersion = s.Version
-			rs.SnapshotAge = max(now.Sub(confirmed), 0).Round(time.Second).String()
-			rs.FetchedAt = timePtr(s.FetchedAt)
-			rs.Tools = len(s.Tools)
-			rs.Ambiguous = slices.Clone(s.Ambiguous)
-			rs.Rejected = slices.Clone(s.Rejected)
-		} else {
-			h.RoutesWithoutSnapshot = append(h.RoutesWithoutSnapshot, rt.Key)
-		}
-		h.Routes = append(h.Routes, rs)
-	}
-	return h
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }

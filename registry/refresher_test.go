@@ -25,7 +25,7 @@ type env struct {
 	alphaDef, betaDef string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, options ...func(*Options)) *env {
 	t.Helper()
 	e := &env{rec: &recorder{}, clock: newClock()}
 	e.a = newFakeServer(t, "/manifest", toolsDoc("a_one", "a_two"))
@@ -35,14 +35,18 @@ func newEnv(t *testing.T) *env {
 	e.betaDef = fmt.Sprintf(`{"key":"beta","publicPath":"/tools/beta","toolServices":[{"name":"b","url":%q},{"name":"shared","url":%q}]}`, e.b.URL, e.shared.URL)
 	e.portal = newFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	e.store = newJSONStore(e.rec)
-	e.reg = New(Options{
+	opts := Options{
 		Source:       recordingSource{NewHTTPSource(e.portal.URL, e.portal.Client()), e.rec},
 		Fetcher:      recordingFetcher{NewHTTPFetcher(e.a.Client(), 0), e.rec},
 		Store:        e.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
 		Now:          e.clock.now,
-	})
+	}
+	for _, o := range options {
+		o(&opts)
+	}
+	e.reg = New(opts)
 	return e
 }
 
@@ -62,7 +66,7 @@ func (e *env) route(t *testing.T, key string) RouteStatus {
 	return routeStatus(t, e.reg, key)
 }
 
-func routeStatus(t *testing.T, reg *Registry, key string) RouteStatus {
+func routeStatus(t testing.TB, reg *Registry, key string) RouteStatus {
 	t.Helper()
 	for _, rs := range reg.Health().Routes {
 		if rs.Key == key {

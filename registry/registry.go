@@ -17,7 +17,9 @@ type ManifestFetcher interface {
 }
 
 // Store keeps each route's last good snapshot for warm start (SPEC §5). The
-// memory store is the embedded default; Redis comes with its own issue.
+// memory store is the embedded default; NewRedisStore shares snapshots
+// across restarts and replicas. A Store may also implement BatchStore,
+// ListingStore and StatusReporter.
 type Store interface {
 	Load(ctx context.Context, route string) (*Snapshot, error) // nil, nil when absent
 	Save(ctx context.Context, s *Snapshot) error
@@ -43,6 +45,9 @@ type RouteStatus struct {
 	// StoreError is the latest failure to load or save the route's snapshot
 	// in the Store; serving goes on without the Store.
 	StoreError string `json:"storeError,omitempty"`
+	// Restored is true while the route serves a snapshot loaded from the
+	// Store at start that no refresh has confirmed or replaced yet.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // Health is the health detail of SPEC §5.
@@ -53,4 +58,48 @@ type Health struct {
 	PortalError           string        `json:"portalError,omitempty"`
 	PortalErrorAt         *time.Time    `json:"portalErrorAt,omitempty"`
 	LastListing           *time.Time    `json:"lastListing,omitempty"`
+	// ListingRestored is true while the routes come from the listing saved
+	// in the Store, because the Portal has not answered since start.
+	ListingRestored bool `json:"listingRestored,omitempty"`
+	// Store is the Store's own status, when it reports one (Redis does).
+	Store *StoreStatus `json:"store,omitempty"`
+}
+
+// BatchStore is a Store that loads and writes many routes in a few round
+// trips. The refresher uses it, when the Store implements it, for the warm
+// start and after every refresh.
+type BatchStore interface {
+	Store
+	// LoadMany loads the stored snapshots of routes: snaps[i] is routes[i]'s
+	// (nil when absent) and errs[i] its error.
+	LoadMany(ctx context.Context, routes []string) (snaps []*Snapshot, errs []error)
+	// Sync makes the store hold snaps, writing each one whose stored
+	// version differs or is missing; errs[i] is snaps[i]'s error.
+	Sync(ctx context.Context, snaps []*Snapshot) (errs []error)
+}
+
+// ListingStore is a Store that also keeps the Portal's last good listing, so
+// that a cold start with the Portal down still knows its routes.
+type ListingStore interface {
+	LoadListing(ctx context.Context) (*Listing, error) // nil, nil when absent
+	SaveListing(ctx context.Context, l *Listing) error
+}
+
+// StatusReporter is a Store that reports its own health; the refresher adds
+// it to the health detail as Health.Store.
+type StatusReporter interface {
+	Status() StoreStatus
+}
+
+// StoreStatus is the Store's line of the health detail.
+type StoreStatus struct {
+	Backend string `json:"backend"`          // "redis"
+	Target  string `json:"target,omitempty"` // where, without credentials
+	// Reachable is true when the last operation got an answer from the
+	// store (even a miss or a garbage value); false before the first one.
+	Reachable   bool       `json:"reachable"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+	LastOpAt    *time.Time `json:"lastOpAt,omitempty"` // last operation, whatever its outcome
+	LastOKAt    *time.Time `json:"lastOkAt,omitempty"` // last operation that succeeded
 }

@@ -39,9 +39,11 @@ func (noRemote) Load(url string) (any, error) {
 }
 
 // compileInputSchema checks that raw is a JSON object schema with
-// "type": "object" and compiles it once (JSON Schema 2020-12 unless its
-// $schema names another draft). It returns the argument validator.
-func compileInputSchema(raw json.RawMessage) (func(json.RawMessage) []string, error) {
+// "type": "object" and compiles it (JSON Schema 2020-12 unless its $schema
+// names another draft). Each call gets its own Compiler holding only this
+// document, so one tool's schema can never $ref another's: a reference that
+// leaves the document reaches noRemote and fails.
+func compileInputSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
@@ -72,7 +74,7 @@ func compileInputSchema(raw json.RawMessage) (func(json.RawMessage) []string, er
 			return nil, errors.New("$ref cycle: " + oneLine(err.Error()))
 		}
 	}
-	return func(args json.RawMessage) []string { return validateArguments(sch, args) }, nil
+	return sch, nil
 }
 
 // validateArguments returns readable messages for args that fail sch, such

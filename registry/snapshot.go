@@ -43,17 +43,26 @@ type Tool struct {
 	// ParamHeaders are the inputSchema's x-mcp-header parameters (SEP-2243).
 	ParamHeaders []mcp.ParamHeader
 
-	// validate checks arguments against InputSchema, compiled once per snapshot.
-	validate func(args json.RawMessage) []string
+	// schema is the tool's input schema and, once compiled, its validator;
+	// nil for a hand-made Tool, which then checks nothing.
+	schema *schemaEntry
 }
 
 // ValidateArguments checks args (a JSON object) against the tool's input
-// schema and returns the validation messages; none means valid.
+// schema and returns the validation messages; none means valid. A snapshot
+// restored from a Store compiles each schema on its first use; should that
+// fail (the schema was valid when the snapshot was built, but this build of
+// toolmesh disagrees), the call gets a message saying so rather than going
+// through unchecked, until the next refresh rebuilds the route.
 func (t *Tool) ValidateArguments(args json.RawMessage) []string {
-	if t.validate == nil {
+	if t.schema == nil {
 		return nil
 	}
-	return t.validate(args)
+	sch, err := t.schema.compiled()
+	if err != nil {
+		return []string{"arguments cannot be checked: the tool's inputSchema does not compile: " + err.Error()}
+	}
+	return validateArguments(sch, args)
 }
 
 // RejectedTool is a manifest entry left out of a snapshot, with the reason.
@@ -80,11 +89,29 @@ type Snapshot struct {
 	ambiguous map[string]bool
 	toolsJSON []byte // the tools/list array, serialized once
 
+	// Paging (SPEC §8): pageSize from the route's effective catalog (0: no
+	// paging), pages cut on first use, tag naming this snapshot in cursors.
+	pageSize int
+	pages    pages
+	tag      [cursorTagLen]byte
+
 	// The inputs, kept so the snapshot can be persisted and rebuilt
 	// (MarshalJSON, UnmarshalSnapshot): the normalized route definition and
 	// the canonical manifest of each of its Tool Services.
 	def       Route
 	manifests map[string]*Manifest
+	// lazy: restored by UnmarshalSnapshot, schemas compiled on first use.
+	lazy bool
+	// schemaErrs are the entries rejected because their input schema did not
+	// compile, by manifest index: persisted so that a restore, which
+	// compiles nothing, rejects exactly the same entries.
+	schemaErrs map[string][]schemaError
+}
+
+// schemaError is one entry of a manifest rejected for its input schema.
+type schemaError struct {
+	Index  int    `json:"index"`
+	Reason string `json:"reason"`
 }
 
 var (
@@ -117,11 +144,18 @@ func (s *Snapshot) ParamHeaders(name string) []mcp.ParamHeader {
 	return nil
 }
 
-// ToolsPage implements [mcp.Catalog.ToolsPage]. Without paging there is one
-// page and the only valid cursor is "".
-func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
-	if cursor != "" {
-		return nil, "", false
+// lazyFailed reports whether a restored snapshot found, on first use, a
+// schema that does not compile: the refresher then rebuilds it even though
+// its inputs did not change, so the tool is rejected rather than failing
+// every call.
+func (s *Snapshot) lazyFailed() bool {
+	if !s.lazy {
+		return false
 	}
-	return s.toolsJSON, "", true
+	for _, t := range s.Tools {
+		if t.schema != nil && t.schema.failed.Load() {
+			return true
+		}
+	}
+	return false
 }

@@ -8,22 +8,31 @@ import (
 	"time"
 )
 
-// snapshotFormat versions the persisted form, so a store written by another
-// build of toolmesh is recognised.
-const snapshotFormat = 1
+// Persisted snapshot formats. Format 2 adds the schema rejections that let a
+// restore skip compiling; format 1 (inputs only) is still read, by a full
+// build.
+const (
+	snapshotFormat   = 2
+	snapshotFormatV1 = 1
+)
 
 // storedSnapshot is the persisted form of a Snapshot: its inputs, not its
-// compiled state, which UnmarshalSnapshot rebuilds.
+// compiled state, which UnmarshalSnapshot rebuilds. Version comes first so
+// that a reader of the raw value sees it at once.
 type storedSnapshot struct {
 	Format    int                  `json:"format"`
-	Route     Route                `json:"route"`
 	Version   string               `json:"version"`
+	Route     Route                `json:"route"`
 	FetchedAt time.Time            `json:"fetchedAt"`
 	Manifests map[string]*Manifest `json:"manifests"`
+	// SchemaErrors lists, per Tool Service, the manifest entries (by index
+	// in its tools) rejected because their inputSchema did not compile.
+	SchemaErrors map[string][]schemaError `json:"schemaErrors,omitempty"`
 }
 
 // MarshalJSON implements [json.Marshaler]: the persisted form used by stores
-// (route definition, canonical manifests, version, fetch time).
+// (route definition, canonical manifests, version, fetch time, and which
+// entries were rejected for their input schema).
 func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	if s.manifests == nil {
 		return nil, fmt.Errorf("marshal snapshot of route %q: not built by BuildSnapshot", s.Route)
@@ -32,11 +41,12 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(storedSnapshot{
-		Format:    snapshotFormat,
-		Route:     s.def,
-		Version:   s.Version,
-		FetchedAt: s.FetchedAt,
-		Manifests: s.manifests,
+		Format:       snapshotFormat,
+		Version:      s.Version,
+		Route:        s.def,
+		FetchedAt:    s.FetchedAt,
+		Manifests:    s.manifests,
+		SchemaErrors: s.schemaErrs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("marshal snapshot of route %q: %w", s.Route, err)
@@ -44,26 +54,47 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// UnmarshalSnapshot rebuilds a snapshot from its persisted form with
-// BuildSnapshot and checks that the rebuilt version is the stored one, so a
-// corrupted or foreign entry is refused rather than served.
+// UnmarshalSnapshot rebuilds a snapshot from its persisted form and checks
+// that the inputs hash to the stored version, so a corrupted or foreign entry
+// is refused rather than served. The snapshot was validated when it was
+// built, so input schemas are not compiled here: each compiles on its tool's
+// first call (see [Tool.ValidateArguments]), which makes a warm start of many
+// routes cheap. Entries that were rejected for their schema stay rejected.
 func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	var st storedSnapshot
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("unmarshal snapshot: %w", err)
 	}
-	if st.Format != snapshotFormat {
+	if st.Format != snapshotFormat && st.Format != snapshotFormatV1 {
 		return nil, fmt.Errorf("unmarshal snapshot: unsupported format %d", st.Format)
 	}
 	if st.Version == "" {
 		return nil, errors.New("unmarshal snapshot: missing version")
 	}
-	s, err := BuildSnapshot(st.Route, st.Manifests, st.FetchedAt)
+	in, err := prepare(st.Route, st.Manifests)
 	if err != nil {
 		return nil, fmt.Errorf("unmarshal snapshot: %w", err)
 	}
-	if s.Version != st.Version {
-		return nil, fmt.Errorf("unmarshal snapshot of route %q: content hashes to %s, stored version is %s", st.Route.Key, s.Version, st.Version)
+	if in.version != st.Version {
+		return nil, fmt.Errorf("unmarshal snapshot of route %q: content hashes to %s, stored version is %s", st.Route.Key, in.version, st.Version)
 	}
-	return s, nil
+	if st.Format == snapshotFormatV1 {
+		return in.build(st.FetchedAt, builder{}), nil
+	}
+	b := builder{lazy: true, schemaErrs: map[string]map[int]string{}}
+	for svc, errs := range st.SchemaErrors {
+		m := in.manifests[svc]
+		if m == nil {
+			return nil, fmt.Errorf("unmarshal snapshot of route %q: schema errors for unknown tool service %q", st.Route.Key, svc)
+		}
+		byIndex := make(map[int]string, len(errs))
+		for _, e := range errs {
+			if e.Index < 0 || e.Index >= len(m.Tools) || e.Reason == "" {
+				return nil, fmt.Errorf("unmarshal snapshot of route %q: invalid schema error entry %d of tool service %q", st.Route.Key, e.Index, svc)
+			}
+			byIndex[e.Index] = e.Reason
+		}
+		b.schemaErrs[svc] = byIndex
+	}
+	return in.build(st.FetchedAt, b), nil
 }

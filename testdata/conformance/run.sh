@@ -30,10 +30,14 @@ fport=$(free_port); listen=$(free_port); ext=$(free_port); xds=$(free_port); adm
 go build -o "$work/toolmesh" ./cmd/toolmesh
 python3 "$fixture" "$fport" >"$work/fixture.log" 2>&1 &
 fixture_pid=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$fport/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
 sed "s/\${FIXTURE}/$fport/" testdata/conformance/portal.template.json >"$work/portal.json"
 "$work/toolmesh" run --portal "$work/portal.json" --listen "127.0.0.1:$listen" \
   --extproc-listen "127.0.0.1:$ext" --xds-listen "127.0.0.1:$xds" --admin-listen "127.0.0.1:$admin" \
-  >"$work/toolmesh.log" 2>&1 &
+  --refresh-interval 5s >"$work/toolmesh.log" 2>&1 &
 gw_pid=$!
 trap 'kill $gw_pid $fixture_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -44,11 +48,11 @@ curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null
 
 url="http://localhost:$listen/mcp/conf"
 status=0
-echo "== legacy wire: conformance 0.1.16 (suite: active) =="
+echo "== legacy wire: conformance 0.1.16 (suite: all) =="
 (cd "$work/legacy" && PATH="$work/legacy/node_modules/.bin:$PATH" \
-  npx conformance server --url "$url" -o "$work/results/legacy" 2>&1 | tee "$work/results/legacy.txt") || status=1
+  npx conformance server --url "$url" --suite all -o "$work/results/legacy" 2>&1 | tee "$work/results/legacy.txt") || status=1
 echo "== stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 =="
 (cd "$work/stateless" && PATH="$work/stateless/node_modules/.bin:$PATH" \
-  npx conformance server --url "$url" --spec-version 2026-07-28 -o "$work/results/stateless" 2>&1 | tee "$work/results/stateless.txt") || status=1
+  npx conformance server --url "$url" --suite all --spec-version 2026-07-28 -o "$work/results/stateless" 2>&1 | tee "$work/results/stateless.txt") || status=1
 echo "results: $work/results (legacy.txt, stateless.txt); toolmesh log: $work/toolmesh.log"
 exit $status

@@ -1,0 +1,320 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// recordingRedis logs the refresher's calls to a RedisStore.
+type recordingRedis struct {
+	*RedisStore
+	rec *recorder
+}
+
+func (s recordingRedis) LoadMany(ctx context.Context, routes []string) ([]*Snapshot, []error) {
+	s.rec.add("load " + strings.Join(routes, ","))
+	return s.RedisStore.LoadMany(ctx, routes)
+}
+
+func (s recordingRedis) Sync(ctx context.Context, snaps []*Snapshot) []error {
+	var names []string
+	for _, sn := range snaps {
+		names = append(names, sn.Route)
+	}
+	s.rec.add("sync " + strings.Join(names, ","))
+	return s.RedisStore.Sync(ctx, snaps)
+}
+
+func (s recordingRedis) LoadListing(ctx context.Context) (*Listing, error) {
+	s.rec.add("load-listing")
+	return s.RedisStore.LoadListing(ctx)
+}
+
+func (s recordingRedis) SaveListing(ctx context.Context, l *Listing) error {
+	s.rec.add("save-listing")
+	return s.RedisStore.SaveListing(ctx, l)
+}
+
+// gateFetcher holds every fetch until release is closed (or its context
+// ends), and says when one has started.
+type gateFetcher struct {
+	ManifestFetcher
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGateFetcher(f ManifestFetcher) *gateFetcher {
+	return &gateFetcher{ManifestFetcher: f, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (g *gateFetcher) Fetch(ctx context.Context, svc ToolService) (*Manifest, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.ManifestFetcher.Fetch(ctx, svc)
+}
+
+// withRedis makes an env use a recording Redis store on srv.
+func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions) func(*Options) {
+	return func(o *Options) {
+		o.Store = recordingRedis{newRedisStore(t, srv, ropts), rec}
+	}
+}
+
+func TestRegistryRedisStartOrder(t *testing.T) {
+	srv := startRedis(t, "")
+	rec := &recorder{}
+	e := newEnv(t, withRedis(t, srv, rec, RedisOptions{}))
+	e.rec = rec
+	e.reg.opts.Source = recordingSource{e.reg.src, rec}
+	e.reg.src = e.reg.opts.Source
+	e.reg.fetcher = recordingFetcher{e.reg.fetcher, rec}
+	e.start(t)
+	events := rec.list()
+	want := []string{"list", "load alpha,beta", "save-listing"}
+	if len(events) < 6 || !slices.Equal(events[:3], want) || events[len(events)-1] != "sync alpha,beta" {
+		t.Fatalf("events = %q, want %q, then the fetches, then one sync", events, want)
+	}
+	for _, ev := range events[3 : len(events)-1] {
+		if !strings.HasPrefix(ev, "fetch ") {
+			t.Fatalf("events = %q: only fetches between the warm start and the sync", events)
+		}
+	}
+	c := srv.client()
+	defer c.Close()
+	for _, key := range []string{"toolmesh:route:alpha", "toolmesh:route:beta", "toolmesh:route:_listing"} {
+		if n, _ := c.Exists(t.Context(), key).Result(); n != 1 {
+			t.Errorf("%s not written", key)
+		}
+	}
+	v, _ := c.HGet(t.Context(), "toolmesh:route:alpha", "version").Result()
+	if v != e.reg.Snapshot("alpha").Version {
+		t.Errorf("stored version %q, serving %q", v, e.reg.Snapshot("alpha").Version)
+	}
+	h := e.reg.Health()
+	if h.Store == nil || h.Store.Backend != "redis" || !h.Store.Reachable || h.Store.LastOKAt == nil {
+		t.Errorf("health store = %+v", h.Store)
+	}
+	if st := e.route(t, "alpha"); st.Restored || st.StoreError != "" {
+		t.Errorf("alpha = %+v", st)
+	}
+}
+
+func TestRegistryRedisWarmStart(t *testing.T) {
+	srv := startRedis(t, "")
+	first := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}))
+	first.start(t)
+	want := first.reg.Snapshot("alpha")
+	c := srv.client()
+	defer c.Close()
+	c.Set(t.Context(), "toolmesh:route:beta", "garbage", 0)
+
+	// A new process: the Portal answers; the Tool Services answer only when
+	// the test lets them.
+	gate := newGateFetcher(NewHTTPFetcher(nil, 0))
+	second := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}), func(o *Options) {
+		o.Source = NewHTTPSource(first.portal.URL, nil)
+		o.Fetcher = gate
+		o.FetchTimeout = 30 * time.Second
+		o.ReadyAfterWarmStart = true
+	})
+	reg := second.reg
+	if err := reg.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Start returned with the warm snapshots served, before any manifest.
+	if !reg.Ready() {
+		t.Fatal("not ready after a warm start")
+	}
+	key, snap, ok := reg.Lookup("/mcp/alpha")
+	if !ok || key != "alpha" || snap == nil || snap.Version != want.Version {
+		t.Fatalf("Lookup(/mcp/alpha) = %q %v %v", key, snap, ok)
+	}
+	if tool, _ := snap.Lookup("a_one"); tool == nil || tool.ValidateArguments([]byte(`{}`)) != nil {
+		t.Error("a restored tool must validate")
+	}
+	if st := routeStatus(t, reg, "alpha"); !st.Restored || st.StoreError != "" {
+		t.Errorf("alpha = %+v, want restored", st)
+	}
+	if st := routeStatus(t, reg, "beta"); st.Restored || !strings.Contains(st.StoreError, "load: ") || reg.Snapshot("beta") != nil {
+		t.Errorf("beta = %+v, want its garbage reported and no snapshot", st)
+	}
+	select {
+	case <-reg.started:
+		t.Fatal("the first cycle ended while every fetch is held")
+	case <-gate.entered:
+	}
+
+	close(gate.release)
+	<-reg.started
+	if st := routeStatus(t, reg, "alpha"); st.Restored || st.LastRefresh == nil {
+		t.Errorf("alpha after its first refresh = %+v", st)
+	}
+	if st := routeStatus(t, reg, "beta"); st.StoreError != "" || reg.Snapshot("beta") == nil {
+		t.Errorf("beta after its first refresh = %+v: the refresh must replace the garbage", st)
+	}
+	if v, _ := c.HGet(t.Context(), "toolmesh:route:beta", "version").Result(); v != reg.Snapshot("beta").Version {
+		t.Errorf("beta's key not repaired: version %q", v)
+	}
+}
+
+func TestRegistryRedisColdStartPortalDown(t *testing.T) {
+	srv := startRedis(t, "")
+	first := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}))
+	first.start(t)
+
+	rec := &recorder{}
+	second := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *Options) {
+		o.Fetcher = newGateFetcher(NewHTTPFetcher(nil, 0)) // Tool Services hang too
+		o.ReadyAfterWarmStart = true
+	})
+	second.portal.set(modeFail, "")
+	if err := second.reg.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg := second.reg
+	if !reg.Ready() {
+		t.Fatalf("not ready: %+v", reg.Health())
+	}
+	if events := rec.list(); !slices.Equal(events, []string{"load-listing", "load alpha,beta"}) {
+		t.Errorf("store events = %q", events)
+	}
+	for path, key := range map[string]string{"/mcp/alpha": "alpha", "/tools/beta": "beta"} {
+		k, snap, ok := reg.Lookup(path)
+		if !ok || k != key || snap == nil || snap.Version != first.reg.Snapshot(key).Version {
+			t.Errorf("Lookup(%s) = %q %v %v", path, k, snap, ok)
+		}
+	}
+	h := reg.Health()
+	if !h.ListingRestored || h.PortalError == "" || h.LastListing != nil || len(h.Routes) != 2 || !h.Routes[0].Restored {
+		t.Errorf("health = %+v", h)
+	}
+
+	// The Portal comes back without alpha: now, and only now, alpha goes.
+	second.portal.set(modeOK, second.listing(second.betaDef))
+	_ = reg.Refresh(t.Context()) // its held fetches time out; the listing is what counts
+	if _, _, ok := reg.Lookup("/mcp/alpha"); ok {
+		t.Error("alpha still served after a successful listing dropped it")
+	}
+	if h := reg.Health(); h.ListingRestored || h.PortalError != "" {
+		t.Errorf("health after the Portal answered = %+v", h)
+	}
+
+	// No stored listing: nothing to serve, and Start still returns.
+	empty := startRedis(t, "")
+	third := newEnv(t, withRedis(t, empty, &recorder{}, RedisOptions{}))
+	third.portal.set(modeFail, "")
+	third.start(t)
+	if third.reg.Ready() || len(third.reg.Routes()) != 0 || third.reg.Health().ListingRestored {
+		t.Errorf("health = %+v", third.reg.Health())
+	}
+}
+
+func TestRegistryRedisRestart(t *testing.T) {
+	srv := startRedis(t, "")
+	metrics := prometheus.NewRegistry()
+	e := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{OpTimeout: 200 * time.Millisecond, Registerer: metrics}), func(o *Options) {
+		o.FetchTimeout = 2 * time.Second
+	})
+	e.start(t)
+
+	srv.stop()
+	e.a.set(modeOK, toolsDoc("a_new"))
+	if err := e.reg.Refresh(t.Context()); err != nil {
+		t.Fatalf("Refresh with Redis down = %v; Redis must not fail a refresh", err)
+	}
+	if got := toolNames(e.reg.Snapshot("alpha")); !slices.Equal(got, []string{"a_new", "s_one"}) {
+		t.Errorf("alpha = %q: refreshing must go on without Redis", got)
+	}
+	h := e.reg.Health()
+	if h.Store == nil || h.Store.Reachable || h.Store.LastError == "" {
+		t.Errorf("health store = %+v, want unreachable", h.Store)
+	}
+	if st := e.route(t, "alpha"); !strings.Contains(st.StoreError, "save: ") {
+		t.Errorf("alpha = %+v, want its store error", st)
+	}
+
+	// A new, empty Redis on the same port: the next refresh fills it.
+	srv.restart()
+	if err := e.reg.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h = e.reg.Health()
+	if h.Store == nil || !h.Store.Reachable {
+		t.Errorf("health store after restart = %+v", h.Store)
+	}
+	for _, key := range []string{"alpha", "beta"} {
+		if st := e.route(t, key); st.StoreError != "" {
+			t.Errorf("%s = %+v, want the store error cleared", key, st)
+		}
+	}
+	fresh := newRedisStore(t, srv, RedisOptions{})
+	for _, key := range []string{"alpha", "beta"} {
+		got, err := fresh.Load(t.Context(), key)
+		if err != nil || got == nil || got.Version != e.reg.Snapshot(key).Version {
+			t.Errorf("%s in the restarted Redis = %v, %v", key, got, err)
+		}
+	}
+	if l, err := fresh.LoadListing(t.Context()); err != nil || l == nil || len(l.Routes) != 2 {
+		t.Errorf("listing in the restarted Redis = %v, %v", l, err)
+	}
+	if n := redisOps(t, metrics, "check", "timeout") + redisOps(t, metrics, "check", "error"); n == 0 {
+		t.Error("the failed checks while Redis was down are not counted")
+	}
+}
+
+func TestRegistryRedisDownAtStart(t *testing.T) {
+	addr := fmt.Sprintf("redis://127.0.0.1:%d", freePort(t))
+	st, err := NewRedisStore(RedisOptions{URL: addr, OpTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e := newEnv(t, func(o *Options) { o.Store = st; o.ReadyAfterWarmStart = true })
+	e.start(t)
+	if !e.reg.Ready() || e.reg.Snapshot("alpha") == nil {
+		t.Fatal("Redis down must not stop serving")
+	}
+	h := e.reg.Health()
+	if h.Store == nil || h.Store.Reachable || h.Store.Target != addr {
+		t.Errorf("health store = %+v", h.Store)
+	}
+	if rs := e.route(t, "alpha"); !strings.Contains(rs.StoreError, "save: ") || rs.LastError != "" {
+		t.Errorf("alpha = %+v", rs)
+	}
+}
+
+func TestRegistryWarmStartSkipsForeignServices(t *testing.T) {
+	first := newEnv(t)
+	first.start(t)
+	// The Portal now serves alpha from other Tool Services; the stored
+	// alpha would route to a cluster that no longer exists.
+	second := newEnv(t, func(o *Options) { o.Store = first.store })
+	second.portal.set(modeOK, second.listing(
+		strings.Replace(second.alphaDef, `"name":"a"`, `"name":"a2"`, 1), second.betaDef))
+	second.a.set(modeFail, "")
+	second.b.set(modeFail, "")
+	second.shared.set(modeFail, "")
+	second.start(t)
+	if second.reg.Snapshot("alpha") != nil {
+		t.Error("a stored snapshot of other tool services was served")
+	}
+	if st := routeStatus(t, second.reg, "alpha"); !strings.Contains(st.StoreError, "no longer lists") {
+		t.Errorf("alpha = %+v", st)
+	}
+	if second.reg.Snapshot("beta") == nil {
+		t.Error("beta, unchanged, must warm-start")
+	}
+}

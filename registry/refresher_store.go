@@ -1,0 +1,189 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// The refresher's use of the Store. Every call is bounded by FetchTimeout
+// (a Store bounds its own operations more tightly: the Redis store by
+// OpTimeout), runs after the state it concerns is published, and only ever
+// records its failures: the Store never stops serving or refreshing.
+
+// warmStart loads a stored snapshot for every listed route that has none, so
+// a cold start can serve before the Tool Services answer. The loads run
+// concurrently (at most StoreWorkers at once, or in a few round trips for a
+// BatchStore), and the whole phase is bounded by one FetchTimeout.
+func (r *Registry) warmStart(ctx context.Context) {
+	old := r.state.Load()
+	var keys []string
+	for _, rt := range old.routes {
+		if old.entries[rt.Key].snap == nil {
+			keys = append(keys, rt.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+	snaps, errs := r.loadMany(wctx, keys)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	var st *state
+	loaded := 0
+	for i, key := range keys {
+		e := old.entries[key]
+		cp := *e
+		snap, err := snaps[i], errs[i]
+		switch {
+		case err != nil:
+			r.log.Warn("warm start: load stored snapshot", "route", key, "err", err)
+			cp.storeErr = "load: " + err.Error()
+		case snap == nil:
+			cp.storeErr = ""
+		case snap.Route != key:
+			cp.storeErr = fmt.Sprintf("load: stored snapshot is for route %q", snap.Route)
+		case !servicesListed(snap, e.route):
+			// Its tools would be routed to clusters the listing no longer has.
+			cp.storeErr = "load: stored snapshot uses tool services the route no longer lists; waiting for the refresh"
+		default:
+			r.log.Debug("warm start from stored snapshot", "route", key, "version", snap.Version, "fetchedAt", snap.FetchedAt)
+			cp.snap, cp.storeErr, cp.restored = snap, "", true
+			loaded++
+		}
+		if cp.snap == e.snap && cp.storeErr == e.storeErr {
+			continue
+		}
+		if st == nil {
+			st = old.clone()
+		}
+		st.entries[key] = &cp
+	}
+	if loaded > 0 {
+		r.log.Info("warm start from stored snapshots", "routes", loaded, "of", len(keys))
+	}
+	if st != nil {
+		st.index()
+		r.publish(st, loaded > 0)
+	}
+}
+
+// servicesListed reports whether every Tool Service of snap is still one of
+// the route's.
+func servicesListed(snap *Snapshot, rt Route) bool {
+	for _, s := range snap.def.ToolServices {
+		if !slices.ContainsFunc(rt.ToolServices, func(t ToolService) bool { return t.Name == s.Name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// loadMany loads the stored snapshots of keys: out[i] and errs[i] belong to
+// keys[i].
+func (r *Registry) loadMany(ctx context.Context, keys []string) ([]*Snapshot, []error) {
+	if bs, ok := r.store.(BatchStore); ok {
+		return bs.LoadMany(ctx, keys)
+	}
+	snaps, errs := make([]*Snapshot, len(keys)), make([]error, len(keys))
+	forEach(len(keys), r.opts.StoreWorkers, func(i int) {
+		snaps[i], errs[i] = r.store.Load(ctx, keys[i])
+	})
+	return snaps, errs
+}
+
+// restoreListing returns the listing last saved in the Store, or nil when
+// the Store keeps none, has none or fails. It is used only while this
+// process has never had a Portal listing: a cold start with the Portal down
+// then knows which routes to warm-start and serve.
+func (r *Registry) restoreListing(ctx context.Context) *Listing {
+	ls, ok := r.store.(ListingStore)
+	if !ok {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+	l, err := ls.LoadListing(lctx)
+	cancel()
+	if err == nil && l != nil {
+		err = l.Validate()
+	}
+	switch {
+	case err != nil:
+		r.log.Warn("portal down and the stored listing cannot be used", "err", err)
+		return nil
+	case l == nil:
+		return nil
+	}
+	r.log.Warn("portal down at start: serving the routes of the stored listing", "routes", len(l.Routes))
+	return l
+}
+
+// saveListing keeps the Portal's latest listing (as the Portal gave it,
+// before catalog overrides) in a ListingStore, for restoreListing. It runs
+// after the warm start, so a slow Store delays serving by one load, not by
+// a save too; l is nil when the listing failed.
+func (r *Registry) saveListing(ctx context.Context, l *Listing) {
+	ls, ok := r.store.(ListingStore)
+	if !ok || l == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+	defer cancel()
+	if err := ls.SaveListing(sctx, l); err != nil {
+		r.log.Warn("save listing to store", "err", err)
+	}
+}
+
+// persist makes the Store hold the routes' snapshots after a refresh and
+// records failures per route. A BatchStore is asked to sync every route's
+// current snapshot (its last good one, even if this refresh failed), which
+// rewrites only those it does not hold at that version: a Store that lost
+// its data, say a restarted Redis, is filled again by the next refresh.
+// Another Store gets the new snapshots only.
+func (r *Registry) persist(ctx context.Context, changed, current []*Snapshot) {
+	bs, batch := r.store.(BatchStore)
+	snaps := changed
+	if batch {
+		snaps = current
+	}
+	if len(snaps) == 0 {
+		return
+	}
+	storeErrs := make([]string, len(snaps))
+	sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+	defer cancel()
+	record := func(i int, err error) {
+		if err != nil {
+			r.log.Warn("save snapshot to store", "route", snaps[i].Route, "err", err)
+			storeErrs[i] = "save: " + err.Error()
+		}
+	}
+	if batch {
+		for i, err := range bs.Sync(sctx, snaps) {
+			record(i, err)
+		}
+	} else {
+		r.parallel(len(snaps), func(i int) { record(i, r.store.Save(sctx, snaps[i])) })
+	}
+	old := r.state.Load()
+	var st *state
+	for i, s := range snaps {
+		e := old.entries[s.Route]
+		if e == nil || e.storeErr == storeErrs[i] {
+			continue
+		}
+		if st == nil {
+			st = old.clone()
+		}
+		cp := *e
+		cp.storeErr = storeErrs[i]
+		st.entries[s.Route] = &cp
+	}
+	if st != nil {
+		st.index()
+		r.publish(st, false)
+	}
+}

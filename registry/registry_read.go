@@ -1,0 +1,108 @@
+package registry
+
+import (
+	"slices"
+	"time"
+)
+
+// Lookup finds the route served at path (the request path without its query
+// string), matching public paths exactly. ok is false for an unknown path;
+// snap is nil while the route has no snapshot yet. It never locks.
+func (r *Registry) Lookup(path string) (key string, snap *Snapshot, ok bool) {
+	e := r.state.Load().byPath[path]
+	if e == nil {
+		return "", nil, false
+	}
+	return e.route.Key, e.snap, true
+}
+
+// Snapshot returns the current snapshot of the route, or nil.
+func (r *Registry) Snapshot(key string) *Snapshot {
+	if e := r.state.Load().entries[key]; e != nil {
+		return e.snap
+	}
+	return nil
+}
+
+// Routes returns the listed routes sorted by key (for the xDS translator).
+// The slice is a copy; the routes' inner slices and pointers are shared and
+// must not be modified.
+func (r *Registry) Routes() []Route {
+	return slices.Clone(r.state.Load().routes)
+}
+
+// Subscribe returns a channel that receives a value whenever the routes or
+// any snapshot change. Wake-ups coalesce (buffer 1): after one, read the
+// current state with Routes and Snapshot. The func unsubscribes; the channel
+// is not closed.
+func (r *Registry) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	r.subMu.Lock()
+	id := r.nextSub
+	r.nextSub++
+	r.subs[id] = ch
+	r.subMu.Unlock()
+	return ch, func() {
+		r.subMu.Lock()
+		delete(r.subs, id)
+		r.subMu.Unlock()
+	}
+}
+
+// Ready reports whether at least one route has a snapshot (SPEC §5).
+func (r *Registry) Ready() bool { return r.state.Load().ready }
+
+// Health returns the health detail of SPEC §5: every listed route, sorted by
+// key, with its snapshot and errors.
+func (r *Registry) Health() Health {
+	st := r.state.Load()
+	now := r.now()
+	h := Health{
+		Ready:                 st.ready,
+		Routes:                make([]RouteStatus, 0, len(st.routes)),
+		RoutesWithoutSnapshot: []string{},
+		PortalError:           st.portalErr,
+		PortalErrorAt:         timePtr(st.portalErrAt),
+		LastListing:           timePtr(st.lastListing),
+		ListingRestored:       st.listingRestored,
+	}
+	if sr, ok := r.store.(StatusReporter); ok {
+		ss := sr.Status()
+		h.Store = &ss
+	}
+	for _, rt := range st.routes {
+		e := st.entries[rt.Key]
+		rs := RouteStatus{
+			Key:         rt.Key,
+			PublicPath:  rt.Path(),
+			LastRefresh: timePtr(e.lastRefresh),
+			LastError:   e.lastErr,
+			LastErrorAt: timePtr(e.lastErrAt),
+			StoreError:  e.storeErr,
+			Restored:    e.restored,
+		}
+		if s := e.snap; s != nil {
+			confirmed := s.FetchedAt
+			if e.lastRefresh.After(confirmed) {
+				confirmed = e.lastRefresh
+			}
+			rs.SnapshotVersion = s.Version
+			rs.SnapshotAge = max(now.Sub(confirmed), 0).Round(time.Second).String()
+			rs.FetchedAt = timePtr(s.FetchedAt)
+			rs.Tools = len(s.Tools)
+			rs.Ambiguous = slices.Clone(s.Ambiguous)
+			rs.Rejected = slices.Clone(s.Rejected)
+		} else {
+			h.RoutesWithoutSnapshot = append(h.RoutesWithoutSnapshot, rt.Key)
+		}
+		h.Routes = append(h.Routes, rs)
+	}
+	return h
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

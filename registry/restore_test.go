@@ -1,0 +1,197 @@
+package registry
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+const badSchema = `{"type":"object","properties":5}`
+
+// schemaRoute is a route whose manifest has a good tool, a tool whose schema
+// fails to compile, and a second good tool with the first one's schema.
+func schemaRoute(t testing.TB, key string) (Route, map[string]*Manifest) {
+	t.Helper()
+	good := `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`
+	m := mustManifest(t, `{"tools":[
+		{"name":"good","inputSchema":`+good+`},
+		{"name":"bad","inputSchema":`+badSchema+`},
+		{"name":"twin","inputSchema":`+good+`}
+	]}`)
+	return Route{Key: key, ToolServices: []ToolService{{Name: "s", URL: "http://s"}}}, map[string]*Manifest{"s": m}
+}
+
+func buildSchemaRoute(t testing.TB, key string) *Snapshot {
+	t.Helper()
+	r, ms := schemaRoute(t, key)
+	return mustBuild(t, r, ms)
+}
+
+func storedForm(t testing.TB, s *Snapshot) map[string]json.RawMessage {
+	t.Helper()
+	data, err := s.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]json.RawMessage
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func fromStored(t testing.TB, st map[string]json.RawMessage) (*Snapshot, error) {
+	t.Helper()
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return UnmarshalSnapshot(data)
+}
+
+func TestUnmarshalSnapshotKeepsSchemaRejections(t *testing.T) {
+	orig := buildSchemaRoute(t, "r")
+	if len(orig.Rejected) != 1 || orig.Rejected[0].Name != "bad" || !strings.Contains(orig.Rejected[0].Reason, "inputSchema: ") {
+		t.Fatalf("fixture: rejected = %+v", orig.Rejected)
+	}
+	st := storedForm(t, orig)
+	if got := string(st["schemaErrors"]); !strings.Contains(got, `"s":[{"index":1,`) {
+		t.Errorf("stored schemaErrors = %s, want entry 1 of service s", got)
+	}
+	got, err := fromStored(t, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Rejected, orig.Rejected) || !slices.Equal(toolNames(got), []string{"good", "twin"}) {
+		t.Errorf("restored rejected %+v tools %q", got.Rejected, toolNames(got))
+	}
+	good, _ := got.Lookup("good")
+	if msgs := good.ValidateArguments(json.RawMessage(`{"n":"x"}`)); !slices.Equal(msgs, []string{"arguments/n: got string, want integer"}) {
+		t.Errorf("restored validator: %q", msgs)
+	}
+}
+
+// A snapshot restored from a store compiles no schema: an entry that the
+// stored form does not list as rejected is served even if its schema would
+// not compile, and a call to it is answered with a validation message.
+func TestUnmarshalSnapshotLazySchemaFailure(t *testing.T) {
+	st := storedForm(t, buildSchemaRoute(t, "r"))
+	delete(st, "schemaErrors") // as if this build disagreed with the one that stored it
+	got, err := fromStored(t, st)
+	if err != nil {
+		t.Fatalf("UnmarshalSnapshot() = %v", err)
+	}
+	bad, res := got.Lookup("bad")
+	if res != mcp.ToolFound || len(got.Rejected) != 0 {
+		t.Fatalf("restore compiled the schema: bad = %v, rejected %+v", res, got.Rejected)
+	}
+	var wg sync.WaitGroup
+	msgs := make([][]string, 8)
+	for i := range msgs {
+		wg.Go(func() { msgs[i] = bad.ValidateArguments(json.RawMessage(`{}`)) })
+	}
+	wg.Wait()
+	for _, m := range msgs {
+		if len(m) != 1 || !strings.HasPrefix(m[0], "arguments cannot be checked: the tool's inputSchema does not compile: ") {
+			t.Fatalf("ValidateArguments = %q", m)
+		}
+	}
+
+	// The refresh rebuilds it although its inputs did not change, and the
+	// rebuilt snapshot rejects the entry.
+	r, ms := schemaRoute(t, "r")
+	results := map[string]fetched{"s": {m: ms["s"]}}
+	out := (&Registry{}).refreshRoute(r, got, results, t0)
+	if out.err != nil || out.snap == nil || out.snap.Version != got.Version {
+		t.Fatalf("refreshRoute() = %+v, want a rebuild of the same version", out)
+	}
+	if _, res := out.snap.Lookup("bad"); res != mcp.ToolUnknown || len(out.snap.Rejected) != 1 {
+		t.Errorf("rebuilt snapshot serves the bad entry: %+v", out.snap.Rejected)
+	}
+	if again := (&Registry{}).refreshRoute(r, out.snap, results, t0); again.snap != nil {
+		t.Error("a built snapshot with unchanged inputs must be kept")
+	}
+	ok := mustUnmarshal(t, mustMarshal(t, out.snap))
+	if again := (&Registry{}).refreshRoute(r, ok, results, t0); again.snap != nil {
+		t.Error("a restored snapshot whose schemas compile must be kept")
+	}
+}
+
+func TestUnmarshalSnapshotFormats(t *testing.T) {
+	orig := buildSchemaRoute(t, "r")
+
+	// Format 1 carried no schema errors; it is rebuilt in full.
+	v1 := storedForm(t, orig)
+	v1["format"] = json.RawMessage(`1`)
+	delete(v1, "schemaErrors")
+	got, err := fromStored(t, v1)
+	if err != nil {
+		t.Fatalf("format 1: %v", err)
+	}
+	if !reflect.DeepEqual(got.Rejected, orig.Rejected) {
+		t.Errorf("format 1 rebuilt rejected = %+v", got.Rejected)
+	}
+
+	for name, errs := range map[string]string{
+		"index out of range": `{"s":[{"index":3,"reason":"x"}]}`,
+		"negative index":     `{"s":[{"index":-1,"reason":"x"}]}`,
+		"empty reason":       `{"s":[{"index":0,"reason":""}]}`,
+		"unknown service":    `{"t":[{"index":0,"reason":"x"}]}`,
+		"not an object":      `[1]`,
+	} {
+		st := storedForm(t, orig)
+		st["schemaErrors"] = json.RawMessage(errs)
+		if _, err := fromStored(t, st); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestSchemaCacheSharesCompiledSchemas(t *testing.T) {
+	a := buildSchemaRoute(t, "a")
+	b := buildSchemaRoute(t, "b")
+	ga, _ := a.Lookup("good")
+	ta, _ := a.Lookup("twin")
+	gb, _ := b.Lookup("good")
+	if ga.schema == nil || ga.schema != ta.schema || ga.schema != gb.schema {
+		t.Fatal("identical schemas in one snapshot and across routes must share one compiled entry")
+	}
+	if ga.schema.sch == nil {
+		t.Fatal("a built snapshot's schemas are compiled")
+	}
+	restored := mustUnmarshal(t, mustMarshal(t, a))
+	gr, _ := restored.Lookup("good")
+	if gr.schema != ga.schema {
+		t.Error("a restored snapshot must find the live entry of its schema")
+	}
+
+	// A restored schema compiles on first use and keeps its validator.
+	fresh := `{"type":"object","description":"only here"}`
+	m := mustManifest(t, `{"tools":[{"name":"only","inputSchema":`+fresh+`}]}`)
+	r := Route{Key: "c", ToolServices: []ToolService{{Name: "s", URL: "http://s"}}}
+	lazy := mustUnmarshal(t, mustMarshal(t, mustBuild(t, r, map[string]*Manifest{"s": m})))
+	only, _ := lazy.Lookup("only")
+	if msgs := only.ValidateArguments(json.RawMessage(`{}`)); msgs != nil {
+		t.Errorf("ValidateArguments = %q", msgs)
+	}
+	if only.schema.sch == nil {
+		t.Error("the validator was not kept after first use")
+	}
+	if schemas.len() == 0 {
+		t.Error("cache is empty while snapshots hold schemas")
+	}
+}
+
+func mustMarshal(t testing.TB, s *Snapshot) []byte {
+	t.Helper()
+	data, err := s.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
