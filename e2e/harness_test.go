@@ -56,6 +56,8 @@ type gateway struct {
 	cmd   *exec.Cmd
 	logs  *syncBuffer
 	done  chan error
+	// exited is set once done has been received from.
+	exited bool
 }
 
 // syncBuffer collects the process output for the test log.
@@ -129,6 +131,7 @@ func (g *gateway) waitReady(t *testing.T, limit time.Duration) {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-g.done:
+			g.exited = true
 			t.Fatalf("toolmesh exited before ready: %v\n%s", err, tail(g.logs.String(), 100))
 		default:
 		}
@@ -146,18 +149,20 @@ func (g *gateway) waitReady(t *testing.T, limit time.Duration) {
 
 // stop sends SIGTERM and waits for a graceful exit, killing it after 15 s.
 func (g *gateway) stop(t *testing.T) {
-	if g.cmd.ProcessState != nil {
+	if g.exited {
 		return
 	}
 	_ = g.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-g.done:
+		g.exited = true
 		if err != nil {
 			t.Errorf("toolmesh exit after SIGTERM: %v", err)
 		}
 	case <-time.After(15 * time.Second):
 		_ = g.cmd.Process.Kill()
 		<-g.done
+		g.exited = true
 		t.Errorf("toolmesh did not stop within 15s of SIGTERM")
 	}
 }

@@ -233,3 +233,10 @@ func redactErr(err error, raw string) error {
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), raw, redactRedisURL(raw)))
 }
+
+// ValidateRedisURL reports whether raw is a Redis URL NewRedisStore accepts,
+// so a configuration can be checked before anything starts.
+func ValidateRedisURL(raw string) error {
+	_, err := parseRedisURL(raw, nil)
+	return err
+}

@@ -70,6 +70,26 @@ type Config struct {
 	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
 	// ServerName is the serverInfo name in MCP answers (default toolmesh).
 	ServerName string `json:"serverName,omitempty"`
+	// ListTTL is the ttlMs caching hint on 2026-07-28 tools/list and
+	// server/discover results (default: the refresh interval, since a listing
+	// cannot change faster than the registry refreshes).
+	ListTTL registry.Duration `json:"listTTL,omitempty"`
+
+	// Redis is the URL of the Redis that keeps each route's last good snapshot
+	// for warm start (redis://, rediss://, redis+sentinel://, redis+cluster://;
+	// see registry/redis_url.go). Empty means the in-memory store.
+	Redis string `json:"redis,omitempty"`
+	// RedisPrefix is the key prefix of the route snapshots (default
+	// "toolmesh:route:").
+	RedisPrefix string `json:"redisPrefix,omitempty"`
+	// RedisTimeout bounds every Redis operation (default 500ms); a slow or
+	// absent Redis never holds up serving.
+	RedisTimeout registry.Duration `json:"redisTimeout,omitempty"`
+
+	// Catalogs overrides the Portal's catalog object per route key (SPEC §8):
+	// {"mode": "full"|"search", "pageSize": N, "shortlist": K}. An override
+	// replaces the Portal's object for that route as a whole.
+	Catalogs map[string]registry.Catalog `json:"catalogs,omitempty"`
 
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
@@ -169,6 +189,7 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "MCP request body limit in bytes")
 	fs.Int64("max-response-bytes", d.MaxResponseBytes, "Tool Service reply limit in bytes")
 	fs.String("server-name", d.ServerName, "serverInfo name in MCP answers")
+	fs.String("redis", d.Redis, "Redis `URL` for warm-start snapshots (default: in-memory store)")
 	fs.String("log-level", d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log `format`: text or json")
 }
@@ -225,6 +246,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	str("envoy-listen", &cfg.EnvoyListen)
 	str("admin-listen", &cfg.AdminListen)
 	str("server-name", &cfg.ServerName)
+	str("redis", &cfg.Redis)
 	str("log-level", &cfg.LogLevel)
 	str("log-format", &cfg.LogFormat)
 	list("allowed-origins", &cfg.AllowedOrigins)
@@ -293,6 +315,22 @@ func (c *Config) Validate() error {
 	}
 	if c.ServerName == "" {
 		bad("serverName", "must not be empty")
+	}
+	if c.ListTTL < 0 {
+		bad("listTTL", "must not be negative")
+	}
+	if c.Redis != "" {
+		if err := registry.ValidateRedisURL(c.Redis); err != nil {
+			bad("redis", "%v", err)
+		}
+	}
+	if d := c.RedisTimeout.D(); d < 0 || d > time.Minute {
+		bad("redisTimeout", "%s is not between 0 and 1m", d)
+	}
+	for key, cat := range c.Catalogs {
+		if err := cat.Validate(); err != nil {
+			bad("catalogs."+key, "%v", err)
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%v", err)

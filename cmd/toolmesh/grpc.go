@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -34,6 +35,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			AllowedOrigins: a.cfg.AllowedOrigins,
 			AllowedHosts:   a.cfg.AllowedHosts,
 			MaxBodyBytes:   a.cfg.MaxBodyBytes,
+			ListTTL:        a.listTTL(),
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
@@ -49,6 +51,14 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	go serveGRPC(gs, ln, "extproc", errc)
 	a.stopGRPC = append(a.stopGRPC, func(ctx context.Context) { stopGRPC(ctx, gs) })
 	return nil
+}
+
+// listTTL is the ttlMs hint: configured, or the refresh interval.
+func (a *app) listTTL() time.Duration {
+	if a.cfg.ListTTL > 0 {
+		return a.cfg.ListTTL.D()
+	}
+	return a.cfg.RefreshInterval.D()
 }
 
 // startXDS serves ADS and its gRPC health service.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/health"
 
 	"github.com/toolmesh/toolmesh/demo"
@@ -108,13 +110,29 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
 	a := &app{mode: m, cfg: cfg, log: log}
+	metrics := newMetricsRegistry()
+	store, err := snapshotStore(cfg, log, metrics)
+	if err != nil {
+		return err
+	}
+	if c, ok := store.(interface{ Close() error }); ok {
+		cleanups = append(cleanups, func() { _ = c.Close() })
+	}
 	a.reg = registry.New(registry.Options{
 		Source:   src,
 		Fetcher:  registry.NewHTTPFetcher(client, 0),
-		Store:    registry.NewMemoryStore(),
+		Store:    store,
 		Interval: cfg.RefreshInterval.D(),
 		Logger:   log.With(slog.String("component", "registry")),
+		// With a warm store, serve the restored snapshots at once and let the
+		// first manifest refresh finish in the background (SPEC §5 order).
+		ReadyAfterWarmStart: cfg.Redis != "",
 	})
+	if len(cfg.Catalogs) > 0 {
+		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
+			return fmt.Errorf("catalogs: %w", err)
+		}
+	}
 	a.components = append(a.components, component{"registry", func() (bool, string) {
 		if a.reg.Ready() {
 			return true, "ready"
@@ -130,7 +148,6 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	// From here on every exit goes through shutdown, exactly once.
 	defer a.shutdown()
 
-	metrics := newMetricsRegistry()
 	errc := make(chan error, 4) // one per server: the first failure ends the process
 
 	if ls.extproc != nil {
@@ -333,6 +350,35 @@ func drain(srv *http.Server, name string, log *slog.Logger) {
 		log.Warn("drain incomplete, closing connections", slog.String("server", name), slog.Any("error", err))
 		_ = srv.Close()
 	}
+}
+
+// snapshotStore is Redis when configured, else the in-memory store.
+func snapshotStore(cfg Config, log *slog.Logger, metrics prometheus.Registerer) (registry.Store, error) {
+	if cfg.Redis == "" {
+		return registry.NewMemoryStore(), nil
+	}
+	// go-redis logs failed dials through a process-wide logger; keep them in
+	// our structured log instead of bare lines on stderr.
+	redis.SetLogger(redisLog{log.With(slog.String("component", "redis"))})
+	store, err := registry.NewRedisStore(registry.RedisOptions{
+		URL:        cfg.Redis,
+		Prefix:     cfg.RedisPrefix,
+		OpTimeout:  cfg.RedisTimeout.D(),
+		Logger:     log.With(slog.String("component", "redis")),
+		Registerer: metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	return store, nil
+}
+
+// redisLog adapts slog to go-redis's logger.
+type redisLog struct{ log *slog.Logger }
+
+// Printf implements go-redis's internal.Logging.
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // portalSource picks the Portal: a URL, a file, or the demo, which it starts.
