@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Refresher defaults.
@@ -46,6 +48,9 @@ type Options struct {
 	ReadyAfterWarmStart bool
 	Logger              *slog.Logger     // default: discard
 	Now                 func() time.Time // default time.Now
+	// Registerer receives the registry's metrics (refreshes and listings by
+	// outcome, snapshot age and size per route, readiness); nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
@@ -60,8 +65,9 @@ type Registry struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	cycle sync.Mutex // serializes refresh cycles, the only writers of state
-	state atomic.Pointer[state]
+	cycle   sync.Mutex // serializes refresh cycles, the only writers of state
+	state   atomic.Pointer[state]
+	metrics *metrics
 
 	// overrides replace the Portal's catalog object of a route (SetCatalogOverrides).
 	overrides atomic.Pointer[map[string]Catalog]
@@ -166,6 +172,7 @@ func New(opts Options) *Registry {
 	empty := &state{entries: map[string]*entry{}}
 	empty.index()
 	r.state.Store(empty)
+	r.metrics = newMetrics(opts.Registerer, r)
 	return r
 }
 
@@ -254,6 +261,7 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	}
 	old := r.state.Load()
 	now := r.now()
+	r.metrics.listing(err)
 	if err != nil {
 		r.log.Warn("portal listing failed; keeping the previous routes", "err", err)
 		st := old.clone()
@@ -409,6 +417,7 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 	var saves, current []*Snapshot
 	for _, o := range outcomes {
 		cp := *next.entries[o.key]
+		r.metrics.refresh(o.key, o.err)
 		if o.err != nil {
 			r.log.Warn("route refresh failed; keeping its last good snapshot", "route", o.key, "err", o.err)
 			cp.lastErr, cp.lastErrAt = o.err.Error(), fetchedAt

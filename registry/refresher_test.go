@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -543,5 +545,50 @@ func TestRegistryConcurrentReaders(t *testing.T) {
 	close(errs)
 	for msg := range errs {
 		t.Error(msg)
+	}
+}
+
+// TestRegistryMetrics checks the refresh and listing counters and the
+// state gauges through a real Prometheus registry.
+func TestRegistryMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	e := newEnv(t, func(o *Options) { o.Registerer = reg })
+	e.start(t)
+	e.a.set(modeFail, "")
+	e.clock.advance(time.Minute)
+	_ = e.reg.Refresh(t.Context())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range m.GetLabel() {
+				name += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetCounter() != nil:
+				got[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				got[name] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"toolmesh_registry_refreshes_total,outcome=success,route=alpha": 1,
+		"toolmesh_registry_refreshes_total,outcome=failure,route=alpha": 1,
+		"toolmesh_registry_refreshes_total,outcome=success,route=beta":  2,
+		"toolmesh_registry_listings_total,outcome=success":              2,
+		"toolmesh_registry_ready":                                       1,
+		"toolmesh_registry_routes_without_snapshot":                     0,
+		"toolmesh_registry_snapshot_tools,route=beta":                   2,
+		"toolmesh_registry_snapshot_age_seconds,route=beta":             0,
+		"toolmesh_registry_snapshot_age_seconds,route=alpha":            60,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
 	}
 }

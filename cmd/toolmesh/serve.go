@@ -127,6 +127,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		// With a warm store, serve the restored snapshots at once and let the
 		// first manifest refresh finish in the background (SPEC §5 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
+		Registerer:          metrics,
 	})
 	if len(cfg.Catalogs) > 0 {
 		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
