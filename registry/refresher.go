@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// errEmptyListing is the failure of a listing that names no route.
+var errEmptyListing = errors.New("the portal listed no routes; keeping the current ones (set allowEmptyListing to let an empty listing remove every route)")
+
 // Refresher defaults.
 const (
 	DefaultInterval     = 30 * time.Second
@@ -48,6 +51,11 @@ type Options struct {
 	ReadyAfterWarmStart bool
 	Logger              *slog.Logger     // default: discard
 	Now                 func() time.Time // default time.Now
+	// AllowEmptyListing lets a Portal listing that names no route remove
+	// every route. By default such a listing is treated as a failed one: a
+	// Portal answering "nothing" is far more often broken than emptied on
+	// purpose, and SPEC §5 says no failure may empty a route.
+	AllowEmptyListing bool
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
 	Registerer prometheus.Registerer
@@ -255,6 +263,9 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	cancel()
 	if err == nil {
 		err = l.Validate() // a custom Source may skip it; Validate is idempotent
+	}
+	if err == nil && len(l.Routes) == 0 && !r.opts.AllowEmptyListing {
+		err = errEmptyListing
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -208,6 +208,7 @@ func TestRegistryPortalFailure(t *testing.T) {
 		{"garbage", modeGarbage, ""},
 		{"invalid listing", modeOK, `{"routes":[{"key":"BAD","toolServices":[]}]}`},
 		{"empty object", modeOK, `{}`},
+		{"listing with no routes", modeOK, `{"routes":[]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -590,5 +591,19 @@ func TestRegistryMetrics(t *testing.T) {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
 		}
+	}
+}
+
+// TestRegistryAllowEmptyListing: with the option set, a listing that names
+// no route is a successful one and removes every route.
+func TestRegistryAllowEmptyListing(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.AllowEmptyListing = true })
+	e.start(t)
+	e.portal.set(modeOK, `{"routes":[]}`)
+	if err := e.reg.Refresh(t.Context()); err != nil {
+		t.Fatalf("Refresh() = %v", err)
+	}
+	if len(e.reg.Routes()) != 0 || e.reg.Ready() {
+		t.Errorf("routes = %+v, ready = %v; want none", e.reg.Routes(), e.reg.Ready())
 	}
 }

@@ -51,6 +51,13 @@ type Config struct {
 	// RefreshInterval is the time between Portal and manifest refreshes
 	// (default 30s).
 	RefreshInterval registry.Duration `json:"refreshInterval,omitempty"`
+	// FetchTimeout bounds each Portal listing and manifest fetch (default
+	// 10s), so one hanging peer cannot stall a refresh cycle.
+	FetchTimeout registry.Duration `json:"fetchTimeout,omitempty"`
+	// AllowEmptyListing lets a Portal listing that names no route remove
+	// every route. By default such a listing counts as a failed one and the
+	// current routes stay.
+	AllowEmptyListing bool `json:"allowEmptyListing,omitempty"`
 	// AllowedOrigins lists the Origin values accepted on the MCP endpoint
 	// (scheme://host[:port], or host[:port]; "*" as the port allows any).
 	// A request with another Origin gets 403. Empty means the loopback
@@ -114,6 +121,7 @@ func defaultConfig() Config {
 		EnvoyListen:      "0.0.0.0:10000",
 		NodeID:           "toolmesh-local",
 		RefreshInterval:  registry.Duration(registry.DefaultInterval),
+		FetchTimeout:     registry.Duration(registry.DefaultFetchTimeout),
 		MaxBodyBytes:     1 << 20,
 		MaxResponseBytes: 4 << 20,
 		MessageTimeout:   registry.Duration(5 * time.Second),
@@ -184,6 +192,7 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	}
 	fs.String("admin-listen", d.AdminListen, "admin HTTP `address` (/healthz, /readyz, /health, /metrics)")
 	fs.Duration("refresh-interval", d.RefreshInterval.D(), "time between Portal and manifest refreshes")
+	fs.Duration("fetch-timeout", d.FetchTimeout.D(), "bound on each Portal listing and manifest fetch")
 	fs.StringSlice("allowed-origins", nil, "Origin values accepted on the MCP endpoint (default: loopback only)")
 	fs.StringSlice("allowed-hosts", nil, "Host values accepted on the MCP endpoint (default: any)")
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "MCP request body limit in bytes")
@@ -252,6 +261,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	list("allowed-origins", &cfg.AllowedOrigins)
 	list("allowed-hosts", &cfg.AllowedHosts)
 	dur("refresh-interval", &cfg.RefreshInterval)
+	dur("fetch-timeout", &cfg.FetchTimeout)
 	dur("message-timeout", &cfg.MessageTimeout)
 	num("max-body-bytes", &cfg.MaxBodyBytes)
 	num("max-response-bytes", &cfg.MaxResponseBytes)
@@ -293,6 +303,9 @@ func (c *Config) Validate() error {
 	}
 	if d := c.RefreshInterval.D(); d < minRefreshInterval {
 		bad("refreshInterval", "%s is shorter than %s", d, minRefreshInterval)
+	}
+	if d := c.FetchTimeout.D(); d < 10*time.Millisecond || d > 10*time.Minute {
+		bad("fetchTimeout", "%s is not between 10ms and 10m", d)
 	}
 	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
 		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)

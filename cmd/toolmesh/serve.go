@@ -119,11 +119,14 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		cleanups = append(cleanups, func() { _ = c.Close() })
 	}
 	a.reg = registry.New(registry.Options{
-		Source:   src,
-		Fetcher:  registry.NewHTTPFetcher(client, 0),
-		Store:    store,
-		Interval: cfg.RefreshInterval.D(),
-		Logger:   log.With(slog.String("component", "registry")),
+		Source:       src,
+		Fetcher:      registry.NewHTTPFetcher(client, 0),
+		Store:        store,
+		Interval:     cfg.RefreshInterval.D(),
+		FetchTimeout: cfg.FetchTimeout.D(),
+		// A Portal answering "no routes" is treated as broken unless allowed.
+		AllowEmptyListing: cfg.AllowEmptyListing,
+		Logger:            log.With(slog.String("component", "registry")),
 		// With a warm store, serve the restored snapshots at once and let the
 		// first manifest refresh finish in the background (SPEC §5 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
