@@ -21,8 +21,11 @@ type toolService struct {
 	name   string
 	srv    *httptest.Server
 	tools  atomic.Pointer[[]map[string]any]
-	broken atomic.Bool  // manifest answers 500
-	calls  atomic.Int64 // tool invocations seen
+	broken atomic.Bool // manifest answers 500
+	// fault, when set, makes the manifest misbehave: "hang", "garbage" or
+	// "huge" (a valid-looking document past any sane size bound).
+	fault atomic.Pointer[string]
+	calls atomic.Int64 // tool invocations seen
 	// lastHeaders keeps the headers of the last tool call, to check what the
 	// gateway sets and forwards.
 	lastHeaders atomic.Pointer[http.Header]
@@ -63,6 +66,30 @@ func newToolService(t *testing.T, name string, tools []map[string]any) *toolServ
 			http.Error(w, "manifest store down", http.StatusInternalServerError)
 			return
 		}
+		if f := s.fault.Load(); f != nil {
+			w.Header().Set("content-type", "application/json")
+			switch *f {
+			case "hang":
+				select { // until the gateway gives up (its fetch timeout)
+				case <-r.Context().Done():
+				case <-time.After(30 * time.Second):
+				}
+				return
+			case "garbage":
+				io.WriteString(w, `{"tools": [ this is not JSON`)
+				return
+			case "huge":
+				io.WriteString(w, `{"tools":[],"pad":"`)
+				chunk := strings.Repeat("x", 64<<10)
+				for i := 0; i < 128 && r.Context().Err() == nil; i++ { // 8 MiB
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+				io.WriteString(w, `"}`)
+				return
+			}
+		}
 		w.Header().Set("content-type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"tools": *s.tools.Load()})
 	})
@@ -70,6 +97,15 @@ func newToolService(t *testing.T, name string, tools []map[string]any) *toolServ
 	mux.HandleFunc("POST /tools/{tool}", s.invoke)
 	s.srv = newLoopbackServer(t, mux)
 	return s
+}
+
+// setFault makes the manifest misbehave ("" heals it).
+func (s *toolService) setFault(f string) {
+	if f == "" {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&f)
 }
 
 // setTools replaces the manifest the service answers with.

@@ -14,10 +14,17 @@ import (
 	"time"
 )
 
+// redisProc is a throwaway redis-server on a loopback port that a test can
+// stop and start again on the same port.
+type redisProc struct {
+	bin, port, dir, url string
+	cmd                 *exec.Cmd
+}
+
 // startRedis runs a throwaway redis-server on a free loopback port and
-// returns its URL. The test fails (it does not skip) when redis-server is
+// returns it. The test fails (it does not skip) when redis-server is
 // missing: .ci/run installs it.
-func startRedis(t *testing.T) string {
+func startRedis(t *testing.T) *redisProc {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -25,13 +32,19 @@ func startRedis(t *testing.T) string {
 	}
 	addr := freePort(t)
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir())
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	r := &redisProc{bin: bin, port: port, dir: t.TempDir(), url: "redis://" + addr}
+	r.start(t)
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *redisProc) start(t *testing.T) {
+	t.Helper()
+	r.cmd = exec.Command(r.bin, "--bind", "127.0.0.1", "--port", r.port, "--save", "", "--appendonly", "no", "--dir", r.dir)
+	out, _ := r.cmd.StdoutPipe()
+	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -47,9 +60,17 @@ func startRedis(t *testing.T) string {
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("redis-server did not start on %s", addr)
+		t.Fatalf("redis-server did not start on port %s", r.port)
 	}
-	return "redis://" + addr
+}
+
+// stop kills the server; its data is gone (no persistence).
+func (r *redisProc) stop() {
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		r.cmd = nil
+	}
 }
 
 // httpPortal serves a Portal listing on GET /v1/routes and can be made to
@@ -84,7 +105,7 @@ func newHTTPPortal(t *testing.T, listingFile string) *httpPortal {
 // it becomes ready from Redis alone and serves the same tools, and /health
 // says the snapshot was restored and the Portal failed.
 func TestWarmStartFromRedis(t *testing.T) {
-	redisURL := startRedis(t)
+	redisURL := startRedis(t).url
 	svc := newToolService(t, "alpha", standardTools(""))
 	portal := newHTTPPortal(t, writePortal(t, portalRoute{Key: "core", Services: []*toolService{svc}}))
 

@@ -1,0 +1,45 @@
+package filters
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// inputSchema denies calls whose arguments fail the tool's inputSchema, with
+// an isError result carrying the validation messages so a model can correct
+// its call (SPEC §2). The validator comes with the request.
+//
+// Configuration: none.
+type inputSchema struct{ name string }
+
+var _ StageFilter = (*inputSchema)(nil)
+
+func newInputSchema(_ *builder, d Definition) (Filter, error) {
+	var cfg struct{}
+	if err := decodeStrict(d.Config, &cfg); err != nil {
+		return nil, err
+	}
+	return &inputSchema{name: d.Name}, nil
+}
+
+// Name implements [Filter.Name].
+func (f *inputSchema) Name() string { return f.name }
+
+// Runs implements [StageFilter.Runs].
+func (f *inputSchema) Runs(s Stage) bool { return s == StageRequest }
+
+// OnRequest implements [Filter.OnRequest].
+func (f *inputSchema) OnRequest(_ context.Context, r *Request) (Decision, error) {
+	if r.Validate == nil {
+		return Decision{}, nil
+	}
+	msgs := r.Validate(r.Arguments)
+	if len(msgs) == 0 {
+		return Decision{}, nil
+	}
+	return Deny(fmt.Sprintf("invalid arguments for tool %q: %s", r.Tool, strings.Join(msgs, "; "))), nil
+}
+
+// OnResult implements [Filter.OnResult].
+func (f *inputSchema) OnResult(context.Context, *Result) (Decision, error) { return Decision{}, nil }
