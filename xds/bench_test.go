@@ -72,6 +72,38 @@ func BenchmarkTranslate1000Routes(b *testing.B) {
 		b.ReportMetric(float64(len(s.Current().Clusters)), "clusters")
 	})
 
+	// The same, with 10 sidecar node groups of 100 routes each and
+	// overrides for 200 services: one translation, 11 group snapshots, of
+	// which only those holding the changed service are pushed.
+	b.Run("changed-10-groups-overrides", func(b *testing.B) {
+		opts := xds.Options{Overrides: &xds.Overrides{
+			Defaults: &xds.Tuning{OutlierDetection: &xds.OutlierTuning{}},
+			Services: map[string]xds.Tuning{},
+		}}
+		timeout := registry.Duration(20e9)
+		for i := 1; i <= 200; i++ { // not svc-0000, whose Portal timeout alternates
+			opts.Overrides.Services[fmt.Sprintf("svc-%04d", i)] = xds.Tuning{RequestTimeout: &timeout}
+		}
+		for g := range 10 {
+			sel := xds.NodeSelector{Cluster: fmt.Sprintf("sidecar-%d", g)}
+			for r := range 100 {
+				sel.Routes = append(sel.Routes, fmt.Sprintf("route-%04d", g*100+r))
+			}
+			opts.Nodes = append(opts.Nodes, sel)
+		}
+		s := xds.NewServer(b.Context(), slog.New(slog.DiscardHandler), opts, nil)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			pushed, err := s.Update(b.Context(), portals[i%2])
+			if err != nil || !pushed {
+				b.Fatalf("Update = %v, %v", pushed, err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(len(s.Groups())), "groups")
+	})
+
 	// A Portal that changed only where Envoy does not look (descriptions):
 	// translate and hash, nothing validated or pushed.
 	b.Run("retranslate-unchanged", func(b *testing.B) {

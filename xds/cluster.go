@@ -18,48 +18,52 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// One cluster per Tool Service, named registry.ClusterName(name). Portal
-// `cluster` fields (SPEC §3) and what they become; defaults are
-// registry.ClusterSettings.WithDefaults:
+// One cluster per Tool Service, named registry.ClusterName(name). Its
+// settings merge, lowest first: built-in defaults, the Portal's `cluster`
+// object (SPEC §3), the override file's `defaults`, its entry for the
+// service (tuning.go; docs/sre.md has the full table). What they become:
 //
-//	Portal field                     default        Envoy field
-//	connectTimeout                   1s             cluster.connect_timeout
-//	requestTimeout                   15s            route.timeout (routes.go; covers retries)
-//	maxConnections                   1024           circuit_breakers.thresholds[DEFAULT].max_connections
-//	maxPendingRequests               1024           ….max_pending_requests
-//	maxRequests                      1024           ….max_requests
-//	maxRetries                       3              ….max_retries (concurrent retries, cluster-wide)
-//	                                                and route.retry_policy.num_retries (per call)
-//	lbPolicy                         ROUND_ROBIN    cluster.lb_policy
-//	http2                            false          HttpProtocolOptions explicit HTTP/2, else HTTP/1.1
-//	outlierDetection                 off            cluster.outlier_detection, when set:
-//	  consecutive5xx                 5                consecutive_5xx
-//	  interval                       10s              interval
-//	  baseEjectionTime               30s              base_ejection_time
-//	  maxEjectionPercent             10               max_ejection_percent
-//	healthCheck                      off            cluster.health_checks[0] (HTTP), when set:
-//	  path                           /healthz         http_health_check.path (Host = the authority)
-//	  interval                       5s               interval
-//	  timeout                        1s               timeout
-//	  healthyThreshold               1                healthy_threshold
-//	  unhealthyThreshold             3                unhealthy_threshold
+//	field                    default          Envoy field
+//	connectTimeout           1s               cluster.connect_timeout
+//	requestTimeout           15s              route.timeout (routes.go; covers retries)
+//	idleTimeout              unset            route.idle_timeout
+//	connectionIdleTimeout    30s              HttpProtocolOptions.common_http_protocol_options.idle_timeout
+//	maxConnections           1024             circuit_breakers.thresholds[DEFAULT].max_connections
+//	maxPendingRequests       1024             ….max_pending_requests
+//	maxRequests              1024             ….max_requests
+//	maxConcurrentRetries     maxRetries       ….max_retries (concurrent retries, cluster-wide)
+//	maxRetries               3                route.retry_policy.num_retries (per call)
+//	perTryTimeout            unset            route.retry_policy.per_try_timeout
+//	retryOn                  see routes.go    route.retry_policy.retry_on
+//	lbPolicy                 ROUND_ROBIN      cluster.lb_policy
+//	http2                    false            HttpProtocolOptions explicit HTTP/2, else HTTP/1.1
+//	outlierDetection         off              cluster.outlier_detection, when on:
+//	  consecutive5xx         5                  consecutive_5xx
+//	  interval               10s                interval
+//	  baseEjectionTime       30s                base_ejection_time
+//	  maxEjectionPercent     10                 max_ejection_percent
+//	healthCheck              off              cluster.health_checks[0] (HTTP), when on:
+//	  path                   /healthz           http_health_check.path (Host = the authority)
+//	  interval               5s                 interval
+//	  timeout                1s                 timeout
+//	  healthyThreshold       1                  healthy_threshold
+//	  unhealthyThreshold     3                  unhealthy_threshold
+//	sni                      URL host (DNS)   UpstreamTlsContext.sni and the SAN matched
+//	caFile                   Options.UpstreamCAFile  ….validation_context.trusted_ca
+//	maxRequestBytes          Options.MaxRequestBytes route.request_body_buffer_limit of
+//	                                          the public paths that list the service
 //
-// Fixed choices, not Portal fields:
+// Fixed choices:
 //
 //	discovery          EDS over ADS when the URL host is an IP literal (one
 //	                   ClusterLoadAssignment, locality and endpoint weight 1);
 //	                   STRICT_DNS with an inline load_assignment for DNS names
 //	                   (Envoy re-resolves every 5s, AUTO address family).
-//	idle timeout       30s (common_http_protocol_options.idle_timeout): below
-//	                   the keep-alive timeout of most servers, so Envoy seldom
-//	                   reuses a connection the Tool Service just closed; the
-//	                   reset-before-request retry covers the remaining race.
-//	https              transport socket UpstreamTlsContext: SNI = host (DNS
-//	                   names only), ALPN h2 or http/1.1, certificate verified
-//	                   against Options.UpstreamCAFile and the host as SAN
-//	                   (DNS or IP). Envoy does not verify upstream
-//	                   certificates unless told to.
-const upstreamIdleTimeout = 30 * time.Second
+//	https              transport socket UpstreamTlsContext: SNI (DNS names
+//	                   only), ALPN h2 or http/1.1, certificate verified
+//	                   against caFile and the SNI, else the host, as SAN (DNS
+//	                   or IP). Envoy does not verify upstream certificates
+//	                   unless told to.
 
 // httpProtocolOptionsKey is the typed_extension_protocol_options key Envoy
 // reads HttpProtocolOptions from.
@@ -75,30 +79,30 @@ var lbPolicies = map[string]clusterv3.Cluster_LbPolicy{
 
 // buildCluster returns the Tool Service's cluster and, for EDS clusters, its
 // load assignment (nil for STRICT_DNS, whose assignment is inline).
-func buildCluster(u upstream, opts Options) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, error) {
+func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, error) {
 	s := u.settings
-	lb, ok := lbPolicies[s.LBPolicy]
-	if !ok {
-		return nil, nil, fmt.Errorf("lbPolicy %q is not one of ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV", s.LBPolicy)
+	lb, ok := lbPolicies[s.lbPolicy]
+	if !ok { // checked with the settings; a guard for hand-built input
+		return nil, nil, fmt.Errorf("lbPolicy %q is not one of ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV", s.lbPolicy)
 	}
-	hpo, err := httpProtocolOptions(s.HTTP2)
+	hpo, err := httpProtocolOptions(s.http2, s.connIdleTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	c := &clusterv3.Cluster{
 		Name:           u.cluster,
-		ConnectTimeout: durationpb.New(s.ConnectTimeout.D()),
+		ConnectTimeout: durationpb.New(s.connectTimeout),
 		LbPolicy:       lb,
 		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 			Priority:           corev3.RoutingPriority_DEFAULT,
-			MaxConnections:     wrapperspb.UInt32(s.MaxConnections),
-			MaxPendingRequests: wrapperspb.UInt32(s.MaxPendingRequests),
-			MaxRequests:        wrapperspb.UInt32(s.MaxRequests),
-			MaxRetries:         wrapperspb.UInt32(s.MaxRetries),
+			MaxConnections:     wrapperspb.UInt32(s.maxConnections),
+			MaxPendingRequests: wrapperspb.UInt32(s.maxPendingRequests),
+			MaxRequests:        wrapperspb.UInt32(s.maxRequests),
+			MaxRetries:         wrapperspb.UInt32(s.maxConcurrentRetries),
 		}}},
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
 	}
-	if od := s.OutlierDetection; od != nil {
+	if od := s.outlier; od != nil {
 		c.OutlierDetection = &clusterv3.OutlierDetection{
 			Consecutive_5Xx:    wrapperspb.UInt32(od.Consecutive5xx),
 			Interval:           durationpb.New(od.Interval.D()),
@@ -106,9 +110,9 @@ func buildCluster(u upstream, opts Options) (*clusterv3.Cluster, *endpointv3.Clu
 			MaxEjectionPercent: wrapperspb.UInt32(od.MaxEjectionPercent),
 		}
 	}
-	if hc := s.HealthCheck; hc != nil {
+	if hc := s.health; hc != nil {
 		codec := typev3.CodecClientType_HTTP1
-		if s.HTTP2 {
+		if s.http2 {
 			codec = typev3.CodecClientType_HTTP2
 		}
 		c.HealthChecks = []*corev3.HealthCheck{{
@@ -124,7 +128,7 @@ func buildCluster(u upstream, opts Options) (*clusterv3.Cluster, *endpointv3.Clu
 		}}
 	}
 	if u.scheme == "https" {
-		ts, err := upstreamTLS(u, opts)
+		ts, err := upstreamTLS(u)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -160,7 +164,7 @@ func loadAssignment(u upstream) *endpointv3.ClusterLoadAssignment {
 	}
 }
 
-func httpProtocolOptions(http2 bool) (*anypb.Any, error) {
+func httpProtocolOptions(http2 bool, idle time.Duration) (*anypb.Any, error) {
 	explicit := &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
 		ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
 			HttpProtocolOptions: &corev3.Http1ProtocolOptions{},
@@ -172,37 +176,40 @@ func httpProtocolOptions(http2 bool) (*anypb.Any, error) {
 		}
 	}
 	return pack(&upstreamhttpv3.HttpProtocolOptions{
-		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(upstreamIdleTimeout)},
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(idle)},
 		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{
 			ExplicitHttpConfig: explicit,
 		},
 	})
 }
 
-func upstreamTLS(u upstream, opts Options) (*corev3.TransportSocket, error) {
+func upstreamTLS(u upstream) (*corev3.TransportSocket, error) {
 	alpn := []string{"http/1.1"}
-	if u.settings.HTTP2 {
+	if u.settings.http2 {
 		alpn = []string{"h2"}
 	}
-	san := tlsv3.SubjectAltNameMatcher_DNS
+	// The certificate must name the server we asked for: the SNI when an
+	// SRE set one, else the URL host.
+	sni, sanName, san := u.host, u.host, tlsv3.SubjectAltNameMatcher_DNS
 	if u.ip {
-		san = tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+		sni, san = "", tlsv3.SubjectAltNameMatcher_IP_ADDRESS // SNI must not be an IP literal (RFC 6066 §3)
+	}
+	if s := u.settings.sni; s != nil {
+		sni, sanName, san = *s, *s, tlsv3.SubjectAltNameMatcher_DNS
 	}
 	ctx := &tlsv3.UpstreamTlsContext{
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			AlpnProtocols: alpn,
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: opts.UpstreamCAFile}},
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: u.settings.caFile}},
 				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{
 					SanType: san,
-					Matcher: exact(u.host),
+					Matcher: exact(sanName),
 				}},
 			}},
 		},
 	}
-	if !u.ip {
-		ctx.Sni = u.host // SNI must not be an IP literal (RFC 6066 §3)
-	}
+	ctx.Sni = sni
 	a, err := pack(ctx)
 	if err != nil {
 		return nil, err

@@ -26,28 +26,41 @@ const goldenDir = "../testdata/xds"
 
 // goldenOptions is xds.Options as written in a case's in.yaml.
 type goldenOptions struct {
-	ListenAddress    string            `json:"listenAddress"`
-	ListenPort       uint32            `json:"listenPort"`
-	MessageTimeout   registry.Duration `json:"messageTimeout"`
-	MaxRequestBytes  uint64            `json:"maxRequestBytes"`
-	MaxResponseBytes uint64            `json:"maxResponseBytes"`
-	ServerName       string            `json:"serverName"`
-	ServerVersion    string            `json:"serverVersion"`
-	UpstreamCAFile   string            `json:"upstreamCAFile"`
+	ListenAddress    string             `json:"listenAddress"`
+	ListenPort       uint32             `json:"listenPort"`
+	MessageTimeout   registry.Duration  `json:"messageTimeout"`
+	MaxRequestBytes  uint64             `json:"maxRequestBytes"`
+	MaxResponseBytes uint64             `json:"maxResponseBytes"`
+	ServerName       string             `json:"serverName"`
+	ServerVersion    string             `json:"serverVersion"`
+	UpstreamCAFile   string             `json:"upstreamCAFile"`
+	Nodes            []xds.NodeSelector `json:"nodes"`
 }
 
-// readCase reads testdata/xds/<case>/in.yaml: optional options plus a
-// Portal listing, decoded and validated the way the registry does it.
-func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options) {
+// goldenCase is a case's in.yaml: options, an optional override file, the
+// Envoy node whose configuration is written (default: one that gets every
+// route) and a Portal listing.
+type goldenCase struct {
+	Options   goldenOptions  `json:"options"`
+	Overrides *xds.Overrides `json:"overrides"`
+	Node      struct {
+		ID      string `json:"id"`
+		Cluster string `json:"cluster"`
+	} `json:"node"`
+	Routes json.RawMessage `json:"routes"`
+}
+
+// readCase reads testdata/xds/<case>/in.yaml, the Portal listing decoded
+// and validated the way the registry does it. The overrides are decoded
+// without validation, so a case can show what Translate does with a bad
+// one.
+func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options, goldenCase) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "in.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Options goldenOptions   `json:"options"`
-		Routes  json.RawMessage `json:"routes"`
-	}
+	var doc goldenCase
 	if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
 		t.Fatalf("in.yaml: %v", err)
 	}
@@ -65,7 +78,9 @@ func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options) {
 		ServerName:       o.ServerName,
 		ServerVersion:    o.ServerVersion,
 		UpstreamCAFile:   o.UpstreamCAFile,
-	}
+		Overrides:        doc.Overrides,
+		Nodes:            o.Nodes,
+	}, doc
 }
 
 // toYAML renders resources as a YAML list via protojson (proto field names),
@@ -93,30 +108,57 @@ func toYAML(t *testing.T, rs []types.Resource) []byte {
 	return y
 }
 
+// TestTranslateGolden translates every case under testdata/xds and
+// compares the node's resources with out/*.yaml, or, for a case with
+// out/error.txt, checks that Translate fails with exactly that error and
+// produces nothing.
 func TestTranslateGolden(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(goldenDir, "*", "in.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dirs) < 5 {
-		t.Fatalf("found %d golden cases, want at least 5", len(dirs))
+	if len(dirs) < 8 {
+		t.Fatalf("found %d golden cases, want at least 8", len(dirs))
 	}
 	for _, in := range dirs {
 		dir := filepath.Dir(in)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			routes, opts := readCase(t, dir)
-			res, err := xds.Translate(routes, opts)
-			if err != nil {
-				t.Fatalf("Translate: %v", err)
+			routes, opts, doc := readCase(t, dir)
+			errPath := filepath.Join(dir, "out", "error.txt")
+			if want, err := os.ReadFile(errPath); err == nil {
+				requireGoldenError(t, dir, routes, opts, strings.TrimSpace(string(want)))
+				return
 			}
-			requireValid(t, res)
-
-			again, err := xds.Translate(routes, opts)
+			groups, err := xds.TranslateGroups(routes, opts)
+			if err != nil {
+				t.Fatalf("TranslateGroups: %v", err)
+			}
+			key := opts.GroupKey(doc.Node.ID, doc.Node.Cluster)
+			var res *xds.Resources
+			for _, g := range groups {
+				requireValid(t, g.Resources)
+				if g.Key == key {
+					res = g.Resources
+				}
+			}
+			if res == nil {
+				t.Fatalf("no group %s for node %+v", key, doc.Node)
+			}
+			all, err := xds.Translate(routes, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Version() != again.Version() {
-				t.Errorf("Version is not deterministic: %s then %s", res.Version(), again.Version())
+			if all.Version() != groups[0].Resources.Version() {
+				t.Errorf("Translate and the all-routes group differ: %s, %s", all.Version(), groups[0].Resources.Version())
+			}
+			again, err := xds.TranslateGroups(routes, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range groups {
+				if groups[i].Resources.Version() != again[i].Resources.Version() {
+					t.Errorf("group %s: Version is not deterministic", groups[i].Key)
+				}
 			}
 
 			for name, rs := range map[string][]types.Resource{
@@ -126,12 +168,7 @@ func TestTranslateGolden(t *testing.T) {
 				got := toYAML(t, rs)
 				path := filepath.Join(dir, "out", name+".yaml")
 				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
+					writeGolden(t, path, got)
 					continue
 				}
 				want, err := os.ReadFile(path)
@@ -143,6 +180,41 @@ func TestTranslateGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// requireGoldenError checks that translating the case fails with exactly
+// want, that nothing is produced, and that no stale output files remain.
+// With -update the error file is rewritten instead.
+func requireGoldenError(t *testing.T, dir string, routes []registry.Route, opts xds.Options, want string) {
+	t.Helper()
+	res, err := xds.Translate(routes, opts)
+	if err == nil {
+		t.Fatalf("Translate succeeded, want error %q", want)
+	}
+	if res != nil {
+		t.Errorf("Translate returned resources along with its error")
+	}
+	if groups, gerr := xds.TranslateGroups(routes, opts); gerr == nil || groups != nil || gerr.Error() != err.Error() {
+		t.Errorf("TranslateGroups = %d groups, %v; want no groups and the same error", len(groups), gerr)
+	}
+	if *update {
+		writeGolden(t, filepath.Join(dir, "out", "error.txt"), []byte(err.Error()+"\n"))
+	} else if err.Error() != want {
+		t.Errorf("Translate error:\n got: %s\nwant: %s", err, want)
+	}
+	if stale, _ := filepath.Glob(filepath.Join(dir, "out", "*.yaml")); len(stale) > 0 {
+		t.Errorf("an error case must produce nothing, but %v exist", stale)
+	}
+}
+
+func writeGolden(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -4,32 +4,35 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
-	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cplog "github.com/envoyproxy/go-control-plane/pkg/log"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/status"
 )
 
-// metrics are the xDS server's Prometheus metrics.
+// metrics are the xDS server's Prometheus metrics (docs/sre.md lists them).
 type metrics struct {
-	pushes       prometheus.Counter
-	buildErrors  prometheus.Counter
-	nacks        *prometheus.CounterVec // by resource type
-	responses    *prometheus.CounterVec // by resource type
-	streams      *prometheus.GaugeVec   // by protocol: sotw, delta
-	buildSeconds prometheus.Histogram
+	pushes          *prometheus.CounterVec // by node group
+	buildErrors     prometheus.Counter
+	nacks           *prometheus.CounterVec // by resource type
+	responses       *prometheus.CounterVec // by resource type
+	streams         *prometheus.GaugeVec   // by protocol: sotw, delta
+	connectedNodes  *prometheus.GaugeVec   // by node group
+	buildSeconds    prometheus.Histogram
+	overrideReloads *prometheus.CounterVec // by result: applied, rejected
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		pushes: prometheus.NewCounter(prometheus.CounterOpts{
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_xds_pushes_total",
-			Help: "Snapshots with a new version set in the xDS cache.",
-		}),
+			Help: "Snapshots with a new version set in the xDS cache, by node group.",
+		}, []string{"group"}),
 		buildErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "toolmesh_xds_build_errors_total",
 			Help: "Updates that failed to translate, validate or form a consistent snapshot (the last good snapshot stays).",
@@ -46,14 +49,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "toolmesh_xds_streams",
 			Help: "Open xDS streams, by protocol (sotw, delta).",
 		}, []string{"protocol"}),
+		connectedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "toolmesh_xds_connected_nodes",
+			Help: "Envoy nodes with at least one open xDS stream, by node group.",
+		}, []string{"group"}),
 		buildSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "toolmesh_xds_build_duration_seconds",
-			Help:    "Time of one Update: translate, validate and set a snapshot, or find that nothing changed.",
+			Help:    "Time of one Update or SetOverrides: translate, validate and set snapshots, or find that nothing changed.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms … ~131s
 		}),
+		overrideReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_xds_override_reloads_total",
+			Help: "Override file changes seen by the watcher, by result: applied, or rejected (the last good overrides stay).",
+		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.pushes, m.buildErrors, m.nacks, m.responses, m.streams, m.buildSeconds)
+		reg.MustRegister(m.pushes, m.buildErrors, m.nacks, m.responses, m.streams,
+			m.connectedNodes, m.buildSeconds, m.overrideReloads)
 	}
 	return m
 }
@@ -63,26 +75,33 @@ func typeLabel(typeURL string) string {
 	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
 }
 
-// callbacks count streams, responses and NACKs and log NACKs with the node
-// that sent them (Envoy sends its node only on a stream's first request).
+// callbacks count streams and responses, track each node's versions, ACKs
+// and NACKs for NodeStatus, and log NACKs with the node that sent them and
+// Envoy's error_detail message.
 func (s *Server) callbacks() serverv3.Callbacks {
-	var nodes nodeIDs
 	open := func(protocol string) func(context.Context, int64, string) error {
-		return func(context.Context, int64, string) error {
+		return func(_ context.Context, id int64, _ string) error {
 			s.metrics.streams.WithLabelValues(protocol).Inc()
+			s.nodes.open(id)
 			return nil
 		}
 	}
 	closed := func(protocol string) func(int64, *corev3.Node) {
 		return func(id int64, _ *corev3.Node) {
 			s.metrics.streams.WithLabelValues(protocol).Dec()
-			nodes.forget(id)
+			s.nodes.close(id)
 		}
 	}
-	nack := func(node, typeURL, version, nonce, detail string) {
-		s.metrics.nacks.WithLabelValues(typeLabel(typeURL)).Inc()
-		s.log.Warn("envoy rejected xds resources", "node", node,
-			"type", typeLabel(typeURL), "version", version, "nonce", nonce, "error", detail)
+	request := func(id int64, node *corev3.Node, typeURL, nonce, detail string) {
+		r := s.nodes.request(id, node, typeURL, nonce, detail)
+		switch {
+		case detail != "":
+			s.metrics.nacks.WithLabelValues(typeLabel(typeURL)).Inc()
+			s.log.Warn("envoy rejected xds resources", "node", r.node, "group", r.group,
+				"type", typeLabel(typeURL), "version", r.version, "nonce", nonce, "error", detail)
+		case r.ack:
+			s.log.Debug("xds ack", "node", r.node, "type", typeLabel(typeURL), "version", r.version)
+		}
 	}
 	return serverv3.CallbackFuncs{
 		StreamOpenFunc:        open("sotw"),
@@ -90,55 +109,34 @@ func (s *Server) callbacks() serverv3.Callbacks {
 		DeltaStreamOpenFunc:   open("delta"),
 		DeltaStreamClosedFunc: closed("delta"),
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			node := nodes.remember(id, req.GetNode())
-			if d := req.GetErrorDetail(); d != nil {
-				nack(node, req.GetTypeUrl(), req.GetVersionInfo(), req.GetResponseNonce(), d.GetMessage())
-			} else if req.GetResponseNonce() != "" {
-				s.log.Debug("xds ack", "node", node, "type", typeLabel(req.GetTypeUrl()), "version", req.GetVersionInfo())
-			}
+			request(id, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), nackMessage(req.GetErrorDetail()))
 			return nil
 		},
-		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+		StreamResponseFunc: func(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
 			s.metrics.responses.WithLabelValues(typeLabel(resp.GetTypeUrl())).Inc()
+			s.nodes.response(id, resp.GetTypeUrl(), resp.GetNonce(), resp.GetVersionInfo())
 		},
 		StreamDeltaRequestFunc: func(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
-			node := nodes.remember(id, req.GetNode())
-			if d := req.GetErrorDetail(); d != nil {
-				nack(node, req.GetTypeUrl(), "", req.GetResponseNonce(), d.GetMessage())
-			}
+			request(id, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), nackMessage(req.GetErrorDetail()))
 			return nil
 		},
-		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+		StreamDeltaResponseFunc: func(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
 			s.metrics.responses.WithLabelValues(typeLabel(resp.GetTypeUrl())).Inc()
+			s.nodes.response(id, resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo())
 		},
 	}
 }
 
-// nodeIDs remembers the node id of each open stream for log lines.
-type nodeIDs struct {
-	mu sync.Mutex
-	m  map[int64]string
-}
-
-// remember records node's id for the stream when node is set and returns
-// the stream's node id.
-func (n *nodeIDs) remember(stream int64, node *corev3.Node) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if id := node.GetId(); id != "" {
-		if n.m == nil {
-			n.m = map[int64]string{}
-		}
-		n.m[stream] = id
-		return id
+// nackMessage is Envoy's error_detail message, "" for an ACK or a plain
+// request. A NACK without a message still reads as one.
+func nackMessage(detail *status.Status) string {
+	switch {
+	case detail == nil:
+		return ""
+	case detail.GetMessage() == "":
+		return "(no message, code " + strconv.Itoa(int(detail.GetCode())) + ")"
 	}
-	return n.m[stream]
-}
-
-func (n *nodeIDs) forget(stream int64) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.m, stream)
+	return detail.GetMessage()
 }
 
 // controlPlaneLogger adapts slog to go-control-plane's printf-style logger.

@@ -47,8 +47,16 @@ type Options struct {
 	// Envoy shapes for 2026-era tool calls (defaults toolmesh, dev).
 	ServerName, ServerVersion string
 	// UpstreamCAFile is the CA bundle, on Envoy's file system, that https
-	// Tool Services are verified against (default DefaultUpstreamCAFile).
+	// Tool Services are verified against (default DefaultUpstreamCAFile);
+	// the override field caFile changes it per service.
 	UpstreamCAFile string
+	// Overrides is the SRE override file in force (nil: none). Translate
+	// validates it; Server.SetOverrides replaces it at run time.
+	Overrides *Overrides
+	// Nodes picks the routes each Envoy node is served (first match wins;
+	// a node no selector matches gets every route). Nil: every node gets
+	// every route.
+	Nodes []NodeSelector
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -80,6 +88,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Validate reports what Translate would reject in o itself (limits, node
+// selectors, overrides) without any routes, so a configuration can be
+// checked at start-up.
+func (o Options) Validate() error { return o.withDefaults().check() }
+
 // check rejects options Envoy cannot take.
 func (o Options) check() error {
 	if o.MaxResponseBytes > math.MaxUint32 {
@@ -91,5 +104,19 @@ func (o Options) check() error {
 	if o.ListenPort > math.MaxUint16 {
 		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
 	}
+	if err := checkNodes(o.Nodes); err != nil {
+		return prefixEach("options: ", unjoin(err))
+	}
+	if err := o.Overrides.Validate(); err != nil {
+		return prefixEach("overrides: ", unjoin(err))
+	}
 	return nil
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

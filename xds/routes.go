@@ -21,31 +21,42 @@ import (
 //     error. It is what Envoy first matches for POST /mcp/{route}; ext_proc
 //     runs before the router, so the direct response is only reached when the
 //     extproc server let a request through without routing it (a bug).
+//     Because it is the route matched while ext_proc buffers the body, it
+//     carries the request body limit: the largest maxRequestBytes of the
+//     route's Tool Services, set only where it differs from the virtual
+//     host's Options.MaxRequestBytes.
 //  3. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
 //
 // Retries: tool calls are not assumed idempotent, so a call is retried only
-// when Envoy knows the Tool Service cannot have seen it: connect-failure,
-// refused-stream (HTTP/2 REFUSED_STREAM) and reset-before-request (Envoy ≥
-// 1.31). Plain "reset" and 5xx are never retried: they may replay a call that
-// already ran. num_retries = cluster.maxRetries; the route timeout covers
-// all attempts. (No previous_hosts predicate: a Tool Service is one
-// endpoint, or one DNS name, and the local data plane does not emulate it.)
+// when Envoy knows the Tool Service cannot have seen it (DefaultRetryOn):
+// connect-failure, refused-stream (HTTP/2 REFUSED_STREAM) and
+// reset-before-request (Envoy ≥ 1.31). Plain "reset" and 5xx are not
+// retried unless an SRE opts in with retryOn: they may replay a call that
+// already ran. num_retries = maxRetries; the route timeout covers all
+// attempts, perTryTimeout each one. (No previous_hosts predicate: a Tool
+// Service is one endpoint, or one DNS name, and the local data plane does
+// not emulate it.)
 const (
 	virtualHostName = "toolmesh"
-	retryOn         = "connect-failure,refused-stream,reset-before-request"
 
 	unroutedBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"request was not routed by the toolmesh extproc server"}}`
 	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unknown route: POST /mcp/{route}"}}`
 )
 
-func buildRouteConfig(ups []upstream, paths []string, opts Options) *routev3.RouteConfiguration {
-	routes := make([]*routev3.Route, 0, len(ups)+len(paths)+1)
+// buildRouteConfig builds the route configuration of these Tool Services
+// and Portal routes; bodyLimits are the routes' request body limits.
+func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, opts Options) *routev3.RouteConfiguration {
+	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+1)
 	for _, u := range ups {
 		routes = append(routes, toolServiceRoute(u))
 	}
-	for _, p := range paths {
-		routes = append(routes, directJSON("unrouted "+p,
-			&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: p}}, 500, unroutedBody))
+	for i, p := range prs {
+		rt := directJSON("unrouted "+p.path,
+			&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: p.path}}, 500, unroutedBody)
+		if bodyLimits[i] != 0 && bodyLimits[i] != opts.MaxRequestBytes {
+			rt.RequestBodyBufferLimit = wrapperspb.UInt64(bodyLimits[i])
+		}
+		routes = append(routes, rt)
 	}
 	routes = append(routes, directJSON("not_found",
 		&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, 404, notFoundBody))
@@ -66,13 +77,19 @@ func toolServiceRoute(u upstream) *routev3.Route {
 	s := u.settings
 	action := &routev3.RouteAction{
 		ClusterSpecifier:     &routev3.RouteAction_Cluster{Cluster: u.cluster},
-		Timeout:              durationpb.New(s.RequestTimeout.D()),
+		Timeout:              durationpb.New(s.requestTimeout),
 		HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: u.authority},
 	}
-	if s.MaxRetries > 0 {
+	if s.idleTimeout != nil {
+		action.IdleTimeout = durationpb.New(*s.idleTimeout)
+	}
+	if s.maxRetries > 0 || s.perTryTimeout > 0 {
 		action.RetryPolicy = &routev3.RetryPolicy{
-			RetryOn:    retryOn,
-			NumRetries: wrapperspb.UInt32(s.MaxRetries),
+			RetryOn:    s.retryOn,
+			NumRetries: wrapperspb.UInt32(s.maxRetries),
+		}
+		if s.perTryTimeout > 0 {
+			action.RetryPolicy.PerTryTimeout = durationpb.New(s.perTryTimeout)
 		}
 	}
 	return &routev3.Route{

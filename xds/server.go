@@ -6,16 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -26,37 +28,85 @@ import (
 )
 
 // Server serves the translated resources to Envoy over ADS (state of the
-// world and delta) from a go-control-plane SnapshotCache in ADS mode. Every
-// node is served the snapshot of its node group; today there is one group
-// with all routes, so a node that connects at any time is answered at once
-// with the current snapshot.
+// world and delta) from a go-control-plane SnapshotCache in ADS mode. Each
+// node group of Options.Nodes has its own snapshot and version (a content
+// hash), so a sidecar gets only its routes and is pushed only when they
+// change; a node that connects at any time is answered at once with its
+// group's current snapshot.
 type Server struct {
 	log     *slog.Logger
-	opts    Options
+	opts    Options // as given to NewServer, but for Overrides
 	cache   cachev3.SnapshotCache
 	xds     serverv3.Server
 	groups  *nodeGroups
 	metrics *metrics
+	nodes   *nodeTracker
 
-	mu        sync.Mutex        // serializes Update
-	version   string            // version of the last pushed snapshot, under mu
-	lastInput [sha256.Size]byte // hash of the routes last pushed, under mu
-	current   atomic.Pointer[Resources]
+	mu         sync.Mutex        // serializes builds; guards the fields below
+	routes     []registry.Route  // routes of the last successful build
+	haveRoutes bool              // routes is set
+	overrides  *Overrides        // overrides in force
+	lastInput  [sha256.Size]byte // hash of the input last built
+	versions   map[string]string // group key → version pushed
+	validated  map[digest]bool   // digests of the resources served, all validated
+	unknown    string            // overridden services not in the Portal, last logged
+
+	current atomic.Pointer[Resources]
+	state   atomic.Pointer[serverState]
+	ovState atomic.Pointer[OverridesStatus]
+}
+
+// serverState is what lock-free readers see of the last push.
+type serverState struct {
+	version  string            // of AllRoutesGroup
+	versions map[string]string // group key → version
+}
+
+// GroupStatus is one node group and the version set for it.
+type GroupStatus struct {
+	// Key is the group's snapshot key (AllRoutesGroup or "group/<hash>").
+	Key string `json:"key"`
+	// Routes are the group's route keys, sorted; empty for every route.
+	Routes []string `json:"routes,omitempty"`
+	// Version is the version of the group's snapshot, "" before the first
+	// push.
+	Version string `json:"version,omitempty"`
+}
+
+// OverridesStatus describes the override file in force, for /health.
+type OverridesStatus struct {
+	// Path is the file WatchOverrides watches ("" when not watching).
+	Path string `json:"path,omitempty"`
+	// Version is the content hash of the overrides in force ("" for none).
+	Version string `json:"version,omitempty"`
+	// Services is how many Tool Services have an override entry.
+	Services int `json:"services"`
+	// LastError is why the newest file content was rejected; "" once a good
+	// file is applied. The overrides in force are then the last good ones.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // NewServer returns a server with an empty cache: nodes that connect before
 // the first Update wait for it. ctx bounds the xDS streams; log may be nil
 // (no logging); reg, when not nil, receives the toolmesh_xds_* metrics.
+// opts.Overrides are the initial overrides (SetOverrides replaces them);
+// opts.Nodes are fixed for the server's life.
 func NewServer(ctx context.Context, log *slog.Logger, opts Options, reg prometheus.Registerer) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		log:     log,
-		opts:    opts,
-		groups:  &nodeGroups{},
-		metrics: newMetrics(reg),
+		log:       log,
+		opts:      opts,
+		metrics:   newMetrics(reg),
+		overrides: opts.Overrides,
+		versions:  map[string]string{},
 	}
+	s.opts.Overrides = nil // s.overrides is what is in force
+	s.groups = &nodeGroups{opts: s.opts}
+	s.nodes = newNodeTracker(s.groups.ID, s.metrics.connectedNodes)
+	s.state.Store(&serverState{versions: map[string]string{}})
+	s.ovState.Store(&OverridesStatus{Version: opts.Overrides.Version(), Services: overriddenServices(opts.Overrides)})
 	cpLog := controlPlaneLogger(log)
 	s.cache = cachev3.NewSnapshotCache(true, s.groups, cpLog)
 	s.xds = serverv3.NewServer(ctx, s.cache, s.callbacks(), sotw.WithOrderedADS(), sotw.WithLogger(cpLog))
@@ -73,119 +123,203 @@ func (s *Server) Register(gs *grpc.Server) {
 	endpointservice.RegisterEndpointDiscoveryServiceServer(gs, s.xds)
 }
 
-// Update translates routes and, when the result differs from the last push,
-// validates every resource (ValidateDeep), checks the snapshot is
-// consistent and sets it for every node group. It reports whether it pushed.
-// Resources with the same content hash as the last push are not pushed
-// again (nor validated again); routes identical to the last pushed ones are
-// not even translated. An error leaves the last pushed snapshot in place.
+// Update translates routes with the overrides in force and, for every node
+// group whose resources differ from its last push, validates them
+// (ValidateDeep), checks each snapshot is consistent and sets it. It
+// reports whether any group was pushed. Groups whose content hash did not
+// change are not pushed again; routes and overrides identical to the last
+// build are not even translated. An error leaves every last pushed
+// snapshot in place. Update keeps routes (callers must not modify them
+// afterwards) so SetOverrides can re-translate them.
 func (s *Server) Update(ctx context.Context, routes []registry.Route) (pushed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := time.Now()
 	defer func() { s.metrics.buildSeconds.Observe(time.Since(start).Seconds()) }()
+	pushed, err = s.build(ctx, routes, s.overrides)
+	if err == nil {
+		s.routes, s.haveRoutes = routes, true
+	}
+	return pushed, err
+}
 
-	// Translate is pure, so the same routes give the same resources: skip
-	// the translation altogether when the Portal did not change (the usual
-	// case on a periodic refresh).
-	inputHash := hashRoutes(routes)
-	if s.version != "" && inputHash != ([sha256.Size]byte{}) && inputHash == s.lastInput {
+// SetOverrides replaces the overrides in force (nil: none) and re-translates
+// the last routes with them. When o is invalid, or the routes cannot be
+// translated with it, SetOverrides returns the error and the previous
+// overrides stay in force. Before the first Update it only validates and
+// keeps o.
+func (s *Server) SetOverrides(ctx context.Context, o *Overrides) (pushed bool, err error) {
+	if err := o.Validate(); err != nil {
+		return false, prefixEach("overrides: ", unjoin(err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.haveRoutes {
+		start := time.Now()
+		defer func() { s.metrics.buildSeconds.Observe(time.Since(start).Seconds()) }()
+		if pushed, err = s.build(ctx, s.routes, o); err != nil {
+			return false, err
+		}
+	}
+	s.overrides = o
+	st := *s.ovState.Load()
+	st.Version, st.Services, st.LastError = o.Version(), overriddenServices(o), ""
+	s.ovState.Store(&st)
+	s.log.InfoContext(ctx, "xds overrides in force", "overrides", o.Version(),
+		"services", st.Services, "pushed", pushed)
+	return pushed, nil
+}
+
+// build translates and pushes; s.mu is held.
+func (s *Server) build(ctx context.Context, routes []registry.Route, ov *Overrides) (bool, error) {
+	input := inputHash(routes, ov)
+	if s.current.Load() != nil && input != ([sha256.Size]byte{}) && input == s.lastInput {
+		// Translate is pure: the same input gives the same resources (the
+		// usual case on a periodic refresh).
 		return false, nil
 	}
-
-	res, err := Translate(routes, s.opts)
+	opts := s.opts
+	opts.Overrides = ov
+	groups, err := TranslateGroups(routes, opts)
 	if err != nil {
 		s.metrics.buildErrors.Inc()
 		return false, fmt.Errorf("translate: %w", err)
 	}
-	version := res.Version()
-	if version == s.version {
-		s.lastInput = inputHash
-		return false, nil
+	type change struct {
+		group   Group
+		version string
+		snap    *cachev3.Snapshot
 	}
-	if err := validateResources(res); err != nil {
-		s.metrics.buildErrors.Inc()
-		return false, fmt.Errorf("validate version %s: %w", version, err)
-	}
-	snap, err := cachev3.NewSnapshot(version, res.ByType())
-	if err != nil {
-		s.metrics.buildErrors.Inc()
-		return false, fmt.Errorf("snapshot %s: %w", version, err)
-	}
-	if err := snap.Consistent(); err != nil {
-		s.metrics.buildErrors.Inc()
-		return false, fmt.Errorf("snapshot %s: %w", version, err)
-	}
-	for _, g := range s.groups.all() {
-		if err := s.cache.SetSnapshot(ctx, g, snap); err != nil {
-			return false, fmt.Errorf("set snapshot %s for %s: %w", version, g, err)
+	var changes []change
+	digests := map[types.Resource]digest{}
+	for _, g := range groups {
+		if v := g.Resources.version(digests); v != s.versions[g.Key] {
+			changes = append(changes, change{group: g, version: v})
 		}
 	}
-	s.version = version
-	s.lastInput = inputHash
-	s.current.Store(res)
-	s.metrics.pushes.Inc()
-	s.log.InfoContext(ctx, "xds snapshot pushed", "version", version,
-		"clusters", len(res.Clusters), "endpoints", len(res.Endpoints))
-	return true, nil
+	validated := map[digest]bool{}
+	if len(changes) > 0 {
+		for i, c := range changes {
+			if err := s.validate(c.group.Resources, digests, validated); err != nil {
+				s.metrics.buildErrors.Inc()
+				return false, fmt.Errorf("validate %s version %s: %w", c.group.Key, c.version, err)
+			}
+			snap, err := cachev3.NewSnapshot(c.version, c.group.Resources.ByType())
+			if err == nil {
+				err = snap.Consistent()
+			}
+			if err != nil {
+				s.metrics.buildErrors.Inc()
+				return false, fmt.Errorf("snapshot %s version %s: %w", c.group.Key, c.version, err)
+			}
+			changes[i].snap = snap
+		}
+	}
+	for _, c := range changes {
+		if err := s.cache.SetSnapshot(ctx, c.group.Key, c.snap); err != nil {
+			s.metrics.buildErrors.Inc()
+			return false, fmt.Errorf("set snapshot %s version %s: %w", c.group.Key, c.version, err)
+		}
+		s.versions[c.group.Key] = c.version
+		s.metrics.pushes.WithLabelValues(c.group.Key).Inc()
+		s.log.InfoContext(ctx, "xds snapshot pushed", "group", c.group.Key, "version", c.version,
+			"clusters", len(c.group.Resources.Clusters), "endpoints", len(c.group.Resources.Endpoints))
+	}
+	// Remember what is served and was validated, now or before, so the
+	// next build validates only what changed.
+	served := make(map[digest]bool, len(digests))
+	for _, d := range digests {
+		if validated[d] || s.validated[d] {
+			served[d] = true
+		}
+	}
+	s.validated = served
+	s.lastInput = input
+	s.current.Store(groups[0].Resources)
+	s.state.Store(&serverState{version: s.versions[AllRoutesGroup], versions: maps.Clone(s.versions)})
+	s.logUnknownOverrides(ctx, routes, ov)
+	return len(changes) > 0, nil
 }
 
-// Current returns the resources of the last pushed snapshot, nil before the
-// first push. Callers must not modify them.
+// logUnknownOverrides warns, once per distinct list, about overridden Tool
+// Services the Portal does not list: most likely a typo in the file.
+func (s *Server) logUnknownOverrides(ctx context.Context, routes []registry.Route, ov *Overrides) {
+	known := map[string]bool{}
+	for _, r := range routes {
+		for _, ts := range r.ToolServices {
+			known[ts.Name] = true
+		}
+	}
+	unknown := strings.Join(ov.unknownServices(known), ",")
+	if unknown != "" && unknown != s.unknown {
+		s.log.WarnContext(ctx, "xds overrides name tool services the Portal does not list", "services", unknown)
+	}
+	s.unknown = unknown
+}
+
+// Current returns the resources of the last pushed snapshot of every route
+// (AllRoutesGroup), nil before the first push. Callers must not modify
+// them.
 func (s *Server) Current() *Resources { return s.current.Load() }
 
-// Version returns the version of the last pushed snapshot, "" before the
-// first push.
-func (s *Server) Version() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.version
+// Version returns the version of the last pushed snapshot of every route
+// (AllRoutesGroup), "" before the first push.
+func (s *Server) Version() string { return s.state.Load().version }
+
+// Groups returns every node group with the version set for it, the
+// all-routes group first.
+func (s *Server) Groups() []GroupStatus {
+	st := s.state.Load()
+	gs := s.opts.groups()
+	out := make([]GroupStatus, len(gs))
+	for i, g := range gs {
+		out[i] = GroupStatus{Key: g.Key, Routes: g.Routes, Version: st.versions[g.Key]}
+	}
+	return out
 }
 
-// hashRoutes hashes the Update input; the zero hash (never matched) when it
-// cannot be encoded.
-func hashRoutes(routes []registry.Route) [sha256.Size]byte {
+// NodeStatus returns every Envoy node that has connected (disconnected
+// ones are kept, up to a bound, with Connected false), sorted by node id.
+func (s *Server) NodeStatus() []NodeStatus {
+	st := s.state.Load()
+	return s.nodes.status(func(group string) string { return st.versions[group] })
+}
+
+// OverridesStatus returns the state of the overrides in force.
+func (s *Server) OverridesStatus() OverridesStatus { return *s.ovState.Load() }
+
+func overriddenServices(o *Overrides) int {
+	if o == nil {
+		return 0
+	}
+	return len(o.Services)
+}
+
+// inputHash hashes a build's input: the routes and the overrides; the zero
+// hash (never matched) when the routes cannot be encoded.
+func inputHash(routes []registry.Route, ov *Overrides) [sha256.Size]byte {
 	b, err := json.Marshal(routes)
 	if err != nil {
 		return [sha256.Size]byte{}
 	}
-	return sha256.Sum256(b)
+	ok := ov.key()
+	return sha256.Sum256(append(append(b, 0), ok[:]...))
 }
 
-func validateResources(res *Resources) error {
+// validate runs ValidateDeep on every resource of res whose content was not
+// validated before (ValidateDeep is a function of content), recording
+// each in validated.
+func (s *Server) validate(res *Resources, digests map[types.Resource]digest, validated map[digest]bool) error {
 	for _, r := range res.all() {
+		d := digests[r]
+		if validated[d] || s.validated[d] {
+			validated[d] = true
+			continue
+		}
 		if err := ValidateDeep(r); err != nil {
 			return fmt.Errorf("%s %q: %w", r.ProtoReflect().Descriptor().Name(), cachev3.GetResourceName(r), err)
 		}
+		validated[d] = true
 	}
 	return nil
 }
-
-// allNodes is the snapshot key of the one node group that gets every route.
-const allNodes = "group/all"
-
-// nodeGroups is the cache's NodeHash: it maps a node to the key of the
-// snapshot it is served. Every node maps to allNodes unless its id was
-// pinned to a snapshot of its own; pinned keys are prefixed so that no node
-// id can collide with a group key. Per-node route subsets will map node
-// metadata to further group keys here.
-type nodeGroups struct {
-	pinned sync.Map // node id → struct{}
-}
-
-var _ cachev3.NodeHash = (*nodeGroups)(nil)
-
-// ID implements [cachev3.NodeHash.ID].
-func (g *nodeGroups) ID(node *corev3.Node) string {
-	if id := node.GetId(); id != "" {
-		if _, ok := g.pinned.Load(id); ok {
-			return pinnedKey(id)
-		}
-	}
-	return allNodes
-}
-
-// all returns the group keys Update sets snapshots for.
-func (g *nodeGroups) all() []string { return []string{allNodes} }
-
-func pinnedKey(nodeID string) string { return "node/" + nodeID }

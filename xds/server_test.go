@@ -39,8 +39,14 @@ func testRoutes(services ...string) []registry.Route {
 // connection and the metrics registry.
 func startServer(t *testing.T) (*xds.Server, *grpc.ClientConn, *prometheus.Registry) {
 	t.Helper()
+	return startServerWith(t, xds.Options{})
+}
+
+// startServerWith is startServer with options.
+func startServerWith(t *testing.T, opts xds.Options) (*xds.Server, *grpc.ClientConn, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	s := xds.NewServer(t.Context(), slog.New(slog.DiscardHandler), xds.Options{}, reg)
+	s := xds.NewServer(t.Context(), slog.New(slog.DiscardHandler), opts, reg)
 	gs := grpc.NewServer()
 	s.Register(gs)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,13 +73,19 @@ type ads struct {
 
 func newADS(t *testing.T, cc *grpc.ClientConn, nodeID string) *ads {
 	t.Helper()
+	return newADSNode(t, cc, &corev3.Node{Id: nodeID, Cluster: "toolmesh"})
+}
+
+// newADSNode opens an ADS stream for the node.
+func newADSNode(t *testing.T, cc *grpc.ClientConn, node *corev3.Node) *ads {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &ads{t: t, stream: st, node: &corev3.Node{Id: nodeID, Cluster: "toolmesh"}, in: make(chan *discoveryv3.DiscoveryResponse, 16)}
+	a := &ads{t: t, stream: st, node: node, in: make(chan *discoveryv3.DiscoveryResponse, 16)}
 	go func() {
 		defer close(a.in)
 		for {

@@ -56,30 +56,47 @@ func (r *Resources) all() []types.Resource {
 // Version is a content hash of every resource (deterministic proto
 // marshaling, Anys included since they are packed deterministically too), so
 // equal inputs give equal versions and the server can skip a push.
-func (r *Resources) Version() string {
+func (r *Resources) Version() string { return r.version(nil) }
+
+// digest is the hash of one resource's content.
+type digest [sha256.Size]byte
+
+// version computes Version from per-resource digests, taking them from and
+// adding them to memo when it is not nil (the groups of one build share
+// most resources, by pointer).
+func (r *Resources) version(memo map[types.Resource]digest) string {
 	h := sha256.New()
-	opts := proto.MarshalOptions{Deterministic: true}
 	var buf []byte
 	for _, group := range [][]types.Resource{r.Listeners, r.Routes, r.Clusters, r.Endpoints} {
 		for _, res := range group {
-			var err error
-			buf, err = opts.MarshalAppend(buf[:0], res)
-			if err != nil {
-				// Translate's resources always marshal (it rejects non-UTF-8
-				// input); a hand-built one that does not still gets a
-				// version that is stable within this process.
-				buf = append(buf[:0], []byte(fmt.Sprint(res))...)
+			d, ok := memo[res]
+			if !ok {
+				d, buf = digestOf(res, buf)
+				if memo != nil {
+					memo[res] = d
+				}
 			}
-			fmt.Fprintf(h, "%d:", len(buf))
-			h.Write(buf)
+			h.Write(d[:])
 		}
 		h.Write([]byte{'|'})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:10])
 }
 
+// digestOf hashes the deterministic encoding of res, reusing buf.
+func digestOf(res types.Resource, buf []byte) (digest, []byte) {
+	buf, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf[:0], res)
+	if err != nil {
+		// Translate's resources always marshal (it rejects non-UTF-8 input);
+		// a hand-built one that does not still gets a digest that is stable
+		// within this process.
+		buf = append(buf[:0], fmt.Sprint(res)...)
+	}
+	return sha256.Sum256(buf), buf
+}
+
 // upstream is one Tool Service as the translator needs it: parsed URL and
-// cluster settings with every default filled in.
+// effective cluster settings (every layer merged, every default filled in).
 type upstream struct {
 	name      string // Tool Service name
 	cluster   string // registry.ClusterName(name)
@@ -88,54 +105,137 @@ type upstream struct {
 	port      uint32
 	ip        bool   // host is an IP literal: EDS instead of STRICT_DNS
 	authority string // host[:port] as the Tool Service expects in Host
-	settings  registry.ClusterSettings
+	settings  settings
 }
 
-// Translate builds the Envoy resources for the Portal's routes. It is pure
-// and deterministic: the same routes and options always give the same
-// resources in the same order (and so the same Version). A Tool Service
-// named by several routes must be defined identically in each; it becomes
-// one cluster.
+// portalRoute is one Portal route as the route configuration needs it.
+type portalRoute struct {
+	key      string
+	path     string
+	services []string // Tool Service names
+}
+
+// translation is the work shared by every node group: the listener, every
+// Tool Service's cluster and the Portal routes, built once.
+type translation struct {
+	opts      Options
+	listener  types.Resource
+	ups       []upstream // sorted by cluster name
+	clusters  []types.Resource
+	endpoints []types.Resource // per ups entry; nil for STRICT_DNS clusters
+	index     map[string]int   // Tool Service name → ups index
+	routes    []portalRoute    // sorted by path
+}
+
+// Translate builds the Envoy resources for every one of the Portal's routes
+// (the configuration of a gateway, or of a node no Options.Nodes selector
+// picks). It is pure and deterministic: the same routes and options always
+// give the same resources in the same order (and so the same Version). A
+// Tool Service named by several routes must be defined identically in
+// each; it becomes one cluster. Options.Overrides tunes the clusters; an
+// invalid override or Portal value is an error naming the route, Tool
+// Service and field, and nothing is produced.
 func Translate(routes []registry.Route, opts Options) (*Resources, error) {
+	t, err := newTranslation(routes, opts)
+	if err != nil {
+		return nil, err
+	}
+	return t.resources(nil), nil
+}
+
+func newTranslation(routes []registry.Route, opts Options) (*translation, error) {
 	opts = opts.withDefaults()
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	ups, err := collectUpstreams(routes)
+	ups, err := collectUpstreams(routes, opts)
 	if err != nil {
 		return nil, err
 	}
-	paths, err := publicPaths(routes)
+	prs, err := portalRoutes(routes)
 	if err != nil {
 		return nil, err
 	}
-
 	lis, err := buildListener(opts)
 	if err != nil {
 		return nil, fmt.Errorf("build listener: %w", err)
 	}
-	rc := buildRouteConfig(ups, paths, opts)
-	res := &Resources{
-		Listeners: []types.Resource{lis},
-		Routes:    []types.Resource{rc},
-		Clusters:  make([]types.Resource, 0, len(ups)),
+	t := &translation{
+		opts:      opts,
+		listener:  lis,
+		ups:       ups,
+		clusters:  make([]types.Resource, len(ups)),
+		endpoints: make([]types.Resource, len(ups)),
+		index:     make(map[string]int, len(ups)),
+		routes:    prs,
 	}
-	for _, u := range ups {
-		c, cla, err := buildCluster(u, opts)
+	for i, u := range ups {
+		c, cla, err := buildCluster(u)
 		if err != nil {
 			return nil, fmt.Errorf("build cluster for tool service %q: %w", u.name, err)
 		}
-		res.Clusters = append(res.Clusters, c)
+		t.clusters[i] = c
 		if cla != nil {
-			res.Endpoints = append(res.Endpoints, cla)
+			t.endpoints[i] = cla
+		}
+		t.index[u.name] = i
+	}
+	return t, nil
+}
+
+// resources assembles the configuration of the routes with these keys
+// (sorted); nil means every route.
+func (t *translation) resources(keys []string) *Resources {
+	prs := t.routes
+	used := make([]bool, len(t.ups))
+	if keys != nil {
+		prs = make([]portalRoute, 0, len(keys))
+		for _, r := range t.routes {
+			if _, ok := slices.BinarySearch(keys, r.key); ok {
+				prs = append(prs, r)
+			}
 		}
 	}
-	return res, nil
+	for _, r := range prs {
+		for _, s := range r.services {
+			used[t.index[s]] = true
+		}
+	}
+	res := &Resources{
+		Listeners: []types.Resource{t.listener},
+		Clusters:  make([]types.Resource, 0, len(t.ups)),
+	}
+	ups := make([]upstream, 0, len(t.ups))
+	for i, u := range t.ups {
+		if !used[i] {
+			continue
+		}
+		ups = append(ups, u)
+		res.Clusters = append(res.Clusters, t.clusters[i])
+		if t.endpoints[i] != nil {
+			res.Endpoints = append(res.Endpoints, t.endpoints[i])
+		}
+	}
+	res.Routes = []types.Resource{buildRouteConfig(ups, prs, t.bodyLimits(prs), t.opts)}
+	return res
+}
+
+// bodyLimits returns, per Portal route, the request body limit of its
+// public path: the largest maxRequestBytes of its Tool Services, since
+// Envoy buffers the body before the extproc server picks one of them.
+func (t *translation) bodyLimits(prs []portalRoute) []uint64 {
+	out := make([]uint64, len(prs))
+	for i, r := range prs {
+		for _, s := range r.services {
+			out[i] = max(out[i], t.ups[t.index[s]].settings.maxRequestBytes)
+		}
+	}
+	return out
 }
 
 // collectUpstreams returns the distinct Tool Services of all routes, sorted
-// by cluster name.
-func collectUpstreams(routes []registry.Route) ([]upstream, error) {
+// by cluster name, with their effective settings.
+func collectUpstreams(routes []registry.Route, opts Options) ([]upstream, error) {
 	byName := map[string]upstream{}
 	owner := map[string]string{}
 	defs := map[string]registry.ToolService{}
@@ -151,7 +251,7 @@ func collectUpstreams(routes []registry.Route) ([]upstream, error) {
 				}
 				continue
 			}
-			u, err := newUpstream(s)
+			u, err := newUpstream(s, opts)
 			if err != nil {
 				return nil, fmt.Errorf("route %q: tool service %q: %w", r.Key, s.Name, err)
 			}
@@ -166,14 +266,14 @@ func collectUpstreams(routes []registry.Route) ([]upstream, error) {
 	return ups, nil
 }
 
-func newUpstream(s registry.ToolService) (upstream, error) {
+func newUpstream(s registry.ToolService, opts Options) (upstream, error) {
 	// Protobuf strings must be UTF-8; anything else would only fail later,
 	// when the snapshot is marshaled for Envoy.
 	if !utf8.ValidString(s.URL) {
 		return upstream{}, errors.New("url: not valid UTF-8")
 	}
-	if hc := s.Cluster; hc != nil && hc.HealthCheck != nil && !utf8.ValidString(hc.HealthCheck.Path) {
-		return upstream{}, errors.New("cluster.healthCheck.path: not valid UTF-8")
+	if errs := checkPortal(s.Cluster); len(errs) > 0 {
+		return upstream{}, prefixEach("cluster.", errs)
 	}
 	scheme, host, port, _, err := s.Endpoint()
 	if err != nil {
@@ -182,10 +282,7 @@ func newUpstream(s registry.ToolService) (upstream, error) {
 	if !isIP(host) && !validHostname(host) {
 		return upstream{}, fmt.Errorf("url: host %q is neither an IP address nor a DNS name", host)
 	}
-	var cs registry.ClusterSettings
-	if s.Cluster != nil {
-		cs = *s.Cluster
-	}
+	svc := opts.Overrides.service(s.Name)
 	u := upstream{
 		name:     s.Name,
 		cluster:  registry.ClusterName(s.Name),
@@ -193,10 +290,50 @@ func newUpstream(s registry.ToolService) (upstream, error) {
 		host:     host,
 		port:     port,
 		ip:       isIP(host),
-		settings: cs.WithDefaults(),
+		settings: resolveSettings(s.Cluster, opts, opts.Overrides.defaults(), svc),
+	}
+	origin := func(field string) string { return fieldOrigin(field, s, opts.Overrides) }
+	if errs := u.settings.crossCheck(opts, origin); len(errs) > 0 {
+		return upstream{}, errors.Join(errs...)
 	}
 	u.authority = authority(scheme, host, port)
 	return u, nil
+}
+
+// fieldOrigin names the layer that set a field's effective value.
+func fieldOrigin(field string, s registry.ToolService, o *Overrides) string {
+	if t := o.service(s.Name); t != nil && setIn(t, field) {
+		return "overrides services." + s.Name
+	}
+	if t := o.defaults(); t != nil && setIn(t, field) {
+		return "overrides defaults"
+	}
+	if s.Cluster != nil && setIn(s.Cluster, field) {
+		return "the Portal cluster object"
+	}
+	return "the built-in default"
+}
+
+// setIn reports whether the field with this JSON name is set (non-zero) in
+// the struct v points to.
+func setIn(v any, jsonName string) bool {
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		name, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("json"), ",")
+		if name == jsonName {
+			return !rv.Field(i).IsZero()
+		}
+	}
+	return false
+}
+
+// prefixEach joins errs, each prefixed.
+func prefixEach(prefix string, errs []error) error {
+	out := make([]error, len(errs))
+	for i, err := range errs {
+		out[i] = fmt.Errorf("%s%w", prefix, err)
+	}
+	return errors.Join(out...)
 }
 
 // sameDefinition reports whether two entries of one Tool Service name make
@@ -215,11 +352,12 @@ func sameDefinition(a, b registry.ToolService) bool {
 	return reflect.DeepEqual(ca.WithDefaults(), cb.WithDefaults())
 }
 
-// publicPaths returns every route's public path, sorted, and fails on a
-// duplicate (two routes cannot share an endpoint).
-func publicPaths(routes []registry.Route) ([]string, error) {
+// portalRoutes returns every route's public path and Tool Services, sorted
+// by path, and fails on a duplicate path (two routes cannot share an
+// endpoint).
+func portalRoutes(routes []registry.Route) ([]portalRoute, error) {
 	seen := make(map[string]string, len(routes))
-	paths := make([]string, 0, len(routes))
+	out := make([]portalRoute, 0, len(routes))
 	for _, r := range routes {
 		p := r.Path()
 		if !strings.HasPrefix(p, "/") || !utf8.ValidString(p) {
@@ -229,10 +367,14 @@ func publicPaths(routes []registry.Route) ([]string, error) {
 			return nil, fmt.Errorf("routes %q and %q share the public path %q", other, r.Key, p)
 		}
 		seen[p] = r.Key
-		paths = append(paths, p)
+		pr := portalRoute{key: r.Key, path: p, services: make([]string, 0, len(r.ToolServices))}
+		for _, s := range r.ToolServices {
+			pr.services = append(pr.services, s.Name)
+		}
+		out = append(out, pr)
 	}
-	slices.Sort(paths)
-	return paths, nil
+	slices.SortFunc(out, func(a, b portalRoute) int { return strings.Compare(a.path, b.path) })
+	return out, nil
 }
 
 // validName is the registry's rule for Tool Service names (SPEC §3); the

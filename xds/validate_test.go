@@ -206,7 +206,7 @@ func TestTranslateRejects(t *testing.T) {
 		{
 			name:   "unknown lb policy",
 			routes: []registry.Route{{Key: "a", ToolServices: []registry.ToolService{svc("s", "http://10.0.0.1", &registry.ClusterSettings{LBPolicy: "FASTEST"})}}},
-			want:   `lbPolicy "FASTEST"`,
+			want:   `route "a": tool service "s": cluster.lbPolicy: "FASTEST" is not one of`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
