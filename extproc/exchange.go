@@ -2,11 +2,13 @@ package extproc
 
 import (
 	"context"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"log/slog"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -18,6 +20,7 @@ const (
 	outcomeRejected     = "rejected" // an HTTP or JSON-RPC rule failed (4xx/5xx reply)
 	outcomeAnswered     = "answered" // answered locally (2xx/202), JSON-RPC errors under 200 included
 	outcomeInvalidArgs  = "invalid_arguments"
+	outcomeDenied       = "denied"     // a filter denied the call
 	outcomeRouted       = "routed"     // sent to a Tool Service
 	outcomeIncomplete   = "incomplete" // the stream ended before a decision
 	outcomeStreamError  = "stream_error"
@@ -29,6 +32,7 @@ const (
 	callToolError   = "upstream_error" // the Tool Service answered non-2xx
 	callTooLarge    = "too_large"
 	callInvalidArgs = "invalid_arguments"
+	callDenied      = "denied"      // a filter denied the call or its result
 	callNoResponse  = "no_response" // Envoy answered itself (503/504) or the stream ended
 )
 
@@ -55,10 +59,12 @@ type exchange struct {
 	outcome     string
 	status      int // HTTP status of a local answer
 
-	call        *mcp.Call      // the request's tools/call, once Handle returned one
-	tool        *registry.Tool // the tool it resolved to
-	routed      bool           // the call was sent to a Tool Service
-	headerRoute *registry.Tool // tool routed in the request-headers phase
+	headers     *corev3.HeaderMap // the client's request headers, for filters
+	chain       *filters.Chain    // the route's filters, captured with the call
+	call        *mcp.Call         // the request's tools/call, once Handle returned one
+	tool        *registry.Tool    // the tool it resolved to
+	routed      bool              // the call was sent to a Tool Service
+	headerRoute *registry.Tool    // tool routed in the request-headers phase
 
 	upStatus      int
 	upContentType string

@@ -26,6 +26,7 @@ const (
 	detailsReply             = "toolmesh_reply"
 	detailsError             = "toolmesh_error_reply"
 	detailsInvalidArguments  = "toolmesh_invalid_arguments"
+	detailsDenied            = "toolmesh_filter_denied"
 	detailsHeadersNotHandled = "toolmesh_headers_not_processed"
 )
 

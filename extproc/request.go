@@ -11,6 +11,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -38,6 +39,7 @@ var sensitiveHeaders = map[string]bool{
 // headers and returns the client-supplied x-toolmesh-* header names, which
 // are never trusted.
 func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
+	x.headers = hm
 	debug := x.s.log.Enabled(x.ctx, slog.LevelDebug)
 	r := &x.req
 	var accept []string
@@ -209,14 +211,39 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	}
 	x.call, x.tool = call, t
 
-	if msgs := t.ValidateArguments(call.Arguments); len(msgs) > 0 {
-		x.callOutcome = callInvalidArgs
-		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msgs...)},
-			outcomeInvalidArgs, detailsInvalidArguments)
+	args := call.Arguments
+	var addHeaders map[string]string
+	if x.s.cfg.Filters == nil {
+		if msgs := t.ValidateArguments(args); len(msgs) > 0 {
+			x.callOutcome = callInvalidArgs
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msgs...)},
+				outcomeInvalidArgs, detailsInvalidArguments)
+		}
+	} else {
+		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
+		freq := &filters.Request{Route: x.routeKey, Era: filterEra(call.Era), Version: call.Version,
+			Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: args,
+			Headers: clientHeaders(x.headers), Validate: t.ValidateArguments}
+		out := x.chain.RunRequest(x.ctx, freq)
+		if out.Err != nil {
+			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "filter failed", slog.String("request_id", x.requestID),
+				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", out.Err))
+		}
+		if out.Denied() {
+			x.callOutcome = callDenied
+			x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "filter denied the call", slog.String("request_id", x.requestID),
+				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", out.Filter),
+				slog.String("reason", out.Reason))
+			if out.DenyAs == filters.RPCError {
+				return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcomeDenied, detailsDenied)
+			}
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, out.Reason)},
+				outcomeDenied, detailsDenied)
+		}
+		args, addHeaders = freq.Arguments, out.AddHeaders
 	}
 
 	x.outcome, x.routed = outcomeRouted, true
-	args := call.Arguments
 	set := []*corev3.HeaderValueOption{
 		setHeader(registry.ClusterHeader, t.Cluster),
 		setHeader(":path", t.BasePath+t.Path),
@@ -225,6 +252,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		setHeader("content-length", strconv.Itoa(len(args))),
 		setHeader(registry.RouteHeader, x.routeKey),
 		setHeader(registry.ToolHeader, t.Name),
+	}
+	for _, k := range sortedKeys(addHeaders) {
+		set = append(set, setHeader(k, addHeaders[k]))
 	}
 	remove := removeOnCall
 	if t.Version != "" {
@@ -287,4 +317,41 @@ func without(list []string, s string) []string {
 		}
 	}
 	return out
+}
+
+// filterEra is the era as filters name it.
+func filterEra(e mcp.Era) string {
+	if e == mcp.EraStateless {
+		return filters.EraStateless
+	}
+	return filters.EraLegacy
+}
+
+// clientHeaders are the client's request headers for filters: lowercase
+// names, no pseudo-headers, the first value of a repeated header. Built only
+// for calls that run a chain.
+func clientHeaders(hm *corev3.HeaderMap) map[string]string {
+	out := make(map[string]string, len(hm.GetHeaders()))
+	for _, h := range hm.GetHeaders() {
+		k := strings.ToLower(h.GetKey())
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, registry.HeaderPrefix) {
+			continue
+		}
+		if _, seen := out[k]; !seen {
+			out[k] = headerValue(h)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -85,7 +86,28 @@ func (x *exchange) result(u mcp.Upstream) []byte {
 			slog.String("tool", x.call.Tool), slog.Int("upstream_status", u.Status),
 			slog.String("tool_outcome", x.callOutcome))
 	}
-	return x.s.proto.CallResult(x.call, u)
+	body := x.s.proto.CallResult(x.call, u)
+	if x.chain == nil {
+		return body
+	}
+	res := &filters.Result{Route: x.routeKey, Era: filterEra(x.call.Era), Version: x.call.Version,
+		Tool: x.tool.Name, ToolVersion: x.tool.Version, Body: mcp.ResultOf(x.call, body)}
+	out := x.chain.RunResult(x.ctx, res)
+	if out.Err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "result filter failed", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("tool", x.tool.Name), slog.Any("error", out.Err))
+	}
+	switch {
+	case out.Denied():
+		x.callOutcome = callDenied
+		if out.DenyAs == filters.RPCError {
+			return mcp.ErrorReply(200, x.call.ID, out.Code, out.Reason, nil).Body
+		}
+		return x.s.proto.ToolError(x.call, out.Reason)
+	case out.Action == filters.ActionRewrite:
+		return x.s.proto.WithResult(x.call, res.Body)
+	}
+	return body
 }
 
 // resultHeaders are the response headers of a tool result: HTTP 200 and

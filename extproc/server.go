@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -48,6 +49,17 @@ type Config struct {
 	// isError result ("response too large"). Zero means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// Filters gives each route's filter chain (SPEC §7). A filters.Set
+	// implements it. When nil, the only policy is input-schema validation,
+	// done inline.
+	Filters Filters
+}
+
+// Filters gives the filter chain of a route. The chain is captured once per
+// request, so both stages of a call see the same configuration even when it
+// is reloaded in between.
+type Filters interface {
+	Chain(route string) *filters.Chain
 }
 
 // Routes maps a request path (query already removed) to its route. ok is

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -220,4 +221,28 @@ func excerpt(body []byte) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// ResultOf returns the CallToolResult inside a response body that CallResult
+// or ToolError built for c, without parsing it; nil when body is not one.
+// Result-stage filters work on this object.
+func ResultOf(c *Call, body []byte) []byte {
+	id, _ := callID(c)
+	prefix := appendEnvelope(make([]byte, 0, 32+len(id)), id)
+	prefix = append(prefix, `"result":`...)
+	if len(body) <= len(prefix) || !bytes.HasPrefix(body, prefix) || body[len(body)-1] != '}' {
+		return nil
+	}
+	return body[len(prefix) : len(body)-1]
+}
+
+// WithResult is the response body for c carrying result, a CallToolResult
+// object (a result-stage filter's rewrite), passed through as it is.
+func (s *Server) WithResult(c *Call, result []byte) []byte {
+	id, _ := callID(c)
+	b := make([]byte, 0, 40+len(id)+len(result))
+	b = appendEnvelope(b, id)
+	b = append(b, `"result":`...)
+	b = append(b, result...)
+	return append(b, '}')
 }

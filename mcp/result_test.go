@@ -237,3 +237,24 @@ func TestExcerpt(t *testing.T) {
 		t.Fatal("excerpt split a rune")
 	}
 }
+
+func TestResultOfAndWithResult(t *testing.T) {
+	s := NewServer(Config{})
+	for _, c := range []*Call{
+		{ID: []byte(`"x"`), Era: EraLegacy},
+		{ID: []byte(`7`), Era: EraStateless},
+	} {
+		body := s.CallResult(c, Upstream{Status: 200, ContentType: "text/plain", Body: []byte("hi")})
+		res := ResultOf(c, body)
+		if res == nil || !json.Valid(res) || !bytes.Contains(res, []byte(`"text":"hi"`)) {
+			t.Fatalf("ResultOf(%s) = %s", body, res)
+		}
+		if got := s.WithResult(c, res); !bytes.Equal(got, body) {
+			t.Errorf("WithResult(ResultOf(b)) = %s, want %s", got, body)
+		}
+		other := &Call{ID: []byte(`8`), Era: c.Era}
+		if ResultOf(other, body) != nil {
+			t.Errorf("ResultOf with another id must not match")
+		}
+	}
+}
