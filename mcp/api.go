@@ -128,6 +128,11 @@ type Call struct {
 	Version   string // effective protocol version
 	Tool      string
 	Arguments json.RawMessage // the arguments object, "{}" when absent
+	// Via is ViaCallTool when the call came through the search-mode
+	// call_tool meta-tool (Tool and Arguments are then the inner ones), ""
+	// for a direct call. It is for logs and metrics: the call is resolved,
+	// validated and routed the same either way.
+	Via string
 }
 
 // Outcome is what Handle decided: exactly one of Reply and Call is set.

@@ -67,6 +67,16 @@
 //     _meta.progressToken are ignored (tasks are not offered).
 //   - Call.ID is a copy; Call.Arguments aliases the body given to Handle,
 //     which must not change while the Call is in use.
+//   - Search mode (a catalog implementing MetaToolCatalog with SearchMode
+//     true): tools/call of search_tools is answered here, with
+//     structuredContent {"tools":[…]} and one text item repeating it (or
+//     saying nothing matched, for an empty shortlist); its invalid arguments
+//     (missing or empty query, limit not an integer in 1..Shortlist, an
+//     unknown or repeated argument) are one isError result listing every
+//     problem. tools/call of call_tool returns the Call of the tool it names
+//     (Via "call_tool"), resolved as a direct call; its malformed arguments
+//     are -32602, as malformed tools/call params are, and the inner tool's
+//     Mcp-Param-* headers are not checked. Other names resolve as usual.
 //   - CallResult reads a 2xx body as JSON when its Content-Type is absent,
 //     application/json or +json, and the body is valid JSON; otherwise it is
 //     text. In the stateless era a passed-through CallToolResult gets

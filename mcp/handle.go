@@ -357,6 +357,11 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	case !isObject(args):
 		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.arguments must be an object")
 	}
+	// In search mode the meta-tools' names mean the meta-tools; every other
+	// name resolves as usual, so direct calls of real tools keep working.
+	if meta, ok := cat.(MetaToolCatalog); ok && IsMetaToolName(name) && meta.SearchMode() {
+		return s.metaToolCall(q, cat, meta, name, args)
+	}
 	res := ToolUnknown
 	if cat != nil {
 		res = cat.Resolve(name)

@@ -177,8 +177,10 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 		schemaErrs: map[string][]schemaError{},
 		lazy:       b.lazy,
 	}
+	searchMode := false
 	if c := in.route.Catalog; c != nil {
 		s.pageSize = c.PageSize
+		searchMode = c.Mode == ModeSearch
 	}
 	s.tag = cursorTag(in.version)
 	var jobs []toolJob
@@ -210,6 +212,11 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			if res.schemaErr != "" {
 				s.schemaErrs[svc.Name] = append(s.schemaErrs[svc.Name], schemaError{Index: job.index, Reason: res.schemaErr})
 			}
+			if res.reason == "" && searchMode && mcp.IsMetaToolName(job.mt.Name) {
+				// One name means one thing on a route: in search mode the
+				// meta-tool's.
+				res.reason = reservedName
+			}
 			if res.reason != "" {
 				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: job.mt.Name, Reason: res.reason})
 				continue
@@ -239,6 +246,15 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	}
 	// Every raw field was compacted and checked, so encoding cannot fail.
 	s.toolsJSON, _ = mcp.EncodeTools(list)
+	if searchMode {
+		s.search = newSearchMode(s, in.route.Catalog.Shortlist)
+		// A fresh build runs off the request path, so the index is built
+		// now; a restore (lazy) builds it on the first search, so a warm
+		// start of many routes stays cheap.
+		if !b.lazy {
+			s.search.ranker()
+		}
+	}
 	return s
 }
 

@@ -125,13 +125,22 @@ func (s *Snapshot) paged() *pages {
 	return pg
 }
 
-// ToolsPage implements [mcp.Catalog.ToolsPage]. Without paging (pageSize 0,
-// or no more tools than one page) the first page is the whole list and has
-// no next cursor. With paging, pages are cut once per snapshot and served
+// ToolsPage implements [mcp.Catalog.ToolsPage]. In search mode the answer is
+// the two meta-tools, unpaged: pageSize applies to full mode only. Without
+// paging (pageSize 0, or no more tools than one page) the first page is the
+// whole list and has no next cursor. With paging, pages are cut once per snapshot and served
 // without copying; see the cursor format above for how a cursor from another
 // snapshot continues. ok is false for a cursor that this package did not
 // issue, or that names a position this snapshot contradicts.
 func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
+	if s.search != nil {
+		// Search mode lists the two meta-tools on one page; no cursor of
+		// this snapshot exists, so any cursor is invalid.
+		if cursor != "" {
+			return nil, "", false
+		}
+		return s.search.list, "", true
+	}
 	n, size := len(s.Tools), s.pageSize
 	if cursor == "" {
 		if size <= 0 || size >= n {

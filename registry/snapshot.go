@@ -94,6 +94,9 @@ type Snapshot struct {
 	pageSize int
 	pages    pages
 	tag      [cursorTagLen]byte
+	// search is set when the route's catalog mode is "search": tools/list
+	// then lists the meta-tools, and search_tools ranks Tools.
+	search *searchMode
 
 	// The inputs, kept so the snapshot can be persisted and rebuilt
 	// (MarshalJSON, UnmarshalSnapshot): the normalized route definition and

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/xds"
 )
 
 // component is one part of the process as the admin endpoints see it.
@@ -25,6 +26,15 @@ type healthDoc struct {
 	Mode       string            `json:"mode"`
 	Components map[string]string `json:"components"`
 	Registry   registry.Health   `json:"registry"`
+	XDS        *xdsHealth        `json:"xds,omitempty"`
+}
+
+// xdsHealth is the xDS part of /health: snapshot groups, every node's last
+// pushed, ACKed and NACKed version, and the SRE override file's state.
+type xdsHealth struct {
+	Groups    []xds.GroupStatus    `json:"groups"`
+	Nodes     []xds.NodeStatus     `json:"nodes"`
+	Overrides *xds.OverridesStatus `json:"overrides,omitempty"`
 }
 
 // newMetricsRegistry is the process's own Prometheus registry (not the global
@@ -81,6 +91,13 @@ func (a *app) health() healthDoc {
 		Mode:       a.mode.String(),
 		Components: make(map[string]string, len(a.components)),
 		Registry:   a.reg.Health(),
+	}
+	if a.xdsServer != nil {
+		doc.XDS = &xdsHealth{Groups: a.xdsServer.Groups(), Nodes: a.xdsServer.NodeStatus()}
+		if a.cfg.Overrides != "" {
+			st := a.xdsServer.OverridesStatus()
+			doc.XDS.Overrides = &st
+		}
 	}
 	for _, c := range a.components {
 		ok, state := c.state()

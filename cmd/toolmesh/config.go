@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/xds"
 )
 
 // Config is toolmesh's configuration: the YAML (or JSON) file named by
@@ -97,6 +99,18 @@ type Config struct {
 	// {"mode": "full"|"search", "pageSize": N, "shortlist": K}. An override
 	// replaces the Portal's object for that route as a whole.
 	Catalogs map[string]registry.Catalog `json:"catalogs,omitempty"`
+
+	// Filters configures the filter chain (SPEC §7, docs/wasm-abi.md):
+	// definitions in execution order, the filters every route runs, and
+	// per-route changes. Absent means input-schema validation on every route.
+	Filters *filters.Config `json:"filters,omitempty"`
+	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
+	// cluster tuning per Tool Service or for all, reloaded when it changes.
+	Overrides string `json:"overrides,omitempty"`
+	// Nodes picks the routes each Envoy node is served, first match wins:
+	// [{"id": "sidecar-*", "routes": ["core"]}]. An unmatched node gets
+	// every route.
+	Nodes []xds.NodeSelector `json:"nodes,omitempty"`
 
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
@@ -339,6 +353,19 @@ func (c *Config) Validate() error {
 	}
 	if d := c.RedisTimeout.D(); d < 0 || d > time.Minute {
 		bad("redisTimeout", "%s is not between 0 and 1m", d)
+	}
+	if c.Filters != nil {
+		if err := c.Filters.Validate(); err != nil {
+			bad("filters", "%v", err)
+		}
+	}
+	if c.Overrides != "" {
+		if _, err := xds.LoadOverrides(c.Overrides); err != nil {
+			bad("overrides", "%v", err)
+		}
+	}
+	if err := (xds.Options{Nodes: c.Nodes}).Validate(); err != nil {
+		bad("nodes", "%v", err)
 	}
 	for key, cat := range c.Catalogs {
 		if err := cat.Validate(); err != nil {

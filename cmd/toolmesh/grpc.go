@@ -28,6 +28,10 @@ const (
 
 // startExtProc serves the ext_proc gRPC service and its gRPC health service.
 func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc chan<- error) error {
+	var chains extproc.Filters
+	if a.filters != nil { // never a typed nil in the interface
+		chains = a.filters
+	}
 	srv, err := extproc.New(extproc.Config{
 		MCP: mcp.Config{
 			ServerName:     a.cfg.ServerName,
@@ -38,6 +42,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListTTL:        a.listTTL(),
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		Filters:          chains,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)
@@ -75,7 +80,16 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 	// Cancelling ctx ends the ADS streams, so the graceful stop can finish.
 	ctx, cancel := context.WithCancel(base)
 	port, _ := strconv.ParseUint(portStr, 10, 32)
+	var overrides *xds.Overrides
+	if a.cfg.Overrides != "" {
+		if overrides, err = xds.LoadOverrides(a.cfg.Overrides); err != nil {
+			cancel()
+			return fmt.Errorf("overrides: %w", err)
+		}
+	}
 	a.xdsServer = xds.NewServer(ctx, a.log.With(slog.String("component", "xds")), xds.Options{
+		Overrides:       overrides,
+		Nodes:           a.cfg.Nodes,
 		ListenAddress:   host,
 		ListenPort:      uint32(port),
 		MessageTimeout:  a.cfg.MessageTimeout.D(),
@@ -86,6 +100,7 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		ServerName:       a.cfg.ServerName,
 		ServerVersion:    version,
 	}, metrics)
+	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
 	gs := grpc.NewServer()
 	a.xdsServer.Register(gs)
 	a.xdsHealth = newHealth(gs, gRPCServiceADS)

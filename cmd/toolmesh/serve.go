@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/demo"
 	"github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -64,7 +68,9 @@ type app struct {
 	extprocHealth *health.Server
 	xdsHealth     *health.Server
 	xdsServer     *xds.Server
-	xdsSynced     atomic.Bool // the last xDS update succeeded
+	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
+	xdsSynced     atomic.Bool    // the last xDS update succeeded
+	filters       *filters.Set   // the filter chains of the ext_proc server
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -154,6 +160,24 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 
 	errc := make(chan error, 4) // one per server: the first failure ends the process
 
+	if m != modeXDS {
+		fcfg := filters.DefaultConfig()
+		if cfg.Filters != nil {
+			fcfg = *cfg.Filters
+		}
+		a.filters, err = filters.Build(base, fcfg, log.With(slog.String("component", "filters")), metrics)
+		if err != nil {
+			return fmt.Errorf("filters: %w", err)
+		}
+		cleanups = append(cleanups, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			defer cancel()
+			if err := a.filters.Close(ctx); err != nil {
+				log.Warn("close filters", slog.Any("error", err))
+			}
+		})
+	}
+
 	if ls.extproc != nil {
 		if err := a.startExtProc(ls.extproc, metrics, errc); err != nil {
 			return err
@@ -189,6 +213,13 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	loopCtx, stopLoops := context.WithCancel(base)
 	wg.Go(func() { a.reg.Run(loopCtx) })
 	wg.Go(func() { a.follow(loopCtx, sub) })
+	if a.xdsDebounce != nil {
+		wg.Go(func() { a.xdsDebounce.Run(loopCtx) })
+	}
+	if a.xdsServer != nil && cfg.Overrides != "" {
+		wg.Go(func() { a.xdsServer.WatchOverrides(loopCtx, cfg.Overrides, 0) })
+	}
+	wg.Go(func() { a.reloadOnHangup(loopCtx) })
 	defer func() { stopLoops(); wg.Wait() }()
 
 	log.Info("toolmesh started", slog.String("version", version))
@@ -282,35 +313,66 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 }
 
 // follow keeps the xDS server and the gRPC health states in step with the
-// registry: every published change is pushed.
+// registry. The first state is pushed at once; later changes go through the
+// debouncer, so a burst of Portal changes makes one push.
 func (a *app) follow(ctx context.Context, changes <-chan struct{}) {
+	if a.xdsServer != nil {
+		a.pushXDS(ctx, a.reg.Routes())
+	}
+	a.setHealth()
 	for {
-		a.sync(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-changes:
 		}
+		if a.xdsDebounce != nil {
+			a.xdsDebounce.Schedule(a.reg.Routes())
+		}
+		a.setHealth()
 	}
 }
 
-// sync pushes the registry's routes to the xDS server and updates the gRPC
-// health states.
-func (a *app) sync(ctx context.Context) {
-	if a.xdsServer != nil {
-		pushed, err := a.xdsServer.Update(ctx, a.reg.Routes())
-		switch {
-		case err != nil:
-			// Envoy keeps the last good configuration.
-			a.log.Error("xds update failed", slog.Any("error", err))
-		case pushed:
-			a.log.Debug("xds update pushed")
-		}
-		a.xdsSynced.Store(err == nil)
+// pushXDS updates the xDS server with routes and the gRPC health states.
+func (a *app) pushXDS(ctx context.Context, routes []registry.Route) {
+	pushed, err := a.xdsServer.Update(ctx, routes)
+	switch {
+	case err != nil:
+		// Envoy keeps the last good configuration.
+		a.log.Error("xds update failed", slog.Any("error", err))
+	case pushed:
+		a.log.Debug("xds update pushed")
 	}
+	a.xdsSynced.Store(err == nil)
+	a.setHealth()
+}
+
+// setHealth sets the gRPC health states from the registry and xDS.
+func (a *app) setHealth() {
 	ready := a.reg.Ready() && !a.stopping.Load()
 	setServing(a.extprocHealth, gRPCServiceExtProc, ready)
 	setServing(a.xdsHealth, gRPCServiceADS, ready && a.xdsSynced.Load())
+}
+
+// reloadOnHangup reloads the filters' WebAssembly modules on SIGHUP (they
+// also reload by themselves when their files change).
+func (a *app) reloadOnHangup(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		a.log.Info("SIGHUP: reloading filters")
+		if a.filters != nil {
+			if err := a.filters.Reload(ctx); err != nil {
+				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
+			}
+		}
+	}
 }
 
 // shutdown stops serving in order: readiness off; the data plane drained,

@@ -1,0 +1,106 @@
+package registry
+
+import (
+	"sync"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry/search"
+)
+
+// Catalog modes (SPEC §8).
+const (
+	ModeFull   = "full"
+	ModeSearch = "search"
+)
+
+// searchMode is the precomputed state of a snapshot whose route is in search
+// mode: its tools/list answer (the two meta-tools, serialized once) and the
+// ranking index over its tools, built once.
+type searchMode struct {
+	shortlist int
+	list      []byte // tools/list: the meta-tools
+
+	once  sync.Once
+	index *search.Index
+	docs  func() []search.Doc
+}
+
+var _ mcp.MetaToolCatalog = (*Snapshot)(nil)
+
+// newSearchMode prepares search mode for s, whose Tools are final. The index
+// is built by ranker, on first use or at once by the caller.
+func newSearchMode(s *Snapshot, shortlist int) *searchMode {
+	if shortlist <= 0 {
+		shortlist = mcp.DefaultShortlist
+	}
+	// The meta-tools are constant JSON, so encoding cannot fail.
+	list, _ := mcp.EncodeTools(mcp.MetaTools(shortlist))
+	return &searchMode{
+		shortlist: shortlist,
+		list:      list,
+		// The index reads only what the Tool Services declared, in the
+		// snapshot's sorted order, so a hit's Doc indexes Snapshot.Tools.
+		docs: func() []search.Doc {
+			docs := make([]search.Doc, len(s.Tools))
+			for i, t := range s.Tools {
+				docs[i] = search.Doc{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema}
+			}
+			return docs
+		},
+	}
+}
+
+// ranker returns the search index, building it on first use.
+func (m *searchMode) ranker() *search.Index {
+	m.once.Do(func() {
+		m.index = search.New(m.docs(), search.Options{Shortlist: m.shortlist})
+		m.docs = nil
+	})
+	return m.index
+}
+
+// SearchMode implements [mcp.MetaToolCatalog]: whether the route's catalog
+// mode is "search".
+func (s *Snapshot) SearchMode() bool { return s.search != nil }
+
+// Shortlist implements [mcp.MetaToolCatalog]: the route's shortlist size
+// (catalog.shortlist, default 5), or 0 outside search mode.
+func (s *Snapshot) Shortlist() int {
+	if s.search == nil {
+		return 0
+	}
+	return s.search.shortlist
+}
+
+// SearchTools implements [mcp.MetaToolCatalog]. It ranks the snapshot's
+// active, unambiguous tools for query and returns at most limit of them
+// (0: the shortlist size), best first, as a JSON array. Each entry carries
+// only what the Tool Service declared and a model needs to call the tool:
+// name, title, description and inputSchema (byte for byte); nothing is
+// inferred. An empty array means the ranking's gate found no tool that
+// really matches. Outside search mode it returns an empty array.
+//
+// Entries are encoded per call rather than kept: a shortlist is a handful of
+// tools, and a second serialized copy of every schema would double the
+// memory of a large catalog.
+func (s *Snapshot) SearchTools(query string, limit int) []byte {
+	if s.search == nil {
+		return []byte("[]")
+	}
+	hits := s.search.ranker().Search(query, limit)
+	if len(hits) == 0 {
+		return []byte("[]")
+	}
+	list := make([]mcp.Tool, len(hits))
+	for i, h := range hits {
+		t := s.Tools[h.Doc]
+		list[i] = mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema}
+	}
+	// The schemas were compacted and checked when the snapshot was built.
+	b, _ := mcp.EncodeTools(list)
+	return b
+}
+
+// reservedName is the reason a search-mode route rejects a tool whose name
+// is a meta-tool's.
+const reservedName = "name is reserved for a meta-tool in a route with catalog.mode \"search\""
