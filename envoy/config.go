@@ -47,6 +47,11 @@ type hcmConfig struct {
 	rdsName           string
 	normalizePath     bool
 	mergeSlashes      bool
+	// Downstream request limits (codec and connection-manager checks).
+	escapedSlashes  hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction
+	maxHeadersBytes int // max_request_headers_kb, default 60 KiB
+	maxHeaders      int // common_http_protocol_options.max_headers_count, default 100
+	underscores     corev3.HttpProtocolOptions_HeadersWithUnderscoresAction
 	// suppressEnvoyHeaders is the router's suppress_envoy_headers: no
 	// x-envoy-expected-rq-timeout-ms upstream, no
 	// x-envoy-upstream-service-time downstream.
@@ -222,8 +227,25 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		normalizePath:     h.GetNormalizePath().GetValue(),
 		mergeSlashes:      h.GetMergeSlashes(),
 	}
-	if h.GetPathWithEscapedSlashesAction() > hcmv3.HttpConnectionManager_KEEP_UNCHANGED {
-		return nil, nil, errors.New("path_with_escaped_slashes_action is not emulated")
+	switch a := h.GetPathWithEscapedSlashesAction(); a {
+	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,
+		hcmv3.HttpConnectionManager_REJECT_REQUEST, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+		hc.escapedSlashes = a
+	default:
+		return nil, nil, fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
+	}
+	// Envoy's defaults: 60 KiB of request headers, 100 headers.
+	hc.maxHeadersBytes, hc.maxHeaders = 60<<10, 100
+	if kb := h.GetMaxRequestHeadersKb(); kb != nil {
+		hc.maxHeadersBytes = int(kb.GetValue()) << 10
+	}
+	if po := h.GetCommonHttpProtocolOptions(); po != nil {
+		if n := po.GetMaxHeadersCount(); n != nil {
+			hc.maxHeaders = int(n.GetValue())
+		}
+		hc.underscores = po.GetHeadersWithUnderscoresAction()
+		// idle_timeout, max_connection_duration, max_stream_duration: the
+		// net/http server of the local data plane has its own timeouts.
 	}
 	if hc.serverName == "" {
 		hc.serverName = defaultServerName

@@ -75,6 +75,10 @@ func (x *exchange) serve() {
 	}()
 	hcm := x.cfg.hcm
 	x.reqH = requestHeaderMap(x.r)
+	if lr := hcm.checkDownstream(x.reqH); lr != nil {
+		x.sendLocalReply(*lr)
+		return
+	}
 	if hcm.normalizePath || hcm.mergeSlashes {
 		x.reqH.set(":path", normalizePath(x.reqH.value(":path"), hcm.normalizePath, hcm.mergeSlashes))
 	}

@@ -200,6 +200,8 @@ type setup struct {
 	endpoints  []*endpointv3.ClusterLoadAssignment
 	// listenerLimit sets per_connection_buffer_limit_bytes when non-zero.
 	listenerLimit uint32
+	// hcm, when set, adjusts the HTTP connection manager.
+	hcm func(*hcmv3.HttpConnectionManager)
 }
 
 func mustAny(t testing.TB, m proto.Message) *anypb.Any {
@@ -253,6 +255,9 @@ func (s setup) resources(t testing.TB) map[resourcev3.Type][]types.Resource {
 		}},
 		HttpFilters:      filters,
 		LocalReplyConfig: s.localReply,
+	}
+	if s.hcm != nil {
+		s.hcm(h)
 	}
 	if s.early {
 		h.EarlyHeaderMutationExtensions = []*corev3.TypedExtensionConfig{{

@@ -17,6 +17,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
 
 // Defaults taken from the Envoy API protos.
@@ -504,3 +505,59 @@ func grpcErrorDetails(code uint32) string {
 // filters; other HTTP filters unless is_optional. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk.
+
+// checkDownstream applies the downstream request checks Envoy makes before
+// any filter runs, and returns the local reply of a refused request:
+//
+//   - the codec refuses request headers over max_request_headers_kb or
+//     max_headers_count with 431 (http1 codec "headers size exceeds limit",
+//     http2 the same through its header list limits);
+//   - headers_with_underscores_action: REJECT_REQUEST answers 400, DROP_HEADER
+//     removes the header (the codec's checkHeaderNameForUnderscores);
+//   - path_with_escaped_slashes_action (ConnectionManagerUtility::
+//     maybeNormalizePath): REJECT_REQUEST answers 400 for %2F or %5C in the
+//     path, UNESCAPE_AND_FORWARD unescapes them.
+func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
+	size, count := 0, 0
+	for _, hd := range m.h {
+		if strings.HasPrefix(hd.key, ":") {
+			continue
+		}
+		size += len(hd.key) + len(hd.value)
+		count++
+	}
+	if size > h.maxHeadersBytes || count > h.maxHeaders {
+		return &localReply{code: 431, body: "", details: "http1.headers_too_large"}
+	}
+	switch h.underscores {
+	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
+		for _, hd := range m.h {
+			if strings.HasPrefix(hd.key, ":") || !strings.Contains(hd.key, "_") {
+				continue
+			}
+			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
+				return &localReply{code: 400, details: "http1.invalid_characters"}
+			}
+		}
+		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
+			m.delFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
+		}
+	}
+	path := m.value(":path")
+	p, q, hasQ := strings.Cut(path, "?")
+	lower := strings.ToLower(p)
+	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
+		switch h.escapedSlashes {
+		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
+			return &localReply{code: 400, details: "path_normalization_failed"}
+		case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+			r := strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "\\", "%5c", "\\")
+			p = r.Replace(p)
+			if hasQ {
+				p += "?" + q
+			}
+			m.set(":path", p)
+		}
+	}
+	return nil
+}

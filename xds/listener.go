@@ -1,6 +1,8 @@
 package xds
 
 import (
+	"time"
+
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -98,8 +100,21 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 			RouteConfigName: registry.RouteConfigName,
 			ConfigSource:    adsConfigSource(),
 		}},
-		NormalizePath: wrapperspb.Bool(true),
-		MergeSlashes:  true,
+		// Request hardening: the route key comes from the path alone, so the
+		// path Envoy routes on must be the path the extproc server sees.
+		NormalizePath:                wrapperspb.Bool(true),
+		MergeSlashes:                 true,
+		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_REJECT_REQUEST, // %2F, %5C → 400
+		// MCP requests carry a handful of headers; bound what a client can
+		// make Envoy hold before ext_proc even runs.
+		MaxRequestHeadersKb: wrapperspb.UInt32(maxRequestHeadersKB),
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
+			MaxHeadersCount:              wrapperspb.UInt32(maxRequestHeaders),
+			HeadersWithUnderscoresAction: corev3.HttpProtocolOptions_DROP_HEADER, // no x_toolmesh_cluster aliases
+			IdleTimeout:                  durationpb.New(downstreamIdleTimeout),
+		},
+		// A client must send its headers promptly (slowloris).
+		RequestHeadersTimeout: durationpb.New(requestHeadersTimeout),
 		EarlyHeaderMutationExtensions: []*corev3.TypedExtensionConfig{{
 			Name:        earlyHeaderMutationName,
 			TypedConfig: early,
@@ -111,6 +126,14 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 		LocalReplyConfig: buildLocalReplyConfig(opts),
 	}, nil
 }
+
+// Downstream limits of the MCP listener.
+const (
+	maxRequestHeadersKB   = 32
+	maxRequestHeaders     = 64
+	downstreamIdleTimeout = 5 * time.Minute
+	requestHeadersTimeout = 10 * time.Second
+)
 
 func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 	return &extprocfilterv3.ExternalProcessor{

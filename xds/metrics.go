@@ -92,7 +92,7 @@ func (s *Server) callbacks() serverv3.Callbacks {
 			s.nodes.close(id)
 		}
 	}
-	request := func(id int64, node *corev3.Node, typeURL, nonce, detail string) {
+	request := func(id int64, node *corev3.Node, typeURL, nonce, detail string) requestInfo {
 		r := s.nodes.request(id, node, typeURL, nonce, detail)
 		switch {
 		case detail != "":
@@ -102,6 +102,7 @@ func (s *Server) callbacks() serverv3.Callbacks {
 		case r.ack:
 			s.log.Debug("xds ack", "node", r.node, "type", typeLabel(typeURL), "version", r.version)
 		}
+		return r
 	}
 	return serverv3.CallbackFuncs{
 		StreamOpenFunc:        open("sotw"),
@@ -109,7 +110,14 @@ func (s *Server) callbacks() serverv3.Callbacks {
 		DeltaStreamOpenFunc:   open("delta"),
 		DeltaStreamClosedFunc: closed("delta"),
 		StreamRequestFunc: func(id int64, req *discoveryv3.DiscoveryRequest) error {
-			request(id, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), nackMessage(req.GetErrorDetail()))
+			r := request(id, req.GetNode(), req.GetTypeUrl(), req.GetResponseNonce(), nackMessage(req.GetErrorDetail()))
+			if req.GetErrorDetail() != nil && r.version != "" {
+				// A NACK carries the last version Envoy accepted, which the
+				// cache would answer at once with the version Envoy just
+				// rejected: a hot resend loop. Answer as if Envoy held the
+				// rejected version, so the next push is the next change.
+				req.VersionInfo = r.version
+			}
 			return nil
 		},
 		StreamResponseFunc: func(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {

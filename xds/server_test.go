@@ -266,11 +266,39 @@ func TestServerSotW(t *testing.T) {
 	a.send(nack)
 	eventually(t, "the NACK to be counted", func() bool { return metricValue(t, reg, "toolmesh_xds_nacks_total") == 1 })
 
-	if got := metricValue(t, reg, "toolmesh_xds_pushes_total"); got != 2 {
-		t.Errorf("toolmesh_xds_pushes_total = %v, want 2", got)
+	// The rejected version is not sent again (go-control-plane would resend
+	// it at once, in a loop, since the NACK names the older version): the
+	// other types' v2 responses arrive, the NACKed type's does not.
+	quiet := time.After(500 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case r := <-a.in:
+			if r.GetTypeUrl() == resp.GetTypeUrl() {
+				t.Fatalf("the NACKed %s version %s was sent again", r.GetTypeUrl(), r.GetVersionInfo())
+			}
+		case <-quiet:
+			done = true
+		}
 	}
-	if got := metricValue(t, reg, "toolmesh_xds_build_duration_seconds"); got != 3 {
-		t.Errorf("build duration observations = %v, want 3", got)
+	// The next change is sent as usual.
+	if _, err := s.Update(ctx, testRoutes("weather", "search", "maps", "news")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := a.recv()
+		if r.GetTypeUrl() == resp.GetTypeUrl() {
+			if r.GetVersionInfo() != s.Version() {
+				t.Fatalf("after the NACK, %s got version %s, want %s", r.GetTypeUrl(), r.GetVersionInfo(), s.Version())
+			}
+			break
+		}
+	}
+
+	if got := metricValue(t, reg, "toolmesh_xds_pushes_total"); got != 3 {
+		t.Errorf("toolmesh_xds_pushes_total = %v, want 3", got)
+	}
+	if got := metricValue(t, reg, "toolmesh_xds_build_duration_seconds"); got != 4 {
+		t.Errorf("build duration observations = %v, want 4", got)
 	}
 	if got := metricValue(t, reg, "toolmesh_xds_streams"); got != 1 {
 		t.Errorf("toolmesh_xds_streams = %v, want 1", got)
