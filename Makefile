@@ -35,6 +35,7 @@ build: ## Build bin/toolmesh
 .PHONY: test
 test: fmt-check vet ## Check gofmt and go vet, then run every test with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
+	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
 .PHONY: lint
 lint: fmt-check vet ## gofmt, go vet and staticcheck
@@ -44,6 +45,14 @@ lint: fmt-check vet ## gofmt, go vet and staticcheck
 bench: ## Run the benchmarks (go test -bench . -benchmem)
 	@test -n "$(BENCH_PKGS)" || { echo "no benchmarks"; exit 0; }; \
 	$(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_ARGS) $(BENCH_PKGS)
+
+.PHONY: wasm
+wasm: ## Build the example WebAssembly filters into bin/wasm (GOOS=wasip1)
+	sh filters/wasm/examples/build.sh bin/wasm
+
+.PHONY: conformance
+conformance: ## Run the official MCP conformance suites against `toolmesh run` (needs npm)
+	bash testdata/conformance/run.sh $(FIXTURE)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
@@ -60,3 +69,19 @@ fmt-check:
 .PHONY: vet
 vet:
 	$(GO) vet ./...
+	cd deploy && $(GO) vet ./...
+
+# Deploy: the container image and the plain Kubernetes manifests. The deploy
+# module (deploy/go.mod) holds the chart tests and the renderer, so Helm's
+# and Kubernetes' libraries stay out of the main module; `make test` runs its
+# tests after the main module's.
+DOCKER      ?= docker
+IMAGE       ?= toolmesh:$(VERSION)
+
+.PHONY: image
+image: ## Build the container image IMAGE (default toolmesh:VERSION) from the Dockerfile
+	$(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+.PHONY: manifests
+manifests: ## Render deploy/k8s from the Helm chart in deploy/helm/toolmesh
+	cd deploy && $(GO) run ./cmd/render

@@ -1,0 +1,250 @@
+package extproc
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// The filter chain driven through the ext_proc server, in both protocol eras,
+// with the example WebAssembly modules built by Go's own toolchain and run by
+// the real wazero host.
+
+var (
+	wasmOnce sync.Once
+	wasmDir  string
+	wasmErr  error
+)
+
+// wasmModules builds the example filters and the misbehaving test guest once
+// per test binary and returns the directory that holds them.
+func wasmModules(t *testing.T) string {
+	t.Helper()
+	wasmOnce.Do(func() {
+		wasmDir, wasmErr = os.MkdirTemp("", "toolmesh-extproc-wasm-")
+		if wasmErr != nil {
+			return
+		}
+		for name, src := range map[string]string{
+			"deny-argument": "../filters/wasm/examples/deny-argument",
+			"add-header":    "../filters/wasm/examples/add-header",
+			"redact-result": "../filters/wasm/examples/redact-result",
+			"misbehave":     "../filters/wasm/testdata/misbehave",
+		} {
+			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(wasmDir, name+".wasm"), ".")
+			cmd.Dir = src
+			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				wasmErr = fmt.Errorf("build %s: %v\n%s", name, err, out)
+				return
+			}
+		}
+	})
+	if wasmErr != nil {
+		t.Fatal(wasmErr)
+	}
+	return wasmDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if wasmDir != "" {
+		os.RemoveAll(wasmDir)
+	}
+	os.Exit(code)
+}
+
+// filterSnapshot is route "core" with the tools the example filters act on.
+func filterSnapshot(t *testing.T) *registry.Snapshot {
+	t.Helper()
+	obj := json.RawMessage(`{"type":"object"}`)
+	return buildSnapshot(t, registry.Route{Key: "core", ToolServices: []registry.ToolService{
+		{Name: "files", URL: "http://files.tools.svc:8080"},
+	}}, map[string]*registry.Manifest{"files": {Tools: []registry.ManifestTool{
+		{Name: "delete_file", Version: "1", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		{Name: "get_user", Version: "1", InputSchema: obj},
+		{Name: "run", Version: "1", InputSchema: obj},
+	}}})
+}
+
+func filterSet(t *testing.T, callTimeout string) *filters.Set {
+	t.Helper()
+	dir := wasmModules(t)
+	cfg, err := filters.ParseConfig(fmt.Appendf(nil, `
+definitions:
+  - {name: schema, type: input_schema}
+  - name: deny-etc
+    type: wasm
+    config: {path: %[1]s/deny-argument.wasm, stages: [request], poolSize: 2}
+  - name: policy-header
+    type: wasm
+    config: {path: %[1]s/add-header.wasm, stages: [request], poolSize: 2}
+  - name: redact
+    type: wasm
+    config: {path: %[1]s/redact-result.wasm, stages: [result], poolSize: 2}
+  - name: misbehave
+    type: wasm
+    config: {path: %[1]s/misbehave.wasm, stages: [request], poolSize: 2, callTimeout: %[2]s, memoryPages: 256}
+defaults: [schema, deny-etc, policy-header, redact, misbehave]
+`, dir, callTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := filters.Build(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatalf("build filters: %v", err)
+	}
+	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	return set
+}
+
+// callThrough sends a tools/call in era ("legacy" or "stateless") through a
+// new stream and returns the request_body reply.
+func callThrough(t *testing.T, env *testEnv, era, tool, args string) (*envoy, *extprocv3.ProcessingResponse) {
+	t.Helper()
+	var body string
+	var extra []string
+	if era == "stateless" {
+		body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		extra = stateless("tools/call", tool)
+	} else {
+		body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+		extra = []string{"mcp-protocol-version", "2025-11-25"}
+	}
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/core", len(body), extra...)...))
+	return v, v.send(reqBody(body))
+}
+
+func TestFiltersThroughExtProc(t *testing.T) {
+	set := filterSet(t, "200ms")
+	env := newTestEnv(t, Config{Filters: set}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
+
+	for _, era := range []string{"legacy", "stateless"} {
+		t.Run(era, func(t *testing.T) {
+			t.Run("wasm deny becomes an isError result", func(t *testing.T) {
+				_, resp := callThrough(t, env, era, "delete_file", `{"path":"/etc/passwd"}`)
+				im := resp.GetImmediateResponse()
+				if im == nil || im.GetStatus().GetCode() != 200 {
+					t.Fatalf("got %v, want an immediate 200", resp)
+				}
+				r := decodeResult(t, im.GetBody(), "9")
+				if !r.IsError || !strings.Contains(string(im.GetBody()), "/etc/") {
+					t.Fatalf("body %s: want an isError result naming the denied prefix", im.GetBody())
+				}
+				if era == "stateless" && !strings.Contains(string(im.GetBody()), `"resultType":"complete"`) {
+					t.Errorf("stateless deny lacks resultType: %s", im.GetBody())
+				}
+			})
+			t.Run("schema failure is still an isError result", func(t *testing.T) {
+				_, resp := callThrough(t, env, era, "delete_file", `{"path":7}`)
+				im := resp.GetImmediateResponse()
+				if im == nil || !decodeResult(t, im.GetBody(), "9").IsError {
+					t.Fatalf("got %v, want an isError result", resp)
+				}
+			})
+			t.Run("a passing call is routed with the header a filter added", func(t *testing.T) {
+				v, resp := callThrough(t, env, era, "delete_file", `{"path":"/tmp/x"}`)
+				cr := resp.GetRequestBody().GetResponse()
+				if cr == nil {
+					t.Fatalf("got %v, want a routed call", resp)
+				}
+				set := setOf(t, cr.GetHeaderMutation())
+				if set["x-policy"] != "wasm-example" {
+					t.Errorf("upstream headers %v lack the filter's x-policy", set)
+				}
+				if string(cr.GetBodyMutation().GetBody()) != `{"path":"/tmp/x"}` {
+					t.Errorf("body %s", cr.GetBodyMutation().GetBody())
+				}
+				// The result stage redacts what reaches the client.
+				v.send(respHeaders(false, ":status", "200", "content-type", "application/json"))
+				out := v.send(respBody(`{"content":[{"type":"text","text":"{\"ssn\":\"123-45-6789\"}"}],"structuredContent":{"name":"ada","ssn":"123-45-6789"}}`))
+				got := string(out.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+				if strings.Contains(got, "123-45-6789") || !strings.Contains(got, "[redacted]") || !strings.Contains(got, `"name":"ada"`) {
+					t.Errorf("result reaching the client: %s", got)
+				}
+				if decodeResult(t, []byte(got), "9").IsError {
+					t.Errorf("a redacted result must not become an error: %s", got)
+				}
+			})
+			t.Run("a guest that loops is cut off and the call denied", func(t *testing.T) {
+				_, resp := callThrough(t, env, era, "run", `{"mode":"loop"}`)
+				im := resp.GetImmediateResponse()
+				if im == nil || !decodeResult(t, im.GetBody(), "9").IsError || !strings.Contains(string(im.GetBody()), "misbehave") {
+					t.Fatalf("got %v, want a fail-closed deny naming the filter", resp)
+				}
+			})
+			t.Run("a guest that exhausts memory is replaced", func(t *testing.T) {
+				_, resp := callThrough(t, env, era, "run", `{"mode":"oom"}`)
+				if im := resp.GetImmediateResponse(); im == nil || !decodeResult(t, im.GetBody(), "9").IsError {
+					t.Fatalf("got %v, want a fail-closed deny", resp)
+				}
+				_, resp = callThrough(t, env, era, "run", `{"mode":"fine"}`)
+				if resp.GetRequestBody().GetResponse() == nil {
+					t.Fatalf("the call after the out-of-memory guest was not routed: %v", resp)
+				}
+			})
+		})
+	}
+}
+
+// TestFilterReloadMidTraffic reloads every module while calls flow: every
+// call gets a right answer (routed, or denied for the denied path).
+func TestFilterReloadMidTraffic(t *testing.T) {
+	set := filterSet(t, "2s")
+	env := newTestEnv(t, Config{Filters: set}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
+	stop := make(chan struct{})
+	var reloads sync.WaitGroup
+	reloads.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := set.Reload(t.Context()); err != nil {
+				t.Errorf("reload: %v", err)
+				return
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wrong := 0
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				era := []string{"legacy", "stateless"}[(w+i)%2]
+				path, wantRouted := "/tmp/ok", true
+				if i%3 == 0 {
+					path, wantRouted = "/etc/shadow", false
+				}
+				_, resp := callThrough(t, env, era, "delete_file", `{"path":"`+path+`"}`)
+				routed := resp.GetRequestBody().GetResponse() != nil
+				denied := resp.GetImmediateResponse() != nil && strings.Contains(string(resp.GetImmediateResponse().GetBody()), "/etc/")
+				if (wantRouted && !routed) || (!wantRouted && !denied) {
+					mu.Lock()
+					wrong++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	reloads.Wait()
+	if wrong != 0 {
+		t.Fatalf("%d of 100 calls got a wrong answer during reloads", wrong)
+	}
+}
