@@ -133,6 +133,20 @@ func build(docs []Doc, opts Options, p params) *Index {
 	// Map iteration above is unordered; postings must be sorted by doc,
 	// which they are because the outer loop runs in doc order.
 
+	if p.assocWeight > 0 {
+		all := make([][]int32, len(per))
+		names := make([][]int32, len(per))
+		for i, dt := range per {
+			for id, tf := range dt.tf {
+				all[i] = append(all[i], id)
+				if tf[fieldName] > 0 {
+					names[i] = append(names[i], id)
+				}
+			}
+		}
+		ix.buildAssoc(all, names)
+	}
+
 	size := len(docs)
 	ix.scratch.New = func() any { return newScratch(size) }
 	return ix

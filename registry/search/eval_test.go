@@ -25,8 +25,8 @@ var (
 const (
 	targetRecall    = 0.95
 	targetRejection = 0.9
-	floorRecall     = 0.88
-	floorRejection  = 0.85
+	floorRecall     = 0.89
+	floorRejection  = 0.87
 	floorSingle     = 0.98 // recall on single-tool queries
 )
 

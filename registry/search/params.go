@@ -42,6 +42,21 @@ type params struct {
 	upperOOVShare    float64
 	specificDFShare  float64
 	capDFShare       float64
+
+	// Learned associations (assoc.go). A query word also scores, weakly,
+	// on the tools whose names contain a term that the catalog itself
+	// uses together with that word: for a word w and a name term n, the
+	// strength is the share of the tools using w (anywhere) that have n in
+	// their names. Links weaker than assocMin are dropped, at most assocTop
+	// are kept per word, and name terms in more than assocMaxDF of the
+	// tools (generic verbs such as "get") are never targets. A link scores
+	// assocWeight × strength of the word itself; it never counts as a match
+	// (neither for the gate nor for Hit.Matched), so it can reorder
+	// candidates but not make one. Zero assocWeight turns it off.
+	assocWeight float32
+	assocMin    float64
+	assocTop    int
+	assocMaxDF  float64
 }
 
 var defaultParams = params{
@@ -57,4 +72,8 @@ var defaultParams = params{
 	upperOOVShare:    0.5,
 	specificDFShare:  0.05,
 	capDFShare:       0.01,
+	assocWeight:      0.3,
+	assocMin:         0.5,
+	assocTop:         3,
+	assocMaxDF:       0.05,
 }

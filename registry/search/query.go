@@ -25,8 +25,9 @@ type group struct {
 }
 
 type variant struct {
-	term int32
-	w    float32
+	term  int32
+	w     float32
+	assoc bool // learned association: scores, but is not a match
 }
 
 // parse turns a query into groups. Values a model or a person might paste
@@ -74,6 +75,15 @@ func (ix *Index) parse(q string) []group {
 				// The word is unknown but its synonyms are not: it is as
 				// common as its most common known synonym.
 				g.idf, df = ix.idf[id], ix.df[id]
+			}
+		}
+		// Learned links of the word and of its synonyms, weaker still.
+		if ix.assoc != nil {
+			nv := len(g.variants)
+			for _, v := range g.variants[:nv] {
+				for _, l := range ix.assoc[v.term] {
+					g.variants = append(g.variants, variant{term: l.term, w: v.w * ix.p.assocWeight * l.strength, assoc: true})
+				}
 			}
 		}
 		switch {

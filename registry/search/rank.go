@@ -91,6 +91,11 @@ func (ix *Index) accumulate(groups []group, sc *scratch) {
 				} else if val > sc.cur[d] {
 					sc.cur[d] = val
 				}
+				if v.assoc {
+					// A learned link scores but is not a match: it
+					// neither makes a candidate nor counts in the gate.
+					continue
+				}
 				sc.any[d] |= bit
 				if p.flags&inIdent != 0 {
 					sc.ident[d] |= bit
@@ -211,12 +216,8 @@ func (ix *Index) diversify(groups []group, cands []int32, limit int, sc *scratch
 	contrib := sc.contrib[:0]
 	for _, d := range cands {
 		f := ix.nameFactor(sc, d)
-		for gi, g := range groups {
-			var c float32
-			if sc.any[d]&(1<<gi) != 0 {
-				c = f * ix.contribution(g, d)
-			}
-			contrib = append(contrib, c)
+		for _, g := range groups {
+			contrib = append(contrib, f*ix.contribution(g, d))
 		}
 	}
 	sc.contrib = contrib

@@ -4,11 +4,13 @@
 // titles, descriptions, input-schema property names and descriptions), and
 // each search_tools request asks it for a small shortlist.
 //
-// Ranking is BM25F over five fields with a light stemmer and a small table of
-// generic synonyms and phrases. A conservative gate returns no hits at all
-// when the request's meaningful words do not match any tool's identifiers
-// (name, title, property names) well enough, because a confident-looking
-// wrong shortlist costs a model more than an honest "nothing matches".
+// Ranking is BM25F over five fields with a light stemmer, a small table of
+// generic synonyms and phrases, and weak links between words and name terms
+// that the index learns from the catalog itself. A conservative gate returns
+// no hits at all when the request's meaningful words do not match any tool's
+// identifiers (name, title, property names) well enough, because a
+// confident-looking wrong shortlist costs a model more than an honest
+// "nothing matches".
 //
 // The package is pure: no I/O, no logging, no global state but read-only
 // tables. An Index is immutable and safe for concurrent use.
@@ -78,6 +80,7 @@ type Index struct {
 	postings [][]posting      // per term, sorted by doc
 	nameLen  []float32        // per doc: index terms in its name
 	capIDF   float64          // coverage weight of a specific or unknown word
+	assoc    [][]assocLink    // per term: name terms it goes with
 
 	scratch sync.Pool // *scratch sized for len(names)
 }
