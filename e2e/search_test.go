@@ -313,7 +313,7 @@ func TestSearchMode(t *testing.T) {
 			res = postMCP(t, gw.URL, "big", era, 4, "tools/call", map[string]any{
 				"name": "call_tool", "arguments": map[string]any{
 					"name": "billing_invoice_create", "arguments": map[string]any{"name": "ACME", "amount": 12.5}}}).result(t, era)
-			texts, isErr, sc = callResult(t, res)
+			texts, isErr, _ = callResult(t, res)
 			if isErr || len(texts) != 1 || texts[0] != "ran billing_invoice_create" {
 				t.Fatalf("call_tool result = %s", res)
 			}

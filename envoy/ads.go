@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 )
 
 // adsType is the client-side state of one resource type on the ADS stream.
@@ -253,7 +252,7 @@ func decodeResources(resp *discoveryv3.DiscoveryResponse) (map[string]types.Reso
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("duplicate resource %q", name)
 		}
-		out[name] = m.(proto.Message)
+		out[name] = m
 	}
 	return out, nil
 }
@@ -265,9 +264,7 @@ func (c *adsClient) snapshot() (map[resourcev3.Type][]types.Resource, bool) {
 	set := map[resourcev3.Type][]types.Resource{}
 	complete := len(c.types[resourcev3.ListenerType].resources) > 0
 	for _, url := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
-		for _, r := range sortedResources(c.types[url].resources) {
-			set[url] = append(set[url], r)
-		}
+		set[url] = append(set[url], sortedResources(c.types[url].resources)...)
 	}
 	for _, s := range []struct {
 		url   string

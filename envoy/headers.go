@@ -97,10 +97,6 @@ func (m *headerMap) delFunc(match func(string) bool) {
 	m.h = out
 }
 
-func (m *headerMap) clone() *headerMap {
-	return &headerMap{h: append([]header(nil), m.h...)}
-}
-
 // apply applies one HeaderValueOption with the given append mode.
 func (m *headerMap) apply(mode appendMode, k, v string) {
 	switch mode {

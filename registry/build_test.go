@@ -197,7 +197,7 @@ func TestBuildSnapshotRejections(t *testing.T) {
 		{"annotations string", ManifestTool{Name: "t", InputSchema: obj, Annotations: json.RawMessage(`"x"`)}, "annotations must be a JSON object"},
 		{"icons object", ManifestTool{Name: "t", InputSchema: obj, Icons: json.RawMessage(`{}`)}, "icons must be a JSON array"},
 		{"path relative", ManifestTool{Name: "t", InputSchema: obj, Path: "tools/t"}, `path: "tools/t" must start with /`},
-		{"path dot dot", ManifestTool{Name: "t", InputSchema: obj, Path: "/tools/../admin"}, "must not contain .."},
+		{"path dot dot", ManifestTool{Name: "t", InputSchema: obj, Path: "/tools/../admin"}, `must not contain ".."`},
 		{"path with query", ManifestTool{Name: "t", InputSchema: obj, Path: "/invoke?tool=t"}, ""},
 		{"x-mcp-header on a string property", ManifestTool{Name: "t", InputSchema: json.RawMessage(`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"Region"}}}`)}, ""},
 		{"x-mcp-header on a number", ManifestTool{Name: "t", InputSchema: json.RawMessage(`{"type":"object","properties":{"r":{"type":"number","x-mcp-header":"Region"}}}`)}, "inputSchema: x-mcp-header"},

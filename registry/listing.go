@@ -202,7 +202,7 @@ func checkRequestPath(p string, allowQuery bool) error {
 	case p[0] != '/':
 		return fmt.Errorf("%q must start with /", p)
 	case strings.Contains(p, ".."):
-		return fmt.Errorf("%q must not contain ..", p)
+		return fmt.Errorf("%q must not contain \"..\"", p)
 	case strings.ContainsRune(p, '#'):
 		return fmt.Errorf("%q must not contain a fragment", p)
 	case !allowQuery && strings.ContainsRune(p, '?'):
