@@ -248,3 +248,94 @@ func TestFilterReloadMidTraffic(t *testing.T) {
 		t.Fatalf("%d of 100 calls got a wrong answer during reloads", wrong)
 	}
 }
+
+// TestACLHidesTools: tools a route's tool_acl refuses are neither listed (in
+// either era, on every page) nor callable, and unrefused ones are.
+func TestACLHidesTools(t *testing.T) {
+	cfg, err := filters.ParseConfig([]byte(`
+definitions:
+  - {name: acl, type: tool_acl, config: {deny: ["get_*"]}}
+defaults: [acl]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := filters.Build(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	snap := filterSnapshot(t)
+	paged := buildSnapshot(t, registry.Route{Key: "paged", Catalog: &registry.Catalog{PageSize: 1}, ToolServices: []registry.ToolService{
+		{Name: "files", URL: "http://files.tools.svc:8080"},
+	}}, map[string]*registry.Manifest{"files": {Tools: []registry.ManifestTool{
+		{Name: "delete_file", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		{Name: "get_user", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		{Name: "run", InputSchema: json.RawMessage(`{"type":"object"}`)},
+	}}})
+	env := newTestEnv(t, Config{Filters: set}, testRoutes{
+		"/mcp/core":  {key: "core", snap: snap},
+		"/mcp/paged": {key: "paged", snap: paged},
+	})
+	list := func(t *testing.T, path, era, cursor string) ([]string, string) {
+		t.Helper()
+		params := `"cursor":"` + cursor + `",`
+		if cursor == "" {
+			params = ""
+		}
+		var body string
+		var extra []string
+		if era == "stateless" {
+			body = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + params +
+				`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+			extra = stateless("tools/list")
+		} else {
+			body = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + strings.TrimSuffix(params, ",") + `}}`
+			extra = []string{"mcp-protocol-version", "2025-11-25"}
+		}
+		v := env.open(t)
+		v.send(reqHeaders(false, post(path, len(body), extra...)...))
+		im := v.send(reqBody(body)).GetImmediateResponse()
+		var out struct {
+			Result struct {
+				Tools      []struct{ Name string } `json:"tools"`
+				NextCursor string                  `json:"nextCursor"`
+			} `json:"result"`
+		}
+		if im == nil || json.Unmarshal(im.GetBody(), &out) != nil {
+			t.Fatalf("tools/list: %v", im)
+		}
+		var names []string
+		for _, tool := range out.Result.Tools {
+			names = append(names, tool.Name)
+		}
+		return names, out.Result.NextCursor
+	}
+	for _, era := range []string{"legacy", "stateless"} {
+		t.Run(era, func(t *testing.T) {
+			if names, _ := list(t, "/mcp/core", era, ""); strings.Join(names, ",") != "delete_file,run" {
+				t.Errorf("core lists %v, want the refused get_user left out", names)
+			}
+			var all []string
+			for cursor, i := "", 0; i < 5; i++ {
+				names, next := list(t, "/mcp/paged", era, cursor)
+				all = append(all, names...)
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			if strings.Join(all, ",") != "delete_file,run" {
+				t.Errorf("paged walk lists %v", all)
+			}
+			_, resp := callThrough(t, env, era, "get_user", `{}`)
+			im := resp.GetImmediateResponse()
+			if im == nil || decodeReply(t, im.GetBody()).Error == nil || decodeReply(t, im.GetBody()).Error.Code != -32602 {
+				t.Errorf("calling a refused tool: %v, want -32602", resp)
+			}
+			if _, resp := callThrough(t, env, era, "run", `{}`); resp.GetRequestBody().GetResponse() == nil {
+				t.Errorf("an allowed tool was not routed: %v", resp)
+			}
+		})
+	}
+}

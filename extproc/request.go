@@ -185,7 +185,14 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 			slog.String("request_id", x.requestID))
 	}
 	body := b.GetBody()
-	out := x.s.proto.Handle(&x.req, body, x.snap)
+	var cat mcp.Catalog = x.snap
+	if x.s.cfg.Filters != nil {
+		// One chain for the whole request; tools it refuses by name are
+		// neither listed nor resolvable.
+		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
+		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
+	}
+	out := x.s.proto.Handle(&x.req, body, cat)
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
@@ -220,7 +227,6 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 				outcomeInvalidArgs, detailsInvalidArguments)
 		}
 	} else {
-		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
 		freq := &filters.Request{Route: x.routeKey, Era: filterEra(call.Era), Version: call.Version,
 			Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: args,
 			Headers: clientHeaders(x.headers), Validate: t.ValidateArguments}

@@ -79,6 +79,7 @@ type Server struct {
 	routes  Routes
 	log     *slog.Logger
 	metrics *metrics
+	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)

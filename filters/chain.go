@@ -86,6 +86,10 @@ func (c *Chain) Len() int {
 	return len(c.entries)
 }
 
+// HidesTools reports whether the chain refuses some tools by name, so that
+// tools/list must be filtered with ToolAllowed.
+func (c *Chain) HidesTools() bool { return c != nil && len(c.listers) > 0 }
+
 // ToolAllowed reports whether every ToolLister in the chain lets tool be
 // called; tools/list leaves out the tools it refuses.
 func (c *Chain) ToolAllowed(tool string) bool {
