@@ -1,0 +1,137 @@
+{{/* Names, labels and the small computations the templates share. */}}
+
+{{- define "toolmesh.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The object name prefix: release name, plus the chart name unless the
+release name already contains it. Kept to 50 characters so suffixes such as
+"-envoy-stats" still fit a 63-character DNS label. */}}
+{{- define "toolmesh.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "toolmesh.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "envoy"). */}}
+{{- define "toolmesh.labels" -}}
+helm.sh/chart: {{ include "toolmesh.chart" .ctx }}
+{{ include "toolmesh.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: toolmesh
+{{- end }}
+
+{{/* Selector labels; call with (dict "ctx" $ "component" "envoy"). */}}
+{{- define "toolmesh.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "toolmesh.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "toolmesh.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "toolmesh.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "toolmesh.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "toolmesh.envoyImage" -}}
+{{- printf "%s:%s" .Values.envoy.image.repository .Values.envoy.image.tag }}
+{{- end }}
+
+{{/* Fully qualified names of the toolmesh Services (gateway mode). */}}
+{{- define "toolmesh.extprocHost" -}}
+{{- printf "%s-extproc.%s.svc.%s" (include "toolmesh.fullname" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{- define "toolmesh.xdsHost" -}}
+{{- printf "%s-xds.%s.svc.%s" (include "toolmesh.fullname" .) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{/* The Envoy node cluster (--service-cluster). */}}
+{{- define "toolmesh.nodeCluster" -}}
+{{- default (printf "%s-%s" (include "toolmesh.fullname" .) .Values.mode) .Values.envoy.nodeCluster }}
+{{- end }}
+
+{{/* A Kubernetes memory quantity in bytes, when it is a whole number of
+bytes, K, M, G, Ki, Mi or Gi; "" otherwise. */}}
+{{- define "toolmesh.bytes" -}}
+{{- $q := toString . }}
+{{- $n := regexFind "^[0-9]+" $q }}
+{{- $unit := trimPrefix $n $q }}
+{{- $units := dict "" 1 "K" 1000 "M" 1000000 "G" 1000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 }}
+{{- if and $n (hasKey $units $unit) }}
+{{- mul (int64 $n) (get $units $unit) }}
+{{- end }}
+{{- end }}
+
+{{/* Envoy's heap ceiling: envoy.overload.maxHeapBytes, or 80% of the memory
+limit, leaving room for what the fixed_heap monitor does not count. */}}
+{{- define "toolmesh.envoyHeapBytes" -}}
+{{- if .Values.envoy.overload.maxHeapBytes }}
+{{- int64 .Values.envoy.overload.maxHeapBytes }}
+{{- else }}
+{{- $limit := dig "limits" "memory" "" .Values.envoy.resources }}
+{{- $bytes := include "toolmesh.bytes" $limit }}
+{{- if not $bytes }}
+{{- fail (printf "envoy.overload.maxHeapBytes is 0 and envoy.resources.limits.memory (%q) is not a whole number of bytes, K, M, G, Ki, Mi or Gi" (toString $limit)) }}
+{{- end }}
+{{- div (mul (int64 $bytes) 4) 5 }}
+{{- end }}
+{{- end }}
+
+{{/* The Portal toolmesh reads: a URL, or the path of the mounted document. */}}
+{{- define "toolmesh.portal" -}}
+{{- if .Values.portal.url }}
+{{- .Values.portal.url }}
+{{- else if .Values.portal.existingConfigMap }}
+{{- printf "/etc/toolmesh/portal/%s" .Values.portal.key }}
+{{- else }}
+{{- "/etc/toolmesh/portal/portal.yaml" }}
+{{- end }}
+{{- end }}
+
+{{/* The ConfigMap holding the Portal document, if one is mounted. */}}
+{{- define "toolmesh.portalConfigMap" -}}
+{{- if not .Values.portal.url }}
+{{- default (printf "%s-portal" (include "toolmesh.fullname" .)) .Values.portal.existingConfigMap }}
+{{- end }}
+{{- end }}
+
+{{/* Checks of values that the schema cannot express. */}}
+{{- define "toolmesh.validate" -}}
+{{- $sources := 0 }}
+{{- if .Values.portal.url }}{{ $sources = add1 $sources }}{{ end }}
+{{- if .Values.portal.existingConfigMap }}{{ $sources = add1 $sources }}{{ end }}
+{{- if and (eq $sources 0) (not .Values.portal.routes) }}
+{{- fail "set one of portal.url, portal.existingConfigMap or portal.routes" }}
+{{- end }}
+{{- if gt $sources 1 }}
+{{- fail "set only one of portal.url and portal.existingConfigMap" }}
+{{- end }}
+{{- if hasKey .Values.config "portal" }}
+{{- fail "config.portal: use portal.url, portal.existingConfigMap or portal.routes" }}
+{{- end }}
+{{- range $k := list "listen" "extprocListen" "xdsListen" "adminListen" "envoyListen" "redis" }}
+{{- if hasKey $.Values.config $k }}
+{{- fail (printf "config.%s is set by the chart (ports.*, redis.*)" $k) }}
+{{- end }}
+{{- end }}
+{{- end }}
