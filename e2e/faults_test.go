@@ -71,6 +71,7 @@ func TestFaults(t *testing.T) {
 		{"manifest garbage", "alpha", func() { a.setFault("garbage") }, func() { a.setFault("") }},
 		{"manifest huge", "beta", func() { b.setFault("huge") }, func() { b.setFault("") }},
 		{"manifest 500", "beta", func() { b.broken.Store(true) }, func() { b.broken.Store(false) }},
+		{"tool service gone", "alpha", func() { a.setFault("gone") }, func() { a.setFault("") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.inject()

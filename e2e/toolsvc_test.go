@@ -22,8 +22,9 @@ type toolService struct {
 	srv    *httptest.Server
 	tools  atomic.Pointer[[]map[string]any]
 	broken atomic.Bool // manifest answers 500
-	// fault, when set, makes the manifest misbehave: "hang", "garbage" or
-	// "huge" (a valid-looking document past any sane size bound).
+	// fault, when set, makes the manifest misbehave: "hang", "garbage",
+	// "huge" (a valid-looking document past any sane size bound) or "gone"
+	// (the connection closes without an answer).
 	fault atomic.Pointer[string]
 	calls atomic.Int64 // tool invocations seen
 	// lastHeaders keeps the headers of the last tool call, to check what the
@@ -77,6 +78,13 @@ func newToolService(t *testing.T, name string, tools []map[string]any) *toolServ
 				return
 			case "garbage":
 				io.WriteString(w, `{"tools": [ this is not JSON`)
+				return
+			case "gone": // the connection dies without an answer
+				if hj, ok := w.(http.Hijacker); ok {
+					if conn, _, err := hj.Hijack(); err == nil {
+						conn.Close()
+					}
+				}
 				return
 			case "huge":
 				io.WriteString(w, `{"tools":[],"pad":"`)
