@@ -197,6 +197,9 @@ func (x *exchange) finish() {
 	}
 	if x.call != nil {
 		attrs = append(attrs, slog.String("jsonrpc_id", string(x.call.ID)), slog.String("tool", x.call.Tool))
+		if x.call.Via != "" { // search mode: the call came through call_tool
+			attrs = append(attrs, slog.String("via", x.call.Via))
+		}
 	} else if x.headerRoute != nil {
 		attrs = append(attrs, slog.String("tool", x.headerRoute.Name))
 	}
