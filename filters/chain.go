@@ -125,13 +125,10 @@ func (c *Chain) RunRequest(ctx context.Context, r *Request) Outcome {
 		}
 		e.mReq.observe(start, d.Action, err)
 		if err != nil {
-			err = Error(e.name, err)
-			if e.failOpen {
-				e.log.WarnContext(ctx, "filter failed; passing (fail-open)", "stage", "request", "tool", r.Tool, "error", err)
+			if err = e.failed(ctx, StageRequest, r.Tool, err); e.failOpen {
 				skipped = append(skipped, err)
 				continue
 			}
-			e.log.WarnContext(ctx, "filter failed; denying (fail-closed)", "stage", "request", "tool", r.Tool, "error", err)
 			return failClosed(e.name, err, out.AddHeaders)
 		}
 		switch d.Action {
@@ -173,13 +170,10 @@ func (c *Chain) RunResult(ctx context.Context, r *Result) Outcome {
 		}
 		e.mRes.observe(start, d.Action, err)
 		if err != nil {
-			err = Error(e.name, err)
-			if e.failOpen {
-				e.log.WarnContext(ctx, "filter failed; passing (fail-open)", "stage", "result", "tool", r.Tool, "error", err)
+			if err = e.failed(ctx, StageResult, r.Tool, err); e.failOpen {
 				skipped = append(skipped, err)
 				continue
 			}
-			e.log.WarnContext(ctx, "filter failed; denying (fail-closed)", "stage", "result", "tool", r.Tool, "error", err)
 			return failClosed(e.name, err, nil)
 		}
 		switch d.Action {
@@ -194,6 +188,18 @@ func (c *Chain) RunResult(ctx context.Context, r *Result) Outcome {
 	}
 	out.Err = errors.Join(skipped...)
 	return out
+}
+
+// failed names the filter in err and logs what the chain does about it:
+// skip the filter (fail-open) or deny the call (fail-closed).
+func (e *entry) failed(ctx context.Context, stage Stage, tool string, err error) error {
+	err = Error(e.name, err)
+	if e.failOpen {
+		e.log.WarnContext(ctx, "filter failed; passing (fail-open)", "stage", stage.String(), "tool", tool, "error", err)
+	} else {
+		e.log.WarnContext(ctx, "filter failed; denying (fail-closed)", "stage", stage.String(), "tool", tool, "error", err)
+	}
+	return err
 }
 
 func denied(name string, d Decision, headers map[string]string, err error) Outcome {
