@@ -115,3 +115,31 @@ func TestFailureIsolation(t *testing.T) {
 		return slices.Contains(listTools(t, gw, "beta"), "b_new")
 	})
 }
+
+// TestHealthShowsXDSNodes: /health reports the local data plane's node with
+// the version last pushed to it and acknowledged.
+func TestHealthShowsXDSNodes(t *testing.T) {
+	a := newToolService(t, "svc-a", standardTools("a_"))
+	gw := startGateway(t, writePortal(t, portalRoute{Key: "alpha", Services: []*toolService{a}}))
+	var doc struct {
+		XDS struct {
+			Nodes []struct {
+				NodeID         string `json:"nodeId"`
+				Version        string `json:"version"`
+				LastACKVersion string `json:"lastAckVersion"`
+				Connected      bool   `json:"connected"`
+			} `json:"nodes"`
+		} `json:"xds"`
+	}
+	eventually(t, 10*time.Second, "the node to ACK its version", func() bool {
+		_, body := gw.get(t, "/health")
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatalf("/health: %v", err)
+		}
+		return len(doc.XDS.Nodes) == 1 && doc.XDS.Nodes[0].LastACKVersion != ""
+	})
+	n := doc.XDS.Nodes[0]
+	if n.NodeID != "toolmesh-local" || !n.Connected || n.Version != n.LastACKVersion {
+		t.Errorf("node status = %+v", n)
+	}
+}
