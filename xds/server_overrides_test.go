@@ -122,18 +122,18 @@ func TestServerWatchOverrides(t *testing.T) {
 				// The push can reach the node just before the watcher's
 				// SetOverrides returns and publishes the version.
 				eventually(t, "the server to publish the pushed version", func() bool { return s.Version() == v })
-				if st := s.OverridesStatus(); st.LastError != "" {
-					t.Errorf("LastError = %q after a good file", st.LastError)
-				}
+				// The watcher clears the status and counts the reload just
+				// after the push; wait for that too.
+				eventually(t, "the status to clear after a good file", func() bool { return s.OverridesStatus().LastError == "" })
 			}
 			if got := observe(t, s.Current(), "weather").connectTimeout; got != step.wantTimeout.String() {
 				t.Errorf("the cluster in force has connect timeout %s, want %s", got, step.wantTimeout)
 			}
 		})
 	}
-	if got := labeledValue(t, reg, "toolmesh_xds_override_reloads_total", "result", "applied"); got != 3 {
-		t.Errorf("applied reloads = %v, want 3", got)
-	}
+	eventually(t, "three applied reloads", func() bool {
+		return labeledValue(t, reg, "toolmesh_xds_override_reloads_total", "result", "applied") == 3
+	})
 }
 
 // TestServerSetOverrides covers SetOverrides around Update: before the first
