@@ -14,23 +14,30 @@ import (
 )
 
 var (
-	evalShow    = flag.String("eval.show", "dev", "which split's misses TestEvalReport lists: dev, test, all or none")
+	evalShow    = flag.String("eval.show", "dev", "which split's misses TestEvalReport lists: dev, holdout, all or none")
 	evalTargets = flag.Bool("eval.targets", false, "fail TestEvalReport when the SPEC §8 targets are not met, not only below the regression floors")
 )
 
 // The SPEC §8 targets, and the regression floors TestEvalReport always
-// enforces. The floors sit just under the figures measured when the ranking
-// was frozen (docs/decisions/0004-tool-search-ranking.md): the targets are
-// not met yet, and a change that makes things worse must not go unnoticed.
+// enforces, per split. The floors sit just under the figures measured when
+// the ranking was frozen (docs/decisions/0004-tool-search-ranking.md): the
+// targets are not met yet, and a change that makes things worse must not go
+// unnoticed.
 const (
 	targetRecall    = 0.95
 	targetRejection = 0.9
-	floorRecall     = 0.89
-	floorRejection  = 0.87
-	floorSingle     = 0.98 // recall on single-tool queries
 )
 
-// evalQuery is one labelled request of testdata/search/queries.json.
+// evalFloor is what one split must not fall below: recall on supported
+// queries, rejection of unsupported ones, recall on single-tool queries.
+type evalFloor struct{ recall, rejection, single float64 }
+
+var evalFloors = map[string]evalFloor{
+	"dev":     {recall: 0.92, rejection: 0.91, single: 0.98},
+	"holdout": {recall: 0.77, rejection: 0.68, single: 0.91},
+}
+
+// evalQuery is one labelled request of testdata/search/queries*.json.
 type evalQuery struct {
 	ID    string   `json:"id"`
 	Kind  string   `json:"kind"`  // single, multi, paraphrase, unsupported
@@ -39,19 +46,28 @@ type evalQuery struct {
 	Want  []string `json:"want"` // every one must be on the shortlist; none for unsupported
 }
 
+// evalQueryFiles hold the labelled requests: queries.json is the set tuned
+// on (split dev), queries-holdout.json a set written later by someone who
+// saw only the catalog, never tuned on (split holdout).
+var evalQueryFiles = []string{"queries.json", "queries-holdout.json"}
+
 func loadEvalQueries(t testing.TB) []evalQuery {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(evalDir, "queries.json"))
-	if err != nil {
-		t.Fatal(err)
+	var qs []evalQuery
+	for _, f := range evalQueryFiles {
+		raw, err := os.ReadFile(filepath.Join(evalDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Queries []evalQuery `json:"queries"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("decode %s: %v", f, err)
+		}
+		qs = append(qs, m.Queries...)
 	}
-	var m struct {
-		Queries []evalQuery `json:"queries"`
-	}
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("decode queries: %v", err)
-	}
-	return m.Queries
+	return qs
 }
 
 // TestEvalQueries checks the labelled set itself: its size and mix, that
@@ -67,12 +83,14 @@ func TestEvalQueries(t *testing.T) {
 	if len(docs) < 2000 {
 		t.Errorf("catalog has %d tools, want at least 2000", len(docs))
 	}
-	kinds := map[string]int{}
-	splits := map[string]int{}
+	kinds := map[string]map[string]int{"dev": {}, "holdout": {}}
 	ids := map[string]bool{}
 	for _, q := range qs {
-		kinds[q.Kind]++
-		splits[q.Split]++
+		if kinds[q.Split] == nil {
+			t.Errorf("%s: split %q, want dev or holdout", q.ID, q.Split)
+			continue
+		}
+		kinds[q.Split][q.Kind]++
 		if ids[q.ID] {
 			t.Errorf("duplicate query id %s", q.ID)
 		}
@@ -83,9 +101,6 @@ func TestEvalQueries(t *testing.T) {
 			t.Errorf("%s: unknown kind %q", q.ID, q.Kind)
 		} else if len(q.Want) != n {
 			t.Errorf("%s: %s query wants %d tools, want %d", q.ID, q.Kind, len(q.Want), n)
-		}
-		if q.Split != "dev" && q.Split != "test" {
-			t.Errorf("%s: split %q", q.ID, q.Split)
 		}
 		for _, w := range q.Want {
 			if !names[w] {
@@ -104,16 +119,20 @@ func TestEvalQueries(t *testing.T) {
 			})
 		}
 	}
-	if len(qs) < 200 || kinds["unsupported"] < 40 {
-		t.Errorf("%d queries with %d unsupported, want at least 200 and 40", len(qs), kinds["unsupported"])
-	}
-	for _, k := range []string{"single", "multi", "paraphrase"} {
-		if kinds[k] < 20 {
-			t.Errorf("only %d %s queries", kinds[k], k)
+	// Each split alone has the size and mix the issue asks for.
+	for split, ks := range kinds {
+		n := 0
+		for _, c := range ks {
+			n += c
 		}
-	}
-	if splits["dev"] == 0 || splits["test"] == 0 {
-		t.Errorf("splits: %v", splits)
+		if n < 200 || ks["unsupported"] < 40 {
+			t.Errorf("split %s: %d queries with %d unsupported, want at least 200 and 40", split, n, ks["unsupported"])
+		}
+		for _, k := range []string{"single", "multi", "paraphrase"} {
+			if ks[k] < 20 {
+				t.Errorf("split %s: only %d %s queries", split, ks[k], k)
+			}
+		}
 	}
 }
 
@@ -172,9 +191,9 @@ func (s *evalStats) String() string {
 // TestEvalReport runs the labelled queries against the evaluation catalog
 // and prints the figures of SPEC §8: catalog size, shortlist size, recall of
 // the required tools at 5, rejection of unsupported requests and routing
-// latency. It fails below the targets (recall@5 ≥ 0.95 on supported
-// queries, rejection ≥ 0.9 on unsupported ones). Latency is reported, never
-// asserted.
+// latency, per split. It fails below the regression floors, and with
+// -eval.targets below the targets (recall@5 ≥ 0.95 on supported queries,
+// rejection ≥ 0.9 on unsupported ones). Latency is reported, never asserted.
 func TestEvalReport(t *testing.T) {
 	docs := loadEvalCatalog(t)
 	qs := loadEvalQueries(t)
@@ -182,7 +201,7 @@ func TestEvalReport(t *testing.T) {
 	ix := New(docs, Options{})
 	build := time.Since(start)
 
-	bySplit := map[string]*evalStats{"dev": {}, "test": {}, "all": {}}
+	bySplit := map[string]*evalStats{"dev": {}, "holdout": {}, "all": {}}
 	byKind := map[string]*evalStats{}
 	var misses []string
 	for _, q := range qs {
@@ -204,7 +223,7 @@ func TestEvalReport(t *testing.T) {
 
 	t.Logf("catalog: %d tools (testdata/search/catalog.json), index built in %v", ix.Len(), build.Round(time.Millisecond))
 	t.Logf("shortlist size: at most %d", ix.Shortlist())
-	for _, s := range []string{"dev", "test", "all"} {
+	for _, s := range []string{"dev", "holdout", "all"} {
 		t.Logf("%-5s %v", s, bySplit[s])
 	}
 	kinds := make([]string, 0, len(byKind))
@@ -224,33 +243,40 @@ func TestEvalReport(t *testing.T) {
 		t.Logf("misses (%s split):\n%s", *evalShow, strings.Join(misses, "\n"))
 	}
 
-	all := bySplit["all"]
-	single := evalStats{}
-	for k, st := range byKind {
-		if strings.HasSuffix(k, " single") {
-			single.found += st.found
-			single.required += st.required
-		}
-	}
-	for _, c := range []struct {
-		name          string
-		got           float64
-		target, floor float64
-	}{
-		{"required-tool recall@5 (supported queries)", all.recall(), targetRecall, floorRecall},
-		{"unsupported rejection", all.rejection(), targetRejection, floorRejection},
-		{"required-tool recall@5 (single-tool queries)", single.recall(), targetRecall, floorSingle},
-	} {
-		verdict := "target met"
-		if c.got < c.target {
-			verdict = "TARGET NOT MET"
-			if *evalTargets {
-				t.Errorf("%s = %.3f, target %.2f", c.name, c.got, c.target)
+	for _, split := range []string{"dev", "holdout", "all"} {
+		st := bySplit[split]
+		single := evalStats{}
+		for k, ks := range byKind {
+			if (split == "all" || strings.HasPrefix(k, split+" ")) && strings.HasSuffix(k, " single") {
+				single.found += ks.found
+				single.required += ks.required
 			}
 		}
-		t.Logf("%s = %.3f: %s (target %.2f, floor %.2f)", c.name, c.got, verdict, c.target, c.floor)
-		if c.got < c.floor {
-			t.Errorf("%s = %.3f, below the regression floor %.2f", c.name, c.got, c.floor)
+		floor, hasFloor := evalFloors[split]
+		for _, c := range []struct {
+			name          string
+			got           float64
+			target, floor float64
+		}{
+			{"required-tool recall@5 (supported queries)", st.recall(), targetRecall, floor.recall},
+			{"unsupported rejection", st.rejection(), targetRejection, floor.rejection},
+			{"required-tool recall@5 (single-tool queries)", single.recall(), targetRecall, floor.single},
+		} {
+			verdict := "target met"
+			if c.got < c.target {
+				verdict = "TARGET NOT MET"
+				if *evalTargets {
+					t.Errorf("%s: %s = %.3f, target %.2f", split, c.name, c.got, c.target)
+				}
+			}
+			if !hasFloor {
+				t.Logf("%-7s %s = %.3f: %s (target %.2f)", split, c.name, c.got, verdict, c.target)
+				continue
+			}
+			t.Logf("%-7s %s = %.3f: %s (target %.2f, floor %.2f)", split, c.name, c.got, verdict, c.target, c.floor)
+			if c.got < c.floor {
+				t.Errorf("%s: %s = %.3f, below the regression floor %.2f", split, c.name, c.got, c.floor)
+			}
 		}
 	}
 }

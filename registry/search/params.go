@@ -57,6 +57,22 @@ type params struct {
 	assocMin    float64
 	assocTop    int
 	assocMaxDF  float64
+
+	// descMatchMin lets a tool that matches at least this many query words,
+	// all of them only in its description, be a candidate too ("stop new
+	// jobs from going to a build machine" and a runner that "takes no new
+	// jobs"). One word in a description is too weak to shortlist on; and
+	// the gate still needs an identifier match from the shortlist. Zero
+	// turns it off.
+	descMatchMin int
+
+	// coherentWords: a query of at least this many meaningful words is
+	// accepted only if one shortlisted tool matches two of them (anywhere
+	// in its declared text). A request whose words each hit a different,
+	// unrelated tool ("reserve a table at an Italian restaurant": a data
+	// table here, a room booking there) is not served by any of them. Zero
+	// turns it off.
+	coherentWords int
 }
 
 var defaultParams = params{
@@ -76,4 +92,6 @@ var defaultParams = params{
 	assocMin:         0.5,
 	assocTop:         3,
 	assocMaxDF:       0.05,
+	descMatchMin:     2,
+	coherentWords:    3,
 }

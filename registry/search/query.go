@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -100,7 +101,37 @@ func (ix *Index) parse(q string) []group {
 		seen[term] = true
 		groups = append(groups, g)
 	})
+	dropOwnSynonyms(groups)
 	return groups
+}
+
+// dropOwnSynonyms removes, from each group, the synonyms that another word
+// of the query stands for itself. In "create an employee and add them to a
+// group", add is a synonym of create; without this, one "create" in a tool
+// name would count for both words and crowd out the tool that adds.
+func dropOwnSynonyms(groups []group) {
+	if len(groups) < 2 {
+		return
+	}
+	var own []int32
+	for _, g := range groups {
+		if len(g.variants) > 0 && g.variants[0].w == 1 {
+			own = append(own, g.variants[0].term)
+		}
+	}
+	for i := range groups {
+		vs := groups[i].variants
+		if len(vs) < 2 {
+			continue
+		}
+		kept := vs[:1]
+		for _, v := range vs[1:] {
+			if !slices.Contains(own, v.term) {
+				kept = append(kept, v)
+			}
+		}
+		groups[i].variants = kept
+	}
 }
 
 // stripValues blanks out quoted strings and whitespace-separated chunks that

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"math/bits"
 	"slices"
 	"sort"
 )
@@ -137,14 +138,14 @@ func (ix *Index) better(sc *scratch, a, b int32) bool {
 }
 
 // topCandidates returns the best candidatePool tools that match at least one
-// group in their identifiers, best first. Tools that match only in
-// descriptions never make a shortlist: the gate of SPEC §8 is about
-// identifiers, and a description-only match is the "best bad guess" it
-// exists to avoid.
+// group in their identifiers, or at least descMatchMin groups in their
+// descriptions, best first. A single description word is the "best bad
+// guess" the gate of SPEC §8 exists to avoid, and a shortlist still passes
+// the gate only on identifier matches (accept).
 func (ix *Index) topCandidates(sc *scratch) []int32 {
 	h := sc.heap[:0]
 	for _, d := range sc.touched {
-		if sc.ident[d] == 0 {
+		if sc.ident[d] == 0 && (ix.p.descMatchMin == 0 || bits.OnesCount32(sc.any[d]) < ix.p.descMatchMin) {
 			continue
 		}
 		if len(h) < ix.p.candidatePool {
@@ -251,7 +252,8 @@ func (ix *Index) diversify(groups []group, cands []int32, limit int, sc *scratch
 
 // accept is the no-route gate on a shortlist: together the picked tools must
 // match a specific word in their identifiers and explain at least
-// minCoverage of the query's weight.
+// minCoverage of the query's weight, and on a longer query one of them must
+// match two of its words (params.coherentWords).
 func (ix *Index) accept(groups []group, picked []int32, sc *scratch) gateResult {
 	var ident, any uint32
 	for _, d := range picked {
@@ -275,5 +277,8 @@ func (ix *Index) accept(groups []group, picked []int32, sc *scratch) gateResult 
 		gr.coverage = covered / total
 	}
 	gr.ok = specific && (ix.minCoverage < 0 || gr.coverage >= ix.minCoverage)
+	if gr.ok && ix.minCoverage >= 0 && ix.p.coherentWords > 0 && len(groups) >= ix.p.coherentWords {
+		gr.ok = slices.ContainsFunc(picked, func(d int32) bool { return bits.OnesCount32(sc.any[d]) >= 2 })
+	}
 	return gr
 }

@@ -39,7 +39,8 @@ type Options struct {
 	// MinCoverage is the share of the query's weight (IDF of its meaningful
 	// words, unknown words counting as rare ones) that the shortlisted tools'
 	// identifiers must explain together; below it the search returns nothing.
-	// Default 0.5; negative disables the check.
+	// Default 0.5; negative disables this check and the one that asks a
+	// query of three or more words to have two of them matched by one tool.
 	MinCoverage float64
 	// MinScore is the BM25F score the best hit must reach. Default 0 (off).
 	MinScore float64

@@ -5,7 +5,8 @@ import "strings"
 // stem is a deliberately light suffix stripper for English. It folds the
 // inflections that separate a query from a tool name ("contacts" / "contact",
 // "creating" / "created" / "create", "entries" / "entry") and a few
-// derivations ("deployment" / "deploy", "deletion" / "delete"). It does not
+// derivations ("deployment" / "deploy", "deletion" / "delete", "ownership" /
+// "owner", "availability" / "available"). It does not
 // aim at linguistic roots: both sides of a comparison go through the same
 // function, so only consistency matters. Words of three letters or fewer are
 // left alone except for a plain plural ("ids" → "id").
@@ -55,9 +56,17 @@ func stem(w string) string {
 		}
 		w = stripped
 	}
-	// Derivations: -ment and -tion on long stems.
+	// Derivations: -ment and -tion on long stems, -ship on nouns, and
+	// -ability back to -able ("availability" meets "available").
 	n = len(w)
 	switch {
+	case strings.HasSuffix(w, "ship") && n-4 >= 5:
+		// "ownership" → owner, "membership" → member.
+		w = w[:n-4]
+	case strings.HasSuffix(w, "ability") && n-7 >= 3:
+		w = w[:n-7] + "able"
+	case strings.HasSuffix(w, "ibility") && n-7 >= 3:
+		w = w[:n-7] + "ible"
 	case strings.HasSuffix(w, "ment") && n-4 >= 5:
 		w = w[:n-4]
 	case n-3 >= 5 && (strings.HasSuffix(w, "ation") || strings.HasSuffix(w, "etion") ||

@@ -101,6 +101,13 @@ func TestNormalize(t *testing.T) {
 		{"delete", "delet"},
 		{"production", "production"},
 		{"collection", "collection"},
+		{"ownership", "owner"},
+		{"memberships", "member"},
+		{"availability", "availabl"},
+		{"available", "availabl"},
+		{"compatibility", "compatibl"},
+		{"ship", "ship"},
+		{"worship", "worship"},
 		// Irregular forms and words with digits.
 		{"paid", "pay"},
 		{"sent", "send"},
