@@ -123,7 +123,7 @@ serves the demo Portal: routes core and process.`,
 	for _, c := range []*cobra.Command{runCmd, extprocCmd, xdsCmd} {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
 	}
-	root.AddCommand(runCmd, extprocCmd, xdsCmd, versionCmd)
+	root.AddCommand(runCmd, extprocCmd, xdsCmd, versionCmd, newEvalSearchCmd())
 	return root
 }
 

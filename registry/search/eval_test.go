@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -37,30 +36,22 @@ var evalFloors = map[string]evalFloor{
 	"holdout": {recall: 0.77, rejection: 0.68, single: 0.91},
 }
 
-// evalQuery is one labelled request of testdata/search/queries*.json.
-type evalQuery struct {
-	ID    string   `json:"id"`
-	Kind  string   `json:"kind"`  // single, multi, paraphrase, unsupported
-	Split string   `json:"split"` // dev (tuned on) or test (held out)
-	Query string   `json:"query"`
-	Want  []string `json:"want"` // every one must be on the shortlist; none for unsupported
-}
-
-// evalQueryFiles hold the labelled requests: queries.json is the set tuned
+// QueryFiles hold the labelled requests: queries.json is the set tuned
 // on (split dev), queries-holdout.json a set written later by someone who
-// saw only the catalog, never tuned on (split holdout).
-var evalQueryFiles = []string{"queries.json", "queries-holdout.json"}
+// saw only the catalog, never tuned on (split holdout). Kind is one of
+// single, multi, paraphrase and unsupported.
+var QueryFiles = []string{"queries.json", "queries-holdout.json"}
 
-func loadEvalQueries(t testing.TB) []evalQuery {
+func loadEvalQueries(t testing.TB) []Query {
 	t.Helper()
-	var qs []evalQuery
-	for _, f := range evalQueryFiles {
+	var qs []Query
+	for _, f := range QueryFiles {
 		raw, err := os.ReadFile(filepath.Join(evalDir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var m struct {
-			Queries []evalQuery `json:"queries"`
+			Queries []Query `json:"queries"`
 		}
 		if err := json.Unmarshal(raw, &m); err != nil {
 			t.Fatalf("decode %s: %v", f, err)
@@ -136,58 +127,6 @@ func TestEvalQueries(t *testing.T) {
 	}
 }
 
-// evalStats accumulates the quality figures of one slice of the query set.
-type evalStats struct {
-	queries, supported, unsupported int
-	required, found                 int // required tools, and how many made the shortlist
-	allFound                        int // supported queries with every required tool shortlisted
-	rejected                        int // unsupported queries with an empty shortlist
-	shortlisted                     int // tools returned over supported queries
-}
-
-func (s *evalStats) add(q evalQuery, hits []Hit) (ok bool) {
-	s.queries++
-	if q.Kind == "unsupported" {
-		s.unsupported++
-		if len(hits) == 0 {
-			s.rejected++
-			return true
-		}
-		return false
-	}
-	s.supported++
-	s.shortlisted += len(hits)
-	ok = true
-	for _, w := range q.Want {
-		s.required++
-		if slices.ContainsFunc(hits, func(h Hit) bool { return h.Name == w }) {
-			s.found++
-		} else {
-			ok = false
-		}
-	}
-	if ok {
-		s.allFound++
-	}
-	return ok
-}
-
-func ratio(a, b int) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
-func (s *evalStats) recall() float64    { return ratio(s.found, s.required) }
-func (s *evalStats) rejection() float64 { return ratio(s.rejected, s.unsupported) }
-
-func (s *evalStats) String() string {
-	return fmt.Sprintf("queries %3d | required-tool recall@5 %.3f (%d/%d) | queries fully served %.3f (%d/%d) | rejection %.3f (%d/%d) | mean shortlist %.2f",
-		s.queries, s.recall(), s.found, s.required, ratio(s.allFound, s.supported), s.allFound, s.supported,
-		s.rejection(), s.rejected, s.unsupported, ratio(s.shortlisted, s.supported))
-}
-
 // TestEvalReport runs the labelled queries against the evaluation catalog
 // and prints the figures of SPEC §8: catalog size, shortlist size, recall of
 // the required tools at 5, rejection of unsupported requests and routing
@@ -201,20 +140,22 @@ func TestEvalReport(t *testing.T) {
 	ix := New(docs, Options{})
 	build := time.Since(start)
 
-	bySplit := map[string]*evalStats{"dev": {}, "holdout": {}, "all": {}}
-	byKind := map[string]*evalStats{}
+	bySplit := map[string]*Stats{"dev": {}, "holdout": {}, "all": {}}
+	byKind := map[string]*Stats{}
 	var misses []string
-	for _, q := range qs {
-		hits := ix.Search(q.Query, 0)
+	_, results := Evaluate(ix, qs)
+	for _, r := range results {
+		q := r.Query
 		key := q.Split + " " + q.Kind
 		if byKind[key] == nil {
-			byKind[key] = &evalStats{}
+			byKind[key] = &Stats{}
 		}
-		byKind[key].add(q, hits)
-		bySplit["all"].add(q, hits)
-		if !bySplit[q.Split].add(q, hits) && (*evalShow == "all" || *evalShow == q.Split) {
+		byKind[key].Add(q, r.Hits)
+		bySplit["all"].Add(q, r.Hits)
+		bySplit[q.Split].Add(q, r.Hits)
+		if !r.OK && (*evalShow == "all" || *evalShow == q.Split) {
 			var got []string
-			for _, h := range hits {
+			for _, h := range r.Hits {
 				got = append(got, fmt.Sprintf("%s(%.2f %v)", h.Name, h.Score, h.Matched))
 			}
 			misses = append(misses, fmt.Sprintf("  %s %-11s %q want %v got %v", q.ID, q.Kind, q.Query, q.Want, got))
@@ -234,10 +175,10 @@ func TestEvalReport(t *testing.T) {
 	for _, k := range kinds {
 		t.Logf("  %-16s %v", k, byKind[k])
 	}
-	p50, p99 := queryLatency(ix, qs, 20)
+	p50, p99 := Latency(ix, qs, 20)
 	t.Logf("latency, %d tools, search only, %d queries x 20: p50 %v p99 %v", ix.Len(), len(qs), p50, p99)
 	big := New(generateCatalog(len(evalRegions))[:10000], Options{})
-	p50, p99 = queryLatency(big, qs, 20)
+	p50, p99 = Latency(big, qs, 20)
 	t.Logf("latency, %d tools, search only, %d queries x 20: p50 %v p99 %v", big.Len(), len(qs), p50, p99)
 	if len(misses) > 0 {
 		t.Logf("misses (%s split):\n%s", *evalShow, strings.Join(misses, "\n"))
@@ -245,11 +186,10 @@ func TestEvalReport(t *testing.T) {
 
 	for _, split := range []string{"dev", "holdout", "all"} {
 		st := bySplit[split]
-		single := evalStats{}
+		var single Stats
 		for k, ks := range byKind {
 			if (split == "all" || strings.HasPrefix(k, split+" ")) && strings.HasSuffix(k, " single") {
-				single.found += ks.found
-				single.required += ks.required
+				single.Merge(*ks)
 			}
 		}
 		floor, hasFloor := evalFloors[split]
@@ -258,9 +198,9 @@ func TestEvalReport(t *testing.T) {
 			got           float64
 			target, floor float64
 		}{
-			{"required-tool recall@5 (supported queries)", st.recall(), targetRecall, floor.recall},
-			{"unsupported rejection", st.rejection(), targetRejection, floor.rejection},
-			{"required-tool recall@5 (single-tool queries)", single.recall(), targetRecall, floor.single},
+			{"required-tool recall@5 (supported queries)", st.Recall(), targetRecall, floor.recall},
+			{"unsupported rejection", st.Rejection(), targetRejection, floor.rejection},
+			{"required-tool recall@5 (single-tool queries)", single.Recall(), targetRecall, floor.single},
 		} {
 			verdict := "target met"
 			if c.got < c.target {
@@ -279,19 +219,4 @@ func TestEvalReport(t *testing.T) {
 			}
 		}
 	}
-}
-
-// queryLatency times every query `rounds` times, one Search call per
-// measurement, and returns the median and the 99th percentile.
-func queryLatency(ix *Index, qs []evalQuery, rounds int) (p50, p99 time.Duration) {
-	var ds []time.Duration
-	for range rounds {
-		for _, q := range qs {
-			start := time.Now()
-			ix.Search(q.Query, 0)
-			ds = append(ds, time.Since(start))
-		}
-	}
-	slices.Sort(ds)
-	return ds[len(ds)/2], ds[len(ds)*99/100]
 }
