@@ -26,6 +26,11 @@ func TestPortalContractExamples(t *testing.T) {
 			if len(l.Routes) == 0 || l.Routes[0].Key != "core" || l.Routes[0].Path() != "/mcp/core" {
 				t.Fatalf("unexpected listing: %+v", l.Routes)
 			}
+			if name == "listing.json" {
+				if c := l.Routes[1].Catalog; c == nil || c.Mode != "search" || len(c.Synonyms) != 2 {
+					t.Errorf("process route catalog = %+v, want search mode with two synonym groups", c)
+				}
+			}
 		})
 	}
 }

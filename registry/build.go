@@ -247,7 +247,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	// Every raw field was compacted and checked, so encoding cannot fail.
 	s.toolsJSON, _ = mcp.EncodeTools(list)
 	if searchMode {
-		s.search = newSearchMode(s, in.route.Catalog.Shortlist)
+		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
 		// A fresh build runs off the request path, so the index is built
 		// now; a restore (lazy) builds it on the first search, so a warm
 		// start of many routes stays cheap.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/toolmesh/toolmesh/registry/search"
 )
 
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
@@ -401,6 +403,9 @@ func (c Catalog) check() []error {
 	}
 	if c.Shortlist < 0 || c.Shortlist > MaxShortlist {
 		errs = append(errs, fmt.Errorf("shortlist: %d is not in 0..%d", c.Shortlist, MaxShortlist))
+	}
+	for _, err := range search.ValidateSynonyms(c.Synonyms) {
+		errs = append(errs, fmt.Errorf("synonyms%w", err))
 	}
 	return errs
 }

@@ -112,6 +112,10 @@ func TestListingValidate(t *testing.T) {
 			want: []string{`route "core": catalog.pageSize: -1 is not in 0..10000`, `route "core": catalog.shortlist: -2 is not in 0..50`}},
 		{name: "catalog too large", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{PageSize: 10001, Shortlist: 51} },
 			want: []string{`route "core": catalog.pageSize: 10001 is not in 0..10000`, `route "core": catalog.shortlist: 51 is not in 0..50`}},
+		{name: "catalog synonyms", mutate: func(l *Listing) {
+			l.Routes[0].Catalog = &Catalog{Mode: "search", Synonyms: []string{"case ticket", "lonely", "e-mail mail"}}
+		},
+			want: []string{`route "core": catalog.synonyms[1]: 1 words, want 2..32`, `route "core": catalog.synonyms[2]: "e-mail" is not one word of letters and digits`}},
 		{name: "catalog at the limits", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "full", PageSize: 10000, Shortlist: 50} }},
 		{name: "shared service different url", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].URL = "https://calc2/api" },
 			want: []string{`route "ops": tool service "calc": url, manifestPath and cluster must match its definition in route "core"`}},

@@ -33,6 +33,10 @@ type Catalog struct {
 	Mode      string `json:"mode,omitempty"`      // "full" (default) or "search"
 	PageSize  int    `json:"pageSize,omitempty"`  // tools/list page size, 0..10000; 0: no paging
 	Shortlist int    `json:"shortlist,omitempty"` // search mode shortlist size, 0..50; default 5
+	// Synonyms are the route's own synonym groups for search mode, one
+	// group of single words per string ("case ticket incident"); see
+	// search.Options.Synonyms.
+	Synonyms []string `json:"synonyms,omitempty"`
 }
 
 // ToolService is one upstream that implements the Tool Service wire contract

@@ -18,7 +18,8 @@ const (
 // ranking index over its tools, built once.
 type searchMode struct {
 	shortlist int
-	list      []byte // tools/list: the meta-tools
+	synonyms  []string // the route's own synonym groups
+	list      []byte   // tools/list: the meta-tools
 
 	once  sync.Once
 	index *search.Index
@@ -29,7 +30,7 @@ var _ mcp.MetaToolCatalog = (*Snapshot)(nil)
 
 // newSearchMode prepares search mode for s, whose Tools are final. The index
 // is built by ranker, on first use or at once by the caller.
-func newSearchMode(s *Snapshot, shortlist int) *searchMode {
+func newSearchMode(s *Snapshot, shortlist int, synonyms []string) *searchMode {
 	if shortlist <= 0 {
 		shortlist = mcp.DefaultShortlist
 	}
@@ -37,6 +38,7 @@ func newSearchMode(s *Snapshot, shortlist int) *searchMode {
 	list, _ := mcp.EncodeTools(mcp.MetaTools(shortlist))
 	return &searchMode{
 		shortlist: shortlist,
+		synonyms:  synonyms,
 		list:      list,
 		// The index reads only what the Tool Services declared, in the
 		// snapshot's sorted order, so a hit's Doc indexes Snapshot.Tools.
@@ -53,7 +55,7 @@ func newSearchMode(s *Snapshot, shortlist int) *searchMode {
 // ranker returns the search index, building it on first use.
 func (m *searchMode) ranker() *search.Index {
 	m.once.Do(func() {
-		m.index = search.New(m.docs(), search.Options{Shortlist: m.shortlist})
+		m.index = search.New(m.docs(), search.Options{Shortlist: m.shortlist, Synonyms: m.synonyms})
 		m.docs = nil
 	})
 	return m.index

@@ -347,3 +347,23 @@ func FuzzSearchTools(f *testing.F) {
 		}
 	})
 }
+
+// TestSearchModeSynonyms: the route's own synonyms reach its tools, also
+// after a restore from the store.
+func TestSearchModeSynonyms(t *testing.T) {
+	const q = "list waybills"
+	plain := searchSnapshot(t, &Catalog{Mode: "search"}, catalogManifest())
+	if names := shortlistNames(t, plain.SearchTools(q, 0)); len(names) != 0 {
+		t.Fatalf("without synonyms: %v, want nothing", names)
+	}
+	s := searchSnapshot(t, &Catalog{Mode: "search", Synonyms: []string{"shipment waybill"}}, catalogManifest())
+	data, err := s.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, snap := range map[string]*Snapshot{"fresh": s, "restored": mustUnmarshal(t, data)} {
+		if names := shortlistNames(t, snap.SearchTools(q, 0)); len(names) == 0 || names[0] != "logistics_shipment_list" {
+			t.Errorf("%s: SearchTools(%q) = %v, want logistics_shipment_list first", name, q, names)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 // evalSearchOptions are the flags of `toolmesh eval-search`.
 type evalSearchOptions struct {
 	tools, queries string
+	synonyms       string
 	shortlist      int
 	minCoverage    float64
 	rounds         int
@@ -48,6 +49,10 @@ where want lists every tool the request needs (all must be shortlisted) and
 is empty for a request that no tool serves (the shortlist must be empty).
 kind and split are free text; figures are also given per kind and split.
 
+--synonyms is a text file of the route's own synonym groups (catalog.synonyms
+in the Portal), one group per line, words separated by spaces; blank lines
+and lines starting with # are skipped.
+
 With --min-recall or --min-rejection it exits with status 1 when a figure is
 below, so it can guard a catalog in CI.`,
 		Args: cobra.NoArgs,
@@ -58,6 +63,7 @@ below, so it can guard a catalog in CI.`,
 	f := c.Flags()
 	f.StringVar(&o.tools, "tools", "", "JSON file of the catalog's tools (required)")
 	f.StringVar(&o.queries, "queries", "", "JSON file of labelled requests (required)")
+	f.StringVar(&o.synonyms, "synonyms", "", "text file of synonym groups, one per line, as catalog.synonyms")
 	f.IntVar(&o.shortlist, "shortlist", 0, "shortlist size, as catalog.shortlist (0: the default, 5)")
 	f.Float64Var(&o.minCoverage, "min-coverage", 0, "the gate's minimum coverage (0: the default, 0.5; negative turns the coverage checks off)")
 	f.IntVar(&o.rounds, "latency-rounds", 20, "times each request is run to measure latency (0: no latency figures)")
@@ -83,14 +89,23 @@ func evalSearch(out io.Writer, o evalSearchOptions) error {
 	if err != nil {
 		return err
 	}
+	var synonyms []string
+	if o.synonyms != "" {
+		if synonyms, err = readEvalSynonyms(o.synonyms); err != nil {
+			return err
+		}
+	}
 
 	start := time.Now()
-	ix := search.New(docs, search.Options{Shortlist: o.shortlist, MinCoverage: o.minCoverage})
+	ix := search.New(docs, search.Options{Shortlist: o.shortlist, MinCoverage: o.minCoverage, Synonyms: synonyms})
 	built := time.Since(start)
 	all, results := search.Evaluate(ix, qs)
 
 	fmt.Fprintf(out, "catalog: %d tools (%s), index built in %v\n", ix.Len(), o.tools, built.Round(time.Millisecond))
 	fmt.Fprintf(out, "shortlist: at most %d\n", ix.Shortlist())
+	if len(synonyms) > 0 {
+		fmt.Fprintf(out, "synonyms: %d groups (%s)\n", len(synonyms), o.synonyms)
+	}
 	fmt.Fprintf(out, "all %v\n", all)
 	for _, g := range []struct {
 		name string
@@ -215,4 +230,22 @@ func readEvalQueries(path string) ([]search.Query, error) {
 		}
 	}
 	return qs, nil
+}
+
+// readEvalSynonyms reads synonym groups, one per line.
+func readEvalSynonyms(path string) ([]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("eval-search: %w", err)
+	}
+	var groups []string
+	for line := range strings.Lines(string(raw)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			groups = append(groups, line)
+		}
+	}
+	if errs := search.ValidateSynonyms(groups); len(errs) > 0 {
+		return nil, fmt.Errorf("eval-search: %s: synonyms%w", path, errors.Join(errs...))
+	}
+	return groups, nil
 }

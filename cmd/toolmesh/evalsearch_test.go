@@ -33,6 +33,8 @@ func TestEvalSearch(t *testing.T) {
 		{"id": "c", "kind": "unsupported", "query": "order a pizza with olives", "want": []},
 		{"id": "d", "kind": "paraphrase", "query": "mail the customer what they owe", "want": ["billing_invoice_send"]}
 	]}`)
+	syn := write("synonyms.txt", "# ours\n\nowe invoice\nmail send\n")
+	badSyn := write("bad.txt", "e-mail mail\n")
 	bare := write("bare.json", `[{"id": "a", "query": "create a contact", "want": ["crm_contact_create"]}]`)
 
 	tests := []struct {
@@ -49,6 +51,10 @@ func TestEvalSearch(t *testing.T) {
 		{"misses", []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0", "--misses"}, exitOK, []string{
 			`miss d "mail the customer what they owe" want [billing_invoice_send]`,
 		}},
+		{"synonyms", []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0", "--synonyms", syn, "--misses"}, exitOK, []string{
+			"synonyms: 2 groups", "recall 1.000 (3/3)",
+		}},
+		{"bad synonyms", []string{"--tools", tools, "--queries", queries, "--synonyms", badSyn}, exitUsage, nil},
 		{"shortlist", []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0", "--shortlist", "1"}, exitOK, []string{"shortlist: at most 1"}},
 		{"recall below", []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0", "--min-recall", "0.9"}, exitError, nil},
 		{"thresholds met", []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0", "--min-recall", "0.6", "--min-rejection", "1"}, exitOK, nil},

@@ -33,6 +33,12 @@ func build(docs []Doc, opts Options, p params) *Index {
 	if ix.minCoverage == 0 {
 		ix.minCoverage = DefaultMinCoverage
 	}
+	if len(opts.Synonyms) > 0 {
+		ix.synonyms = map[string][]string{}
+		for _, g := range opts.Synonyms {
+			addSynonymGroup(ix.synonyms, synonymTerms(g))
+		}
+	}
 
 	// Pass 1: term frequencies per field and field lengths.
 	type docTerms struct {

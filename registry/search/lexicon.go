@@ -594,13 +594,7 @@ func init() {
 		for _, w := range strings.Fields(g) {
 			terms = append(terms, normalize(w))
 		}
-		for _, t := range terms {
-			for _, u := range terms {
-				if u != t && !contains(synonyms[t], u) {
-					synonyms[t] = append(synonyms[t], u)
-				}
-			}
-		}
+		addSynonymGroup(synonyms, terms)
 	}
 }
 
@@ -619,4 +613,15 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// addSynonymGroup links every term of a group to every other one.
+func addSynonymGroup(m map[string][]string, terms []string) {
+	for _, t := range terms {
+		for _, u := range terms {
+			if u != t && !contains(m[t], u) {
+				m[t] = append(m[t], u)
+			}
+		}
+	}
 }

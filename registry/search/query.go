@@ -66,7 +66,7 @@ func (ix *Index) parse(q string) []group {
 			g.variants = append(g.variants, variant{term: id, w: 1})
 			g.idf, df, known = ix.idf[id], ix.df[id], true
 		}
-		for _, s := range synonyms[term] {
+		for _, s := range ix.synonymsOf(term) {
 			id, ok := ix.terms[s]
 			if !ok {
 				continue
@@ -171,4 +171,20 @@ func stripValues(q string) string {
 		}
 	}
 	return strings.Join(kept, " ")
+}
+
+// synonymsOf returns the built-in synonyms of term followed by the
+// catalog's own (Options.Synonyms).
+func (ix *Index) synonymsOf(term string) []string {
+	own := ix.synonyms[term]
+	if len(own) == 0 {
+		return synonyms[term]
+	}
+	out := append([]string(nil), synonyms[term]...)
+	for _, s := range own {
+		if !contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

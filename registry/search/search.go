@@ -44,6 +44,12 @@ type Options struct {
 	MinCoverage float64
 	// MinScore is the BM25F score the best hit must reach. Default 0 (off).
 	MinScore float64
+	// Synonyms are the catalog owner's own groups of words that mean the
+	// same thing in this catalog ("case ticket incident"), one group per
+	// string, words separated by spaces; they extend the built-in lexicon
+	// and count as its synonyms do. Check them with ValidateSynonyms: New
+	// skips words that are not single words.
+	Synonyms []string
 }
 
 // Defaults of Options.
@@ -75,13 +81,14 @@ type Index struct {
 	minCoverage float64
 	minScore    float64
 
-	terms    map[string]int32 // index term → term id
-	df       []int32          // per term: number of docs that contain it
-	idf      []float32        // per term
-	postings [][]posting      // per term, sorted by doc
-	nameLen  []float32        // per doc: index terms in its name
-	capIDF   float64          // coverage weight of a specific or unknown word
-	assoc    [][]assocLink    // per term: name terms it goes with
+	terms    map[string]int32    // index term → term id
+	df       []int32             // per term: number of docs that contain it
+	idf      []float32           // per term
+	postings [][]posting         // per term, sorted by doc
+	nameLen  []float32           // per doc: index terms in its name
+	capIDF   float64             // coverage weight of a specific or unknown word
+	assoc    [][]assocLink       // per term: name terms it goes with
+	synonyms map[string][]string // Options.Synonyms: index term → the other terms of its groups
 
 	scratch sync.Pool // *scratch sized for len(names)
 }
