@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 )
 
 var (
-	evalShow    = flag.String("eval.show", "dev", "which split's misses TestEvalReport lists: dev, holdout, all or none")
+	evalShow    = flag.String("eval.show", "dev,dev2", "which splits' misses TestEvalReport lists: dev, dev2, holdout, comma-separated, or all or none")
 	evalTargets = flag.Bool("eval.targets", false, "fail TestEvalReport when the SPEC §8 targets are not met, not only below the regression floors")
 )
 
@@ -33,19 +34,22 @@ type evalFloor struct{ recall, rejection, single float64 }
 
 var evalFloors = map[string]evalFloor{
 	"dev":     {recall: 0.92, rejection: 0.91, single: 0.98},
-	"holdout": {recall: 0.77, rejection: 0.68, single: 0.91},
+	"dev2":    {recall: 0.73, rejection: 0.68, single: 0.94},
+	"holdout": {recall: 0.77, rejection: 0.68, single: 0.92},
 }
 
-// QueryFiles hold the labelled requests: queries.json is the set tuned
-// on (split dev), queries-holdout.json a set written later by someone who
-// saw only the catalog, never tuned on (split holdout). Kind is one of
+// evalQueryFiles hold the labelled requests: queries.json (split dev) was
+// written by the engine's author and tuned on; queries-dev2.json (dev2) was
+// written by someone who saw only the catalog, and tuned on after that;
+// queries-holdout.json (holdout) too, but never tuned on: its misses are
+// not listed unless asked (-eval.show=holdout), and whoever asks burns it. Kind is one of
 // single, multi, paraphrase and unsupported.
-var QueryFiles = []string{"queries.json", "queries-holdout.json"}
+var evalQueryFiles = []string{"queries.json", "queries-dev2.json", "queries-holdout.json"}
 
 func loadEvalQueries(t testing.TB) []Query {
 	t.Helper()
 	var qs []Query
-	for _, f := range QueryFiles {
+	for _, f := range evalQueryFiles {
 		raw, err := os.ReadFile(filepath.Join(evalDir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -74,11 +78,11 @@ func TestEvalQueries(t *testing.T) {
 	if len(docs) < 2000 {
 		t.Errorf("catalog has %d tools, want at least 2000", len(docs))
 	}
-	kinds := map[string]map[string]int{"dev": {}, "holdout": {}}
+	kinds := map[string]map[string]int{"dev": {}, "dev2": {}, "holdout": {}}
 	ids := map[string]bool{}
 	for _, q := range qs {
 		if kinds[q.Split] == nil {
-			t.Errorf("%s: split %q, want dev or holdout", q.ID, q.Split)
+			t.Errorf("%s: split %q, want dev, dev2 or holdout", q.ID, q.Split)
 			continue
 		}
 		kinds[q.Split][q.Kind]++
@@ -140,7 +144,7 @@ func TestEvalReport(t *testing.T) {
 	ix := New(docs, Options{})
 	build := time.Since(start)
 
-	bySplit := map[string]*Stats{"dev": {}, "holdout": {}, "all": {}}
+	bySplit := map[string]*Stats{"dev": {}, "dev2": {}, "holdout": {}, "all": {}}
 	byKind := map[string]*Stats{}
 	var misses []string
 	_, results := Evaluate(ix, qs)
@@ -153,7 +157,7 @@ func TestEvalReport(t *testing.T) {
 		byKind[key].Add(q, r.Hits)
 		bySplit["all"].Add(q, r.Hits)
 		bySplit[q.Split].Add(q, r.Hits)
-		if !r.OK && (*evalShow == "all" || *evalShow == q.Split) {
+		if !r.OK && (*evalShow == "all" || slices.Contains(strings.Split(*evalShow, ","), q.Split)) {
 			var got []string
 			for _, h := range r.Hits {
 				got = append(got, fmt.Sprintf("%s(%.2f %v)", h.Name, h.Score, h.Matched))
@@ -164,8 +168,8 @@ func TestEvalReport(t *testing.T) {
 
 	t.Logf("catalog: %d tools (testdata/search/catalog.json), index built in %v", ix.Len(), build.Round(time.Millisecond))
 	t.Logf("shortlist size: at most %d", ix.Shortlist())
-	for _, s := range []string{"dev", "holdout", "all"} {
-		t.Logf("%-5s %v", s, bySplit[s])
+	for _, s := range []string{"dev", "dev2", "holdout", "all"} {
+		t.Logf("%-7s %v", s, bySplit[s])
 	}
 	kinds := make([]string, 0, len(byKind))
 	for k := range byKind {
@@ -181,10 +185,10 @@ func TestEvalReport(t *testing.T) {
 	p50, p99 = Latency(big, qs, 20)
 	t.Logf("latency, %d tools, search only, %d queries x 20: p50 %v p99 %v", big.Len(), len(qs), p50, p99)
 	if len(misses) > 0 {
-		t.Logf("misses (%s split):\n%s", *evalShow, strings.Join(misses, "\n"))
+		t.Logf("misses (splits %s):\n%s", *evalShow, strings.Join(misses, "\n"))
 	}
 
-	for _, split := range []string{"dev", "holdout", "all"} {
+	for _, split := range []string{"dev", "dev2", "holdout", "all"} {
 		st := bySplit[split]
 		var single Stats
 		for k, ks := range byKind {

@@ -102,3 +102,37 @@ func TestOwnSynonymsDropped(t *testing.T) {
 		t.Errorf("shortlist of 2 = %v, want employee_create and group_add_member", names)
 	}
 }
+
+// TestHeadClause: a request that states what it wants and then goes on with
+// details passes the gate on its first clause; a first clause of one word,
+// or one that does not pass on its own, does not help.
+func TestHeadClause(t *testing.T) {
+	docs := []Doc{
+		{Name: "iam_api_key_revoke", Description: "Revoke an API key."},
+		{Name: "iam_api_key_create", Description: "Create an API key."},
+		{Name: "iam_user_get", Description: "Get a user."},
+		{Name: "billing_invoice_void", Description: "Void an invoice."},
+	}
+	off := defaultParams
+	off.headClause = false
+	const long = "revoke api key ak_live_72 now, it leaked in a public repository on the internet yesterday evening"
+	for _, tc := range []struct {
+		name   string
+		p      params
+		query  string
+		accept bool
+	}{
+		{"details after a comma", defaultParams, long, true},
+		{"rule off", off, long, false},
+		{"details after a dash", defaultParams, "revoke api key ak_live_72 - it leaked in a public repository on the internet yesterday evening", true},
+		{"one-word head", defaultParams, "revoke: it leaked in a public repository on the internet yesterday evening", false},
+		{"head does not pass", defaultParams, "order a pizza, then revoke the key", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hits := build(docs, Options{}, tc.p).Search(tc.query, 0)
+			if got := len(hits) > 0; got != tc.accept {
+				t.Errorf("Search(%q) = %v, accepted %v, want %v", tc.query, hitNames(hits), got, tc.accept)
+			}
+		})
+	}
+}

@@ -73,6 +73,14 @@ type params struct {
 	// table here, a room booking there) is not served by any of them. Zero
 	// turns it off.
 	coherentWords int
+
+	// headClause: when a whole request falls short of the gate, its first
+	// clause (up to the first comma, colon, semicolon, parenthesis or
+	// dash) is tried alone, if it has two meaningful words or more.
+	// Requests tend to say what they want first and then go on with
+	// details and values ("revoke API key ak_live_72 now, it leaked in a
+	// public GitHub repo"), which would otherwise count against coverage.
+	headClause bool
 }
 
 var defaultParams = params{
@@ -94,4 +102,5 @@ var defaultParams = params{
 	assocMaxDF:       0.05,
 	descMatchMin:     2,
 	coherentWords:    3,
+	headClause:       true,
 }

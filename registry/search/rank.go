@@ -51,7 +51,10 @@ func (ix *Index) search(query string, limit int) ([]Hit, gateResult) {
 	}
 	picked := ix.diversify(groups, cands, limit, sc)
 	if gr = ix.accept(groups, picked, sc); !gr.ok {
-		return nil, gr
+		if !ix.p.headClause || !ix.acceptHead(query, groups, picked, sc) {
+			return nil, gr
+		}
+		gr.ok = true
 	}
 	hits := make([]Hit, len(picked))
 	for i, d := range picked {
@@ -250,6 +253,54 @@ func (ix *Index) diversify(groups []group, cands []int32, limit int, sc *scratch
 	return picked
 }
 
+// acceptHead runs the gate on the first clause of query alone
+// (params.headClause): the groups outside it weigh nothing.
+func (ix *Index) acceptHead(query string, groups []group, picked []int32, sc *scratch) bool {
+	end := headClauseEnd(query)
+	if end <= 0 {
+		return false
+	}
+	inHead := map[string]bool{}
+	for _, g := range ix.parse(query[:end]) {
+		inHead[g.word] = true
+	}
+	if len(inHead) < 2 {
+		return false
+	}
+	head := make([]group, len(groups)) // same positions as groups, for the match bits
+	n := 0
+	for gi, g := range groups {
+		if inHead[g.word] {
+			head[gi] = g
+			n++
+		} else {
+			head[gi] = group{word: g.word}
+		}
+	}
+	return n < len(groups) && ix.accept(head, picked, sc).ok
+}
+
+// headClauseEnd returns where the first clause of a request ends: at the
+// first comma, colon or semicolon followed by a space (not "6:30" or
+// "1,200"), opening parenthesis, or dash between words; or -1.
+func headClauseEnd(q string) int {
+	for i, r := range q {
+		switch r {
+		case ',', ':', ';':
+			if i+1 < len(q) && q[i+1] == ' ' {
+				return i
+			}
+		case '(', '—', '–':
+			return i
+		case '-':
+			if i > 0 && q[i-1] == ' ' && i+1 < len(q) && q[i+1] == ' ' {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // accept is the no-route gate on a shortlist: together the picked tools must
 // match a specific word in their identifiers and explain at least
 // minCoverage of the query's weight, and on a longer query one of them must
@@ -277,8 +328,17 @@ func (ix *Index) accept(groups []group, picked []int32, sc *scratch) gateResult 
 		gr.coverage = covered / total
 	}
 	gr.ok = specific && (ix.minCoverage < 0 || gr.coverage >= ix.minCoverage)
-	if gr.ok && ix.minCoverage >= 0 && ix.p.coherentWords > 0 && len(groups) >= ix.p.coherentWords {
-		gr.ok = slices.ContainsFunc(picked, func(d int32) bool { return bits.OnesCount32(sc.any[d]) >= 2 })
+	if gr.ok && ix.minCoverage >= 0 && ix.p.coherentWords > 0 {
+		// Only groups that weigh count (acceptHead zeroes the others).
+		var mask uint32
+		for gi, g := range groups {
+			if g.weight > 0 {
+				mask |= 1 << gi
+			}
+		}
+		if bits.OnesCount32(mask) >= ix.p.coherentWords {
+			gr.ok = slices.ContainsFunc(picked, func(d int32) bool { return bits.OnesCount32(sc.any[d]&mask) >= 2 })
+		}
 	}
 	return gr
 }
