@@ -21,6 +21,7 @@ func FuzzSearch(f *testing.F) {
 	f.Add("HTTPServerStart", "ÄÖÜ größe", `{"properties":{"x":{"properties":{"y":{"enum":["a",1,null]}}}}}`, "iCloud pH v2 HTTPServer")
 	f.Add("a\xffb", "\xff\xfe", "[", "\"unterminated quote")
 	f.Add("x", strings.Repeat("word ", 500), `{"anyOf":[{"$defs":{"d":{"properties":{"z":{}}}}}]}`, strings.Repeat("create ", 300))
+	f.Add("iam_key_revoke", "case ticket", `{}`, "revoke the key ak_1, it leaked (again) - today: 6:30")
 	f.Add("send.email", "Send an email.", `{"properties":{"to":{"description":"Recipient"}}}`, `email "Q3" to jane@example.com https://x.io`)
 
 	f.Fuzz(func(t *testing.T, name, desc, schema, query string) {
@@ -32,6 +33,12 @@ func FuzzSearch(f *testing.F) {
 		ix := New(docs, Options{Shortlist: 2, MinCoverage: -1})
 		checkHits(t, docs, ix.Search(query, 0), 2)
 		checkHits(t, docs, ix.Search(query, 1), 1)
+		// Any text as the catalog's own synonym groups: validation never
+		// panics, and the index takes what it can of them.
+		groups := []string{desc, name + " " + query}
+		_ = ValidateSynonyms(groups)
+		own := New(docs, Options{Shortlist: 2, Synonyms: groups})
+		checkHits(t, docs, own.Search(query, 0), 2)
 
 		if big, err := evalIndex(); err == nil {
 			checkHits(t, nil, big.Search(query, 0), DefaultShortlist)
