@@ -1,6 +1,9 @@
 package search
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Fields of a tool, in the order of params.fieldWeight and params.fieldB.
 const (
@@ -34,9 +37,17 @@ func build(docs []Doc, opts Options, p params) *Index {
 		ix.minCoverage = DefaultMinCoverage
 	}
 	if len(opts.Synonyms) > 0 {
+		// Built-in synonyms first, then the catalog's own, merged once
+		// here so that a query looks a word up in one map.
 		ix.synonyms = map[string][]string{}
 		for _, g := range opts.Synonyms {
-			addSynonymGroup(ix.synonyms, synonymTerms(g))
+			terms := synonymTerms(g)
+			for _, t := range terms {
+				if _, ok := ix.synonyms[t]; !ok {
+					ix.synonyms[t] = slices.Clone(synonyms[t])
+				}
+			}
+			addSynonymGroup(ix.synonyms, terms)
 		}
 	}
 

@@ -176,15 +176,8 @@ func stripValues(q string) string {
 // synonymsOf returns the built-in synonyms of term followed by the
 // catalog's own (Options.Synonyms).
 func (ix *Index) synonymsOf(term string) []string {
-	own := ix.synonyms[term]
-	if len(own) == 0 {
-		return synonyms[term]
+	if s, ok := ix.synonyms[term]; ok {
+		return s
 	}
-	out := append([]string(nil), synonyms[term]...)
-	for _, s := range own {
-		if !contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return synonyms[term]
 }

@@ -88,7 +88,7 @@ type Index struct {
 	nameLen  []float32           // per doc: index terms in its name
 	capIDF   float64             // coverage weight of a specific or unknown word
 	assoc    [][]assocLink       // per term: name terms it goes with
-	synonyms map[string][]string // Options.Synonyms: index term → the other terms of its groups
+	synonyms map[string][]string // terms in Options.Synonyms → built-in and own synonyms
 
 	scratch sync.Pool // *scratch sized for len(names)
 }
