@@ -3,11 +3,9 @@ package extproc
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -62,9 +60,8 @@ func searchSeq(query string) []*extprocv3.ProcessingRequest {
 // search mode, answered by toolmesh on the request body: the ext_proc
 // stream, parsing, ranking and encoding the shortlist. Compare it with
 // BenchmarkEchoBaselineToolsList (the same two messages against a server
-// that does nothing). Each iteration cycles through a few requests, from
-// one that matches a handful of tools to one whose words hit thousands,
-// and the per-request p50 and p99 are reported next to the mean.
+// that does nothing). Iterations cycle through a few requests, from one
+// that matches a handful of tools to one whose words hit thousands.
 func BenchmarkSearchTools10k(b *testing.B) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: searchCatalog(b, 10_000)}}
 	srv, err := New(Config{}, routes, nil, nil)
@@ -82,43 +79,9 @@ func BenchmarkSearchTools10k(b *testing.B) {
 	} {
 		seqs = append(seqs, searchSeq(q))
 	}
-	var durs []time.Duration
-	k := 0
 	isAnswer := func(r *extprocv3.ProcessingResponse) bool {
 		return r.GetImmediateResponse().GetStatus().GetCode() == 200 &&
 			strings.Contains(string(r.GetImmediateResponse().GetBody()), `"structuredContent"`)
 	}
-	ctx := b.Context()
-	b.ReportAllocs()
-	for b.Loop() {
-		seq := seqs[k%len(seqs)]
-		k++
-		start := time.Now()
-		stream, err := client.Process(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var last *extprocv3.ProcessingResponse
-		for _, req := range seq {
-			if err := stream.Send(req); err != nil {
-				b.Fatal(err)
-			}
-			if last, err = stream.Recv(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		durs = append(durs, time.Since(start))
-		if !isAnswer(last) {
-			b.Fatalf("unexpected reply %v", last)
-		}
-		if err := stream.CloseSend(); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := stream.Recv(); err == nil {
-			b.Fatal("stream did not end")
-		}
-	}
-	slices.Sort(durs)
-	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
+	runSequences(b, client, seqs, isAnswer)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -111,9 +113,20 @@ var (
 func runRequests(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*extprocv3.ProcessingRequest,
 	check func(*extprocv3.ProcessingResponse) bool) {
 	b.Helper()
+	runSequences(b, client, [][]*extprocv3.ProcessingRequest{seq}, check)
+}
+
+// runSequences is runRequests cycling through seqs, one per iteration. It
+// also reports the p50 and p99 of one request, stream opening included.
+func runSequences(b *testing.B, client extprocv3.ExternalProcessorClient, seqs [][]*extprocv3.ProcessingRequest,
+	check func(*extprocv3.ProcessingResponse) bool) {
+	b.Helper()
 	ctx := b.Context()
+	var durs []time.Duration
 	b.ReportAllocs()
-	for b.Loop() {
+	for i := 0; b.Loop(); i++ {
+		seq := seqs[i%len(seqs)]
+		start := time.Now()
 		stream, err := client.Process(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -127,6 +140,7 @@ func runRequests(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*
 				b.Fatal(err)
 			}
 		}
+		durs = append(durs, time.Since(start))
 		if !check(last) {
 			b.Fatalf("unexpected last reply %v", last)
 		}
@@ -136,6 +150,11 @@ func runRequests(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*
 		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 			b.Fatalf("stream end: %v", err)
 		}
+	}
+	if len(durs) > 0 {
+		slices.Sort(durs)
+		b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
 	}
 }
 
