@@ -25,15 +25,17 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## Run toolmesh (registry, ext_proc, xDS, local data plane; demo Portal unless ARGS names one)
-	$(GO) run ./cmd/toolmesh run $(ARGS)
+run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane; demo Portal unless ARGS names one)
+	@echo "starting bin/toolmesh run $(ARGS) (Ctrl-C stops it)"
+	@bin/toolmesh run $(ARGS)
 
 .PHONY: build
 build: ## Build bin/toolmesh
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
+	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
+	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
 .PHONY: test
-test: fmt-check vet ## Check gofmt and go vet, then run every test with the race detector
+test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server), check gofmt and go vet, then run every test with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
@@ -61,6 +63,10 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 		echo "== $$pkg $$fn ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+.PHONY: test-deps
+test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server)
+	@sh scripts/test-deps.sh
 
 .PHONY: fmt-check
 fmt-check:
