@@ -7,6 +7,7 @@
 //	replay [--base http://127.0.0.1:10000] [--examples docs/contracts/examples]
 //	       [--portal deploy/compose/portal.yaml] [--contract-tools]
 //	       [--probe ping,timeout,large-body,unreachable] [--dry-run]
+//	replay --ads-before FILE --ads-after FILE [--xds-cluster toolmesh_xds]
 //
 // The Portal names the routes the gateway serves. Unless --contract-tools
 // says the gateway serves the Tool Services of
@@ -14,7 +15,10 @@
 // them are skipped, each with its reason printed. --probe sends the named
 // smoke probes instead of the examples. --dry-run loads and selects
 // everything and checks the probes' preconditions against the Portal, but
-// sends nothing. The exit status is 1 when an answer breaks the contract or
+// sends nothing. --ads-before and --ads-after compare two answers of Envoy's admin /stats
+// (raw HTTP responses or bare bodies), taken before and after the ADS
+// stream sat idle, and fails when the control plane connection dropped or
+// the xDS cluster's connection or stream was replaced. The exit status is 1 when an answer breaks the contract or
 // an input is wrong, 2 on a usage error.
 package main
 
@@ -52,6 +56,8 @@ type options struct {
 	contractTools, dryRun  bool
 	probes                 []string
 	timeout                time.Duration
+	adsBefore, adsAfter    string
+	xdsCluster             string
 }
 
 func parse(args []string, out io.Writer) (options, error) {
@@ -65,6 +71,9 @@ func parse(args []string, out io.Writer) (options, error) {
 	probes := fs.String("probe", "", "comma-separated smoke `probes` to send instead of the examples: "+strings.Join(contract.ProbeNames, ", "))
 	fs.BoolVar(&o.dryRun, "dry-run", false, "load, select and check the inputs; send nothing")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound on each request")
+	fs.StringVar(&o.adsBefore, "ads-before", "", "a `file` with Envoy's admin /stats answer before the ADS stream sat idle; with --ads-after, check that the ADS connection survived")
+	fs.StringVar(&o.adsAfter, "ads-after", "", "a `file` with Envoy's admin /stats answer after the ADS stream sat idle")
+	fs.StringVar(&o.xdsCluster, "xds-cluster", "toolmesh_xds", "the `cluster` of Envoy's ADS stream, for --ads-before and --ads-after")
 	if err := fs.Parse(args); err != nil {
 		return o, usageError{err}
 	}
@@ -73,6 +82,9 @@ func parse(args []string, out io.Writer) (options, error) {
 	}
 	if *probes != "" {
 		o.probes = strings.Split(*probes, ",")
+	}
+	if (o.adsBefore == "") != (o.adsAfter == "") {
+		return o, usageError{errors.New("--ads-before and --ads-after go together")}
 	}
 	if o.timeout <= 0 {
 		return o, usageError{fmt.Errorf("--timeout must be positive, not %s", o.timeout)}
@@ -84,6 +96,9 @@ func run(args []string, out io.Writer) error {
 	o, err := parse(args, out)
 	if err != nil {
 		return err
+	}
+	if o.adsBefore != "" {
+		return compareADSStats(o.adsBefore, o.adsAfter, o.xdsCluster, out)
 	}
 	raw, err := os.ReadFile(o.portal)
 	if err != nil {
