@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -199,5 +200,32 @@ func TestProbes(t *testing.T) {
 	}
 	if _, err := Probe("nope"); err == nil {
 		t.Error("Probe(nope): no error")
+	}
+}
+
+// TestNoProductImports checks that the runner stays test tooling: no
+// package outside e2e/ imports it.
+func TestNoProductImports(t *testing.T) {
+	const self = "github.com/toolmesh/toolmesh/e2e/contract"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "github.com/toolmesh/toolmesh/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		seen++
+		if strings.HasPrefix(fields[0], "github.com/toolmesh/toolmesh/e2e/") {
+			continue
+		}
+		if slices.Contains(fields[1:], self) {
+			t.Errorf("%s imports %s, which is test tooling", fields[0], self)
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("go list named only %d packages:\n%s", seen, out)
 	}
 }
