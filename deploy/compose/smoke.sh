@@ -142,6 +142,7 @@ log "stack ready"
 # (envoyproxy/envoy ci/Dockerfile-envoy, stage envoy: Ubuntu with
 # ca-certificates only), so bash's /dev/tcp sends the request: HTTP/1.1,
 # since Envoy answers HTTP/1.0 with 426 unless accept_http_10 is set.
+# [verify] on a v1.40 image: the Dockerfile read was not the v1.40 one.
 envoy_stats() {
 	"${compose[@]}" exec -T "${ENVOY_SERVICE}" bash -c \
 		"exec 3<>/dev/tcp/127.0.0.1/${ENVOY_ADMIN_PORT} && printf 'GET /stats HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' >&3 && cat <&3"

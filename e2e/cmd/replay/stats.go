@@ -17,7 +17,8 @@ import (
 // (docs/root/configuration/upstream/cluster_manager/cluster_stats.rst: a new
 // connection grows upstream_cx_total, a new ADS stream upstream_rq_total, a
 // connection closed under the stream one of the destroy_*_with_active_rq
-// counters).
+// counters). [verify] that the gRPC async client's ADS stream counts in
+// upstream_rq_total was read from the docs, not seen on a live Envoy.
 const connectedState = "control_plane.connected_state"
 
 var adsClusterCounters = []string{
