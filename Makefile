@@ -35,7 +35,7 @@ build: ## Build bin/toolmesh
 	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
 .PHONY: test
-test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server), check gofmt and go vet, then run every test with the race detector
+test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
@@ -65,7 +65,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 	done
 
 .PHONY: test-deps
-test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server)
+test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck)
 	@sh scripts/test-deps.sh
 
 .PHONY: fmt-check

@@ -137,17 +137,19 @@ func TestSmokeTargets(t *testing.T) {
 	}
 }
 
-// TestSmokeScript checks the script's shell (bash -n, and shellcheck when
-// installed) and runs its --dry-run: the dry run must pass on the
+// TestSmokeScript checks the script's shell (bash -n and shellcheck, which
+// `make test` installs or locates) and runs its --dry-run: the dry run must pass on the
 // repository's files and fail on a compose file whose Envoy image is not
 // .envoy-version and on a Portal the timeout probe cannot time out on.
 func TestSmokeScript(t *testing.T) {
 	if out, err := exec.Command("bash", "-n", smokeScript).CombinedOutput(); err != nil {
 		t.Fatalf("bash -n %s: %v\n%s", smokeScript, err, out)
 	}
-	if sc, err := exec.LookPath("shellcheck"); err != nil {
-		t.Logf("shellcheck not found, so %s is not linted (Debian package shellcheck); the other checks run", smokeScript)
-	} else if out, err := exec.Command(sc, smokeScript).CombinedOutput(); err != nil {
+	sc, err := exec.LookPath("shellcheck")
+	if err != nil {
+		t.Fatalf("shellcheck not found (%v): %s must be linted; install Debian's shellcheck package (make test-deps does)", err, smokeScript)
+	}
+	if out, err := exec.Command(sc, smokeScript).CombinedOutput(); err != nil {
 		t.Errorf("shellcheck %s: %v\n%s", smokeScript, err, out)
 	}
 

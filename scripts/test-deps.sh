@@ -1,13 +1,14 @@
 #!/bin/sh
 # Locates what `make test` needs besides Go, and installs what is missing
 # with apt-get when it can (root, or password-less sudo, on Debian/Ubuntu).
-# Today that is redis-server: the Redis snapshot store is tested against a
-# real server, never a mock. Exits non-zero with a message naming the
-# package when it can neither find nor install something.
+# Today: redis-server (the Redis snapshot store is tested against a real
+# server, never a mock) and shellcheck (the Compose smoke script is linted).
+# Exits non-zero with a message naming the package when it can neither find
+# nor install something.
 set -eu
 
-# command package: one line per dependency.
-deps="redis-server redis-server"
+# Pairs of command and Debian package.
+deps="redis-server redis-server shellcheck shellcheck"
 
 missing_cmds=""
 missing_pkgs=""
@@ -44,7 +45,7 @@ cat >&2 <<MSG
 make test cannot run: missing$missing_cmds.
 Install it and run make test again, for example:
   Debian/Ubuntu:  sudo apt-get install$missing_pkgs
-  macOS:          brew install redis
+  macOS:          brew install redis shellcheck
 or put the binaries on PATH.
 MSG
 exit 1
