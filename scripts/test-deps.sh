@@ -12,6 +12,7 @@ deps="redis-server redis-server shellcheck shellcheck"
 
 missing_cmds=""
 missing_pkgs=""
+# shellcheck disable=SC2086 # split into command/package pairs on purpose
 set -- $deps
 while [ $# -ge 2 ]; do
 	if ! command -v "$1" >/dev/null 2>&1; then
