@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -221,4 +223,109 @@ func requireStatus(t *testing.T, addr, service string, want healthpb.HealthCheck
 			t.Errorf("gRPC health of %q at %s = %v, %v; want %v", svc, addr, resp.GetStatus(), err, want)
 		}
 	}
+}
+
+// TestMain lets a test run this binary as toolmesh itself, main and its
+// signal handling included: with TOOLMESH_TEST_MAIN=1 it calls main.
+func TestMain(m *testing.M) {
+	if os.Getenv("TOOLMESH_TEST_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestProcessSignals runs the real main in a child process: a SIGHUP while
+// the Portal listing is blocked must not kill it (the default action would,
+// with status 129); it then becomes ready, and SIGTERM stops it with exit
+// code 0. (A signal before the Go runtime has started main cannot be
+// caught by any Go program, so none is sent that early.)
+func TestProcessSignals(t *testing.T) {
+	tool := newBlockingTool(t)
+	listed := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	portal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(listed) })
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, portalDoc(tool.url))
+	}))
+	t.Cleanup(portal.Close)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+
+	cmd := exec.Command(os.Args[0], "extproc", "--portal", portal.URL, "--fetch-timeout", "1m",
+		"--admin-listen", "127.0.0.1:0", "--extproc-listen", "127.0.0.1:0", "--drain-delay", "0s", "--log-format", "json")
+	cmd.Env = append(os.Environ(), "TOOLMESH_TEST_MAIN=1")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("toolmesh stderr:\n%s", lastLines(stderr.String(), 40))
+		}
+	})
+	select {
+	case <-listed:
+	case err := <-exited:
+		t.Fatalf("toolmesh exited during start-up: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("toolmesh did not ask the Portal for its routes")
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	releaseOnce.Do(func() { close(release) })
+
+	admin := ""
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if admin == "" {
+			admin = loggedAddr(stderr.String(), "admin")
+		}
+		if admin != "" {
+			if code, _ := httpGet(t, "http://"+admin+"/readyz"); code == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("toolmesh exited before ready: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("toolmesh not ready within 30s")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("toolmesh after SIGTERM: %v, want exit code 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("toolmesh did not stop within 30s of SIGTERM")
+	}
+}
+
+// loggedAddr finds the address of a listener in toolmesh's JSON log.
+func loggedAddr(logs, server string) string {
+	for line := range strings.SplitSeq(logs, "\n") {
+		var rec struct{ Msg, Server, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && rec.Server == server {
+			return rec.Addr
+		}
+	}
+	return ""
 }
