@@ -7,11 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -20,6 +24,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
 )
 
 // pingLog records, per accepted connection, the client PINGs a server
@@ -340,4 +346,52 @@ func frameEnds(s []byte, n int) bool {
 		}
 	}
 	return false
+}
+
+// TestKeepaliveDefaultsMatchBootstraps ties the data plane's default
+// keepalive to the connection_keepalive of the bootstraps it stands in for.
+func TestKeepaliveDefaultsMatchBootstraps(t *testing.T) {
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no bootstrap files: %v", err)
+	}
+	d := Keepalive{}.withDefaults()
+	for _, file := range files {
+		y, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := yaml.YAMLToJSON(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bootstrapv3.Bootstrap
+		if err := protojson.Unmarshal(j, &b); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		n := 0
+		for _, c := range b.GetStaticResources().GetClusters() {
+			var hpo upstreamhttpv3.HttpProtocolOptions
+			a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+			if a == nil || a.UnmarshalTo(&hpo) != nil {
+				continue
+			}
+			ka := hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions().GetConnectionKeepalive()
+			if ka == nil {
+				continue
+			}
+			n++
+			jitter := defaultKeepaliveJitterPercent
+			if ka.GetIntervalJitter() != nil {
+				jitter = ka.GetIntervalJitter().GetValue()
+			}
+			got := Keepalive{Interval: ka.GetInterval().AsDuration(), Timeout: ka.GetTimeout().AsDuration(), IntervalJitter: jitter}
+			if got != d {
+				t.Errorf("%s: cluster %s keepalive %+v, the data plane's default %+v", file, c.GetName(), got, d)
+			}
+		}
+		if n < 2 {
+			t.Errorf("%s: %d clusters with connection_keepalive, want the ADS and ext_proc ones", file, n)
+		}
+	}
 }
