@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"testing"
+	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -24,6 +25,12 @@ import (
 
 // Envoy's admin port in every bootstrap; it is never exposed.
 const envoyAdminPort = 9901
+
+// grpcKeepaliveMinTime is the default keepalive enforcement MinTime of
+// toolmesh's gRPC servers (cmd/toolmesh/config.go defaultKeepaliveMinTime,
+// restated since cmd is package main). Envoy pinging the toolmesh clusters
+// more often than that gets GOAWAY too_many_pings.
+const grpcKeepaliveMinTime = 10 * time.Second
 
 // The gRPC service the extproc server reports in its health service.
 const extProcHealthService = "envoy.service.ext_proc.v3.ExternalProcessor"
@@ -108,6 +115,7 @@ func checkBootstrap(t reporter, where string, b *bootstrapv3.Bootstrap) bootstra
 		if !isHTTP2(t, c) {
 			t.Errorf("%s: cluster %s is not explicit HTTP/2, which gRPC needs", where, name)
 		}
+		checkKeepalive(t, where, c)
 	}
 	if c := f.clusters[registry.ExtProcCluster]; c != nil && c.GetPerConnectionBufferLimitBytes().GetValue() == 0 {
 		t.Errorf("%s: %s has no per_connection_buffer_limit_bytes", where, registry.ExtProcCluster)
@@ -172,6 +180,26 @@ func isHTTP2(t reporter, c *clusterv3.Cluster) bool {
 		t.Fatal(err)
 	}
 	return hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+}
+
+// checkKeepalive checks that Envoy pings a toolmesh cluster, and not more
+// often than toolmesh's gRPC servers accept.
+func checkKeepalive(t reporter, where string, c *clusterv3.Cluster) {
+	t.Helper()
+	a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+	var hpo upstreamhttpv3.HttpProtocolOptions
+	if a == nil || a.UnmarshalTo(&hpo) != nil {
+		return // isHTTP2 reports it
+	}
+	ka := hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions().GetConnectionKeepalive()
+	if ka == nil || ka.GetTimeout().AsDuration() <= 0 {
+		t.Errorf("%s: cluster %s has no connection_keepalive with a timeout: %v", where, c.GetName(), ka)
+		return
+	}
+	if iv := ka.GetInterval().AsDuration(); iv <= grpcKeepaliveMinTime {
+		t.Errorf("%s: cluster %s pings every %s, not above toolmesh's keepalive MinTime %s (GOAWAY too_many_pings)",
+			where, c.GetName(), iv, grpcKeepaliveMinTime)
+	}
 }
 
 type statsRoute struct{ path, cluster string }

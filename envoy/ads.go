@@ -55,7 +55,8 @@ type adsClient struct {
 // complete set (a NACK carries Apply's error). It reconnects with
 // exponential back-off and returns ctx.Err() once ctx is done.
 func (d *DataPlane) WatchADS(ctx context.Context, target string, node *corev3.Node) error {
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		d.keepalive.dialOption(d.log.With("grpc", "ads")))
 	if err != nil {
 		return fmt.Errorf("connect to xds %q: %w", target, err)
 	}

@@ -27,6 +27,9 @@ type Options struct {
 	ExtProcConn grpc.ClientConnInterface
 	// Logger receives debug logs of requests and xDS updates; nil discards.
 	Logger *slog.Logger
+	// Keepalive is the HTTP/2 keepalive of the ADS and ext_proc connections
+	// (zero: the bootstraps' 30s interval, 5s timeout, 15% jitter).
+	Keepalive Keepalive
 	// Transport, if set, carries every upstream request instead of the
 	// per-cluster connection pools. Cluster TLS, HTTP/2 and connect_timeout
 	// settings are then the Transport's business.
@@ -41,6 +44,7 @@ type DataPlane struct {
 	conn      grpc.ClientConnInterface
 	ownConn   *grpc.ClientConn
 	transport http.RoundTripper
+	keepalive Keepalive
 
 	cfg atomic.Pointer[config]
 
@@ -58,6 +62,7 @@ func New(opts Options) (*DataPlane, error) {
 		log:        opts.Logger,
 		conn:       opts.ExtProcConn,
 		transport:  opts.Transport,
+		keepalive:  opts.Keepalive.withDefaults(),
 		runtimes:   map[string]*clusterRuntime{},
 		limits:     map[string]clusterLimits{},
 		transports: map[string]*http.Transport{},
@@ -66,7 +71,8 @@ func New(opts Options) (*DataPlane, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
-		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			d.keepalive.dialOption(d.log.With("grpc", "ext_proc")))
 		if err != nil {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}

@@ -10,6 +10,7 @@ package envoy
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,6 +54,53 @@ const (
 	// (substitution_formatter.cc DefaultUnspecifiedValueStringView).
 	unspecifiedValue = "-"
 )
+
+// HTTP/2 connection keepalive of the data plane's gRPC connections (ADS and
+// ext_proc), as the bootstraps' connection_keepalive on toolmesh_xds and
+// toolmesh_extproc makes Envoy do (api config/core/v3/protocol.proto
+// KeepaliveSettings; source/common/http/http2/codec_impl.cc ConnectionImpl):
+//   - The constructor schedules the first PING at interval plus jitter
+//     (onKeepaliveResponse), from the moment the connection exists, whether
+//     or not a stream is open.
+//   - sendKeepalive skips the PING while one is awaiting its ACK, otherwise
+//     sends it (payload: milliseconds since the epoch) and arms the timeout.
+//   - A PING ACK (onPing → onKeepaliveResponse) stops the timeout and
+//     schedules the next PING at interval + random() % (interval_jitter% of
+//     interval), so PINGs are never closer than interval.
+//   - Any frame received other than a PING ACK re-arms a running timeout
+//     (onBeforeFrameReceived: HOL blocking must not look like a dead peer).
+//   - onKeepaliveResponseTimeout closes the connection (h2_ping_timeout);
+//     the gRPC client then reconnects.
+//
+// [choice] grpc-go's own client keepalive (keepalive.ClientParameters) is
+// not used: it raises Time below 10s to 10s (dialoptions.go
+// WithKeepaliveParams, internal.KeepaliveMinPingTime), pings only after Time
+// without reading anything instead of on a fixed cadence, and has no jitter.
+// The connections are wrapped instead (keepalive.go pingConn): PINGs go out
+// between grpc-go's frames, and their ACKs, recognised by payload, are taken
+// out before grpc-go reads. Only ACKs of our own PINGs count as keepalive
+// responses; grpc-go's BDP PINGs, which Envoy does not send, pass through.
+// connection_idle_interval (a PING before a new stream on an idle
+// connection) is not emulated: the bootstraps do not set it. The codec was
+// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag. [verify]
+const (
+	// The bootstraps' interval and timeout (envoy/*.yaml, deploy/); Envoy
+	// itself sends no PINGs without connection_keepalive.
+	defaultKeepaliveInterval = 30 * time.Second
+	defaultKeepaliveTimeout  = 5 * time.Second
+	// protocol.proto KeepaliveSettings.interval_jitter: "The default value
+	// is 15%."
+	defaultKeepaliveJitterPercent = 15.0
+)
+
+// keepaliveNext is the wait before the next keepalive PING
+// (codec_impl.cc onKeepaliveResponse).
+func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
+	if mod := time.Duration(jitterPercent * float64(interval) / 100); mod > 0 {
+		return interval + rand.N(mod)
+	}
+	return interval
+}
 
 // Response codes details, bodies and flags of the local replies Envoy's
 // router and filter manager send (source/common/stream_info/utility.h

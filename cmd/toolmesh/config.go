@@ -112,6 +112,24 @@ type Config struct {
 	// every route.
 	Nodes []xds.NodeSelector `json:"nodes,omitempty"`
 
+	// GRPCKeepaliveMinTime is the shortest interval between HTTP/2 PINGs a
+	// client may send to the ext_proc and xDS gRPC servers, with or without
+	// a stream open (default 10s). It must stay below the interval of the
+	// Envoy bootstraps' connection_keepalive (30s): a client that pings more
+	// often gets GOAWAY too_many_pings and loses its connection.
+	GRPCKeepaliveMinTime registry.Duration `json:"grpcKeepaliveMinTime,omitempty"`
+	// GRPCKeepaliveTime is how long a gRPC server connection may go without
+	// reading anything before the server pings the client (default 1m), so
+	// the streams of an Envoy that vanished are reclaimed.
+	GRPCKeepaliveTime registry.Duration `json:"grpcKeepaliveTime,omitempty"`
+	// GRPCKeepaliveTimeout is how long the server waits for the answer to
+	// its ping before closing the connection (default 20s).
+	GRPCKeepaliveTimeout registry.Duration `json:"grpcKeepaliveTimeout,omitempty"`
+	// DrainDelay is how long shutdown waits, with readiness and gRPC health
+	// already NOT_SERVING, before it stops accepting work (default 5s; 0
+	// allowed), so Envoy's health checks and load balancers move away first.
+	DrainDelay registry.Duration `json:"drainDelay,omitempty"`
+
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
 	// LogFormat is text or json (default text). Logs go to stderr.
@@ -123,25 +141,42 @@ const (
 	minRefreshInterval = 100 * time.Millisecond
 	maxMessageTimeout  = time.Hour // Envoy's own ceiling for message_timeout
 	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
+	maxDrainDelay      = 5 * time.Minute
+
+	// envoyKeepaliveInterval is the connection_keepalive interval of the
+	// toolmesh_xds and toolmesh_extproc clusters in every Envoy bootstrap
+	// of this repository (envoy/*.yaml, deploy/); the local data plane uses
+	// the same. grpcKeepaliveMinTime must stay below it (bootstrap_test.go
+	// checks the files).
+	envoyKeepaliveInterval = 30 * time.Second
+	// defaultKeepaliveMinTime leaves a third of that interval: Envoy pings
+	// at interval plus 0-15% jitter after the last PING ACK, never sooner.
+	// It is also grpc-go's own client floor (keepalive.ClientParameters.Time
+	// is raised to 10s), so any grpc-go client with keepalive on passes.
+	defaultKeepaliveMinTime = 10 * time.Second
 )
 
 // defaultConfig is the configuration with no file and no flags.
 func defaultConfig() Config {
 	return Config{
-		Listen:           "127.0.0.1:8080",
-		ExtProcListen:    "127.0.0.1:9002",
-		XDSListen:        "127.0.0.1:18000",
-		AdminListen:      "127.0.0.1:9090",
-		EnvoyListen:      "0.0.0.0:10000",
-		NodeID:           "toolmesh-local",
-		RefreshInterval:  registry.Duration(registry.DefaultInterval),
-		FetchTimeout:     registry.Duration(registry.DefaultFetchTimeout),
-		MaxBodyBytes:     1 << 20,
-		MaxResponseBytes: 4 << 20,
-		MessageTimeout:   registry.Duration(5 * time.Second),
-		ServerName:       "toolmesh",
-		LogLevel:         "info",
-		LogFormat:        "text",
+		Listen:               "127.0.0.1:8080",
+		ExtProcListen:        "127.0.0.1:9002",
+		XDSListen:            "127.0.0.1:18000",
+		AdminListen:          "127.0.0.1:9090",
+		EnvoyListen:          "0.0.0.0:10000",
+		NodeID:               "toolmesh-local",
+		RefreshInterval:      registry.Duration(registry.DefaultInterval),
+		FetchTimeout:         registry.Duration(registry.DefaultFetchTimeout),
+		MaxBodyBytes:         1 << 20,
+		MaxResponseBytes:     4 << 20,
+		MessageTimeout:       registry.Duration(5 * time.Second),
+		ServerName:           "toolmesh",
+		GRPCKeepaliveMinTime: registry.Duration(defaultKeepaliveMinTime),
+		GRPCKeepaliveTime:    registry.Duration(time.Minute),
+		GRPCKeepaliveTimeout: registry.Duration(20 * time.Second),
+		DrainDelay:           registry.Duration(5 * time.Second),
+		LogLevel:             "info",
+		LogFormat:            "text",
 	}
 }
 
@@ -213,6 +248,10 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	fs.Int64("max-response-bytes", d.MaxResponseBytes, "Tool Service reply limit in bytes")
 	fs.String("server-name", d.ServerName, "serverInfo name in MCP answers")
 	fs.String("redis", d.Redis, "Redis `URL` for warm-start snapshots (default: in-memory store)")
+	fs.Duration("grpc-keepalive-min-time", d.GRPCKeepaliveMinTime.D(), "shortest PING interval the gRPC servers accept from a client (below Envoy's connection_keepalive interval)")
+	fs.Duration("grpc-keepalive-time", d.GRPCKeepaliveTime.D(), "idle time after which a gRPC server pings its client")
+	fs.Duration("grpc-keepalive-timeout", d.GRPCKeepaliveTimeout.D(), "wait for a gRPC server ping's answer before closing the connection")
+	fs.Duration("drain-delay", d.DrainDelay.D(), "on SIGTERM, time between health turning NOT_SERVING and draining (0: none)")
 	fs.String("log-level", d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log `format`: text or json")
 }
@@ -277,6 +316,10 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	dur("refresh-interval", &cfg.RefreshInterval)
 	dur("fetch-timeout", &cfg.FetchTimeout)
 	dur("message-timeout", &cfg.MessageTimeout)
+	dur("grpc-keepalive-min-time", &cfg.GRPCKeepaliveMinTime)
+	dur("grpc-keepalive-time", &cfg.GRPCKeepaliveTime)
+	dur("grpc-keepalive-timeout", &cfg.GRPCKeepaliveTimeout)
+	dur("drain-delay", &cfg.DrainDelay)
 	num("max-body-bytes", &cfg.MaxBodyBytes)
 	num("max-response-bytes", &cfg.MaxResponseBytes)
 	return errors.Join(errs...)
@@ -329,6 +372,20 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxResponseBytes <= 0 || c.MaxResponseBytes > maxBodyLimit {
 		bad("maxResponseBytes", "%d is not between 1 and %d", c.MaxResponseBytes, maxBodyLimit)
+	}
+	if d := c.GRPCKeepaliveMinTime.D(); d <= 0 || d >= envoyKeepaliveInterval {
+		// 0 would mean grpc-go's default, 5m, which rejects Envoy's pings.
+		bad("grpcKeepaliveMinTime", "%s is not between 0 and %s, the connection_keepalive interval of the Envoy bootstraps: "+
+			"Envoy's pings would get GOAWAY too_many_pings", d, envoyKeepaliveInterval)
+	}
+	if d := c.GRPCKeepaliveTime.D(); d < time.Second {
+		bad("grpcKeepaliveTime", "%s is shorter than 1s, the least grpc-go accepts", d)
+	}
+	if d := c.GRPCKeepaliveTimeout.D(); d <= 0 {
+		bad("grpcKeepaliveTimeout", "%s is not positive", d)
+	}
+	if d := c.DrainDelay.D(); d < 0 || d > maxDrainDelay {
+		bad("drainDelay", "%s is not between 0 and %s", d, maxDrainDelay)
 	}
 	for i, o := range c.AllowedOrigins {
 		if strings.TrimSpace(o) == "" {

@@ -39,6 +39,10 @@ maxBodyBytes: 2097152
 maxResponseBytes: 8388608
 messageTimeout: 3s
 serverName: acme-tools
+grpcKeepaliveMinTime: 20s
+grpcKeepaliveTime: 2m
+grpcKeepaliveTimeout: 10s
+drainDelay: 0s
 logLevel: debug
 logFormat: json
 `)
@@ -70,6 +74,10 @@ logFormat: json
 			c.MaxResponseBytes = 8 << 20
 			c.MessageTimeout = registry.Duration(3 * time.Second)
 			c.ServerName = "acme-tools"
+			c.GRPCKeepaliveMinTime = registry.Duration(20 * time.Second)
+			c.GRPCKeepaliveTime = registry.Duration(2 * time.Minute)
+			c.GRPCKeepaliveTimeout = registry.Duration(10 * time.Second)
+			c.DrainDelay = 0
 			c.LogLevel = "debug"
 			c.LogFormat = "json"
 		})},
@@ -79,7 +87,8 @@ logFormat: json
 		})},
 		{name: "flags override the file", args: []string{"--config", good,
 			"--listen", "127.0.0.1:0", "--refresh-interval", "2s", "--allowed-origins", "https://a.example,https://b.example",
-			"--log-level", "warn", "--max-body-bytes", "1024", "--message-timeout", "9s"},
+			"--log-level", "warn", "--max-body-bytes", "1024", "--message-timeout", "9s",
+			"--grpc-keepalive-min-time", "5s", "--grpc-keepalive-time", "30s", "--grpc-keepalive-timeout", "3s", "--drain-delay", "15s"},
 			want: withDefaults(func(c *Config) {
 				c.Portal = portal
 				c.Listen = "127.0.0.1:0"
@@ -93,6 +102,10 @@ logFormat: json
 				c.MaxResponseBytes = 8 << 20
 				c.MessageTimeout = registry.Duration(9 * time.Second)
 				c.ServerName = "acme-tools"
+				c.GRPCKeepaliveMinTime = registry.Duration(5 * time.Second)
+				c.GRPCKeepaliveTime = registry.Duration(30 * time.Second)
+				c.GRPCKeepaliveTimeout = registry.Duration(3 * time.Second)
+				c.DrainDelay = registry.Duration(15 * time.Second)
 				c.LogLevel = "warn"
 				c.LogFormat = "json"
 			})},
@@ -115,8 +128,18 @@ maxBodyBytes: -1
 allowedOrigins: [""]
 logLevel: loud
 logFormat: xml
+grpcKeepaliveTime: 10ms
+grpcKeepaliveTimeout: 0s
+drainDelay: 10m
 `)}, wantErr: []string{"portal:", "listen:", "adminListen:", "xdsListen:", "refreshInterval:", "messageTimeout:",
-			"maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:"}},
+			"maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
+		// Envoy pings every 30s (envoy/*.yaml connection_keepalive); a MinTime
+		// at or above it, or 0 (grpc-go's 5m default), closes its connections.
+		{name: "keepalive min time at the bootstrap interval", args: []string{"--grpc-keepalive-min-time", "30s"},
+			wantErr: []string{"grpcKeepaliveMinTime: 30s", "too_many_pings"}},
+		{name: "keepalive min time zero", args: []string{"--config", write("ka0.yaml", "grpcKeepaliveMinTime: 0s\n")},
+			wantErr: []string{"grpcKeepaliveMinTime: 0s"}},
+		{name: "drain delay zero", args: []string{"--drain-delay", "0s"}, want: withDefaults(func(c *Config) { c.DrainDelay = 0 })},
 		{name: "portal URL", args: []string{"--portal", "https://portal.example.com/base"}, want: withDefaults(func(c *Config) {
 			c.Portal = "https://portal.example.com/base"
 		})},

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -47,7 +48,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}
-	gs := grpc.NewServer(srv.GRPCServerOptions()...)
+	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
 	a.components = append(a.components, component{"extproc", func() (bool, string) {
@@ -101,7 +102,7 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		ServerVersion:    version,
 	}, metrics)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(keepaliveOptions(a.cfg)...)
 	a.xdsServer.Register(gs)
 	a.xdsHealth = newHealth(gs, gRPCServiceADS)
 	a.components = append(a.components, component{"xds", func() (bool, string) {
@@ -110,6 +111,33 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 	go serveGRPC(gs, ls.xds, "xds", errc)
 	a.stopGRPC = append(a.stopGRPC, func(ctx context.Context) { cancel(); stopGRPC(ctx, gs) })
 	return nil
+}
+
+// keepaliveOptions are the keepalive settings of both gRPC servers.
+//
+// Envoy pings every connection_keepalive interval (30s in our bootstraps),
+// also when no stream is open. grpc-go's default enforcement (MinTime 5m,
+// PermitWithoutStream false) answers that with GOAWAY too_many_pings. The
+// rule, google.golang.org/grpc internal/transport/http2_server.go
+// handlePing (v1.85.0): a ping arriving less than MinTime after the previous
+// one (or, with no stream open and PermitWithoutStream false, less than 2h
+// after it) is a strike; the strike count is cleared by the next ping after
+// the server has sent headers or data; once the count exceeds
+// maxPingStrikes (2), that is on the third strike, the server sends GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings" and closes the connection. So MinTime must be below the
+// ping interval, and PermitWithoutStream true, since idle ext_proc and ADS
+// connections get pings too.
+func keepaliveOptions(cfg Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             cfg.GRPCKeepaliveMinTime.D(),
+			PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    cfg.GRPCKeepaliveTime.D(),
+			Timeout: cfg.GRPCKeepaliveTimeout.D(),
+		}),
+	}
 }
 
 // newHealth registers a gRPC health service on gs, NOT_SERVING until sync

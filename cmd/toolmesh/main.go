@@ -11,6 +11,9 @@ import (
 )
 
 func main() {
+	// SIGHUP's default action ends the process; until serve takes it over
+	// (to reload the filters) it is caught here and dropped.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

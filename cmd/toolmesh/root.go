@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,6 +28,9 @@ type hooks struct {
 	// "extproc", "xds", "dataplane") and bound address, before serving
 	// starts; it makes "127.0.0.1:0" addresses usable.
 	listening func(name, addr string)
+	// drainWait, when set, replaces the sleep of the drain delay, so a test
+	// can look at the process while it waits and then let it go on.
+	drainWait func(time.Duration)
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.

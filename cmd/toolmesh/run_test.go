@@ -54,6 +54,14 @@ type process struct {
 // for /readyz and stops it (checking the exit code) at the end of the test.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
+	p := launch(t, hooks{}, args...)
+	p.waitReady(t)
+	return p
+}
+
+// launch is startProcess without waiting for /readyz; h.listening is its own.
+func launch(t *testing.T, h hooks, args ...string) *process {
+	t.Helper()
 	p := &process{addrs: map[string]string{}, logs: &lockedBuffer{}, done: make(chan int, 1)}
 	var mu sync.Mutex
 	want := 0
@@ -64,15 +72,18 @@ func startProcess(t *testing.T, args ...string) *process {
 			want++
 		}
 	}
+	if !slices.Contains(args, "--drain-delay") {
+		args = append(args, "--drain-delay", "0s") // keep test shutdowns quick
+	}
 	bound := make(chan struct{})
-	h := hooks{listening: func(name, addr string) {
+	h.listening = func(name, addr string) {
 		mu.Lock()
 		defer mu.Unlock()
 		p.addrs[name] = addr
 		if len(p.addrs) == want {
 			close(bound)
 		}
-	}}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	go func() { p.done <- execute(ctx, args, io.Discard, p.logs, h) }()
@@ -90,7 +101,6 @@ func startProcess(t *testing.T, args ...string) *process {
 	case <-time.After(30 * time.Second):
 		t.Fatal("toolmesh did not bind its listeners within 30s")
 	}
-	p.waitReady(t)
 	return p
 }
 

@@ -63,6 +63,8 @@ type app struct {
 	reg        *registry.Registry
 	components []component
 	stopping   atomic.Bool
+	everReady  atomic.Bool           // health has said SERVING at least once
+	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -98,6 +100,13 @@ func (l *listeners) close() {
 // gracefully. It returns nil after a clean shutdown.
 func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) error {
 	log = log.With(slog.String("mode", m.String()))
+	// SIGHUP first, before anything slow: its default action ends the
+	// process, and the start-up (Portal listing, manifests, Redis) can take
+	// long. A SIGHUP before the registry's first cycle ends waits here and
+	// reloads the filters once the loops run.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// Components run on a context that the signal does not cancel: shutdown
 	// stops them in order, so requests in flight can finish.
 	base := context.WithoutCancel(ctx)
@@ -115,7 +124,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
 	metrics := newMetricsRegistry()
 	store, err := snapshotStore(cfg, log, metrics)
 	if err != nil {
@@ -219,7 +228,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	if a.xdsServer != nil && cfg.Overrides != "" {
 		wg.Go(func() { a.xdsServer.WatchOverrides(loopCtx, cfg.Overrides, 0) })
 	}
-	wg.Go(func() { a.reloadOnHangup(loopCtx) })
+	wg.Go(func() { a.reloadOnHangup(loopCtx, hup) })
 	defer func() { stopLoops(); wg.Wait() }()
 
 	log.Info("toolmesh started", slog.String("version", version))
@@ -350,16 +359,16 @@ func (a *app) pushXDS(ctx context.Context, routes []registry.Route) {
 // setHealth sets the gRPC health states from the registry and xDS.
 func (a *app) setHealth() {
 	ready := a.reg.Ready() && !a.stopping.Load()
+	if ready {
+		a.everReady.Store(true)
+	}
 	setServing(a.extprocHealth, gRPCServiceExtProc, ready)
 	setServing(a.xdsHealth, gRPCServiceADS, ready && a.xdsSynced.Load())
 }
 
 // reloadOnHangup reloads the filters' WebAssembly modules on SIGHUP (they
 // also reload by themselves when their files change).
-func (a *app) reloadOnHangup(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,16 +384,27 @@ func (a *app) reloadOnHangup(ctx context.Context) {
 	}
 }
 
-// shutdown stops serving in order: readiness off; the data plane drained,
-// then its ADS watch and ext_proc connections closed; the gRPC servers
-// stopped (gracefully, with a deadline); the admin server last, so probes
-// see "stopping" until the end. Every step is bounded.
+// shutdown stops serving in order: readiness and gRPC health off; the drain
+// delay, while everything still serves, so Envoy's health checks and load
+// balancers see NOT_SERVING and stop sending; the data plane drained, then
+// its ADS watch and ext_proc connections closed; the gRPC servers stopped
+// (gracefully, with a deadline); the admin server last, so probes see
+// "stopping" until the end. Every step is bounded.
 func (a *app) shutdown() {
 	a.shutdownOnce.Do(func() {
 		a.stopping.Store(true)
 		for _, hs := range []*health.Server{a.extprocHealth, a.xdsHealth} {
 			if hs != nil {
 				hs.Shutdown() // NOT_SERVING, so health-checking clients move away
+			}
+		}
+		// A process that never said SERVING has no traffic to move away.
+		if d := a.cfg.DrainDelay.D(); d > 0 && a.everReady.Load() {
+			a.log.Info("not serving; waiting before draining", slog.Duration("drainDelay", d))
+			if a.drainWait != nil {
+				a.drainWait(d)
+			} else {
+				time.Sleep(d)
 			}
 		}
 		if a.dataPlane != nil {
