@@ -13,13 +13,16 @@
 // leaves them out.
 //
 // Usage: conformance-toolsvc [--only-passable] [--log] PORT
+// PORT 0 picks a free port; the first line on stdout says where it listens.
 // The program is a test fixture; no product package imports it.
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -206,7 +209,7 @@ func handler(catalog []tool, log *slog.Logger) http.Handler {
 		}
 		var args any
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-		if err := dec.Decode(&args); err != nil && err.Error() != "EOF" {
+		if err := dec.Decode(&args); err != nil && !errors.Is(err, io.EOF) {
 			reply(w, http.StatusBadRequest, object{"error": "body is not JSON: " + err.Error()})
 			return
 		}
@@ -270,6 +273,7 @@ func main() {
 		os.Exit(1)
 	}
 	served := catalog(*onlyPassable)
+	fmt.Printf("listening on http://%s\n", ln.Addr())
 	log.Info("conformance fixture Tool Service", "addr", ln.Addr().String(), "tools", len(served))
 	if err := http.Serve(ln, handler(served, log)); err != nil {
 		log.Error("conformance-toolsvc: serve", "err", err)

@@ -1,5 +1,7 @@
 package main
 
+//lint:file-ignore SA1019 roots, sampling and logging are deprecated as of protocol 2026-07-28 (SEP-2577); the conformance scenarios still call them.
+
 import (
 	"context"
 	"crypto/hmac"

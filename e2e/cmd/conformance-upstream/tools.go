@@ -1,5 +1,7 @@
 package main
 
+//lint:file-ignore SA1019 logging, sampling and their capabilities are deprecated as of protocol 2026-07-28 (SEP-2577), but the legacy-era conformance scenarios call them, so the fixture must implement them.
+
 import (
 	"context"
 	"encoding/base64"
