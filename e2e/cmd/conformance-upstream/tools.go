@@ -166,7 +166,10 @@ func addTools(s *mcp.Server, key []byte) {
 					return nil, fmt.Errorf("test_tool_with_progress: send progress: %w", err)
 				}
 			}
-			return textResult(fmt.Sprint(token)), nil
+			if token == nil {
+				return textResult("ran without a progress token: no progress sent"), nil
+			}
+			return textResult(fmt.Sprintf("progress 0, 50, 100 of 100 sent for token %v", token)), nil
 		})
 	s.AddTool(tool("test_sampling", "Asks the client's LLM to answer the prompt",
 		object{"type": "object", "properties": object{"prompt": object{"type": "string", "description": "The prompt for the LLM"}}, "required": []any{"prompt"}}),
