@@ -54,7 +54,7 @@ wasm: ## Build the example WebAssembly filters into bin/wasm (GOOS=wasip1)
 
 .PHONY: conformance
 conformance: ## Run the official MCP conformance suites against `toolmesh run` (needs npm)
-	bash testdata/conformance/run.sh $(FIXTURE)
+	bash testdata/conformance/run.sh
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each

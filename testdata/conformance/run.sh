@@ -1,58 +1,145 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite against `toolmesh run`, with the
-# shared fixture Tool Service behind the route /mcp/conf, in both protocol
-# eras:
+# Runs the official MCP conformance suites (server scenarios) in both
+# protocol eras:
 #   legacy wire:    @modelcontextprotocol/conformance@0.1.16
 #   stateless wire: @modelcontextprotocol/conformance@0.2.0-alpha.12 --spec-version 2026-07-28
-# Node 22 comes from the npm package node@22. Everything is installed under
-# .conformance/ (git-ignored). Results land in .conformance/results/.
-# Usage: testdata/conformance/run.sh [path/to/fixture_toolsvc.py]
+#
+# Modes:
+#   run.sh           through the gateway: `toolmesh run` with the native
+#                    fixture Tool Service (e2e/cmd/conformance-toolsvc) behind
+#                    the route /mcp/conf (portal.template.json)
+#   run.sh --direct  against the Go SDK conformance upstream
+#                    (e2e/cmd/conformance-upstream) with nothing in between:
+#                    the legacy suite on its /mcp, the 2026-07-28 suite on
+#                    its /stateless
+#
+# Node 22 comes from the npm package node@22. Everything is installed and
+# built under .conformance/ (git-ignored); results land in
+# .conformance/results/ (gateway) or .conformance/results-direct/ (--direct).
+# Exit status: 0 when every scenario passed, 1 otherwise.
 set -euo pipefail
+
+mode=gateway
+case "${1:-}" in
+"") ;;
+--direct) mode=direct ;;
+-h | --help)
+  sed -n '2,/^set -e/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+  exit 0
+  ;;
+*)
+  echo "usage: $0 [--direct]" >&2
+  exit 2
+  ;;
+esac
+
 top=$(git rev-parse --show-toplevel)
 cd "$top"
-fixture=${1:-$top/../shared/conformance/fixture_toolsvc.py}
 work=$top/.conformance
-mkdir -p "$work/legacy" "$work/stateless" "$work/results"
+mkdir -p "$work/legacy" "$work/stateless" "$work/bin"
 
 install() { # dir, packages...
-  local dir=$1; shift
+  local dir=$1
+  shift
   if [ ! -x "$dir/node_modules/.bin/conformance" ]; then
-    (cd "$dir" && [ -f package.json ] || (cd "$dir" && npm init -y >/dev/null))
+    [ -f "$dir/package.json" ] || (cd "$dir" && npm init -y >/dev/null)
     (cd "$dir" && npm install --no-audit --no-fund "$@" >/dev/null)
   fi
 }
 install "$work/legacy" node@22 @modelcontextprotocol/conformance@0.1.16
 install "$work/stateless" node@22 @modelcontextprotocol/conformance@0.2.0-alpha.12
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-fport=$(free_port); listen=$(free_port); ext=$(free_port); xds=$(free_port); admin=$(free_port)
+# free_port prints a loopback TCP port nothing is listening on (bash's
+# /dev/tcp connect fails on a closed port).
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+  echo "run.sh: no free loopback port found" >&2
+  exit 1
+}
 
-go build -o "$work/toolmesh" ./cmd/toolmesh
-python3 "$fixture" "$fport" >"$work/fixture.log" 2>&1 &
-fixture_pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$fport/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+# wait_for URL: poll until it answers 200 (bounded, about 20 s).
+wait_for() {
+  for _ in $(seq 1 100); do
+    curl -fsS "$1" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  curl -fsS "$1" >/dev/null
+}
+
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+
+# suite NAME DIR URL OUT [extra conformance args...]
+suite() {
+  local name=$1 dir=$2 url=$3 out=$4
+  shift 4
+  echo "== $name =="
+  rm -rf "$out" && mkdir -p "$out"
+  (cd "$dir" && PATH="$dir/node_modules/.bin:$PATH" \
+    npx conformance server --url "$url" --suite all -o "$out" "$@" 2>&1 | tee "$out.txt") || status=1
+}
+
+# summary FILE: scenario runs that passed, from the suite's own summary
+# lines (✓ passed; ✗ had a failure, or a warning in 0.2.x).
+summary() {
+  local pass total
+  pass=$(grep -c '^✓ ' "$1" || true)
+  total=$(grep -c '^[✓✗] ' "$1" || true)
+  echo "$(basename "$1" .txt): $pass of $total scenario runs passed"
+}
+
+status=0
+if [ "$mode" = direct ]; then
+  results=$work/results-direct
+  mkdir -p "$results"
+  go build -o "$work/bin/conformance-upstream" ./e2e/cmd/conformance-upstream
+  port=$(free_port)
+  "$work/bin/conformance-upstream" --addr "127.0.0.1:$port" >"$work/upstream.log" 2>&1 &
+  pids+=($!)
+  wait_for "http://127.0.0.1:$port/healthz"
+  # localhost, not 127.0.0.1: dns-rebinding-protection needs a localhost URL.
+  suite "legacy wire: conformance 0.1.16 -> upstream /mcp" "$work/legacy" \
+    "http://localhost:$port/mcp" "$results/legacy"
+  suite "stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 -> upstream /stateless" "$work/stateless" \
+    "http://localhost:$port/stateless" "$results/stateless" --spec-version 2026-07-28
+  summary "$results/legacy.txt"
+  summary "$results/stateless.txt"
+  echo "results: $results (legacy.txt, stateless.txt); upstream log: $work/upstream.log"
+  exit $status
+fi
+
+results=$work/results
+mkdir -p "$results"
+fport=$(free_port)
+listen=$(free_port)
+ext=$(free_port)
+xds=$(free_port)
+admin=$(free_port)
+
+go build -o "$work/bin/toolmesh" ./cmd/toolmesh
+go build -o "$work/bin/conformance-toolsvc" ./e2e/cmd/conformance-toolsvc
+"$work/bin/conformance-toolsvc" "$fport" >"$work/fixture.log" 2>&1 &
+pids+=($!)
+wait_for "http://127.0.0.1:$fport/healthz"
 sed "s/\${FIXTURE}/$fport/" testdata/conformance/portal.template.json >"$work/portal.json"
-"$work/toolmesh" run --portal "$work/portal.json" --listen "127.0.0.1:$listen" \
+"$work/bin/toolmesh" run --portal "$work/portal.json" --listen "127.0.0.1:$listen" \
   --extproc-listen "127.0.0.1:$ext" --xds-listen "127.0.0.1:$xds" --admin-listen "127.0.0.1:$admin" \
   --refresh-interval 5s >"$work/toolmesh.log" 2>&1 &
-gw_pid=$!
-trap 'kill $gw_pid $fixture_pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-curl -fsS "http://127.0.0.1:$admin/readyz" >/dev/null
+pids+=($!)
+wait_for "http://127.0.0.1:$admin/readyz"
 
 url="http://localhost:$listen/mcp/conf"
-status=0
-echo "== legacy wire: conformance 0.1.16 (suite: all) =="
-(cd "$work/legacy" && PATH="$work/legacy/node_modules/.bin:$PATH" \
-  npx conformance server --url "$url" --suite all -o "$work/results/legacy" 2>&1 | tee "$work/results/legacy.txt") || status=1
-echo "== stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 =="
-(cd "$work/stateless" && PATH="$work/stateless/node_modules/.bin:$PATH" \
-  npx conformance server --url "$url" --suite all --spec-version 2026-07-28 -o "$work/results/stateless" 2>&1 | tee "$work/results/stateless.txt") || status=1
-echo "results: $work/results (legacy.txt, stateless.txt); toolmesh log: $work/toolmesh.log"
+suite "legacy wire: conformance 0.1.16 -> toolmesh /mcp/conf" "$work/legacy" "$url" "$results/legacy"
+suite "stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 -> toolmesh /mcp/conf" "$work/stateless" \
+  "$url" "$results/stateless" --spec-version 2026-07-28
+summary "$results/legacy.txt"
+summary "$results/stateless.txt"
+echo "results: $results (legacy.txt, stateless.txt); toolmesh log: $work/toolmesh.log; fixture log: $work/fixture.log"
 exit $status
