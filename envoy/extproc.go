@@ -251,9 +251,17 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 				}
 				continue
 			}
-			if e.f.allowModeOverride && state.headers() && r.resp.GetModeOverride() != nil {
-				if e.f.overrideAllowed(r.resp.GetModeOverride()) {
-					e.mode = overrideMode(e.mode, r.resp.GetModeOverride())
+			// Filter::onReceiveMessage: a mode_override counts only with
+			// allow_mode_override, without
+			// send_body_without_waiting_for_header_response, and while a
+			// headers message is outstanding; the effective override must
+			// pass the allow-list, and then replaces both directions' mode.
+			if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && r.resp.GetModeOverride() != nil {
+				eff := effectiveOverride(e.f.configuredMode, r.resp.GetModeOverride())
+				if e.f.overrideAllowed(eff) {
+					e.mode = normalizeMode(eff)
+				} else {
+					e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
 				}
 			}
 			return r.resp, nil, nil
