@@ -288,7 +288,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 			if hm != nil {
 				// Checked against the filter's mutation_rules; errors are
 				// logged and ignored, what was applied so far stays.
-				if err := applyHeaderMutation(hm, h, e.f.checker, false, false); err != nil {
+				if err := applyHeaderMutation(hm, h, e.f.checker, false, false, headerLimits{}); err != nil {
 					e.x.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.name, "error", err)
 				}
 			}
@@ -411,7 +411,19 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerM
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL))
+		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL), e.limits(h))
+}
+
+// limits are the header limits of h: the HTTP connection manager's for the
+// request headers, the upstream codec's defaults for response headers
+// (cluster common_http_protocol_options.max_headers_count and
+// max_response_headers_kb are not emulated; their defaults are 100 and 60
+// KiB [verify]).
+func (e *extProcRun) limits(h *headerMap) headerLimits {
+	if h == e.x.reqH {
+		return headerLimits{count: e.x.cfg.hcm.maxHeaders, kb: e.x.cfg.hcm.maxHeadersBytes >> 10}
+	}
+	return headerLimits{count: defaultMaxHeadersCount, kb: defaultMaxHeadersKB}
 }
 
 // bufferedBody exchanges one buffered (or partial) body and applies the

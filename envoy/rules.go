@@ -46,6 +46,13 @@ const (
 	// source/common/http/headers.h: Headers::get().prefix() is "x-envoy"
 	// unless the bootstrap changes header_prefix.
 	envoyHeaderPrefix = "x-envoy"
+	// Http::DEFAULT_MAX_HEADERS_COUNT and DEFAULT_MAX_REQUEST_HEADERS_KB
+	// (envoy/http/codec.h), the limits of an upstream response header map
+	// unless the cluster sets its own (not emulated). A later Envoy header
+	// raises both (1000 and 128, for CVE-2026-47774); whether v1.40 has
+	// that change is not verified [verify].
+	defaultMaxHeadersCount = 100
+	defaultMaxHeadersKB    = 60
 	// ext_proc.cc ErrorPrefix.
 	extProcErrorPrefix = "ext_proc_error"
 	// HCM server_name default.
@@ -494,6 +501,20 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     disallow_is_error, the header limits below, the content-length
 //     mismatch): handleErrorResponse, status_on_error with the error text as
 //     details.
+//   - header mutation limits (MutationUtils::applyHeaderMutations,
+//     mutation_utils.cc): before anything is applied, more remove_headers
+//     or more set_headers than the map's max_headers_count is refused
+//     ("Header mutation remove header count <r> or set header count <s>
+//     exceed the HCM header countlimit <n>"); after the mutation the map,
+//     pseudo-headers included, must hold at most max_headers_count entries
+//     and max_headers_kb KiB of keys plus values ("Header mutation causes
+//     end result header count <c> or header size <b> bytes, exceeding the
+//     count limit <n> or the size limit <k> kilobytes"). Request headers
+//     carry the HCM's limits, upstream response headers the codec's
+//     (headerLimits). Envoy 1.37 replaced the mutation error texts with a
+//     fixed set ("Use one of a hard-coded set of error messages when a
+//     HeaderMutation fails", version history 1.37.0); the texts here are
+//     the earlier ones, the fixed set was not available to check [verify].
 //   - an ImmediateResponse on the response path is honoured too: Envoy's
 //     sendLocalReply replaces the held response headers while the response
 //     has not started (FilterManager::sendDirectLocalReply). toolmesh only

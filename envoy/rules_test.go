@@ -83,7 +83,7 @@ func TestApplyHeaderMutation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &headerMap{}
 			h.add("x-a", "old")
-			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false)
+			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false, headerLimits{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
