@@ -77,6 +77,7 @@ const (
 	detailsResponseTooLarge   = "response_payload_too_large"
 	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
 	detailsResetBeforeStarted = "upstream_reset_before_response_started"
+	detailsResetAfterStarted  = "upstream_reset_after_response_started"
 
 	bodyNoHealthyUpstream = "no healthy upstream"
 	bodyUpstreamTimeout   = "upstream request timeout"
@@ -551,11 +552,23 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     <why>]", details upstream_reset_before_response_started{<reason>[|<why>]}
 //     with spaces as '_'. Exhausted retries add URX.
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
-//     "upstream request timeout". If the upstream response headers have
-//     already been received the downstream stream is reset instead
-//     (Router::onResponseTimeout). The local data plane starts the timer when
-//     the router starts, which is when the request is complete except for
+//     "upstream request timeout", details upstream_response_timeout. The
+//     router sends that local reply even after the upstream response headers
+//     arrived (Router::onResponseTimeout → onUpstreamTimeoutAbort →
+//     onUpstreamAbort); FilterManager::sendLocalReply then decides
+//     (source/common/http/filter_manager.cc): no response headers yet → a
+//     local reply through the encoder filters; headers received but not yet
+//     sent downstream (an ext_proc filter holding them for a BUFFERED body)
+//     → sendDirectLocalReply, which skips the filters but still applies
+//     local_reply_config (local_reply_.rewrite); headers already sent → a
+//     downstream reset. The local data plane starts the timer when the
+//     router starts, which is when the request is complete except for
 //     bodies over the buffer limit.
+//   - Upstream reset after the response headers (connection closed or
+//     stream reset mid-body, Router::onUpstreamReset): the same three-way
+//     choice, with 503, the reset's flag, the "before headers" body text
+//     and details upstream_reset_after_response_started{<reason>} (the
+//     router has set downstream_response_started_).
 //   - Request headers: request_headers_to_remove/add of route, virtual host
 //     and route configuration in that order, host_rewrite_literal, prefix or
 //     regex rewrite (x-envoy-original-path keeps the old path) and
