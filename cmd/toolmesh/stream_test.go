@@ -98,3 +98,51 @@ func TestRunStreamsEventStream(t *testing.T) {
 		t.Fatalf("client read %q, want %q", got.String(), want)
 	}
 }
+
+// TestRunUpstreamAbortAfterHeaders: a Tool Service that sends its response
+// headers and then stalls past requestTimeout, or drops the connection
+// mid-body, while ext_proc holds those headers for the BUFFERED body. Envoy
+// answers with the router's local reply sent directly (FilterManager::
+// sendLocalReply → sendDirectLocalReply, local_reply_config applied), so
+// the client gets the listener's JSON-RPC result, not a reset stream.
+func TestRunUpstreamAbortAfterHeaders(t *testing.T) {
+	tests := []struct {
+		name    string
+		invoke  http.HandlerFunc
+		cluster string
+		want    string
+	}{
+		{name: "headers, then a stall past requestTimeout", cluster: `{"requestTimeout":"1s"}`,
+			invoke: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, `{"content":`)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			},
+			want: "tool t failed: timeout"},
+		{name: "headers, then the connection drops",
+			invoke: func(w http.ResponseWriter, r *http.Request) {
+				conn, brw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"content\":")
+				_ = brw.Flush()
+			},
+			want: "tool t failed: unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := startToolService(t, tt.cluster, tt.invoke)
+			code, out := rpc(t, base, "r", callT, map[string]string{"MCP-Protocol-Version": "2025-11-25"})
+			if code != http.StatusOK || dig(out, "id") != float64(5) || dig(out, "result", "isError") != true {
+				t.Fatalf("tools/call = %d %v, want 200 with an isError result for id 5", code, out)
+			}
+			if text, _ := dig(out, "result", "content", 0, "text").(string); text != tt.want {
+				t.Errorf("text %q, want %q", text, tt.want)
+			}
+		})
+	}
+}
