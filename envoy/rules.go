@@ -519,7 +519,8 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //   - an ImmediateResponse on the response path is honoured too: Envoy's
 //     sendLocalReply replaces the held response headers while the response
 //     has not started (FilterManager::sendDirectLocalReply). toolmesh only
-//     sends them on the request path (research/envoy.md §2).
+//     sends them on the request path
+//     (docs/decisions/0001-ext-proc-architecture.md).
 //
 // HTTP connection manager request handling, in this order
 // (ConnectionManagerImpl::ActiveStream::decodeHeaders): normalize_path and
