@@ -258,7 +258,7 @@ func (x *exchange) router() {
 
 // encode runs an upstream response through the encoder filters (in reverse
 // order) and writes it.
-func (x *exchange) encode(rt *route, resp *http.Response) {
+func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
 	h := responseHeaderMap(resp)
 	if !x.cfg.hcm.suppressEnvoyHeaders {
 		h.set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
@@ -290,7 +290,14 @@ func (x *exchange) encode(rt *route, resp *http.Response) {
 		case extprocfilterv3.ProcessingMode_BUFFERED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
 			buf, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
 			if err != nil {
-				x.reset(err)
+				if x.ctx.Err() != nil {
+					return // the downstream went away
+				}
+				// The filter still holds the response headers, so the
+				// router's local reply goes out directly
+				// (FilterManager::sendLocalReply → sendDirectLocalReply,
+				// local_reply_config applied), not as a reset.
+				x.sendLocalReply(x.upstreamBodyAbort(ctx, err))
 				return
 			}
 			complete := uint64(len(buf)) <= limit

@@ -118,7 +118,7 @@ func (e *extProcRun) open() *localReply {
 	}
 	conn := e.x.d.conn
 	if conn == nil {
-		return e.onGrpcError(codes.Unavailable)
+		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
 	}
 	ctx, cancel := context.WithCancel(e.x.ctx)
 	if len(e.md) > 0 {
@@ -128,7 +128,7 @@ func (e *extProcRun) open() *localReply {
 		grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage))
 	if err != nil {
 		cancel()
-		return e.onGrpcError(status.Code(err))
+		return e.onGrpcError(err)
 	}
 	ch := make(chan recvResult)
 	e.stream, e.cancel, e.recv = st, cancel, ch
@@ -167,15 +167,16 @@ func (e *extProcRun) finishAndContinue() {
 }
 
 // onGrpcError is Filter::onGrpcError.
-func (e *extProcRun) onGrpcError(code codes.Code) *localReply {
-	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", code)
+func (e *extProcRun) onGrpcError(err error) *localReply {
+	st := status.Convert(err)
+	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", st.Code(), "message", st.Message())
 	if e.failureModeAllow {
 		e.finishAndContinue()
 		return nil
 	}
 	e.complete = true
 	e.close()
-	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(code))}
+	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())}
 }
 
 // send sends one message (the first one carries protocol_config, as Envoy
@@ -200,7 +201,7 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
 			// The server already ended the stream; Recv reports how.
 			return nil
 		}
-		return e.onGrpcError(status.Code(err))
+		return e.onGrpcError(err)
 	}
 	return nil
 }
@@ -238,7 +239,7 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 					e.finishAndContinue()
 					return nil, nil, nil
 				}
-				return nil, e.onGrpcError(status.Code(r.err)), nil
+				return nil, e.onGrpcError(r.err), nil
 			}
 			if d := r.resp.GetOverrideMessageTimeout(); d != nil {
 				// Filter::onNewTimeout: at most once per state, within
@@ -251,9 +252,17 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 				}
 				continue
 			}
-			if e.f.allowModeOverride && state.headers() && r.resp.GetModeOverride() != nil {
-				if e.f.overrideAllowed(r.resp.GetModeOverride()) {
-					e.mode = overrideMode(e.mode, r.resp.GetModeOverride())
+			// Filter::onReceiveMessage: a mode_override counts only with
+			// allow_mode_override, without
+			// send_body_without_waiting_for_header_response, and while a
+			// headers message is outstanding; the effective override must
+			// pass the allow-list, and then replaces both directions' mode.
+			if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && r.resp.GetModeOverride() != nil {
+				eff := effectiveOverride(e.f.configuredMode, r.resp.GetModeOverride())
+				if e.f.overrideAllowed(eff) {
+					e.mode = normalizeMode(eff)
+				} else {
+					e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
 				}
 			}
 			return r.resp, nil, nil
@@ -264,9 +273,7 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
 func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 	if e.f.disableImmediate {
-		// Treated as a spurious message.
-		e.finishAndContinue()
-		return nil
+		return e.spurious(resp, spuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
 	e.complete = true
@@ -279,16 +286,21 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 		details: responseDetails(ir.GetDetails()),
 		modify: func(h *headerMap) {
 			if hm != nil {
-				// Errors are logged and ignored by Envoy here.
-				_ = applyHeaderMutation(hm, h, immediateChecker, false, false)
+				// Checked against the filter's mutation_rules; errors are
+				// logged and ignored, what was applied so far stays.
+				if err := applyHeaderMutation(hm, h, e.f.checker, false, false, headerLimits{}); err != nil {
+					e.x.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.name, "error", err)
+				}
 			}
 		},
 	}
 }
 
-// spurious handles a message of the wrong kind: the stream is closed and the
-// request continues without the server (onReceiveMessage, FailedPrecondition).
-func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse) *localReply {
+// spurious handles a message the filter cannot take now (onReceiveMessage,
+// FailedPrecondition; see rules.go): with failure_mode_allow the stream is
+// closed and the request continues without the server, otherwise it is a
+// local reply with status_on_error and msg as details.
+func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *localReply {
 	// onReceiveMessage stores the dynamic metadata of any typed response
 	// before its handler finds it out of order.
 	switch resp.GetResponse().(type) {
@@ -297,17 +309,21 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse) *localReply {
 		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
 		e.setMetadata(resp)
 	}
-	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "type", fmt.Sprintf("%T", resp.GetResponse()))
-	e.finishAndContinue()
-	return nil
+	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
+	if e.failureModeAllow || !failCloseSpurious {
+		e.finishAndContinue()
+		return nil
+	}
+	return e.failed(errors.New(msg))
 }
 
-// failed turns an error in applying a response into a 500 local reply with
-// the error as details.
+// failed is Filter::handleErrorResponse: an error in applying a response
+// becomes a local reply with status_on_error (default 500) and the error
+// text as details.
 func (e *extProcRun) failed(err error) *localReply {
 	e.complete = true
 	e.close()
-	return &localReply{code: 500, details: responseDetails(err.Error())}
+	return &localReply{code: e.f.statusOnError, details: responseDetails(err.Error())}
 }
 
 // setMetadata is Filter::setDynamicMetadata: only namespaces listed in
@@ -384,7 +400,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return e.immediate(resp), nil
 	default:
-		return e.spurious(resp), nil
+		return e.spurious(resp, spuriousKind(resp)), nil
 	}
 }
 
@@ -395,7 +411,19 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerM
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL))
+		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL), e.limits(h))
+}
+
+// limits are the header limits of h: the HTTP connection manager's for the
+// request headers, the upstream codec's defaults for response headers
+// (cluster common_http_protocol_options.max_headers_count and
+// max_response_headers_kb are not emulated; their defaults are 100 and 60
+// KiB [verify]).
+func (e *extProcRun) limits(h *headerMap) headerLimits {
+	if h == e.x.reqH {
+		return headerLimits{count: e.x.cfg.hcm.maxHeaders, kb: e.x.cfg.hcm.maxHeadersBytes >> 10}
+	}
+	return headerLimits{count: defaultMaxHeadersCount, kb: defaultMaxHeadersKB}
 }
 
 // bufferedBody exchanges one buffered (or partial) body and applies the
@@ -421,18 +449,18 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return body, e.spurious(resp), nil
+			return body, e.spurious(resp, spuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return body, e.spurious(resp), nil
+			return body, e.spurious(resp, spuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return body, e.immediate(resp), nil
 	default:
-		return body, e.spurious(resp), nil
+		return body, e.spurious(resp, spuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
@@ -480,22 +508,22 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return chunk, e.spurious(resp), nil
+			return chunk, e.spurious(resp, spuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return chunk, e.spurious(resp), nil
+			return chunk, e.spurious(resp, spuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return chunk, e.immediate(resp), nil
 	default:
-		return chunk, e.spurious(resp), nil
+		return chunk, e.spurious(resp, spuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	if cr.GetBodyMutation().GetStreamedResponse() != nil {
-		return chunk, e.failed(errors.New("spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED")), nil
+		return chunk, e.spurious(resp, spuriousStreamedResponse), nil
 	}
 	if cr.GetBodyMutation() != nil {
 		chunk = applyBodyMutation(cr.GetBodyMutation(), chunk)
@@ -558,7 +586,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		// directly while the response has not started.
 		return nil, false, e.immediate(resp), nil
 	default:
-		return nil, false, e.spurious(resp), nil
+		return nil, false, e.spurious(resp, spuriousKind(resp)), nil
 	}
 }
 

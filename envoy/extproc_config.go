@@ -18,7 +18,8 @@ type extProcFilter struct {
 	name              string
 	disabledByDefault bool // HttpFilter.disabled
 	failureModeAllow  bool
-	mode              *extprocfilterv3.ProcessingMode
+	mode              *extprocfilterv3.ProcessingMode // normalized
+	configuredMode    *extprocfilterv3.ProcessingMode // processing_mode as written
 	messageTimeout    time.Duration
 	maxMessageTimeout time.Duration // 0: override_message_timeout is ignored
 	checker           *mutationChecker
@@ -32,6 +33,7 @@ type extProcFilter struct {
 	disallowedHeaders []*stringMatcher
 	statusOnError     int
 	allowCL           bool
+	bodyWithoutWait   bool // send_body_without_waiting_for_header_response
 	initialMetadata   metadata.MD
 	// ignored lists configured fields the emulation ignores; Apply logs them.
 	ignored []string
@@ -53,6 +55,8 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		disabledByDefault: disabled,
 		failureModeAllow:  c.GetFailureModeAllow(),
 		mode:              normalizeMode(c.GetProcessingMode()),
+		configuredMode:    c.GetProcessingMode(),
+		bodyWithoutWait:   c.GetSendBodyWithoutWaitingForHeaderResponse(),
 		messageTimeout:    defaultMessageTimeout,
 		allowModeOverride: c.GetAllowModeOverride(),
 		allowedOverride:   c.GetAllowedOverrideModes(),
@@ -165,11 +169,19 @@ func checkBodyModes(m *extprocfilterv3.ProcessingMode) error {
 	return nil
 }
 
-// overrideMode applies a mode_override (Filter::onReceiveMessage). Since
-// Envoy 1.34 a DEFAULT header or trailer mode in an override means
-// "unchanged"; body modes are taken as given.
-func overrideMode(cur, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
-	n := proto.Clone(cur).(*extprocfilterv3.ProcessingMode)
+// effectiveOverride is effectiveModeOverride in
+// source/extensions/filters/http/ext_proc/ext_proc.cc (Envoy >= 1.34): the
+// server's mode_override is filled in from the filter's configured
+// processing_mode (as written, not merged with per-route overrides): a
+// DEFAULT header or trailer mode in the override means "the configured one";
+// both body modes are taken from the override as given (an unset body mode
+// is NONE). The result is both what the allow-list is checked against and
+// the new mode of both directions.
+func effectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
+	n := &extprocfilterv3.ProcessingMode{}
+	if configured != nil {
+		n = proto.Clone(configured).(*extprocfilterv3.ProcessingMode)
+	}
 	if o.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_DEFAULT {
 		n.RequestHeaderMode = o.GetRequestHeaderMode()
 	}
@@ -187,19 +199,25 @@ func overrideMode(cur, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.Proce
 	return n
 }
 
-// overrideAllowed is AllowedOverrideModesSet::isModeSupported: with an
-// allow-list configured, the override must equal one entry in every field
-// except request_header_mode.
-func (f *extProcFilter) overrideAllowed(o *extprocfilterv3.ProcessingMode) bool {
+// overrideAllowed is the allow-list check of Filter::onReceiveMessage
+// (AllowedOverrideModesSet::isModeSupported,
+// source/extensions/filters/http/ext_proc/allowed_override_modes_set.h):
+// with allowed_override_modes configured, the *effective* override must
+// equal one entry enum for enum in every field except request_header_mode.
+// Nothing is normalized: an entry that leaves a field DEFAULT only matches
+// an effective override whose field is DEFAULT too, so an entry listing
+// only response_body_mode: STREAMED never matches when the configured mode
+// sets the other fields.
+func (f *extProcFilter) overrideAllowed(eff *extprocfilterv3.ProcessingMode) bool {
 	if len(f.allowedOverride) == 0 {
 		return true
 	}
 	for _, a := range f.allowedOverride {
-		if a.GetResponseHeaderMode() == o.GetResponseHeaderMode() &&
-			a.GetRequestBodyMode() == o.GetRequestBodyMode() &&
-			a.GetResponseBodyMode() == o.GetResponseBodyMode() &&
-			a.GetRequestTrailerMode() == o.GetRequestTrailerMode() &&
-			a.GetResponseTrailerMode() == o.GetResponseTrailerMode() {
+		if a.GetResponseHeaderMode() == eff.GetResponseHeaderMode() &&
+			a.GetRequestBodyMode() == eff.GetRequestBodyMode() &&
+			a.GetResponseBodyMode() == eff.GetResponseBodyMode() &&
+			a.GetRequestTrailerMode() == eff.GetRequestTrailerMode() &&
+			a.GetResponseTrailerMode() == eff.GetResponseTrailerMode() {
 			return true
 		}
 	}

@@ -11,8 +11,12 @@ import (
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. Its error
 // texts are Envoy's own (capitalized, with periods), because they become the
-// local reply's %RESPONSE_CODE_DETAILS%.
-func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool) error {
+// local reply's %RESPONSE_CODE_DETAILS%. lim is the header map's own
+// limits (headerLimits); the zero value checks none.
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
+	if err := lim.checkMutationSize(m); err != nil {
+		return err
+	}
 	for _, name := range m.GetRemoveHeaders() {
 		if !validHeaderName(name) {
 			return errors.New("Invalid character in remove_headers mutation.")
@@ -60,6 +64,48 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		case checkFail:
 			return fmt.Errorf("Invalid attempt to modify %s", key)
 		}
+	}
+	return lim.checkResult(h)
+}
+
+// headerLimits are the limits a header map carries (HeaderMap::
+// maxHeadersCount and maxHeadersKb): the HTTP connection manager's
+// common_http_protocol_options.max_headers_count and
+// max_request_headers_kb for request headers, the upstream codec's for
+// response headers. Zero means unlimited (a local reply's header map).
+type headerLimits struct {
+	count int
+	kb    int
+}
+
+// checkMutationSize is MutationUtils::responseHeaderSizeCheck: a mutation
+// that lists more removals or more set_headers than the map may hold
+// headers is refused before anything is applied.
+func (l headerLimits) checkMutationSize(m *extprocv3.HeaderMutation) error {
+	if l.count == 0 {
+		return nil
+	}
+	rm, st := len(m.GetRemoveHeaders()), len(m.GetSetHeaders())
+	if rm > l.count || st > l.count {
+		return fmt.Errorf("Header mutation remove header count %d or set header count %d exceed the HCM header countlimit %d", rm, st, l.count)
+	}
+	return nil
+}
+
+// checkResult is MutationUtils::headerMutationResultCheck: after the
+// mutation the map must stay within its limits, counting every entry,
+// pseudo-headers included (HeaderMap::size and byteSize: keys plus values).
+func (l headerLimits) checkResult(h *headerMap) error {
+	if l.count == 0 {
+		return nil
+	}
+	size := 0
+	for _, hd := range h.h {
+		size += len(hd.key) + len(hd.value)
+	}
+	if size > l.kb*1024 || len(h.h) > l.count {
+		return fmt.Errorf("Header mutation causes end result header count %d or header size %d bytes, exceeding the count limit %d or the size limit %d kilobytes",
+			len(h.h), size, l.count, l.kb)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -118,6 +119,56 @@ func TestImmediateResponse(t *testing.T) {
 				t.Errorf("ext_proc saw %v", k)
 			}
 			e.ext.waitEnded(t, 1)
+		})
+	}
+}
+
+// TestImmediateResponseHeaders: Filter::sendImmediateResponse
+// (source/extensions/filters/http/ext_proc/ext_proc.cc) applies the
+// ImmediateResponse headers with the filter's configured mutation_rules
+// (config().mutationChecker(), since envoyproxy/envoy PR #27925), not a
+// permissive checker; a failed mutation is logged and the reply still goes
+// out with what was applied before the failure.
+func TestImmediateResponseHeaders(t *testing.T) {
+	tests := []struct {
+		name  string
+		rules *mutationrulesv3.HeaderMutationRules
+		want  map[string]string // header → value, "" = absent
+	}{
+		{name: "default rules drop x-envoy headers", rules: &mutationrulesv3.HeaderMutationRules{},
+			want: map[string]string{"X-Ok": "1", "X-Envoy-Mark": "", "X-Late": "1"}},
+		{name: "allow_envoy keeps them", rules: &mutationrulesv3.HeaderMutationRules{AllowEnvoy: wrapperspb.Bool(true)},
+			want: map[string]string{"X-Ok": "1", "X-Envoy-Mark": "1", "X-Late": "1"}},
+		{name: "disallow_is_error stops at the failing header, the reply still goes out",
+			rules: &mutationrulesv3.HeaderMutationRules{DisallowIsError: wrapperspb.Bool(true)},
+			want:  map[string]string{"X-Ok": "1", "X-Envoy-Mark": "", "X-Late": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) {})
+			fn := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+				if req.GetRequestHeaders() != nil {
+					return immediate(typev3.StatusCode_Forbidden, "no", "denied",
+						set("x-ok", "1"), set("x-envoy-mark", "1"), set("x-late", "1")), nil
+				}
+				return continueAll(req)
+			}
+			cfg := defaultExtProc()
+			cfg.MutationRules = tt.rules
+			e := newEnv(t, fn, setup{
+				extProc:  cfg,
+				routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+				clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
+			})
+			got := e.do("POST", "/mcp/core", rpcBody, nil)
+			if got.status != 403 || got.body != "no" {
+				t.Fatalf("got %d %q", got.status, got.body)
+			}
+			for k, v := range tt.want {
+				if g := got.header.Get(k); g != v {
+					t.Errorf("%s = %q, want %q", k, g, v)
+				}
+			}
 		})
 	}
 }
@@ -363,33 +414,74 @@ func TestRequestBodyBufferLimit(t *testing.T) {
 	}
 }
 
+// TestExtProcFailures follows Filter::onGrpcError, onGrpcClose,
+// onMessageTimeout and onReceiveMessage's spurious-message branch
+// (source/extensions/filters/http/ext_proc/ext_proc.cc): every error reply
+// carries Envoy's %RESPONSE_CODE_DETAILS% (spaces replaced by '_'), uses
+// status_on_error except the message timeout (always 504), and a spurious
+// message is an error reply unless failure_mode_allow.
 func TestExtProcFailures(t *testing.T) {
 	hang := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) { return nil, nil }
 	grpcErr := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
-		return nil, status.Error(codes.Internal, "boom")
+		return nil, status.Error(codes.Internal, "boom went the server")
 	}
 	closeOK := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 		return nil, errCloseStream
 	}
-	spurious := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
-		if req.GetRequestHeaders() != nil {
-			return respBodyResp(nil), nil // wrong kind of answer
+	// onRequestHeaders answers the request_headers message with resp.
+	onRequestHeaders := func(resp *extprocv3.ProcessingResponse) processFunc {
+		return func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+			if req.GetRequestHeaders() != nil {
+				return resp, nil
+			}
+			return continueAll(req)
+		}
+	}
+	wrongKind := onRequestHeaders(respBodyResp(nil))
+	responseOnRequestPath := onRequestHeaders(respHeadersResp(nil))
+	onlyOverride := onRequestHeaders(&extprocv3.ProcessingResponse{ModeOverride: &extprocfilterv3.ProcessingMode{}})
+	immediateReply := onRequestHeaders(immediate(403, "no", "denied"))
+	// With request_body_mode STREAMED the chunk's reply can still fail the
+	// request before anything went downstream.
+	streamedResponse := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+		if req.GetRequestBody() != nil {
+			return reqBodyResp(&extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+				Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{}}}}), nil
 		}
 		return continueAll(req)
 	}
 	tests := []struct {
-		name       string
-		fn         processFunc
-		allow      bool
-		wantStatus int
-		wantBody   string
+		name             string
+		fn               processFunc
+		allow            bool
+		statusOnError    typev3.StatusCode
+		disableImmediate bool
+		streamedRequest  bool // request_body_mode STREAMED
+		wantStatus       int
+		wantBody         string
 	}{
 		{name: "message timeout is 504", fn: hang, wantStatus: 504, wantBody: "504 ext_proc_error_per-message_timeout_exceeded"},
+		{name: "message timeout ignores status_on_error", fn: hang, statusOnError: 503,
+			wantStatus: 504, wantBody: "504 ext_proc_error_per-message_timeout_exceeded"},
 		{name: "message timeout with failure_mode_allow continues", fn: hang, allow: true, wantStatus: 200, wantBody: "upstream"},
-		{name: "gRPC error is 500", fn: grpcErr, wantStatus: 500, wantBody: "500 ext_proc_error_gRPC_error_13"},
+		{name: "gRPC error is 500 with code and message", fn: grpcErr, wantStatus: 500,
+			wantBody: "500 ext_proc_error_gRPC_error_13{boom_went_the_server}"},
+		{name: "gRPC error uses status_on_error", fn: grpcErr, statusOnError: 503, wantStatus: 503,
+			wantBody: "503 ext_proc_error_gRPC_error_13{boom_went_the_server}"},
 		{name: "gRPC error with failure_mode_allow continues", fn: grpcErr, allow: true, wantStatus: 200, wantBody: "upstream"},
 		{name: "clean close by the server continues", fn: closeOK, wantStatus: 200, wantBody: "upstream"},
-		{name: "spurious message closes the stream and continues", fn: spurious, wantStatus: 200, wantBody: "upstream"},
+		{name: "response of the wrong kind is 500", fn: wrongKind, wantStatus: 500, wantBody: "500 spurious_message"},
+		{name: "response_headers answer on the request path is 500", fn: responseOnRequestPath,
+			wantStatus: 500, wantBody: "500 spurious_message"},
+		{name: "spurious message uses status_on_error", fn: wrongKind, statusOnError: 503, wantStatus: 503, wantBody: "503 spurious_message"},
+		{name: "spurious message with failure_mode_allow continues", fn: wrongKind, allow: true, wantStatus: 200, wantBody: "upstream"},
+		{name: "message without a response is 500", fn: onlyOverride, wantStatus: 500, wantBody: "500 unhandled_message"},
+		{name: "disabled immediate response is 500", fn: immediateReply, disableImmediate: true,
+			wantStatus: 500, wantBody: "500 unhandled_immediate_response_due_to_config_disabled_it"},
+		{name: "disabled immediate response with failure_mode_allow continues", fn: immediateReply, disableImmediate: true,
+			allow: true, wantStatus: 200, wantBody: "upstream"},
+		{name: "streamed_response outside FULL_DUPLEX_STREAMED is 500", fn: streamedResponse, streamedRequest: true, wantStatus: 500,
+			wantBody: "500 spurious_message:_streamed_response_is_received_while_body_mode__is_not_FULL_DUPLEX_STREAMED"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -397,14 +489,22 @@ func TestExtProcFailures(t *testing.T) {
 			cfg := defaultExtProc()
 			cfg.MessageTimeout = durationpb.New(100 * time.Millisecond)
 			cfg.FailureModeAllow = tt.allow
+			cfg.DisableImmediateResponse = tt.disableImmediate
+			if tt.streamedRequest {
+				cfg.ProcessingMode.RequestBodyMode = extprocfilterv3.ProcessingMode_STREAMED
+			}
+			if tt.statusOnError != 0 {
+				cfg.StatusOnError = &typev3.HttpStatus{Code: tt.statusOnError}
+			}
+			mappers := []*hcmv3.ResponseMapper{}
+			for _, code := range []uint32{500, 503, 504} {
+				mappers = append(mappers, statusMapper(code, "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS%"))
+			}
 			e := newEnv(t, tt.fn, setup{
-				extProc:  cfg,
-				routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
-				clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
-				localReply: &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{
-					statusMapper(504, "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS%"),
-					statusMapper(500, "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS%"),
-				}},
+				extProc:    cfg,
+				routes:     []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+				clusters:   []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
+				localReply: &hcmv3.LocalReplyConfig{Mappers: mappers},
 			})
 			got := e.do("POST", "/mcp/core", rpcBody, nil)
 			if got.status != tt.wantStatus || got.body != tt.wantBody {

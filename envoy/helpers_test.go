@@ -213,23 +213,36 @@ func mustAny(t testing.TB, m proto.Message) *anypb.Any {
 	return a
 }
 
-// defaultExtProc is the configuration toolmesh uses (research/envoy.md
-// §1.4), with a short but safe message timeout.
+// toolmeshMode is the processing_mode toolmesh configures.
+func toolmeshMode() *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestHeaderMode:   extprocfilterv3.ProcessingMode_SEND,
+		RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
+		RequestTrailerMode:  extprocfilterv3.ProcessingMode_SKIP,
+		ResponseHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+		ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
+	}
+}
+
+// streamedEntry is toolmesh's allowed_override_modes entry: the whole
+// effective mode with the response body STREAMED.
+func streamedEntry() *extprocfilterv3.ProcessingMode {
+	m := toolmeshMode()
+	m.ResponseBodyMode = extprocfilterv3.ProcessingMode_STREAMED
+	return m
+}
+
+// defaultExtProc is the configuration toolmesh uses (xds/listener.go
+// buildExtProc), with a short but safe message timeout.
 func defaultExtProc() *extprocfilterv3.ExternalProcessor {
 	return &extprocfilterv3.ExternalProcessor{
 		GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
 			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "toolmesh_extproc"}}},
-		MessageTimeout: durationpb.New(5 * time.Second),
-		ProcessingMode: &extprocfilterv3.ProcessingMode{
-			RequestHeaderMode:   extprocfilterv3.ProcessingMode_SEND,
-			RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
-			RequestTrailerMode:  extprocfilterv3.ProcessingMode_SKIP,
-			ResponseHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
-			ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
-			ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
-		},
+		MessageTimeout:       durationpb.New(5 * time.Second),
+		ProcessingMode:       toolmeshMode(),
 		AllowModeOverride:    true,
-		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{{ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED}},
+		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamedEntry()},
 		MetadataOptions: &extprocfilterv3.MetadataOptions{
 			ReceivingNamespaces: &extprocfilterv3.MetadataOptions_MetadataNamespaces{Untyped: []string{testNamespace}},
 		},

@@ -51,7 +51,7 @@ func (x *exchange) routeToCluster(rt *route) {
 		return // downstream went away
 	}
 	defer resp.Body.Close()
-	x.encode(rt, resp)
+	x.encode(ctx, rt, resp)
 }
 
 // routeContext bounds the whole upstream exchange, retries included, by
@@ -252,6 +252,29 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 		details += "|" + responseDetails(f.transport)
 	}
 	return &localReply{code: 503, body: body, details: details + "}"}
+}
+
+// upstreamBodyAbort is the router's answer to an upstream failure after the
+// response headers arrived (Router::onResponseTimeout and onUpstreamReset
+// reach onUpstreamAbort whatever the response state): the route timeout
+// (ctx expired) is 504 "upstream request timeout" with flag UT; a reset is
+// 503 with the reset's flag and the "after response started" details,
+// since the router already passed the headers on. sendLocalReply then
+// decides: a direct local reply while the headers are still held by a
+// filter, a downstream reset once they went out.
+func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply {
+	if ctx.Err() != nil && x.ctx.Err() == nil {
+		return *x.routeTimeout()
+	}
+	f := classifyUpstreamError(err)
+	x.flags |= f.flag
+	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
+	details := detailsResetAfterStarted + "{" + responseDetails(f.reason)
+	if f.transport != "" {
+		body += ", transport failure reason: " + f.transport
+		details += "|" + responseDetails(f.transport)
+	}
+	return localReply{code: 503, body: body, details: details + "}"}
 }
 
 // attempt is one upstream try.

@@ -19,6 +19,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
 
 // Defaults taken from the Envoy API protos.
@@ -46,6 +47,13 @@ const (
 	// source/common/http/headers.h: Headers::get().prefix() is "x-envoy"
 	// unless the bootstrap changes header_prefix.
 	envoyHeaderPrefix = "x-envoy"
+	// Http::DEFAULT_MAX_HEADERS_COUNT and DEFAULT_MAX_REQUEST_HEADERS_KB
+	// (envoy/http/codec.h), the limits of an upstream response header map
+	// unless the cluster sets its own (not emulated). A later Envoy header
+	// raises both (1000 and 128, for CVE-2026-47774); whether v1.40 has
+	// that change is not verified [verify].
+	defaultMaxHeadersCount = 100
+	defaultMaxHeadersKB    = 60
 	// ext_proc.cc ErrorPrefix.
 	extProcErrorPrefix = "ext_proc_error"
 	// HCM server_name default.
@@ -117,6 +125,7 @@ const (
 	detailsResponseTooLarge   = "response_payload_too_large"
 	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
 	detailsResetBeforeStarted = "upstream_reset_before_response_started"
+	detailsResetAfterStarted  = "upstream_reset_after_response_started"
 
 	bodyNoHealthyUpstream = "no healthy upstream"
 	bodyUpstreamTimeout   = "upstream request timeout"
@@ -231,10 +240,12 @@ type mutationChecker struct {
 	disallowExpr    *regexp.Regexp
 }
 
-// immediateChecker is the fixed permissive checker ext_proc uses for
-// ImmediateResponse headers (ext_proc.cc ImmediateMutationChecker:
-// allow_all_routing and allow_envoy set).
-var immediateChecker = &mutationChecker{allowAllRouting: true, allowEnvoy: true}
+// ImmediateResponse headers are checked against the filter's own
+// mutation_rules, not a permissive set: Filter::sendImmediateResponse
+// (ext_proc.cc) passes config().mutationChecker() to applyHeaderMutations
+// since Envoy 1.27 (envoyproxy/envoy PR #27925, "Applying same ext_proc
+// filter checker rule for immediate response"); the permissive
+// ImmediateMutationChecker of older releases is no longer used there.
 
 // routingHeaders are mutation_rules.cc ExtraRoutingHeaders.
 var routingHeaders = map[string]bool{"host": true, ":authority": true, ":method": true, ":scheme": true}
@@ -446,10 +457,53 @@ func responseDetails(s string) string {
 }
 
 // grpcErrorDetails is Filter::onGrpcError (ext_proc.cc): a gRPC error on the
-// stream with failure_mode_allow false becomes a 500 local reply (or
-// status_on_error) with these details.
-func grpcErrorDetails(code uint32) string {
-	return fmt.Sprintf("%s_gRPC_error_%d", extProcErrorPrefix, code)
+// stream with failure_mode_allow false becomes a local reply with
+// status_on_error (default 500) and the details
+// "ext_proc_error_gRPC_error_<code>{<message>}" (absl::StrFormat
+// "%s_gRPC_error_%i{%s}"), which sendImmediateResponse passes through
+// StringUtil::replaceAllEmptySpace like every ext_proc details string. The
+// message is the gRPC status message as the client saw it; a Go client's
+// transport messages differ from Envoy's async client's.
+func grpcErrorDetails(code uint32, msg string) string {
+	return responseDetails(fmt.Sprintf("%s_gRPC_error_%d{%s}", extProcErrorPrefix, code, msg))
+}
+
+// Messages of the FailedPrecondition statuses ext_proc treats as spurious
+// (Filter::onReceiveMessage in ext_proc.cc, ProcessorState in
+// processor_state.cc). With failure_mode_allow false they become the
+// details of the local reply, spaces replaced by '_'.
+const (
+	// ProcessorState::handleHeadersResponse / handleBodyResponse /
+	// handleTrailersResponse: a typed response the state is not waiting
+	// for (a response of the wrong kind or out of order).
+	spuriousMessage = "spurious message"
+	// onReceiveMessage default branch: no response, or one Envoy does not
+	// know (a message carrying only mode_override, for instance).
+	spuriousUnhandled = "unhandled message"
+	// onReceiveMessage kImmediateResponse with disable_immediate_response.
+	spuriousImmediateDisabled = "unhandled immediate response due to config disabled it"
+	// ProcessorState::handleStreamedBodyCallback: streamed_response outside
+	// FULL_DUPLEX_STREAMED.
+	spuriousStreamedResponse = "spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED"
+)
+
+// failCloseSpurious is the runtime guard
+// envoy.reloadable_features.ext_proc_fail_close_spurious_resp, on by default
+// in the releases that have it [verify the first release]: a spurious
+// message with failure_mode_allow false is an error reply
+// (Filter::handleErrorResponse) instead of "close the stream and continue".
+const failCloseSpurious = true
+
+// spuriousKind is the message of a response that arrived when the filter
+// was not waiting for its kind.
+func spuriousKind(resp *extprocv3.ProcessingResponse) string {
+	switch resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestHeaders, *extprocv3.ProcessingResponse_RequestBody,
+		*extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody,
+		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
+		return spuriousMessage
+	}
+	return spuriousUnhandled
 }
 
 // Local replies and ext_proc (Envoy >= 1.34, CVE-2025-30157, runtime guard
@@ -466,27 +520,55 @@ func grpcErrorDetails(code uint32) string {
 // Envoy PR #41769 re-enabled ext_proc for local replies of the *upstream*
 // filter chain only; the local data plane has no upstream filters. [verify]
 //
-// ext_proc stream ends (ext_proc.cc):
-//   - gRPC error status while processing: onGrpcError — 500 (or
-//     status_on_error) with details ext_proc_error_gRPC_error_<code>, or
-//     continue without the server when failure_mode_allow.
-//   - message_timeout: onMessageTimeout — 504, details
-//     ext_proc_error_per-message_timeout_exceeded (runtime guard
-//     ext_proc_timeout_error), or continue when failure_mode_allow.
-//   - clean end by the server (status OK): onGrpcClose — processing completes
-//     and the request continues without the server, whatever
-//     failure_mode_allow says. [verify against the shipped Envoy]
-//   - spurious message (a response of the wrong kind, a standalone
-//     mode_override, an ImmediateResponse with disable_immediate_response):
-//     onReceiveMessage FailedPrecondition branch — the stream is closed and
-//     the request continues. [verify]
+// ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
+// read in a release with allowed_override_modes, status_on_error and
+// graceful gRPC close, not in the v1.40.0 tag itself [verify]). Every
+// details string goes through StringUtil::replaceAllEmptySpace in
+// sendImmediateResponse:
+//   - gRPC error status while processing: onGrpcError — status_on_error
+//     (default 500) with details ext_proc_error_gRPC_error_<code>{<message>}
+//     (grpcErrorDetails), or continue without the server when
+//     failure_mode_allow.
+//   - message_timeout: onMessageTimeout — 504 (always GatewayTimeout, not
+//     status_on_error), details ext_proc_error_per-message_timeout_exceeded,
+//     or continue when failure_mode_allow.
+//   - clean end by the server (status OK): onGrpcClose, which is
+//     onGrpcCloseWithStatus(Aborted) — processing completes and the request
+//     continues without the server, whatever failure_mode_allow says.
+//   - spurious message (a response of the wrong kind or out of order, one
+//     without a known response such as a standalone mode_override, an
+//     ImmediateResponse with disable_immediate_response, streamed_response
+//     outside FULL_DUPLEX_STREAMED): onReceiveMessage's FailedPrecondition
+//     branch. With failure_mode_allow (or the runtime guard
+//     ext_proc_fail_close_spurious_resp off) the stream is closed and the
+//     request continues; otherwise handleErrorResponse sends a local reply
+//     with status_on_error (default 500) and the status message as details:
+//     "spurious_message", "unhandled_message", … (the spurious* constants).
+//     Dynamic metadata of a typed response is stored before its handler
+//     finds it out of order.
 //   - any other error in applying a response (a mutation failing with
-//     disallow_is_error, the content-length mismatch): a 500 local reply with
-//     the error text as details.
+//     disallow_is_error, the header limits below, the content-length
+//     mismatch): handleErrorResponse, status_on_error with the error text as
+//     details.
+//   - header mutation limits (MutationUtils::applyHeaderMutations,
+//     mutation_utils.cc): before anything is applied, more remove_headers
+//     or more set_headers than the map's max_headers_count is refused
+//     ("Header mutation remove header count <r> or set header count <s>
+//     exceed the HCM header countlimit <n>"); after the mutation the map,
+//     pseudo-headers included, must hold at most max_headers_count entries
+//     and max_headers_kb KiB of keys plus values ("Header mutation causes
+//     end result header count <c> or header size <b> bytes, exceeding the
+//     count limit <n> or the size limit <k> kilobytes"). Request headers
+//     carry the HCM's limits, upstream response headers the codec's
+//     (headerLimits). Envoy 1.37 replaced the mutation error texts with a
+//     fixed set ("Use one of a hard-coded set of error messages when a
+//     HeaderMutation fails", version history 1.37.0); the texts here are
+//     the earlier ones, the fixed set was not available to check [verify].
 //   - an ImmediateResponse on the response path is honoured too: Envoy's
 //     sendLocalReply replaces the held response headers while the response
 //     has not started (FilterManager::sendDirectLocalReply). toolmesh only
-//     sends them on the request path (research/envoy.md §2).
+//     sends them on the request path
+//     (docs/decisions/0001-ext-proc-architecture.md).
 //
 // HTTP connection manager request handling, in this order
 // (ConnectionManagerImpl::ActiveStream::decodeHeaders): normalize_path and
@@ -519,11 +601,23 @@ func grpcErrorDetails(code uint32) string {
 //     <why>]", details upstream_reset_before_response_started{<reason>[|<why>]}
 //     with spaces as '_'. Exhausted retries add URX.
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
-//     "upstream request timeout". If the upstream response headers have
-//     already been received the downstream stream is reset instead
-//     (Router::onResponseTimeout). The local data plane starts the timer when
-//     the router starts, which is when the request is complete except for
+//     "upstream request timeout", details upstream_response_timeout. The
+//     router sends that local reply even after the upstream response headers
+//     arrived (Router::onResponseTimeout → onUpstreamTimeoutAbort →
+//     onUpstreamAbort); FilterManager::sendLocalReply then decides
+//     (source/common/http/filter_manager.cc): no response headers yet → a
+//     local reply through the encoder filters; headers received but not yet
+//     sent downstream (an ext_proc filter holding them for a BUFFERED body)
+//     → sendDirectLocalReply, which skips the filters but still applies
+//     local_reply_config (local_reply_.rewrite); headers already sent → a
+//     downstream reset. The local data plane starts the timer when the
+//     router starts, which is when the request is complete except for
 //     bodies over the buffer limit.
+//   - Upstream reset after the response headers (connection closed or
+//     stream reset mid-body, Router::onUpstreamReset): the same three-way
+//     choice, with 503, the reset's flag, the "before headers" body text
+//     and details upstream_reset_after_response_started{<reason>} (the
+//     router has set downstream_response_started_).
 //   - Request headers: request_headers_to_remove/add of route, virtual host
 //     and route configuration in that order, host_rewrite_literal, prefix or
 //     regex rewrite (x-envoy-original-path keeps the old path) and

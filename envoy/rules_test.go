@@ -83,7 +83,7 @@ func TestApplyHeaderMutation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &headerMap{}
 			h.add("x-a", "old")
-			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false)
+			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false, headerLimits{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -128,6 +128,9 @@ func TestResponseFlags(t *testing.T) {
 	}
 }
 
+// TestImmediateStatus: Filter::sendImmediateResponse (ext_proc.cc) replaces
+// a missing status, or one MutationUtils::isValidHttpStatus refuses (below
+// 200), with DefaultImmediateStatus 200.
 func TestImmediateStatus(t *testing.T) {
 	for in, want := range map[int]int{0: 200, 100: 200, 199: 200, 200: 200, 403: 403, 599: 599, 1000: 200} {
 		if got := immediateStatus(in); got != want {

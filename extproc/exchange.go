@@ -70,6 +70,7 @@ type exchange struct {
 	upContentType string
 	upHeadersSeen bool
 	resultSent    bool
+	streaming     bool // the response body was switched to STREAMED
 	callOutcome   string
 
 	streamErr error
@@ -206,6 +207,9 @@ func (x *exchange) finish() {
 	if x.tool != nil {
 		attrs = append(attrs, slog.String("tool_service", x.tool.Service),
 			slog.String("tool_outcome", x.callOutcome), slog.Int("upstream_status", x.upStatus))
+		if x.streaming {
+			attrs = append(attrs, slog.Bool("streamed", true))
+		}
 	}
 	if len(x.logHeads) > 0 {
 		attrs = append(attrs, slog.Attr{Key: "headers", Value: slog.GroupValue(x.logHeads...)})

@@ -3,8 +3,10 @@ package extproc
 import (
 	"log/slog"
 	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
@@ -14,11 +16,14 @@ import (
 // The response path of a routed tools/call. Envoy holds the response headers
 // while the BUFFERED body is processed, so the body reply can still fix
 // :status, content-type and content-length: every call that reached a Tool
-// Service becomes HTTP 200 with a JSON-RPC result (SPEC §2).
+// Service becomes HTTP 200 with a JSON-RPC result (docs/contracts/mcp.md).
 //
-// Limitation: a Tool Service answering text/event-stream is buffered like any
-// other reply (no mode_override to STREAMED yet); its whole stream becomes
-// one result once it ends.
+// A 2xx text/event-stream answer to a client that accepts event streams, on
+// a route without result filters, is streamed instead: the response_headers reply
+// switches the response body to STREAMED (mode_override) and every chunk
+// passes unchanged, so the client reads each event as the Tool Service sends
+// it. Any other event-stream answer is buffered like other replies and
+// becomes one result once it ends (result filters need the whole body).
 
 // responseHeaders remembers the upstream status and content type. When no
 // body follows, the result is produced here (CONTINUE_AND_REPLACE), because
@@ -36,6 +41,10 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 		}
 	}
 	if !h.GetEndOfStream() {
+		if x.upStatus >= 200 && x.upStatus <= 299 && !x.chain.FiltersResults() &&
+			isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
+			return x.streamResponse()
+		}
 		return responseHeadersResponse(&extprocv3.CommonResponse{})
 	}
 	out := x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType})
@@ -46,6 +55,67 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 		HeaderMutation: resultHeaders(),
 		BodyMutation:   replaceBody(out),
 	})
+}
+
+// streamOverride switches the response body to STREAMED. Envoy (>= 1.34,
+// source/extensions/filters/http/ext_proc/ext_proc.cc effectiveModeOverride)
+// fills the DEFAULT header and trailer modes in from its processing_mode but
+// takes both body modes as given, so request_body_mode repeats BUFFERED:
+// only then is the effective mode the listener's allowed_override_modes
+// entry (xds/listener.go buildExtProc); anything else is ignored.
+func streamOverride() *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestBodyMode:  extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED,
+	}
+}
+
+// streamResponse answers the response headers of an event stream: HTTP 200,
+// the Tool Service's content type, and STREAMED from now on. Envoy removes
+// content-length itself only when the mode in force as the headers went out
+// called for it (Filter::encodeHeaders, ProcessorState::
+// shouldRemoveContentLength: BUFFERED with headers SEND keeps it), and a
+// switch made in this reply comes too late for that, so the reply removes
+// it. The call counts as answered now; each chunk then passes unchanged.
+func (x *exchange) streamResponse() *extprocv3.ProcessingResponse {
+	x.resultSent, x.streaming, x.callOutcome = true, true, callOK
+	resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
+		RemoveHeaders: []string{"content-length"},
+	}})
+	resp.ModeOverride = streamOverride()
+	return resp
+}
+
+// isEventStream reports whether a content type is text/event-stream.
+func isEventStream(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// acceptsEventStream reports whether an Accept header names
+// text/event-stream with a non-zero weight. Wildcards do not count: a
+// client that did not ask for a stream gets one JSON result.
+func acceptsEventStream(accept string) bool {
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, params, _ := strings.Cut(part, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+			continue
+		}
+		q := 1.0
+		for p := range strings.SplitSeq(params, ";") {
+			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		if q > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // responseBody turns the whole (BUFFERED) Tool Service reply into the

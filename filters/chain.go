@@ -86,6 +86,20 @@ func (c *Chain) Len() int {
 	return len(c.entries)
 }
 
+// FiltersResults reports whether any filter runs on StageResult, that is
+// whether a tool's result must be complete before it can go to the client.
+func (c *Chain) FiltersResults() bool {
+	if c == nil {
+		return false
+	}
+	for _, e := range c.entries {
+		if e.result {
+			return true
+		}
+	}
+	return false
+}
+
 // HidesTools reports whether the chain refuses some tools by name, so that
 // tools/list must be filtered with ToolAllowed.
 func (c *Chain) HidesTools() bool { return c != nil && len(c.listers) > 0 }

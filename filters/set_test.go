@@ -114,3 +114,34 @@ routes:
 		t.Errorf("a failed update changed the chains: %v", got)
 	}
 }
+
+// TestFiltersResults: only a chain with a result-stage filter needs the
+// whole result (the extproc server streams event-stream answers otherwise).
+func TestFiltersResults(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+definitions:
+  - {name: schema, type: input_schema}
+  - name: redact
+    type: redact
+    config: {pointers: [/structuredContent/ssn]}
+defaults: [schema]
+routes:
+  hr: [redact]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Build(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(t.Context()) })
+	for route, want := range map[string]bool{"core": false, "hr": true} {
+		if got := s.Chain(route).FiltersResults(); got != want {
+			t.Errorf("Chain(%q).FiltersResults() = %v, want %v", route, got, want)
+		}
+	}
+	if (*Chain)(nil).FiltersResults() {
+		t.Error("a nil chain filters results")
+	}
+}

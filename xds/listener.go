@@ -12,6 +12,7 @@ import (
 	earlyheadermutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -136,6 +137,23 @@ const (
 )
 
 func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
+	mode := &extprocfilterv3.ProcessingMode{
+		RequestHeaderMode:   extprocfilterv3.ProcessingMode_SEND,
+		RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
+		RequestTrailerMode:  extprocfilterv3.ProcessingMode_SKIP,
+		ResponseHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
+		ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
+	}
+	// The extproc server switches the response body to STREAMED when a Tool
+	// Service answers text/event-stream; nothing else may change. Envoy
+	// (>= 1.34, ext_proc.cc effectiveModeOverride) fills the server's
+	// override in from processing_mode before it compares it with this list
+	// enum for enum (all fields but request_header_mode), so the entry must
+	// be the whole effective mode: an entry naming response_body_mode alone
+	// would never match and the override would be ignored.
+	streamed := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
+	streamed.ResponseBodyMode = extprocfilterv3.ProcessingMode_STREAMED
 	return &extprocfilterv3.ExternalProcessor{
 		GrpcService: &corev3.GrpcService{
 			// No grpc_service.timeout: it would bound the whole stream, that is
@@ -144,23 +162,12 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: registry.ExtProcCluster},
 			},
 		},
-		FailureModeAllow: false,
-		MessageTimeout:   durationpb.New(opts.MessageTimeout),
-		StatPrefix:       statPrefix,
-		ProcessingMode: &extprocfilterv3.ProcessingMode{
-			RequestHeaderMode:   extprocfilterv3.ProcessingMode_SEND,
-			RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
-			RequestTrailerMode:  extprocfilterv3.ProcessingMode_SKIP,
-			ResponseHeaderMode:  extprocfilterv3.ProcessingMode_SEND,
-			ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
-			ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
-		},
-		// The extproc server switches the response body to STREAMED when a
-		// Tool Service answers text/event-stream; nothing else may change.
-		AllowModeOverride: true,
-		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{{
-			ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED,
-		}},
+		FailureModeAllow:     false,
+		MessageTimeout:       durationpb.New(opts.MessageTimeout),
+		StatPrefix:           statPrefix,
+		ProcessingMode:       mode,
+		AllowModeOverride:    true,
+		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamed},
 		// Dynamic metadata from the server is dropped unless its namespace is
 		// listed; local_reply_config reads the JSON-RPC id from it.
 		MetadataOptions: &extprocfilterv3.MetadataOptions{
