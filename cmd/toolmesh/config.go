@@ -110,7 +110,8 @@ type Config struct {
 
 	// Filters configures the filter chain (SPEC §7, docs/wasm-abi.md):
 	// definitions in execution order, the filters every route runs, and
-	// per-route changes. Absent means input-schema validation on every route.
+	// per-route changes. Input-schema validation runs on every route, with or
+	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
