@@ -98,6 +98,9 @@ type Registry struct {
 	// started is closed when Start's first cycle, manifests included, ends.
 	started     chan struct{}
 	startedOnce sync.Once
+	// retryScheduled wakes Run to re-arm its retry timer when a cycle it
+	// did not run (Start's background part, a direct Refresh) scheduled one.
+	retryScheduled chan struct{}
 
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
@@ -210,6 +213,8 @@ func New(opts Options) *Registry {
 		now:     opts.Now,
 		subs:    map[int]chan struct{}{},
 		started: make(chan struct{}),
+
+		retryScheduled: make(chan struct{}, 1),
 	}
 	empty := &state{entries: map[string]*entry{}}
 	empty.index()
@@ -279,7 +284,16 @@ func (r *Registry) Run(ctx context.Context) {
 			if err := r.retryDue(ctx); err != nil && ctx.Err() == nil {
 				r.log.Debug("registry retry incomplete", "err", err)
 			}
+		case <-r.retryScheduled: // re-arm with the new schedule
 		}
+	}
+}
+
+// scheduled tells Run that a retry time was set.
+func (r *Registry) scheduled() {
+	select {
+	case r.retryScheduled <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -398,6 +412,7 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 			}
 		}
 		r.publish(st, changed)
+		r.scheduled()
 		return nil, fmt.Errorf("portal listing: %w", err)
 	}
 	st := old.clone()
@@ -574,6 +589,9 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	}
 	next.index()
 	r.publish(next, changed)
+	if len(errs) > 0 {
+		r.scheduled()
+	}
 	r.persist(ctx, saves, current)
 	return errors.Join(errs...)
 }

@@ -187,3 +187,35 @@ func TestRunReadyBeforeInterval(t *testing.T) {
 		})
 	}
 }
+
+// TestRunPicksUpRetriesScheduledElsewhere: a retry scheduled by a cycle Run
+// did not run itself (here a direct Refresh; in production the background
+// end of Start with ReadyAfterWarmStart) still happens on time.
+func TestRunPicksUpRetriesScheduledElsewhere(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Interval = time.Hour
+		o.RetryBackoff = 5 * time.Millisecond
+		o.Now = nil
+	})
+	e.start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { e.reg.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	e.a.set(modeFail, "")
+	if err := e.reg.Refresh(t.Context()); err == nil {
+		t.Fatal("Refresh() succeeded with a down")
+	}
+	ch, unsubscribe := e.reg.Subscribe()
+	defer unsubscribe()
+	e.a.set(modeOK, toolsDoc("a_back"))
+	bound := time.After(20 * time.Second)
+	for !slices.Contains(toolNames(e.reg.Snapshot("alpha")), "a_back") {
+		select {
+		case <-ch:
+		case <-bound:
+			t.Fatalf("alpha not retried by Run: %+v", e.route(t, "alpha"))
+		}
+	}
+}
