@@ -48,8 +48,9 @@ type exchange struct {
 	sessionID string
 	logHeads  []slog.Attr // request headers, redacted; only at debug level
 
-	routeKey string             // known once the route resolved
-	snap     *registry.Snapshot // captured once in the request-headers phase
+	routeKey    string             // known once the route resolved
+	snap        *registry.Snapshot // captured once in the request-headers phase
+	unknownPath bool               // no route: the body phase answers 404 with its id
 
 	headersDone bool // request headers processed
 	bodyDone    bool // request body processed

@@ -3,9 +3,11 @@ package extproc
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -335,6 +337,76 @@ defaults: [acl]
 			}
 			if _, resp := callThrough(t, env, era, "run", `{}`); resp.GetRequestBody().GetResponse() == nil {
 				t.Errorf("an allowed tool was not routed: %v", resp)
+			}
+		})
+	}
+}
+
+// TestSchemaValidationOnByDefault: a filters section whose lists leave the
+// input_schema filter out still validates every route's arguments; only
+// schemaValidationOff turns it off, with a warning naming the route.
+func TestSchemaValidationOnByDefault(t *testing.T) {
+	cfg, err := filters.ParseConfig([]byte(`
+definitions:
+  - {name: acl, type: tool_acl, config: {deny: ["*_admin"]}}
+defaults: [acl]
+routes:
+  listed: []
+schemaValidationOff: [raw]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	set, err := filters.Build(t.Context(), cfg, slog.New(slog.NewJSONHandler(logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	var warned []string
+	for line := range strings.Lines(logs.String()) {
+		var rec struct{ Level, Msg, Route string }
+		mustUnmarshal(t, []byte(line), &rec)
+		if rec.Level == "WARN" && strings.Contains(rec.Msg, "input-schema validation is off") {
+			warned = append(warned, rec.Route)
+		}
+	}
+	if !slices.Equal(warned, []string{"raw"}) {
+		t.Errorf("schema-off warnings name routes %q, want [raw]; logs:\n%s", warned, logs)
+	}
+
+	routes := testRoutes{}
+	for _, key := range []string{"core", "listed", "raw"} {
+		snap := buildSnapshot(t, registry.Route{Key: key, ToolServices: []registry.ToolService{
+			{Name: "files", URL: "http://files.tools.svc:8080"},
+		}}, map[string]*registry.Manifest{"files": {Tools: []registry.ManifestTool{
+			{Name: "delete_file", Version: "1", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		}}})
+		routes["/mcp/"+key] = testRoute{key: key, snap: snap}
+	}
+	env := newTestEnv(t, Config{Filters: set}, routes)
+	const body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":7}}}`
+	for _, tc := range []struct {
+		route     string
+		validated bool
+	}{{"core", true}, {"listed", true}, {"raw", false}} {
+		t.Run(tc.route, func(t *testing.T) {
+			v := env.open(t)
+			v.send(reqHeaders(false, post("/mcp/"+tc.route, len(body), "mcp-protocol-version", "2025-11-25")...))
+			resp := v.send(reqBody(body))
+			im := resp.GetImmediateResponse()
+			if !tc.validated {
+				if im != nil || resp.GetRequestBody().GetResponse().GetBodyMutation() == nil {
+					t.Fatalf("got %v, want the call routed unvalidated", resp)
+				}
+				return
+			}
+			// An ImmediateResponse: the Tool Service is never called.
+			if im == nil {
+				t.Fatalf("got %v, want an isError result without routing", resp)
+			}
+			if r := decodeResult(t, im.GetBody(), "9"); !r.IsError || !strings.Contains(string(im.GetBody()), "invalid arguments") {
+				t.Errorf("body %s: want an isError result with the validation message", im.GetBody())
 			}
 		})
 	}

@@ -122,10 +122,19 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 
 	key, snap, ok := x.s.routes.Lookup(x.req.Path)
 	if !ok {
-		// -32600: the request is not one any route can take. -32601 is kept
-		// for methods a route does not implement.
-		return x.answer(mcp.ErrorReply(404, nullID, mcp.CodeInvalidRequest, "unknown route", nil),
-			outcomeUnknownRoute, detailsUnknownRoute)
+		// 404 with -32600: the request is not one any route can take (-32601
+		// is kept for methods a route does not implement). The reply echoes
+		// the JSON-RPC id, which is in the body: a POST with a body is let
+		// through to the body phase, which answers (requestBody). Nothing is
+		// routed meanwhile: the headers are not changed but for the
+		// stripping, and Envoy's catch-all route is a direct 404 anyway.
+		if x.req.Method == "POST" && !h.GetEndOfStream() {
+			x.unknownPath = true
+			return requestHeadersResponse(&extprocv3.CommonResponse{
+				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
+			})
+		}
+		return x.answer(x.s.proto.NotFound(x.req.Path, nil), outcomeUnknownRoute, detailsUnknownRoute)
 	}
 	x.routeKey = key
 	if snap == nil {
@@ -165,13 +174,18 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	// Belt and braces: the listener strips client x-toolmesh-* headers
 	// before routing; strip them here too so no client value can reach the
 	// route table or a Tool Service.
-	remove := owned
-	if !slices.Contains(remove, registry.ClusterHeader) {
-		remove = append(remove, registry.ClusterHeader)
-	}
 	return requestHeadersResponse(&extprocv3.CommonResponse{
-		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: remove},
+		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
 	})
+}
+
+// withClusterHeader returns the client's x-toolmesh-* header names plus the
+// routing header, which is removed whether the client sent it or not.
+func withClusterHeader(owned []string) []string {
+	if !slices.Contains(owned, registry.ClusterHeader) {
+		owned = append(owned, registry.ClusterHeader)
+	}
+	return owned
 }
 
 // requestBody applies the JSON-RPC and MCP rules to the whole (BUFFERED)
@@ -185,6 +199,12 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 			slog.String("request_id", x.requestID))
 	}
 	body := b.GetBody()
+	if x.unknownPath {
+		if x.method == "" {
+			x.method = methodLabel(bodyMethod(body))
+		}
+		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
+	}
 	var cat mcp.Catalog = x.snap
 	if x.s.cfg.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are

@@ -37,10 +37,28 @@ func TestLocalAnswers(t *testing.T) {
 		noBody     bool
 		checkReply func(t *testing.T, r rpcReply)
 	}{
-		{name: "unknown route", path: "/mcp/nope", body: "",
+		// An unknown path is answered in the body phase when there is a
+		// body, so the reply can echo the request's id.
+		{name: "unknown route", path: "/mcp/nope", body: `{"jsonrpc":"2.0","id":11,"method":"ping"}`,
+			status: 404, code: mcp.CodeInvalidRequest, id: "11", details: detailsUnknownRoute,
+			checkReply: wantMessage("no MCP route at /mcp/nope")},
+		{name: "unknown route with query", path: "/mcp/nope?x=/mcp/core", body: `{"jsonrpc":"2.0","id":"a\u0062","method":"tools/list"}`,
+			status: 404, code: mcp.CodeInvalidRequest, id: `"a\u0062"`, checkReply: wantExactMessage("no MCP route at /mcp/nope")},
+		{name: "unknown route, body not JSON", path: "/mcp/nope", body: `{"jsonrpc":"2.0","id":12,`,
 			status: 404, code: mcp.CodeInvalidRequest, id: "null", details: detailsUnknownRoute},
-		{name: "unknown route with query", path: "/mcp/nope?x=/mcp/core",
+		{name: "unknown route, notification", path: "/mcp/nope", body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 			status: 404, code: mcp.CodeInvalidRequest, id: "null"},
+		{name: "unknown route, stateless call", path: "/mcp/nope", extra: stateless("tools/call", "echo"),
+			body:   `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo",` + meta2026 + `}}`,
+			status: 404, code: mcp.CodeInvalidRequest, id: "13"},
+		{name: "unknown route without body", path: "/mcp/nope", eos: true,
+			status: 404, code: mcp.CodeInvalidRequest, id: "null", details: detailsUnknownRoute},
+		{name: "unknown route GET", path: "/mcp/nope", extra: []string{":method", "GET", "content-type", "<drop>"}, eos: true,
+			status: 404, code: mcp.CodeInvalidRequest, id: "null", details: detailsUnknownRoute},
+		{name: "unknown route PUT with a body", path: "/mcp/nope", extra: []string{":method", "PUT"},
+			status: 404, code: mcp.CodeInvalidRequest, id: "null", details: detailsUnknownRoute},
+		{name: "path outside MCP", path: "/favicon.ico", extra: []string{":method", "GET"}, eos: true,
+			status: 404, code: mcp.CodeInvalidRequest, id: "null", checkReply: wantExactMessage("no MCP route at /favicon.ico")},
 		{name: "route without snapshot", path: "/mcp/cold",
 			status: 503, code: mcp.CodeInternalError, id: "null", headers: map[string]string{"retry-after": "1"},
 			details: detailsRouteNotReady},
@@ -237,6 +255,14 @@ func wantMessage(sub string) func(*testing.T, rpcReply) {
 	}
 }
 
+func wantExactMessage(msg string) func(*testing.T, rpcReply) {
+	return func(t *testing.T, r rpcReply) {
+		if r.Error == nil || r.Error.Message != msg {
+			t.Errorf("error = %+v, want message %q", r.Error, msg)
+		}
+	}
+}
+
 func mustUnmarshal(t testing.TB, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
@@ -249,25 +275,32 @@ func mustUnmarshal(t testing.TB, b []byte, v any) {
 // does not clear the route cache.
 func TestHeadersPhaseStripsClientHeaders(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
-	v := env.open(t)
-	resp := v.send(reqHeaders(false, post("/mcp/core", 10,
-		registry.ClusterHeader, "toolsvc_evil", registry.ToolHeader, "x", "X-Other", "kept")...))
-	cr := resp.GetRequestHeaders().GetResponse()
-	if cr == nil {
-		t.Fatalf("got %v, want a HeadersResponse", resp)
-	}
-	removed := cr.GetHeaderMutation().GetRemoveHeaders()
-	for _, h := range []string{registry.ClusterHeader, registry.ToolHeader} {
-		if !slices.Contains(removed, h) {
-			t.Errorf("remove_headers = %v, want %s", removed, h)
+	var v *envoy
+	// A known route, and an unknown path whose body is awaited for its id.
+	for _, path := range []string{"/mcp/nope", "/mcp/core"} {
+		v = env.open(t)
+		resp := v.send(reqHeaders(false, post(path, 10,
+			registry.ClusterHeader, "toolsvc_evil", registry.ToolHeader, "x", "X-Other", "kept")...))
+		cr := resp.GetRequestHeaders().GetResponse()
+		if cr == nil {
+			t.Fatalf("%s: got %v, want a HeadersResponse", path, resp)
 		}
-	}
-	if len(cr.GetHeaderMutation().GetSetHeaders()) != 0 || cr.GetClearRouteCache() || cr.GetBodyMutation() != nil {
-		t.Errorf("headers phase of a non-routed request mutates more than removals: %v", cr)
+		removed := cr.GetHeaderMutation().GetRemoveHeaders()
+		for _, h := range []string{registry.ClusterHeader, registry.ToolHeader} {
+			if !slices.Contains(removed, h) {
+				t.Errorf("%s: remove_headers = %v, want %s", path, removed, h)
+			}
+		}
+		if len(cr.GetHeaderMutation().GetSetHeaders()) != 0 || cr.GetClearRouteCache() || cr.GetBodyMutation() != nil {
+			t.Errorf("%s: headers phase of a non-routed request mutates more than removals: %v", path, cr)
+		}
+		if path == "/mcp/nope" {
+			v.close()
+		}
 	}
 	// A header reply with no routing header at all still strips the cluster header.
 	v2 := env.open(t)
-	cr = v2.send(reqHeaders(false, post("/mcp/core", 10)...)).GetRequestHeaders().GetResponse()
+	cr := v2.send(reqHeaders(false, post("/mcp/core", 10)...)).GetRequestHeaders().GetResponse()
 	if !slices.Equal(cr.GetHeaderMutation().GetRemoveHeaders(), []string{registry.ClusterHeader}) {
 		t.Errorf("remove_headers = %v, want [%s]", cr.GetHeaderMutation().GetRemoveHeaders(), registry.ClusterHeader)
 	}
@@ -339,6 +372,10 @@ func TestRequestLogAndMetrics(t *testing.T) {
 	v.close()
 	v = env.open(t)
 	v.send(reqHeaders(false, post("/mcp/nope", 10, "x-request-id", "rid-43")...))
+	v.send(reqBody(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	v.close()
+	v = env.open(t)
+	v.send(reqHeaders(true, post("/mcp/nope", 0, ":method", "GET")...))
 	v.close()
 
 	logs := env.logs.String()
@@ -356,6 +393,7 @@ func TestRequestLogAndMetrics(t *testing.T) {
 		want   float64
 	}{
 		{map[string]string{"route": "core", "method": "ping", "era": "legacy", "outcome": outcomeAnswered}, 1},
+		{map[string]string{"route": "", "method": "tools/list", "era": "legacy", "outcome": outcomeUnknownRoute}, 1},
 		{map[string]string{"route": "", "method": methodNone, "era": "legacy", "outcome": outcomeUnknownRoute}, 1},
 	} {
 		if got := metricValue(t, env.reg, "toolmesh_extproc_requests_total", c.labels); got != c.want {
@@ -388,7 +426,9 @@ func TestMessagesAfterAnswer(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
 	for _, path := range []string{"/mcp/nope", "/mcp/cold"} {
 		v := env.open(t)
-		if v.send(reqHeaders(false, post(path, 10)...)).GetImmediateResponse() == nil {
+		// A PUT to an unknown path is answered on its headers, like any
+		// request to a route without a snapshot.
+		if v.send(reqHeaders(false, post(path, 10, ":method", "PUT")...)).GetImmediateResponse() == nil {
 			t.Fatalf("%s: want an ImmediateResponse", path)
 		}
 		resp := v.send(reqBody(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`))

@@ -33,6 +33,15 @@ import (
 //	  routes:
 //	    core: [policy]             # core runs schema, acl, policy
 //	    lab: [-acl]                # lab runs schema only
+//	  schemaValidationOff: [raw]   # raw runs acl only (a warning at start)
+//
+// Input-schema validation is on for every route whatever its list says: a
+// route whose chain has no input_schema filter runs the first input_schema
+// definition anyway, at its place in the order, or, when none is defined,
+// a built-in one named input_schema before every other filter. Removing an
+// input_schema filter in a route list is an error. The only way to turn
+// validation off is to name the route in SchemaValidationOff, which the
+// gateway logs as a warning, per route, whenever it loads the filters.
 type Config struct {
 	// Definitions names and configures every filter, in execution order.
 	Definitions []Definition `json:"definitions,omitempty"`
@@ -41,6 +50,10 @@ type Config struct {
 	// Routes adjusts the defaults per route key: a name adds a filter, a
 	// name prefixed with "-" removes a default one.
 	Routes map[string][]string `json:"routes,omitempty"`
+	// SchemaValidationOff lists the route keys whose tool arguments are not
+	// validated against the tools' inputSchema: no input_schema filter runs
+	// on them. Every other route validates.
+	SchemaValidationOff []string `json:"schemaValidationOff,omitempty"`
 	// WasmCacheDir keeps compiled WebAssembly modules on disk across
 	// restarts (empty: in memory only).
 	WasmCacheDir string `json:"wasmCacheDir,omitempty"`
@@ -67,6 +80,28 @@ func DefaultConfig() Config {
 		Definitions: []Definition{{Name: "schema", Type: TypeInputSchema}},
 		Defaults:    []string{"schema"},
 	}
+}
+
+// ImplicitSchemaFilter is the name of the input_schema filter every route
+// runs when the configuration defines none. A definition of another type
+// may not take the name.
+const ImplicitSchemaFilter = "input_schema"
+
+// definitions returns the definitions in execution order, led by the
+// implicit input_schema filter when none is defined.
+func (c Config) definitions() []Definition {
+	if slices.ContainsFunc(c.Definitions, isSchemaDef) {
+		return c.Definitions
+	}
+	return append([]Definition{{Name: ImplicitSchemaFilter, Type: TypeInputSchema}}, c.Definitions...)
+}
+
+func isSchemaDef(d Definition) bool { return d.Type == TypeInputSchema }
+
+// schemaOff reports whether the configuration turns input-schema
+// validation off for route.
+func (c Config) schemaOff(route string) bool {
+	return route != "" && slices.Contains(c.SchemaValidationOff, route)
 }
 
 // ParseConfig reads a filters section in YAML or JSON. Unknown fields are
@@ -101,6 +136,9 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("filter %q is defined twice", d.Name))
 		}
 		seen[d.Name] = true
+		if d.Name == ImplicitSchemaFilter && d.Type != TypeInputSchema {
+			errs = append(errs, fmt.Errorf("filter %q: the name is reserved for type %s", d.Name, TypeInputSchema))
+		}
 		t, ok := types[d.Type]
 		if !ok {
 			errs = append(errs, fmt.Errorf("filter %q: unknown type %q (known: %s)", d.Name, d.Type, strings.Join(Types(), ", ")))
@@ -117,6 +155,10 @@ func (c Config) Validate() error {
 	for _, n := range c.Defaults {
 		defaults[n] = true
 	}
+	schema := map[string]bool{}
+	for _, d := range c.Definitions {
+		schema[d.Name] = isSchemaDef(d)
+	}
 	for _, route := range sortedKeys(c.Routes) {
 		if !routeRE.MatchString(route) {
 			errs = append(errs, fmt.Errorf("routes: invalid route key %q (want %s)", route, routeRE))
@@ -124,6 +166,25 @@ func (c Config) Validate() error {
 		if err := checkList("route "+route, c.Routes[route], seen, defaults); err != nil {
 			errs = append(errs, err)
 		}
+		for _, item := range c.Routes[route] {
+			name, remove := strings.CutPrefix(item, "-")
+			switch {
+			case remove && schema[name]:
+				errs = append(errs, fmt.Errorf("route %s: %q would turn input-schema validation off, which only schemaValidationOff does", route, item))
+			case !remove && schema[name] && c.schemaOff(route):
+				errs = append(errs, fmt.Errorf("route %s: adds input_schema filter %q but is listed in schemaValidationOff", route, name))
+			}
+		}
+	}
+	listed := map[string]bool{}
+	for _, route := range c.SchemaValidationOff {
+		switch {
+		case !routeRE.MatchString(route):
+			errs = append(errs, fmt.Errorf("schemaValidationOff: invalid route key %q (want %s)", route, routeRE))
+		case listed[route]:
+			errs = append(errs, fmt.Errorf("schemaValidationOff: %q is listed twice", route))
+		}
+		listed[route] = true
 	}
 	return errors.Join(errs...)
 }
@@ -153,8 +214,11 @@ func checkList(what string, list []string, defined, defaults map[string]bool) er
 }
 
 // chainFor returns the filter names of a route in execution order, for a
-// validated config. route "" means the defaults.
+// validated config. route "" means the defaults. Unless the route is in
+// SchemaValidationOff, the chain has an input_schema filter even when the
+// lists leave it out (see Config).
 func (c Config) chainFor(route string) []string {
+	defs := c.definitions()
 	on := make(map[string]bool, len(c.Defaults))
 	for _, n := range c.Defaults {
 		on[n] = true
@@ -163,11 +227,20 @@ func (c Config) chainFor(route string) []string {
 		name, remove := strings.CutPrefix(item, "-")
 		on[name] = !remove
 	}
+	off := c.schemaOff(route)
+	needSchema := !off && !slices.ContainsFunc(defs, func(d Definition) bool { return on[d.Name] && isSchemaDef(d) })
 	var names []string
-	for _, d := range c.Definitions {
-		if on[d.Name] {
-			names = append(names, d.Name)
+	for _, d := range defs {
+		switch {
+		case isSchemaDef(d) && off:
+			continue
+		case on[d.Name]:
+		case isSchemaDef(d) && needSchema:
+			needSchema = false
+		default:
+			continue
 		}
+		names = append(names, d.Name)
 	}
 	return names
 }

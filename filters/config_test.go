@@ -54,6 +54,59 @@ func TestParseConfigAndChains(t *testing.T) {
 	}
 }
 
+// TestSchemaValidationDefault: whatever the lists say, every route's chain
+// validates arguments, unless schemaValidationOff names the route.
+func TestSchemaValidationDefault(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		chains     map[string][]string
+	}{
+		{"no schema definition", `
+definitions: [{name: acl, type: tool_acl, config: {deny: [x]}}]
+defaults: [acl]
+routes: {core: [], bare: [-acl]}
+schemaValidationOff: [raw]`, map[string][]string{
+			"":      {"input_schema", "acl"},
+			"other": {"input_schema", "acl"},
+			"core":  {"input_schema", "acl"},
+			"bare":  {"input_schema"},
+			"raw":   {"acl"},
+		}},
+		{"schema defined but in no list", `
+definitions:
+  - {name: acl, type: tool_acl, config: {deny: [x]}}
+  - {name: check, type: input_schema}
+  - {name: size, type: argument_size, config: {maxBytes: 10}}
+defaults: [acl, size]
+schemaValidationOff: [raw]`, map[string][]string{
+			"":    {"acl", "check", "size"}, // at its place in the definitions
+			"raw": {"acl", "size"},
+		}},
+		{"schema in the defaults", `
+definitions: [{name: schema, type: input_schema}, {name: acl, type: tool_acl, config: {deny: [x]}}]
+defaults: [schema, acl]
+routes: {raw: [-acl]}
+schemaValidationOff: [raw]`, map[string][]string{
+			"":    {"schema", "acl"},
+			"raw": nil,
+		}},
+		{"empty section", ``, map[string][]string{"": {"input_schema"}, "core": {"input_schema"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for route, want := range tt.chains {
+				if got := cfg.chainFor(route); !reflect.DeepEqual(got, want) {
+					t.Errorf("chain %q = %v, want %v", route, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestParseConfigJSON(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`{"definitions":[{"name":"s","type":"input_schema"}],"defaults":["s"]}`))
 	if err != nil {
@@ -89,6 +142,13 @@ func TestConfigErrors(t *testing.T) {
 		{"adding a default again", "definitions:" + def("a", "input_schema", "") + "\ndefaults: [a]\nroutes: {core: [a]}", []string{"already a default"}},
 		{"listed twice", "definitions:" + def("a", "input_schema", "") + "\ndefaults: [a, a]", []string{"listed twice"}},
 		{"bad route key", "definitions:" + def("a", "input_schema", "") + "\nroutes: {Core_1: [a]}", []string{`invalid route key "Core_1"`}},
+		{"schema removed in a route list", "definitions:" + def("a", "input_schema", "") + "\ndefaults: [a]\nroutes: {lab: [-a]}",
+			[]string{`route lab: "-a" would turn input-schema validation off, which only schemaValidationOff does`}},
+		{"schema added to a route with validation off", "definitions:" + def("a", "input_schema", "") + "\nroutes: {lab: [a]}\nschemaValidationOff: [lab]",
+			[]string{`route lab: adds input_schema filter "a" but is listed in schemaValidationOff`}},
+		{"bad schemaValidationOff key", "schemaValidationOff: [Lab_1]", []string{`schemaValidationOff: invalid route key "Lab_1"`}},
+		{"schemaValidationOff twice", "schemaValidationOff: [lab, lab]", []string{`schemaValidationOff: "lab" is listed twice`}},
+		{"reserved name", "definitions:" + def("input_schema", "tool_acl", `{deny: [x]}`), []string{`filter "input_schema": the name is reserved for type input_schema`}},
 		{"bad glob", "definitions:" + def("a", "tool_acl", `{allow: ["get_["]}`), []string{`bad glob "get_["`}},
 		{"empty glob", "definitions:" + def("a", "tool_acl", `{deny: [""]}`), []string{`bad glob ""`}},
 		{"acl without patterns", "definitions:" + def("a", "tool_acl", `{}`), []string{"at least one allow or deny"}},
@@ -144,21 +204,29 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(exampleYAML))
 	f.Add([]byte(`{"definitions":[{"name":"a","type":"redact","config":{"pointers":["/a/~1b"]}}],"defaults":["a"]}`))
 	f.Add([]byte("routes: {x: [-a]}"))
+	f.Add([]byte("definitions: [{name: a, type: tool_acl, config: {deny: [x]}}]\ndefaults: [a]\nschemaValidationOff: [x]\nroutes: {x: [-a], y: []}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		cfg, err := ParseConfig(b)
 		if err != nil {
 			return
 		}
-		// A valid config always yields chains made of defined filters.
-		defined := map[string]bool{}
-		for _, d := range cfg.Definitions {
-			defined[d.Name] = true
+		// A valid config always yields chains made of defined filters (the
+		// implicit input_schema one included) that validate arguments
+		// unless schemaValidationOff names the route.
+		defined, schema := map[string]bool{}, map[string]bool{}
+		for _, d := range cfg.definitions() {
+			defined[d.Name], schema[d.Name] = true, d.Type == TypeInputSchema
 		}
-		for route := range cfg.Routes {
+		for _, route := range append(sortedKeys(cfg.Routes), "", "unlisted") {
+			validates := false
 			for _, n := range cfg.chainFor(route) {
 				if !defined[n] {
 					t.Fatalf("route %q runs undefined filter %q", route, n)
 				}
+				validates = validates || schema[n]
+			}
+			if validates == cfg.schemaOff(route) {
+				t.Fatalf("route %q: input-schema validation %v, schemaValidationOff %v", route, validates, cfg.schemaOff(route))
 			}
 		}
 	})

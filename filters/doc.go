@@ -13,6 +13,10 @@
 // adjustments. [Build] validates the configuration and constructs a [Set]:
 // the filters, built once, and a precomputed [Chain] per route.
 //
+// Input-schema validation is on for every route even when the lists leave
+// the input_schema filter out (see [Config]); only Config.SchemaValidationOff
+// turns it off for a route, and [Build] logs a warning naming each one.
+//
 // Built-in types: input_schema (arguments against the tool's inputSchema,
 // via Request.Validate), tool_acl (allow/deny globs on tool names, which also
 // hide tools from tools/list via [Chain.ToolAllowed]), argument_size,

@@ -211,7 +211,8 @@ func (s *Set) build(ctx context.Context, cfg Config, prev map[string]*built) (*s
 		return nil, err
 	}
 	b := &builder{ctx: ctx, s: s}
-	st := &setState{routes: make(map[string]*Chain, len(cfg.Routes)), filters: make(map[string]*built, len(cfg.Definitions))}
+	defs := cfg.definitions()
+	st := &setState{routes: make(map[string]*Chain, len(cfg.Routes)), filters: make(map[string]*built, len(defs))}
 	var fresh []*built
 	fail := func(err error) (*setState, error) {
 		for _, nb := range fresh {
@@ -221,7 +222,7 @@ func (s *Set) build(ctx context.Context, cfg Config, prev map[string]*built) (*s
 		}
 		return nil, err
 	}
-	for _, d := range cfg.Definitions {
+	for _, d := range defs {
 		if p, ok := prev[d.Name]; ok && sameDefinition(p.def, d) {
 			st.filters[d.Name] = p
 			continue
@@ -238,13 +239,19 @@ func (s *Set) build(ctx context.Context, cfg Config, prev map[string]*built) (*s
 	for route := range cfg.Routes {
 		st.routes[route] = s.chain(route, cfg, st.filters)
 	}
+	for _, route := range cfg.SchemaValidationOff {
+		st.routes[route] = s.chain(route, cfg, st.filters)
+		// Said at every load: an operator must not lose track of it.
+		s.log.Warn("input-schema validation is off for this route (filters.schemaValidationOff): tool arguments reach its Tool Services unchecked",
+			"route", route)
+	}
 	return st, nil
 }
 
 func (s *Set) chain(route string, cfg Config, filters map[string]*built) *Chain {
 	c := &Chain{route: route}
-	byName := make(map[string]Definition, len(cfg.Definitions))
-	for _, d := range cfg.Definitions {
+	byName := make(map[string]Definition, len(cfg.Definitions)+1)
+	for _, d := range cfg.definitions() {
 		byName[d.Name] = d
 	}
 	for _, name := range cfg.chainFor(route) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -24,6 +25,9 @@ const (
 	DefaultFetchTimeout = 10 * time.Second
 	DefaultWorkers      = 8
 	DefaultStoreWorkers = 32
+	// DefaultRetryBackoff is the first wait before a failed route or Portal
+	// listing is tried again; the wait doubles up to RetryBackoffMax.
+	DefaultRetryBackoff = time.Second
 )
 
 // Options configures a [Registry].
@@ -43,6 +47,18 @@ type Options struct {
 	// StoreWorkers bounds concurrent Store loads during a warm start, for a
 	// Store that cannot load many routes at once (default 32).
 	StoreWorkers int
+	// RetryBackoff is the first wait before Run tries a failed route (a
+	// manifest fetch or build failed; a route without a snapshot is one) or
+	// a failed Portal listing again, instead of waiting for the next cycle
+	// (default 1s). Each further failure doubles the wait, up to
+	// RetryBackoffMax (default and ceiling: Interval); a success resets it.
+	// Every wait is jittered down by up to a quarter, so replicas that
+	// failed together do not retry together.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// Jitter returns a number in [0, 1) for each backoff wait (default
+	// math/rand/v2 Float64); tests fix it to check the schedule.
+	Jitter func() float64
 	// ReadyAfterWarmStart makes Start return as soon as the warm start has
 	// made the registry ready (some route has a stored snapshot), and run
 	// the rest of the first cycle, the manifests, in the background; Refresh
@@ -82,6 +98,9 @@ type Registry struct {
 	// started is closed when Start's first cycle, manifests included, ends.
 	started     chan struct{}
 	startedOnce sync.Once
+	// retryScheduled wakes Run to re-arm its retry timer when a cycle it
+	// did not run (Start's background part, a direct Refresh) scheduled one.
+	retryScheduled chan struct{}
 
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
@@ -101,6 +120,10 @@ type state struct {
 	// listingRestored: the routes come from the listing saved in the Store,
 	// because the Portal has not answered since this process started.
 	listingRestored bool
+	// portalFailures counts listings failed in a row; portalRetryAt is when
+	// Run lists again before the next cycle (zero: no retry pending).
+	portalFailures int
+	portalRetryAt  time.Time
 }
 
 // entry is one route's slot: its definition, last good snapshot and status.
@@ -114,6 +137,10 @@ type entry struct {
 	// restored: snap was loaded from the Store and no refresh has confirmed
 	// or replaced it yet.
 	restored bool
+	// failures counts refreshes failed in a row; retryAt is when Run tries
+	// the route again before the next cycle (zero: no retry pending).
+	failures int
+	retryAt  time.Time
 }
 
 func (s *state) clone() *state {
@@ -161,6 +188,16 @@ func New(opts Options) *Registry {
 	if opts.StoreWorkers <= 0 {
 		opts.StoreWorkers = DefaultStoreWorkers
 	}
+	if opts.RetryBackoffMax <= 0 || opts.RetryBackoffMax > opts.Interval {
+		opts.RetryBackoffMax = opts.Interval
+	}
+	if opts.RetryBackoff <= 0 {
+		opts.RetryBackoff = DefaultRetryBackoff
+	}
+	opts.RetryBackoff = min(opts.RetryBackoff, opts.RetryBackoffMax)
+	if opts.Jitter == nil {
+		opts.Jitter = rand.Float64
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -176,6 +213,8 @@ func New(opts Options) *Registry {
 		now:     opts.Now,
 		subs:    map[int]chan struct{}{},
 		started: make(chan struct{}),
+
+		retryScheduled: make(chan struct{}, 1),
 	}
 	empty := &state{entries: map[string]*entry{}}
 	empty.index()
@@ -204,7 +243,7 @@ func (r *Registry) Start(ctx context.Context) error {
 			return
 		}
 		r.saveListing(ctx, listed)
-		if err := errors.Join(listErr, r.refreshManifests(ctx)); err != nil && ctx.Err() == nil {
+		if err := errors.Join(listErr, r.refreshManifests(ctx, nil)); err != nil && ctx.Err() == nil {
 			r.log.Warn("first registry refresh incomplete", "err", err)
 		}
 	}
@@ -217,11 +256,23 @@ func (r *Registry) Start(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Run refreshes every Interval until ctx is done.
+// Run refreshes every Interval until ctx is done. In between, it retries
+// what failed with a jittered exponential backoff (Options.RetryBackoff):
+// the Portal listing, and each failed route on its own schedule. A gateway
+// started just before its Tool Services is ready a second or two after
+// they answer, not a whole Interval later.
 func (r *Registry) Run(ctx context.Context) {
 	t := time.NewTicker(r.opts.Interval)
 	defer t.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
 	for {
+		// Timers of Go >= 1.23: Reset and Stop drop a pending expiry.
+		if at, ok := r.state.Load().nextRetry(); ok {
+			retry.Reset(max(at.Sub(r.now()), 0))
+		} else {
+			retry.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -229,8 +280,81 @@ func (r *Registry) Run(ctx context.Context) {
 			if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
 				r.log.Debug("registry refresh incomplete", "err", err)
 			}
+		case <-retry.C:
+			if err := r.retryDue(ctx); err != nil && ctx.Err() == nil {
+				r.log.Debug("registry retry incomplete", "err", err)
+			}
+		case <-r.retryScheduled: // re-arm with the new schedule
 		}
 	}
+}
+
+// scheduled tells Run that a retry time was set.
+func (r *Registry) scheduled() {
+	select {
+	case r.retryScheduled <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// nextRetry returns the earliest pending retry.
+func (s *state) nextRetry() (time.Time, bool) {
+	next := s.portalRetryAt
+	for _, e := range s.entries {
+		if !e.retryAt.IsZero() && (next.IsZero() || e.retryAt.Before(next)) {
+			next = e.retryAt
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// retryDue runs the retries whose time has come: the Portal listing (with
+// the warm start of routes it adds), then the manifests of the routes that
+// are due and of the routes never tried yet (added by that listing). Routes
+// that are not due are left to their own schedule or the next cycle.
+func (r *Registry) retryDue(ctx context.Context) error {
+	r.cycle.Lock()
+	defer r.cycle.Unlock()
+	now := r.now()
+	var errs []error
+	if at := r.state.Load().portalRetryAt; !at.IsZero() && !now.Before(at) {
+		listed, err := r.list(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.warmStart(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.saveListing(ctx, listed)
+		errs = append(errs, err)
+	}
+	st := r.state.Load()
+	due := map[string]bool{}
+	for _, rt := range st.routes {
+		e := st.entries[rt.Key]
+		if e.retryAt.IsZero() && e.snap == nil || !e.retryAt.IsZero() && !now.Before(e.retryAt) {
+			due[rt.Key] = true
+		}
+	}
+	if len(due) > 0 {
+		errs = append(errs, r.refreshManifests(ctx, due))
+	}
+	return errors.Join(errs...)
+}
+
+// backoff returns the wait before the next try after failures failures in
+// a row: RetryBackoff doubled per failure, at most RetryBackoffMax, less a
+// jitter of up to a quarter.
+func (r *Registry) backoff(failures int) time.Duration {
+	d := r.opts.RetryBackoffMax
+	if shift := failures - 1; shift < 32 {
+		if b := r.opts.RetryBackoff << max(shift, 0); b > 0 && b < d {
+			d = b
+		}
+	}
+	j := min(max(r.opts.Jitter(), 0), 1)
+	return d - time.Duration(j*float64(d/4))
 }
 
 // Refresh runs one cycle: list the Portal (a failure keeps the previous
@@ -250,7 +374,7 @@ func (r *Registry) Refresh(ctx context.Context) error {
 		return ctx.Err()
 	}
 	r.saveListing(ctx, listed)
-	return errors.Join(listErr, r.refreshManifests(ctx))
+	return errors.Join(listErr, r.refreshManifests(ctx, nil))
 }
 
 // list asks the Portal for its routes and applies a successful answer, which
@@ -274,9 +398,12 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	now := r.now()
 	r.metrics.listing(err)
 	if err != nil {
-		r.log.Warn("portal listing failed; keeping the previous routes", "err", err)
 		st := old.clone()
 		st.portalErr, st.portalErrAt = err.Error(), now
+		st.portalFailures++
+		wait := r.backoff(st.portalFailures)
+		st.portalRetryAt = now.Add(wait)
+		r.log.Warn("portal listing failed; keeping the previous routes", "err", err, "retryIn", wait)
 		changed := false
 		if old.lastListing.IsZero() && len(old.routes) == 0 {
 			if saved := r.restoreListing(ctx); saved != nil {
@@ -285,10 +412,12 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 			}
 		}
 		r.publish(st, changed)
+		r.scheduled()
 		return nil, fmt.Errorf("portal listing: %w", err)
 	}
 	st := old.clone()
 	st.portalErr, st.portalErrAt, st.lastListing, st.listingRestored = "", time.Time{}, now, false
+	st.portalFailures, st.portalRetryAt = 0, time.Time{}
 	st, removed := r.applyListing(st, l)
 	r.publish(st, !reflect.DeepEqual(old.routes, st.routes))
 	for _, key := range removed {
@@ -380,16 +509,22 @@ type built struct {
 	err  error
 }
 
-// refreshManifests fetches every listed Tool Service's manifest once and
-// rebuilds the routes whose inputs changed.
-func (r *Registry) refreshManifests(ctx context.Context) error {
+// refreshManifests fetches the manifest of every Tool Service of the routes
+// once and rebuilds the routes whose inputs changed. The routes are every
+// listed route, or only those in only when it is not nil (a retry). A failed
+// route gets its next retry time; a successful one loses it.
+func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) error {
 	st := r.state.Load()
-	if len(st.routes) == 0 {
+	routes := st.routes
+	if only != nil {
+		routes = slices.DeleteFunc(slices.Clone(routes), func(rt Route) bool { return !only[rt.Key] })
+	}
+	if len(routes) == 0 {
 		return nil
 	}
 	var services []ToolService
 	seen := map[string]bool{}
-	for _, rt := range st.routes {
+	for _, rt := range routes {
 		for _, s := range rt.ToolServices {
 			if !seen[s.Name] {
 				seen[s.Name] = true
@@ -416,9 +551,9 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 	}
 	fetchedAt := r.now()
 
-	outcomes := make([]built, len(st.routes))
-	r.parallel(len(st.routes), func(i int) {
-		rt := st.routes[i]
+	outcomes := make([]built, len(routes))
+	r.parallel(len(routes), func(i int) {
+		rt := routes[i]
 		outcomes[i] = r.refreshRoute(rt, st.entries[rt.Key].snap, byName, fetchedAt)
 	})
 
@@ -430,11 +565,15 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 		cp := *next.entries[o.key]
 		r.metrics.refresh(o.key, o.err)
 		if o.err != nil {
-			r.log.Warn("route refresh failed; keeping its last good snapshot", "route", o.key, "err", o.err)
+			cp.failures++
+			wait := r.backoff(cp.failures)
+			cp.retryAt = fetchedAt.Add(wait)
+			r.log.Warn("route refresh failed; keeping its last good snapshot", "route", o.key, "err", o.err, "retryIn", wait)
 			cp.lastErr, cp.lastErrAt = o.err.Error(), fetchedAt
 			errs = append(errs, o.err)
 		} else {
 			cp.lastErr, cp.lastErrAt, cp.lastRefresh, cp.restored = "", time.Time{}, fetchedAt, false
+			cp.failures, cp.retryAt = 0, time.Time{}
 			if o.snap != nil {
 				r.log.Info("route snapshot updated", "route", o.key, "version", o.snap.Version,
 					"tools", len(o.snap.Tools), "ambiguous", len(o.snap.Ambiguous), "rejected", len(o.snap.Rejected))
@@ -450,6 +589,9 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 	}
 	next.index()
 	r.publish(next, changed)
+	if len(errs) > 0 {
+		r.scheduled()
+	}
 	r.persist(ctx, saves, current)
 	return errors.Join(errs...)
 }

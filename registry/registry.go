@@ -48,6 +48,9 @@ type RouteStatus struct {
 	// Restored is true while the route serves a snapshot loaded from the
 	// Store at start that no refresh has confirmed or replaced yet.
 	Restored bool `json:"restored,omitempty"`
+	// NextRetryAt is when a failed route is tried again, before the next
+	// regular refresh (Options.RetryBackoff).
+	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
 }
 
 // Health is the health detail of SPEC §5.
@@ -57,7 +60,9 @@ type Health struct {
 	RoutesWithoutSnapshot []string      `json:"routesWithoutSnapshot"`
 	PortalError           string        `json:"portalError,omitempty"`
 	PortalErrorAt         *time.Time    `json:"portalErrorAt,omitempty"`
-	LastListing           *time.Time    `json:"lastListing,omitempty"`
+	// PortalNextRetryAt is when a failed listing is tried again.
+	PortalNextRetryAt *time.Time `json:"portalNextRetryAt,omitempty"`
+	LastListing       *time.Time `json:"lastListing,omitempty"`
 	// ListingRestored is true while the routes come from the listing saved
 	// in the Store, because the Portal has not answered since start.
 	ListingRestored bool `json:"listingRestored,omitempty"`

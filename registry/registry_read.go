@@ -63,6 +63,7 @@ func (r *Registry) Health() Health {
 		RoutesWithoutSnapshot: []string{},
 		PortalError:           st.portalErr,
 		PortalErrorAt:         timePtr(st.portalErrAt),
+		PortalNextRetryAt:     timePtr(st.portalRetryAt),
 		LastListing:           timePtr(st.lastListing),
 		ListingRestored:       st.listingRestored,
 	}
@@ -80,6 +81,7 @@ func (r *Registry) Health() Health {
 			LastErrorAt: timePtr(e.lastErrAt),
 			StoreError:  e.storeErr,
 			Restored:    e.restored,
+			NextRetryAt: timePtr(e.retryAt),
 		}
 		if s := e.snap; s != nil {
 			confirmed := s.FetchedAt

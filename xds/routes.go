@@ -26,6 +26,13 @@ import (
 //     route's Tool Services, set only where it differs from the virtual
 //     host's Options.MaxRequestBytes.
 //  3. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
+//     The extproc server answers such requests itself, before the router
+//     runs (the ext_proc filter is on every route): a 404 that names the path
+//     and, for a POST with a body, echoes the request's JSON-RPC id, which a
+//     direct response cannot read. The router answers direct responses only
+//     after the filters before it let the request through
+//     (source/common/router/router.cc, Filter::decodeHeaders), so this fixed
+//     reply is reached only if the extproc server did not answer.
 //
 // Retries: tool calls are not assumed idempotent, so a call is retried only
 // when Envoy knows the Tool Service cannot have seen it (DefaultRetryOn):
@@ -40,7 +47,7 @@ const (
 	virtualHostName = "toolmesh"
 
 	unroutedBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"request was not routed by the toolmesh extproc server"}}`
-	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unknown route: POST /mcp/{route}"}}`
+	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no MCP route at this path"}}`
 )
 
 // buildRouteConfig builds the route configuration of these Tool Services

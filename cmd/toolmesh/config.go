@@ -56,6 +56,14 @@ type Config struct {
 	// FetchTimeout bounds each Portal listing and manifest fetch (default
 	// 10s), so one hanging peer cannot stall a refresh cycle.
 	FetchTimeout registry.Duration `json:"fetchTimeout,omitempty"`
+	// RetryBackoff is the first wait before a failed Portal listing or a
+	// route whose refresh failed (one without a snapshot included) is tried
+	// again, ahead of the next refresh (default 1s). The wait doubles after
+	// each failure, jittered; a success resets it.
+	RetryBackoff registry.Duration `json:"retryBackoff,omitempty"`
+	// RetryBackoffMax is the longest such wait (default and ceiling: the
+	// refresh interval).
+	RetryBackoffMax registry.Duration `json:"retryBackoffMax,omitempty"`
 	// AllowEmptyListing lets a Portal listing that names no route remove
 	// every route. By default such a listing counts as a failed one and the
 	// current routes stay.
@@ -102,7 +110,8 @@ type Config struct {
 
 	// Filters configures the filter chain (SPEC §7, docs/wasm-abi.md):
 	// definitions in execution order, the filters every route runs, and
-	// per-route changes. Absent means input-schema validation on every route.
+	// per-route changes. Input-schema validation runs on every route, with or
+	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
@@ -139,6 +148,7 @@ type Config struct {
 // Limits of the configuration.
 const (
 	minRefreshInterval = 100 * time.Millisecond
+	minRetryBackoff    = 10 * time.Millisecond
 	maxMessageTimeout  = time.Hour // Envoy's own ceiling for message_timeout
 	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
 	maxDrainDelay      = 5 * time.Minute
@@ -167,6 +177,7 @@ func defaultConfig() Config {
 		NodeID:               "toolmesh-local",
 		RefreshInterval:      registry.Duration(registry.DefaultInterval),
 		FetchTimeout:         registry.Duration(registry.DefaultFetchTimeout),
+		RetryBackoff:         registry.Duration(registry.DefaultRetryBackoff),
 		MaxBodyBytes:         1 << 20,
 		MaxResponseBytes:     4 << 20,
 		MessageTimeout:       registry.Duration(5 * time.Second),
@@ -363,6 +374,12 @@ func (c *Config) Validate() error {
 	}
 	if d := c.FetchTimeout.D(); d < 10*time.Millisecond || d > 10*time.Minute {
 		bad("fetchTimeout", "%s is not between 10ms and 10m", d)
+	}
+	if d := c.RetryBackoff.D(); d != 0 && d < minRetryBackoff {
+		bad("retryBackoff", "%s is shorter than %s", d, minRetryBackoff)
+	}
+	if d, m := c.RetryBackoff.D(), c.RetryBackoffMax.D(); m != 0 && m < max(d, minRetryBackoff) {
+		bad("retryBackoffMax", "%s is shorter than retryBackoff (%s) or %s", m, d, minRetryBackoff)
 	}
 	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
 		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)

@@ -33,6 +33,8 @@ extprocListen: 127.0.0.1:19002
 xdsListen: 127.0.0.1:28000
 adminListen: 127.0.0.1:19090
 refreshInterval: 10s
+retryBackoff: 500ms
+retryBackoffMax: 5s
 allowedOrigins: ["https://app.example.com", "http://localhost:*"]
 allowedHosts: [gateway.example.com]
 maxBodyBytes: 2097152
@@ -68,6 +70,8 @@ logFormat: json
 			c.XDSListen = "127.0.0.1:28000"
 			c.AdminListen = "127.0.0.1:19090"
 			c.RefreshInterval = registry.Duration(10 * time.Second)
+			c.RetryBackoff = registry.Duration(500 * time.Millisecond)
+			c.RetryBackoffMax = registry.Duration(5 * time.Second)
 			c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:*"}
 			c.AllowedHosts = []string{"gateway.example.com"}
 			c.MaxBodyBytes = 2 << 20
@@ -96,6 +100,8 @@ logFormat: json
 				c.XDSListen = "127.0.0.1:28000"
 				c.AdminListen = "127.0.0.1:19090"
 				c.RefreshInterval = registry.Duration(2 * time.Second)
+				c.RetryBackoff = registry.Duration(500 * time.Millisecond)
+				c.RetryBackoffMax = registry.Duration(5 * time.Second)
 				c.AllowedOrigins = []string{"https://a.example", "https://b.example"}
 				c.AllowedHosts = []string{"gateway.example.com"}
 				c.MaxBodyBytes = 1024
@@ -123,6 +129,8 @@ listen: "8080"
 adminListen: ":9090"
 xdsListen: 127.0.0.1:99999
 refreshInterval: 1ms
+retryBackoff: 1ms
+retryBackoffMax: 5ms
 messageTimeout: 2h
 maxBodyBytes: -1
 allowedOrigins: [""]
@@ -131,7 +139,7 @@ logFormat: xml
 grpcKeepaliveTime: 10ms
 grpcKeepaliveTimeout: 0s
 drainDelay: 10m
-`)}, wantErr: []string{"portal:", "listen:", "adminListen:", "xdsListen:", "refreshInterval:", "messageTimeout:",
+`)}, wantErr: []string{"portal:", "listen:", "adminListen:", "xdsListen:", "refreshInterval:", "retryBackoff:", "retryBackoffMax:", "messageTimeout:",
 			"maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
 		// Envoy pings every 30s (envoy/*.yaml connection_keepalive); a MinTime
 		// at or above it, or 0 (grpc-go's 5m default), closes its connections.

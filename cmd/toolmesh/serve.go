@@ -139,6 +139,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		Store:        store,
 		Interval:     cfg.RefreshInterval.D(),
 		FetchTimeout: cfg.FetchTimeout.D(),
+		// Both are capped at Interval by the registry.
+		RetryBackoff:    cfg.RetryBackoff.D(),
+		RetryBackoffMax: cfg.RetryBackoffMax.D(),
 		// A Portal answering "no routes" is treated as broken unless allowed.
 		AllowEmptyListing: cfg.AllowEmptyListing,
 		Logger:            log.With(slog.String("component", "registry")),

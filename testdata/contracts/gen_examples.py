@@ -65,8 +65,9 @@ add("http", "get-405", "GET is not served: 405 with Allow: POST and no body (no 
 add("http", "delete-405", "DELETE is not served either: the gateway never issues sessions.",
     {"method": "DELETE", "path": "/mcp/core", "headers": {"mcp-session-id": "abc"}},
     {"status": 405, "headers": {"allow": "POST"}, "emptyBody": True})
-add("http", "unknown-route-404", "The route key comes from the path alone; an unknown route is 404 with a JSON-RPC error body.",
-    dict(leg_req("ping"), path="/mcp/nope"), {"status": 404, "headers": JSONH, "body": err(ANY)})
+def not_found(path, id=None): return {"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "no MCP route at " + path}}
+add("http", "unknown-route-404", "The route key comes from the path alone; an unknown route is 404 with a JSON-RPC error that names the path and echoes the request's id.",
+    dict(leg_req("ping"), path="/mcp/nope"), {"status": 404, "headers": JSONH, "body": not_found("/mcp/nope", 1)})
 add("http", "content-type-415", "Content-Type must be application/json or application/json-rpc.",
     leg_req("ping", headers={"content-type": "text/plain"}), {"status": 415, "headers": JSONH, "body": err(ANY)})
 add("http", "content-type-charset", "Media type parameters such as charset are accepted.",
@@ -112,6 +113,16 @@ add("http", "escaped-slash-400", "Encoded slashes in the path are refused before
     dict(leg_req("ping"), path="/mcp/core%2F..%2Fadmin"), {"status": 400, "headersAny": True})
 add("http", "headers-too-large-431", "Request headers over 32 KiB are refused by Envoy's codec.",
     leg_req("ping", headers={"x-padding": "p" * 40000}), {"status": 431, "headersAny": True})
+add("http", "unknown-route-id-string", "The unknown-route 404 echoes the id byte for byte, in either era; the query string is not part of the path it names.",
+    dict(new_req("tools/call", {"name": "add", "arguments": {}}, name="add"), path="/mcp/nope?x=1", body=None,
+         rawBody='{"jsonrpc":"2.0","id":"r\\u0031","method":"tools/call","params":{"name":"add","arguments":{}}}'),
+    {"status": 404, "headers": JSONH, "body": not_found("/mcp/nope", "r1"), "bodyContains": ['"id":"r\\u0031"']})
+add("http", "unknown-route-not-jsonrpc", "When the body of a request to an unknown route is not a JSON-RPC request, the 404 has id null.",
+    dict(leg_req("ping"), path="/mcp/nope", body=None, rawBody='{"jsonrpc":"2.0","id":1,'),
+    {"status": 404, "headers": JSONH, "body": not_found("/mcp/nope")})
+add("http", "unknown-route-get-404", "Any method on a path that names no route is 404 with a JSON-RPC error and id null, even outside /mcp/.",
+    {"method": "GET", "path": "/favicon.ico", "headers": {"accept": "*/*"}},
+    {"status": 404, "headers": JSONH, "body": not_found("/favicon.ico")})
 
 # ---- legacy era
 INIT = lambda v: {"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "example-client", "version": "1.0.0"}}
