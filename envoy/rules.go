@@ -34,10 +34,13 @@ const (
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
 	defaultConnectTimeout = 5 * time.Second
 	// circuit_breaker.proto thresholds defaults.
-	defaultMaxConnections  = 1024
-	defaultMaxPending      = 1024
-	defaultMaxRequests     = 1024
-	defaultMaxRetries      = 3
+	defaultMaxConnections = 1024
+	defaultMaxPending     = 1024
+	defaultMaxRequests    = 1024
+	defaultMaxRetries     = 3
+	// cluster.proto CommonLbConfig.healthy_panic_threshold: "If not
+	// specified, the default is 50%. To disable panic mode, set to 0%."
+	defaultPanicThreshold  = 50.0
 	defaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
 	defaultRetryBase       = 25 * time.Millisecond
 	defaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
@@ -500,7 +503,8 @@ func grpcErrorDetails(code uint32) string {
 // request/response attributes (ignored), typed_dynamic_metadata (ignored),
 // trailers (never sent), http_service, per-route grpc_service (every filter
 // uses Options.ExtProcTarget); active health checks and outlier detection
-// (endpoints are always healthy); load balancing weights and policies other
+// (an endpoint is healthy unless its EDS health_status says otherwise; panic
+// mode is emulated, see cluster.pickHosts); load balancing weights and policies other
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
 // filters; other HTTP filters unless is_optional. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the

@@ -36,6 +36,7 @@ import (
 //	perTryTimeout            unset            route.retry_policy.per_try_timeout
 //	retryOn                  see routes.go    route.retry_policy.retry_on
 //	lbPolicy                 ROUND_ROBIN      cluster.lb_policy
+//	healthyPanicThreshold    0 (%)            cluster.common_lb_config.healthy_panic_threshold
 //	http2                    false            HttpProtocolOptions explicit HTTP/2, else HTTP/1.1
 //	outlierDetection         off              cluster.outlier_detection, when on:
 //	  consecutive5xx         5                  consecutive_5xx
@@ -101,6 +102,10 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 			MaxRetries:         wrapperspb.UInt32(s.maxConcurrentRetries),
 		}}},
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
+		// Always set, 0 included: unset means Envoy's 50% (tuning.go).
+		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{
+			HealthyPanicThreshold: &typev3.Percent{Value: s.panicThreshold},
+		},
 	}
 	if od := s.outlier; od != nil {
 		c.OutlierDetection = &clusterv3.OutlierDetection{
