@@ -75,6 +75,7 @@ func (x *exchange) serve() {
 	}()
 	hcm := x.cfg.hcm
 	x.reqH = requestHeaderMap(x.r)
+	x.reqH.limits = &headerLimits{count: hcm.maxHeaders, bytes: hcm.maxHeadersBytes}
 	if lr := hcm.checkDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return

@@ -61,7 +61,7 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 			return fmt.Errorf("Invalid attempt to modify %s", key)
 		}
 	}
-	return nil
+	return checkHeaderLimits(h)
 }
 
 func lowerASCII(s string) string {

@@ -18,6 +18,14 @@ type header struct {
 // holds the pseudo headers (:method, :path, :authority, :scheme, :status).
 type headerMap struct {
 	h []header
+	// limits, when set, are the HCM's max_headers_count and
+	// max_request_headers_kb (in bytes) that the request header map carries
+	// (see checkHeaderLimits).
+	limits *headerLimits
+}
+
+type headerLimits struct {
+	count, bytes int
 }
 
 func (m *headerMap) get(k string) (string, bool) {

@@ -75,8 +75,10 @@ const (
 
 	bodyNoHealthyUpstream = "no healthy upstream"
 	bodyUpstreamTimeout   = "upstream request timeout"
-	bodyPayloadTooLarge   = "Payload Too Large"     // CodeUtility::toString(413)
-	bodyInternalError     = "Internal Server Error" // CodeUtility::toString(500)
+	bodyPayloadTooLarge   = "Payload Too Large"               // CodeUtility::toString(413)
+	bodyInternalError     = "Internal Server Error"           // CodeUtility::toString(500)
+	bodyBadRequest        = "Bad Request"                     // CodeUtility::toString(400)
+	bodyHeadersTooLarge   = "Request Header Fields Too Large" // CodeUtility::toString(431)
 )
 
 // responseFlags is the set of Envoy response flags of one stream.
@@ -510,28 +512,63 @@ func grpcErrorDetails(code uint32) string {
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk.
 
+// checkHeaderLimits is MutationUtils::headerMutationResultCheck
+// (source/extensions/filters/http/ext_proc/mutation_utils.cc): after
+// applying a header mutation, ext_proc checks the header map against the
+// limits it was created with — HeaderMap::size() and byteSize() count every
+// entry, pseudo headers included, against the HCM's max_headers_count and
+// max_request_headers_kb — and fails the mutation (a 500 local reply) when
+// either is exceeded. So headers the HCM and ext_proc add (:method, :path,
+// :scheme, x-request-id, x-forwarded-*, the routing headers) share the
+// budget the client's headers were admitted under. Envoy >= 1.37 uses a
+// fixed error text here; its exact wording is not checked. [verify] Only
+// request header maps carry limits in the local data plane.
+func checkHeaderLimits(h *headerMap) error {
+	if h.limits == nil {
+		return nil
+	}
+	size := 0
+	for _, e := range h.h {
+		size += len(e.key) + len(e.value)
+	}
+	if len(h.h) > h.limits.count || size > h.limits.bytes {
+		return fmt.Errorf("Header mutation causes end result header count %d or header size %d bytes, exceeding the count limit %d or the size limit %d kilobytes",
+			len(h.h), size, h.limits.count, h.limits.bytes>>10)
+	}
+	return nil
+}
+
 // checkDownstream applies the downstream request checks Envoy makes before
-// any filter runs, and returns the local reply of a refused request:
+// any filter runs, and returns the local reply of a refused request. Codec
+// errors go through ServerConnectionImpl::sendProtocolError
+// (source/common/http/http1/codec_impl.cc), which answers with
+// ActiveStream::sendLocalReply and the body CodeUtility::toString(code), so
+// local_reply_config sees them like any other local reply:
 //
-//   - the codec refuses request headers over max_request_headers_kb or
-//     max_headers_count with 431 (http1 codec "headers size exceeds limit",
-//     http2 the same through its header list limits);
-//   - headers_with_underscores_action: REJECT_REQUEST answers 400, DROP_HEADER
-//     removes the header (the codec's checkHeaderNameForUnderscores);
+//   - the codec refuses request headers over max_request_headers_kb
+//     (details http1.headers_too_large) or more than max_headers_count
+//     (http1.too_many_headers) with 431; the count is of the headers on the
+//     wire, Host included (http2 the same through its header list limits);
+//   - headers_with_underscores_action: REJECT_REQUEST answers 400 (details
+//     http1.unexpected_underscore), DROP_HEADER removes the header (the
+//     codec's checkHeaderNameForUnderscores);
 //   - path_with_escaped_slashes_action (ConnectionManagerUtility::
-//     maybeNormalizePath): REJECT_REQUEST answers 400 for %2F or %5C in the
-//     path, UNESCAPE_AND_FORWARD unescapes them.
+//     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
+//     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
 func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 	size, count := 0, 0
 	for _, hd := range m.h {
-		if strings.HasPrefix(hd.key, ":") {
+		if strings.HasPrefix(hd.key, ":") && hd.key != ":authority" {
 			continue
 		}
 		size += len(hd.key) + len(hd.value)
 		count++
 	}
-	if size > h.maxHeadersBytes || count > h.maxHeaders {
-		return &localReply{code: 431, body: "", details: "http1.headers_too_large"}
+	if size > h.maxHeadersBytes {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.headers_too_large"}
+	}
+	if count > h.maxHeaders {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.too_many_headers"}
 	}
 	switch h.underscores {
 	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
@@ -540,7 +577,7 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 				continue
 			}
 			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &localReply{code: 400, details: "http1.invalid_characters"}
+				return &localReply{code: 400, body: bodyBadRequest, details: "http1.unexpected_underscore"}
 			}
 		}
 		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {

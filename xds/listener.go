@@ -106,7 +106,8 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 		MergeSlashes:                 true,
 		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_REJECT_REQUEST, // %2F, %5C → 400
 		// MCP requests carry a handful of headers; bound what a client can
-		// make Envoy hold before ext_proc even runs.
+		// make Envoy hold before ext_proc even runs (with room for the
+		// headers added before ext_proc re-checks the count).
 		MaxRequestHeadersKb: wrapperspb.UInt32(maxRequestHeadersKB),
 		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
 			MaxHeadersCount:              wrapperspb.UInt32(maxRequestHeaders),
@@ -128,9 +129,28 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 }
 
 // Downstream limits of the MCP listener.
+//
+// max_headers_count is checked twice: by the codec on the client's headers,
+// and by ext_proc after each header mutation on the whole request header
+// map (MutationUtils::headerMutationResultCheck in
+// source/extensions/filters/http/ext_proc/mutation_utils.cc), which by then
+// also holds the pseudo headers (:method, :path, :scheme), what the HCM
+// adds (x-request-id, x-forwarded-proto, x-forwarded-for, at most
+// x-envoy-external-address) and what the extproc server adds to a routed
+// tools/call (x-toolmesh-cluster, -route, -tool, -tool-version, plus any
+// filter headers). A limit of 64 therefore failed calls from clients that
+// sent about 55 headers with a 500. The limit is the client budget plus a
+// reserve for those additions, so a client with up to maxClientHeaders
+// headers is always served.
 const (
-	maxRequestHeadersKB   = 32
-	maxRequestHeaders     = 64
+	maxRequestHeadersKB = 32
+	// maxClientHeaders is what a client may send and still be routed.
+	maxClientHeaders = 64
+	// routingHeaderReserve covers the headers added before ext_proc's check
+	// (3 pseudo, up to 4 from the HCM, 4 routing headers) with room for
+	// filter-added headers.
+	routingHeaderReserve  = 32
+	maxRequestHeaders     = maxClientHeaders + routingHeaderReserve
 	downstreamIdleTimeout = 5 * time.Minute
 	requestHeadersTimeout = 10 * time.Second
 )
