@@ -30,6 +30,7 @@ const (
 	detailsInvalidArguments  = "toolmesh_invalid_arguments"
 	detailsDenied            = "toolmesh_filter_denied"
 	detailsHeadersNotHandled = "toolmesh_headers_not_processed"
+	detailsBodyTooLarge      = "toolmesh_body_too_large"
 )
 
 const contentTypeJSON = "application/json"

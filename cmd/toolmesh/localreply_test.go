@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +168,33 @@ func TestExtProcUnreachableIsJSON(t *testing.T) {
 	r := rawPost(t, strings.TrimPrefix(srv.URL, "http://"), "/mcp/core", clientHeaders(5),
 		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 0)
 	requireRPCError(t, r, http.StatusInternalServerError, -32603)
+}
+
+// TestToolServiceBodyLimitFollowsOverrides runs `toolmesh run` with an
+// override file that gives the demo calc service a small maxRequestBytes:
+// Envoy lets the call through (the route's other services keep 1 MiB) and
+// the extproc server answers 413, while other services still get bigger
+// calls.
+func TestToolServiceBodyLimitFollowsOverrides(t *testing.T) {
+	dir := t.TempDir()
+	over := dir + "/overrides.yaml"
+	if err := os.WriteFile(over, []byte("services:\n  calc: {maxRequestBytes: 200}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := dir + "/toolmesh.yaml"
+	if err := os.WriteFile(cfg, []byte("overrides: "+over+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, "run", "--config", cfg)
+	addr := p.addrs["dataplane"]
+	pad := strings.Repeat(" ", 300)
+	requireRPCError(t, rawPost(t, addr, "/mcp/core", clientHeaders(5),
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"math.add","arguments":{"a":2,"b":3}}}`+pad, 0),
+		http.StatusRequestEntityTooLarge, -32600)
+	r := rawPost(t, addr, "/mcp/core", clientHeaders(5),
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"time.now","arguments":{}}}`+pad, 0)
+	var doc map[string]any
+	if err := json.Unmarshal(r.body, &doc); err != nil || r.status != http.StatusOK || dig(doc, "id") != float64(8) || dig(doc, "result") == nil {
+		t.Errorf("time.now with the same padding = %d %s, want a result", r.status, r.body)
+	}
 }
