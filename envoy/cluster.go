@@ -20,6 +20,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -28,6 +29,9 @@ import (
 const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	tlsTransportSocket     = "envoy.transport_sockets.tls"
+	// dnsClusterType is the registered name of DnsClusterFactory
+	// (source/extensions/clusters/dns/dns_cluster.h).
+	dnsClusterType = "envoy.cluster.dns"
 )
 
 // cluster is a compiled Cluster with its endpoints.
@@ -93,6 +97,16 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 			}
 		default:
 			return nil, fmt.Errorf("cluster type %v is not emulated", t.Type)
+		}
+	case *clusterv3.Cluster_ClusterType:
+		// The DNS cluster extension (source/extensions/clusters/dns): strict
+		// or logical DNS, resolved by the dialer like the two types above.
+		if t.ClusterType.GetName() != dnsClusterType {
+			return nil, fmt.Errorf("cluster_type %q is not emulated", t.ClusterType.GetName())
+		}
+		var dc dnsclusterv3.DnsCluster
+		if err := t.ClusterType.GetTypedConfig().UnmarshalTo(&dc); err != nil {
+			return nil, fmt.Errorf("cluster_type %s: %w", dnsClusterType, err)
 		}
 	default:
 		return nil, fmt.Errorf("cluster discovery type %T is not emulated", t)

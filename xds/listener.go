@@ -26,6 +26,7 @@ import (
 //	hcm.stat_prefix                     toolmesh
 //	hcm.codec_type                      AUTO (HTTP/1.1 and h2c)
 //	hcm.rds                             registry.RouteConfigName over ADS
+//	hcm.use_remote_address              true: x-forwarded-for gets the downstream peer
 //	hcm.normalize_path, merge_slashes   true (public paths are matched exactly)
 //	hcm.early_header_mutation           remove every client header starting with x-toolmesh-
 //	hcm.http_filters                    ext_proc, router (router last)
@@ -100,6 +101,11 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 			RouteConfigName: registry.RouteConfigName,
 			ConfigSource:    adsConfigSource(),
 		}},
+		// Envoy is the first proxy toolmesh trusts in both modes: append the
+		// downstream peer to x-forwarded-for and judge internal/external by
+		// the connection, never by a client-supplied x-forwarded-for
+		// (docs/operators.md).
+		UseRemoteAddress: wrapperspb.Bool(true),
 		// Request hardening: the route key comes from the path alone, so the
 		// path Envoy routes on must be the path the extproc server sees.
 		NormalizePath:                wrapperspb.Bool(true),
