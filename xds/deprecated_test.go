@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,9 +29,8 @@ func TestDeprecatedFields(t *testing.T) {
 	}{
 		{"typed DNS cluster", &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_ClusterType{
 			ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "envoy.cluster.dns", TypedConfig: dns}}}, nil},
-		{"DNS settings on the cluster", &clusterv3.Cluster{Name: "c",
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS},
-			DnsRefreshRate:       durationpb.New(5e9), RespectDnsTtl: true},
+		// Set through JSON: the Go fields are marked deprecated too.
+		{"DNS settings on the cluster", clusterJSON(t, `{"name":"c","type":"STRICT_DNS","dnsRefreshRate":"5s","respectDnsTtl":true}`),
 			[]string{"dns_refresh_rate", "respect_dns_ttl", "type=STRICT_DNS"}},
 		{"address family on a DNS cluster", &clusterv3.Cluster{Name: "c",
 			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS},
@@ -41,7 +41,7 @@ func TestDeprecatedFields(t *testing.T) {
 			RequestHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "a"}, Append: wrapperspb.Bool(true)}},
 		}}}, []string{"virtual_hosts[0].request_headers_to_add[0].append"}},
 		{"inside an Any", &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_ClusterType{
-			ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "x", TypedConfig: mustAny(t, &clusterv3.Cluster{Name: "inner", DnsRefreshRate: durationpb.New(1e9)})}}},
+			ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "x", TypedConfig: mustAny(t, clusterJSON(t, `{"name":"inner","dnsRefreshRate":"1s"}`))}}},
 			[]string{"cluster_type.typed_config<envoy.config.cluster.v3.Cluster>.dns_refresh_rate"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,4 +55,13 @@ func TestDeprecatedFields(t *testing.T) {
 			}
 		})
 	}
+}
+
+func clusterJSON(t *testing.T, j string) *clusterv3.Cluster {
+	t.Helper()
+	var c clusterv3.Cluster
+	if err := protojson.Unmarshal([]byte(j), &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
 }
