@@ -413,7 +413,8 @@ func grpcErrorDetails(code uint32) string {
 // envoy.reloadable_features.skip_ext_proc_on_local_reply): local replies —
 // router errors, direct responses, 413/500 from the filter manager, ext_proc's
 // own error replies and ImmediateResponses — are not sent to the ext_proc
-// server. They all go through the HCM local_reply_config (localreply.go),
+// server. They, and the codec and path-normalization replies of
+// checkDownstream, all go through the HCM local_reply_config (localreply.go),
 // emulating source/common/local_reply/local_reply.cc and
 // Utility::prepareLocalReply in source/common/http/utility.cc: the first
 // matching mapper applies body, headers_to_add and status_code (which
