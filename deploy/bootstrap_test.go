@@ -7,6 +7,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
@@ -52,7 +53,32 @@ func decodeBootstrap(t reporter, where string, y []byte) *bootstrapv3.Bootstrap 
 	if err := xds.ValidateDeep(&b); err != nil {
 		t.Fatalf("%s: ValidateDeep: %v", where, err)
 	}
+	// Deprecated fields work until Envoy removes them, and some are ignored
+	// once their replacement is set; none may be used.
+	if d := xds.DeprecatedFields(&b); len(d) > 0 {
+		t.Errorf("%s: deprecated fields set: %v", where, d)
+	}
+	for _, c := range b.GetStaticResources().GetClusters() {
+		if d := xds.LegacyDNS(c); len(d) > 0 {
+			t.Errorf("%s: cluster %s: DNS settings on the Cluster, want cluster_type envoy.cluster.dns: %v", where, c.GetName(), d)
+		}
+	}
 	return &b
+}
+
+// isStrictDNS reports whether c is a DNS cluster extension with strict DNS
+// semantics (DnsCluster.all_addresses_in_single_endpoint false).
+func isStrictDNS(t reporter, c *clusterv3.Cluster) bool {
+	t.Helper()
+	ct := c.GetClusterType()
+	if ct == nil || ct.GetName() != "envoy.cluster.dns" {
+		return false
+	}
+	var dc dnsclusterv3.DnsCluster
+	if err := ct.GetTypedConfig().UnmarshalTo(&dc); err != nil {
+		t.Fatalf("%s: %v", c.GetName(), err)
+	}
+	return !dc.GetAllAddressesInSingleEndpoint()
 }
 
 // bootstrapFacts is what the deploy tests compare against the objects

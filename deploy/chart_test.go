@@ -713,8 +713,8 @@ func (c *chartCheck) toolmeshCluster(where string, f bootstrapFacts, cluster, su
 		}
 		return
 	}
-	if cl.GetType() != clusterv3.Cluster_STRICT_DNS {
-		t.Errorf("%s: %s is %v, want STRICT_DNS", where, cluster, cl.GetType())
+	if !isStrictDNS(t, cl) {
+		t.Errorf("%s: %s is %v, want strict DNS (cluster_type envoy.cluster.dns)", where, cluster, cl.GetClusterDiscoveryType())
 	}
 	svcName, ok := strings.CutSuffix(ep.GetAddress(), fmt.Sprintf(".%s.svc.%s", c.o.rel.Namespace, c.o.str("clusterDomain")))
 	svc := c.o.services[svcName]

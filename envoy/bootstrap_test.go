@@ -7,6 +7,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
@@ -50,18 +51,21 @@ func loadBootstrap(t *testing.T, path string) *bootstrapv3.Bootstrap {
 
 func TestBootstrapFiles(t *testing.T) {
 	for _, tc := range []struct {
-		file     string
-		node     string
-		addrType clusterv3.Cluster_DiscoveryType
-		host     string // where toolmesh is reached
+		file string
+		node string
+		dns  bool   // strict DNS (the DNS cluster extension), else STATIC
+		host string // where toolmesh is reached
 	}{
-		{"gateway.yaml", "toolmesh-gateway", clusterv3.Cluster_STRICT_DNS, "toolmesh"},
-		{"sidecar.yaml", "toolmesh-sidecar", clusterv3.Cluster_STATIC, "127.0.0.1"},
+		{"gateway.yaml", "toolmesh-gateway", true, "toolmesh"},
+		{"sidecar.yaml", "toolmesh-sidecar", false, "127.0.0.1"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			b := loadBootstrap(t, tc.file)
 			if err := xds.ValidateDeep(b); err != nil {
 				t.Fatalf("ValidateDeep: %v", err)
+			}
+			if d := xds.DeprecatedFields(b); len(d) > 0 {
+				t.Errorf("deprecated fields set: %v", d)
 			}
 			if b.GetNode().GetId() != tc.node || b.GetNode().GetCluster() == "" {
 				t.Errorf("node = %v, want id %s and a cluster", b.GetNode(), tc.node)
@@ -95,8 +99,11 @@ func TestBootstrapFiles(t *testing.T) {
 					t.Errorf("no static cluster %s", name)
 					continue
 				}
-				if c.GetType() != tc.addrType {
-					t.Errorf("%s: type %v, want %v", name, c.GetType(), tc.addrType)
+				if d := xds.LegacyDNS(c); len(d) > 0 {
+					t.Errorf("%s: DNS settings on the Cluster, want cluster_type envoy.cluster.dns: %v", name, d)
+				}
+				if got := isStrictDNS(t, c); got != tc.dns || (!tc.dns && c.GetType() != clusterv3.Cluster_STATIC) {
+					t.Errorf("%s: strict DNS %v (type %v), want %v", name, got, c.GetType(), tc.dns)
 				}
 				eps := c.GetLoadAssignment().GetEndpoints()
 				if len(eps) != 1 || len(eps[0].GetLbEndpoints()) != 1 {
@@ -133,6 +140,21 @@ func TestBootstrapFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// isStrictDNS reports whether c is a DNS cluster extension with strict DNS
+// semantics (DnsCluster.all_addresses_in_single_endpoint false).
+func isStrictDNS(t *testing.T, c *clusterv3.Cluster) bool {
+	t.Helper()
+	ct := c.GetClusterType()
+	if ct == nil || ct.GetName() != "envoy.cluster.dns" {
+		return false
+	}
+	var dc dnsclusterv3.DnsCluster
+	if err := ct.GetTypedConfig().UnmarshalTo(&dc); err != nil {
+		t.Fatalf("%s: %v", c.GetName(), err)
+	}
+	return !dc.GetAllAddressesInSingleEndpoint()
 }
 
 // requireHTTP2 checks that a static cluster speaks HTTP/2, which gRPC needs.

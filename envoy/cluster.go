@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -27,6 +29,9 @@ import (
 const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	tlsTransportSocket     = "envoy.transport_sockets.tls"
+	// dnsClusterType is the registered name of DnsClusterFactory
+	// (source/extensions/clusters/dns/dns_cluster.h).
+	dnsClusterType = "envoy.cluster.dns"
 )
 
 // cluster is a compiled Cluster with its endpoints.
@@ -34,7 +39,8 @@ type cluster struct {
 	name           string
 	edsName        string // EDS: the ClusterLoadAssignment name
 	isEDS          bool
-	priorities     [][]string // healthy endpoint addresses ("host:port") per priority
+	priorities     []hostSet // endpoint addresses ("host:port") per priority
+	panicThreshold float64   // common_lb_config.healthy_panic_threshold, percent
 	tlsConfig      *tls.Config
 	h2             bool
 	connectTimeout time.Duration
@@ -43,6 +49,11 @@ type cluster struct {
 	transport      http.RoundTripper
 	scheme         string
 	tlsKey         string // fingerprint of the UpstreamTlsContext
+}
+
+// hostSet is one priority's endpoints: the healthy ones and all of them.
+type hostSet struct {
+	healthy, all []string
 }
 
 type clusterLimits struct {
@@ -61,7 +72,11 @@ type clusterRuntime struct {
 }
 
 func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
-	cl := &cluster{name: c.GetName(), connectTimeout: defaultConnectTimeout, scheme: "http"}
+	cl := &cluster{name: c.GetName(), connectTimeout: defaultConnectTimeout, scheme: "http", panicThreshold: defaultPanicThreshold}
+	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
+		// "The specified percent will be truncated to the nearest 1%."
+		cl.panicThreshold = math.Trunc(p.GetValue())
+	}
 	if c.GetConnectTimeout() != nil {
 		cl.connectTimeout = c.GetConnectTimeout().AsDuration()
 	}
@@ -82,6 +97,16 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 			}
 		default:
 			return nil, fmt.Errorf("cluster type %v is not emulated", t.Type)
+		}
+	case *clusterv3.Cluster_ClusterType:
+		// The DNS cluster extension (source/extensions/clusters/dns): strict
+		// or logical DNS, resolved by the dialer like the two types above.
+		if t.ClusterType.GetName() != dnsClusterType {
+			return nil, fmt.Errorf("cluster_type %q is not emulated", t.ClusterType.GetName())
+		}
+		var dc dnsclusterv3.DnsCluster
+		if err := t.ClusterType.GetTypedConfig().UnmarshalTo(&dc); err != nil {
+			return nil, fmt.Errorf("cluster_type %s: %w", dnsClusterType, err)
 		}
 	default:
 		return nil, fmt.Errorf("cluster discovery type %T is not emulated", t)
@@ -163,20 +188,22 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 	return cl, nil
 }
 
-// compileEndpoints lists the usable endpoints of a ClusterLoadAssignment by
+// compileEndpoints lists the endpoints of a ClusterLoadAssignment by
 // priority. Endpoints whose health_status is UNHEALTHY, DRAINING or TIMEOUT
-// are left out; everything else counts as healthy (no active health checks).
-func compileEndpoints(cla *endpointv3.ClusterLoadAssignment) ([][]string, error) {
-	var out [][]string
+// are not healthy; everything else counts as healthy (no active health
+// checks). Unhealthy ones are kept for panic mode (pick).
+func compileEndpoints(cla *endpointv3.ClusterLoadAssignment) ([]hostSet, error) {
+	var out []hostSet
 	for _, loc := range cla.GetEndpoints() {
 		p := int(loc.GetPriority())
 		for len(out) <= p {
-			out = append(out, nil)
+			out = append(out, hostSet{})
 		}
 		for _, lb := range loc.GetLbEndpoints() {
+			healthy := true
 			switch lb.GetHealthStatus() {
 			case corev3.HealthStatus_UNHEALTHY, corev3.HealthStatus_DRAINING, corev3.HealthStatus_TIMEOUT:
-				continue
+				healthy = false
 			}
 			ep := lb.GetEndpoint()
 			if ep == nil {
@@ -190,7 +217,11 @@ func compileEndpoints(cla *endpointv3.ClusterLoadAssignment) ([][]string, error)
 			if !ok {
 				return nil, errors.New("named ports are not emulated")
 			}
-			out[p] = append(out[p], net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(port.PortValue))))
+			addr := net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(port.PortValue)))
+			out[p].all = append(out[p].all, addr)
+			if healthy {
+				out[p].healthy = append(out[p].healthy, addr)
+			}
 		}
 	}
 	return out, nil
@@ -426,17 +457,45 @@ func newClusterRuntime(l clusterLimits) *clusterRuntime {
 	return rt
 }
 
-// pick returns the next endpoint, round robin over the first priority that
-// has endpoints.
+// pick returns the next endpoint, round robin over the hosts pickHosts
+// chooses.
 func (c *cluster) pick() (string, bool) {
-	for _, eps := range c.priorities {
-		if len(eps) == 0 {
+	eps := c.pickHosts()
+	if len(eps) == 0 {
+		return "", false
+	}
+	n := c.rt.rr.Add(1) - 1
+	return eps[n%uint64(len(eps))], true
+}
+
+// pickHosts emulates panic mode (LoadBalancerBase::recalculatePerPriorityPanic
+// and isHostSetInPanic in source/common/upstream/load_balancer_impl.cc): a
+// priority whose healthy share is below healthy_panic_threshold is in panic
+// and balances over all its hosts, healthy or not; with no healthy host in
+// any priority every priority is in panic, unless the threshold is 0, which
+// disables panic mode, and then there is no host (503, UH). Simplified: the
+// first priority with healthy hosts (or, in total panic, with any host)
+// takes all the load; Envoy spreads load over priorities by their health
+// with the overprovisioning factor.
+func (c *cluster) pickHosts() []string {
+	for _, hs := range c.priorities {
+		if len(hs.healthy) == 0 {
 			continue
 		}
-		n := c.rt.rr.Add(1) - 1
-		return eps[n%uint64(len(eps))], true
+		if 100*float64(len(hs.healthy))/float64(len(hs.all)) < c.panicThreshold {
+			return hs.all
+		}
+		return hs.healthy
 	}
-	return "", false
+	if c.panicThreshold == 0 {
+		return nil
+	}
+	for _, hs := range c.priorities {
+		if len(hs.all) > 0 {
+			return hs.all
+		}
+	}
+	return nil
 }
 
 // acquire applies the circuit breakers before an upstream request

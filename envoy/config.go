@@ -41,6 +41,7 @@ type hcmConfig struct {
 	filters           []*extProcFilter
 	localReply        *localReplyConfig
 	generateRequestID bool
+	useRemoteAddress  bool // use_remote_address, unless skip_xff_append
 	serverName        string
 	serverHeader      int
 	bufferLimit       uint64 // listener per_connection_buffer_limit_bytes
@@ -226,6 +227,7 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		serverName:        h.GetServerName(),
 		normalizePath:     h.GetNormalizePath().GetValue(),
 		mergeSlashes:      h.GetMergeSlashes(),
+		useRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,

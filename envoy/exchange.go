@@ -90,6 +90,9 @@ func (x *exchange) serve() {
 	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
 		x.reqH.set("x-request-id", newRequestID())
 	}
+	if hcm.useRemoteAddress {
+		appendXFF(x.reqH, x.r)
+	}
 	if !x.reqH.has("x-forwarded-proto") {
 		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
 	}

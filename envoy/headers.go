@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -155,6 +156,33 @@ func requestHeaderMap(r *http.Request) *headerMap {
 	m.add(":scheme", scheme)
 	addSorted(m, r.Header)
 	return m
+}
+
+// appendXFF is the use_remote_address part of
+// ConnectionManagerUtility::mutateRequestHeaders
+// (source/common/http/conn_manager_utility.cc): the downstream peer's address
+// is appended to x-forwarded-for (Utility::appendXff, with "," after an
+// existing value), or Envoy's own local address (LocalInfo) when the peer is
+// on loopback — here the address the connection arrived on [inferred].
+// x-envoy-external-address and the internal/external classification
+// (internal_address_config) are not emulated. [verify]
+func appendXFF(m *headerMap, r *http.Request) {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if h, _, err := net.SplitHostPort(la.String()); err == nil {
+				host = h
+			}
+		}
+	}
+	if v, ok := m.joined("x-forwarded-for"); ok && v != "" {
+		m.set("x-forwarded-for", v+","+host)
+		return
+	}
+	m.set("x-forwarded-for", host)
 }
 
 // sanitizeRequest is the proxy-header cleanup of

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -322,3 +324,69 @@ func otherCA(t *testing.T) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// TestHealthyPanicThreshold checks panic mode: with Envoy's default 50%
+// threshold a cluster whose only endpoint is unhealthy still sends it
+// traffic, while at 0% the request is answered at once with 503 no healthy
+// upstream (flag UH), the reply local_reply_config turns into an
+// "unavailable" result.
+func TestHealthyPanicThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		threshold *float64 // nil: unset
+		unhealthy []bool   // per endpoint
+		want      int
+		wantCalls int
+	}{
+		{name: "default threshold: panic routes to the unhealthy host", unhealthy: []bool{true}, want: 200, wantCalls: 1},
+		{name: "0%: no healthy upstream", threshold: ptr(0.0), unhealthy: []bool{true}, want: 503},
+		{name: "0%: healthy hosts still serve", threshold: ptr(0.0), unhealthy: []bool{false}, want: 200, wantCalls: 1},
+		{name: "50% healthy is not below a 50% threshold", threshold: ptr(50.0), unhealthy: []bool{true, false}, want: 200, wantCalls: 1},
+		{name: "truncated to whole percent: 50.9% is 50%", threshold: ptr(50.9), unhealthy: []bool{true, false}, want: 200, wantCalls: 1},
+		{name: "50% healthy is below 51%: panic uses both", threshold: ptr(51.0), unhealthy: []bool{true, false}, want: 200, wantCalls: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls [2]atomic.Int32
+			c := staticCluster(t, "toolsvc_a", "127.0.0.1:1")
+			c.LoadAssignment.Endpoints[0].LbEndpoints = nil
+			for i, bad := range tc.unhealthy {
+				up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) { calls[i].Add(1) })
+				ep := cla("toolsvc_a", "127.0.0.1", 0).Endpoints[0].LbEndpoints[0]
+				host, port, _ := strings.Cut(up.addr(), ":")
+				p, _ := strconv.Atoi(port)
+				ep.GetEndpoint().GetAddress().GetSocketAddress().Address = host
+				ep.GetEndpoint().GetAddress().GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: uint32(p)}
+				if bad {
+					ep.HealthStatus = corev3.HealthStatus_UNHEALTHY
+				}
+				c.LoadAssignment.Endpoints[0].LbEndpoints = append(c.LoadAssignment.Endpoints[0].LbEndpoints, ep)
+			}
+			if tc.threshold != nil {
+				c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: *tc.threshold}}
+			}
+			e := newEnv(t, nil, setup{routes: []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)}, clusters: []*clusterv3.Cluster{c}})
+			// Two requests, so round robin over two hosts reaches both.
+			var got response
+			for range 2 {
+				got = e.do("POST", "/", "x", nil)
+			}
+			if got.status != tc.want {
+				t.Fatalf("status %d %q, want %d", got.status, got.body, tc.want)
+			}
+			if tc.want == 503 && got.body != "no healthy upstream" {
+				t.Errorf("body %q", got.body)
+			}
+			hosts := 0
+			for i := range calls {
+				if calls[i].Load() > 0 {
+					hosts++
+				}
+			}
+			if hosts != tc.wantCalls {
+				t.Errorf("%d hosts were called, want %d", hosts, tc.wantCalls)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

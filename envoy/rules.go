@@ -36,10 +36,13 @@ const (
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
 	defaultConnectTimeout = 5 * time.Second
 	// circuit_breaker.proto thresholds defaults.
-	defaultMaxConnections  = 1024
-	defaultMaxPending      = 1024
-	defaultMaxRequests     = 1024
-	defaultMaxRetries      = 3
+	defaultMaxConnections = 1024
+	defaultMaxPending     = 1024
+	defaultMaxRequests    = 1024
+	defaultMaxRetries     = 3
+	// cluster.proto CommonLbConfig.healthy_panic_threshold: "If not
+	// specified, the default is 50%. To disable panic mode, set to 0%."
+	defaultPanicThreshold  = 50.0
 	defaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
 	defaultRetryBase       = 25 * time.Millisecond
 	defaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
@@ -129,8 +132,10 @@ const (
 
 	bodyNoHealthyUpstream = "no healthy upstream"
 	bodyUpstreamTimeout   = "upstream request timeout"
-	bodyPayloadTooLarge   = "Payload Too Large"     // CodeUtility::toString(413)
-	bodyInternalError     = "Internal Server Error" // CodeUtility::toString(500)
+	bodyPayloadTooLarge   = "Payload Too Large"               // CodeUtility::toString(413)
+	bodyInternalError     = "Internal Server Error"           // CodeUtility::toString(500)
+	bodyBadRequest        = "Bad Request"                     // CodeUtility::toString(400)
+	bodyHeadersTooLarge   = "Request Header Fields Too Large" // CodeUtility::toString(431)
 )
 
 // responseFlags is the set of Envoy response flags of one stream.
@@ -510,7 +515,8 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // envoy.reloadable_features.skip_ext_proc_on_local_reply): local replies —
 // router errors, direct responses, 413/500 from the filter manager, ext_proc's
 // own error replies and ImmediateResponses — are not sent to the ext_proc
-// server. They all go through the HCM local_reply_config (localreply.go),
+// server. They, and the codec and path-normalization replies of
+// checkDownstream, all go through the HCM local_reply_config (localreply.go),
 // emulating source/common/local_reply/local_reply.cc and
 // Utility::prepareLocalReply in source/common/http/utility.cc: the first
 // matching mapper applies body, headers_to_add and status_code (which
@@ -642,34 +648,44 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // request/response attributes (ignored), typed_dynamic_metadata (ignored),
 // trailers (never sent), http_service, per-route grpc_service (every filter
 // uses Options.ExtProcTarget); active health checks and outlier detection
-// (endpoints are always healthy); load balancing weights and policies other
+// (an endpoint is healthy unless its EDS health_status says otherwise; panic
+// mode is emulated, see cluster.pickHosts); load balancing weights and policies other
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
 // filters; other HTTP filters unless is_optional. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk.
 
 // checkDownstream applies the downstream request checks Envoy makes before
-// any filter runs, and returns the local reply of a refused request:
+// any filter runs, and returns the local reply of a refused request. Codec
+// errors go through ServerConnectionImpl::sendProtocolError
+// (source/common/http/http1/codec_impl.cc), which answers with
+// ActiveStream::sendLocalReply and the body CodeUtility::toString(code), so
+// local_reply_config sees them like any other local reply:
 //
-//   - the codec refuses request headers over max_request_headers_kb or
-//     max_headers_count with 431 (http1 codec "headers size exceeds limit",
-//     http2 the same through its header list limits);
-//   - headers_with_underscores_action: REJECT_REQUEST answers 400, DROP_HEADER
-//     removes the header (the codec's checkHeaderNameForUnderscores);
+//   - the codec refuses request headers over max_request_headers_kb
+//     (details http1.headers_too_large) or more than max_headers_count
+//     (http1.too_many_headers) with 431; the count is of the headers on the
+//     wire, Host included (http2 the same through its header list limits);
+//   - headers_with_underscores_action: REJECT_REQUEST answers 400 (details
+//     http1.unexpected_underscore), DROP_HEADER removes the header (the
+//     codec's checkHeaderNameForUnderscores);
 //   - path_with_escaped_slashes_action (ConnectionManagerUtility::
-//     maybeNormalizePath): REJECT_REQUEST answers 400 for %2F or %5C in the
-//     path, UNESCAPE_AND_FORWARD unescapes them.
+//     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
+//     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
 func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 	size, count := 0, 0
 	for _, hd := range m.h {
-		if strings.HasPrefix(hd.key, ":") {
+		if strings.HasPrefix(hd.key, ":") && hd.key != ":authority" {
 			continue
 		}
 		size += len(hd.key) + len(hd.value)
 		count++
 	}
-	if size > h.maxHeadersBytes || count > h.maxHeaders {
-		return &localReply{code: 431, body: "", details: "http1.headers_too_large"}
+	if size > h.maxHeadersBytes {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.headers_too_large"}
+	}
+	if count > h.maxHeaders {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.too_many_headers"}
 	}
 	switch h.underscores {
 	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
@@ -678,7 +694,7 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 				continue
 			}
 			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &localReply{code: 400, details: "http1.invalid_characters"}
+				return &localReply{code: 400, body: bodyBadRequest, details: "http1.unexpected_underscore"}
 			}
 		}
 		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {

@@ -6,8 +6,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Small builders for the ProcessingResponse shapes the server sends. They
@@ -28,6 +30,7 @@ const (
 	detailsInvalidArguments  = "toolmesh_invalid_arguments"
 	detailsDenied            = "toolmesh_filter_denied"
 	detailsHeadersNotHandled = "toolmesh_headers_not_processed"
+	detailsBodyTooLarge      = "toolmesh_body_too_large"
 )
 
 const contentTypeJSON = "application/json"
@@ -75,8 +78,19 @@ func immediate(r *mcp.Reply, details string) *extprocv3.ProcessingResponse {
 				Details: details,
 			},
 		},
+		// Envoy stores it before sending the reply (ext_proc.cc
+		// onReceiveMessage), so local_reply_config can leave this JSON-RPC
+		// reply alone while it reshapes Envoy's own 400/413/5xx.
+		DynamicMetadata: answeredMetadata,
 	}
 }
+
+// answeredMetadata marks an ImmediateResponse of this server.
+var answeredMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+	registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		registry.MetadataAnswered: structpb.NewStringValue("true"),
+	}}),
+}}
 
 // requestHeadersResponse answers a request_headers message.
 func requestHeadersResponse(cr *extprocv3.CommonResponse) *extprocv3.ProcessingResponse {

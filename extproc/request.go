@@ -237,6 +237,13 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
 	x.call, x.tool = call, t
+	if lim := x.s.bodyLimit(t.Service); lim > 0 && int64(len(body)) > lim {
+		// The same answer as a body over the deployment-wide limit
+		// (docs/contracts/mcp.md): Envoy let it through because another
+		// Tool Service of the route allows more.
+		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
+			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
+	}
 
 	args := call.Arguments
 	var addHeaders map[string]string

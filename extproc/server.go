@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +81,43 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
+	// bodyLimits are the per-Tool-Service request body limits in force;
+	// swapped whole by SetBodyLimits, read on every routed call.
+	bodyLimits atomic.Pointer[BodyLimits]
+}
+
+// BodyLimits are per-Tool-Service request body limits: the SRE override
+// field maxRequestBytes (docs/sre.md). Envoy buffers a request on its public
+// path with the largest limit of the route's Tool Services; only this server
+// knows which service a tools/call goes to, so it enforces each service's
+// own limit.
+type BodyLimits struct {
+	// Default applies to every Tool Service not in Services (0: none).
+	Default int64
+	// Services are limits by Tool Service name.
+	Services map[string]int64
+}
+
+// SetBodyLimits puts per-Tool-Service body limits in force for the calls
+// that start from now on. The map is copied.
+func (s *Server) SetBodyLimits(l BodyLimits) {
+	c := BodyLimits{Default: l.Default, Services: make(map[string]int64, len(l.Services))}
+	for k, v := range l.Services {
+		c.Services[k] = v
+	}
+	s.bodyLimits.Store(&c)
+}
+
+// bodyLimit returns the body limit of a Tool Service, 0 for none.
+func (s *Server) bodyLimit(service string) int64 {
+	l := s.bodyLimits.Load()
+	if l == nil {
+		return 0
+	}
+	if v, ok := l.Services[service]; ok {
+		return v
+	}
+	return l.Default
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)

@@ -31,6 +31,10 @@ const (
 	// MetadataEra is "2026-07-28" for a stateless-era call and "legacy"
 	// otherwise, so a local reply can take the era's result shape.
 	MetadataEra = "era"
+	// MetadataAnswered is "true" on an ImmediateResponse of the extproc
+	// server: its reply is already a JSON-RPC body, which local_reply_config
+	// must leave alone.
+	MetadataAnswered = "answered"
 
 	// ExtProcFilterName is the HTTP filter name of ext_proc in the listener.
 	ExtProcFilterName = "envoy.filters.http.ext_proc"

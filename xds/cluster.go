@@ -9,6 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -36,6 +37,7 @@ import (
 //	perTryTimeout            unset            route.retry_policy.per_try_timeout
 //	retryOn                  see routes.go    route.retry_policy.retry_on
 //	lbPolicy                 ROUND_ROBIN      cluster.lb_policy
+//	healthyPanicThreshold    0 (%)            cluster.common_lb_config.healthy_panic_threshold
 //	http2                    false            HttpProtocolOptions explicit HTTP/2, else HTTP/1.1
 //	outlierDetection         off              cluster.outlier_detection, when on:
 //	  consecutive5xx         5                  consecutive_5xx
@@ -57,8 +59,9 @@ import (
 //
 //	discovery          EDS over ADS when the URL host is an IP literal (one
 //	                   ClusterLoadAssignment, locality and endpoint weight 1);
-//	                   STRICT_DNS with an inline load_assignment for DNS names
-//	                   (Envoy re-resolves every 5s, AUTO address family).
+//	                   cluster_type envoy.cluster.dns (DnsCluster, strict DNS
+//	                   semantics) with an inline load_assignment for DNS
+//	                   names (Envoy re-resolves every 5s, AUTO address family).
 //	https              transport socket UpstreamTlsContext: SNI (DNS names
 //	                   only), ALPN h2 or http/1.1, certificate verified
 //	                   against caFile and the SNI, else the host, as SAN (DNS
@@ -78,7 +81,7 @@ var lbPolicies = map[string]clusterv3.Cluster_LbPolicy{
 }
 
 // buildCluster returns the Tool Service's cluster and, for EDS clusters, its
-// load assignment (nil for STRICT_DNS, whose assignment is inline).
+// load assignment (nil for DNS clusters, whose assignment is inline).
 func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, error) {
 	s := u.settings
 	lb, ok := lbPolicies[s.lbPolicy]
@@ -101,6 +104,10 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 			MaxRetries:         wrapperspb.UInt32(s.maxConcurrentRetries),
 		}}},
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
+		// Always set, 0 included: unset means Envoy's 50% (tuning.go).
+		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{
+			HealthyPanicThreshold: &typev3.Percent{Value: s.panicThreshold},
+		},
 	}
 	if od := s.outlier; od != nil {
 		c.OutlierDetection = &clusterv3.OutlierDetection{
@@ -141,10 +148,24 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource()}
 		return c, cla, nil
 	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+	dns, err := pack(&dnsclusterv3.DnsCluster{}) // defaults: strict DNS, AUTO, every 5s
+	if err != nil {
+		return nil, nil, err
+	}
+	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
+		Name:        dnsClusterType,
+		TypedConfig: dns,
+	}}
 	c.LoadAssignment = cla
 	return c, nil, nil
 }
+
+// dnsClusterType is the cluster_type name of DnsCluster (DnsClusterFactory
+// in source/extensions/clusters/dns/dns_cluster.h). Cluster.type STRICT_DNS
+// still works, but its DNS settings on the Cluster (dns_refresh_rate,
+// respect_dns_ttl, dns_lookup_family, …) are deprecated in favour of this
+// extension, whose all_addresses_in_single_endpoint false is strict DNS.
+const dnsClusterType = "envoy.cluster.dns"
 
 // loadAssignment is the Tool Service's single endpoint. The locality is
 // non-nil and both weights are 1, as gRPC's xDS client requires.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -219,7 +220,7 @@ func writeGolden(t *testing.T, path string, data []byte) {
 }
 
 // requireValid checks what Envoy would check before accepting a snapshot:
-// every resource passes ValidateDeep, the snapshot is consistent, resources
+// every resource passes ValidateDeep and sets no deprecated field, the snapshot is consistent, resources
 // are sorted by name, and every route points at a cluster of the snapshot.
 func requireValid(t *testing.T, res *xds.Resources) {
 	t.Helper()
@@ -227,6 +228,13 @@ func requireValid(t *testing.T, res *xds.Resources) {
 		for i, r := range group {
 			if err := xds.ValidateDeep(r); err != nil {
 				t.Errorf("ValidateDeep(%s): %v", cachev3.GetResourceName(r), err)
+			}
+			d := xds.DeprecatedFields(r)
+			if c, ok := r.(*clusterv3.Cluster); ok {
+				d = append(d, xds.LegacyDNS(c)...)
+			}
+			if len(d) > 0 {
+				t.Errorf("%s sets deprecated fields: %v", cachev3.GetResourceName(r), d)
 			}
 			if i > 0 && cachev3.GetResourceName(group[i-1]) >= cachev3.GetResourceName(r) {
 				t.Errorf("resources not sorted by name: %q before %q", cachev3.GetResourceName(group[i-1]), cachev3.GetResourceName(r))

@@ -27,6 +27,7 @@ import (
 //	hcm.stat_prefix                     toolmesh
 //	hcm.codec_type                      AUTO (HTTP/1.1 and h2c)
 //	hcm.rds                             registry.RouteConfigName over ADS
+//	hcm.use_remote_address              true: x-forwarded-for gets the downstream peer
 //	hcm.normalize_path, merge_slashes   true (public paths are matched exactly)
 //	hcm.early_header_mutation           remove every client header starting with x-toolmesh-
 //	hcm.http_filters                    ext_proc, router (router last)
@@ -101,13 +102,19 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 			RouteConfigName: registry.RouteConfigName,
 			ConfigSource:    adsConfigSource(),
 		}},
+		// Envoy is the first proxy toolmesh trusts in both modes: append the
+		// downstream peer to x-forwarded-for and judge internal/external by
+		// the connection, never by a client-supplied x-forwarded-for
+		// (docs/operators.md).
+		UseRemoteAddress: wrapperspb.Bool(true),
 		// Request hardening: the route key comes from the path alone, so the
 		// path Envoy routes on must be the path the extproc server sees.
 		NormalizePath:                wrapperspb.Bool(true),
 		MergeSlashes:                 true,
 		PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_REJECT_REQUEST, // %2F, %5C → 400
 		// MCP requests carry a handful of headers; bound what a client can
-		// make Envoy hold before ext_proc even runs.
+		// make Envoy hold before ext_proc even runs (with room for the
+		// headers added before ext_proc re-checks the count).
 		MaxRequestHeadersKb: wrapperspb.UInt32(maxRequestHeadersKB),
 		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{
 			MaxHeadersCount:              wrapperspb.UInt32(maxRequestHeaders),
@@ -129,9 +136,28 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 }
 
 // Downstream limits of the MCP listener.
+//
+// max_headers_count is checked twice: by the codec on the client's headers,
+// and by ext_proc after each header mutation on the whole request header
+// map (MutationUtils::headerMutationResultCheck in
+// source/extensions/filters/http/ext_proc/mutation_utils.cc), which by then
+// also holds the pseudo headers (:method, :path, :scheme), what the HCM
+// adds (x-request-id, x-forwarded-proto, x-forwarded-for, at most
+// x-envoy-external-address) and what the extproc server adds to a routed
+// tools/call (x-toolmesh-cluster, -route, -tool, -tool-version, plus any
+// filter headers). A limit of 64 therefore failed calls from clients that
+// sent about 55 headers with a 500. The limit is the client budget plus a
+// reserve for those additions, so a client with up to maxClientHeaders
+// headers is always served.
 const (
-	maxRequestHeadersKB   = 32
-	maxRequestHeaders     = 64
+	maxRequestHeadersKB = 32
+	// maxClientHeaders is what a client may send and still be routed.
+	maxClientHeaders = 64
+	// routingHeaderReserve covers the headers added before ext_proc's check
+	// (3 pseudo, up to 4 from the HCM, 4 routing headers) with room for
+	// filter-added headers.
+	routingHeaderReserve  = 32
+	maxRequestHeaders     = maxClientHeaders + routingHeaderReserve
 	downstreamIdleTimeout = 5 * time.Minute
 	requestHeadersTimeout = 10 * time.Second
 )

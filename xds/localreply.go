@@ -13,27 +13,51 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// Local replies (SPEC §2, §6). Envoy does not hand its own replies (no
-// healthy upstream, connect failure, overflow, upstream timeout) to ext_proc,
-// so the HTTP connection manager reshapes them: for a routed tools/call only,
-// the reply becomes HTTP 200 application/json with a JSON-RPC result
-// {"isError": true} that echoes the request's id byte for byte.
+// Local replies (docs/contracts/mcp.md). Envoy does not hand its own replies
+// (no healthy upstream, connect failure, overflow, upstream timeout) to
+// ext_proc, so the HTTP connection manager reshapes them: for a routed
+// tools/call only, the reply becomes HTTP 200 application/json with a
+// JSON-RPC result {"isError": true} that echoes the request's id byte for
+// byte.
 //
 // "Routed tools/call only" is an AND of dynamic metadata the extproc server
 // sets in the request-body phase (namespace toolmesh): tool_call == "true"
-// and jsonrpc_id present. Missing keys never match, so ext_proc's own
-// ImmediateResponses (which carry no such metadata), direct responses and
-// requests that were never routed keep their bodies untouched.
+// and jsonrpc_id present. Missing keys never match.
 //
-//	mapper                  condition (besides the tool-call match)        text
-//	timeout, 2026 era       (flag UT or status 504) and era == 2026-07-28  tool T failed: timeout
-//	timeout, legacy         flag UT or status 504                          tool T failed: timeout
-//	unavailable, 2026 era   (503-family flag or status >= 500) and era     tool T failed: unavailable
-//	unavailable, legacy     503-family flag or status >= 500               tool T failed: unavailable
+// Every other reply Envoy makes up itself becomes a JSON-RPC error with
+// "id": null (the request id is unknown: the body was never parsed, or the
+// extproc server is gone) and content-type application/json, keeping its
+// status. Each of these goes through local_reply_config in Envoy: HTTP/1
+// codec errors (431 too many or too large headers, 400 invalid headers) via
+// ServerConnectionImpl::sendProtocolError → ActiveStream::sendLocalReply
+// (source/common/http/http1/codec_impl.cc, conn_manager_impl.cc), a 400 from
+// path normalization via ConnectionManagerImpl::ActiveStream::decodeHeaders,
+// a 413 over the buffer limit via FilterManager (requestDataTooLarge), and
+// ext_proc's 500/504 (gRPC error such as ext_proc_error_gRPC_error_14 for an
+// unreachable server, message timeout, rejected mutation) via
+// Filter::sendImmediateResponse → sendLocalReply; all of them reach
+// LocalReplyImpl::rewrite (source/common/local_reply/local_reply.cc) through
+// Utility::sendLocalReply. The extproc server's own ImmediateResponses are
+// JSON-RPC replies already: it marks them with answered == "true", and a
+// pass-through mapper keeps them as they are.
+//
+//	mapper                  condition                                       reply
+//	timeout, 2026 era       tool call, (flag UT or 504), era == 2026-07-28  200, tool T failed: timeout
+//	timeout, legacy         tool call, flag UT or status 504                200, tool T failed: timeout
+//	unavailable, 2026 era   tool call, (503-family flag or >= 500), era     200, tool T failed: unavailable
+//	unavailable, legacy     tool call, 503-family flag or status >= 500     200, tool T failed: unavailable
+//	extproc answer          answered == "true"                              unchanged
+//	body too large          status 413                                      413, -32600
+//	headers too large       status 431                                      431, -32600
+//	bad request             status 400                                      400, -32600
+//	gateway error           status >= 500                                   unchanged status, -32603
 //
 // Mappers are tried in order and the first match wins, so the legacy ones
-// need no era condition. 2026-era results also carry resultType "complete"
-// and _meta["io.modelcontextprotocol/serverInfo"].
+// need no era condition and the generic ones no "not a tool call" one.
+// 2026-era results also carry resultType "complete" and
+// _meta["io.modelcontextprotocol/serverInfo"]. The gateway-error mapper also
+// covers the unrouted direct response (routes.go), which is the same
+// -32603 error.
 const (
 	// metadataEra holds the protocol era the extproc server wrote.
 	metadataEra  = registry.MetadataEra
@@ -94,18 +118,64 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 			},
 		}
 	}
+	answered := metadataFilter(registry.MetadataAnswered, &matcherv3.ValueMatcher{
+		MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: exact("true")},
+	})
 	return &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{
 		mapper([]*accesslogv3.AccessLogFilter{stateless, timeout}, "timeout", meta),
 		mapper([]*accesslogv3.AccessLogFilter{timeout}, "timeout", ""),
 		mapper([]*accesslogv3.AccessLogFilter{stateless, unavailable}, "unavailable", meta),
 		mapper([]*accesslogv3.AccessLogFilter{unavailable}, "unavailable", ""),
+		// No status and no body: the first match ends the search and keeps
+		// the reply as it is.
+		{Filter: answered},
+		errorMapper(statusFilter(accesslogv3.ComparisonFilter_EQ, 413, "toolmesh.local_reply.body_too_large_status"),
+			codeInvalidRequest, "Request body too large"),
+		errorMapper(statusFilter(accesslogv3.ComparisonFilter_EQ, 431, "toolmesh.local_reply.headers_too_large_status"),
+			codeInvalidRequest, "Request header fields too large"),
+		errorMapper(statusFilter(accesslogv3.ComparisonFilter_EQ, 400, "toolmesh.local_reply.bad_request_status"),
+			codeInvalidRequest, "Bad request: the gateway rejected the request line or headers"),
+		errorMapper(statusFilter(accesslogv3.ComparisonFilter_GE, 500, "toolmesh.local_reply.gateway_error_min_status"),
+			codeInternalError, "Internal error: the gateway could not process the request"),
 	}}
+}
+
+// JSON-RPC 2.0 error codes of the generic local replies.
+const (
+	codeInvalidRequest = -32600
+	codeInternalError  = -32603
+)
+
+// errorMapper turns a local reply matching filter into a JSON-RPC error
+// with id null, keeping its status.
+func errorMapper(filter *accesslogv3.AccessLogFilter, code int, message string) *hcmv3.ResponseMapper {
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	body, _ := json.Marshal(struct { // fixed types always marshal
+		JSONRPC string   `json:"jsonrpc"`
+		ID      any      `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", nil, rpcError{code, message}})
+	return &hcmv3.ResponseMapper{
+		Filter: filter,
+		BodyFormatOverride: &corev3.SubstitutionFormatString{
+			Format: &corev3.SubstitutionFormatString_TextFormatSource{
+				TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
+					InlineString: strings.ReplaceAll(string(body), "%", "%%"),
+				}},
+			},
+			ContentType: "application/json",
+		},
+	}
 }
 
 // toolErrorBody is the substitution format of a CallToolResult with
 // isError. The id and tool name come verbatim from dynamic metadata: the
 // extproc server stores the id as its exact JSON text (7 or "7"), and tool
-// names are [A-Za-z0-9_.-] (SPEC §4), so neither needs escaping.
+// names are [A-Za-z0-9_.-] (docs/contracts/toolservice.md), so neither needs
+// escaping.
 func toolErrorBody(what, extra string) string {
 	return `{"jsonrpc":"2.0","id":%DYNAMIC_METADATA(` + registry.MetadataNamespace + `:` + registry.MetadataJSONRPCID + `)%,` +
 		`"result":{"content":[{"type":"text","text":"tool %DYNAMIC_METADATA(` + registry.MetadataNamespace + `:` + registry.MetadataTool + `)% failed: ` + what + `"}],` +

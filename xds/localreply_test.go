@@ -125,10 +125,11 @@ func TestLocalReplyMappers(t *testing.T) {
 		}
 		return m
 	}
+	answered := map[string]any{registry.MetadataAnswered: "true"}
 	for _, tc := range []struct {
 		name  string
 		reply localReply
-		want  string // "timeout", "unavailable" or "" for untouched
+		want  string // "timeout", "unavailable", "error <code>" or "" for untouched
 		era   bool   // expect the 2026-era shape
 	}{
 		{"upstream timeout, legacy, numeric id", localReply{routed("7", "legacy"), []string{"UT"}, 504}, "timeout", false},
@@ -139,14 +140,25 @@ func TestLocalReplyMappers(t *testing.T) {
 		{"connect failure after retries", localReply{routed("9", "legacy"), []string{"UF", "URX"}, 503}, "unavailable", false},
 		{"response too large to buffer", localReply{routed("10", "legacy"), nil, 500}, "unavailable", false},
 		{"tool_call as a bool", localReply{map[string]any{registry.MetadataToolCall: true, registry.MetadataJSONRPCID: "3", registry.MetadataTool: "t"}, []string{"UH"}, 503}, "unavailable", false},
-		// ext_proc ImmediateResponses and other local replies carry no tool
-		// call metadata and must keep their bodies.
-		{"immediate response 400", localReply{nil, nil, 400}, "", false},
-		{"immediate response 500 without metadata", localReply{nil, nil, 500}, "", false},
-		{"no healthy upstream outside a tool call", localReply{map[string]any{registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "", false},
-		{"tool call without a stored id", localReply{map[string]any{registry.MetadataToolCall: "true"}, []string{"UH"}, 503}, "", false},
-		{"tool_call false", localReply{map[string]any{registry.MetadataToolCall: "false", registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "", false},
-		{"413 on a tool call", localReply{routed("1", "legacy"), nil, 413}, "", false},
+		// The extproc server's ImmediateResponses are marked and keep their
+		// bodies, whatever their status.
+		{"immediate response 400", localReply{answered, nil, 400}, "", false},
+		{"immediate response 413", localReply{answered, nil, 413}, "", false},
+		{"immediate response 500", localReply{answered, nil, 500}, "", false},
+		{"immediate response 200", localReply{answered, nil, 200}, "", false},
+		// Any other local reply is a JSON-RPC error with id null.
+		{"ext_proc unreachable", localReply{nil, nil, 500}, "error -32603", false},
+		{"ext_proc message timeout", localReply{nil, nil, 504}, "error -32603", false},
+		{"no healthy upstream outside a tool call", localReply{map[string]any{registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
+		{"tool call without a stored id", localReply{map[string]any{registry.MetadataToolCall: "true"}, []string{"UH"}, 503}, "error -32603", false},
+		{"tool_call false", localReply{map[string]any{registry.MetadataToolCall: "false", registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
+		{"413 on a tool call", localReply{routed("1", "legacy"), nil, 413}, "error -32600", false},
+		{"body over the buffer limit", localReply{nil, nil, 413}, "error -32600", false},
+		{"too many headers", localReply{nil, nil, 431}, "error -32600", false},
+		{"escaped slash in the path", localReply{nil, nil, 400}, "error -32600", false},
+		// Local replies that are not errors keep their bodies.
+		{"404 direct response", localReply{nil, nil, 404}, "", false},
+		{"200 direct response", localReply{nil, nil, 200}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var hit *hcmv3.ResponseMapper
@@ -157,13 +169,35 @@ func TestLocalReplyMappers(t *testing.T) {
 				}
 			}
 			if tc.want == "" {
-				if hit != nil {
+				if hit != nil && (hit.GetBodyFormatOverride() != nil || hit.GetBody() != nil || hit.GetStatusCode() != nil || len(hit.GetHeadersToAdd()) > 0) {
 					t.Fatalf("a mapper rewrote a reply it must leave alone: %s", render(t, hit, tc.reply.meta))
 				}
 				return
 			}
 			if hit == nil {
 				t.Fatal("no mapper matched")
+			}
+			if code, ok := strings.CutPrefix(tc.want, "error "); ok {
+				if hit.GetStatusCode() != nil || hit.GetBodyFormatOverride().GetContentType() != "application/json" {
+					t.Errorf("mapper sets status %v, content type %q; want the status kept and application/json",
+						hit.GetStatusCode(), hit.GetBodyFormatOverride().GetContentType())
+				}
+				body := render(t, hit, tc.reply.meta)
+				var got struct {
+					JSONRPC string          `json:"jsonrpc"`
+					ID      json.RawMessage `json:"id"`
+					Error   struct {
+						Code    json.Number `json:"code"`
+						Message string      `json:"message"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(body), &got); err != nil {
+					t.Fatalf("body is not JSON: %v\n%s", err, body)
+				}
+				if got.JSONRPC != "2.0" || string(got.ID) != "null" || string(got.Error.Code) != code || got.Error.Message == "" {
+					t.Errorf("body %s, want a JSON-RPC error %s with id null", body, code)
+				}
+				return
 			}
 			if hit.GetStatusCode().GetValue() != 200 || hit.GetBodyFormatOverride().GetContentType() != "application/json" {
 				t.Errorf("mapper replies %d %q, want 200 application/json", hit.GetStatusCode().GetValue(), hit.GetBodyFormatOverride().GetContentType())

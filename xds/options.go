@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// MinEnvoyVersion is the oldest Envoy release the generated configuration
+// works with: from 1.37 a route's request_body_buffer_limit applies when the
+// route is matched (changelogs/1.37.0.yaml in envoyproxy/envoy), so it
+// bounds the body ext_proc buffers; before, only the router saw it and the
+// listener's per_connection_buffer_limit_bytes bounded requests.
+// .envoy-version (the release toolmesh is tested with) must not be older.
+const MinEnvoyVersion = "v1.37.0"
+
 // Listener-level defaults (see Options).
 const (
 	DefaultListenAddress   = "0.0.0.0"

@@ -256,6 +256,28 @@ func (o *Overrides) key() [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
+// BodyLimits returns the maxRequestBytes the overrides set: def for every
+// Tool Service (the defaults layer; 0 when unset) and services for those
+// whose own entry sets it. The Portal has no such field, so these are the
+// effective per-service limits, each below the deployment-wide one.
+func (o *Overrides) BodyLimits() (def uint64, services map[string]uint64) {
+	if o == nil {
+		return 0, nil
+	}
+	if o.Defaults != nil && o.Defaults.MaxRequestBytes != nil {
+		def = *o.Defaults.MaxRequestBytes
+	}
+	for name, t := range o.Services {
+		if t.MaxRequestBytes != nil {
+			if services == nil {
+				services = map[string]uint64{}
+			}
+			services[name] = *t.MaxRequestBytes
+		}
+	}
+	return def, services
+}
+
 func (o *Overrides) empty() bool {
 	return o == nil || (o.Defaults == nil && len(o.Services) == 0)
 }

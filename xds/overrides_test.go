@@ -47,6 +47,10 @@ func TestParseOverridesErrors(t *testing.T) {
 		{"zero connect timeout", "defaults:\n  connectTimeout: 0s\n", "defaults.connectTimeout: 0s must be positive"},
 		{"zero per-try timeout", "services:\n  weather:\n    perTryTimeout: 0s\n", "services.weather.perTryTimeout: 0s must be positive"},
 		{"zero circuit breaker", "services:\n  weather:\n    maxPendingRequests: 0\n", "services.weather.maxPendingRequests: must be at least 1"},
+		{"panic threshold over 100", "services:\n  weather:\n    healthyPanicThreshold: 101\n",
+			"services.weather.healthyPanicThreshold: 101 is not a percentage in 0..100"},
+		{"negative panic threshold", "defaults:\n  healthyPanicThreshold: -1\n",
+			"defaults.healthyPanicThreshold: -1 is not a percentage in 0..100"},
 		{"zero body limit", "services:\n  weather:\n    maxRequestBytes: 0\n", "services.weather.maxRequestBytes: must be at least 1"},
 		{"ejection percent over 100", "services:\n  weather:\n    outlierDetection: {maxEjectionPercent: 101}\n",
 			"services.weather.outlierDetection.maxEjectionPercent: 101 is not in 1..100"},
@@ -247,6 +251,7 @@ type effective struct {
 	outlier                                                              string // "off" or "consecutive/interval/base/percent"
 	health                                                               string // "off" or "path interval timeout healthy/unhealthy"
 	sni, san, caFile                                                     string
+	panic                                                                float64 // common_lb_config.healthy_panic_threshold; -1: unset
 }
 
 func observe(t *testing.T, res *xds.Resources, service string) effective {
@@ -285,6 +290,10 @@ func observe(t *testing.T, res *xds.Resources, service string) effective {
 		http2:          hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil,
 		outlier:        "off",
 		health:         "off",
+		panic:          -1,
+	}
+	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
+		e.panic = p.GetValue()
 	}
 	if it := rt.GetRoute().GetIdleTimeout(); it != nil {
 		e.idleTimeout = it.AsDuration().String()
@@ -332,7 +341,7 @@ func TestTuningMerge(t *testing.T) {
 		connectTimeout: "1s", requestTimeout: "15s", connIdle: "30s",
 		maxConnections: 1024, maxPending: 1024, maxRequests: 1024, maxRetriesCB: 3,
 		numRetries: 3, retryOn: "connect-failure,refused-stream,reset-before-request",
-		lbPolicy: "ROUND_ROBIN", outlier: "off", health: "off",
+		lbPolicy: "ROUND_ROBIN", outlier: "off", health: "off", panic: 0,
 	}
 	with := func(change func(*effective)) effective {
 		e := base
@@ -419,6 +428,11 @@ func TestTuningMerge(t *testing.T) {
 			portal: &registry.ClusterSettings{HealthCheck: &registry.HealthCheck{Path: "/live", Timeout: registry.Duration(2 * time.Second)}},
 			over:   "services:\n  weather: {healthCheck: {interval: 9s}}\n",
 			want:   with(func(e *effective) { e.health = "/live 9s 2s 1/3" }),
+		},
+		{
+			name: "healthy panic threshold: defaults, then the service",
+			over: "defaults: {healthyPanicThreshold: 50}\nservices:\n  weather: {healthyPanicThreshold: 12.5}\n",
+			want: with(func(e *effective) { e.panic = 12.5 }),
 		},
 		{
 			name: "tls defaults",

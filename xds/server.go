@@ -42,14 +42,16 @@ type Server struct {
 	metrics *metrics
 	nodes   *nodeTracker
 
-	mu         sync.Mutex        // serializes builds; guards the fields below
-	routes     []registry.Route  // routes of the last successful build
-	haveRoutes bool              // routes is set
-	overrides  *Overrides        // overrides in force
-	lastInput  [sha256.Size]byte // hash of the input last built
-	versions   map[string]string // group key → version pushed
-	validated  map[digest]bool   // digests of the resources served, all validated
-	unknown    string            // overridden services not in the Portal, last logged
+	mu         sync.Mutex       // serializes builds; guards the fields below
+	routes     []registry.Route // routes of the last successful build
+	haveRoutes bool             // routes is set
+	overrides  *Overrides       // overrides in force
+	// onOverrides is told every overrides put in force (OnOverrides).
+	onOverrides func(*Overrides)
+	lastInput   [sha256.Size]byte // hash of the input last built
+	versions    map[string]string // group key → version pushed
+	validated   map[digest]bool   // digests of the resources served, all validated
+	unknown     string            // overridden services not in the Portal, last logged
 
 	current atomic.Pointer[Resources]
 	state   atomic.Pointer[serverState]
@@ -162,6 +164,9 @@ func (s *Server) SetOverrides(ctx context.Context, o *Overrides) (pushed bool, e
 		}
 	}
 	s.overrides = o
+	if s.onOverrides != nil {
+		s.onOverrides(o)
+	}
 	st := *s.ovState.Load()
 	st.Version, st.Services, st.LastError = o.Version(), overriddenServices(o), ""
 	s.ovState.Store(&st)
@@ -283,6 +288,17 @@ func (s *Server) Groups() []GroupStatus {
 func (s *Server) NodeStatus() []NodeStatus {
 	st := s.state.Load()
 	return s.nodes.status(func(group string) string { return st.versions[group] })
+}
+
+// OnOverrides calls fn with the overrides in force now (nil: none) and
+// again whenever SetOverrides (or the file watch) puts others in force, so
+// a component that enforces part of them — the extproc server's
+// per-Tool-Service body limits — follows the same file.
+func (s *Server) OnOverrides(fn func(*Overrides)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onOverrides = fn
+	fn(s.overrides)
 }
 
 // OverridesStatus returns the state of the overrides in force.

@@ -103,7 +103,7 @@ type upstream struct {
 	scheme    string // http or https
 	host      string // DNS name or IP literal, no brackets
 	port      uint32
-	ip        bool   // host is an IP literal: EDS instead of STRICT_DNS
+	ip        bool   // host is an IP literal: EDS instead of a DNS cluster
 	authority string // host[:port] as the Tool Service expects in Host
 	settings  settings
 }
@@ -122,7 +122,7 @@ type translation struct {
 	listener  types.Resource
 	ups       []upstream // sorted by cluster name
 	clusters  []types.Resource
-	endpoints []types.Resource // per ups entry; nil for STRICT_DNS clusters
+	endpoints []types.Resource // per ups entry; nil for DNS clusters
 	index     map[string]int   // Tool Service name → ups index
 	routes    []portalRoute    // sorted by path
 }

@@ -67,6 +67,11 @@ type Tuning struct {
 	// Service's certificate is verified against (default
 	// Options.UpstreamCAFile).
 	CAFile *string `json:"caFile,omitempty"`
+	// HealthyPanicThreshold is common_lb_config.healthy_panic_threshold in
+	// percent (default 0: never panic, so a Tool Service whose only
+	// endpoint is ejected or failing health checks is answered at once
+	// with 503 no healthy upstream; Envoy's own default is 50; 0..100).
+	HealthyPanicThreshold *float64 `json:"healthyPanicThreshold,omitempty"`
 	// MaxRequestBytes lowers the largest request body Envoy accepts on the
 	// routes that list this Tool Service: a route's limit is the largest of
 	// its services' (default Options.MaxRequestBytes, which is also the
@@ -103,6 +108,14 @@ const (
 	// servers, so Envoy seldom reuses a connection the Tool Service just
 	// closed; the reset-before-request retry covers the remaining race.
 	DefaultConnectionIdleTimeout = 30 * time.Second
+	// DefaultHealthyPanicThreshold turns Envoy's panic mode off. Envoy's
+	// default (50%) load-balances over every host once fewer than half are
+	// healthy (LoadBalancerBase::recalculatePerPriorityPanic in
+	// source/common/upstream/load_balancer_impl.cc), so a Tool Service with
+	// one endpoint keeps getting calls while it is ejected or unhealthy, and
+	// outlier detection and health checks never fail fast. At 0% an
+	// unhealthy service is answered at once with 503 no healthy upstream.
+	DefaultHealthyPanicThreshold = 0.0
 )
 
 // DefaultRetryOn are the retry conditions of a Tool Service route. Tool
@@ -141,6 +154,7 @@ type settings struct {
 	sni                  *string // nil: derived from the URL host
 	caFile               string
 	maxRequestBytes      uint64
+	panicThreshold       float64 // percent
 }
 
 var defaultRetryOn = strings.Join(DefaultRetryOn, ",")
@@ -161,6 +175,7 @@ func resolveSettings(portal *registry.ClusterSettings, opts Options, layers ...*
 		lbPolicy:           registry.DefaultLBPolicy,
 		caFile:             opts.UpstreamCAFile,
 		maxRequestBytes:    opts.MaxRequestBytes,
+		panicThreshold:     DefaultHealthyPanicThreshold,
 	}
 	if portal != nil {
 		p := portal.WithDefaults()
@@ -207,6 +222,7 @@ func resolveSettings(portal *registry.ClusterSettings, opts Options, layers ...*
 		}
 		set(&s.caFile, t.CAFile)
 		set(&s.maxRequestBytes, t.MaxRequestBytes)
+		set(&s.panicThreshold, t.HealthyPanicThreshold)
 	}
 	s.maxConcurrentRetries = s.maxRetries
 	if concurrentRetries != nil {
@@ -337,6 +353,9 @@ func (t *Tuning) check(inDefaults bool) []error {
 	}
 	if t.CAFile != nil {
 		add("caFile", checkCAFile(*t.CAFile))
+	}
+	if p := t.HealthyPanicThreshold; p != nil && !(*p >= 0 && *p <= 100) {
+		add("healthyPanicThreshold", fmt.Errorf("%g is not a percentage in 0..100", *p))
 	}
 	if b := t.MaxRequestBytes; b != nil && *b == 0 {
 		add("maxRequestBytes", errors.New("must be at least 1"))

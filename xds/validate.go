@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strconv"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -86,4 +88,99 @@ func prefixed(path string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", path, err)
+}
+
+// DeprecatedFields lists the set fields and enum values of m, and of every
+// message packed in an Any inside it, that the Envoy API marks deprecated
+// (the proto option `deprecated`, which go-control-plane keeps in the
+// descriptors). Envoy accepts most of them with a warning but rejects them
+// once they are removed, and several are ignored when their replacement is
+// set. Each entry is a field path, like ValidateDeep's.
+func DeprecatedFields(m proto.Message) []string {
+	var out []string
+	deprecatedIn(m.ProtoReflect(), "", &out)
+	return out
+}
+
+func deprecatedIn(msg protoreflect.Message, path string, out *[]string) {
+	if a, ok := msg.Interface().(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return // ValidateDeep reports it
+		}
+		deprecatedIn(inner.ProtoReflect(), path+"<"+string(inner.ProtoReflect().Descriptor().FullName())+">", out)
+		return
+	}
+	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := string(fd.Name())
+		if path != "" {
+			name = path + "." + name
+		}
+		if isDeprecated(fd.Options()) {
+			*out = append(*out, name)
+		}
+		switch {
+		case fd.IsMap():
+			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+				elem := name + "[" + strconv.Quote(k.String()) + "]"
+				if fd.MapValue().Message() != nil {
+					deprecatedIn(mv.Message(), elem, out)
+				} else if fd.MapValue().Enum() != nil {
+					deprecatedEnum(fd.MapValue(), mv.Enum(), elem, out)
+				}
+				return true
+			})
+		case fd.IsList():
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				elem := name + "[" + strconv.Itoa(i) + "]"
+				if fd.Message() != nil {
+					deprecatedIn(l.Get(i).Message(), elem, out)
+				} else if fd.Enum() != nil {
+					deprecatedEnum(fd, l.Get(i).Enum(), elem, out)
+				}
+			}
+		case fd.Message() != nil:
+			deprecatedIn(v.Message(), name, out)
+		case fd.Enum() != nil:
+			deprecatedEnum(fd, v.Enum(), name, out)
+		}
+		return true
+	})
+}
+
+func deprecatedEnum(fd protoreflect.FieldDescriptor, n protoreflect.EnumNumber, path string, out *[]string) {
+	if ev := fd.Enum().Values().ByNumber(n); ev != nil && isDeprecated(ev.Options()) {
+		*out = append(*out, path+"="+string(ev.Name()))
+	}
+}
+
+// isDeprecated reads the `deprecated` option of a field or enum value.
+func isDeprecated(opts proto.Message) bool {
+	switch o := opts.(type) {
+	case *descriptorpb.FieldOptions:
+		return o.GetDeprecated()
+	case *descriptorpb.EnumValueOptions:
+		return o.GetDeprecated()
+	}
+	return false
+}
+
+// LegacyDNS lists the DNS settings c makes on the Cluster itself although
+// Envoy wants them in the DNS cluster extension (cluster_type
+// envoy.cluster.dns with DnsCluster): type STRICT_DNS or LOGICAL_DNS, and
+// dns_lookup_family, which cluster.proto calls deprecated for DNS clusters
+// in its comment only, so DeprecatedFields does not see it.
+func LegacyDNS(c *clusterv3.Cluster) []string {
+	var out []string
+	switch c.GetType() {
+	case clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LOGICAL_DNS:
+		if c.GetClusterType() == nil {
+			out = append(out, "type="+c.GetType().String())
+		}
+	}
+	if c.GetDnsLookupFamily() != clusterv3.Cluster_AUTO {
+		out = append(out, "dns_lookup_family="+c.GetDnsLookupFamily().String())
+	}
+	return out
 }

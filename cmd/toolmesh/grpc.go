@@ -48,6 +48,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}
+	a.extprocServer = srv
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
@@ -56,6 +57,35 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	}})
 	go serveGRPC(gs, ln, "extproc", errc)
 	a.stopGRPC = append(a.stopGRPC, func(ctx context.Context) { stopGRPC(ctx, gs) })
+	return nil
+}
+
+// followBodyLimits gives the extproc server the per-Tool-Service body limits
+// (maxRequestBytes) of the override file: those in force in the xDS server,
+// following every reload, or — in extproc mode, without an xDS server — the
+// file as it is at start.
+func (a *app) followBodyLimits() error {
+	if a.extprocServer == nil {
+		return nil
+	}
+	set := func(o *xds.Overrides) {
+		def, services := o.BodyLimits()
+		l := extproc.BodyLimits{Default: int64(def), Services: make(map[string]int64, len(services))}
+		for name, v := range services {
+			l.Services[name] = int64(v)
+		}
+		a.extprocServer.SetBodyLimits(l)
+	}
+	switch {
+	case a.xdsServer != nil:
+		a.xdsServer.OnOverrides(set)
+	case a.cfg.Overrides != "":
+		o, err := xds.LoadOverrides(a.cfg.Overrides)
+		if err != nil {
+			return fmt.Errorf("overrides: %w", err)
+		}
+		set(o)
+	}
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/demo"
 	"github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -70,6 +71,7 @@ type app struct {
 	extprocHealth *health.Server
 	xdsHealth     *health.Server
 	xdsServer     *xds.Server
+	extprocServer *extproc.Server
 	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
 	xdsSynced     atomic.Bool    // the last xDS update succeeded
 	filters       *filters.Set   // the filter chains of the ext_proc server
@@ -199,6 +201,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		if err := a.startXDS(base, ls, metrics, errc); err != nil {
 			return err
 		}
+	}
+	if err := a.followBodyLimits(); err != nil {
+		return err
 	}
 	// The data plane serves at once; it is not ready until ADS programs it,
 	// which happens after the registry's first cycle.
