@@ -1,7 +1,7 @@
 // Package demo holds sample Tool Services and the demo Portal that
 // `toolmesh run` serves when no Portal is configured, so a newcomer can curl
 // MCP at once. The services implement the Tool Service wire contract
-// (SPEC §4) over real HTTP on 127.0.0.1:
+// (docs/contracts/toolservice.md) over real HTTP on 127.0.0.1:
 //
 //   - clock: time.now (a JSON object reply) and time.sleep (the slow tool);
 //   - calc: math.add (a CallToolResult reply) and math.multiply (a JSON number);
@@ -119,7 +119,7 @@ func (s *Services) close() error {
 	return s.closeErr
 }
 
-// Portal renders the demo Portal (YAML, SPEC §3) with the URLs of s.
+// Portal renders the demo Portal (YAML, docs/contracts/portal.md) with the URLs of s.
 func Portal(s *Services) []byte {
 	var b bytes.Buffer
 	if err := portal.Execute(&b, struct{ Clock, Calc, Text string }{s.Clock, s.Calc, s.Text}); err != nil {

@@ -15,7 +15,7 @@ import (
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// toolNameRE is the MCP tool name rule of SPEC §4.
+// toolNameRE is the MCP tool name rule of docs/contracts/toolservice.md.
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // exampleArgs are valid arguments for each active tool; the test checks them
@@ -76,7 +76,7 @@ func TestManifests(t *testing.T) {
 	}
 }
 
-// checkManifestTool checks one manifest entry against SPEC §4 and the MCP
+// checkManifestTool checks one manifest entry against docs/contracts/toolservice.md and the MCP
 // tool rules, compiles its schemas, and calls it with good and bad arguments.
 func checkManifestTool(t *testing.T, h http.Handler, raw map[string]json.RawMessage, seen map[string]bool) {
 	t.Helper()

@@ -19,7 +19,7 @@ const manifestPath = "/manifest"
 const maxArgumentBytes = 1 << 20
 
 // manifestTool is one manifest entry of the Tool Service wire contract
-// (SPEC §4). The demo keeps its own copy of the wire shape instead of
+// (docs/contracts/toolservice.md). The demo keeps its own copy of the wire shape instead of
 // importing the registry's, so it exercises the contract from the outside.
 type manifestTool struct {
 	Name         string          `json:"name"`

@@ -18,7 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Large catalogs (SPEC §8) through the real binary: a route in search mode
+// Large catalogs (ADR 0004) through the real binary: a route in search mode
 // (search_tools, call_tool, direct calls, the no-route answer), and tools/list
 // pagination across a snapshot change, in both protocol eras.
 

@@ -17,7 +17,7 @@ import (
 )
 
 // soakDuration is how long TestSoak drives traffic: 15 s in `make test`,
-// longer with TOOLMESH_SOAK=60s (the figure the issue asks for).
+// longer with TOOLMESH_SOAK=60s (a one-minute soak).
 func soakDuration(t *testing.T) time.Duration {
 	if v := os.Getenv("TOOLMESH_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)

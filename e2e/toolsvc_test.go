@@ -15,7 +15,7 @@ import (
 )
 
 // toolService is a Tool Service on loopback implementing the wire contract
-// (SPEC §4) with tools that exercise every row of the result mapping table.
+// (docs/contracts/toolservice.md) with tools that exercise every row of the result mapping table.
 // Its manifest can be broken on purpose to test failure isolation.
 type toolService struct {
 	name   string
@@ -179,7 +179,7 @@ type portalRoute struct {
 	Cluster map[string]any
 }
 
-// writePortal writes a Portal listing file (SPEC §3) and returns its path.
+// writePortal writes a Portal listing file (docs/contracts/portal.md) and returns its path.
 func writePortal(t *testing.T, routes ...portalRoute) string {
 	t.Helper()
 	var out []map[string]any

@@ -351,7 +351,7 @@ const (
 // `append` when it is set, and otherwise honours append_action, whose enum
 // default is APPEND_IF_EXISTS_OR_ADD — the reading the pending Envoy fix
 // takes. A server that sets OVERWRITE_IF_EXISTS_OR_ADD explicitly (as
-// toolmesh's extproc server must, research/envoy.md §3.4) behaves the same
+// toolmesh's extproc server does, ADR 0001) behaves the same
 // under both readings; one that leaves the action unset sees its values
 // appended here, which surfaces the ambiguity instead of hiding it. [verify]
 func extProcAppendMode(o *corev3.HeaderValueOption) appendMode {

@@ -196,7 +196,7 @@ func wantResultHeaders(t *testing.T, m *extprocv3.HeaderMutation, bodyLen int, w
 	}
 }
 
-// TestToolResponses maps Tool Service replies to MCP results (SPEC §2
+// TestToolResponses maps Tool Service replies to MCP results (docs/contracts/mcp.md
 // table), including replies without a body, which get no response_body
 // message and are answered with CONTINUE_AND_REPLACE.
 func TestToolResponses(t *testing.T) {

@@ -142,7 +142,7 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processin
 }
 
 // anomaly logs a message sequence Envoy should not send with the settings of
-// SPEC §6.
+// ADR 0001.
 func (x *exchange) anomaly(msg string, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.String("request_id", x.requestID), slog.String("route", x.routeKey))
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "ext_proc: "+msg, attrs...)

@@ -229,7 +229,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	t, res := x.snap.Lookup(call.Tool)
 	if res != mcp.ToolFound {
 		// Handle resolved the name against the same snapshot, so this is
-		// unreachable; answer as SPEC §2 would rather than route nowhere.
+		// unreachable; answer as docs/contracts/mcp.md says rather than route nowhere.
 		msg := "unknown tool"
 		if res == mcp.ToolAmbiguous {
 			msg = "ambiguous tool"

@@ -9,7 +9,7 @@
 // the stream's goroutine; the route snapshot is captured once, in the
 // request-headers phase, and used by every later phase of that request.
 //
-// The server relies on these ext_proc filter settings (SPEC §6): request
+// The server relies on these ext_proc filter settings (ADR 0001): request
 // headers SEND, request body BUFFERED, response headers SEND, response body
 // BUFFERED, trailers SKIP, failure_mode_allow false, a message_timeout of
 // seconds, and metadata_options.receiving_namespaces.untyped containing
@@ -50,7 +50,7 @@ type Config struct {
 	// isError result ("response too large"). Zero means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
-	// Filters gives each route's filter chain (SPEC §7). A filters.Set
+	// Filters gives each route's filter chain (docs/wasm-abi.md). A filters.Set
 	// implements it. When nil, the only policy is input-schema validation,
 	// done inline.
 	Filters Filters

@@ -13,7 +13,7 @@ import (
 //
 // Pointers (RFC 6901, relative to the CallToolResult object) replace the
 // value they name when it exists. Because the gateway mirrors
-// structuredContent as JSON text in content (SPEC §2), a pointer under
+// structuredContent as JSON text in content (docs/contracts/mcp.md), a pointer under
 // /structuredContent is applied to every text content item that holds a
 // JSON document too, so the same value does not leak through the text.
 // Patterns (Go regexp syntax) replace every match in every string value.

@@ -8,7 +8,7 @@ import (
 
 // inputSchema denies calls whose arguments fail the tool's inputSchema, with
 // an isError result carrying the validation messages so a model can correct
-// its call (SPEC §2). The validator comes with the request.
+// its call (docs/contracts/mcp.md). The validator comes with the request.
 //
 // Configuration: none.
 type inputSchema struct{ name string }

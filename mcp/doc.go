@@ -1,5 +1,5 @@
 // Package mcp holds the JSON-RPC 2.0 and Model Context Protocol rules of the
-// public endpoint (SPEC §2) for both protocol eras: the stateless 2026-07-28
+// public endpoint (docs/contracts/mcp.md) for both protocol eras: the stateless 2026-07-28
 // era and the legacy 2025-11-25/2025-06-18/2025-03-26 era. It does no I/O:
 // callers hand it the HTTP request's headers and body and get back either a
 // complete HTTP reply or a tool call to route.
@@ -40,7 +40,7 @@
 //     application/json or text/event-stream answer are.
 //   - A request id of the wrong type (null, boolean, object, array) makes the
 //     request invalid (-32600, id null). Every Invalid Request (-32600)
-//     answers with id null, as SPEC §2 says, even when the id was readable;
+//     answers with id null, as docs/contracts/mcp.md says, even when the id was readable;
 //     every other reply echoes the id byte for byte, errors included.
 //   - params must be an object, an array or null (JSON-RPC); the MCP methods
 //     need an object (-32602 otherwise). params null counts as absent.

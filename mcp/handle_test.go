@@ -52,7 +52,7 @@ func runHandleCases(t *testing.T, s *Server, cat Catalog, tests []handleCase) {
 	}
 }
 
-// TestJSONRPCRules runs the SPEC §2 JSON-RPC table rows that do not depend
+// TestJSONRPCRules runs the JSON-RPC table (docs/contracts/mcp.md) rows that do not depend
 // on the era with legacy and stateless headers alike.
 func TestJSONRPCRules(t *testing.T) {
 	s := NewServer(Config{MaxDepth: 8, MaxBodyBytes: 4096})
@@ -103,7 +103,7 @@ func TestJSONRPCRules(t *testing.T) {
 }
 
 // TestIDEcho checks that ids come back byte for byte, in results and errors.
-// (An Invalid Request answers with id null, as SPEC §2 says; see handle_test.)
+// (An Invalid Request answers with id null, as docs/contracts/mcp.md says; see handle_test.)
 func TestIDEcho(t *testing.T) {
 	s := NewServer(Config{})
 	ids := []string{`1`, `"1"`, `1.0`, `-0`, `1e3`, `1E+3`, `0.5e-7`, `123456789012345678901234567890`,

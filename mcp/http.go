@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// CheckHeaders applies the HTTP rules that need no body (SPEC §2). nil means
+// CheckHeaders applies the HTTP rules that need no body (docs/contracts/mcp.md). nil means
 // "go on and read the body". The checks run in this order, so a request that
 // breaks several rules gets the first answer:
 //

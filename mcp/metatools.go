@@ -7,7 +7,7 @@ import (
 )
 
 // Names of the two meta-tools a route in search mode lists instead of its
-// tools (SPEC §8).
+// tools (ADR 0004).
 const (
 	MetaToolSearch = "search_tools"
 	MetaToolCall   = "call_tool"

@@ -11,7 +11,7 @@ import (
 const maxExcerpt = 512
 
 // CallResult turns what a Tool Service (or Envoy on its behalf) returned into
-// the JSON-RPC response body for the client, per the SPEC §2 mapping table.
+// the JSON-RPC response body for the client, per the mapping table of docs/contracts/mcp.md.
 // Execution failures are results with isError: true, never JSON-RPC errors:
 //
 //   - 2xx, a JSON object with a "content" array: passed through verbatim;

@@ -21,7 +21,7 @@ import (
 
 // One cluster per Tool Service, named registry.ClusterName(name). Its
 // settings merge, lowest first: built-in defaults, the Portal's `cluster`
-// object (SPEC §3), the override file's `defaults`, its entry for the
+// object (docs/contracts/portal.md), the override file's `defaults`, its entry for the
 // service (tuning.go; docs/sre.md has the full table). What they become:
 //
 //	field                    default          Envoy field

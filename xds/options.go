@@ -19,7 +19,7 @@ const (
 	DefaultListenAddress   = "0.0.0.0"
 	DefaultListenPort      = 10000
 	DefaultMessageTimeout  = 5 * time.Second
-	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, SPEC §2
+	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, docs/contracts/mcp.md
 	// DefaultMaxResponseBytes matches the extproc server's default limit on
 	// a Tool Service reply (cmd/toolmesh maxResponseBytes).
 	DefaultMaxResponseBytes = 4 << 20

@@ -1,4 +1,4 @@
-// Package xds programs Envoy from the Portal (SPEC §6). Translate is a pure
+// Package xds programs Envoy from the Portal (ADR 0001). Translate is a pure
 // function from the Portal's routes to Envoy resources (one listener, one
 // route configuration, one cluster per Tool Service, endpoints for the
 // clusters that use EDS); Server serves them over ADS with go-control-plane,
@@ -377,7 +377,7 @@ func portalRoutes(routes []registry.Route) ([]portalRoute, error) {
 	return out, nil
 }
 
-// validName is the registry's rule for Tool Service names (SPEC §3); the
+// validName is the registry's rule for Tool Service names (docs/contracts/portal.md); the
 // name becomes part of an Envoy cluster name and a header value.
 func validName(n string) bool {
 	if n == "" || len(n) > 63 {

@@ -14,7 +14,7 @@ import (
 
 // Tuning is one layer of cluster tuning for Tool Services, as the SRE
 // override file writes it (under `defaults` or per service). Field names are
-// the Portal's `cluster` names (SPEC §3) plus the knobs the Portal contract
+// the Portal's `cluster` names (docs/contracts/portal.md) plus the knobs the Portal contract
 // v0.1 lacks. Every field is optional: nil means "not set in this layer", so
 // an explicit 0 or false differs from an absent field and wins over the
 // layers below (built-in defaults < Portal < override defaults < override
