@@ -38,9 +38,9 @@ const (
 
 // RedisOptions configures NewRedisStore.
 type RedisOptions struct {
-	// URL names the server, cluster or sentinel master; see the scheme
-	// mapping in redis_url.go (redis://, rediss://, redis+cluster://,
-	// redis+sentinel://, comma-separated addresses, ?master=).
+	// URL names the server, cluster or sentinel master: redis://,
+	// rediss://, redis+cluster://, redis+sentinel:// (and rediss+...), with
+	// go-redis's URL syntax after the scheme; see redis_url.go.
 	URL string
 	// Prefix of the route keys, {Prefix}{route key} (default "toolmesh:route:").
 	Prefix string
@@ -119,17 +119,6 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := target.opts
-	o.ClientName = "toolmesh"
-	// One OpTimeout bounds each operation end to end: go-redis honours the
-	// context deadline for dial, pool wait, write and read, and a failed dial
-	// is not retried in a loop of its own.
-	o.ContextTimeoutEnabled = true
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = opts.OpTimeout, opts.OpTimeout, opts.OpTimeout, opts.OpTimeout
-	o.DialerRetries = 1
-	o.MaxRetries = 1 // one retry on a stale pooled connection (after a Redis restart)
-	o.DisableIdentity = true
-
 	s := &RedisStore{
 		prefix:     opts.Prefix,
 		listingKey: opts.ListingKey,
@@ -154,7 +143,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 			}
 		}
 	}
-	s.client = redis.NewUniversalClient(o)
+	s.client = target.client(opts.OpTimeout)
 	return s, nil
 }
 
