@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -142,6 +143,9 @@ func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 			}
 		case len(vs) != 1:
 			return fail("query parameter %q given %d times", k, len(vs))
+		case outOfInt32(vs[0]):
+			// go-redis panics on a pool size beyond int32.
+			return fail("query parameter %q: %s is out of range", k, vs[0])
 		case k == "master_name" && kind != "sentinel":
 			return fail("?master_name= names a sentinel master: use redis+sentinel://")
 		}
@@ -181,6 +185,11 @@ func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 	}
 	if db < 0 {
 		return fail("database %d is negative", db)
+	}
+	if t.failover != nil && (t.failover.RouteByLatency || t.failover.RouteRandomly) {
+		// NewFailoverClient panics on them: they need go-redis's failover
+		// cluster client, and the store writes to the master anyway.
+		return fail("route_by_latency and route_randomly read from replicas; the store needs the master")
 	}
 	if *tlsCfg != nil {
 		*tlsCfg = redisTLS(*tlsCfg, base)
@@ -227,6 +236,12 @@ func checkRedisAddr(h, defaultPort string) error {
 		return fmt.Errorf("host %q: invalid port %q", h, port)
 	}
 	return nil
+}
+
+// outOfInt32 reports whether v is an integer beyond int32.
+func outOfInt32(v string) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && (n > math.MaxInt32 || n < math.MinInt32)
 }
 
 // pathOf is the path part of tail ("/db?query").
@@ -280,26 +295,33 @@ func redisDisplay(scheme, host, tail string, q url.Values) string {
 // for dial, pool wait, write and read), a failed dial is not retried in a
 // loop of its own, and a stale pooled connection (after a Redis restart or
 // a failover) is retried once.
-func (t *redisTarget) client(timeout time.Duration) redis.UniversalClient {
+func (t *redisTarget) client(timeout time.Duration) (c redis.UniversalClient, err error) {
+	// go-redis's constructors panic on some option values; parseRedisURL
+	// refuses those it knows of, and this turns any other into an error.
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("redis URL %q (%s): go-redis refused the options: %v", t.display, redisURLSetting, p)
+		}
+	}()
 	switch {
 	case t.cluster != nil:
 		o := t.cluster
 		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 		o.DialerRetries, o.MaxRetries = 1, 1
-		return redis.NewClusterClient(o)
+		return redis.NewClusterClient(o), nil
 	case t.failover != nil:
 		o := t.failover
 		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 		o.DialerRetries, o.MaxRetries = 1, 1
-		return redis.NewFailoverClient(o)
+		return redis.NewFailoverClient(o), nil
 	default:
 		o := t.single
 		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
 		o.DialerRetries, o.MaxRetries = 1, 1
-		return redis.NewClient(o)
+		return redis.NewClient(o), nil
 	}
 }
 

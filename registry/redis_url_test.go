@@ -2,6 +2,7 @@ package registry
 
 import (
 	"crypto/tls"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -93,7 +94,10 @@ func TestParseRedisURL(t *testing.T) {
 			}
 			// The client does not connect; check it is of the kind parsed,
 			// with toolmesh's bounds.
-			c := target.client(1500 * time.Millisecond)
+			c, err := target.client(1500 * time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer c.Close()
 			var kind string
 			var read time.Duration
@@ -175,6 +179,10 @@ func TestParseRedisURLErrors(t *testing.T) {
 		{"redis://cache?nope=1", "unexpected option: nope"},
 		{"redis://cache?pool_size=x", "invalid pool_size number"},
 		{"redis://cache#frag", "fragment"},
+		{"redis://cache?pool_size=3000000000", `"pool_size": 3000000000 is out of range`},
+		{"redis+cluster://cache?min_idle_conns=-3000000000", "out of range"},
+		{"redis+sentinel://s:1?master_name=m&route_by_latency=true", "the store needs the master"},
+		{"redis+sentinel://s:1?master_name=m&route_randomly=1", "the store needs the master"},
 		{"redis://:secret@cache:bad", "invalid port"},
 		{"redis://:secret@cache?password=secret", "unexpected option: password"},
 		{"redis+sentinel://s:1?master_name=m&password=secret&x=1", "unexpected option: x"},
@@ -237,4 +245,18 @@ func FuzzParseRedisURL(f *testing.F) {
 			t.Fatalf("%q: display %q shows user info", raw, got.display)
 		}
 	})
+}
+
+// TestRedisClientPanicIsError: an option go-redis's constructors panic on
+// becomes an error naming the flag, not a crash.
+func TestRedisClientPanicIsError(t *testing.T) {
+	for _, target := range []*redisTarget{
+		{single: &redis.Options{Addr: "127.0.0.1:1", PoolSize: math.MaxInt32 + 1}, display: "redis://127.0.0.1:1"},
+		{failover: &redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, RouteRandomly: true}, display: "redis+sentinel://127.0.0.1:1"},
+	} {
+		c, err := target.client(time.Second)
+		if err == nil || c != nil || !strings.Contains(err.Error(), "(--redis, config key redis): go-redis refused the options") {
+			t.Errorf("client(%s) = %v, %v", target.display, c, err)
+		}
+	}
 }

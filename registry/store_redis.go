@@ -143,7 +143,9 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 			}
 		}
 	}
-	s.client = target.client(opts.OpTimeout)
+	if s.client, err = target.client(opts.OpTimeout); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
