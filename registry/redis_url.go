@@ -58,10 +58,10 @@ type redisTarget struct {
 // redisOwnedParams are go-redis query parameters that toolmesh sets itself
 // (see redisTarget.client): accepting them would silently drop them.
 var redisOwnedParams = map[string]string{
-	"dial_timeout":            "the Redis timeout (--redis-timeout, config key redisTimeout) bounds every operation",
-	"read_timeout":            "the Redis timeout (--redis-timeout, config key redisTimeout) bounds every operation",
-	"write_timeout":           "the Redis timeout (--redis-timeout, config key redisTimeout) bounds every operation",
-	"pool_timeout":            "the Redis timeout (--redis-timeout, config key redisTimeout) bounds every operation",
+	"dial_timeout":            "the config key redisTimeout bounds every operation",
+	"read_timeout":            "the config key redisTimeout bounds every operation",
+	"write_timeout":           "the config key redisTimeout bounds every operation",
+	"pool_timeout":            "the config key redisTimeout bounds every operation",
 	"context_timeout_enabled": "toolmesh always bounds operations by their context",
 	"dialer_retries":          "toolmesh dials once per operation",
 	"dialer_retry_timeout":    "toolmesh dials once per operation",

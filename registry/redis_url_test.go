@@ -173,7 +173,7 @@ func TestParseRedisURLErrors(t *testing.T) {
 		{"redis+sentinel://s1:26379", "needs ?master_name=NAME"},
 		{"redis+sentinel://s1?master_name=m", `sentinel host "s1" needs its port`},
 		{"redis+sentinel://s1:26379?master_name=a&master_name=b", "given 2 times"},
-		{"redis://cache?dial_timeout=1", `"dial_timeout" is set by toolmesh: the Redis timeout (--redis-timeout`},
+		{"redis://cache?dial_timeout=1", `"dial_timeout" is set by toolmesh: the config key redisTimeout bounds every operation`},
 		{"redis+cluster://cache?max_retries=3", `"max_retries" is set by toolmesh`},
 		{"redis+sentinel://s:1?master_name=m&replica_only=true", `"replica_only" is set by toolmesh`},
 		{"redis://cache?nope=1", "unexpected option: nope"},
