@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // Redis store defaults.
@@ -101,7 +103,7 @@ var (
 
 // NewRedisStore returns a Redis store for opts.URL. It does not connect:
 // Redis being down at start must not stop toolmesh, so only a bad URL or a
-// metrics registration conflict is an error. Close it when done.
+// metrics conflict that cannot be shared is an error. Close it when done.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultRedisPrefix
@@ -136,15 +138,17 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		}, []string{"op"}),
 		status: StoreStatus{Backend: "redis", Target: target.display},
 	}
-	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.ops, s.durations} {
-			if err := opts.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register redis store metrics: %w", err)
-			}
-		}
-	}
 	if s.client, err = target.client(opts.OpTimeout); err != nil {
 		return nil, err
+	}
+	// A store made again on the same registry (a second one, a reload)
+	// counts in the same series.
+	if s.ops, err = promreg.Register(opts.Registerer, s.ops); err == nil {
+		s.durations, err = promreg.Register(opts.Registerer, s.durations)
+	}
+	if err != nil {
+		_ = s.client.Close()
+		return nil, fmt.Errorf("redis store: %w", err)
 	}
 	return s, nil
 }
