@@ -1,10 +1,9 @@
 package extproc
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // metrics are the server's Prometheus series. Label values come from small
@@ -34,34 +33,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Resolved tools/call requests, by route, tool and outcome.",
 		}, []string{"route", "tool", "outcome"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
+	// A second Server on the same registry shares the series.
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = promreg.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, m.duration); err != nil {
+	if m.duration, err = promreg.Register(reg, m.duration); err != nil {
 		return nil, err
 	}
-	if m.toolCalls, err = register(reg, m.toolCalls); err != nil {
+	if m.toolCalls, err = promreg.Register(reg, m.toolCalls); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or reuses the identical collector already
-// registered (a second Server on the same registry shares the series).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("register metrics: %w", err)
 }

@@ -1,10 +1,11 @@
 package filters
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // chainMetrics are the per-filter series of every chain of a Set.
@@ -42,41 +43,24 @@ func newChainMetrics(reg prometheus.Registerer) (*chainMetrics, error) {
 			Buckets: []float64{1e-6, 5e-6, 25e-6, 100e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3, 1},
 		}, labels),
 	}
+	// A rebuilt Set keeps counting in the same series.
 	var err error
-	if m.calls, err = register(reg, m.calls); err != nil {
+	if m.calls, err = promreg.Register(reg, m.calls); err != nil {
 		return nil, err
 	}
-	if m.denials, err = register(reg, m.denials); err != nil {
+	if m.denials, err = promreg.Register(reg, m.denials); err != nil {
 		return nil, err
 	}
-	if m.rewrites, err = register(reg, m.rewrites); err != nil {
+	if m.rewrites, err = promreg.Register(reg, m.rewrites); err != nil {
 		return nil, err
 	}
-	if m.errors, err = register(reg, m.errors); err != nil {
+	if m.errors, err = promreg.Register(reg, m.errors); err != nil {
 		return nil, err
 	}
-	if m.latency, err = register(reg, m.latency); err != nil {
+	if m.latency, err = promreg.Register(reg, m.latency); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same description, so a rebuilt Set keeps counting in the same series.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // stageMetrics are one filter's series at one stage, curried once so the

@@ -1,7 +1,11 @@
 package registry
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // metrics are the registry's Prometheus series. The route label is bounded
@@ -17,6 +21,11 @@ const (
 	outcomeFailure = "failure"
 )
 
+// newMetrics makes the series and registers them with reg (nil: none). A
+// Registry already on reg (an earlier one, before a reload) shares its
+// counters, and the state gauges follow the newest Registry. A conflict
+// that cannot be shared is logged and leaves those series unexported: New
+// has no error to return, and metrics must never stop serving.
 func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 	m := &metrics{
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -28,8 +37,19 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 			Help: "Portal listings by outcome.",
 		}, []string{"outcome"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.refreshes, m.listings, &stateCollector{r: r})
+	var err error
+	if m.refreshes, err = promreg.Register(reg, m.refreshes); err != nil {
+		r.log.Error("registry metrics not exported", "err", err)
+	}
+	if m.listings, err = promreg.Register(reg, m.listings); err != nil {
+		r.log.Error("registry metrics not exported", "err", err)
+	}
+	state := &stateCollector{}
+	state.r.Store(r)
+	if got, err := promreg.Register(reg, state); err != nil {
+		r.log.Error("registry metrics not exported", "err", err)
+	} else {
+		got.r.Store(r) // the one registered before reports this Registry now
 	}
 	return m
 }
@@ -48,8 +68,9 @@ func outcome(err error) string {
 }
 
 // stateCollector reports gauges read from the current state at scrape time,
-// so they are never stale and cost nothing between scrapes.
-type stateCollector struct{ r *Registry }
+// so they are never stale and cost nothing between scrapes. r is the newest
+// Registry on the Prometheus registry; a scrape may run while it changes.
+type stateCollector struct{ r atomic.Pointer[Registry] }
 
 var (
 	descSnapshotAge = prometheus.NewDesc("toolmesh_registry_snapshot_age_seconds",
@@ -72,8 +93,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements [prometheus.Collector].
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.r.state.Load()
-	now := c.r.now()
+	r := c.r.Load()
+	st := r.state.Load()
+	now := r.now()
 	without := 0
 	for key, e := range st.entries {
 		if e.snap == nil {

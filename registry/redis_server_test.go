@@ -17,13 +17,16 @@ import (
 
 // redisServer is a real redis-server on 127.0.0.1 for one test: no
 // persistence, a port of its own, stopped in t.Cleanup. A test can stop and
-// restart it on the same port.
+// restart it on the same port. It can also be a replica, a cluster node or
+// a sentinel (see redis_topology_test.go).
 type redisServer struct {
 	t        testing.TB
 	bin      string
 	port     int
 	password string
 	dir      string
+	args     []string // more arguments: replica, cluster node
+	conf     string   // a sentinel's configuration file (sentinels rewrite it)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -36,14 +39,29 @@ type redisServer struct {
 // need the real thing.
 func startRedis(t testing.TB, password string) *redisServer {
 	t.Helper()
+	return startRedisWith(t, password, nil, "")
+}
+
+// startRedisWith starts redis-server with more arguments, or, when conf is
+// not empty, a sentinel that reads (and rewrites) the configuration conf.
+func startRedisWith(t testing.TB, password string, args []string, conf string) *redisServer {
+	t.Helper()
+	s := newRedisServer(t, password)
+	s.args, s.conf = args, conf
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+// newRedisServer prepares a server with a free port and a directory of its
+// own, not started.
+func newRedisServer(t testing.TB, password string) *redisServer {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found (%v): the Redis store tests need a real Redis; install redis-server (Debian: apt-get install redis-server)", err)
 	}
-	s := &redisServer{t: t, bin: bin, port: freePort(t), password: password, dir: t.TempDir()}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
+	return &redisServer{t: t, bin: bin, port: freePort(t), password: password, dir: t.TempDir()}
 }
 
 func freePort(t testing.TB) int {
@@ -73,9 +91,14 @@ func (s *redisServer) start() {
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--daemonize", "no", "--loglevel", "warning",
 	}
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--dir", s.dir, "--daemonize", "no", "--loglevel", "warning"}
+	}
 	if s.password != "" {
 		args = append(args, "--requirepass", s.password)
 	}
+	args = append(args, s.args...)
 	s.mu.Lock()
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out

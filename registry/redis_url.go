@@ -4,201 +4,330 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis URLs (RedisOptions.URL). One URL names a single server, a Redis
-// Cluster or a Sentinel-managed master; it maps onto go-redis's
-// UniversalOptions, which picks the client:
+// Redis URLs (RedisOptions.URL, the --redis flag, the redis: config key).
+// The scheme picks the client; the rest is go-redis's own URL syntax, parsed
+// by redis.ParseURL, redis.ParseClusterURL or redis.ParseFailoverURL:
 //
-//	redis://[user[:password]@]host[:port][/db]            one server
-//	rediss://...                                          the same over TLS
-//	redis://[user:password@]h1:p1,h2:p2[,...]             Redis Cluster (two or more seed addresses)
-//	redis+cluster://[user:password@]host[:port][,...]     Redis Cluster, even with one seed address
-//	redis+sentinel://[user:password@]s1[:port][,s2...][/db]?master=NAME
-//	                                                      the master NAME, found through the sentinels
-//	redis://s1,s2?master=NAME                             the same: ?master= always means Sentinel
-//	rediss+cluster://, rediss+sentinel://                 over TLS
+//	redis://[user[:password]@]host[:port][/db]                 one server (ParseURL)
+//	redis+cluster://[user[:password]@]host[:port][?addr=host:port...]
+//	                                                           Redis Cluster: seed nodes (ParseClusterURL)
+//	redis+sentinel://[suser[:spassword]@]host:port[/db]?master_name=NAME[&addr=host:port...][&username=U&password=P]
+//	                                                           the master NAME, found through the sentinels (ParseFailoverURL)
+//	rediss://, rediss+cluster://, rediss+sentinel://           the same over TLS
 //
-// The port defaults to 6379, and to 26379 for the sentinels of a
-// redis+sentinel URL. User and password (percent-encoded) authenticate to
-// the Redis servers; the sentinels' own credentials, when they have any, go
-// in the query: ?sentinel_username=...&sentinel_password=... . The database
-// number (default 0) must be 0 for a cluster. Over TLS the certificate must
-// name the first host unless RedisOptions.TLSConfig says otherwise. Any other
-// query parameter is an error, so a typo cannot silently change the setup.
+// The port defaults to 6379; a sentinel's port must be written (sentinels
+// usually listen on 26379). In a redis+sentinel URL the user info
+// authenticates to the sentinels and ?username=&password= to the master and
+// its replicas. A cluster has only database 0. Over TLS the certificate must
+// name the first host unless RedisOptions.TLSConfig says otherwise.
+//
+// go-redis's other query parameters (pool_size, protocol, skip_verify, ...)
+// pass through; unknown ones are errors, so a typo cannot silently change
+// the setup. The parameters that toolmesh sets itself (timeouts, retries,
+// client name) are refused instead of being silently overridden.
+//
+// toolmesh releases before go-redis's parsers took over had their own
+// syntax; the forms that changed are refused with the new spelling:
+// comma-separated hosts (now ?addr=), ?master= (now ?master_name= in a
+// redis+sentinel URL), and ?sentinel_username=/?sentinel_password= (now the
+// user info of the redis+sentinel URL).
 
-// redisTarget is a parsed Redis URL.
+// redisURLSetting names where a person fixes a bad URL.
+const redisURLSetting = "--redis, config key redis"
+
+// redisTarget is a parsed Redis URL: exactly one of single, cluster and
+// failover is set.
 type redisTarget struct {
-	opts *redis.UniversalOptions
+	single   *redis.Options
+	cluster  *redis.ClusterOptions
+	failover *redis.FailoverOptions
 	// display is the URL without credentials, for health and logs.
 	display string
 }
 
-// Redis URL schemes.
-var redisSchemes = map[string]struct {
-	tls              bool
-	cluster          bool
-	sentinel         bool
-	defaultPort      string
-	canBeMultiServer bool
-}{
-	"redis":           {defaultPort: "6379", canBeMultiServer: true},
-	"rediss":          {tls: true, defaultPort: "6379", canBeMultiServer: true},
-	"redis+cluster":   {cluster: true, defaultPort: "6379"},
-	"rediss+cluster":  {tls: true, cluster: true, defaultPort: "6379"},
-	"redis+sentinel":  {sentinel: true, defaultPort: "26379"},
-	"rediss+sentinel": {tls: true, sentinel: true, defaultPort: "26379"},
+// redisOwnedParams are go-redis query parameters that toolmesh sets itself
+// (see redisTarget.client): accepting them would silently drop them.
+var redisOwnedParams = map[string]string{
+	"dial_timeout":            "the config key redisTimeout bounds every operation",
+	"read_timeout":            "the config key redisTimeout bounds every operation",
+	"write_timeout":           "the config key redisTimeout bounds every operation",
+	"pool_timeout":            "the config key redisTimeout bounds every operation",
+	"context_timeout_enabled": "toolmesh always bounds operations by their context",
+	"dialer_retries":          "toolmesh dials once per operation",
+	"dialer_retry_timeout":    "toolmesh dials once per operation",
+	"max_retries":             "toolmesh retries once, on a stale pooled connection",
+	"client_name":             "toolmesh names its connections toolmesh",
+	"disableIdentity":         "toolmesh sends no client identity",
+	"identitySuffix":          "toolmesh sends no client identity",
+	"replica_only":            "the store writes, so it needs the master",
 }
 
-// parseRedisURL maps a Redis URL onto UniversalOptions (addresses, mode,
-// credentials, database and TLS; no timeouts). base, when not nil, is the
-// TLS configuration to start from for TLS schemes.
+// parseRedisURL maps a Redis URL onto go-redis options (addresses,
+// credentials, database, TLS and go-redis query parameters; no timeouts).
+// base, when not nil, is the TLS configuration to start from for TLS
+// schemes.
 func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 	fail := func(format string, args ...any) (*redisTarget, error) {
-		return nil, fmt.Errorf("redis url %q: %s", redactRedisURL(raw), fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("redis URL %q (%s): %s", redactRedisURL(raw), redisURLSetting, fmt.Sprintf(format, args...))
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return fail("want scheme://host")
-	}
-	mode, known := redisSchemes[strings.ToLower(scheme)]
-	if !known {
-		return fail("scheme must be redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel")
+		return fail("want scheme://host[:port]")
 	}
 	scheme = strings.ToLower(scheme)
-	if i := strings.IndexByte(rest, '#'); i >= 0 {
-		return fail("a fragment is not allowed")
+	baseScheme, kind, _ := strings.Cut(scheme, "+")
+	if (baseScheme != "redis" && baseScheme != "rediss") || (kind != "" && kind != "cluster" && kind != "sentinel") {
+		return fail("scheme must be redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel")
+	}
+	if strings.Contains(rest, "#") {
+		return fail("a fragment (#...) is not allowed")
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
 		authority, tail = rest[:i], rest[i:]
 	}
-	userinfo, hostlist := "", authority
+	host := authority
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		userinfo, hostlist = authority[:i], authority[i+1:]
+		host = authority[i+1:]
 	}
-	// Parse everything but the host list as an ordinary URL.
-	u, err := url.Parse("x://" + userinfo + "@h" + tail)
-	if userinfo == "" {
-		u, err = url.Parse("x://h" + tail)
+	if host == "" {
+		return fail("empty host")
 	}
+	if strings.Contains(host, ",") {
+		return fail("comma-separated hosts are no longer accepted: %s", moreHostsHint(kind))
+	}
+	if kind == "sentinel" {
+		if _, port, err := net.SplitHostPort(host); err != nil || port == "" {
+			return fail("sentinel host %q needs its port (sentinels usually listen on 26379)", host)
+		}
+	}
+	if err := checkRedisAddr(host, "6379"); err != nil {
+		return fail("%v", err)
+	}
+
+	// Check the query before go-redis does, to say what to write instead.
+	rawQuery := ""
+	if _, q, found := strings.Cut(tail, "?"); found {
+		rawQuery = q
+	}
+	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return fail("%v", redactErr(err, raw))
+		return fail("query: %v", redactErr(err, raw))
 	}
-
-	o := &redis.UniversalOptions{}
-	var hosts []string
-	for h := range strings.SplitSeq(hostlist, ",") {
-		addr, err := redisAddr(h, mode.defaultPort)
-		if err != nil {
-			return fail("%v", err)
-		}
-		hosts = append(hosts, addr)
-	}
-	o.Addrs = hosts
-	if u.User != nil {
-		o.Username = u.User.Username()
-		o.Password, _ = u.User.Password()
-	}
-
-	q := u.Query()
-	for k := range q {
-		switch k {
-		case "master", "sentinel_username", "sentinel_password":
-			if len(q[k]) != 1 {
-				return fail("query parameter %q given %d times", k, len(q[k]))
+	for k, vs := range q {
+		switch {
+		case k == "master":
+			return fail("?master= is now ?master_name=, in a redis+sentinel:// URL")
+		case k == "sentinel_username" || k == "sentinel_password":
+			return fail("?%s= is no longer accepted: the user info of a redis+sentinel:// URL authenticates to the sentinels, ?username=&password= to the master", k)
+		case redisOwnedParams[k] != "":
+			return fail("query parameter %q is set by toolmesh: %s", k, redisOwnedParams[k])
+		case k == "addr":
+			if kind == "" {
+				return fail("?addr= adds cluster nodes or sentinels: use redis+cluster:// or redis+sentinel://")
 			}
-		default:
-			return fail("unknown query parameter %q (known: master, sentinel_username, sentinel_password)", k)
+			for _, a := range vs {
+				if err := checkRedisAddr(a, ""); err != nil {
+					return fail("addr: %v", err)
+				}
+			}
+		case len(vs) != 1:
+			return fail("query parameter %q given %d times", k, len(vs))
+		case outOfInt32(vs[0]):
+			// go-redis panics on a pool size beyond int32.
+			return fail("query parameter %q: %s is out of range", k, vs[0])
+		case k == "master_name" && kind != "sentinel":
+			return fail("?master_name= names a sentinel master: use redis+sentinel://")
 		}
 	}
-	o.MasterName = q.Get("master")
-	o.SentinelUsername, o.SentinelPassword = q.Get("sentinel_username"), q.Get("sentinel_password")
-	sentinel := mode.sentinel || o.MasterName != ""
-	cluster := mode.cluster || (!sentinel && mode.canBeMultiServer && len(hosts) > 1)
-	switch {
-	case mode.sentinel && o.MasterName == "":
-		return fail("a sentinel URL needs ?master=NAME")
-	case mode.cluster && o.MasterName != "":
-		return fail("?master= names a sentinel master; a cluster URL cannot have it")
-	case !sentinel && (o.SentinelUsername != "" || o.SentinelPassword != ""):
-		return fail("sentinel credentials without ?master=")
-	}
-	o.IsClusterMode = cluster && len(hosts) == 1 // two or more addresses already mean a cluster
 
-	switch path := strings.Trim(u.Path, "/"); {
-	case path == "":
-	case strings.Contains(path, "/"):
-		return fail("path must be /db")
-	default:
-		db, err := strconv.Atoi(path)
-		if err != nil || db < 0 {
-			return fail("database %q is not a number", path)
+	// What go-redis parses: the same URL with the plain scheme.
+	goURL := baseScheme + "://" + rest
+	t := &redisTarget{}
+	var tlsCfg **tls.Config
+	var db int
+	switch kind {
+	case "":
+		t.single, err = redis.ParseURL(goURL)
+		if err == nil {
+			tlsCfg, db = &t.single.TLSConfig, t.single.DB
 		}
-		if cluster && db != 0 {
+	case "cluster":
+		// ParseClusterURL ignores the path; a cluster has only database 0.
+		if path := strings.Trim(pathOf(tail), "/"); path != "" && path != "0" {
 			return fail("a cluster has only database 0")
 		}
-		o.DB = db
-	}
-
-	if mode.tls {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if base != nil {
-			cfg = base.Clone()
+		t.cluster, err = redis.ParseClusterURL(goURL)
+		if err == nil {
+			tlsCfg = &t.cluster.TLSConfig
 		}
-		if cfg.ServerName == "" {
-			cfg.ServerName, _, _ = net.SplitHostPort(hosts[0])
+	case "sentinel":
+		if q.Get("master_name") == "" {
+			return fail("a redis+sentinel URL needs ?master_name=NAME")
 		}
-		o.TLSConfig = cfg
+		t.failover, err = redis.ParseFailoverURL(goURL)
+		if err == nil {
+			tlsCfg, db = &t.failover.TLSConfig, t.failover.DB
+		}
 	}
-
-	display := scheme + "://" + hostlist
-	if d := strings.Trim(u.Path, "/"); d != "" {
-		display += "/" + d
+	if err != nil {
+		return fail("%s", strings.TrimPrefix(redactErr(err, goURL).Error(), "redis: "))
 	}
-	if o.MasterName != "" {
-		display += "?master=" + url.QueryEscape(o.MasterName)
+	if db < 0 {
+		return fail("database %d is negative", db)
 	}
-	return &redisTarget{opts: o, display: display}, nil
+	if t.failover != nil && (t.failover.RouteByLatency || t.failover.RouteRandomly) {
+		// NewFailoverClient panics on them: they need go-redis's failover
+		// cluster client, and the store writes to the master anyway.
+		return fail("route_by_latency and route_randomly read from replicas; the store needs the master")
+	}
+	if *tlsCfg != nil {
+		*tlsCfg = redisTLS(*tlsCfg, base)
+	}
+	t.display = redisDisplay(scheme, host, tail, q)
+	return t, nil
 }
 
-// redisAddr checks one host[:port] of a Redis URL and adds the default port.
-func redisAddr(h, defaultPort string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty host")
+// moreHostsHint says how a URL of kind names more than one host.
+func moreHostsHint(kind string) string {
+	switch kind {
+	case "sentinel":
+		return "write redis+sentinel://s1:26379?master_name=NAME&addr=s2:26379&addr=s3:26379"
+	default:
+		return "for a Redis Cluster write redis+cluster://h1:6379?addr=h2:6379&addr=h3:6379; for sentinels redis+sentinel://s1:26379?master_name=NAME&addr=s2:26379"
 	}
+}
+
+// checkRedisAddr checks one host[:port] of a Redis URL; defaultPort ""
+// means the port is required.
+func checkRedisAddr(h, defaultPort string) error {
 	host, port := h, defaultPort
 	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
 		var err error
 		if host, port, err = net.SplitHostPort(h); err != nil {
-			if !strings.HasSuffix(h, "]") {
-				return "", fmt.Errorf("host %q: %v", h, err)
+			if !strings.HasSuffix(h, "]") || defaultPort == "" {
+				return fmt.Errorf("host %q: %v", h, err)
 			}
 			host, port = strings.Trim(h, "[]"), defaultPort
 		}
 	} else if strings.Contains(h, ":") {
-		return "", fmt.Errorf("host %q: an IPv6 address needs brackets", h)
+		return fmt.Errorf("host %q: an IPv6 address needs brackets", h)
 	}
 	if host == "" {
-		return "", fmt.Errorf("host %q: empty host", h)
+		return fmt.Errorf("host %q: empty host", h)
 	}
-	if strings.ContainsAny(host, " \t\r\n/\\%") {
-		return "", fmt.Errorf("host %q: invalid characters", h)
+	if port == "" && defaultPort == "" {
+		return fmt.Errorf("host %q: needs a port", h)
+	}
+	if strings.ContainsAny(host, " \t\r\n/\\%@") {
+		return fmt.Errorf("host %q: invalid characters", h)
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return "", fmt.Errorf("host %q: invalid port %q", h, port)
+		return fmt.Errorf("host %q: invalid port %q", h, port)
 	}
-	return net.JoinHostPort(host, port), nil
+	return nil
 }
 
-// redactRedisURL hides the password of a Redis URL (and of its sentinels),
-// so errors and logs can quote the rest.
+// outOfInt32 reports whether v is an integer beyond int32.
+func outOfInt32(v string) bool {
+	n, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && (n > math.MaxInt32 || n < math.MinInt32)
+}
+
+// pathOf is the path part of tail ("/db?query").
+func pathOf(tail string) string {
+	p, _, _ := strings.Cut(tail, "?")
+	return p
+}
+
+// redisTLS is the TLS configuration of a rediss URL: parsed is what go-redis
+// made of the URL (server name, skip_verify), base the caller's own.
+func redisTLS(parsed, base *tls.Config) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if base != nil {
+		cfg = base.Clone()
+	}
+	if cfg.MinVersion == 0 {
+		cfg.MinVersion = tls.VersionTLS12 // ParseClusterURL sets none
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = parsed.ServerName
+	}
+	cfg.InsecureSkipVerify = cfg.InsecureSkipVerify || parsed.InsecureSkipVerify
+	return cfg
+}
+
+// redisDisplay is the URL without user info and without any query parameter
+// but the master name, the extra addresses and the database.
+func redisDisplay(scheme, host, tail string, q url.Values) string {
+	d := scheme + "://" + host
+	if p := strings.Trim(pathOf(tail), "/"); p != "" {
+		d += "/" + p
+	}
+	var shown []string
+	for _, v := range q["master_name"] {
+		shown = append(shown, "master_name="+url.QueryEscape(v))
+	}
+	for _, v := range q["addr"] {
+		shown = append(shown, "addr="+v) // checked host:port, nothing to escape
+	}
+	for _, v := range q["db"] {
+		shown = append(shown, "db="+url.QueryEscape(v))
+	}
+	if len(shown) > 0 {
+		d += "?" + strings.Join(shown, "&")
+	}
+	return d
+}
+
+// client builds the go-redis client with toolmesh's bounds: one timeout
+// bounds each operation end to end (go-redis honours the context deadline
+// for dial, pool wait, write and read), a failed dial is not retried in a
+// loop of its own, and a stale pooled connection (after a Redis restart or
+// a failover) is retried once.
+func (t *redisTarget) client(timeout time.Duration) (c redis.UniversalClient, err error) {
+	// go-redis's constructors panic on some option values; parseRedisURL
+	// refuses those it knows of, and this turns any other into an error.
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("redis URL %q (%s): go-redis refused the options: %v", t.display, redisURLSetting, p)
+		}
+	}()
+	switch {
+	case t.cluster != nil:
+		o := t.cluster
+		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		o.DialerRetries, o.MaxRetries = 1, 1
+		return redis.NewClusterClient(o), nil
+	case t.failover != nil:
+		o := t.failover
+		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		o.DialerRetries, o.MaxRetries = 1, 1
+		return redis.NewFailoverClient(o), nil
+	default:
+		o := t.single
+		o.ClientName, o.ContextTimeoutEnabled, o.DisableIdentity = "toolmesh", true, true
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		o.DialerRetries, o.MaxRetries = 1, 1
+		return redis.NewClient(o), nil
+	}
+}
+
+// redactRedisURL hides the passwords of a Redis URL (the user info's and
+// any ?password= or ?sentinel_password=), so errors and logs can quote the
+// rest.
 func redactRedisURL(raw string) string {
 	out := raw
 	if scheme, rest, ok := strings.Cut(raw, "://"); ok {
@@ -214,12 +343,24 @@ func redactRedisURL(raw string) string {
 			out = scheme + "://" + user + authority[i:] + rest[len(authority):]
 		}
 	}
-	if i := strings.Index(out, "sentinel_password="); i >= 0 {
-		end := strings.IndexAny(out[i:], "&#")
-		if end < 0 {
-			end = len(out) - i
+	head, query, ok := strings.Cut(out, "?")
+	if !ok {
+		return out
+	}
+	query, frag, hasFrag := strings.Cut(query, "#")
+	parts := strings.Split(query, "&")
+	for i, p := range parts {
+		k, _, hasValue := strings.Cut(p, "=")
+		if uk, err := url.QueryUnescape(k); err == nil {
+			k = uk
 		}
-		out = out[:i] + "sentinel_password=xxxxx" + out[i+end:]
+		if hasValue && strings.HasSuffix(strings.ToLower(k), "password") {
+			parts[i] = p[:strings.IndexByte(p, '=')] + "=xxxxx"
+		}
+	}
+	out = head + "?" + strings.Join(parts, "&")
+	if hasFrag {
+		out += "#" + frag
 	}
 	return out
 }

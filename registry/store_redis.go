@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // Redis store defaults.
@@ -38,9 +40,9 @@ const (
 
 // RedisOptions configures NewRedisStore.
 type RedisOptions struct {
-	// URL names the server, cluster or sentinel master; see the scheme
-	// mapping in redis_url.go (redis://, rediss://, redis+cluster://,
-	// redis+sentinel://, comma-separated addresses, ?master=).
+	// URL names the server, cluster or sentinel master: redis://,
+	// rediss://, redis+cluster://, redis+sentinel:// (and rediss+...), with
+	// go-redis's URL syntax after the scheme; see redis_url.go.
 	URL string
 	// Prefix of the route keys, {Prefix}{route key} (default "toolmesh:route:").
 	Prefix string
@@ -101,7 +103,7 @@ var (
 
 // NewRedisStore returns a Redis store for opts.URL. It does not connect:
 // Redis being down at start must not stop toolmesh, so only a bad URL or a
-// metrics registration conflict is an error. Close it when done.
+// metrics conflict that cannot be shared is an error. Close it when done.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultRedisPrefix
@@ -119,17 +121,6 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := target.opts
-	o.ClientName = "toolmesh"
-	// One OpTimeout bounds each operation end to end: go-redis honours the
-	// context deadline for dial, pool wait, write and read, and a failed dial
-	// is not retried in a loop of its own.
-	o.ContextTimeoutEnabled = true
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = opts.OpTimeout, opts.OpTimeout, opts.OpTimeout, opts.OpTimeout
-	o.DialerRetries = 1
-	o.MaxRetries = 1 // one retry on a stale pooled connection (after a Redis restart)
-	o.DisableIdentity = true
-
 	s := &RedisStore{
 		prefix:     opts.Prefix,
 		listingKey: opts.ListingKey,
@@ -147,14 +138,18 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		}, []string{"op"}),
 		status: StoreStatus{Backend: "redis", Target: target.display},
 	}
-	if opts.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.ops, s.durations} {
-			if err := opts.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("register redis store metrics: %w", err)
-			}
-		}
+	if s.client, err = target.client(opts.OpTimeout); err != nil {
+		return nil, err
 	}
-	s.client = redis.NewUniversalClient(o)
+	// A store made again on the same registry (a second one, a reload)
+	// counts in the same series.
+	if s.ops, err = promreg.Register(opts.Registerer, s.ops); err == nil {
+		s.durations, err = promreg.Register(opts.Registerer, s.durations)
+	}
+	if err != nil {
+		_ = s.client.Close()
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
 	return s, nil
 }
 

@@ -406,3 +406,30 @@ func TestRedisStoreListing(t *testing.T) {
 		t.Errorf("LoadListing(tampered) = %v", err)
 	}
 }
+
+// TestRedisStoreSharedRegistry: a second store on the same metrics registry
+// (a reload) shares the series; a collector of another shape under the
+// same name is an error, not a panic.
+func TestRedisStoreSharedRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	url := "redis://127.0.0.1:" + fmt.Sprint(freePort(t))
+	a, err := NewRedisStore(RedisOptions{URL: url, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := NewRedisStore(RedisOptions{URL: url, Registerer: reg})
+	if err != nil {
+		t.Fatalf("second store on the same registry: %v", err)
+	}
+	defer b.Close()
+	if a.ops != b.ops || a.durations != b.durations {
+		t.Error("the second store does not share the first one's series")
+	}
+
+	other := prometheus.NewRegistry()
+	other.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "toolmesh_redis_ops_total", Help: "something else"}))
+	if _, err := NewRedisStore(RedisOptions{URL: url, Registerer: other}); err == nil || !strings.Contains(err.Error(), "redis store: register metrics") {
+		t.Errorf("NewRedisStore() on a conflicting registry = %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // metrics are the xDS server's Prometheus metrics (docs/sre.md lists them).
@@ -27,7 +30,11 @@ type metrics struct {
 	overrideReloads *prometheus.CounterVec // by result: applied, rejected
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the series and registers them with reg (nil: none). An
+// xDS server already on reg shares its series; a conflict that cannot be
+// shared is logged and leaves those series unexported, since NewServer has
+// no error to return and metrics must never stop serving.
+func newMetrics(reg prometheus.Registerer, log *slog.Logger) *metrics {
 	m := &metrics{
 		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_xds_pushes_total",
@@ -63,11 +70,29 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Override file changes seen by the watcher, by result: applied, or rejected (the last good overrides stay).",
 		}, []string{"result"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.pushes, m.buildErrors, m.nacks, m.responses, m.streams,
-			m.connectedNodes, m.buildSeconds, m.overrideReloads)
+	var errs []error
+	fail := func(err error) { errs = append(errs, err) }
+	m.pushes = register(reg, m.pushes, fail)
+	m.buildErrors = register(reg, m.buildErrors, fail)
+	m.nacks = register(reg, m.nacks, fail)
+	m.responses = register(reg, m.responses, fail)
+	m.streams = register(reg, m.streams, fail)
+	m.connectedNodes = register(reg, m.connectedNodes, fail)
+	m.buildSeconds = register(reg, m.buildSeconds, fail)
+	m.overrideReloads = register(reg, m.overrideReloads, fail)
+	if err := errors.Join(errs...); err != nil {
+		log.Error("xds metrics not exported", "err", err)
 	}
 	return m
+}
+
+// register is promreg.Register that hands its error to fail.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, fail func(error)) C {
+	got, err := promreg.Register(reg, c)
+	if err != nil {
+		fail(err)
+	}
+	return got
 }
 
 // typeLabel shortens a type URL to its message name (Listener, Cluster, …).

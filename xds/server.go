@@ -100,7 +100,7 @@ func NewServer(ctx context.Context, log *slog.Logger, opts Options, reg promethe
 	s := &Server{
 		log:       log,
 		opts:      opts,
-		metrics:   newMetrics(reg),
+		metrics:   newMetrics(reg, log),
 		overrides: opts.Overrides,
 		versions:  map[string]string{},
 	}

@@ -93,8 +93,15 @@ type Config struct {
 	ListTTL registry.Duration `json:"listTTL,omitempty"`
 
 	// Redis is the URL of the Redis that keeps each route's last good snapshot
-	// for warm start (redis://, rediss://, redis+sentinel://, redis+cluster://;
-	// see registry/redis_url.go). Empty means the in-memory store.
+	// for warm start. Empty means the in-memory store. The scheme picks the
+	// client, the rest is go-redis's URL syntax (docs/operators.md, "Redis
+	// URLs"; registry/redis_url.go):
+	//   redis://[user:password@]host[:port][/db]                      one server
+	//   redis+cluster://[user:password@]host:port[?addr=host2:port...]  Redis Cluster
+	//   redis+sentinel://[suser:spassword@]host:port[/db]?master_name=NAME[&addr=host2:port...][&username=U&password=P]
+	//   rediss://, rediss+cluster://, rediss+sentinel://              over TLS
+	// In a sentinel URL the user info is the sentinels' credentials and
+	// ?username=&password= the master's.
 	Redis string `json:"redis,omitempty"`
 	// RedisPrefix is the key prefix of the route snapshots (default
 	// "toolmesh:route:").

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
 // metrics are shared by every module of a Host; each module curries its own
@@ -51,47 +53,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Module reloads, by result (ok, error).",
 		}, []string{"filter", "result"}),
 	}
+	// Several Hosts can share one registry: they share the series.
 	var err error
-	if m.calls, err = register(reg, m.calls); err != nil {
+	if m.calls, err = promreg.Register(reg, m.calls); err != nil {
 		return nil, err
 	}
-	if m.denials, err = register(reg, m.denials); err != nil {
+	if m.denials, err = promreg.Register(reg, m.denials); err != nil {
 		return nil, err
 	}
-	if m.errors, err = register(reg, m.errors); err != nil {
+	if m.errors, err = promreg.Register(reg, m.errors); err != nil {
 		return nil, err
 	}
-	if m.latency, err = register(reg, m.latency); err != nil {
+	if m.latency, err = promreg.Register(reg, m.latency); err != nil {
 		return nil, err
 	}
-	if m.instances, err = register(reg, m.instances); err != nil {
+	if m.instances, err = promreg.Register(reg, m.instances); err != nil {
 		return nil, err
 	}
-	if m.discards, err = register(reg, m.discards); err != nil {
+	if m.discards, err = promreg.Register(reg, m.discards); err != nil {
 		return nil, err
 	}
-	if m.reloads, err = register(reg, m.reloads); err != nil {
+	if m.reloads, err = promreg.Register(reg, m.reloads); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered under
-// the same description so several Hosts can share one registry.
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) (T, error) {
-	if reg == nil {
-		return c, nil
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // moduleMetrics are one module's curried series.
