@@ -30,7 +30,13 @@ const (
 type Options struct {
 	Source  Source          // the Portal; required
 	Fetcher ManifestFetcher // default NewHTTPFetcher(nil, 0)
-	Store   Store           // default NewMemoryStore()
+	// MCPLister lists the federated MCP servers (protocol mcp), default
+	// NewMCPLister(nil, 0, Credentials).
+	MCPLister MCPLister
+	// Credentials are the toolmesh config file's credentials, by name: the
+	// values of the headers a Portal entry sends to an MCP server.
+	Credentials map[string]CredentialSource
+	Store       Store // default NewMemoryStore()
 	// Interval is the time between refresh cycles of Run (default 30s).
 	Interval time.Duration
 	// FetchTimeout bounds each Portal listing, manifest fetch and Store call
@@ -68,6 +74,8 @@ type Options struct {
 type Registry struct {
 	src     Source
 	fetcher ManifestFetcher
+	mcp     MCPLister
+	fetches fetches // per Tool Service: last fetch, re-listing schedule (federation_refresh.go)
 	store   Store
 	opts    Options
 	log     *slog.Logger
@@ -146,6 +154,9 @@ func New(opts Options) *Registry {
 	if opts.Fetcher == nil {
 		opts.Fetcher = NewHTTPFetcher(nil, 0)
 	}
+	if opts.MCPLister == nil {
+		opts.MCPLister = NewMCPLister(nil, 0, opts.Credentials)
+	}
 	if opts.Store == nil {
 		opts.Store = NewMemoryStore()
 	}
@@ -170,6 +181,7 @@ func New(opts Options) *Registry {
 	r := &Registry{
 		src:     opts.Source,
 		fetcher: opts.Fetcher,
+		mcp:     opts.MCPLister,
 		store:   opts.Store,
 		opts:    opts,
 		log:     opts.Logger,
@@ -401,7 +413,7 @@ func (r *Registry) refreshManifests(ctx context.Context) error {
 	r.parallel(len(services), func(i int) {
 		fctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 		defer cancel()
-		m, err := r.fetcher.Fetch(fctx, services[i])
+		m, err := r.fetchService(fctx, services[i])
 		if err == nil && m == nil {
 			err = errors.New("fetcher returned no manifest")
 		}

@@ -48,6 +48,12 @@ type RouteStatus struct {
 	// Restored is true while the route serves a snapshot loaded from the
 	// Store at start that no refresh has confirmed or replaced yet.
 	Restored bool `json:"restored,omitempty"`
+	// Services is one line per Tool Service of the route, in the route's
+	// order (federation_health.go).
+	Services []ServiceStatus `json:"services,omitempty"`
+	// AmbiguousItems are the resources, resource templates and prompts of
+	// federated MCP servers left out because two services offer them.
+	AmbiguousItems []string `json:"ambiguousItems,omitempty"`
 }
 
 // Health is the health detail of SPEC §5.
