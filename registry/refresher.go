@@ -30,13 +30,7 @@ const (
 type Options struct {
 	Source  Source          // the Portal; required
 	Fetcher ManifestFetcher // default NewHTTPFetcher(nil, 0)
-	// MCPLister lists the federated MCP servers (protocol mcp), default
-	// NewMCPLister(nil, 0, Credentials).
-	MCPLister MCPLister
-	// Credentials are the toolmesh config file's credentials, by name: the
-	// values of the headers a Portal entry sends to an MCP server.
-	Credentials map[string]CredentialSource
-	Store       Store // default NewMemoryStore()
+	Store   Store           // default NewMemoryStore()
 	// Interval is the time between refresh cycles of Run (default 30s).
 	Interval time.Duration
 	// FetchTimeout bounds each Portal listing, manifest fetch and Store call
@@ -65,6 +59,13 @@ type Options struct {
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
 	Registerer prometheus.Registerer
+
+	// MCPLister lists the federated MCP servers (protocol mcp), default
+	// NewMCPLister(nil, 0, Credentials).
+	MCPLister MCPLister
+	// Credentials are the toolmesh config file's credentials, by name: the
+	// values of the headers a Portal entry sends to an MCP server.
+	Credentials map[string]CredentialSource
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
