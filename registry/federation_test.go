@@ -59,7 +59,7 @@ func (s *mcpServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.token != "" && r.Header.Get("Authorization") != s.token {
-		http.Error(w, "unauthorized", 401)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
 	var m struct {
