@@ -156,7 +156,7 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	// the route Envoy settles on is the Tool Service's from the start. The
 	// body phase checks header against body and repeats the mutation.
 	if name, ok := x.s.proto.PeekCall(&x.req); ok {
-		if t, res := snap.Lookup(name); res == mcp.ToolFound {
+		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() {
 			x.headerRoute = t
 			return requestHeadersResponse(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{
@@ -243,6 +243,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		// Tool Service of the route allows more.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
+	}
+	if t.Federated() {
+		return x.federatedCallUnavailable(call, t)
 	}
 
 	args := call.Arguments

@@ -98,7 +98,7 @@ func (in *inputs) hash() (string, error) {
 // An entry with a raw field that is not valid JSON (possible only for a
 // manifest built in code) moves to Invalid, so the copy always encodes.
 func canonicalManifest(m *Manifest) *Manifest {
-	c := &Manifest{Tools: make([]ManifestTool, 0, len(m.Tools)), Invalid: slices.Clone(m.Invalid)}
+	c := &Manifest{Tools: make([]ManifestTool, 0, len(m.Tools)), Invalid: slices.Clone(m.Invalid), MCP: m.MCP.canonical()}
 	for i, t := range m.Tools {
 		var bad []string
 		for _, f := range []struct {
@@ -144,6 +144,8 @@ type toolJob struct {
 	service, basePath string
 	index             int // in the service's canonical manifest
 	mt                ManifestTool
+	mcp               bool   // the service is a federated MCP server
+	prefix            string // its toolPrefix
 }
 
 // toolResult is a validated tool, or the reason its entry is rejected.
@@ -190,7 +192,8 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			if mt.Active != nil && !*mt.Active {
 				continue
 			}
-			jobs = append(jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt})
+			jobs = append(jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
+				mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
 		}
 	}
 	results := make([]toolResult, len(jobs))
@@ -212,7 +215,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			if res.schemaErr != "" {
 				s.schemaErrs[svc.Name] = append(s.schemaErrs[svc.Name], schemaError{Index: job.index, Reason: res.schemaErr})
 			}
-			if res.reason == "" && searchMode && mcp.IsMetaToolName(job.mt.Name) {
+			if res.reason == "" && searchMode && mcp.IsMetaToolName(res.tool.Name) {
 				// One name means one thing on a route: in search mode the
 				// meta-tool's.
 				res.reason = reservedName
@@ -246,6 +249,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	}
 	// Every raw field was compacted and checked, so encoding cannot fail.
 	s.toolsJSON, _ = mcp.EncodeTools(list)
+	s.federate(in)
 	if searchMode {
 		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
 		// A fresh build runs off the request path, so the index is built
@@ -261,7 +265,8 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 // tool validates one active manifest entry.
 func (b builder) tool(job toolJob) toolResult {
 	mt := job.mt
-	if !mcp.ValidToolName(mt.Name) {
+	name := job.prefix + mt.Name // clients see a federated tool under its prefixed name
+	if !mcp.ValidToolName(name) {
 		return toolResult{reason: "invalid name: want 1-128 characters of A-Z a-z 0-9 _ . -"}
 	}
 	if len(mt.InputSchema) == 0 || string(mt.InputSchema) == "null" {
@@ -292,16 +297,21 @@ func (b builder) tool(job toolJob) toolResult {
 	if len(mt.Icons) > 0 && !isJSONKind(mt.Icons, '[') {
 		return toolResult{reason: "icons must be a JSON array"}
 	}
-	path := mt.Path
-	if path == "" {
-		path = "/tools/" + mt.Name
-	}
-	if err := checkRequestPath(path, true); err != nil {
-		return toolResult{reason: "path: " + err.Error()}
+	path, protocol, upstreamName := mt.Path, "", ""
+	if job.mcp {
+		// Called with tools/call on the MCP endpoint, under its upstream name.
+		path, protocol, upstreamName = "", ProtocolMCP, mt.Name
+	} else {
+		if path == "" {
+			path = "/tools/" + mt.Name
+		}
+		if err := checkRequestPath(path, true); err != nil {
+			return toolResult{reason: "path: " + err.Error()}
+		}
 	}
 	return toolResult{tool: &Tool{
 		Tool: mcp.Tool{
-			Name:         mt.Name,
+			Name:         name,
 			Title:        mt.Title,
 			Description:  mt.Description,
 			InputSchema:  mt.InputSchema,
@@ -315,6 +325,8 @@ func (b builder) tool(job toolJob) toolResult {
 		Path:         path,
 		BasePath:     job.basePath,
 		ParamHeaders: params,
+		Protocol:     protocol,
+		UpstreamName: upstreamName,
 		schema:       schema,
 	}}
 }

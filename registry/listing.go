@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"reflect"
@@ -99,7 +100,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, manifestPath and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -145,11 +146,16 @@ func (r *Route) normalize(i int) []error {
 		if _, _, _, _, err := s.Endpoint(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: url: %w", label, err))
 		}
-		if s.ManifestPath == "" {
-			s.ManifestPath = DefaultManifestPath
+		for _, err := range s.checkProtocol() {
+			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
-		if err := checkRequestPath(s.ManifestPath, true); err != nil {
-			errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+		if !s.IsMCP() {
+			if s.ManifestPath == "" {
+				s.ManifestPath = DefaultManifestPath
+			}
+			if err := checkRequestPath(s.ManifestPath, true); err != nil {
+				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+			}
 		}
 		if s.Cluster != nil {
 			for _, err := range s.Cluster.check() {
@@ -283,7 +289,8 @@ func (s ToolService) ManifestURL() string {
 // sameCluster reports whether two definitions of one Tool Service name agree
 // on everything that makes up its cluster.
 func sameCluster(a, b ToolService) bool {
-	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath {
+	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
+		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) {
 		return false
 	}
 	var ca, cb ClusterSettings

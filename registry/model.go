@@ -42,10 +42,51 @@ type Catalog struct {
 // ToolService is one upstream that implements the Tool Service wire contract
 // (SPEC §4). The same Tool Service may serve several routes; it is one cluster.
 type ToolService struct {
-	Name         string           `json:"name"`
-	URL          string           `json:"url"`
-	ManifestPath string           `json:"manifestPath,omitempty"` // default /manifest
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Protocol is how toolmesh talks to the service: "" (the Tool Service
+	// contract of docs/contracts/toolservice.md) or ProtocolMCP (an MCP
+	// server federated behind the route; URL is its MCP endpoint). It is
+	// not defaulted in place, so a native service's definition, and with it
+	// every stored snapshot version, stays what it was.
+	Protocol     string           `json:"protocol,omitempty"`
+	ManifestPath string           `json:"manifestPath,omitempty"` // default /manifest; native only
 	Cluster      *ClusterSettings `json:"cluster,omitempty"`
+	// Headers are sent on every request toolmesh makes to an MCP server
+	// (protocol mcp only), by header name. Values never appear in the
+	// Portal: each names a credential that the toolmesh config file maps to
+	// a file or an environment variable.
+	Headers map[string]HeaderValue `json:"headers,omitempty"`
+	// ToolPrefix renames the service's tools and prompts (protocol mcp
+	// only): clients see ToolPrefix+upstream name, and a call is mapped back
+	// to the upstream name. It resolves name collisions between services.
+	ToolPrefix string `json:"toolPrefix,omitempty"`
+}
+
+// ProtocolMCP is ToolService.Protocol of a federated MCP server.
+const ProtocolMCP = "mcp"
+
+// ProtocolToolService is the protocol name reported for a native Tool
+// Service (ToolService.Protocol empty).
+const ProtocolToolService = "toolservice"
+
+// HeaderValue is one upstream header: Prefix followed by the value of the
+// credential named Credential ("Authorization": {credential: "gh", prefix:
+// "Bearer "}).
+type HeaderValue struct {
+	Credential string `json:"credential"`
+	Prefix     string `json:"prefix,omitempty"`
+}
+
+// IsMCP reports whether s is a federated MCP server.
+func (s ToolService) IsMCP() bool { return s.Protocol == ProtocolMCP }
+
+// ProtocolName is the service's protocol as reported in the health detail.
+func (s ToolService) ProtocolName() string {
+	if s.Protocol == "" {
+		return ProtocolToolService
+	}
+	return s.Protocol
 }
 
 // ClusterSettings is the Portal's `cluster` object: how Envoy reaches one Tool

@@ -75,6 +75,13 @@ type Options struct {
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
 	Registerer prometheus.Registerer
+
+	// MCPLister lists the federated MCP servers (protocol mcp), default
+	// NewMCPLister(nil, 0, Credentials).
+	MCPLister MCPLister
+	// Credentials are the toolmesh config file's credentials, by name: the
+	// values of the headers a Portal entry sends to an MCP server.
+	Credentials map[string]CredentialSource
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
@@ -84,6 +91,8 @@ type Options struct {
 type Registry struct {
 	src     Source
 	fetcher ManifestFetcher
+	mcp     MCPLister
+	fetches fetches // per Tool Service: last fetch, re-listing schedule (federation_refresh.go)
 	store   Store
 	opts    Options
 	log     *slog.Logger
@@ -173,6 +182,9 @@ func New(opts Options) *Registry {
 	if opts.Fetcher == nil {
 		opts.Fetcher = NewHTTPFetcher(nil, 0)
 	}
+	if opts.MCPLister == nil {
+		opts.MCPLister = NewMCPLister(nil, 0, opts.Credentials)
+	}
 	if opts.Store == nil {
 		opts.Store = NewMemoryStore()
 	}
@@ -207,6 +219,7 @@ func New(opts Options) *Registry {
 	r := &Registry{
 		src:     opts.Source,
 		fetcher: opts.Fetcher,
+		mcp:     opts.MCPLister,
 		store:   opts.Store,
 		opts:    opts,
 		log:     opts.Logger,
@@ -536,7 +549,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	r.parallel(len(services), func(i int) {
 		fctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 		defer cancel()
-		m, err := r.fetcher.Fetch(fctx, services[i])
+		m, err := r.fetchService(fctx, services[i])
 		if err == nil && m == nil {
 			err = errors.New("fetcher returned no manifest")
 		}

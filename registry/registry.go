@@ -51,6 +51,12 @@ type RouteStatus struct {
 	// NextRetryAt is when a failed route is tried again, before the next
 	// regular refresh (Options.RetryBackoff).
 	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
+	// Services is one line per Tool Service of the route, in the route's
+	// order (federation_health.go).
+	Services []ServiceStatus `json:"services,omitempty"`
+	// AmbiguousItems are the resources, resource templates and prompts of
+	// federated MCP servers left out because two services offer them.
+	AmbiguousItems []string `json:"ambiguousItems,omitempty"`
 }
 
 // Health is the health detail of SPEC §5.

@@ -94,9 +94,11 @@ func (r *Registry) Health() Health {
 			rs.Tools = len(s.Tools)
 			rs.Ambiguous = slices.Clone(s.Ambiguous)
 			rs.Rejected = slices.Clone(s.Rejected)
+			rs.AmbiguousItems = slices.Clone(s.AmbiguousItems)
 		} else {
 			h.RoutesWithoutSnapshot = append(h.RoutesWithoutSnapshot, rt.Key)
 		}
+		rs.Services = r.serviceStatus(rt, e.snap)
 		h.Routes = append(h.Routes, rs)
 	}
 	return h

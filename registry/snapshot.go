@@ -27,6 +27,9 @@ type Manifest struct {
 	// Invalid lists the entries that could not be decoded as tools; they are
 	// reported as rejected, and the rest of the manifest is used.
 	Invalid []InvalidEntry `json:"invalid,omitempty"`
+	// MCP is set for a federated MCP server: what its listing said besides
+	// the tools (which are in Tools, under their upstream names).
+	MCP *MCPManifest `json:"mcp,omitempty"`
 }
 
 // Tool is one validated, active tool of a route snapshot, resolved to the Tool
@@ -42,6 +45,11 @@ type Tool struct {
 	BasePath string
 	// ParamHeaders are the inputSchema's x-mcp-header parameters (SEP-2243).
 	ParamHeaders []mcp.ParamHeader
+	// Protocol is ProtocolMCP for a tool of a federated MCP server ("" for
+	// a native one, whose Path and BasePath route the call); UpstreamName
+	// is then its name on that server (Name without the service's toolPrefix).
+	Protocol     string
+	UpstreamName string
 
 	// schema is the tool's input schema and, once compiled, its validator;
 	// nil for a hand-made Tool, which then checks nothing.
@@ -84,6 +92,15 @@ type Snapshot struct {
 	Tools     []*Tool
 	Ambiguous []string // names left out because several active tools claim them
 	Rejected  []RejectedTool
+
+	// What federated MCP servers offer besides tools, kept for the call
+	// path: resources (by uri), resource templates (by uriTemplate) and
+	// prompts (by prefixed name), each sorted by key. A key offered by two
+	// services is left out and listed in AmbiguousItems.
+	Resources         []*FederatedItem
+	ResourceTemplates []*FederatedItem
+	Prompts           []*FederatedItem
+	AmbiguousItems    []string
 
 	byName    map[string]*Tool
 	ambiguous map[string]bool

@@ -114,6 +114,12 @@ type Config struct {
 	// {"mode": "full"|"search", "pageSize": N, "shortlist": K}. An override
 	// replaces the Portal's object for that route as a whole.
 	Catalogs map[string]registry.Catalog `json:"catalogs,omitempty"`
+	// Credentials are the values of the headers a Portal entry with
+	// protocol mcp sends to its MCP server (docs/contracts/portal.md): the
+	// Portal names a credential, this map says where its value is read, from
+	// a file ({"file": "/run/secrets/gh"}, trailing line breaks dropped) or
+	// an environment variable ({"env": "GH_TOKEN"}), at every listing.
+	Credentials map[string]registry.CredentialSource `json:"credentials,omitempty"`
 
 	// Filters configures the filter chain (SPEC §7, docs/wasm-abi.md):
 	// definitions in execution order, the filters every route runs, and
@@ -452,6 +458,9 @@ func (c *Config) Validate() error {
 		if err := cat.Validate(); err != nil {
 			bad("catalogs."+key, "%v", err)
 		}
+	}
+	if err := registry.CheckCredentials(c.Credentials); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%v", err)

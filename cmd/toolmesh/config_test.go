@@ -148,6 +148,14 @@ drainDelay: 10m
 		{name: "keepalive min time zero", args: []string{"--config", write("ka0.yaml", "grpcKeepaliveMinTime: 0s\n")},
 			wantErr: []string{"grpcKeepaliveMinTime: 0s"}},
 		{name: "drain delay zero", args: []string{"--drain-delay", "0s"}, want: withDefaults(func(c *Config) { c.DrainDelay = 0 })},
+		{name: "credentials", args: []string{"--config", write("creds.yaml", "credentials:\n  gh: {file: /run/secrets/gh}\n  docs: {env: DOCS_KEY}\n")},
+			want: withDefaults(func(c *Config) {
+				c.Credentials = map[string]registry.CredentialSource{"gh": {File: "/run/secrets/gh"}, "docs": {Env: "DOCS_KEY"}}
+			})},
+		{name: "bad credentials", args: []string{"--config", write("badcreds.yaml", "credentials:\n  both: {file: f, env: E}\n  none: {}\n")},
+			wantErr: []string{"credentials.both: file and env are exclusive", "credentials.none: one of file and env is required"}},
+		{name: "inline credential value", args: []string{"--config", write("inline.yaml", "credentials:\n  gh: {value: ghp_x}\n")},
+			wantErr: []string{`unknown field "value"`}},
 		{name: "portal URL", args: []string{"--portal", "https://portal.example.com/base"}, want: withDefaults(func(c *Config) {
 			c.Portal = "https://portal.example.com/base"
 		})},

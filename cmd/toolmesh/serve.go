@@ -138,6 +138,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	a.reg = registry.New(registry.Options{
 		Source:       src,
 		Fetcher:      registry.NewHTTPFetcher(client, 0),
+		MCPLister:    registry.NewMCPLister(client, 0, cfg.Credentials),
 		Store:        store,
 		Interval:     cfg.RefreshInterval.D(),
 		FetchTimeout: cfg.FetchTimeout.D(),

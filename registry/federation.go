@@ -1,0 +1,176 @@
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry/upstream"
+)
+
+// The snapshot side of federated MCP servers: a server's listing becomes a
+// Manifest (its tools as manifest entries under their upstream names, the
+// rest in Manifest.MCP), so versioning, persistence and failure isolation
+// are the native ones. See docs/decisions/0006-federated-mcp-servers.md.
+
+// MCPManifest is what a federated MCP server's listing said besides its
+// tools. Items are kept as the server wrote them (compacted), for the call
+// path to pass through.
+type MCPManifest struct {
+	ProtocolVersion   string            `json:"protocolVersion"`
+	ServerName        string            `json:"serverName,omitempty"`
+	ServerVersion     string            `json:"serverVersion,omitempty"`
+	Instructions      string            `json:"instructions,omitempty"`
+	Resources         []json.RawMessage `json:"resources,omitempty"`
+	ResourceTemplates []json.RawMessage `json:"resourceTemplates,omitempty"`
+	Prompts           []json.RawMessage `json:"prompts,omitempty"`
+}
+
+// Era is the protocol era the server was listed in.
+func (m *MCPManifest) Era() mcp.Era { return mcp.EraOf(m.ProtocolVersion) }
+
+// canonical returns a copy of m with every item compacted; an item that is
+// not valid JSON (possible only for a manifest built in code) is dropped, so
+// the copy always encodes. nil stays nil.
+func (m *MCPManifest) canonical() *MCPManifest {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.Resources = compactAll(m.Resources)
+	c.ResourceTemplates = compactAll(m.ResourceTemplates)
+	c.Prompts = compactAll(m.Prompts)
+	return &c
+}
+
+func compactAll(items []json.RawMessage) []json.RawMessage {
+	if items == nil {
+		return nil
+	}
+	out := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		var buf bytes.Buffer
+		if json.Compact(&buf, it) == nil {
+			out = append(out, buf.Bytes())
+		}
+	}
+	return out
+}
+
+// mcpTool is the part of an MCP Tool that a snapshot keeps. Fields a
+// native manifest entry has beyond it (version, active, path) cannot come
+// from an MCP server.
+type mcpTool struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	Icons        json.RawMessage `json:"icons,omitempty"`
+}
+
+// manifestOf turns an MCP server's listing into its Manifest. A tool entry
+// that does not decode is kept as Invalid, as in a native manifest.
+func manifestOf(l *upstream.Listing) *Manifest {
+	m := &Manifest{Tools: make([]ManifestTool, 0, len(l.Tools)), MCP: &MCPManifest{
+		ProtocolVersion:   l.ProtocolVersion,
+		ServerName:        l.Server.Name,
+		ServerVersion:     l.Server.Version,
+		Instructions:      l.Instructions,
+		Resources:         l.Resources,
+		ResourceTemplates: l.ResourceTemplates,
+		Prompts:           l.Prompts,
+	}}
+	for i, raw := range l.Tools {
+		var t mcpTool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			m.Invalid = append(m.Invalid, InvalidEntry{Index: i, Name: entryName(raw), Reason: "not a valid tool entry: " + decodeReason(err)})
+			continue
+		}
+		m.Tools = append(m.Tools, ManifestTool{Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Icons: t.Icons})
+	}
+	return m
+}
+
+// Federated reports whether the tool is served by a federated MCP server.
+// Such a tool has no Path: it is called with tools/call on the server's
+// MCP endpoint, under UpstreamName.
+func (t *Tool) Federated() bool { return t.Protocol == ProtocolMCP }
+
+// FederatedItem is one resource, resource template or prompt of a
+// federated MCP server.
+type FederatedItem struct {
+	Service string // the Tool Service (MCP server) that offers it
+	// Key is what a client names it by: a resource's uri, a template's
+	// uriTemplate, a prompt's name with the service's toolPrefix.
+	Key string
+	// UpstreamName is a prompt's name on its server ("" for resources).
+	UpstreamName string
+	Raw          json.RawMessage // the item as the server wrote it
+}
+
+// itemKind describes one kind of federated item: where it is in the
+// manifest, which member keys it, and whether toolPrefix renames it.
+type itemKind struct {
+	label   string
+	items   func(*MCPManifest) []json.RawMessage
+	key     string
+	renamed bool
+	dest    func(*Snapshot) *[]*FederatedItem
+}
+
+var itemKinds = []itemKind{
+	{"resource", func(m *MCPManifest) []json.RawMessage { return m.Resources }, "uri", false,
+		func(s *Snapshot) *[]*FederatedItem { return &s.Resources }},
+	{"resource template", func(m *MCPManifest) []json.RawMessage { return m.ResourceTemplates }, "uriTemplate", false,
+		func(s *Snapshot) *[]*FederatedItem { return &s.ResourceTemplates }},
+	{"prompt", func(m *MCPManifest) []json.RawMessage { return m.Prompts }, "name", true,
+		func(s *Snapshot) *[]*FederatedItem { return &s.Prompts }},
+}
+
+// federate collects the resources, resource templates and prompts of the
+// route's MCP servers. As for tools, a key claimed by two services is
+// ambiguous: left out and listed, never silently picked. An item without
+// its key is rejected.
+func (s *Snapshot) federate(in *inputs) {
+	s.Resources, s.ResourceTemplates, s.Prompts = []*FederatedItem{}, []*FederatedItem{}, []*FederatedItem{}
+	s.AmbiguousItems = []string{}
+	for _, kind := range itemKinds {
+		claims := map[string][]*FederatedItem{}
+		for _, svc := range in.route.ToolServices {
+			m := in.manifests[svc.Name].MCP
+			if !svc.IsMCP() || m == nil {
+				continue
+			}
+			for i, raw := range kind.items(m) {
+				var probe map[string]json.RawMessage
+				var key string
+				if json.Unmarshal(raw, &probe) != nil || json.Unmarshal(probe[kind.key], &key) != nil || key == "" {
+					s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: entryName(raw),
+						Reason: fmt.Sprintf("%s %d: %q is required", kind.label, i, kind.key)})
+					continue
+				}
+				it := &FederatedItem{Service: svc.Name, Key: key, Raw: raw}
+				if kind.renamed {
+					it.UpstreamName, it.Key = key, svc.ToolPrefix+key
+				}
+				claims[it.Key] = append(claims[it.Key], it)
+			}
+		}
+		dest := kind.dest(s)
+		for key, its := range claims {
+			if len(its) > 1 {
+				s.AmbiguousItems = append(s.AmbiguousItems, kind.label+" "+key)
+				continue
+			}
+			*dest = append(*dest, its[0])
+		}
+		slices.SortFunc(*dest, func(a, b *FederatedItem) int { return strings.Compare(a.Key, b.Key) })
+	}
+	slices.Sort(s.AmbiguousItems)
+}

@@ -1,0 +1,212 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// The Portal fields of a federated MCP server (protocol mcp) and the
+// credentials its headers name. See docs/contracts/portal.md.
+
+// MaxToolPrefixLen bounds toolPrefix, so that prefix plus an upstream name
+// has room within the 128 characters of a tool name.
+const MaxToolPrefixLen = 32
+
+var (
+	// toolPrefixRE admits only characters a tool name may contain.
+	toolPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+	// credentialRE is the shape of a credential name.
+	credentialRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	// headerNameRE is an HTTP field name (RFC 9110 token).
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// reservedHeaders are the headers toolmesh sets itself on a request to an
+// MCP server, or that belong to the connection: a Portal header must not
+// replace them.
+var reservedHeaders = []string{
+	"accept", "connection", "content-length", "content-type", "host", "keep-alive",
+	"last-event-id", "mcp-method", "mcp-name", "mcp-protocol-version", "mcp-session-id",
+	"proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+}
+
+// checkProtocol returns the problems of the protocol-dependent fields of a
+// Tool Service; each error starts with the field name.
+func (s ToolService) checkProtocol() []error {
+	var errs []error
+	switch s.Protocol {
+	case "", ProtocolMCP:
+	case ProtocolToolService:
+		// The native contract is the default; spelling it out would give
+		// the same service two definitions (and two snapshot versions).
+		errs = append(errs, fmt.Errorf("protocol: %q is the default; leave protocol out", s.Protocol))
+	default:
+		errs = append(errs, fmt.Errorf("protocol: %q is not %q (leave it out for the Tool Service contract)", s.Protocol, ProtocolMCP))
+	}
+	if !s.IsMCP() {
+		if len(s.Headers) > 0 {
+			errs = append(errs, errors.New("headers: only allowed with protocol mcp"))
+		}
+		if s.ToolPrefix != "" {
+			errs = append(errs, errors.New("toolPrefix: only allowed with protocol mcp"))
+		}
+		return errs
+	}
+	if s.ManifestPath != "" {
+		errs = append(errs, errors.New("manifestPath: not allowed with protocol mcp (url is the MCP endpoint)"))
+	}
+	if s.ToolPrefix != "" && !toolPrefixRE.MatchString(s.ToolPrefix) {
+		errs = append(errs, fmt.Errorf("toolPrefix: %q must be 1-%d characters of A-Z a-z 0-9 _ . -", s.ToolPrefix, MaxToolPrefixLen))
+	}
+	for _, name := range sortedHeaderNames(s.Headers) {
+		h := s.Headers[name]
+		switch {
+		case !headerNameRE.MatchString(name):
+			errs = append(errs, fmt.Errorf("headers: %q is not a valid HTTP header name", name))
+		case slices.Contains(reservedHeaders, strings.ToLower(name)):
+			errs = append(errs, fmt.Errorf("headers.%s: set by toolmesh itself; not configurable", name))
+		case strings.HasPrefix(strings.ToLower(name), HeaderPrefix):
+			errs = append(errs, fmt.Errorf("headers.%s: the %s prefix is toolmesh's own", name, HeaderPrefix))
+		}
+		if !credentialRE.MatchString(h.Credential) {
+			errs = append(errs, fmt.Errorf("headers.%s.credential: %q must match %s (the name of a credential in the toolmesh config file, never the secret)", name, h.Credential, credentialRE))
+		}
+		if !validHeaderText(h.Prefix) {
+			errs = append(errs, fmt.Errorf("headers.%s.prefix: must not contain control characters", name))
+		}
+	}
+	// Two spellings of one header name would be sent as one header.
+	seen := map[string]string{}
+	for _, name := range sortedHeaderNames(s.Headers) {
+		if other, dup := seen[strings.ToLower(name)]; dup {
+			errs = append(errs, fmt.Errorf("headers: %q and %q name the same header", other, name))
+		}
+		seen[strings.ToLower(name)] = name
+	}
+	return errs
+}
+
+func sortedHeaderNames(h map[string]HeaderValue) []string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// validHeaderText reports whether s may be (part of) an HTTP header value:
+// visible ASCII, spaces and tabs only.
+func validHeaderText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// CredentialSource says where the value of one credential is read: exactly
+// one of File (the file's content, without trailing line breaks) and Env (an
+// environment variable). It is read at every listing, so a rotated secret
+// is used from the next refresh on.
+type CredentialSource struct {
+	File string `json:"file,omitempty"`
+	Env  string `json:"env,omitempty"`
+}
+
+// Check returns an error when the source is not exactly one of file and env.
+func (c CredentialSource) Check() error {
+	switch {
+	case c.File == "" && c.Env == "":
+		return errors.New("one of file and env is required")
+	case c.File != "" && c.Env != "":
+		return errors.New("file and env are exclusive")
+	}
+	return nil
+}
+
+// maxCredentialBytes bounds a credential file read.
+const maxCredentialBytes = 64 << 10
+
+// Read returns the credential's value.
+func (c CredentialSource) Read() (string, error) {
+	if err := c.Check(); err != nil {
+		return "", err
+	}
+	var v string
+	if c.Env != "" {
+		val, ok := os.LookupEnv(c.Env)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", c.Env)
+		}
+		v = val
+	} else {
+		b, err := os.ReadFile(c.File)
+		if err != nil {
+			return "", fmt.Errorf("read credential file: %w", err)
+		}
+		if len(b) > maxCredentialBytes {
+			return "", fmt.Errorf("credential file %s is larger than %d bytes", c.File, maxCredentialBytes)
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+	}
+	if v == "" {
+		return "", errors.New("empty value")
+	}
+	if !validHeaderText(v) {
+		return "", errors.New("value contains control characters or line breaks")
+	}
+	return v, nil
+}
+
+// CheckCredentials checks the toolmesh config file's credentials map:
+// every name well formed, every source exactly one of file and env.
+func CheckCredentials(creds map[string]CredentialSource) error {
+	var errs []error
+	for _, name := range sortedKeysOf(creds) {
+		if !credentialRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("credentials.%s: name must match %s", name, credentialRE))
+		}
+		if err := creds[name].Check(); err != nil {
+			errs = append(errs, fmt.Errorf("credentials.%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// upstreamHeaders resolves a federated service's headers from creds. The
+// error names the header and the credential, never the value.
+func upstreamHeaders(svc ToolService, creds map[string]CredentialSource) (map[string]string, error) {
+	if len(svc.Headers) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(svc.Headers))
+	for _, name := range sortedHeaderNames(svc.Headers) {
+		h := svc.Headers[name]
+		src, ok := creds[h.Credential]
+		if !ok {
+			return nil, fmt.Errorf("headers.%s: credential %q is not defined in the toolmesh config file (credentials)", name, h.Credential)
+		}
+		v, err := src.Read()
+		if err != nil {
+			return nil, fmt.Errorf("headers.%s: credential %q: %w", name, h.Credential, err)
+		}
+		out[name] = h.Prefix + v
+	}
+	return out, nil
+}

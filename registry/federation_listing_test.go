@@ -1,0 +1,171 @@
+package registry
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func federatedListing() *Listing {
+	return &Listing{Routes: []Route{
+		{Key: "core", ToolServices: []ToolService{
+			{Name: "weather", URL: "http://weather:8080"},
+			{Name: "github", URL: "https://api.example.com/mcp/", Protocol: ProtocolMCP, ToolPrefix: "gh_",
+				Headers: map[string]HeaderValue{"Authorization": {Credential: "github-token", Prefix: "Bearer "}}},
+		}},
+		{Key: "ops", ToolServices: []ToolService{
+			{Name: "github", URL: "https://api.example.com/mcp", Protocol: ProtocolMCP, ToolPrefix: "gh_",
+				Headers: map[string]HeaderValue{"Authorization": {Credential: "github-token", Prefix: "Bearer "}}},
+		}},
+	}}
+}
+
+func TestListingValidateFederated(t *testing.T) {
+	gh := func(l *Listing) *ToolService { return &l.Routes[0].ToolServices[1] }
+	tests := []struct {
+		name   string
+		mutate func(l *Listing)
+		want   []string // substrings of the error; none means valid
+	}{
+		{name: "valid", mutate: func(l *Listing) {}},
+		{name: "no headers no prefix", mutate: func(l *Listing) {
+			l.Routes = l.Routes[:1]
+			gh(l).Headers, gh(l).ToolPrefix = nil, ""
+		}},
+		{name: "unknown protocol", mutate: func(l *Listing) { gh(l).Protocol = "grpc" },
+			want: []string{`route "core": tool service "github": protocol: "grpc" is not "mcp"`}},
+		{name: "default protocol spelled out", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].Protocol = "toolservice" },
+			want: []string{`route "core": tool service "weather": protocol: "toolservice" is the default`}},
+		{name: "manifestPath with mcp", mutate: func(l *Listing) { gh(l).ManifestPath = "/manifest" },
+			want: []string{`route "core": tool service "github": manifestPath: not allowed with protocol mcp`}},
+		{name: "headers on a native service", mutate: func(l *Listing) {
+			l.Routes[0].ToolServices[0].Headers = map[string]HeaderValue{"X-Key": {Credential: "k"}}
+		}, want: []string{`route "core": tool service "weather": headers: only allowed with protocol mcp`}},
+		{name: "toolPrefix on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].ToolPrefix = "w_" },
+			want: []string{`route "core": tool service "weather": toolPrefix: only allowed with protocol mcp`}},
+		{name: "bad toolPrefix", mutate: func(l *Listing) { gh(l).ToolPrefix = "gh/" },
+			want: []string{`tool service "github": toolPrefix: "gh/" must be`}},
+		{name: "long toolPrefix", mutate: func(l *Listing) { gh(l).ToolPrefix = strings.Repeat("p", 33) },
+			want: []string{`tool service "github": toolPrefix:`}},
+		{name: "bad header name", mutate: func(l *Listing) { gh(l).Headers["X Key"] = HeaderValue{Credential: "k"} },
+			want: []string{`tool service "github": headers: "X Key" is not a valid HTTP header name`}},
+		{name: "reserved header", mutate: func(l *Listing) { gh(l).Headers["Mcp-Session-Id"] = HeaderValue{Credential: "k"} },
+			want: []string{`tool service "github": headers.Mcp-Session-Id: set by toolmesh itself`}},
+		{name: "toolmesh header", mutate: func(l *Listing) { gh(l).Headers["X-Toolmesh-Route"] = HeaderValue{Credential: "k"} },
+			want: []string{`tool service "github": headers.X-Toolmesh-Route: the x-toolmesh- prefix`}},
+		{name: "inline secret instead of a credential name", mutate: func(l *Listing) {
+			gh(l).Headers["Authorization"] = HeaderValue{Credential: "Bearer ghp_abc123"}
+		}, want: []string{`tool service "github": headers.Authorization.credential: "Bearer ghp_abc123" must match`}},
+		{name: "missing credential", mutate: func(l *Listing) { gh(l).Headers["X-Api-Key"] = HeaderValue{} },
+			want: []string{`tool service "github": headers.X-Api-Key.credential: "" must match`}},
+		{name: "control character in prefix", mutate: func(l *Listing) {
+			gh(l).Headers["Authorization"] = HeaderValue{Credential: "github-token", Prefix: "Bearer\r\n"}
+		}, want: []string{`tool service "github": headers.Authorization.prefix: must not contain control characters`}},
+		{name: "one header twice", mutate: func(l *Listing) { gh(l).Headers["authorization"] = HeaderValue{Credential: "other"} },
+			want: []string{`tool service "github": headers: "Authorization" and "authorization" name the same header`}},
+		{name: "shared service different prefix", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ToolPrefix = "git_" },
+			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix and cluster must match`}},
+		{name: "shared service different headers", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].Headers = nil },
+			want: []string{`route "ops": tool service "github": url, protocol`}},
+		{name: "shared service different protocol", mutate: func(l *Listing) {
+			s := &l.Routes[1].ToolServices[0]
+			s.Protocol, s.Headers, s.ToolPrefix = "", nil, ""
+		}, want: []string{`route "ops": tool service "github": url, protocol`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := federatedListing()
+			tc.mutate(l)
+			err := l.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want errors containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() error\n%v\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestListingFederatedDefaults: an MCP service gets no manifestPath, and a
+// YAML Portal document with the new fields decodes.
+func TestListingFederatedDefaults(t *testing.T) {
+	l, err := DecodeListing([]byte(`
+routes:
+- key: core
+  toolServices:
+  - name: github
+    protocol: mcp
+    url: https://api.example.com/mcp
+    toolPrefix: gh_
+    headers:
+      Authorization: {credential: github-token, prefix: "Bearer "}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.Routes[0].ToolServices[0]
+	if s.ManifestPath != "" || !s.IsMCP() || s.Headers["Authorization"].Credential != "github-token" {
+		t.Errorf("decoded %+v", s)
+	}
+	if _, err := DecodeListing([]byte(`{"routes":[{"key":"core","toolServices":[{"name":"g","protocol":"mcp","url":"http://g/mcp","headers":{"A":{"credential":"c","value":"inline"}}}]}]}`)); err == nil ||
+		!strings.Contains(err.Error(), `unknown field "value"`) {
+		t.Errorf("an inline header value must not decode: %v", err)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("ghp_file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TOOLMESH_TEST_TOKEN", "ghp_env")
+	creds := map[string]CredentialSource{
+		"from-file": {File: file},
+		"from-env":  {Env: "TOOLMESH_TEST_TOKEN"},
+		"unset":     {Env: "TOOLMESH_TEST_UNSET_VARIABLE"},
+		"missing":   {File: filepath.Join(dir, "nope")},
+	}
+	svc := func(cred string) ToolService {
+		return ToolService{Name: "g", Protocol: ProtocolMCP, Headers: map[string]HeaderValue{"Authorization": {Credential: cred, Prefix: "Bearer "}}}
+	}
+	tests := []struct {
+		cred, want, err string
+	}{
+		{cred: "from-file", want: "Bearer ghp_file"},
+		{cred: "from-env", want: "Bearer ghp_env"},
+		{cred: "unset", err: `headers.Authorization: credential "unset": environment variable TOOLMESH_TEST_UNSET_VARIABLE is not set`},
+		{cred: "missing", err: `headers.Authorization: credential "missing": read credential file`},
+		{cred: "undefined", err: `headers.Authorization: credential "undefined" is not defined in the toolmesh config file (credentials)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.cred, func(t *testing.T) {
+			h, err := upstreamHeaders(svc(tc.cred), creds)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || h["Authorization"] != tc.want {
+				t.Fatalf("headers %v, %v; want %q", h, err, tc.want)
+			}
+		})
+	}
+	if err := CheckCredentials(map[string]CredentialSource{"ok": {Env: "X"}, "both": {Env: "X", File: "f"}, "none": {}, "bad name!": {Env: "X"}}); err == nil ||
+		!strings.Contains(err.Error(), "credentials.both: file and env are exclusive") ||
+		!strings.Contains(err.Error(), "credentials.none: one of file and env is required") ||
+		!strings.Contains(err.Error(), "credentials.bad name!: name must match") {
+		t.Errorf("CheckCredentials: %v", err)
+	}
+}

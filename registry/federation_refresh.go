@@ -1,0 +1,142 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/toolmesh/toolmesh/registry/upstream"
+)
+
+// MaxListingFreshness caps how long a federated MCP server's listing counts
+// as fresh, whatever ttlMs it announced, so a server's new tools show within
+// the hour even if it asked clients to cache for a day.
+const MaxListingFreshness = time.Hour
+
+// MCPLister lists a federated MCP server (protocol mcp) into a Manifest.
+// The default is [NewMCPLister]; tests may substitute their own.
+type MCPLister interface {
+	List(ctx context.Context, svc ToolService) (*Manifest, Freshness, error)
+}
+
+// Freshness is what a listing said about how long it may be reused.
+type Freshness struct {
+	TTL         time.Duration // smallest ttlMs of the listing's results
+	HasTTL      bool          // some result carried ttlMs (stateless era only)
+	CacheScope  string        // "public", "private" or ""
+	ListChanged bool          // a listed capability declared listChanged
+}
+
+// freshFor is the re-listing rule (docs/decisions/0006-federated-mcp-servers.md):
+// a listing is reused while its ttlMs says it is fresh, at most
+// MaxListingFreshness. Without ttlMs (every legacy server), with ttlMs 0,
+// or when the server declares listChanged (its lists change while it runs,
+// and the gateway holds no stream to hear about it) the listing is stale at
+// once: the server is listed again at every refresh cycle, as a native
+// manifest is fetched. cacheScope does not change the rule: the gateway
+// lists with one set of credentials, its own, and serves that one view.
+func (f Freshness) freshFor() time.Duration {
+	if !f.HasTTL || f.ListChanged {
+		return 0
+	}
+	return min(f.TTL, MaxListingFreshness)
+}
+
+// HTTPLister lists MCP servers over Streamable HTTP with [upstream.Client],
+// sending each service's headers with the values of the credentials they
+// name.
+type HTTPLister struct {
+	client *upstream.Client
+	creds  map[string]CredentialSource
+}
+
+// NewMCPLister returns an [MCPLister] that uses client (a client with a 30 s
+// timeout when nil), refuses any response over maxBytes
+// ([DefaultMaxManifestBytes] when maxBytes <= 0), and reads header values
+// from creds (the toolmesh config file's credentials).
+func NewMCPLister(client *http.Client, maxBytes int64, creds map[string]CredentialSource) MCPLister {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxManifestBytes
+	}
+	return &HTTPLister{client: upstream.New(upstream.Options{HTTP: client, MaxBytes: maxBytes}), creds: maps.Clone(creds)}
+}
+
+// List implements [MCPLister].
+func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Freshness, error) {
+	headers, err := upstreamHeaders(svc, h.creds)
+	if err != nil {
+		return nil, Freshness{}, fmt.Errorf("list MCP server %q: %w", svc.Name, err)
+	}
+	l, err := h.client.Discover(ctx, svc.URL, headers)
+	if err != nil {
+		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)
+	}
+	return manifestOf(l), Freshness{TTL: l.TTL, HasTTL: l.HasTTL, CacheScope: l.CacheScope, ListChanged: l.ListChanged}, nil
+}
+
+// serviceFetch is one Tool Service's latest fetch, for the re-listing
+// schedule and the health detail.
+type serviceFetch struct {
+	def        ToolService // the definition it was fetched with
+	manifest   *Manifest   // last good (MCP servers only: reused while fresh)
+	fresh      Freshness
+	listedAt   time.Time
+	freshUntil time.Time
+	lastErr    string
+	lastErrAt  time.Time
+}
+
+// fetches holds every service's serviceFetch. Only refresh cycles write it
+// (from their parallel fetches, hence the lock); Health reads it.
+type fetches struct {
+	mu sync.Mutex
+	by map[string]serviceFetch
+}
+
+func (f *fetches) get(name string) (serviceFetch, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sf, ok := f.by[name]
+	return sf, ok
+}
+
+func (f *fetches) put(name string, sf serviceFetch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.by == nil {
+		f.by = map[string]serviceFetch{}
+	}
+	f.by[name] = sf
+}
+
+// fetchService fetches one Tool Service for a refresh cycle: a native
+// manifest every time, an MCP server's listing unless the last one is
+// still fresh for the same definition.
+func (r *Registry) fetchService(ctx context.Context, svc ToolService) (*Manifest, error) {
+	prev, _ := r.fetches.get(svc.Name)
+	now := r.now()
+	if !svc.IsMCP() {
+		m, err := r.fetcher.Fetch(ctx, svc)
+		r.fetches.put(svc.Name, recordFetch(prev, svc, nil, Freshness{}, err, now))
+		return m, err
+	}
+	if prev.manifest != nil && now.Before(prev.freshUntil) && reflect.DeepEqual(prev.def, svc) {
+		return prev.manifest, nil
+	}
+	m, fr, err := r.mcp.List(ctx, svc)
+	r.fetches.put(svc.Name, recordFetch(prev, svc, m, fr, err, now))
+	return m, err
+}
+
+func recordFetch(prev serviceFetch, svc ToolService, m *Manifest, fr Freshness, err error, now time.Time) serviceFetch {
+	if err != nil {
+		prev.lastErr, prev.lastErrAt = err.Error(), now
+		prev.freshUntil = time.Time{} // list again next cycle
+		return prev
+	}
+	return serviceFetch{def: svc, manifest: m, fresh: fr, listedAt: now, freshUntil: now.Add(fr.freshFor())}
+}
