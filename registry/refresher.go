@@ -16,7 +16,7 @@ import (
 )
 
 // errEmptyListing is the failure of a listing that names no route.
-var errEmptyListing = errors.New("the portal listed no routes; keeping the current ones (set allowEmptyListing to let an empty listing remove every route)")
+var errEmptyListing = errors.New("the portal listed no routes (set allowEmptyListing to let an empty listing remove every route)")
 
 // Refresher defaults.
 const (
@@ -274,7 +274,11 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	now := r.now()
 	r.metrics.listing(err)
 	if err != nil {
-		r.log.Warn("portal listing failed; keeping the previous routes", "err", err)
+		if len(old.routes) > 0 {
+			r.log.Warn("portal listing failed; keeping the previous routes", "err", err)
+		} else {
+			r.log.Warn("portal listing failed; no routes yet, retrying at the next refresh", "err", err)
+		}
 		st := old.clone()
 		st.portalErr, st.portalErrAt = err.Error(), now
 		changed := false
