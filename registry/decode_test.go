@@ -245,3 +245,28 @@ func (s *switchSource) List(context.Context) (*Listing, error) {
 	}
 	return DecodeListing([]byte(`{"routes":[{"key":"a","toolServices":[{"name":"s","url":"http://a"}]}]}`))
 }
+
+// TestRegistryKeepsRoutesOnInvalidFile: after start-up, a Portal file that
+// turns invalid keeps the last good routes, and the health detail names the
+// file, line and column.
+func TestRegistryKeepsRoutesOnInvalidFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "portal.yaml")
+	write := func(doc string) {
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: http://s\n")
+	r := New(Options{Source: NewFileSource(path), Fetcher: downFetcher{}})
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	write("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: gopher://s\n")
+	err := r.Refresh(t.Context())
+	if routes := r.Routes(); len(routes) != 1 || routes[0].ToolServices[0].URL != "http://s" {
+		t.Errorf("routes after an invalid file = %+v, want the last good ones", routes)
+	}
+	if want := path + `:5:5: route "a": tool service "s": url:`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Refresh() = %v, want %q", err, want)
+	}
+}
