@@ -129,7 +129,10 @@ func (d ListingDecoder) Decode(data []byte) (*Listing, error) {
 	}
 	var w walker
 	if root != nil {
-		w.yaml = !isJSON
+		// Aliases are walked where they are used; the budget stops a
+		// document that expands them exponentially (no legitimate listing
+		// comes near it).
+		w.yaml, w.budget = !isJSON, 10*len(data)+10_000
 		w.walk(root, reflect.TypeFor[Listing](), "", "")
 		if d.Strict {
 			for _, u := range w.unknown {
@@ -192,6 +195,7 @@ func (d ListingDecoder) Decode(data []byte) (*Listing, error) {
 // without a position (wrong kinds, bad durations, YAML duplicate keys).
 type walker struct {
 	yaml     bool // YAML rules for scalars and duplicates, else JSON's
+	budget   int  // nodes left to visit
 	unknown  []UnknownField
 	problems []ListingProblem
 }
@@ -212,6 +216,12 @@ func (w *walker) fail(n *yaml3.Node, path, format string, args ...any) {
 func (w *walker) walk(n *yaml3.Node, t reflect.Type, path, field string) {
 	for n.Kind == yaml3.AliasNode && n.Alias != nil {
 		n = n.Alias
+	}
+	if w.budget--; w.budget == 0 {
+		w.fail(n, path, "the document expands too many aliases")
+	}
+	if w.budget <= 0 {
+		return
 	}
 	if n.Kind == yaml3.ScalarNode && n.Tag == "!!null" {
 		return
@@ -263,11 +273,12 @@ func (w *walker) object(n *yaml3.Node, t reflect.Type, path, field string) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Tag == "!!merge" { // YAML merge key: the merged mappings belong here
-			w.walk(v, t, path, field)
 			if v.Kind == yaml3.SequenceNode {
 				for _, c := range v.Content {
 					w.walk(c, t, path, field)
 				}
+			} else {
+				w.walk(v, t, path, field)
 			}
 			continue
 		}
@@ -293,11 +304,11 @@ func (w *walker) scalar(n *yaml3.Node, t reflect.Type, path string) {
 			w.fail(n, path, "want true or false, got %q", n.Value)
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if _, err := strconv.ParseInt(n.Value, 10, t.Bits()); n.Tag != "!!int" || err != nil {
+		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); n.Tag != "!!int" || err != nil {
 			w.fail(n, path, "want an integer, got %q", n.Value)
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if _, err := strconv.ParseUint(n.Value, 10, t.Bits()); n.Tag != "!!int" || err != nil {
+		if _, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); n.Tag != "!!int" || err != nil {
 			w.fail(n, path, "want an integer from 0 to %d, got %q", uint64(1)<<t.Bits()-1, n.Value)
 		}
 	case reflect.String:
