@@ -31,7 +31,7 @@ func TestStartServesAndPortal(t *testing.T) {
 	}
 
 	// The rendered Portal is a valid listing by the registry's own rules.
-	l, err := registry.DecodeListing(demo.Portal(s))
+	l, err := registry.ListingDecoder{Strict: true}.Decode(demo.Portal(s))
 	if err != nil {
 		t.Fatalf("demo portal: %v\n%s", err, demo.Portal(s))
 	}

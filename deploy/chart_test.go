@@ -442,7 +442,7 @@ func (c *chartCheck) toolmeshConfig(where string, spec *corev1.PodSpec, ct *core
 		t.Errorf("%s: Portal ConfigMap %s is not rendered", where, cmName)
 		return
 	}
-	if _, err := registry.DecodeListing([]byte(cm.Data[key])); err != nil {
+	if _, err := (registry.ListingDecoder{Strict: true}).Decode([]byte(cm.Data[key])); err != nil {
 		t.Errorf("%s: the Portal document is not a valid listing: %v", where, err)
 	}
 }

@@ -116,7 +116,7 @@ func TestSmokeTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := registry.DecodeListing(doc)
+	l, err := registry.ListingDecoder{Strict: true}.Decode(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

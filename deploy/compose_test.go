@@ -280,7 +280,7 @@ func (m *composeModel) checkToolmeshConfig(t *testing.T, info cmdInfo, name stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := registry.DecodeListing(doc)
+	l, err := registry.ListingDecoder{Strict: true}.Decode(doc)
 	if err != nil {
 		t.Fatalf("%s: %v", portal, err)
 	}
@@ -392,7 +392,7 @@ func (m *composeModel) checkReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := registry.DecodeListing(doc)
+	l, err := registry.ListingDecoder{Strict: true}.Decode(doc)
 	if err != nil {
 		t.Fatal(err)
 	}

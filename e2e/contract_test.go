@@ -116,11 +116,11 @@ func TestComposeContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compose, err := registry.DecodeListing(composePortal)
+	compose, err := registry.ListingDecoder{Strict: true}.Decode(composePortal)
 	if err != nil {
 		t.Fatalf("deploy/compose/portal.yaml: %v", err)
 	}
-	local, err := registry.DecodeListing(demoPortal)
+	local, err := registry.ListingDecoder{Strict: true}.Decode(demoPortal)
 	if err != nil {
 		t.Fatalf("demo Portal: %v", err)
 	}

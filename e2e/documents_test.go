@@ -19,7 +19,7 @@ func TestPortalContractExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := registry.DecodeListing(data)
+			l, err := registry.ListingDecoder{Strict: true}.Decode(data)
 			if err != nil {
 				t.Fatalf("decode %s: %v", name, err)
 			}

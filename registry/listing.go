@@ -1,11 +1,8 @@
 package registry
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -14,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/registry/search"
 )
@@ -32,37 +27,10 @@ var lbPolicies = map[string]bool{
 	"ROUND_ROBIN": true, "LEAST_REQUEST": true, "RANDOM": true, "RING_HASH": true, "MAGLEV": true,
 }
 
-// DecodeListing decodes a Portal listing written as JSON or YAML (chosen by
-// content: a document whose first non-blank byte is '{' is JSON), rejects
-// unknown fields, and validates it with [Listing.Validate], filling in the
-// defaults. A document without a "routes" field is an error, so a Portal
-// answering {} by mistake cannot remove every route.
-func DecodeListing(data []byte) (*Listing, error) {
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
-		return nil, errors.New("decode listing: empty document")
-	}
-	var l Listing
-	if trimmed[0] == '{' {
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil {
-			return nil, fmt.Errorf("decode listing json: %w", err)
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, errors.New("decode listing json: trailing data after the listing")
-		}
-	} else if err := yaml.UnmarshalStrict(trimmed, &l); err != nil {
-		return nil, fmt.Errorf("decode listing yaml: %w", err)
-	}
-	if l.Routes == nil {
-		return nil, errors.New(`decode listing: missing "routes"`)
-	}
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
-	return &l, nil
-}
+// DecodeListing decodes a Portal listing, JSON or YAML, with the zero
+// [ListingDecoder]: unknown fields are ignored; everything else is as
+// [ListingDecoder.Decode] says.
+func DecodeListing(data []byte) (*Listing, error) { return ListingDecoder{}.Decode(data) }
 
 // Validate checks every rule of SPEC §3 and fills in the defaults
 // (publicPath, manifestPath) in place. It reports every problem at once

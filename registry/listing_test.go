@@ -208,26 +208,28 @@ func TestDecodeListingFixtures(t *testing.T) {
 func TestDecodeListingErrors(t *testing.T) {
 	tests := []struct {
 		name, doc, want string
+		strict          bool
 	}{
-		{"empty", "  \n", "empty document"},
-		{"json unknown field", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","urll":"x"}]}]}`, `unknown field "urll"`},
-		{"json unknown top field", `{"routes":[],"extra":1}`, `unknown field "extra"`},
-		{"json trailing data", `{"routes":[]} {}`, "trailing data"},
-		{"json missing routes", `{}`, `missing "routes"`},
-		{"json null routes", `{"routes":null}`, `missing "routes"`},
-		{"json numeric duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"connectTimeout":1}}]}]}`, "duration must be a string"},
-		{"json bad duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"connectTimeout":"1 sec"}}]}]}`, "invalid duration"},
-		{"json negative duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"requestTimeout":"-1s"}}]}]}`, "negative"},
-		{"json invalid listing", `{"routes":[{"key":"A","toolServices":[{"name":"a","url":"http://a"}]}]}`, `route "A": key`},
-		{"yaml unknown field", "routes:\n- key: a\n  toolServices:\n  - name: a\n    url: http://a\n    colour: red\n", `unknown field "colour"`},
-		{"yaml duplicate key", "routes: []\nroutes: []\n", "already set"},
-		{"yaml missing routes", "other: 1\n", "unknown field"},
-		{"yaml scalar", "just text", "decode listing yaml"},
-		{"yaml invalid listing", "routes:\n- key: a\n  toolServices: []\n", "at least one is required"},
+		{"empty", "  \n", "empty document", false},
+		{"json unknown field", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","urll":"x"}]}]}`, `unknown field "urll"`, true},
+		{"json unknown top field", `{"routes":[],"extra":1}`, `unknown field "extra"`, true},
+		{"json trailing data", `{"routes":[]} {}`, "trailing data", false},
+		{"json missing routes", `{}`, `missing "routes"`, false},
+		{"json null routes", `{"routes":null}`, `missing "routes"`, false},
+		{"json numeric duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"connectTimeout":1}}]}]}`, "duration must be a string", false},
+		{"json bad duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"connectTimeout":"1 sec"}}]}]}`, "invalid duration", false},
+		{"json negative duration", `{"routes":[{"key":"a","toolServices":[{"name":"a","url":"http://a","cluster":{"requestTimeout":"-1s"}}]}]}`, "negative", false},
+		{"json invalid listing", `{"routes":[{"key":"A","toolServices":[{"name":"a","url":"http://a"}]}]}`, `route "A": key`, false},
+		{"yaml unknown field", "routes:\n- key: a\n  toolServices:\n  - name: a\n    url: http://a\n    colour: red\n", `unknown field "colour"`, true},
+		{"yaml duplicate key", "routes: []\nroutes: []\n", "set twice", false},
+		{"yaml missing routes", "other: 1\n", `missing "routes"`, false},
+		{"yaml missing routes strict", "other: 1\n", `unknown field "other"`, true},
+		{"yaml scalar", "just text", "want an object", false},
+		{"yaml invalid listing", "routes:\n- key: a\n  toolServices: []\n", "at least one is required", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := DecodeListing([]byte(tc.doc))
+			l, err := ListingDecoder{Strict: tc.strict}.Decode([]byte(tc.doc))
 			if err == nil {
 				t.Fatalf("DecodeListing() = %+v, want error containing %q", l, tc.want)
 			}

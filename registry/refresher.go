@@ -17,7 +17,7 @@ import (
 )
 
 // errEmptyListing is the failure of a listing that names no route.
-var errEmptyListing = errors.New("the portal listed no routes; keeping the current ones (set allowEmptyListing to let an empty listing remove every route)")
+var errEmptyListing = errors.New("the portal listed no routes (set allowEmptyListing to let an empty listing remove every route)")
 
 // Refresher defaults.
 const (
@@ -416,7 +416,11 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 		st.portalFailures++
 		wait := r.backoff(st.portalFailures)
 		st.portalRetryAt = now.Add(wait)
-		r.log.Warn("portal listing failed; keeping the previous routes", "err", err, "retryIn", wait)
+		if len(old.routes) > 0 {
+			r.log.Warn("portal listing failed; keeping the previous routes", "err", err, "retryIn", wait)
+		} else {
+			r.log.Warn("portal listing failed; no routes yet", "err", err, "retryIn", wait)
+		}
 		changed := false
 		if old.lastListing.IsZero() && len(old.routes) == 0 {
 			if saved := r.restoreListing(ctx); saved != nil {

@@ -18,11 +18,13 @@ const MaxListingBytes = 8 << 20
 // List, so edits are picked up by the next refresh.
 type FileSource struct {
 	path string
+	// Decoder decodes the file; the zero value ignores unknown fields.
+	Decoder ListingDecoder
 }
 
 // NewFileSource returns a [Source] that reads the listing at path (JSON or
 // YAML, told apart by content).
-func NewFileSource(path string) Source { return &FileSource{path: path} }
+func NewFileSource(path string) *FileSource { return &FileSource{path: path} }
 
 // List implements [Source].
 func (s *FileSource) List(ctx context.Context) (*Listing, error) {
@@ -41,9 +43,10 @@ func (s *FileSource) List(ctx context.Context) (*Listing, error) {
 	if len(data) > MaxListingBytes {
 		return nil, fmt.Errorf("list routes: %s is larger than %d bytes", s.path, MaxListingBytes)
 	}
-	l, err := DecodeListing(data)
+	l, err := s.Decoder.Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("list routes from %s: %w", s.path, err)
+		// Each problem reads path:line:column: ..., so the path is not repeated.
+		return nil, fmt.Errorf("list routes: %w", withSource(err, s.path))
 	}
 	return l, nil
 }
@@ -52,12 +55,14 @@ func (s *FileSource) List(ctx context.Context) (*Listing, error) {
 type HTTPSource struct {
 	url    string
 	client *http.Client
+	// Decoder decodes the answer; the zero value ignores unknown fields.
+	Decoder ListingDecoder
 }
 
 // NewHTTPSource returns a [Source] for the Portal at baseURL, using client (a
 // client with a 30 s timeout when nil). The answer must be 200 with an
 // application/json object of at most [MaxListingBytes].
-func NewHTTPSource(baseURL string, client *http.Client) Source {
+func NewHTTPSource(baseURL string, client *http.Client) *HTTPSource {
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
@@ -74,9 +79,9 @@ func (s *HTTPSource) List(ctx context.Context) (*Listing, error) {
 	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' {
 		return nil, fmt.Errorf("list routes from %s: body is not a JSON object", s.url)
 	}
-	l, err := DecodeListing(body)
+	l, err := s.Decoder.Decode(body)
 	if err != nil {
-		return nil, fmt.Errorf("list routes from %s: %w", s.url, err)
+		return nil, fmt.Errorf("list routes: %w", withSource(err, s.url))
 	}
 	return l, nil
 }

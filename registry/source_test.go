@@ -12,20 +12,24 @@ func TestHTTPSource(t *testing.T) {
 	listing := `{"routes":[{"key":"core","toolServices":[{"name":"a","url":"http://a"}]}]}`
 	tests := []struct {
 		name, mode, body, want string
+		strict                 bool
 	}{
 		{name: "ok", mode: modeOK, body: listing},
 		{name: "server error", mode: modeFail, want: "status 500"},
 		{name: "html", mode: modeHTML, want: "content type"},
 		{name: "garbage", mode: modeGarbage, want: "decode listing"},
 		{name: "invalid listing", mode: modeOK, body: `{"routes":[{"key":"Core","toolServices":[{"name":"a","url":"http://a"}]}]}`, want: `route "Core": key`},
-		{name: "unknown field", mode: modeOK, body: `{"routes":[],"next":"x"}`, want: `unknown field "next"`},
+		{name: "unknown field ignored", mode: modeOK, body: `{"routes":[{"key":"core","next":"x","toolServices":[{"name":"a","url":"http://a"}]}]}`},
+		{name: "unknown field strict", mode: modeOK, body: `{"routes":[],"next":"x"}`, want: `/v1/routes:1:14: next: unknown field "next"`, strict: true},
 		{name: "yaml over http", mode: modeOK, body: "routes: []\n", want: "body is not a JSON object"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeServer(t, "/v1/routes", listing)
 			srv.set(tc.mode, tc.body)
-			l, err := NewHTTPSource(srv.URL+"/", srv.Client()).List(t.Context())
+			src := NewHTTPSource(srv.URL+"/", srv.Client())
+			src.Decoder.Strict = tc.strict
+			l, err := src.List(t.Context())
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("List() = %v", err)

@@ -28,6 +28,11 @@ type Config struct {
 	// Empty means the embedded demo Portal and demo Tool Services, which only
 	// `run` offers.
 	Portal string `json:"portal,omitempty"`
+	// PortalStrict rejects a Portal listing that has a field this toolmesh
+	// does not know, as an invalid listing. By default such a field is
+	// logged once, counted (toolmesh_portal_unknown_fields_total) and
+	// ignored, so a Portal can add fields before every replica knows them.
+	PortalStrict bool `json:"portalStrict,omitempty"`
 
 	// Listen is the address of the local data plane that `run` serves MCP
 	// on, the development stand-in for Envoy (default 127.0.0.1:8080).
@@ -121,7 +126,7 @@ type Config struct {
 	// an environment variable ({"env": "GH_TOKEN"}), at every listing.
 	Credentials map[string]registry.CredentialSource `json:"credentials,omitempty"`
 
-	// Filters configures the filter chain (SPEC §7, docs/wasm-abi.md):
+	// Filters configures the filter chain (docs/wasm-abi.md):
 	// definitions in execution order, the filters every route runs, and
 	// per-route changes. Input-schema validation runs on every route, with or
 	// without this section, unless its schemaValidationOff names the route.

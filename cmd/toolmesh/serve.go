@@ -120,14 +120,14 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		}
 	}()
 
-	src, err := portalSource(base, cfg, m, log, &cleanups)
+	metrics := newMetricsRegistry()
+	src, err := portalSource(base, cfg, m, log, metrics, &cleanups)
 	if err != nil {
 		return err
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
 	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
-	metrics := newMetricsRegistry()
 	store, err := snapshotStore(cfg, log, metrics)
 	if err != nil {
 		return err
@@ -477,12 +477,22 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // portalSource picks the Portal: a URL, a file, or the demo, which it starts.
-func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, cleanups *[]func()) (registry.Source, error) {
+// A Portal file must be valid at start-up (see checkPortalFile); a Portal
+// URL is not asked yet: the registry retries one that is down.
+func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, metrics prometheus.Registerer, cleanups *[]func()) (registry.Source, error) {
+	dec := registry.ListingDecoder{
+		Strict:         cfg.PortalStrict,
+		OnUnknownField: registry.NewUnknownFieldReporter(log.With(slog.String("component", "registry")), metrics),
+	}
 	switch {
 	case strings.HasPrefix(cfg.Portal, "http://"), strings.HasPrefix(cfg.Portal, "https://"):
-		return registry.NewHTTPSource(cfg.Portal, newHTTPClient()), nil
+		src := registry.NewHTTPSource(cfg.Portal, newHTTPClient())
+		src.Decoder = dec
+		return src, nil
 	case cfg.Portal != "":
-		return registry.NewFileSource(cfg.Portal), nil
+		src := registry.NewFileSource(cfg.Portal)
+		src.Decoder = dec
+		return checkPortalFile(ctx, src, cfg)
 	case m != modeRun:
 		return nil, fmt.Errorf("%s needs a Portal", m)
 	}
@@ -494,6 +504,43 @@ func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, cle
 	log.Info("serving the demo Portal", slog.String("clock", svcs.Clock),
 		slog.String("calc", svcs.Calc), slog.String("text", svcs.Text))
 	return memorySource(demo.Portal(svcs)), nil
+}
+
+// checkPortalFile reads the Portal file once before anything serves. An
+// invalid file (bad syntax, a typo'd field under portalStrict, a bad value,
+// no routes) ends the start with every problem at its file:line:column,
+// instead of a gateway that serves no route and is never ready. Once
+// started, an invalid file keeps the last good routes (registry.Refresh).
+// The listing read here is the one the registry's first cycle uses.
+func checkPortalFile(ctx context.Context, src *registry.FileSource, cfg Config) (registry.Source, error) {
+	l, err := src.List(ctx)
+	if err != nil {
+		var le *registry.ListingError
+		if errors.As(err, &le) {
+			err = le // its problems name the file; drop the "list routes" context
+		}
+		return nil, fmt.Errorf("invalid Portal file %s (portal):\n%w", cfg.Portal, err)
+	}
+	if len(l.Routes) == 0 && !cfg.AllowEmptyListing {
+		return nil, fmt.Errorf("the Portal file %s (portal) lists no routes; add one, or set allowEmptyListing to start without any", cfg.Portal)
+	}
+	p := &primedSource{Source: src}
+	p.first.Store(l)
+	return p, nil
+}
+
+// primedSource answers its first List with a listing already read.
+type primedSource struct {
+	registry.Source
+	first atomic.Pointer[registry.Listing]
+}
+
+// List implements [registry.Source.List].
+func (s *primedSource) List(ctx context.Context) (*registry.Listing, error) {
+	if l := s.first.Swap(nil); l != nil {
+		return l, nil
+	}
+	return s.Source.List(ctx)
 }
 
 // memorySource is a Portal document held in memory (the rendered demo Portal).

@@ -90,8 +90,8 @@ add("http", "origin-localhost", "Loopback origins are allowed by default.",
 add("http", "version-400", "An unsupported MCP-Protocol-Version is 400 with UnsupportedProtocolVersion (-32022) listing the supported versions, echoing the request id.",
     leg_req("ping", headers={"mcp-protocol-version": "1900-01-01"}),
     {"status": 400, "headers": JSONH, "body": err(-32022, 1, {"supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"], "requested": "1900-01-01"})})
-add("http", "body-413", "A body over the limit (1 MiB by default) is 413.",
-    dict(leg_req("ping"), body=None, rawBodySize=1100000), {"status": 413, "headersAny": True})
+add("http", "body-413", "A body over the limit (1 MiB by default) is 413 with a JSON-RPC error.",
+    dict(leg_req("ping"), body=None, rawBodySize=1100000), {"status": 413, "headers": JSONH, "body": err(-32600)})
 add("http", "parse-error", "A body that is not JSON is HTTP 400 with -32700 and id null.",
     dict(leg_req("ping"), body=None, rawBody='{"jsonrpc":"2.0","id":1,'), {"status": 400, "headers": JSONH, "body": err(-32700)})
 add("http", "batch-rejected", "Batches (JSON arrays) are not single request objects: HTTP 400, -32600, id null.",
@@ -110,9 +110,9 @@ add("http", "session-id-ignored", "An incoming Mcp-Session-Id is a correlation f
     leg_req("ping", headers={"mcp-session-id": "client-chosen-123"}), ok(res(1, {}), {"absentHeaders": ["mcp-session-id"]}))
 
 add("http", "escaped-slash-400", "Encoded slashes in the path are refused before routing, so the route key Envoy sees is the one toolmesh sees.",
-    dict(leg_req("ping"), path="/mcp/core%2F..%2Fadmin"), {"status": 400, "headersAny": True})
+    dict(leg_req("ping"), path="/mcp/core%2F..%2Fadmin"), {"status": 400, "headers": JSONH, "body": err(-32600)})
 add("http", "headers-too-large-431", "Request headers over 32 KiB are refused by Envoy's codec.",
-    leg_req("ping", headers={"x-padding": "p" * 40000}), {"status": 431, "headersAny": True})
+    leg_req("ping", headers={"x-padding": "p" * 40000}), {"status": 431, "headers": JSONH, "body": err(-32600)})
 add("http", "unknown-route-id-string", "The unknown-route 404 echoes the id byte for byte, in either era; the query string is not part of the path it names.",
     dict(new_req("tools/call", {"name": "add", "arguments": {}}, name="add"), path="/mcp/nope?x=1", body=None,
          rawBody='{"jsonrpc":"2.0","id":"r\\u0031","method":"tools/call","params":{"name":"add","arguments":{}}}'),
@@ -123,6 +123,8 @@ add("http", "unknown-route-not-jsonrpc", "When the body of a request to an unkno
 add("http", "unknown-route-get-404", "Any method on a path that names no route is 404 with a JSON-RPC error and id null, even outside /mcp/.",
     {"method": "GET", "path": "/favicon.ico", "headers": {"accept": "*/*"}},
     {"status": 404, "headers": JSONH, "body": not_found("/favicon.ico")})
+add("http", "trailing-slash-404", "A route's public path is matched exactly: /mcp/core/ (trailing slash) is not /mcp/core and is answered like any unknown route, 404 with a JSON-RPC error, no redirect.",
+    dict(leg_req("ping"), path="/mcp/core/"), {"status": 404, "headers": JSONH, "body": not_found("/mcp/core/", 1)})
 
 # ---- legacy era
 INIT = lambda v: {"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "example-client", "version": "1.0.0"}}
