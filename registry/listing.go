@@ -18,7 +18,7 @@ import (
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
 const DefaultManifestPath = "/manifest"
 
-// nameRE is the shape of route keys and Tool Service names (SPEC §3). Both
+// nameRE is the shape of route keys and Tool Service names (docs/contracts/portal.md). Both
 // end up in Envoy resource names and URL paths, so they stay DNS-label-like.
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
@@ -32,7 +32,7 @@ var lbPolicies = map[string]bool{
 // [ListingDecoder.Decode] says.
 func DecodeListing(data []byte) (*Listing, error) { return ListingDecoder{}.Decode(data) }
 
-// Validate checks every rule of SPEC §3 and fills in the defaults
+// Validate checks every rule of docs/contracts/portal.md and fills in the defaults
 // (publicPath, manifestPath) in place. It reports every problem at once
 // (joined), each naming the route, Tool Service and field. Validate is
 // idempotent.
@@ -271,7 +271,7 @@ func sameCluster(a, b ToolService) bool {
 	return reflect.DeepEqual(ca.WithDefaults(), cb.WithDefaults())
 }
 
-// Cluster defaults (SPEC §3). Outlier detection and active health checks are
+// Cluster defaults (docs/contracts/portal.md). Outlier detection and active health checks are
 // off unless the Portal (or an override) sets them; when set, their zero
 // fields take the defaults below.
 const (

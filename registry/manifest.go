@@ -19,7 +19,7 @@ const DefaultMaxManifestBytes = 4 << 20
 
 // InvalidEntry is a manifest entry that could not even be decoded as a tool
 // (not an object, or a field of the wrong type). It is kept so the snapshot
-// can report it instead of failing the whole manifest (SPEC §4).
+// can report it instead of failing the whole manifest (docs/contracts/toolservice.md).
 type InvalidEntry struct {
 	Index  int    `json:"index"`
 	Name   string `json:"name,omitempty"` // best effort

@@ -23,11 +23,11 @@ type Route struct {
 	PublicPath   string        `json:"publicPath,omitempty"` // default /mcp/{key}
 	Description  string        `json:"description,omitempty"`
 	ToolServices []ToolService `json:"toolServices"`
-	// Catalog configures large-catalog behaviour (SPEC §8); nil means full, no paging.
+	// Catalog configures large-catalog behaviour (ADR 0004); nil means full, no paging.
 	Catalog *Catalog `json:"catalog,omitempty"`
 }
 
-// Catalog is the per-route large-catalog setting of SPEC §8. The toolmesh
+// Catalog is the per-route large-catalog setting of ADR 0004. The toolmesh
 // config file can replace it per route (Registry.SetCatalogOverrides).
 type Catalog struct {
 	Mode      string `json:"mode,omitempty"`      // "full" (default) or "search"
@@ -40,7 +40,7 @@ type Catalog struct {
 }
 
 // ToolService is one upstream that implements the Tool Service wire contract
-// (SPEC §4). The same Tool Service may serve several routes; it is one cluster.
+// (docs/contracts/toolservice.md). The same Tool Service may serve several routes; it is one cluster.
 type ToolService struct {
 	Name string `json:"name"`
 	URL  string `json:"url"`

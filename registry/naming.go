@@ -13,7 +13,7 @@ const (
 	// headers with this prefix are never trusted and are stripped at the edge.
 	HeaderPrefix = "x-toolmesh-"
 
-	// Headers the gateway sets on a tool call to the Tool Service (SPEC §4).
+	// Headers the gateway sets on a tool call to the Tool Service (docs/contracts/toolservice.md).
 	RouteHeader       = "x-toolmesh-route"
 	ToolHeader        = "x-toolmesh-tool"
 	ToolVersionHeader = "x-toolmesh-tool-version"

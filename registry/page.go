@@ -12,7 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
-// Catalog limits (SPEC §8), checked in listings and overrides.
+// Catalog limits (ADR 0004), checked in listings and overrides.
 const (
 	MaxPageSize  = 10000
 	MaxShortlist = 50

@@ -70,7 +70,7 @@ type Options struct {
 	// AllowEmptyListing lets a Portal listing that names no route remove
 	// every route. By default such a listing is treated as a failed one: a
 	// Portal answering "nothing" is far more often broken than emptied on
-	// purpose, and SPEC §5 says no failure may empty a route.
+	// purpose, and ADR 0005: no failure may empty a route.
 	AllowEmptyListing bool
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
@@ -85,7 +85,7 @@ type Options struct {
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
-// (SPEC §5). Readers (Lookup, Snapshot, Routes, Health) never lock: they load
+// (ADR 0005). Readers (Lookup, Snapshot, Routes, Health) never lock: they load
 // one immutable state through an atomic pointer. Writers (refresh cycles)
 // are serialized and publish a new state.
 type Registry struct {
@@ -236,7 +236,7 @@ func New(opts Options) *Registry {
 	return r
 }
 
-// Start runs the first cycle in the start-up order of SPEC §5: Portal
+// Start runs the first cycle in the start-up order of ADR 0005: Portal
 // listing, warm start from the Store for the listed routes, then manifests.
 // Failures are recorded in the health detail, not returned: the registry
 // serves what it has. The registry serves (Lookup, Ready) from the moment
@@ -486,7 +486,7 @@ func (r *Registry) applyListing(st *state, l *Listing) (*state, []string) {
 	return st, removed
 }
 
-// SetCatalogOverrides sets per-route catalog settings (SPEC §8: the toolmesh
+// SetCatalogOverrides sets per-route catalog settings (ADR 0004; the toolmesh
 // config file can override the Portal per route). An override replaces the
 // Portal's catalog object of that route as a whole: a field the override
 // leaves zero takes its default, not the Portal's value, so the config file

@@ -5,18 +5,18 @@ import (
 	"time"
 )
 
-// Source lists the Portal's routes (SPEC §3): a local JSON/YAML file or an
+// Source lists the Portal's routes (docs/contracts/portal.md): a local JSON/YAML file or an
 // HTTP Portal's GET /v1/routes.
 type Source interface {
 	List(ctx context.Context) (*Listing, error)
 }
 
-// ManifestFetcher fetches one Tool Service's manifest (SPEC §4).
+// ManifestFetcher fetches one Tool Service's manifest (docs/contracts/toolservice.md).
 type ManifestFetcher interface {
 	Fetch(ctx context.Context, svc ToolService) (*Manifest, error)
 }
 
-// Store keeps each route's last good snapshot for warm start (SPEC §5). The
+// Store keeps each route's last good snapshot for warm start (ADR 0005). The
 // memory store is the embedded default; NewRedisStore shares snapshots
 // across restarts and replicas. A Store may also implement BatchStore,
 // ListingStore and StatusReporter.
@@ -59,7 +59,7 @@ type RouteStatus struct {
 	AmbiguousItems []string `json:"ambiguousItems,omitempty"`
 }
 
-// Health is the health detail of SPEC §5.
+// Health is the health detail of ADR 0005.
 type Health struct {
 	Ready                 bool          `json:"ready"`
 	Routes                []RouteStatus `json:"routes"`

@@ -49,10 +49,10 @@ func (r *Registry) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-// Ready reports whether at least one route has a snapshot (SPEC §5).
+// Ready reports whether at least one route has a snapshot (ADR 0005).
 func (r *Registry) Ready() bool { return r.state.Load().ready }
 
-// Health returns the health detail of SPEC §5: every listed route, sorted by
+// Health returns the health detail of ADR 0005: every listed route, sorted by
 // key, with its snapshot and errors.
 func (r *Registry) Health() Health {
 	st := r.state.Load()

@@ -7,7 +7,7 @@ import (
 	"github.com/toolmesh/toolmesh/registry/search"
 )
 
-// Catalog modes (SPEC §8).
+// Catalog modes (ADR 0004).
 const (
 	ModeFull   = "full"
 	ModeSearch = "search"

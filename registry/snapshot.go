@@ -7,7 +7,7 @@ import (
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
-// ManifestTool is one entry of a Tool Service manifest (SPEC §4), as declared.
+// ManifestTool is one entry of a Tool Service manifest (docs/contracts/toolservice.md), as declared.
 type ManifestTool struct {
 	Name         string          `json:"name"`
 	Version      string          `json:"version,omitempty"`
@@ -106,7 +106,7 @@ type Snapshot struct {
 	ambiguous map[string]bool
 	toolsJSON []byte // the tools/list array, serialized once
 
-	// Paging (SPEC §8): pageSize from the route's effective catalog (0: no
+	// Paging (ADR 0004): pageSize from the route's effective catalog (0: no
 	// paging), pages cut on first use, tag naming this snapshot in cursors.
 	pageSize int
 	pages    pages

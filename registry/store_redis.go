@@ -61,7 +61,7 @@ type RedisOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// RedisStore is a [Store] on Redis (SPEC §5): one hash per route,
+// RedisStore is a [Store] on Redis (ADR 0005): one hash per route,
 // {Prefix}{route}, with the fields version (the snapshot version), snapshot
 // (its persisted JSON, see Snapshot.MarshalJSON) and savedAt, plus one hash
 // for the Portal's last good listing. It implements BatchStore (warm start

@@ -23,8 +23,8 @@ import (
 // --config, with command-line flags taking precedence over it. Every field
 // has a default, so an empty file (or none) is a working configuration.
 type Config struct {
-	// Portal is where the routes come from: a Portal file (JSON or YAML, SPEC
-	// §3) or an http(s):// Portal base URL, whose /v1/routes is listed.
+	// Portal is where the routes come from: a Portal file (JSON or YAML,
+	// docs/contracts/portal.md) or an http(s):// Portal base URL, whose /v1/routes is listed.
 	// Empty means the embedded demo Portal and demo Tool Services, which only
 	// `run` offers.
 	Portal string `json:"portal,omitempty"`
@@ -115,7 +115,7 @@ type Config struct {
 	// absent Redis never holds up serving.
 	RedisTimeout registry.Duration `json:"redisTimeout,omitempty"`
 
-	// Catalogs overrides the Portal's catalog object per route key (SPEC §8):
+	// Catalogs overrides the Portal's catalog object per route key (ADR 0004):
 	// {"mode": "full"|"search", "pageSize": N, "shortlist": K}. An override
 	// replaces the Portal's object for that route as a whole.
 	Catalogs map[string]registry.Catalog `json:"catalogs,omitempty"`

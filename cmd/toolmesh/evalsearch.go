@@ -34,7 +34,7 @@ func newEvalSearchCmd() *cobra.Command {
 		Short: "Measure search mode on a catalog with labelled requests",
 		Long: `eval-search builds the search-mode index over a catalog of tools, as a route
 in search mode does, runs labelled requests through search_tools' ranking and
-prints what SPEC §8 asks of it: catalog and shortlist size, recall of the
+prints what ADR 0004 measures: catalog and shortlist size, recall of the
 wanted tools in the shortlist, rejection of requests no tool serves, and
 search latency (p50, p99).
 

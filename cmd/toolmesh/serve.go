@@ -149,7 +149,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		AllowEmptyListing: cfg.AllowEmptyListing,
 		Logger:            log.With(slog.String("component", "registry")),
 		// With a warm store, serve the restored snapshots at once and let the
-		// first manifest refresh finish in the background (SPEC §5 order).
+		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
 		Registerer:          metrics,
 	})

@@ -19,7 +19,7 @@ type Query struct {
 // Supported reports whether some tool should serve q.
 func (q Query) Supported() bool { return len(q.Want) > 0 }
 
-// Stats are the quality figures of a set of queries (SPEC §8).
+// Stats are the quality figures of a set of queries (ADR 0004).
 type Stats struct {
 	Queries     int
 	Supported   int // queries that want tools

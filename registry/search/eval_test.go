@@ -15,10 +15,10 @@ import (
 
 var (
 	evalShow    = flag.String("eval.show", "dev,dev2", "which splits' misses TestEvalReport lists: dev, dev2, holdout, comma-separated, or all or none")
-	evalTargets = flag.Bool("eval.targets", false, "fail TestEvalReport when the SPEC §8 targets are not met, not only below the regression floors")
+	evalTargets = flag.Bool("eval.targets", false, "fail TestEvalReport when the search-mode targets (ADR 0004) are not met, not only below the regression floors")
 )
 
-// The SPEC §8 targets, and the regression floors TestEvalReport always
+// The ADR 0004 targets, and the regression floors TestEvalReport always
 // enforces, per split. The floors sit just under the figures measured when
 // the ranking was frozen (docs/decisions/0004-tool-search-ranking.md): the
 // targets are not met yet, and a change that makes things worse must not go
@@ -114,7 +114,7 @@ func TestEvalQueries(t *testing.T) {
 			})
 		}
 	}
-	// Each split alone has the size and mix the issue asks for.
+	// Each split alone has the size and mix ADR 0004 sets for an evaluation set.
 	for split, ks := range kinds {
 		n := 0
 		for _, c := range ks {
@@ -132,7 +132,7 @@ func TestEvalQueries(t *testing.T) {
 }
 
 // TestEvalReport runs the labelled queries against the evaluation catalog
-// and prints the figures of SPEC §8: catalog size, shortlist size, recall of
+// and prints the figures of ADR 0004: catalog size, shortlist size, recall of
 // the required tools at 5, rejection of unsupported requests and routing
 // latency, per split. It fails below the regression floors, and with
 // -eval.targets below the targets (recall@5 ≥ 0.95 on supported queries,

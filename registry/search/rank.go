@@ -143,7 +143,7 @@ func (ix *Index) better(sc *scratch, a, b int32) bool {
 // topCandidates returns the best candidatePool tools that match at least one
 // group in their identifiers, or at least descMatchMin groups in their
 // descriptions, best first. A single description word is the "best bad
-// guess" the gate of SPEC §8 exists to avoid, and a shortlist still passes
+// guess" the gate of ADR 0004 exists to avoid, and a shortlist still passes
 // the gate only on identifier matches (accept).
 func (ix *Index) topCandidates(sc *scratch) []int32 {
 	h := sc.heap[:0]

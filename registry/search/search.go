@@ -1,5 +1,5 @@
 // Package search ranks the tools of one route for a natural-language request.
-// It backs the search mode of large catalogs (SPEC §8): an Index is built
+// It backs the search mode of large catalogs (ADR 0004): an Index is built
 // once per route snapshot from what the Tool Services declared (names,
 // titles, descriptions, input-schema property names and descriptions), and
 // each search_tools request asks it for a small shortlist.
