@@ -35,12 +35,12 @@ build: ## Build bin/toolmesh
 	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
 .PHONY: test
-test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test with the race detector
+test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
 .PHONY: lint
-lint: fmt-check vet ## gofmt, go vet and staticcheck
+lint: fmt-check vet standalone ## gofmt, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 .PHONY: bench
@@ -67,6 +67,11 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 .PHONY: test-deps
 test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck)
 	@sh scripts/test-deps.sh
+
+.PHONY: standalone
+standalone: ## Fail on references a reader of the repository cannot follow (the product spec, research notes, files outside it)
+	@if git grep -nIE 'SPEC §[0-9]|research/[a-z]+\.md|\.\./shared/' -- . ':!Makefile'; then \
+		echo "the repository must stand alone: cite docs/ or a public source instead"; exit 1; fi
 
 .PHONY: fmt-check
 fmt-check:
