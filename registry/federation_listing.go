@@ -75,6 +75,9 @@ func (s ToolService) checkProtocol() []error {
 		if !credentialRE.MatchString(h.Credential) {
 			errs = append(errs, fmt.Errorf("headers.%s.credential: %q must match %s (the name of a credential in the toolmesh config file, never the secret)", name, h.Credential, credentialRE))
 		}
+		if h.Value != "" {
+			errs = append(errs, fmt.Errorf("headers.%s.value: inline header values are not accepted, the Portal must not carry secrets; name a credential of the toolmesh config file instead", name))
+		}
 		if !validHeaderText(h.Prefix) {
 			errs = append(errs, fmt.Errorf("headers.%s.prefix: must not contain control characters", name))
 		}

@@ -117,9 +117,16 @@ routes:
 	if s.ManifestPath != "" || !s.IsMCP() || s.Headers["Authorization"].Credential != "github-token" {
 		t.Errorf("decoded %+v", s)
 	}
-	if _, err := DecodeListing([]byte(`{"routes":[{"key":"core","toolServices":[{"name":"g","protocol":"mcp","url":"http://g/mcp","headers":{"A":{"credential":"c","value":"inline"}}}]}]}`)); err == nil ||
-		!strings.Contains(err.Error(), `unknown field "value"`) {
-		t.Errorf("an inline header value must not decode: %v", err)
+	// Refused whether or not unknown fields are ignored, and never echoed.
+	inline := []byte(`{"routes":[{"key":"core","toolServices":[{"name":"g","protocol":"mcp","url":"http://g/mcp","headers":{"A":{"credential":"c","value":"s3cret-inline"}}}]}]}`)
+	for _, d := range []ListingDecoder{{}, {Strict: true}} {
+		l, err := d.Decode(inline)
+		if err == nil {
+			err = l.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), "headers.A.value: inline header values are not accepted") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("strict=%v: an inline header value must be refused without echoing it: %v", d.Strict, err)
+		}
 	}
 }
 

@@ -76,6 +76,10 @@ const ProtocolToolService = "toolservice"
 type HeaderValue struct {
 	Credential string `json:"credential"`
 	Prefix     string `json:"prefix,omitempty"`
+	// Value is never valid: it is known to the decoder only so that an
+	// inline secret fails validation even when unknown fields are ignored,
+	// instead of being dropped with a warning. Its text is never echoed.
+	Value string `json:"value,omitempty"`
 }
 
 // IsMCP reports whether s is a federated MCP server.
