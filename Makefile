@@ -41,9 +41,24 @@ build: ## Build bin/toolmesh
 	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
 	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
+# `make test` builds the WebAssembly guest modules the tests load, and
+# compiles their machine code, once, without the race detector (which slows
+# wazero's compiler several-fold), into a directory the test binaries share
+# (TOOLMESH_TEST_WASM_DIR; see internal/wasmtest). Run alone, the tests
+# build what they need themselves.
+#
+# wazero files its compilation cache under its version as the binary's build
+# information gives it; test binaries have none and get "dev", so prepare is
+# linked with that name (wasmtest.CheckCompiledDir fails the tests when the
+# two differ).
+WAZERO_VERSION_VAR := github.com/tetratelabs/wazero/internal/version.version
 .PHONY: test
 test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
+	@set -e; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	echo "preparing the WebAssembly test modules: $(GO) run ./internal/wasmtest/prepare"; \
+	$(GO) run -ldflags='-X $(WAZERO_VERSION_VAR)=dev' ./internal/wasmtest/prepare "$$dir" >/dev/null; \
+	echo "TOOLMESH_TEST_WASM_DIR=$$dir $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./..."; \
+	TOOLMESH_TEST_WASM_DIR="$$dir" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd e2e && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
