@@ -13,9 +13,16 @@ ARGS        ?=
 # staticcheck v0.8.x is the release line built for Go 1.26.
 STATICCHECK_VERSION := v0.8.2
 
-# Packages that have benchmarks, and "package:FuzzTarget" pairs.
-BENCH_PKGS   = $(sort $(dir $(shell grep -rl --include='*_test.go' '^func Benchmark' .)))
-FUZZ_TARGETS = $(shell grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' . | sed -e 's|/[^/]*_test.go:func |:|')
+# The Go modules: the main module (the repository root), e2e (end-to-end
+# tests and the conformance programs, with the MCP SDKs they use) and deploy
+# (chart tests and the renderer, with Helm's and Kubernetes' libraries). Each
+# has its own go.mod, so neither set of libraries is a dependency of the
+# main module; e2e and deploy use it through `replace ... => ../`.
+MODULES     := . e2e deploy
+
+# Packages of the main module that have benchmarks, and "package:FuzzTarget" pairs.
+BENCH_PKGS   = $(sort $(dir $(shell grep -rl --include='*_test.go' --exclude-dir=e2e --exclude-dir=deploy '^func Benchmark' .)))
+FUZZ_TARGETS = $(shell grep -r --include='*_test.go' --exclude-dir=e2e --exclude-dir=deploy -o '^func Fuzz[A-Za-z0-9_]*' . | sed -e 's|/[^/]*_test.go:func |:|')
 
 .DEFAULT_GOAL := help
 
@@ -34,14 +41,33 @@ build: ## Build bin/toolmesh
 	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
 	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
+# `make test` builds the WebAssembly guest modules the tests load, and
+# compiles their machine code, once, without the race detector (which slows
+# wazero's compiler several-fold), into a directory the test binaries share
+# (TOOLMESH_TEST_WASM_DIR; see internal/wasmtest). Run alone, the tests
+# build what they need themselves.
+#
+# wazero files its compilation cache under its version as the binary's build
+# information gives it; test binaries have none and get "dev", so prepare is
+# linked with that name (wasmtest.CheckCompiledDir fails the tests when the
+# two differ).
+WAZERO_VERSION_VAR := github.com/tetratelabs/wazero/internal/version.version
 .PHONY: test
-test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test with the race detector
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
+test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
+	@set -e; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
+	echo "preparing the WebAssembly test modules: $(GO) run ./internal/wasmtest/prepare"; \
+	$(GO) run -ldflags='-X $(WAZERO_VERSION_VAR)=dev' ./internal/wasmtest/prepare "$$dir" >/dev/null; \
+	echo "TOOLMESH_TEST_WASM_DIR=$$dir $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./..."; \
+	TOOLMESH_TEST_WASM_DIR="$$dir" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
+	cd e2e && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
 .PHONY: lint
-lint: fmt-check vet standalone ## gofmt, go vet and staticcheck
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+lint: fmt-check vet standalone ## gofmt, go vet and staticcheck, on every module
+	@set -e; for m in $(MODULES); do \
+		echo "staticcheck: $$m"; \
+		(cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...); \
+	done
 
 .PHONY: bench
 bench: ## Run the benchmarks (go test -bench . -benchmem)
@@ -73,19 +99,22 @@ standalone: ## Fail on references a reader of the repository cannot follow (the 
 	@if git grep -nIE 'SPEC §[0-9]|research/[a-z]+\.md|\.\./shared/' -- . ':!Makefile'; then \
 		echo "the repository must stand alone: cite docs/ or a public source instead"; exit 1; fi
 
+# gofmt walks directories, not modules: `.` covers all three.
 .PHONY: fmt-check
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
 vet:
-	$(GO) vet ./...
-	cd deploy && $(GO) vet ./...
+	@set -e; for m in $(MODULES); do \
+		echo "go vet: $$m"; \
+		(cd $$m && $(GO) vet ./...); \
+	done
 
 # Deploy: the container image and the plain Kubernetes manifests. The deploy
 # module (deploy/go.mod) holds the chart tests and the renderer, so Helm's
 # and Kubernetes' libraries stay out of the main module; `make test` runs its
-# tests after the main module's.
+# tests after the main module's and e2e's.
 DOCKER      ?= docker
 IMAGE       ?= toolmesh:$(VERSION)
 

@@ -2,6 +2,10 @@ package deploy_test
 
 import (
 	"errors"
+	"go/ast"
+	"go/constant"
+	"go/parser"
+	"go/token"
 	"net/url"
 	"os"
 	"os/exec"
@@ -11,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/e2e/contract"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -41,6 +44,40 @@ func smokeTargets(t *testing.T) map[string]string {
 		}
 	}
 	return vars
+}
+
+// stringConst reads the string constant name declared in the Go file rel
+// (relative to the repository root). The probes live in the e2e module,
+// which this module does not require: its MCP SDKs would follow, and the
+// demo-services image build, whose context leaves e2e/ out, would need its
+// go.mod.
+func stringConst(t *testing.T, rel, name string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), rel, readRepoFile(t, rel), parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, id := range vs.Names {
+				if id.Name != name || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Fatalf("%s: %s is not a string literal", rel, name)
+				}
+				return constant.StringVal(constant.MakeFromLiteral(lit.Value, lit.Kind, 0))
+			}
+		}
+	}
+	t.Fatalf("%s: no constant %s", rel, name)
+	return ""
 }
 
 // flagValue is the value of --name=value in a command.
@@ -106,8 +143,8 @@ func TestSmokeTargets(t *testing.T) {
 	}
 
 	// The probes' route, and the service that serves its Tool Services.
-	if vars["ROUTE"] != contract.ProbeRoute {
-		t.Errorf("smoke.sh ROUTE=%s, but the probes call %s", vars["ROUTE"], contract.ProbeRoute)
+	if probeRoute := stringConst(t, "e2e/contract/probes.go", "ProbeRoute"); vars["ROUTE"] != probeRoute {
+		t.Errorf("smoke.sh ROUTE=%s, but the probes call %s", vars["ROUTE"], probeRoute)
 	}
 	if _, ok := cf.Services[vars["TOOLS_SERVICE"]]; !ok {
 		t.Errorf("smoke.sh TOOLS_SERVICE=%s is not a service", vars["TOOLS_SERVICE"])

@@ -36,8 +36,12 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, "github.com/toolmesh/toolmesh/cmd/toolmesh")
+	// Built in the main module (the repository root), with its go.mod's
+	// versions: e2e is a module of its own whose MCP SDKs could otherwise
+	// raise the versions of shared dependencies in the binary under test.
+	args = append(args, "./cmd/toolmesh")
 	build := exec.Command("go", args...)
+	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build toolmesh:", err)

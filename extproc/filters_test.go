@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/wasmtest"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -22,46 +21,30 @@ import (
 // with the example WebAssembly modules built by Go's own toolchain and run by
 // the real wazero host.
 
-var (
-	wasmOnce sync.Once
-	wasmDir  string
-	wasmErr  error
-)
-
-// wasmModules builds the example filters and the misbehaving test guest once
-// per test binary and returns the directory that holds them.
-func wasmModules(t *testing.T) string {
-	t.Helper()
-	wasmOnce.Do(func() {
-		wasmDir, wasmErr = os.MkdirTemp("", "toolmesh-extproc-wasm-")
-		if wasmErr != nil {
-			return
-		}
-		for name, src := range map[string]string{
-			"deny-argument": "../filters/wasm/examples/deny-argument",
-			"add-header":    "../filters/wasm/examples/add-header",
-			"redact-result": "../filters/wasm/examples/redact-result",
-			"misbehave":     "../filters/wasm/testdata/misbehave",
-		} {
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(wasmDir, name+".wasm"), ".")
-			cmd.Dir = src
-			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				wasmErr = fmt.Errorf("build %s: %v\n%s", name, err, out)
-				return
-			}
-		}
-	})
-	if wasmErr != nil {
-		t.Fatal(wasmErr)
-	}
-	return wasmDir
-}
+// The modules are built once per source state and shared between test
+// binaries (internal/wasmtest). wasmCache is the compilation cache every
+// filter Set here shares: the one `make test` fills with every guest's
+// machine code when it names one, else one for this test binary.
+var wasmCache string
 
 func TestMain(m *testing.M) {
+	wasmCache = wasmtest.CompiledDir()
+	var tmp string
+	if wasmCache == "" {
+		dir, err := os.MkdirTemp("", "toolmesh-extproc-wasm-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		tmp, wasmCache = dir, dir
+	}
 	code := m.Run()
-	if wasmDir != "" {
-		os.RemoveAll(wasmDir)
+	if err := wasmtest.CheckCompiledDir(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if tmp != "" {
+		_ = os.RemoveAll(tmp)
 	}
 	os.Exit(code)
 }
@@ -81,24 +64,25 @@ func filterSnapshot(t *testing.T) *registry.Snapshot {
 
 func filterSet(t *testing.T, callTimeout string) *filters.Set {
 	t.Helper()
-	dir := wasmModules(t)
 	cfg, err := filters.ParseConfig(fmt.Appendf(nil, `
+wasmCacheDir: %[6]s
 definitions:
   - {name: schema, type: input_schema}
   - name: deny-etc
     type: wasm
-    config: {path: %[1]s/deny-argument.wasm, stages: [request], poolSize: 2}
+    config: {path: %[1]s, stages: [request], poolSize: 2}
   - name: policy-header
     type: wasm
-    config: {path: %[1]s/add-header.wasm, stages: [request], poolSize: 2}
+    config: {path: %[2]s, stages: [request], poolSize: 2}
   - name: redact
     type: wasm
-    config: {path: %[1]s/redact-result.wasm, stages: [result], poolSize: 2}
+    config: {path: %[3]s, stages: [result], poolSize: 2}
   - name: misbehave
     type: wasm
-    config: {path: %[1]s/misbehave.wasm, stages: [request], poolSize: 2, callTimeout: %[2]s, memoryPages: 256}
+    config: {path: %[4]s, stages: [request], poolSize: 2, callTimeout: %[5]s, memoryPages: 256}
 defaults: [schema, deny-etc, policy-header, redact, misbehave]
-`, dir, callTimeout))
+`, wasmtest.Module(t, "deny-argument"), wasmtest.Module(t, "add-header"), wasmtest.Module(t, "redact-result"),
+		wasmtest.Module(t, "misbehave"), callTimeout, wasmCache))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func BenchmarkChain(b *testing.B) {
 		{Name: "acl", Type: TypeToolACL, Config: json.RawMessage(`{"allow":["get_*"],"deny":["*_admin"]}`)},
 		{Name: "size", Type: TypeArgumentSize, Config: json.RawMessage(`{"maxBytes":65536}`)},
 		{Name: "tenant", Type: TypeHeaderPropagation, Config: json.RawMessage(`{"headers":["x-tenant"]}`)},
-		wasmDef("wasm", guest(b, "examples/add-header"), false, `,"poolSize":2`),
+		wasmDef("wasm", guest(b, "add-header"), false, `,"poolSize":2`),
 	}
 	cfg := Config{
 		WasmCacheDir: cacheDir,

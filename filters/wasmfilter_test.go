@@ -5,58 +5,48 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/wasmtest"
 )
 
-// Guest modules are built once per test binary into guestDir, and compiled
-// once: every Set in these tests uses the same on-disk compilation cache.
-var (
-	guestDir   string
-	cacheDir   string
-	guestMu    sync.Mutex
-	guestBuilt = map[string]error{}
-)
+// Guest modules are built once per source state and shared between test
+// binaries (internal/wasmtest), and compiled once: every Set in these tests
+// uses the same on-disk compilation cache, the one `make test` fills with
+// every guest's machine code when it names one.
+var cacheDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolmesh-filters-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	cacheDir = wasmtest.CompiledDir()
+	var tmp string
+	if cacheDir == "" {
+		dir, err := os.MkdirTemp("", "toolmesh-filters-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		tmp, cacheDir = dir, dir
 	}
-	guestDir, cacheDir = filepath.Join(dir, "guests"), filepath.Join(dir, "cache")
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	if err := wasmtest.CheckCompiledDir(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if tmp != "" {
+		_ = os.RemoveAll(tmp)
+	}
 	os.Exit(code)
 }
 
-// guest builds (once) the guest at ./wasm/<src> and returns its path.
-func guest(t testing.TB, src string) string {
+// guest returns the path of the built guest name (a wasmtest.Guests key).
+// Tests must not modify the file.
+func guest(t testing.TB, name string) string {
 	t.Helper()
-	out := filepath.Join(guestDir, filepath.Base(src)+".wasm")
-	guestMu.Lock()
-	defer guestMu.Unlock()
-	err, done := guestBuilt[src]
-	if !done {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-o", out, "./wasm/"+src)
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if b, berr := cmd.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("%v: %s", berr, b)
-		}
-		guestBuilt[src] = err
-	}
-	if err != nil {
-		t.Fatalf("build guest %s: %v", src, err)
-	}
-	return out
+	return wasmtest.Module(t, name)
 }
 
 func wasmDef(name, path string, failOpen bool, extra string) Definition {
@@ -67,18 +57,18 @@ func wasmDef(name, path string, failOpen bool, extra string) Definition {
 func TestWasmFiltersInChains(t *testing.T) {
 	dir := t.TempDir()
 	swap := filepath.Join(dir, "swap.wasm")
-	copyFile(t, guest(t, "examples/add-header"), swap)
-	misbehave := guest(t, "testdata/misbehave")
+	copyFile(t, guest(t, "add-header"), swap)
+	misbehave := guest(t, "misbehave")
 	reg := prometheus.NewRegistry()
 	cfg := Config{
 		WasmCacheDir: cacheDir,
 		Definitions: []Definition{
 			{Name: "size", Type: TypeArgumentSize, Config: json.RawMessage(`{"maxBytes":4096}`)},
-			wasmDef("deny", guest(t, "examples/deny-argument"), false, `,"stages":["request"]`),
+			wasmDef("deny", guest(t, "deny-argument"), false, `,"stages":["request"]`),
 			wasmDef("header", swap, false, `,"config":{"name":"X-Policy","value":"v2"},"headers":["x-tenant"]`),
 			wasmDef("closed", misbehave, false, `,"poolSize":1`),
 			wasmDef("open", misbehave, true, `,"poolSize":1`),
-			wasmDef("redact", guest(t, "examples/redact-result"), false, `,"stages":["result"]`),
+			wasmDef("redact", guest(t, "redact-result"), false, `,"stages":["result"]`),
 		},
 		Routes: map[string][]string{
 			"policy": {"size", "deny", "header"},
@@ -145,7 +135,7 @@ func TestWasmFiltersInChains(t *testing.T) {
 		}
 	})
 	t.Run("reload swaps the module", func(t *testing.T) {
-		copyFile(t, guest(t, "examples/deny-argument"), swap)
+		copyFile(t, guest(t, "deny-argument"), swap)
 		if err := s.Reload(t.Context()); err != nil {
 			t.Fatal(err)
 		}

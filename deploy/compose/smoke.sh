@@ -92,7 +92,8 @@ else
 fi
 
 command -v go >/dev/null 2>&1 || fail "go is needed to build e2e/cmd/replay"
-(cd "${root}" && go build -o "${tmp}/replay" ./e2e/cmd/replay) || fail "go build ./e2e/cmd/replay"
+# e2e is its own Go module (e2e/go.mod).
+(cd "${root}/e2e" && go build -o "${tmp}/replay" ./cmd/replay) || fail "go build ./cmd/replay in e2e/"
 replay=("${tmp}/replay" --examples "${examples}" --portal "${portal}" --base "http://${MCP_ADDR}")
 probes=ping,timeout,large-body,unreachable
 "${replay[@]}" --dry-run || fail "the contract examples do not load or select"

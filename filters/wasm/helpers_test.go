@@ -5,80 +5,71 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/tetratelabs/wazero"
+
+	"github.com/toolmesh/toolmesh/internal/wasmtest"
 )
 
-// Guest modules are built once per test binary (go build caches the rest)
-// and compiled once: every Host in the tests shares one compilation cache.
+// Guest modules are built once per source state and shared between test
+// binaries (internal/wasmtest), and compiled once: every Host in the tests
+// shares one compilation cache, backed by the directory `make test` fills
+// with every guest's machine code when it names one.
 var (
-	buildRoot    string
-	buildMu      sync.Mutex
-	builds       = map[string]*buildResult{}
-	sharedCache  = wazero.NewCompilationCache()
-	guestSources = map[string]string{
-		"add-header":    "./examples/add-header",
-		"deny-argument": "./examples/deny-argument",
-		"redact-result": "./examples/redact-result",
-		"misbehave":     "./testdata/misbehave",
-		"rawabi":        "./testdata/rawabi",
-	}
+	sharedCache wazero.CompilationCache
+	pinMu       sync.Mutex
+	pins        = map[string]*pinResult{}
 )
 
-type buildResult struct {
+type pinResult struct {
 	once sync.Once
-	path string
 	err  error
 }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "toolmesh-wasm-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if dir := wasmtest.CompiledDir(); dir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "wazero cache %s: %v\n", dir, err)
+			os.Exit(1)
+		}
+		sharedCache = c
+	} else {
+		sharedCache = wazero.NewCompilationCache()
 	}
-	buildRoot = dir
 	code := m.Run()
+	if err := wasmtest.CheckCompiledDir(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	for _, rt := range pinned.rts {
 		_ = rt.Close(context.Background())
 	}
 	_ = sharedCache.Close(context.Background())
-	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// guestModule returns the path of the built guest module name, building it
-// on first use with Go's own toolchain.
+// guestModule returns the path of the built guest name (a wasmtest.Guests
+// key), built and pinned on first use. Tests must not modify the file.
 func guestModule(t testing.TB, name string) string {
 	t.Helper()
-	src, ok := guestSources[name]
-	if !ok {
-		t.Fatalf("unknown guest %q", name)
+	path := wasmtest.Module(t, name)
+	pinMu.Lock()
+	p := pins[path]
+	if p == nil {
+		p = &pinResult{}
+		pins[path] = p
 	}
-	buildMu.Lock()
-	b := builds[name]
-	if b == nil {
-		b = &buildResult{}
-		builds[name] = b
+	pinMu.Unlock()
+	p.once.Do(func() { p.err = pin(path) })
+	if p.err != nil {
+		t.Fatalf("compile guest %s: %v", name, p.err)
 	}
-	buildMu.Unlock()
-	b.once.Do(func() {
-		b.path = filepath.Join(buildRoot, name+".wasm")
-		if b.err = buildGuest(src, b.path); b.err == nil {
-			b.err = pin(b.path)
-		}
-	})
-	if b.err != nil {
-		t.Fatalf("build guest %s: %v", name, b.err)
-	}
-	return b.path
+	return path
 }
 
 // pinned keeps one compiled copy of every guest open for the whole test
@@ -109,17 +100,6 @@ func pin(path string) error {
 		if _, err := rt.CompileModule(ctx, bin); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func buildGuest(src, out string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-o", out, src)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, b)
 	}
 	return nil
 }

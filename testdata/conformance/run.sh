@@ -99,7 +99,8 @@ status=0
 if [ "$mode" = direct ]; then
   results=$work/results-direct
   mkdir -p "$results"
-  go build -o "$work/bin/conformance-upstream" ./e2e/cmd/conformance-upstream
+  # e2e is its own Go module (e2e/go.mod), with the Go SDK.
+  (cd e2e && go build -o "$work/bin/conformance-upstream" ./cmd/conformance-upstream)
   port=$(free_port)
   "$work/bin/conformance-upstream" --addr "127.0.0.1:$port" >"$work/upstream.log" 2>&1 &
   pids+=($!)
@@ -124,7 +125,7 @@ xds=$(free_port)
 admin=$(free_port)
 
 go build -o "$work/bin/toolmesh" ./cmd/toolmesh
-go build -o "$work/bin/conformance-toolsvc" ./e2e/cmd/conformance-toolsvc
+(cd e2e && go build -o "$work/bin/conformance-toolsvc" ./cmd/conformance-toolsvc)
 "$work/bin/conformance-toolsvc" "$fport" >"$work/fixture.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$fport/healthz"
