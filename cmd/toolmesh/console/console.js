@@ -39,6 +39,12 @@
     return h('span', {title: t.toISOString()}, rel);
   }
 
+  // next is when() for a time something is due: a past one is due now.
+  function next(iso) {
+    if (iso && new Date(iso).getTime() <= Date.now()) return h('span', {title: new Date(iso).toISOString()}, 'now');
+    return when(iso);
+  }
+
   function shortVersion(v) {
     if (!v) return h('span', {class: 'dim'}, '—');
     return h('code', {title: v}, v.length > 14 ? v.slice(0, 12) + '…' : v);
@@ -79,7 +85,7 @@
     const reg = doc.registry || {};
     const comps = Object.entries(doc.components || {}).sort();
     const chips = h('div', {class: 'chips'}, comps.map(([name, state]) =>
-      badge(name + ': ' + state, state === 'ready' ? 'ok' : 'bad')));
+      badge(name + ': ' + state, state === 'ready' || state === 'serving' ? 'ok' : 'bad')));
     const routes = reg.routes || [];
     const without = reg.routesWithoutSnapshot || [];
     const out = [kv([
@@ -94,7 +100,7 @@
     if (reg.portalError) {
       out.push(h('p', {class: 'error', 'data-portal-error': true},
         'Portal listing failed: ' + reg.portalError, ' (', when(reg.portalErrorAt), ')',
-        reg.portalNextRetryAt ? h('span', {}, ' · next try ', when(reg.portalNextRetryAt)) : null));
+        reg.portalNextRetryAt ? h('span', {}, ' · next try ', next(reg.portalNextRetryAt)) : null));
     }
     document.getElementById('overview').replaceChildren(...out);
   }
@@ -177,12 +183,12 @@
     if (rt.lastError) {
       body.push(h('p', {class: 'error', 'data-route-error': rt.key},
         'Last refresh failed: ' + rt.lastError, ' (', when(rt.lastErrorAt), ')',
-        rt.nextRetryAt ? h('span', {}, ' · next try ', when(rt.nextRetryAt)) : null));
+        rt.nextRetryAt ? h('span', {}, ' · next try ', next(rt.nextRetryAt)) : null));
     }
     if (rt.storeError) body.push(h('p', {class: 'warning'}, 'Store: ' + rt.storeError));
 
     const svcRows = (rt.services || []).map((svc) => h('tr', {'data-service': svc.name},
-      h('td', {}, h('b', {}, svc.name)),
+      h('td', {class: 'name'}, h('b', {}, svc.name)),
       h('td', {}, protocolCell(svc)),
       h('td', {class: 'num'}, countsCell(svc)),
       h('td', {class: 'wrap'}, clusterCell(clusters[svc.name], rt.key + '/' + svc.name)),
@@ -205,15 +211,36 @@
       if (ambiguous.length) body.push(h('div', {}, 'tools: ', ambiguous.map((n, i) => [i ? ', ' : '', h('code', {'data-ambiguous': n}, n)])));
       if (items.length) body.push(h('div', {}, 'resources, templates and prompts: ', items.join(', ')));
     }
-    return h('div', {class: 'route' + (hasError ? ' has-error' : ''), 'data-route': rt.key}, body);
+    return h('div', {class: 'route' + (hasError ? ' has-error' : ''), 'data-route': rt.key, id: 'route-' + rt.key}, body);
   }
 
   function renderRoutes(doc) {
     const routes = ((doc.registry || {}).routes || []).slice().sort((a, b) => a.key.localeCompare(b.key));
     const clusters = {};
     for (const c of doc.clusters || []) clusters[c.service] = c;
-    const out = routes.map((rt) => renderRoute(rt, (doc.routes || {})[rt.key], clusters));
-    document.getElementById('routes').replaceChildren(...(out.length ? out : [emptyNote('No route is listed.')]));
+    if (!routes.length) {
+      document.getElementById('routes').replaceChildren(emptyNote('No route is listed.'));
+      return;
+    }
+    // A summary line per route, then a card per route.
+    const summary = table(['route', 'snapshot', 'age', 'tools', 'Tool Services', 'rejected', 'ambiguous', 'catalog'],
+      routes.map((rt) => {
+        const svcs = rt.services || [];
+        const failing = svcs.filter((x) => x.lastError).length;
+        const cat = ((doc.routes || {})[rt.key] || {}).catalog;
+        return h('tr', {'data-route-summary': rt.key},
+          h('td', {class: 'name'}, h('a', {href: '#route-' + rt.key}, rt.key)),
+          h('td', {}, rt.snapshotVersion ? shortVersion(rt.snapshotVersion) : badge('none', 'bad')),
+          h('td', {}, rt.snapshotAge || '—'),
+          h('td', {class: 'num'}, String(rt.tools)),
+          h('td', {}, String(svcs.length), failing ? h('span', {}, ' ', badge(failing + ' failing', 'bad')) : null,
+            rt.lastError ? h('span', {}, ' ', badge('refresh failed', 'bad')) : null),
+          h('td', {class: 'num'}, String((rt.rejected || []).length)),
+          h('td', {class: 'num'}, String((rt.ambiguous || []).length + (rt.ambiguousItems || []).length)),
+          h('td', {}, cat ? (cat.mode === 'search' ? 'search · shortlist ' + cat.shortlist : 'full') + (cat.pageSize ? ' · page ' + cat.pageSize : '') : '—'));
+      }));
+    const cards = routes.map((rt) => renderRoute(rt, (doc.routes || {})[rt.key], clusters));
+    document.getElementById('routes').replaceChildren(summary, ...cards);
   }
 
   function renderXDS(doc) {
@@ -241,7 +268,7 @@
         else if (n.groupVersion && n.lastAckVersion === n.groupVersion) state = badge('up to date', 'ok');
         else state = badge('behind', 'warn', 'the node has not ACKed its group\'s version ' + (n.groupVersion || ''));
         return h('tr', {'data-node': n.nodeId},
-          h('td', {}, h('b', {}, n.nodeId), n.cluster ? h('div', {class: 'dim'}, n.cluster) : null),
+          h('td', {class: 'name'}, h('b', {}, n.nodeId), n.cluster ? h('div', {class: 'dim'}, n.cluster) : null),
           h('td', {}, h('code', {}, n.group)),
           h('td', {}, n.connected ? badge('connected', 'ok') : badge('gone', 'plain')),
           h('td', {}, shortVersion(n.version)),
