@@ -223,7 +223,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	for _, want := range []string{
 		"healthy", "degraded", "/mcp/healthy", // the routes
 		"svc-ok", "svc-down", // their Tool Services
-		"manifest store down", // the failing service's error, as its manifest said it
+		"manifest store down",  // the failing service's error, as its manifest said it
 		nackMsg, "edge-nacker", // the NACK and its node
 		"toolmesh-local", // the local data plane's node
 		"connect 1s",     // an effective cluster setting

@@ -28,10 +28,14 @@
     return h('span', {class: 'badge ' + (kind || ''), title: title}, text);
   }
 
+  // skew is how far the browser's clock is ahead of the server's, so that
+  // "ago" counts on the server's clock.
+  let skew = 0;
+
   function when(iso) {
     if (!iso) return h('span', {class: 'dim'}, '—');
     const t = new Date(iso);
-    const s = Math.round((Date.now() - t.getTime()) / 1000);
+    const s = Math.round((Date.now() - skew - t.getTime()) / 1000);
     let rel;
     if (Math.abs(s) < 60) rel = s >= 0 ? s + 's ago' : 'in ' + -s + 's';
     else if (Math.abs(s) < 3600) rel = s >= 0 ? Math.round(s / 60) + 'm ago' : 'in ' + Math.round(-s / 60) + 'm';
@@ -41,7 +45,7 @@
 
   // next is when() for a time something is due: a past one is due now.
   function next(iso) {
-    if (iso && new Date(iso).getTime() <= Date.now()) return h('span', {title: new Date(iso).toISOString()}, 'now');
+    if (iso && new Date(iso).getTime() <= Date.now() - skew) return h('span', {title: new Date(iso).toISOString()}, 'now');
     return when(iso);
   }
 
@@ -78,7 +82,7 @@
     st.setAttribute('data-status', doc.status);
     const meta = document.getElementById('meta');
     meta.replaceChildren('version ', h('code', {}, doc.version), ' · mode ', h('code', {}, doc.mode),
-      ' · updated ', when(doc.generatedAt));
+      ' · updated ', h('span', {title: doc.generatedAt}, new Date().toLocaleTimeString()));
   }
 
   function renderOverview(doc) {
@@ -314,6 +318,8 @@
   function render(doc) {
     // Keep the <details> the operator opened open across refreshes.
     const open = new Set([...document.querySelectorAll('details[open][data-key]')].map((d) => d.getAttribute('data-key')));
+    const gen = Date.parse(doc.generatedAt);
+    skew = Number.isNaN(gen) ? 0 : Date.now() - gen;
     renderTop(doc);
     renderOverview(doc);
     renderRoutes(doc);
