@@ -203,6 +203,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-service-error="svc-down"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-nack="edge-nacker"]`)),
+		// Open one service's full cluster settings for the screenshot.
+		chromedp.Click(chromedp.CSS(`[data-service="svc-ok"] details > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-service="svc-ok"] details .settings`)),
 	); err != nil {
 		fail("wait for the route, the service error and the NACK in the console", err)
 	}
@@ -225,8 +228,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		"svc-ok", "svc-down", // their Tool Services
 		"manifest store down",  // the failing service's error, as its manifest said it
 		nackMsg, "edge-nacker", // the NACK and its node
-		"toolmesh-local", // the local data plane's node
-		"connect 1s",     // an effective cluster setting
+		"toolmesh-local",                            // the local data plane's node
+		"connect 1s",                                // an effective cluster setting
+		"connectionIdleTimeout", "built-in default", // the opened settings table
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the rendered console lacks %q:\n%s", want, text)

@@ -45,7 +45,7 @@
 
   // next is when() for a time something is due: a past one is due now.
   function next(iso) {
-    if (iso && new Date(iso).getTime() <= Date.now() - skew) return h('span', {title: new Date(iso).toISOString()}, 'now');
+    if (iso && new Date(iso).getTime() < Date.now() - skew + 1000) return h('span', {title: new Date(iso).toISOString()}, 'now');
     return when(iso);
   }
 
@@ -138,8 +138,14 @@
       item('outlier', 'outlierDetection', s.outlierDetection ? 'on' : 'off'),
       item('health check', 'healthCheck', s.healthCheck ? 'on' : 'off'),
       s.tls ? item('TLS sni', 'sni', s.sni || '(none)') : null);
-    const rows = Object.keys(s).sort().map((k) =>
-      h('tr', {}, h('td', {}, h('code', {}, k)), h('td', {class: 'wrap'}, fmtValue(s[k])), h('td', {}, o[k] ? o[k] : h('span', {class: 'dim'}, 'built-in default'))));
+    // Fields the server leaves out when they are unset or off.
+    const absent = {idleTimeout: 'unset (the listener\'s stream idle timeout)', perTryTimeout: 'unset',
+      outlierDetection: 'off', healthCheck: 'off', sni: 'none', caFile: 'none'};
+    const fields = [...new Set([...Object.keys(s), ...Object.keys(absent)])].sort()
+      .filter((k) => !((k === 'sni' || k === 'caFile') && !s.tls));
+    const rows = fields.map((k) =>
+      h('tr', {}, h('td', {}, h('code', {}, k)), h('td', {class: 'wrap'}, k in s ? fmtValue(s[k]) : absent[k]),
+        h('td', {}, o[k] ? o[k] : h('span', {class: 'dim'}, 'built-in default'))));
     const details = h('details', {'data-key': detailKey},
       h('summary', {}, 'all settings (' + view.cluster + ', ' + view.endpoint + ')'),
       h('div', {class: 'settings'}, table(['field', 'effective value', 'set by'], rows)));
