@@ -200,10 +200,17 @@ func startConsoleFixture(t *testing.T) *consoleFixture {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"tools":[
 			{"name":"lookup","version":"1","description":"Looks a thing up.","inputSchema":{"type":"object"}},
+			{"name":"fetch","version":"1","description":"Fetches a thing.","inputSchema":{"type":"object"}},
 			{"name":"Bad Name!","version":"1","description":"Not a valid tool name.","inputSchema":{"type":"object"}}]}`)
 	})
 	goodSrv := httptest.NewServer(good)
 	t.Cleanup(goodSrv.Close)
+	// twin offers lookup too, which makes it ambiguous on the route.
+	twin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"tools":[{"name":"lookup","version":"1","description":"Looks it up too.","inputSchema":{"type":"object"}}]}`)
+	}))
+	t.Cleanup(twin.Close)
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "manifest store down", http.StatusInternalServerError)
 	}))
@@ -233,6 +240,8 @@ func startConsoleFixture(t *testing.T) *consoleFixture {
   - name: good
     url: `+goodSrv.URL+`
     cluster: {maxRetries: 1}
+  - name: twin
+    url: `+twin.URL+`
 - key: failing
   toolServices:
   - name: broken
@@ -265,9 +274,10 @@ func TestConsoleState(t *testing.T) {
 		Status   string `json:"status"`
 		Registry struct {
 			Routes []struct {
-				Key             string `json:"key"`
-				SnapshotVersion string `json:"snapshotVersion"`
-				Tools           int    `json:"tools"`
+				Key             string   `json:"key"`
+				SnapshotVersion string   `json:"snapshotVersion"`
+				Tools           int      `json:"tools"`
+				Ambiguous       []string `json:"ambiguous"`
 				Rejected        []struct{ Service, Name, Reason string }
 				Services        []struct {
 					Name      string `json:"name"`
@@ -329,11 +339,12 @@ func TestConsoleState(t *testing.T) {
 	var healthy bool
 	for _, rt := range doc.Registry.Routes {
 		if rt.Key == "healthy" {
-			healthy = rt.SnapshotVersion != "" && rt.Tools == 1 && len(rt.Rejected) == 1 && rt.Rejected[0].Name == "Bad Name!"
+			healthy = rt.SnapshotVersion != "" && rt.Tools == 1 && len(rt.Rejected) == 1 && rt.Rejected[0].Name == "Bad Name!" &&
+				slices.Equal(rt.Ambiguous, []string{"lookup"})
 		}
 	}
 	if !healthy {
-		t.Errorf("route healthy = %+v, want a snapshot with 1 tool and 1 rejected", doc.Registry.Routes)
+		t.Errorf("route healthy = %+v, want a snapshot with 1 tool (fetch), 1 rejected and lookup ambiguous", doc.Registry.Routes)
 	}
 	if c := doc.Routes["healthy"].Catalog; c.Mode != "search" || c.Shortlist != 3 {
 		t.Errorf("healthy catalog = %+v, want search mode, shortlist 3", c)
@@ -357,8 +368,8 @@ func TestConsoleState(t *testing.T) {
 		goodView.Settings.MaxRetries != 1 || goodView.Origins["maxRetries"] != "the Portal cluster object":
 		t.Errorf("good cluster = %+v", *goodView)
 	}
-	if len(doc.Clusters) != 3 {
-		t.Errorf("%d cluster views, want 3 (good, broken, remote)", len(doc.Clusters))
+	if len(doc.Clusters) != 4 {
+		t.Errorf("%d cluster views, want 4 (good, twin, broken, remote)", len(doc.Clusters))
 	}
 	if doc.XDS == nil || len(doc.XDS.Nodes) == 0 {
 		t.Errorf("no xDS node in the state")
@@ -487,5 +498,55 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("test ended waiting for %s", what)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestConsoleStateModes: each command fills in what it has: filter chains
+// where an ext_proc server runs, cluster settings and nodes where an xDS
+// server runs.
+func TestConsoleStateModes(t *testing.T) {
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"tools":[{"name":"ping","version":"1","description":"Pings.","inputSchema":{"type":"object"}}]}`)
+	}))
+	t.Cleanup(svc.Close)
+	portal := writeFile(t, t.TempDir(), "portal.yaml", "routes:\n- key: core\n  toolServices:\n  - {name: ping, url: "+svc.URL+"}\n")
+	tests := []struct {
+		mode                 string
+		filters, clusters, x bool
+	}{
+		{"run", true, true, true},
+		{"extproc", true, false, false},
+		{"xds", false, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			p := startProcess(t, tt.mode, "--portal", portal)
+			resp := adminGet(t, p.addrs["admin"], "/console/api/state", "")
+			defer resp.Body.Close()
+			var doc struct {
+				Mode   string `json:"mode"`
+				Routes map[string]struct {
+					Filters []string `json:"filters"`
+				} `json:"routes"`
+				Clusters []xds.ClusterView `json:"clusters"`
+				XDS      json.RawMessage   `json:"xds"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.Mode != tt.mode {
+				t.Errorf("mode %q", doc.Mode)
+			}
+			if got := len(doc.Routes["core"].Filters) > 0; got != tt.filters {
+				t.Errorf("filters %v, want present: %v", doc.Routes["core"].Filters, tt.filters)
+			}
+			if got := len(doc.Clusters) == 1 && doc.Clusters[0].Service == "ping"; got != tt.clusters {
+				t.Errorf("clusters %+v, want ping's: %v", doc.Clusters, tt.clusters)
+			}
+			if got := len(doc.XDS) > 0; got != tt.x {
+				t.Errorf("xds %s, want present: %v", doc.XDS, tt.x)
+			}
+		})
 	}
 }
