@@ -2,13 +2,19 @@
 # Locates what `make test` needs besides Go, and installs what is missing
 # with apt-get when it can (root, or password-less sudo, on Debian/Ubuntu).
 # Today: redis-server (the Redis snapshot store is tested against a real
-# server, never a mock) and shellcheck (the Compose smoke script is linted).
+# server, never a mock), shellcheck (the Compose smoke script is linted) and
+# chromium (the operator console is tested in a real headless browser).
 # Exits non-zero with a message naming the package when it can neither find
 # nor install something.
 set -eu
 
 # Pairs of command and Debian package.
 deps="redis-server redis-server shellcheck shellcheck"
+# CHROMIUM names a Chrome or Chromium binary that the browser test uses
+# instead of the chromium on PATH.
+if [ -z "${CHROMIUM:-}" ]; then
+	deps="$deps chromium chromium"
+fi
 
 missing_cmds=""
 missing_pkgs=""
@@ -46,7 +52,8 @@ cat >&2 <<MSG
 make test cannot run: missing$missing_cmds.
 Install it and run make test again, for example:
   Debian/Ubuntu:  sudo apt-get install$missing_pkgs
-  macOS:          brew install redis shellcheck
-or put the binaries on PATH.
+  macOS:          brew install redis shellcheck; brew install --cask chromium
+or put the binaries on PATH (for Chromium, or set CHROMIUM to a Chrome or
+Chromium binary).
 MSG
 exit 1

@@ -53,9 +53,10 @@ type Server struct {
 	validated   map[digest]bool   // digests of the resources served, all validated
 	unknown     string            // overridden services not in the Portal, last logged
 
-	current atomic.Pointer[Resources]
-	state   atomic.Pointer[serverState]
-	ovState atomic.Pointer[OverridesStatus]
+	current   atomic.Pointer[Resources]
+	lastBuild atomic.Pointer[buildInput] // for Clusters
+	state     atomic.Pointer[serverState]
+	ovState   atomic.Pointer[OverridesStatus]
 }
 
 // serverState is what lock-free readers see of the last push.
@@ -241,6 +242,7 @@ func (s *Server) build(ctx context.Context, routes []registry.Route, ov *Overrid
 	s.validated = served
 	s.lastInput = input
 	s.current.Store(groups[0].Resources)
+	s.lastBuild.Store(&buildInput{routes: routes, overrides: ov})
 	s.state.Store(&serverState{version: s.versions[AllRoutesGroup], versions: maps.Clone(s.versions)})
 	s.logUnknownOverrides(ctx, routes, ov)
 	return len(changes) > 0, nil

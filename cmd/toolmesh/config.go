@@ -47,6 +47,12 @@ type Config struct {
 	// /health and /metrics (default 127.0.0.1:9090, clear of Envoy's usual
 	// admin port 9901).
 	AdminListen string `json:"adminListen,omitempty"`
+	// AdminToken, when set, is the bearer token that every admin endpoint
+	// but /healthz and /readyz requires (401 without it). It says where the
+	// token is read, once at start: a file ({"file": "/run/secrets/admin"},
+	// trailing line breaks dropped) or an environment variable ({"env":
+	// "TOOLMESH_ADMIN_TOKEN"}); the value itself is never in the config.
+	AdminToken *registry.CredentialSource `json:"adminToken,omitempty"`
 	// EnvoyListen is the address Envoy's MCP listener binds, as programmed
 	// over xDS by `xds` (default 0.0.0.0:10000). `run` programs its local data
 	// plane with the Listen address instead.
@@ -268,7 +274,8 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	if which.envoyListen {
 		fs.String("envoy-listen", d.EnvoyListen, "`address` Envoy's MCP listener binds, as programmed over xDS")
 	}
-	fs.String("admin-listen", d.AdminListen, "admin HTTP `address` (/healthz, /readyz, /health, /metrics)")
+	fs.String("admin-listen", d.AdminListen, "admin HTTP `address` (/healthz, /readyz, /health, /metrics, /console/)")
+	fs.String("admin-token-file", "", "`file` holding the bearer token every admin endpoint but /healthz and /readyz requires (default: none)")
 	fs.Duration("refresh-interval", d.RefreshInterval.D(), "time between Portal and manifest refreshes")
 	fs.Duration("fetch-timeout", d.FetchTimeout.D(), "bound on each Portal listing and manifest fetch")
 	fs.StringSlice("allowed-origins", nil, "Origin values accepted on the MCP endpoint (default: loopback only)")
@@ -336,6 +343,9 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	str("xds-listen", &cfg.XDSListen)
 	str("envoy-listen", &cfg.EnvoyListen)
 	str("admin-listen", &cfg.AdminListen)
+	if f := fs.Lookup("admin-token-file"); f != nil && f.Changed {
+		cfg.AdminToken = &registry.CredentialSource{File: f.Value.String()}
+	}
 	str("server-name", &cfg.ServerName)
 	str("redis", &cfg.Redis)
 	str("log-level", &cfg.LogLevel)
@@ -382,6 +392,11 @@ func (c *Config) Validate() error {
 	} {
 		if err := checkAddress(a.addr); err != nil {
 			bad(a.field, "%v", err)
+		}
+	}
+	if c.AdminToken != nil {
+		if err := c.AdminToken.Check(); err != nil {
+			bad("adminToken", "%v", err)
 		}
 	}
 	if c.NodeID == "" {

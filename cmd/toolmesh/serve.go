@@ -66,6 +66,7 @@ type app struct {
 	stopping   atomic.Bool
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
+	adminToken string                // "": the admin endpoints need no token
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -128,6 +129,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
 	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
+	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
+		return err
+	}
 	store, err := snapshotStore(cfg, log, metrics)
 	if err != nil {
 		return err

@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// browserBudget bounds everything the browser does in one test.
+const browserBudget = 60 * time.Second
+
+// chromiumPath finds Chromium: $CHROMIUM, else chromium or chromium-browser
+// on PATH. `make test` installs Debian's chromium (scripts/test-deps.sh).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("Chromium is missing: the console's browser test needs it. Install the Debian package chromium " +
+		"(`make test-deps` does), put chromium on PATH, or set CHROMIUM to its path.")
+	return ""
+}
+
+// artifactDir is where test artifacts go: $TOOLMESH_ARTIFACTS when set
+// (kept after the run), else the test's temporary directory.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("TOOLMESH_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("TOOLMESH_ARTIFACTS: %v", err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// nackingNode is a second Envoy node on the gateway's ADS server that
+// rejects the first cluster response it gets, the way Envoy NACKs a
+// configuration it cannot take (a DiscoveryRequest with the response's
+// nonce and an error_detail; envoy/service/discovery/v3/discovery.proto).
+// The local data plane accepts everything toolmesh programs, so the test
+// plays the rejecting Envoy itself.
+func nackingNode(t *testing.T, xdsAddr, nodeID, message string) {
+	t.Helper()
+	cc, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); _ = cc.Close() })
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatalf("ADS stream: %v", err)
+	}
+	node := &corev3.Node{Id: nodeID, Cluster: "console-test"}
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}); err != nil {
+		t.Fatalf("ADS request: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("ADS response: %v", err)
+	}
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{
+		Node:          node,
+		TypeUrl:       resourcev3.ClusterType,
+		ResponseNonce: resp.GetNonce(),
+		ErrorDetail:   &statuspb.Status{Code: 3, Message: message}, // INVALID_ARGUMENT, as Envoy sends
+	}); err != nil {
+		t.Fatalf("ADS NACK: %v", err)
+	}
+	// Keep reading so the stream stays open (the node stays connected).
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// TestConsoleInBrowser loads the operator console of a real gateway in
+// headless Chromium: one healthy route, one route with a Tool Service whose
+// manifest answers 500, a node that NACKed, and an admin token the browser
+// sends. The route, the failing service's error and the NACK message must
+// show in the rendered page; a screenshot is saved as an artifact.
+func TestConsoleInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	ok := newToolService(t, "svc-ok", standardTools("ok_"))
+	other := newToolService(t, "svc-other", standardTools("other_"))
+	down := newToolService(t, "svc-down", standardTools("down_"))
+	down.broken.Store(true)
+	portal := writePortal(t,
+		portalRoute{Key: "healthy", Services: []*toolService{ok}},
+		portalRoute{Key: "degraded", Services: []*toolService{other, down}})
+	const token = "e2e-console-token-6b1f0c2a9d7e4f35"
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	xdsAddr := freePort(t)
+	// The later --xds-listen wins, so the test knows the ADS address.
+	gw := startGateway(t, portal, "--admin-token-file", tokenFile, "--xds-listen", xdsAddr)
+
+	const nackMsg = "cluster toolsvc_svc-ok: rejected by the console test's Envoy"
+	nackingNode(t, xdsAddr, "edge-nacker", nackMsg)
+
+	// /health (with the token) shows the NACK before the browser looks.
+	eventually(t, 20*time.Second, "the NACK and the service error in /health", func() bool {
+		body := adminGetAuth(t, gw.Admin+"/health", "Bearer "+token)
+		return strings.Contains(body, nackMsg) && strings.Contains(body, "manifest store down")
+	})
+
+	// The budget bounds the browser's whole life: when it runs out, the
+	// allocator stops Chromium and every pending action fails.
+	budget, cancelBudget := context.WithTimeout(context.Background(), browserBudget)
+	defer cancelBudget()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(budget,
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+			chromedp.DisableGPU,
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.WindowSize(1400, 1000),
+		)...)
+	defer cancelAlloc()
+	ctx, cancelBrowser := chromedp.NewContext(alloc, chromedp.WithErrorf(t.Logf))
+	defer cancelBrowser()
+	fail := func(what string, err error) {
+		t.Helper()
+		if budget.Err() != nil {
+			t.Fatalf("%s: the browser budget of %s ran out: %v", what, browserBudget, err)
+		}
+		t.Fatalf("%s: %v", what, err)
+	}
+
+	// Script errors, console.error and browser log errors (a Content
+	// Security Policy violation is one) fail the test.
+	var mu sync.Mutex
+	var pageErrors []string
+	if _, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{}); err != nil {
+		fail("start Chromium", err)
+	}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			pageErrors = append(pageErrors, "exception: "+(&chromedp.ExceptionError{ExceptionDetails: e.ExceptionDetails}).Error())
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value))
+				}
+				pageErrors = append(pageErrors, "console.error: "+strings.Join(parts, " "))
+			}
+		case *cdplog.EventEntryAdded:
+			if e.Entry != nil && e.Entry.Level == cdplog.EntryLevelError {
+				pageErrors = append(pageErrors, "log: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		}
+	}); err != nil {
+		fail("listen", err)
+	}
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		fail("enable the log", err)
+	}
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		fail("enable the network", err)
+	}
+	// The token goes on every request of the page, as a proxy in front of
+	// the admin listener would add it.
+	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders,
+		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + token}}); err != nil {
+		fail("set the token header", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(gw.Admin+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-service-error="svc-down"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-nack="edge-nacker"]`)),
+		// Open one service's full cluster settings for the screenshot.
+		chromedp.Click(chromedp.CSS(`[data-service="svc-ok"] details > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-service="svc-ok"] details .settings`)),
+	); err != nil {
+		fail("wait for the route, the service error and the NACK in the console", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+	if err != nil {
+		fail("read the page", err)
+	}
+	screenshot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		fail("screenshot", err)
+	}
+	shot := filepath.Join(artifactDir(t), "console.png")
+	if err := os.WriteFile(shot, screenshot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("console screenshot: %s", shot)
+
+	for _, want := range []string{
+		"healthy", "degraded", "/mcp/healthy", // the routes
+		"svc-ok", "svc-down", // their Tool Services
+		"manifest store down",  // the failing service's error, as its manifest said it
+		nackMsg, "edge-nacker", // the NACK and its node
+		"toolmesh-local",                            // the local data plane's node
+		"connect 1s",                                // an effective cluster setting
+		"connectionIdleTimeout", "built-in default", // the opened settings table
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the rendered console lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, token) {
+		t.Errorf("the console shows the admin token")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pageErrors) > 0 {
+		t.Errorf("the page reported errors:\n%s", strings.Join(pageErrors, "\n"))
+	}
+}
+
+// adminGetAuth fetches url with an Authorization header and returns the
+// body ("" on failure).
+func adminGetAuth(t *testing.T, url, auth string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
