@@ -65,7 +65,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 	done
 
 .PHONY: test-deps
-test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck)
+test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck, promtool)
 	@sh scripts/test-deps.sh
 
 .PHONY: fmt-check

@@ -2,13 +2,16 @@
 # Locates what `make test` needs besides Go, and installs what is missing
 # with apt-get when it can (root, or password-less sudo, on Debian/Ubuntu).
 # Today: redis-server (the Redis snapshot store is tested against a real
-# server, never a mock) and shellcheck (the Compose smoke script is linted).
+# server, never a mock), shellcheck (the Compose smoke script is linted) and
+# promtool (the Prometheus alert rules are checked and unit-tested; Debian
+# ships it in the prometheus package, which also installs the Prometheus
+# server as a service; the tests use only promtool).
 # Exits non-zero with a message naming the package when it can neither find
 # nor install something.
 set -eu
 
 # Pairs of command and Debian package.
-deps="redis-server redis-server shellcheck shellcheck"
+deps="redis-server redis-server shellcheck shellcheck promtool prometheus"
 
 missing_cmds=""
 missing_pkgs=""
@@ -46,7 +49,7 @@ cat >&2 <<MSG
 make test cannot run: missing$missing_cmds.
 Install it and run make test again, for example:
   Debian/Ubuntu:  sudo apt-get install$missing_pkgs
-  macOS:          brew install redis shellcheck
+  macOS:          brew install redis shellcheck prometheus
 or put the binaries on PATH.
 MSG
 exit 1
