@@ -34,6 +34,11 @@ build: ## Build bin/toolmesh
 	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
 	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
+.PHONY: sbom
+sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh
+	@GO=$(GO) sh scripts/sbom.sh bin/toolmesh bin/toolmesh.cdx.json $(VERSION)
+	@echo "wrote bin/toolmesh.cdx.json"
+
 .PHONY: test
 test: test-deps fmt-check vet ## Install or locate test dependencies (redis-server, shellcheck), check gofmt and go vet, then run every test with the race detector
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
