@@ -427,7 +427,8 @@ func TestMetricNameCheckCatchesTypos(t *testing.T) {
 func scrapeToolmeshRun(t *testing.T) map[string]bool {
 	t.Helper()
 	bin := buildToolmesh(t)
-	listen, extproc, xdsAddr, admin := loopbackPort(t), loopbackPort(t), loopbackPort(t), loopbackPort(t)
+	ports := loopbackPorts(t, 4)
+	listen, extproc, xdsAddr, admin := ports[0], ports[1], ports[2], ports[3]
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--listen", listen, "--extproc-listen", extproc,
@@ -555,13 +556,18 @@ func buildToolmesh(t *testing.T) string {
 	return bin
 }
 
-// loopbackPort reserves a loopback port by listening on it and closing it.
-func loopbackPort(t *testing.T) string {
+// loopbackPorts reserves n distinct loopback ports by listening on all of
+// them at once, then closing them for toolmesh to bind.
+func loopbackPorts(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }
