@@ -20,6 +20,11 @@ RUN --mount=type=bind,target=. \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
     go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/toolmesh ./cmd/toolmesh
+# The SBOM of that binary's modules (CycloneDX JSON; scripts/sbom.sh).
+RUN --mount=type=bind,target=. \
+    --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    sh scripts/sbom.sh /out/toolmesh /out/sbom.cdx.json "${VERSION}"
 
 FROM gcr.io/distroless/static-debian13:nonroot
 ARG VERSION=dev
@@ -27,6 +32,7 @@ LABEL org.opencontainers.image.title="toolmesh" \
       org.opencontainers.image.description="MCP tool gateway for Envoy meshes" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/toolmesh /toolmesh
+COPY --from=build /out/sbom.cdx.json /usr/share/toolmesh/sbom.cdx.json
 USER 65532:65532
 # ext_proc gRPC, xDS gRPC, admin HTTP (/healthz /readyz /health /metrics).
 EXPOSE 9002 18000 9090

@@ -52,8 +52,14 @@ build: ## Build bin/toolmesh
 # linked with that name (wasmtest.CheckCompiledDir fails the tests when the
 # two differ).
 WAZERO_VERSION_VAR := github.com/tetratelabs/wazero/internal/version.version
+
+.PHONY: sbom
+sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh
+	@GO=$(GO) sh scripts/sbom.sh bin/toolmesh bin/toolmesh.cdx.json $(VERSION)
+	@echo "wrote bin/toolmesh.cdx.json"
+
 .PHONY: test
-test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
+test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
 	@set -e; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
 	echo "preparing the WebAssembly test modules: $(GO) run ./internal/wasmtest/prepare"; \
 	$(GO) run -ldflags='-X $(WAZERO_VERSION_VAR)=dev' ./internal/wasmtest/prepare "$$dir" >/dev/null; \
@@ -91,7 +97,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 	done
 
 .PHONY: test-deps
-test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck, chromium)
+test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck, chromium, promtool)
 	@sh scripts/test-deps.sh
 
 .PHONY: standalone

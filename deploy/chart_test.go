@@ -33,7 +33,7 @@ var valueSets = []struct {
 	{
 		name:  "gateway production",
 		files: []string{"ci/gateway-production-values.yaml"},
-		kinds: map[string]int{"Deployment": 3, "Service": 4, "ConfigMap": 2, "PodDisruptionBudget": 3, "ServiceAccount": 1, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1},
+		kinds: map[string]int{"Deployment": 3, "Service": 4, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1, "PrometheusRule": 1},
 	},
 	{
 		name:  "gateway redis url",
@@ -85,6 +85,7 @@ func checkChart(r reporter, o *objects, info cmdInfo, envoyVersion string) {
 	c.services()
 	c.budgetsAndAutoscalers()
 	c.serviceMonitors()
+	c.monitoring()
 	c.bootstrap()
 }
 

@@ -44,6 +44,7 @@ type objects struct {
 	pdbs            map[string]*policyv1.PodDisruptionBudget
 	hpas            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors map[string]*serviceMonitor
+	prometheusRules map[string]*prometheusRule
 }
 
 // header is what every object has.
@@ -82,6 +83,19 @@ type serviceMonitor struct {
 			ScrapeTimeout string `json:"scrapeTimeout"`
 		} `json:"endpoints"`
 	} `json:"spec"`
+}
+
+// prometheusRule is a monitoring.coreos.com/v1 PrometheusRule: its spec is
+// a Prometheus rule file.
+type prometheusRule struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec ruleFile `json:"spec"`
 }
 
 // renderChart renders the chart with the value files (relative to the
@@ -132,6 +146,7 @@ func decodeObjects(t *testing.T, ms []render.Manifest, vals map[string]any) *obj
 		pdbs:            map[string]*policyv1.PodDisruptionBudget{},
 		hpas:            map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		serviceMonitors: map[string]*serviceMonitor{},
+		prometheusRules: map[string]*prometheusRule{},
 	}
 	for _, m := range ms {
 		var h header
@@ -157,6 +172,8 @@ func decodeObjects(t *testing.T, ms []render.Manifest, vals map[string]any) *obj
 			err = decodeInto(m.Content, key, o.hpas)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			err = decodeInto(m.Content, key, o.serviceMonitors)
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			err = decodeInto(m.Content, key, o.prometheusRules)
 		default:
 			t.Errorf("%s: unexpected object %s %s", m.Source, h.APIVersion, h.Kind)
 		}

@@ -22,6 +22,10 @@ import (
 type Release struct {
 	Name      string
 	Namespace string
+	// APIVersions are the API versions the cluster serves besides Helm's
+	// defaults, as `helm template --api-versions` takes them (e.g.
+	// "monitoring.coreos.com/v1/PrometheusRule").
+	APIVersions []string
 }
 
 // Manifest is one rendered template document.
@@ -63,6 +67,7 @@ func ReadValues(files ...string) (map[string]any, error) {
 // them; NOTES.txt and empty documents are left out.
 func Render(ch *chart.Chart, rel Release, vals map[string]any) ([]Manifest, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
+	caps.APIVersions = append(caps.APIVersions, rel.APIVersions...)
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
 		Name:      rel.Name,
 		Namespace: rel.Namespace,
