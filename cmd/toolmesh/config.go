@@ -381,7 +381,7 @@ func (c *Config) Validate() error {
 		{"envoyListen", c.EnvoyListen},
 	} {
 		if err := checkAddress(a.addr); err != nil {
-			bad(a.field, "%v", err)
+			bad(a.field+" (--"+listenFlags[a.field]+")", "%v", err)
 		}
 	}
 	if c.NodeID == "" {
@@ -480,7 +480,12 @@ func (c *Config) Validate() error {
 func checkAddress(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port: %w", addr, err)
+		example := "127.0.0.1:8380"
+		if p, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+			// A bare port: the host is what is missing.
+			example = "127.0.0.1:" + strconv.FormatUint(p, 10)
+		}
+		return fmt.Errorf("%q: want host:port, e.g. %s (0.0.0.0 for every interface)", addr, example)
 	}
 	if host == "" {
 		return fmt.Errorf("%q has no host (use 0.0.0.0 to listen on every interface)", addr)
