@@ -165,7 +165,7 @@ func TestToolsCallRouted(t *testing.T) {
 			}
 			v.close()
 
-			labels := map[string]string{"route": "core", "method": "tools/call", "era": tc.era, "outcome": outcomeRouted}
+			labels := map[string]string{"route": "core", "method": "tools/call", "era": tc.era, "outcome": callOK} // a routed request ends with its call's outcome
 			if got := metricValue(t, env.reg, "toolmesh_extproc_requests_total", labels); got < 1 {
 				t.Errorf("requests_total%v = %v, want ≥ 1", labels, got)
 			}
@@ -221,16 +221,16 @@ func TestToolResponses(t *testing.T) {
 			wantText: "hello there", outcome: callOK},
 		{name: "server error",
 			headers: []string{":status", "500", "content-type", "text/plain", "content-encoding", "identity"},
-			body:    ptr("boom"), wantError: true, outcome: callToolError},
+			body:    ptr("boom"), wantError: true, outcome: callUpstream5xx},
 		{name: "forbidden",
 			headers: []string{":status", "403", "content-type", "application/json"},
-			body:    ptr(`{"error":"no"}`), wantError: true, wantText: "permission denied", outcome: callToolError},
+			body:    ptr(`{"error":"no"}`), wantError: true, wantText: "tool echo failed: permission denied", outcome: callUpstream4xx},
 		{name: "too large",
 			headers: []string{":status", "200", "content-type", "application/json"},
 			body:    ptr(`{"data":"` + strings.Repeat("x", 100) + `"}`), wantError: true, outcome: callTooLarge},
 		{name: "503 without body",
 			headers:   []string{":status", "503"},
-			wantError: true, outcome: callToolError},
+			wantError: true, outcome: callUpstream5xx},
 		{name: "204 without body",
 			headers: []string{":status", "204"}, outcome: callOK},
 	}

@@ -21,19 +21,28 @@ const (
 	outcomeAnswered     = "answered" // answered locally (2xx/202), JSON-RPC errors under 200 included
 	outcomeInvalidArgs  = "invalid_arguments"
 	outcomeDenied       = "denied"     // a filter denied the call
-	outcomeRouted       = "routed"     // sent to a Tool Service
+	outcomeRouted       = "routed"     // sent to a Tool Service; replaced by the call's outcome when the stream ends
 	outcomeIncomplete   = "incomplete" // the stream ended before a decision
 	outcomeStreamError  = "stream_error"
 )
 
 // Outcomes of one tool call, the outcome label of toolmesh_tool_calls_total.
+// A routed call's outcome is also its request's outcome in
+// toolmesh_extproc_requests_total (docs/metrics.md lists every value).
 const (
 	callOK          = "ok"
-	callToolError   = "upstream_error" // the Tool Service answered non-2xx
+	callUpstream4xx = "upstream_4xx"   // the Tool Service answered 4xx
+	callUpstream5xx = "upstream_5xx"   // the Tool Service answered 5xx
+	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none)
 	callTooLarge    = "too_large"
-	callInvalidArgs = "invalid_arguments"
-	callDenied      = "denied"      // a filter denied the call or its result
-	callNoResponse  = "no_response" // Envoy answered itself (503/504) or the stream ended
+	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
+	callDenied      = "denied"            // a filter denied the call or its result
+	callRejected    = "rejected"          // answered at HTTP level before routing (413)
+	// callNoResponse: the stream ended without the Tool Service's response
+	// headers. Envoy answered itself (route timeout 504, or 503: no healthy
+	// upstream, connect failure, reset, overflow) without telling ext_proc,
+	// or the client went away; Envoy's cluster stats tell these apart.
+	callNoResponse = "no_response"
 )
 
 // exchange is the state of one HTTP request: one Process stream. It is owned
@@ -151,6 +160,16 @@ func (x *exchange) anomaly(msg string, attrs ...slog.Attr) {
 // finish records the request's metrics and its debug log line.
 func (x *exchange) finish() {
 	elapsed := time.Since(x.start)
+	callOut := x.callOutcome
+	if x.tool != nil && callOut == "" {
+		callOut = callNoResponse
+		if x.answered {
+			callOut = callRejected
+		}
+	}
+	if x.routed {
+		x.outcome = callOut // what became of the routed call
+	}
 	if x.streamErr != nil {
 		x.outcome = outcomeStreamError
 	}
@@ -166,11 +185,7 @@ func (x *exchange) finish() {
 	m.requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
 	m.duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())
 	if x.tool != nil {
-		out := x.callOutcome
-		if out == "" {
-			out = callNoResponse
-		}
-		m.toolCalls.WithLabelValues(x.routeKey, x.tool.Name, out).Inc()
+		m.toolCalls.WithLabelValues(x.routeKey, m.tools.label(x.routeKey, x.tool.Name), callOut).Inc()
 	}
 
 	log := x.s.log
@@ -207,7 +222,7 @@ func (x *exchange) finish() {
 	}
 	if x.tool != nil {
 		attrs = append(attrs, slog.String("tool_service", x.tool.Service),
-			slog.String("tool_outcome", x.callOutcome), slog.Int("upstream_status", x.upStatus))
+			slog.String("tool_outcome", callOut), slog.Int("upstream_status", x.upStatus))
 		if x.streaming {
 			attrs = append(attrs, slog.Bool("streamed", true))
 		}

@@ -8,11 +8,13 @@ import (
 
 // metrics are the server's Prometheus series. Label values come from small
 // fixed sets (methods, eras, outcomes) or from the route snapshot (route keys,
-// tool names of resolved tools), never from raw client input.
+// tool names of resolved tools, at most Config.ToolLabels per route), never
+// from raw client input.
 type metrics struct {
 	requests  *prometheus.CounterVec   // route, method, era, outcome
 	duration  *prometheus.HistogramVec // route, method
 	toolCalls *prometheus.CounterVec   // route, tool, outcome
+	tools     *toolLabels              // bounds the tool label of toolCalls
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -30,7 +32,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"route", "method"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_tool_calls_total",
-			Help: "Resolved tools/call requests, by route, tool and outcome.",
+			Help: "Resolved tools/call requests, by route, tool (at most toolLabelsPerRoute distinct tools per route by name, the first called; the rest as \"(other)\") and outcome.",
 		}, []string{"route", "tool", "outcome"}),
 	}
 	// A second Server on the same registry shares the series.

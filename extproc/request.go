@@ -253,7 +253,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if x.s.cfg.Filters == nil {
 		if msgs := t.ValidateArguments(args); len(msgs) > 0 {
 			x.callOutcome = callInvalidArgs
-			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msgs...)},
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
 				outcomeInvalidArgs, detailsInvalidArguments)
 		}
 	} else {
@@ -266,15 +266,16 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", out.Err))
 		}
 		if out.Denied() {
-			x.callOutcome = callDenied
+			outcome := denyOutcome(&out)
+			x.callOutcome = outcome
 			x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "filter denied the call", slog.String("request_id", x.requestID),
 				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", out.Filter),
 				slog.String("reason", out.Reason))
 			if out.DenyAs == filters.RPCError {
-				return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcomeDenied, detailsDenied)
+				return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcome, denyDetails(outcome))
 			}
-			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, out.Reason)},
-				outcomeDenied, detailsDenied)
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, denyText(t.Name, &out))},
+				outcome, denyDetails(outcome))
 		}
 		args, addHeaders = freq.Arguments, out.AddHeaders
 	}

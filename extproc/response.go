@@ -142,14 +142,7 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 // result builds the client's response body and records the call's outcome.
 func (x *exchange) result(u mcp.Upstream) []byte {
 	x.resultSent = true
-	switch {
-	case u.Failure == mcp.FailureTooLarge:
-		x.callOutcome = callTooLarge
-	case u.Failure != mcp.FailureNone, u.Status < 200 || u.Status > 299:
-		x.callOutcome = callToolError
-	default:
-		x.callOutcome = callOK
-	}
+	x.callOutcome = upstreamOutcome(u)
 	if x.callOutcome != callOK {
 		x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "tool call failed",
 			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
@@ -173,7 +166,7 @@ func (x *exchange) result(u mcp.Upstream) []byte {
 		if out.DenyAs == filters.RPCError {
 			return mcp.ErrorReply(200, x.call.ID, out.Code, out.Reason, nil).Body
 		}
-		return x.s.proto.ToolError(x.call, out.Reason)
+		return x.s.proto.ToolError(x.call, denyText(x.tool.Name, &out))
 	case out.Action == filters.ActionRewrite:
 		return x.s.proto.WithResult(x.call, res.Body)
 	}

@@ -54,6 +54,10 @@ type Config struct {
 	// implements it. When nil, the only policy is input-schema validation,
 	// done inline.
 	Filters Filters
+	// ToolLabels is how many distinct tools of each route get their own
+	// tool label in toolmesh_tool_calls_total; calls of further tools count
+	// as tool="(other)". Zero means DefaultToolLabels.
+	ToolLabels int
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
@@ -134,6 +138,12 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 	if cfg.MaxResponseBytes == 0 {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	if cfg.ToolLabels < 0 {
+		return nil, fmt.Errorf("extproc: tool labels %d is negative", cfg.ToolLabels)
+	}
+	if cfg.ToolLabels == 0 {
+		cfg.ToolLabels = DefaultToolLabels
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -141,6 +151,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: %w", err)
 	}
+	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
 	return &Server{
 		cfg:     cfg,
 		proto:   mcp.NewServer(cfg.MCP),

@@ -29,7 +29,7 @@ func TestInputSchema(t *testing.T) {
 		{
 			"invalid",
 			func(a json.RawMessage) []string { return []string{"/city: missing", "/days: want integer"} },
-			Deny(`invalid arguments for tool "get_weather": /city: missing; /days: want integer`),
+			Deny(`invalid arguments: /city: missing; /days: want integer`),
 		},
 	}
 	for _, tt := range tests {

@@ -18,6 +18,10 @@ type Outcome struct {
 	Action Action
 	// Filter names the filter that denied.
 	Filter string
+	// SchemaInvalid is set on a deny of an input_schema filter: the
+	// arguments failed the tool's inputSchema (reported apart from policy
+	// denials).
+	SchemaInvalid bool
 	// Reason, DenyAs and Code describe a deny (Code is set for RPCError).
 	Reason string
 	DenyAs DenyKind
@@ -147,7 +151,9 @@ func (c *Chain) RunRequest(ctx context.Context, r *Request) Outcome {
 		}
 		switch d.Action {
 		case ActionDeny:
-			return denied(e.name, d, out.AddHeaders, errors.Join(skipped...))
+			o := denied(e.name, d, out.AddHeaders, errors.Join(skipped...))
+			_, o.SchemaInvalid = e.f.(*inputSchema)
+			return o
 		case ActionRewrite:
 			out.Action = ActionRewrite
 			if d.Arguments != nil {

@@ -2,7 +2,6 @@ package filters
 
 import (
 	"context"
-	"fmt"
 	"strings"
 )
 
@@ -38,7 +37,8 @@ func (f *inputSchema) OnRequest(_ context.Context, r *Request) (Decision, error)
 	if len(msgs) == 0 {
 		return Decision{}, nil
 	}
-	return Deny(fmt.Sprintf("invalid arguments for tool %q: %s", r.Tool, strings.Join(msgs, "; "))), nil
+	// The extproc server prefixes "tool NAME failed: " (mcp.ToolFailed).
+	return Deny("invalid arguments: " + strings.Join(msgs, "; ")), nil
 }
 
 // OnResult implements [Filter.OnResult].

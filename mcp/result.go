@@ -32,11 +32,11 @@ func (s *Server) CallResult(c *Call, u Upstream) []byte {
 	b = append(b, `"result":`...)
 	switch {
 	case u.Failure != FailureNone:
-		b = s.appendError(b, era, failureText(u.Failure))
+		b = s.appendError(b, era, failureText(c, u.Failure))
 	case u.Status >= 200 && u.Status <= 299:
 		b = s.appendSuccess(b, era, u)
 	default:
-		b = s.appendError(b, era, statusText(u.Status, u.Body))
+		b = s.appendError(b, era, statusText(c, u.Status, u.Body))
 	}
 	return append(b, '}')
 }
@@ -46,13 +46,26 @@ func (s *Server) CallResult(c *Call, u Upstream) []byte {
 func (s *Server) ToolError(c *Call, messages ...string) []byte {
 	id, era := callID(c)
 	if len(messages) == 0 {
-		messages = []string{"Tool call failed"}
+		messages = []string{ToolFailed(toolName(c), "error")}
 	}
 	b := make([]byte, 0, 128)
 	b = appendEnvelope(b, id)
 	b = append(b, `"result":`...)
 	b = s.appendError(b, era, messages...)
 	return append(b, '}')
+}
+
+// ToolFailed is the one wording of a failed tool call's text: "tool NAME
+// failed: WHAT", WHAT starting with the kind of failure (timeout,
+// unavailable, permission denied, invalid arguments, denied, ...). Envoy's
+// own replies to routed calls say the same (xds/localreply.go).
+func ToolFailed(tool, what string) string { return "tool " + tool + " failed: " + what }
+
+func toolName(c *Call) string {
+	if c == nil {
+		return ""
+	}
+	return c.Tool
 }
 
 func callID(c *Call) ([]byte, Era) {
@@ -160,21 +173,20 @@ func jsonMediaType(ct string) bool {
 	return mt == "" || mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
-func failureText(f Failure) string {
+func failureText(c *Call, f Failure) string {
 	switch f {
 	case FailureTimeout:
-		return "Tool call failed: timeout: the Tool Service did not answer in time"
+		return ToolFailed(toolName(c), "timeout: the Tool Service did not answer in time")
 	case FailureReset:
-		return "Tool call failed: reset: the Tool Service closed the connection before answering (unavailable)"
+		return ToolFailed(toolName(c), "unavailable: the Tool Service closed the connection before answering")
 	case FailureTooLarge:
-		return "Tool call failed: response too large: the Tool Service reply exceeded the gateway's limit"
+		return ToolFailed(toolName(c), "response too large: the Tool Service reply exceeded the gateway's limit")
 	}
-	return "Tool call failed: unavailable: no healthy Tool Service instance could take the call"
+	return ToolFailed(toolName(c), "unavailable: no healthy Tool Service instance could take the call")
 }
 
-func statusText(status int, body []byte) string {
+func statusText(c *Call, status int, body []byte) string {
 	var b strings.Builder
-	b.WriteString("Tool call failed: ")
 	if status == 401 || status == 403 {
 		b.WriteString("permission denied: ")
 	}
@@ -191,7 +203,7 @@ func statusText(status int, body []byte) string {
 		b.WriteString(": ")
 		b.WriteString(e)
 	}
-	return b.String()
+	return ToolFailed(toolName(c), b.String())
 }
 
 // reasons are the HTTP reason phrases worth naming (net/http stays out of

@@ -107,11 +107,11 @@ func TestCallResult(t *testing.T) {
 		{"no status", legacy, Upstream{},
 			want{isError: true, contains: "no status"}},
 		{"timeout", legacy, Upstream{Status: 504, Failure: FailureTimeout},
-			want{keys: []string{"content", "isError"}, isError: true, contains: "timeout"}},
+			want{keys: []string{"content", "isError"}, isError: true, contains: "tool echo failed: timeout"}},
 		{"unavailable", modern, Upstream{Status: 503, Failure: FailureUnavailable},
-			want{keys: []string{"resultType", "content", "isError", "_meta"}, isError: true, contains: "unavailable"}},
+			want{keys: []string{"resultType", "content", "isError", "_meta"}, isError: true, contains: "tool echo failed: unavailable"}},
 		{"reset", legacy, Upstream{Failure: FailureReset},
-			want{isError: true, contains: "reset"}},
+			want{isError: true, contains: "unavailable: the Tool Service closed the connection"}},
 		{"too large", legacy, Upstream{Status: 200, Body: []byte(`{"content":[]}`), Failure: FailureTooLarge},
 			want{isError: true, contains: "response too large"}},
 	}
@@ -158,6 +158,10 @@ func TestCallResult(t *testing.T) {
 			}
 			if tt.want.contains != "" && (len(items) != 1 || !strings.Contains(items[0].Text, tt.want.contains)) {
 				t.Fatalf("texts = %+v, want one containing %q", items, tt.want.contains)
+			}
+			// One wording for every failure: "tool NAME failed: KIND...".
+			if want := "tool " + tt.call.Tool + " failed: "; tt.want.isError && !strings.HasPrefix(items[0].Text, want) {
+				t.Fatalf("error text %q does not start with %q", items[0].Text, want)
 			}
 			if tt.want.isError && len(items[0].Text) > 700 {
 				t.Fatalf("error text is %d bytes, want a bounded excerpt", len(items[0].Text))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -133,6 +134,12 @@ func getJSON(ctx context.Context, client *http.Client, u string, max int64, exac
 	req.Header.Set("Accept", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
+		// client.Do's *url.Error repeats the method and URL; the wrapper
+		// here names the URL once.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("get %s: %w", u, err)
 	}
 	defer resp.Body.Close()

@@ -74,9 +74,13 @@ type stateCollector struct{ r atomic.Pointer[Registry] }
 
 var (
 	descSnapshotAge = prometheus.NewDesc("toolmesh_registry_snapshot_age_seconds",
-		"Age of each route's snapshot since its manifests were last fetched or confirmed.", []string{"route"}, nil)
+		"Time since each route's snapshot was built or last confirmed by a refresh that fetched all its manifests: /health lastSuccessAge, or snapshotAge for a snapshot restored from the Store and not yet confirmed.", []string{"route"}, nil)
 	descTools = prometheus.NewDesc("toolmesh_registry_snapshot_tools",
 		"Tools served by each route's snapshot.", []string{"route"}, nil)
+	descRejected = prometheus.NewDesc("toolmesh_registry_rejected_tools",
+		"Tools of each route's snapshot left out because their manifest entry is invalid (/health: rejected).", []string{"route"}, nil)
+	descAmbiguous = prometheus.NewDesc("toolmesh_registry_ambiguous_tools",
+		"Tool names of each route left out because two of its Tool Services publish them (/health: ambiguous).", []string{"route"}, nil)
 	descReady = prometheus.NewDesc("toolmesh_registry_ready",
 		"1 when at least one route has a snapshot.", nil, nil)
 	descWithout = prometheus.NewDesc("toolmesh_registry_routes_without_snapshot",
@@ -87,6 +91,8 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSnapshotAge
 	ch <- descTools
+	ch <- descRejected
+	ch <- descAmbiguous
 	ch <- descReady
 	ch <- descWithout
 }
@@ -108,6 +114,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descSnapshotAge, prometheus.GaugeValue, now.Sub(seen).Seconds(), key)
 		ch <- prometheus.MustNewConstMetric(descTools, prometheus.GaugeValue, float64(len(e.snap.Tools)), key)
+		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.GaugeValue, float64(len(e.snap.Rejected)), key)
+		ch <- prometheus.MustNewConstMetric(descAmbiguous, prometheus.GaugeValue, float64(len(e.snap.Ambiguous)), key)
 	}
 	ready := 0.0
 	if st.ready {

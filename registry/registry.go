@@ -28,19 +28,29 @@ type Store interface {
 
 // RouteStatus is one route's line of the health detail.
 type RouteStatus struct {
-	Key             string         `json:"key"`
-	PublicPath      string         `json:"publicPath"`
-	SnapshotVersion string         `json:"snapshotVersion,omitempty"`
-	SnapshotAge     string         `json:"snapshotAge,omitempty"`
-	FetchedAt       *time.Time     `json:"fetchedAt,omitempty"`
-	Tools           int            `json:"tools"`
-	LastError       string         `json:"lastError,omitempty"`
-	LastErrorAt     *time.Time     `json:"lastErrorAt,omitempty"`
-	Ambiguous       []string       `json:"ambiguous,omitempty"`
-	Rejected        []RejectedTool `json:"rejected,omitempty"`
+	Key             string `json:"key"`
+	PublicPath      string `json:"publicPath"`
+	SnapshotVersion string `json:"snapshotVersion,omitempty"`
+	// SnapshotAge is the age of the snapshot's content: the time since it
+	// was built (FetchedAt), from manifests that differed from the ones
+	// before. A refresh that finds the same content does not reset it.
+	SnapshotAge string `json:"snapshotAge,omitempty"`
+	// FetchedAt is when the manifests of the snapshot were fetched and it
+	// was built.
+	FetchedAt *time.Time `json:"fetchedAt,omitempty"`
+	// LastSuccessAge is the time since LastRefresh, the last refresh that
+	// fetched every manifest of the route; absent while none has succeeded
+	// in this process (a snapshot restored from the Store). It grows while
+	// a Tool Service is down.
+	LastSuccessAge string         `json:"lastSuccessAge,omitempty"`
+	Tools          int            `json:"tools"`
+	LastError      string         `json:"lastError,omitempty"`
+	LastErrorAt    *time.Time     `json:"lastErrorAt,omitempty"`
+	Ambiguous      []string       `json:"ambiguous,omitempty"`
+	Rejected       []RejectedTool `json:"rejected,omitempty"`
 
-	// LastRefresh is the last time a refresh confirmed the snapshot's
-	// content; SnapshotAge counts from it (or from FetchedAt if later).
+	// LastRefresh is the last time a refresh fetched every manifest of the
+	// route and kept (same content) or replaced the snapshot.
 	LastRefresh *time.Time `json:"lastRefresh,omitempty"`
 	// StoreError is the latest failure to load or save the route's snapshot
 	// in the Store; serving goes on without the Store.
@@ -59,7 +69,7 @@ type RouteStatus struct {
 	AmbiguousItems []string `json:"ambiguousItems,omitempty"`
 }
 
-// Health is the health detail of ADR 0005.
+// Health is the /health detail of the registry (docs/operators.md).
 type Health struct {
 	Ready                 bool          `json:"ready"`
 	Routes                []RouteStatus `json:"routes"`

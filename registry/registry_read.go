@@ -49,11 +49,12 @@ func (r *Registry) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-// Ready reports whether at least one route has a snapshot (ADR 0005).
+// Ready reports whether at least one route has a snapshot (docs/operators.md,
+// "Failure modes and what they look like").
 func (r *Registry) Ready() bool { return r.state.Load().ready }
 
-// Health returns the health detail of ADR 0005: every listed route, sorted by
-// key, with its snapshot and errors.
+// Health returns the /health detail (docs/operators.md): every listed route,
+// sorted by key, with its snapshot and errors.
 func (r *Registry) Health() Health {
 	st := r.state.Load()
 	now := r.now()
@@ -83,13 +84,12 @@ func (r *Registry) Health() Health {
 			Restored:    e.restored,
 			NextRetryAt: timePtr(e.retryAt),
 		}
+		if !e.lastRefresh.IsZero() {
+			rs.LastSuccessAge = age(now, e.lastRefresh)
+		}
 		if s := e.snap; s != nil {
-			confirmed := s.FetchedAt
-			if e.lastRefresh.After(confirmed) {
-				confirmed = e.lastRefresh
-			}
 			rs.SnapshotVersion = s.Version
-			rs.SnapshotAge = max(now.Sub(confirmed), 0).Round(time.Second).String()
+			rs.SnapshotAge = age(now, s.FetchedAt)
 			rs.FetchedAt = timePtr(s.FetchedAt)
 			rs.Tools = len(s.Tools)
 			rs.Ambiguous = slices.Clone(s.Ambiguous)
@@ -103,6 +103,9 @@ func (r *Registry) Health() Health {
 	}
 	return h
 }
+
+// age is the /health form of the time since t, whole seconds.
+func age(now, t time.Time) string { return max(now.Sub(t), 0).Round(time.Second).String() }
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -93,6 +94,10 @@ type Config struct {
 	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
 	// isError result (default 4194304, 4 MiB).
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
+	// ToolLabelsPerRoute is how many distinct tools of each route get their
+	// own tool label in toolmesh_tool_calls_total; calls of further tools
+	// count as tool="(other)" (default 100, at most 10000).
+	ToolLabelsPerRoute int `json:"toolLabelsPerRoute,omitempty"`
 	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
 	// xDS (default 5s; Envoy's own 200ms default is too short).
 	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
@@ -175,6 +180,7 @@ const (
 	minRetryBackoff    = 10 * time.Millisecond
 	maxMessageTimeout  = time.Hour // Envoy's own ceiling for message_timeout
 	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
+	maxToolLabels      = 10000     // series of toolmesh_tool_calls_total per route and outcome
 	maxDrainDelay      = 5 * time.Minute
 
 	// envoyKeepaliveInterval is the connection_keepalive interval of the
@@ -204,6 +210,7 @@ func defaultConfig() Config {
 		RetryBackoff:         registry.Duration(registry.DefaultRetryBackoff),
 		MaxBodyBytes:         1 << 20,
 		MaxResponseBytes:     4 << 20,
+		ToolLabelsPerRoute:   extproc.DefaultToolLabels,
 		MessageTimeout:       registry.Duration(5 * time.Second),
 		ServerName:           "toolmesh",
 		GRPCKeepaliveMinTime: registry.Duration(defaultKeepaliveMinTime),
@@ -391,7 +398,7 @@ func (c *Config) Validate() error {
 		{"envoyListen", c.EnvoyListen},
 	} {
 		if err := checkAddress(a.addr); err != nil {
-			bad(a.field, "%v", err)
+			bad(a.field+" (--"+listenFlags[a.field]+")", "%v", err)
 		}
 	}
 	if c.AdminToken != nil {
@@ -419,6 +426,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
 		bad("maxBodyBytes", "%d is not between 1 and %d", c.MaxBodyBytes, maxBodyLimit)
+	}
+	if c.ToolLabelsPerRoute < 1 || c.ToolLabelsPerRoute > maxToolLabels {
+		bad("toolLabelsPerRoute", "%d is not between 1 and %d", c.ToolLabelsPerRoute, maxToolLabels)
 	}
 	if c.MaxResponseBytes <= 0 || c.MaxResponseBytes > maxBodyLimit {
 		bad("maxResponseBytes", "%d is not between 1 and %d", c.MaxResponseBytes, maxBodyLimit)
@@ -495,7 +505,12 @@ func (c *Config) Validate() error {
 func checkAddress(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port: %w", addr, err)
+		example := "127.0.0.1:8380"
+		if p, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+			// A bare port: the host is what is missing.
+			example = "127.0.0.1:" + strconv.FormatUint(p, 10)
+		}
+		return fmt.Errorf("%q: want host:port, e.g. %s (0.0.0.0 for every interface)", addr, example)
 	}
 	if host == "" {
 		return fmt.Errorf("%q has no host (use 0.0.0.0 to listen on every interface)", addr)

@@ -129,6 +129,10 @@ func sameDefault(v reflect.Value, doc, alt string) string {
 		if n, err := strconv.ParseInt(doc, 10, 64); err != nil || n != x {
 			return strconv.FormatInt(x, 10)
 		}
+	case int:
+		if n, err := strconv.Atoi(doc); err != nil || n != x {
+			return strconv.Itoa(x)
+		}
 	case bool:
 		if doc != strconv.FormatBool(x) {
 			return strconv.FormatBool(x)

@@ -139,7 +139,7 @@ logFormat: xml
 grpcKeepaliveTime: 10ms
 grpcKeepaliveTimeout: 0s
 drainDelay: 10m
-`)}, wantErr: []string{"portal:", "listen:", "adminListen:", "xdsListen:", "refreshInterval:", "retryBackoff:", "retryBackoffMax:", "messageTimeout:",
+`)}, wantErr: []string{"portal:", "listen (--listen):", "adminListen (--admin-listen):", "xdsListen (--xds-listen):", "refreshInterval:", "retryBackoff:", "retryBackoffMax:", "messageTimeout:",
 			"maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
 		// Envoy pings every 30s (envoy/*.yaml connection_keepalive); a MinTime
 		// at or above it, or 0 (grpc-go's 5m default), closes its connections.

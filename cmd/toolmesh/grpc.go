@@ -43,6 +43,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListTTL:        a.listTTL(),
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {

@@ -373,7 +373,7 @@ func TestExitCodes(t *testing.T) {
 		{"flag of another command", []string{"extproc", "--listen", "127.0.0.1:1"}, exitUsage, "", "unknown flag: --listen"},
 		{"xds without portal", []string{"xds"}, exitUsage, "", "xds needs --portal"},
 		{"invalid config", []string{"run", "--log-format", "xml"}, exitUsage, "", `logFormat: "xml" is not text or json`},
-		{"port taken", []string{"run", "--admin-listen", busy.Addr().String()}, exitError, "", "listen admin"},
+		{"port taken", []string{"run", "--admin-listen", busy.Addr().String()}, exitError, "", "admin server cannot listen on"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -267,7 +267,7 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 	bind := func(name, addr string) (net.Listener, error) {
 		ln, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen %s: %w", name, err)
+			return nil, listenError(name, addr, err)
 		}
 		a.log.Info("listening", slog.String("server", name), slog.String("addr", ln.Addr().String()))
 		if h.listening != nil {

@@ -68,6 +68,12 @@ func ReadValues(files ...string) (map[string]any, error) {
 func Render(ch *chart.Chart, rel Release, vals map[string]any) ([]Manifest, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.APIVersions = append(caps.APIVersions, rel.APIVersions...)
+	// The check `helm template` makes before rendering (pkg/action
+	// renderResources), against the same default capabilities: a chart
+	// kubeVersion they do not meet fails the command without --kube-version.
+	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.String())
+	}
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
 		Name:      rel.Name,
 		Namespace: rel.Namespace,

@@ -155,11 +155,11 @@ add("legacy", "tools-call-json-object", "A 2xx JSON object that is not a CallToo
 add("legacy", "tools-call-json-array", "In the legacy era structuredContent must be an object, so a JSON array is only the text item.",
     leg_req("tools/call", {"name": "series", "arguments": {}}), ok(res(1, {"content": [{"type": "text", "text": "[1,2,3]"}]})))
 add("legacy", "tools-call-500", "A Tool Service 5xx is an isError result naming the status, never a JSON-RPC or HTTP error.",
-    leg_req("tools/call", {"name": "fail", "arguments": {}}), iserr(1, ["500"]))
+    leg_req("tools/call", {"name": "fail", "arguments": {}}), iserr(1, ["tool fail failed: ", "500"]))
 add("legacy", "tools-call-403", "A Tool Service 401/403 is an isError result saying permission denied.",
-    leg_req("tools/call", {"name": "secret", "arguments": {}}), iserr(1, ["permission denied"]))
+    leg_req("tools/call", {"name": "secret", "arguments": {}}), iserr(1, ["tool secret failed: permission denied"]))
 add("legacy", "tools-call-schema-invalid", "Arguments failing the tool's inputSchema are an isError result with the validation messages; the Tool Service is not called.",
-    leg_req("tools/call", {"name": "add", "arguments": {"a": "two"}}), ok(None, {"bodyContains": ['"isError":true', "arguments"]}))
+    leg_req("tools/call", {"name": "add", "arguments": {"a": "two"}}), ok(None, {"bodyContains": ['"isError":true', "tool add failed: invalid arguments"]}))
 add("legacy", "tools-call-unknown", "An unknown tool is -32602.",
     leg_req("tools/call", {"name": "nope", "arguments": {}}), legacy_err_reply(-32602))
 add("legacy", "tools-call-ambiguous", "A name offered by two active tools is ambiguous: -32602, and the gateway never picks one.",
@@ -191,7 +191,7 @@ add("stateless", "tools-call-base64-name", "Mcp-Name may carry the =?base64?…?
     new_req("tools/call", {"name": "echo", "arguments": {"message": "hi"}}, name="=?base64?ZWNobw==?="),
     ok(new_res(1, {"content": [{"type": "text", "text": "hi"}]})))
 add("stateless", "tools-call-500", "Execution failures are isError results in this era too.",
-    new_req("tools/call", {"name": "fail", "arguments": {}}, name="fail"), iserr(1, ["500"], "stateless"))
+    new_req("tools/call", {"name": "fail", "arguments": {}}, name="fail"), iserr(1, ["tool fail failed: ", "500"], "stateless"))
 add("stateless", "tools-call-unknown", "An unknown tool is -32602 with HTTP 200.",
     new_req("tools/call", {"name": "nope", "arguments": {}}, name="nope"), legacy_err_reply(-32602))
 add("stateless", "method-header-mismatch", "Mcp-Method must equal the body's method: 400 HeaderMismatch (-32020).",

@@ -185,7 +185,8 @@
       catalogBadge(extra && extra.catalog));
     const meta = h('div', {class: 'route-meta dim'},
       h('span', {}, 'snapshot ', shortVersion(rt.snapshotVersion)),
-      h('span', {}, 'age ', rt.snapshotAge || '—'),
+      h('span', {}, 'content age ', rt.snapshotAge || '—'),
+      h('span', {}, 'last full refresh ', rt.lastSuccessAge ? rt.lastSuccessAge + ' ago' : '—'),
       h('span', {}, 'fetched ', when(rt.fetchedAt)),
       h('span', {}, 'confirmed ', when(rt.lastRefresh)),
       h('span', {}, 'filters ', extra && extra.filters ? (extra.filters.length ? extra.filters.join(' → ') : 'none') : 'n/a (no ext_proc server)'));
@@ -233,7 +234,7 @@
       return;
     }
     // A summary line per route, then a card per route.
-    const summary = table(['route', 'snapshot', 'age', 'tools', 'Tool Services', 'rejected', 'ambiguous', 'catalog'],
+    const summary = table(['route', 'snapshot', 'content age', 'last full refresh', 'tools', 'Tool Services', 'rejected', 'ambiguous', 'catalog'],
       routes.map((rt) => {
         const svcs = rt.services || [];
         const failing = svcs.filter((x) => x.lastError).length;
@@ -242,6 +243,7 @@
           h('td', {class: 'name'}, h('a', {href: '#route-' + rt.key}, rt.key)),
           h('td', {}, rt.snapshotVersion ? shortVersion(rt.snapshotVersion) : badge('none', 'bad')),
           h('td', {}, rt.snapshotAge || '—'),
+          h('td', {}, rt.lastSuccessAge ? rt.lastSuccessAge + ' ago' : '—'),
           h('td', {class: 'num'}, String(rt.tools)),
           h('td', {}, String(svcs.length), failing ? h('span', {}, ' ', badge(failing + ' failing', 'bad')) : null,
             rt.lastError ? h('span', {}, ' ', badge('refresh failed', 'bad')) : null),
