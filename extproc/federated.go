@@ -273,11 +273,17 @@ func firstHeader(hm *corev3.HeaderMap, key string) string {
 	return ""
 }
 
+// headerMap is what a new session's handshake sends: the credential (and
+// forwarded Authorization) headers, without the protocol headers of the
+// call, which the handshake sets itself (a stale Mcp-Session-Id would make
+// the server refuse it).
 func headerMap(h http.Header) map[string]string {
 	m := make(map[string]string, len(h))
 	for k := range h {
-		if k == http.CanonicalHeaderKey(mcp.HeaderProtocolVersion) {
-			continue // the handshake sets its own
+		switch k {
+		case http.CanonicalHeaderKey(mcp.HeaderProtocolVersion), http.CanonicalHeaderKey(mcp.HeaderSessionID),
+			http.CanonicalHeaderKey(mcp.HeaderMethod), http.CanonicalHeaderKey(mcp.HeaderName):
+			continue
 		}
 		m[k] = h.Get(k)
 	}
@@ -379,7 +385,7 @@ func (x *exchange) fedResult(body []byte) []byte {
 	}
 	if msg == nil {
 		if x.upStatus >= 200 && x.upStatus <= 299 {
-			return x.fedFailed(mcp.Upstream{Status: 502, Body: body}, "the MCP server's answer is not a JSON-RPC response to the request")
+			return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server's answer is not a JSON-RPC response to the request")
 		}
 		return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server answered HTTP "+strconv.Itoa(x.upStatus))
 	}
@@ -390,19 +396,32 @@ func (x *exchange) fedResult(body []byte) []byte {
 }
 
 // fedFailed is the answer to a request the server did not answer with a
-// JSON-RPC response: an isError result for tools/call (the status mapping
-// of native calls), -32603 otherwise.
+// JSON-RPC response: for tools/call an isError result (a failure or a
+// non-2xx status mapped as for native calls, a 2xx answer that is not
+// JSON-RPC with msg), -32603 otherwise.
 func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
 	f := x.fed
 	x.resultSent = true
 	if x.call != nil && f.method == "tools/call" {
 		x.callOutcome = callToolError
-		if u.Failure == mcp.FailureTooLarge {
+		switch {
+		case u.Failure == mcp.FailureTooLarge:
 			x.callOutcome = callTooLarge
+		case u.Failure == mcp.FailureNone && u.Status >= 200 && u.Status <= 299:
+			return x.s.proto.ToolError(x.call, msg+": "+excerpt(u.Body))
 		}
 		return x.s.proto.CallResult(x.call, u)
 	}
 	return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
+}
+
+// excerpt is the start of a server's answer quoted in an error.
+func excerpt(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "?")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // reissue answers a 404 of a session-using server: the gateway's session
