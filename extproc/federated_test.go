@@ -1,11 +1,14 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -173,6 +176,13 @@ func TestFederatedRouting(t *testing.T) {
 					t.Errorf("%s not removed: %v", k, cr.GetHeaderMutation().GetRemoveHeaders())
 				}
 			}
+			// Envoy's own 503/504 become isError results only for a
+			// tools/call (local_reply_config reads this metadata).
+			ns := r.GetDynamicMetadata().GetFields()[registry.MetadataNamespace].GetStructValue().GetFields()
+			isCall := strings.Contains(tc.body, `"tools/call"`)
+			if ns[registry.MetadataJSONRPCID].GetStringValue() == "" || (ns[registry.MetadataToolCall].GetStringValue() == "true") != isCall {
+				t.Errorf("dynamic metadata %v (tools/call: %v)", ns, isCall)
+			}
 			if _, ok := tc.wantSet["authorization"]; !ok && set["authorization"] == "" &&
 				!contains(cr.GetHeaderMutation().GetRemoveHeaders(), "authorization") {
 				t.Error("client Authorization neither replaced nor removed")
@@ -338,5 +348,37 @@ func TestFederatedSessionExpired(t *testing.T) {
 	v2.send(reqHeaders(false, post("/mcp/fed", len(body))...))
 	if set := setOf(t, v2.send(reqBody(body)).GetRequestBody().GetResponse().GetHeaderMutation()); set["mcp-session-id"] != "s2" {
 		t.Errorf("second call session %q", set["mcp-session-id"])
+	}
+}
+
+// TestSessionCache: concurrent first calls open one session; invalidating
+// a stale id drops it, invalidating an id already replaced does not.
+func TestSessionCache(t *testing.T) {
+	var c sessionCache
+	key := sessionKey{service: "s", url: "u", version: "v"}
+	var opened atomic.Int32
+	open := func(context.Context) (string, error) {
+		return "id" + itoa(int(opened.Add(1))), nil
+	}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() { ids[i], _ = c.get(t.Context(), key, open) })
+	}
+	wg.Wait()
+	if opened.Load() != 1 || ids[0] != "id1" || ids[7] != "id1" {
+		t.Fatalf("opened %d sessions: %v", opened.Load(), ids)
+	}
+	c.invalidate(key, "id1")
+	if id, _ := c.get(t.Context(), key, open); id != "id2" {
+		t.Fatalf("after invalidate: %q", id)
+	}
+	c.invalidate(key, "id1") // stale: another call already replaced it
+	if id, _ := c.get(t.Context(), key, open); id != "id2" {
+		t.Errorf("a stale invalidate dropped the new session: %q", id)
+	}
+	failing := func(context.Context) (string, error) { return "", errors.New("down") }
+	if _, err := c.get(t.Context(), sessionKey{service: "x"}, failing); err == nil {
+		t.Error("want the open error")
 	}
 }
