@@ -382,3 +382,37 @@ func TestSessionCache(t *testing.T) {
 		t.Error("want the open error")
 	}
 }
+
+// TestFederatedSearchModeAndHeaders: a federated tool called through the
+// search-mode call_tool is sent as a plain tools/call of the upstream name;
+// a 2026 resources/read whose Mcp-Name differs from the URI is refused.
+func TestFederatedSearchModeAndHeaders(t *testing.T) {
+	routes := federatedRoutes(t, "http://127.0.0.1:1")
+	snap := routes["/mcp/fed"].snap
+	def := registry.Route{Key: "fed", Catalog: &registry.Catalog{Mode: "search"}, ToolServices: []registry.ToolService{
+		{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"}}}
+	_, man, _ := snap.MCPService("gh")
+	search := buildSnapshot(t, def, map[string]*registry.Manifest{"gh": {
+		Tools: []registry.ManifestTool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}}, MCP: man}})
+	routes["/mcp/search"] = testRoute{key: "search", snap: search}
+	env := newTestEnv(t, Config{}, routes)
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"gh_search","arguments":{"q":1}}}}`
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/search", len(body))...))
+	r := v.send(reqBody(body))
+	want := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"toolmesh","version":"dev"}}}}`
+	if got := bodyOf(r); got != want {
+		t.Errorf("call_tool body\n got %s\nwant %s", got, want)
+	}
+	v.close()
+
+	body = `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gh://readme",` + meta2026 + `}}`
+	v = env.open(t)
+	defer v.close()
+	v.send(reqHeaders(false, post("/mcp/fed", len(body), stateless("resources/read", "gh://other")...)...))
+	im := v.send(reqBody(body)).GetImmediateResponse()
+	if im == nil || im.GetStatus().GetCode() != 400 || !strings.Contains(string(im.GetBody()), "-32020") {
+		t.Errorf("mismatched Mcp-Name: %v", im)
+	}
+}
