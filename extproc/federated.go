@@ -75,6 +75,9 @@ type fedTarget struct {
 	name     string   // upstream name or URI, for Mcp-Name
 	namePath []string // member renamed, nil for none
 	rename   bool     // the client's name differs from the upstream one
+	// params are a tools/call's Mcp-Param-* headers for a 2026-07-28
+	// server, mirrored from the arguments sent.
+	params []mcp.Header
 }
 
 // forwardItem routes resources/read, prompts/get and completion/complete.
@@ -128,7 +131,8 @@ func clipName(s string) string {
 // changed or the call came through call_tool.
 func (x *exchange) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte) *extprocv3.ProcessingResponse {
 	tgt := fedTarget{service: t.Service, method: "tools/call", name: t.UpstreamName,
-		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool}
+		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool,
+		params: mcp.ParamHeaderValues(t.ParamHeaders, args)}
 	if call.Via != "" || !bytes.Equal(args, call.Arguments) {
 		body = upstreamCallBody(call, t.UpstreamName, args, mcp.Member(mcp.Member(body, "params"), "_meta"))
 		tgt.rename = false
@@ -225,6 +229,9 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		f.headers.Set(mcp.HeaderMethod, tgt.method)
 		if tgt.method != "completion/complete" {
 			f.headers.Set(mcp.HeaderName, mcp.EncodeHeaderValue(tgt.name))
+		}
+		for _, p := range tgt.params {
+			f.headers.Set(mcpParamPrefix+p.Key, p.Value)
 		}
 	}
 	_, _, _, basePath, _ := svc.Endpoint()

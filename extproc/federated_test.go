@@ -86,7 +86,8 @@ func federatedRoutes(t *testing.T, legacyURL string) testRoutes {
 	obj := json.RawMessage(`{"type":"object"}`)
 	snap := buildSnapshot(t, route, map[string]*registry.Manifest{
 		"echo": {Tools: []registry.ManifestTool{{Name: "echo", InputSchema: obj}}},
-		"gh": {Tools: []registry.ManifestTool{{Name: "search", InputSchema: obj}},
+		"gh": {Tools: []registry.ManifestTool{{Name: "search", InputSchema: obj},
+			{Name: "regional", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}`)}},
 			MCP: &registry.MCPManifest{ProtocolVersion: mcp.Version20260728, Completions: true,
 				Resources:         []json.RawMessage{json.RawMessage(`{"uri":"gh://readme","name":"readme"}`)},
 				ResourceTemplates: []json.RawMessage{json.RawMessage(`{"uriTemplate":"gh://issues/{n}","name":"issue"}`)},
@@ -125,6 +126,10 @@ func TestFederatedRouting(t *testing.T) {
 			wantBody: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q": 1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"toolmesh","version":"dev"}}}}`,
 			wantSet: map[string]string{"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "search",
 				"authorization": "Bearer upstream-secret"}},
+		{name: "legacy client, 2026 server: Mcp-Param headers mirrored from the arguments",
+			body:    `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"gh_regional","arguments":{"region":"eu","n":3}}}`,
+			cluster: ghCluster, path: "/v1/mcp",
+			wantSet: map[string]string{"mcp-name": "regional", "mcp-param-region": "eu", "mcp-param-n": "3"}},
 		{name: "2026 client, prompt",
 			body:    `{"jsonrpc":"2.0","id":"p","method":"prompts/get","params":{"name":"gh_review",` + meta2026 + `}}`,
 			extra:   stateless("prompts/get", "gh_review"),
