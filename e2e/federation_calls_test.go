@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -109,6 +110,16 @@ func newFedServer(u *fedUpstream, kind string) *sdk.Server {
 			}
 			return nil, nil, errors.New("never answered")
 		})
+	// ask needs the user's name: a 2026-07-28 server asks with an
+	// input_required result and gets it in the client's retry.
+	sdk.AddTool(s, &sdk.Tool{Name: "ask", Description: "Asks the user's name."},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["who"].(*sdk.ElicitResult); ok && r.Action == "accept" {
+				return text(fmt.Sprintf("%s:hello %v", kind, r.Content["name"])), nil, nil
+			}
+			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"who": &sdk.ElicitParams{Message: "Who are you?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}}}}, nil, nil
+		})
 	sdk.AddTool(s, &sdk.Tool{Name: "garbage", Description: "Answered with garbage by the test's wrapper."},
 		func(ctx context.Context, req *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, any, error) {
 			return text("unreachable"), nil, nil
@@ -182,7 +193,9 @@ func newFedUpstream(t *testing.T) *fedUpstream {
 // owners; progress streams before the result; the legacy session is the
 // gateway's and survives the server forgetting it; credentials are
 // injected and the client's Authorization reaches only the server that
-// opted in; failures are isError results.
+// opted in; an input_required result reaches a 2026-07-28 client, whose
+// retry reaches the server, and fails for a legacy one; failures are
+// isError results.
 func TestFederatedCalls(t *testing.T) {
 	const apiKey = "e2e-upstream-key"
 	t.Setenv("TOOLMESH_E2E_FED_KEY", apiKey)
@@ -231,6 +244,9 @@ func TestFederatedCalls(t *testing.T) {
 			defer cancel()
 			progressed := make(chan string, 4)
 			c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1.0.0"}, &sdk.ClientOptions{
+				ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+					return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "ada"}}, nil
+				},
 				ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 					progressed <- req.Params.Message
 					select { // let the upstream tool finish
@@ -322,6 +338,16 @@ func TestFederatedCalls(t *testing.T) {
 				default:
 					t.Errorf("%s: no progress reached the client", name)
 				}
+			}
+
+			// An input_required result: a 2026-07-28 client answers it and
+			// its retry reaches the same server; a legacy client cannot.
+			if tc.version == "2026-07-28" {
+				if res := call("n_ask", map[string]any{}); res.IsError || textOf(t, res) != "new:hello ada" {
+					t.Errorf("n_ask: isError %v %q", res.IsError, textOf(t, res))
+				}
+			} else if res := call("n_ask", map[string]any{}); !res.IsError || !strings.Contains(textOf(t, res), "input_required") {
+				t.Errorf("n_ask from a legacy client: isError %v %q, want an isError naming input_required", res.IsError, textOf(t, res))
 			}
 
 			// The legacy server forgets the gateway's session: the call
@@ -430,5 +456,3 @@ func TestFederatedCalls(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-
