@@ -300,6 +300,27 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("result %+v", res)
 		}
 	})
+	t.Run("event stream to a client that does not accept streams: the response event as JSON", func(t *testing.T) {
+		v := env.open(t)
+		defer v.close()
+		v.send(reqHeaders(false, post("/mcp/fed", len(callLegacy), "accept", "application/json")...))
+		if v.send(reqBody(callLegacy)).GetRequestBody() == nil {
+			t.Fatal("not routed")
+		}
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+		if hr.GetModeOverride() != nil {
+			t.Fatal("streamed to a client that did not ask for a stream")
+		}
+		r := v.send(respBody("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n" +
+			"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"resultType\":\"complete\",\"content\":[]}}\n\n"))
+		cr := r.GetResponseBody().GetResponse()
+		if got := string(cr.GetBodyMutation().GetBody()); got != `{"jsonrpc":"2.0","id":5,"result":{"content":[]}}` {
+			t.Errorf("body %s", got)
+		}
+		if set := setOf(t, cr.GetHeaderMutation()); set["content-type"] != "application/json" || set[":status"] != "200" {
+			t.Errorf("headers %v", set)
+		}
+	})
 	t.Run("event stream to a legacy client: streamed, resultType dropped per event", func(t *testing.T) {
 		v := route(t, callLegacy)
 		defer v.close()
