@@ -3,7 +3,10 @@
 // request to /mcp/{route}. It answers protocol methods itself (as Envoy
 // ImmediateResponses), and for a tools/call it tells Envoy which Tool Service
 // cluster to use, rewriting :path and body; on the way back it turns the Tool
-// Service reply into an MCP result.
+// Service reply into an MCP result. Requests for federated MCP servers
+// (tools/call of their tools, resources/read, prompts/get,
+// completion/complete) are routed the same way to the owning server and its
+// answer passed back (federated.go).
 //
 // One gRPC Process stream is one HTTP request. All per-request state lives in
 // the stream's goroutine; the route snapshot is captured once, in the
