@@ -176,6 +176,15 @@ func postMCP(t *testing.T, base, route, era string, id int, method string, param
 	defer resp.Body.Close()
 	out := rpcReply{Status: resp.StatusCode}
 	out.Raw, _ = io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("content-type"), "text/event-stream") {
+		// A streamed answer (a federated MCP server's): the response is the
+		// last event's data.
+		for line := range strings.SplitSeq(string(out.Raw), "\n") {
+			if d, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "data: "); ok {
+				out.Raw = []byte(d)
+			}
+		}
+	}
 	var top struct {
 		ID     json.RawMessage            `json:"id"`
 		Result map[string]json.RawMessage `json:"result"`

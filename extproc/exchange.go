@@ -75,6 +75,7 @@ type exchange struct {
 	tool        *registry.Tool    // the tool it resolved to
 	routed      bool              // the call was sent to a Tool Service
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
+	fed         *fedCall          // set when routed to a federated MCP server
 
 	upStatus      int
 	upContentType string
@@ -133,10 +134,19 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processin
 			// Nothing was routed, so there is nothing to translate.
 			return responseHeadersResponse(&extprocv3.CommonResponse{})
 		}
+		if x.fed != nil {
+			return x.fedResponseHeaders(r.ResponseHeaders)
+		}
 		return x.responseHeaders(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
+		if x.fed != nil && x.streaming {
+			return x.fedResponseBody(r.ResponseBody)
+		}
 		if !x.routed || x.resultSent {
 			return responseBodyResponse(&extprocv3.CommonResponse{})
+		}
+		if x.fed != nil {
+			return x.fedResponseBody(r.ResponseBody)
 		}
 		return x.responseBody(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:

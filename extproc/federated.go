@@ -1,30 +1,491 @@
 package extproc
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
-// Interim answer for tools of federated MCP servers (protocol mcp), until
-// the call path that passes tools/call through to the server's MCP endpoint
-// exists. Such a tool is listed, but a call to it must never be routed as a
-// native Tool Service call (POST {url}/tools/{name}): it is answered here,
-// in the body phase, and never routed in the headers phase. The call-path
-// work replaces this file.
+// The call path of federated MCP servers (protocol mcp; see
+// docs/decisions/0006-federated-mcp-servers.md). A tools/call of a
+// federated tool, resources/read, prompts/get and completion/complete are
+// routed, like a native call, from the request-body reply: the server's
+// cluster, its MCP path, the client's body with only the name rewritten
+// (toolPrefix) and the era's _meta members translated, the server's
+// credential headers, the gateway's own legacy session, and no client
+// Authorization unless the service opts in. The answer, already an MCP
+// message, passes back: a JSON body translated for the client's era, an
+// event stream streamed event by event.
 
-// detailsFederatedUnavailable names the interim answer in access logs.
+// Upstreams gives the call path what only the registry knows about
+// federated MCP servers. registry.HTTPLister implements it.
+type Upstreams interface {
+	// UpstreamHeaders returns the values of the service's Portal headers.
+	UpstreamHeaders(svc registry.ToolService) (map[string]string, error)
+	// Client is the MCP client legacy sessions are opened with.
+	Client() *upstream.Client
+}
+
+// Details and call outcomes of the federated path.
 const (
-	detailsFederatedUnavailable = "toolmesh_federated_call_unavailable"
-	callFederatedUnavailable    = "federated_unavailable"
+	detailsFederatedFailed = "toolmesh_federated_failed"
+	callFederatedFailed    = "federated_failed" // no session or no credentials: never sent
 )
 
-// federatedCallUnavailable answers a call of a federated tool with an
-// isError result saying that such calls are not available yet.
-func (x *exchange) federatedCallUnavailable(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
-	x.callOutcome = callFederatedUnavailable
-	msg := "tool " + t.Name + " is served by the federated MCP server " + t.Service +
-		"; calls to federated MCP servers are not available yet in this toolmesh version"
-	return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msg)}, outcomeAnswered, detailsFederatedUnavailable)
+// DefaultUpstreamCallTimeout bounds what the extproc server itself sends to
+// a federated server while Envoy waits for its reply: opening a legacy
+// session and re-issuing a call whose session expired. It stays below the
+// ext_proc message_timeout (5 s by default, xds.DefaultMessageTimeout).
+const DefaultUpstreamCallTimeout = 4 * time.Second
+
+// fedCall is the state of one request routed to a federated MCP server.
+type fedCall struct {
+	svc       registry.ToolService
+	upEra     mcp.Era
+	method    string
+	id        json.RawMessage
+	clientEra mcp.Era
+	body      []byte      // as sent upstream
+	headers   http.Header // what the gateway set upstream, for a re-issue
+	session   string      // the gateway's Mcp-Session-Id sent, "" for none
+	sse       *sseTranslator
+}
+
+// translate reports whether the client and the server speak different eras.
+func (f *fedCall) translate() bool { return f.clientEra != f.upEra }
+
+// fedTarget is what a request is routed to.
+type fedTarget struct {
+	service  string
+	method   string
+	name     string   // upstream name or URI, for Mcp-Name
+	namePath []string // member renamed, nil for none
+	rename   bool     // the client's name differs from the upstream one
+	// params are a tools/call's Mcp-Param-* headers for a 2026-07-28
+	// server, mirrored from the arguments sent.
+	params []mcp.Header
+}
+
+// forwardItem routes resources/read, prompts/get and completion/complete.
+func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
+	x.method, x.era = methodLabel(f.Method), eraLabel(f.Era)
+	tgt := fedTarget{method: f.Method, name: f.Name}
+	var prompt bool
+	switch {
+	case f.Method == "prompts/get":
+		prompt, tgt.namePath = true, []string{"name"}
+	case f.Method == "completion/complete" && f.RefType == mcp.RefPrompt:
+		prompt, tgt.namePath = true, []string{"ref", "name"}
+	}
+	if prompt {
+		it := x.snap.Prompt(f.Name)
+		if it == nil {
+			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "unknown prompt: "+clipName(f.Name), nil), "", "")
+		}
+		tgt.service, tgt.name, tgt.rename = it.Service, it.UpstreamName, it.UpstreamName != f.Name
+	} else {
+		it, ambiguous := x.snap.ResourceOwner(f.Name)
+		switch {
+		case ambiguous:
+			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "ambiguous resource: "+clipName(f.Name)+" matches templates of several servers", nil), "", "")
+		case it == nil:
+			// -32002 is the resource-not-found code of the MCP
+			// specification (server/resources).
+			return x.answer(mcp.ErrorReply(200, f.ID, codeResourceNotFound, "Resource not found: "+clipName(f.Name), nil), "", "")
+		}
+		tgt.service = it.Service
+	}
+	if !tgt.rename {
+		tgt.namePath = nil
+	}
+	meta := fedMetadata(f.ID, f.Era)
+	return x.routeFederated(tgt, f.ID, f.Era, body, nil, meta)
+}
+
+// codeResourceNotFound is the MCP error of an unknown resource URI.
+const codeResourceNotFound = -32002
+
+func clipName(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// forwardCall routes a tools/call of a federated tool. args are the
+// arguments after the request filters; the body is rebuilt only when they
+// changed or the call came through call_tool.
+func (x *exchange) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte) *extprocv3.ProcessingResponse {
+	tgt := fedTarget{service: t.Service, method: "tools/call", name: t.UpstreamName,
+		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool,
+		params: mcp.ParamHeaderValues(t.ParamHeaders, args)}
+	if call.Via != "" || !bytes.Equal(args, call.Arguments) {
+		body = upstreamCallBody(call, t.UpstreamName, args, mcp.Member(mcp.Member(body, "params"), "_meta"))
+		tgt.rename = false
+	}
+	if !tgt.rename {
+		tgt.namePath = nil
+	}
+	return x.routeFederated(tgt, call.ID, call.Era, body, call, callMetadata(call, t))
+}
+
+// upstreamCallBody is a tools/call request for the server, built anew.
+func upstreamCallBody(call *mcp.Call, name string, args, meta []byte) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	b = append(b, call.ID...)
+	b = append(b, `,"method":"tools/call","params":{"name":`...)
+	n, _ := json.Marshal(name)
+	b = append(b, n...)
+	b = append(b, `,"arguments":`...)
+	b = append(b, args...)
+	if len(meta) > 0 {
+		b = append(b, `,"_meta":`...)
+		b = append(b, meta...)
+	}
+	return append(b, "}}"...)
+}
+
+// fedMetadata is the dynamic metadata of a routed request that is not a
+// tools/call: the id, but no tool-call marker, so Envoy's own 503/504 stay
+// JSON-RPC errors (a CallToolResult would be the wrong shape).
+func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
+			registry.MetadataEra:       structpb.NewStringValue(eraLabel(era)),
+		}}),
+	}}
+}
+
+// fedFailure answers a request that cannot be sent to its server: an
+// isError result for tools/call, -32603 otherwise.
+func (x *exchange) fedFailure(call *mcp.Call, id json.RawMessage, msg string) *extprocv3.ProcessingResponse {
+	if call != nil {
+		x.callOutcome = callFederatedFailed
+		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msg)}, outcomeAnswered, detailsFederatedFailed)
+	}
+	return x.answer(mcp.ErrorReply(200, id, mcp.CodeInternalError, msg, nil), outcomeAnswered, detailsFederatedFailed)
+}
+
+// routeFederated sends the request to its server's cluster.
+func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era, body []byte, call *mcp.Call, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+	svc, man, ok := x.snap.MCPService(tgt.service)
+	if !ok {
+		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
+	}
+	if lim := x.s.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
+		// As for a tools/call (requestBody): the service's own limit.
+		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
+			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
+	}
+	upEra, upVersion := man.Era(), man.ProtocolVersion
+	if upEra == mcp.EraStateless {
+		upVersion = mcp.Version20260728
+	}
+	up := mcp.UpstreamBody(body, mcp.UpstreamRequest{NamePath: tgt.namePath, Name: tgt.name,
+		ClientEra: era, UpstreamEra: upEra, Client: x.s.clientInfo()})
+
+	creds, err := x.s.upstreamHeaders(svc)
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no credentials", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
+		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
+	}
+	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, clientEra: era, body: up, headers: http.Header{}}
+	for _, k := range sortedKeys(creds) {
+		f.headers.Set(k, creds[k])
+	}
+	if svc.ForwardAuthorization {
+		if v := firstHeader(x.headers, "authorization"); v != "" {
+			f.headers.Set("Authorization", v)
+		}
+	}
+	f.headers.Set(mcp.HeaderProtocolVersion, upVersion)
+	if upEra == mcp.EraLegacy {
+		ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+		sid, err := x.s.sessions.get(ctx, sessionKeyOf(svc, upVersion), func(ctx context.Context) (string, error) {
+			return x.s.upstreamClient().OpenSession(ctx, svc.URL, headerMap(f.headers), upVersion)
+		})
+		cancel()
+		if err != nil {
+			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no session", slog.String("request_id", x.requestID),
+				slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
+			return x.fedFailure(call, id, "unavailable: the MCP server "+svc.Name+" did not open a session")
+		}
+		if sid != "" {
+			f.session = sid
+			f.headers.Set(mcp.HeaderSessionID, sid)
+		}
+	} else {
+		f.headers.Set(mcp.HeaderMethod, tgt.method)
+		if tgt.method != "completion/complete" {
+			f.headers.Set(mcp.HeaderName, mcp.EncodeHeaderValue(tgt.name))
+		}
+		for _, p := range tgt.params {
+			f.headers.Set(mcpParamPrefix+p.Key, p.Value)
+		}
+	}
+	_, _, _, basePath, _ := svc.Endpoint()
+	if basePath == "" {
+		basePath = "/"
+	}
+	set := []*corev3.HeaderValueOption{
+		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
+		setHeader(":path", basePath),
+		setHeader("content-type", contentTypeJSON),
+		setHeader("content-length", strconv.Itoa(len(up))),
+		setHeader("accept", "application/json, text/event-stream"),
+		setHeader(registry.RouteHeader, x.routeKey),
+	}
+	if call != nil {
+		set = append(set, setHeader(registry.ToolHeader, call.Tool))
+	}
+	for _, k := range sortedHeaderKeys(f.headers) {
+		set = append(set, setHeader(strings.ToLower(k), f.headers.Get(k)))
+	}
+	remove := []string{"accept-encoding", registry.ToolVersionHeader}
+	for _, k := range []string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"} {
+		if f.headers.Get(k) == "" {
+			remove = append(remove, k)
+		}
+	}
+	x.fed, x.routed, x.outcome = f, true, outcomeRouted
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
+				BodyMutation:    replaceBody(up),
+				ClearRouteCache: true, // honoured because a header mutation comes with it
+			},
+		}},
+		DynamicMetadata: meta,
+	}
+}
+
+func firstHeader(hm *corev3.HeaderMap, key string) string {
+	for _, h := range hm.GetHeaders() {
+		if strings.EqualFold(h.GetKey(), key) {
+			return headerValue(h)
+		}
+	}
+	return ""
+}
+
+// headerMap is what a new session's handshake sends: the credential (and
+// forwarded Authorization) headers, without the protocol headers of the
+// call, which the handshake sets itself (a stale Mcp-Session-Id would make
+// the server refuse it).
+func headerMap(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k := range h {
+		switch k {
+		case http.CanonicalHeaderKey(mcp.HeaderProtocolVersion), http.CanonicalHeaderKey(mcp.HeaderSessionID),
+			http.CanonicalHeaderKey(mcp.HeaderMethod), http.CanonicalHeaderKey(mcp.HeaderName):
+			continue
+		}
+		m[k] = h.Get(k)
+	}
+	return m
+}
+
+func sortedHeaderKeys(h http.Header) []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// fedResponseHeaders handles the response headers of a federated request.
+func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.upHeadersSeen = true
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		switch hv.GetKey() {
+		case ":status":
+			x.upStatus, _ = strconv.Atoi(headerValue(hv))
+		case "content-type":
+			if x.upContentType == "" {
+				x.upContentType = headerValue(hv)
+			}
+		}
+	}
+	f := x.fed
+	if x.upStatus == http.StatusNotFound && f.session != "" {
+		// The server forgot the gateway's session (restarted, expired):
+		// open a new one and send the call again from here.
+		return x.reissue()
+	}
+	if h.GetEndOfStream() {
+		return responseHeadersResponse(&extprocv3.CommonResponse{
+			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+			HeaderMutation: fedHeaders(nil),
+			BodyMutation:   replaceBody(x.fedResult(nil)),
+		})
+	}
+	if x.upStatus >= 200 && x.upStatus <= 299 && isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
+		x.resultSent, x.streaming = true, true
+		if f.method == "tools/call" {
+			x.callOutcome = callOK
+		}
+		if f.translate() {
+			f.sse = &sseTranslator{fn: func(msg []byte) []byte {
+				return x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
+			}}
+		}
+		resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
+			RemoveHeaders: []string{"content-length", "mcp-session-id"},
+		}})
+		resp.ModeOverride = streamOverride()
+		return resp
+	}
+	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		RemoveHeaders: []string{"mcp-session-id"},
+	}})
+}
+
+// fedResponseBody handles a federated response body: one STREAMED chunk of
+// an event stream, or the whole BUFFERED answer.
+func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	f := x.fed
+	if x.streaming {
+		if f.sse == nil {
+			return responseBodyResponse(&extprocv3.CommonResponse{})
+		}
+		out := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
+	}
+	body := b.GetBody()
+	var out []byte
+	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
+		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
+	} else {
+		out = x.fedResult(body)
+	}
+	return responseBodyResponse(&extprocv3.CommonResponse{
+		HeaderMutation: fedHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
+		BodyMutation:   replaceBody(out),
+	})
+}
+
+// fedResult is the client's response body for a buffered answer: the
+// server's response to the request (from JSON or an event stream),
+// translated for the client's era; anything else is a failure.
+func (x *exchange) fedResult(body []byte) []byte {
+	f := x.fed
+	x.resultSent = true
+	var msg *mcp.ClientResponse
+	if isEventStream(x.upContentType) {
+		msg = finalEvent(body, f.id)
+	} else if m, err := mcp.DecodeClientResponse(body); err == nil && m.IsResponseTo(f.id) {
+		msg = m
+	}
+	if msg == nil {
+		if x.upStatus >= 200 && x.upStatus <= 299 {
+			return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server's answer is not a JSON-RPC response to the request")
+		}
+		return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server answered HTTP "+strconv.Itoa(x.upStatus))
+	}
+	if f.method == "tools/call" {
+		x.callOutcome = callOK
+	}
+	return x.s.proto.ClientMessage(msg.Raw, f.clientEra, f.upEra, f.method)
+}
+
+// fedFailed is the answer to a request the server did not answer with a
+// JSON-RPC response: for tools/call an isError result (a failure or a
+// non-2xx status mapped as for native calls, a 2xx answer that is not
+// JSON-RPC with msg), -32603 otherwise.
+func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
+	f := x.fed
+	x.resultSent = true
+	if x.call != nil && f.method == "tools/call" {
+		x.callOutcome = callToolError
+		switch {
+		case u.Failure == mcp.FailureTooLarge:
+			x.callOutcome = callTooLarge
+		case u.Failure == mcp.FailureNone && u.Status >= 200 && u.Status <= 299:
+			return x.s.proto.ToolError(x.call, msg+": "+excerpt(u.Body))
+		}
+		return x.s.proto.CallResult(x.call, u)
+	}
+	return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
+}
+
+// excerpt is the start of a server's answer quoted in an error.
+func excerpt(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "?")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// reissue answers a 404 of a session-using server: the gateway's session
+// is dropped, a new one opened, and the same request sent again from here;
+// its response replaces the 404. Streaming is lost for this one call: the
+// answer comes back whole.
+func (x *exchange) reissue() *extprocv3.ProcessingResponse {
+	f := x.fed
+	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
+	x.s.sessions.invalidate(key, f.session)
+	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+	defer cancel()
+	var out []byte
+	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
+		return x.s.upstreamClient().OpenSession(ctx, f.svc.URL, headerMap(f.headers), key.version)
+	})
+	if err == nil {
+		h := f.headers.Clone()
+		if sid != "" {
+			h.Set(mcp.HeaderSessionID, sid)
+		} else {
+			h.Del(mcp.HeaderSessionID)
+		}
+		var status int
+		var msg []byte
+		status, msg, err = x.s.upstreamClient().Exchange(ctx, f.svc.URL, h, f.body, f.id)
+		x.upStatus = status
+		if err == nil {
+			x.resultSent = true
+			if f.method == "tools/call" {
+				x.callOutcome = callOK
+			}
+			out = x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
+		}
+	}
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: re-issue with a new session failed",
+			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
+			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
+		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
+	}
+	return responseHeadersResponse(&extprocv3.CommonResponse{
+		Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+		HeaderMutation: fedHeaders(nil),
+		BodyMutation:   replaceBody(out),
+	})
+}
+
+// fedHeaders are resultHeaders without the server's Mcp-Session-Id: the
+// session is the gateway's, never the client's.
+func fedHeaders(extra *corev3.HeaderValueOption) *extprocv3.HeaderMutation {
+	m := resultHeaders(extra)
+	m.RemoveHeaders = append(m.RemoveHeaders, "mcp-session-id")
+	return m
 }

@@ -1,81 +1,474 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
-// federatedTable is route "fed": a native Tool Service and a federated MCP
-// server whose tool is listed as gh_search.
-func federatedTable(t *testing.T) testRoutes {
+// fakeUpstreams hands out fixed header values and a real MCP client.
+type fakeUpstreams struct{ headers map[string]string }
+
+func (f fakeUpstreams) UpstreamHeaders(registry.ToolService) (map[string]string, error) {
+	return f.headers, nil
+}
+func (f fakeUpstreams) Client() *upstream.Client { return upstream.New(upstream.Options{}) }
+
+// legacyServer is a legacy MCP server on 127.0.0.1 that issues sessions
+// "s1", "s2", … and answers a tools/call in the current session with a
+// result; forget makes it drop every session (a restart).
+type legacyServer struct {
+	*httptest.Server
+	n      atomic.Int32
+	live   atomic.Value // string: the session it knows
+	inits  atomic.Int32
+	lastAu atomic.Value
+}
+
+func newLegacyServer(t *testing.T) *legacyServer {
+	ls := &legacyServer{}
+	ls.live.Store("")
+	ls.lastAu.Store("")
+	ls.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(b, &m)
+		ls.lastAu.Store(r.Header.Get("Authorization"))
+		switch m.Method {
+		case "initialize":
+			ls.inits.Add(1)
+			id := "s" + string(rune('0'+ls.n.Add(1)))
+			ls.live.Store(id)
+			w.Header().Set("Mcp-Session-Id", id)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"l","version":"1"}}}`))
+		case "notifications/initialized":
+			w.WriteHeader(202)
+		default:
+			if r.Header.Get("Mcp-Session-Id") != ls.live.Load().(string) {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"again"}]}}`))
+		}
+	}))
+	t.Cleanup(ls.Close)
+	return ls
+}
+
+// federatedRoutes is route "fed": a native Tool Service, a 2026 server
+// "gh" (toolPrefix gh_, with a resource, a template and a prompt), and a
+// legacy server "old" at legacyURL.
+func federatedRoutes(t *testing.T, legacyURL string) testRoutes {
 	route := registry.Route{Key: "fed", ToolServices: []registry.ToolService{
 		{Name: "echo", URL: "http://echo.tools.svc:9000"},
-		{Name: "gh", URL: "https://gh.example/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"},
+		{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_",
+			Headers: map[string]registry.HeaderValue{"Authorization": {Credential: "gh"}}},
+		{Name: "old", URL: legacyURL + "/mcp", Protocol: registry.ProtocolMCP, ForwardAuthorization: true},
 	}}
+	obj := json.RawMessage(`{"type":"object"}`)
 	snap := buildSnapshot(t, route, map[string]*registry.Manifest{
-		"echo": {Tools: []registry.ManifestTool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
-		"gh": {Tools: []registry.ManifestTool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}},
-			MCP: &registry.MCPManifest{ProtocolVersion: mcp.Version20260728}},
+		"echo": {Tools: []registry.ManifestTool{{Name: "echo", InputSchema: obj}}},
+		"gh": {Tools: []registry.ManifestTool{{Name: "search", InputSchema: obj},
+			{Name: "regional", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"}}}`)}},
+			MCP: &registry.MCPManifest{ProtocolVersion: mcp.Version20260728, Completions: true,
+				Resources:         []json.RawMessage{json.RawMessage(`{"uri":"gh://readme","name":"readme"}`)},
+				ResourceTemplates: []json.RawMessage{json.RawMessage(`{"uriTemplate":"gh://issues/{n}","name":"issue"}`)},
+				Prompts:           []json.RawMessage{json.RawMessage(`{"name":"review","description":"d"}`)}}},
+		"old": {Tools: []registry.ManifestTool{{Name: "legacy_tool", InputSchema: obj}},
+			MCP: &registry.MCPManifest{ProtocolVersion: mcp.Version20251125}},
 	})
 	return testRoutes{"/mcp/fed": {key: "fed", snap: snap}}
 }
 
-// TestFederatedToolListedNotRouted: a federated tool is in tools/list under
-// its prefixed name, and a call to it is answered with an isError result,
-// never routed to the service's cluster as a native call, in either era.
-func TestFederatedToolListedNotRouted(t *testing.T) {
-	env := newTestEnv(t, Config{}, federatedTable(t))
+func bodyOf(r *extprocv3.ProcessingResponse) string {
+	return string(r.GetRequestBody().GetResponse().GetBodyMutation().GetBody())
+}
 
-	v := env.open(t)
-	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-	v.send(reqHeaders(false, post("/mcp/fed", len(list))...))
-	im := v.send(reqBody(list)).GetImmediateResponse()
-	if im == nil || !strings.Contains(string(im.GetBody()), `"name":"gh_search"`) {
-		t.Fatalf("tools/list = %s, want gh_search listed", im.GetBody())
-	}
-	v.close()
-
+// TestFederatedRouting: each federated method is routed to its server's
+// cluster and MCP path, with only the name rewritten, the era's _meta and
+// headers translated, the service's credentials set and the client's
+// Authorization removed.
+func TestFederatedRouting(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{Upstreams: fakeUpstreams{map[string]string{"Authorization": "Bearer upstream-secret"}}},
+		federatedRoutes(t, ls.URL))
+	ghCluster := registry.ClusterName("gh")
 	for _, tc := range []struct {
-		name  string
-		extra []string
-		body  string
-		id    string
+		name, body string
+		extra      []string
+		cluster    string
+		path       string
+		wantBody   string
+		wantSet    map[string]string
+		wantRemove []string
 	}{
-		{name: "legacy", id: "5",
-			body: `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{"q":"x"}}}`},
-		{name: "stateless", id: `"s"`, extra: stateless("tools/call", "gh_search"),
-			body: `{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`},
+		{name: "legacy client, prefixed tool, 2026 server",
+			body:    `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gh_search","arguments":{"q": 1.0}}}`,
+			cluster: ghCluster, path: "/v1/mcp",
+			wantBody: `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"q": 1.0},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"toolmesh","version":"dev"}}}}`,
+			wantSet: map[string]string{"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "search",
+				"authorization": "Bearer upstream-secret"}},
+		{name: "legacy client, 2026 server: Mcp-Param headers mirrored from the arguments",
+			body:    `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"gh_regional","arguments":{"region":"eu","n":3}}}`,
+			cluster: ghCluster, path: "/v1/mcp",
+			wantSet: map[string]string{"mcp-name": "regional", "mcp-param-region": "eu", "mcp-param-n": "3"}},
+		{name: "2026 client, prompt",
+			body:    `{"jsonrpc":"2.0","id":"p","method":"prompts/get","params":{"name":"gh_review",` + meta2026 + `}}`,
+			extra:   stateless("prompts/get", "gh_review"),
+			cluster: ghCluster, path: "/v1/mcp",
+			wantBody: `{"jsonrpc":"2.0","id":"p","method":"prompts/get","params":{"name":"review",` + meta2026 + `}}`,
+			wantSet:  map[string]string{"mcp-method": "prompts/get", "mcp-name": "review"}},
+		{name: "legacy client, resource by template",
+			body:    `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"gh://issues/42"}}`,
+			cluster: ghCluster, path: "/v1/mcp",
+			wantSet: map[string]string{"mcp-method": "resources/read", "mcp-name": "gh://issues/42"}},
+		{name: "legacy client, completion of a prompt argument",
+			body:    `{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"gh_review"},"argument":{"name":"a","value":"x"}}}`,
+			cluster: ghCluster, path: "/v1/mcp",
+			wantSet: map[string]string{"mcp-method": "completion/complete"}},
+		{name: "2026 client, legacy server: _meta protocol members dropped, session injected, Authorization forwarded by opt-in",
+			body:    `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			extra:   stateless("tools/call", "legacy_tool"),
+			cluster: registry.ClusterName("old"), path: "/mcp",
+			wantBody:   `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t"}}}`,
+			wantSet:    map[string]string{"mcp-protocol-version": "2025-11-25", "mcp-session-id": "s1", "authorization": "Bearer s3cret-token"},
+			wantRemove: []string{"mcp-method", "mcp-name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := env.open(t)
-			hr := v.send(reqHeaders(false, post("/mcp/fed", len(tc.body), tc.extra...)...)).GetRequestHeaders().GetResponse()
-			if hr == nil {
-				t.Fatal("want a HeadersResponse")
+			defer v.close()
+			v.send(reqHeaders(false, post("/mcp/fed", len(tc.body), tc.extra...)...))
+			r := v.send(reqBody(tc.body))
+			cr := r.GetRequestBody().GetResponse()
+			if cr == nil {
+				t.Fatalf("not routed: %v", r)
 			}
-			if set := setOf(t, hr.GetHeaderMutation()); set[registry.ClusterHeader] != "" || hr.GetClearRouteCache() {
-				t.Errorf("headers phase routed the federated call: set %v clear_route_cache %v", set, hr.GetClearRouteCache())
+			set := setOf(t, cr.GetHeaderMutation())
+			if set[registry.ClusterHeader] != tc.cluster || set[":path"] != tc.path || !cr.GetClearRouteCache() {
+				t.Errorf("cluster %q path %q clear %v", set[registry.ClusterHeader], set[":path"], cr.GetClearRouteCache())
 			}
-			im := v.send(reqBody(tc.body)).GetImmediateResponse()
-			if im == nil {
-				t.Fatal("want an ImmediateResponse: a federated call must not be routed as a native one")
+			if tc.wantBody != "" && bodyOf(r) != tc.wantBody {
+				t.Errorf("body\n got %s\nwant %s", bodyOf(r), tc.wantBody)
 			}
-			if im.GetStatus().GetCode() != 200 || im.GetDetails() != detailsFederatedUnavailable {
-				t.Errorf("status %v details %q", im.GetStatus().GetCode(), im.GetDetails())
+			if set["content-length"] != itoa(len(bodyOf(r))) {
+				t.Errorf("content-length %q for %d bytes", set["content-length"], len(bodyOf(r)))
 			}
-			res := decodeResult(t, im.GetBody(), tc.id)
-			if !res.IsError || len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, "federated MCP server gh") ||
-				!strings.Contains(res.Content[0].Text, "not available yet") {
-				t.Errorf("result %s", im.GetBody())
+			for k, want := range tc.wantSet {
+				if set[k] != want {
+					t.Errorf("%s = %q, want %q", k, set[k], want)
+				}
 			}
-			v.close()
+			for _, k := range tc.wantRemove {
+				if !contains(cr.GetHeaderMutation().GetRemoveHeaders(), k) {
+					t.Errorf("%s not removed: %v", k, cr.GetHeaderMutation().GetRemoveHeaders())
+				}
+			}
+			// Envoy's own 503/504 become isError results only for a
+			// tools/call (local_reply_config reads this metadata).
+			ns := r.GetDynamicMetadata().GetFields()[registry.MetadataNamespace].GetStructValue().GetFields()
+			isCall := strings.Contains(tc.body, `"tools/call"`)
+			if ns[registry.MetadataJSONRPCID].GetStringValue() == "" || (ns[registry.MetadataToolCall].GetStringValue() == "true") != isCall {
+				t.Errorf("dynamic metadata %v (tools/call: %v)", ns, isCall)
+			}
+			if _, ok := tc.wantSet["authorization"]; !ok && set["authorization"] == "" &&
+				!contains(cr.GetHeaderMutation().GetRemoveHeaders(), "authorization") {
+				t.Error("client Authorization neither replaced nor removed")
+			}
 		})
 	}
-	labels := map[string]string{"route": "fed", "tool": "gh_search", "outcome": callFederatedUnavailable}
-	if got := metricValue(t, env.reg, "toolmesh_tool_calls_total", labels); got != 2 {
-		t.Errorf("tool_calls_total%v = %v, want 2", labels, got)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
 	}
+	return false
+}
+
+// TestFederatedAuthorizationRemoved: without credentials for the header and
+// without forwardAuthorization, the client's token never leaves the
+// gateway.
+func TestFederatedAuthorizationRemoved(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{Upstreams: fakeUpstreams{}}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`
+	v := env.open(t)
+	defer v.close()
+	v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+	cr := v.send(reqBody(body)).GetRequestBody().GetResponse()
+	if set := setOf(t, cr.GetHeaderMutation()); set["authorization"] != "" {
+		t.Errorf("authorization set to %q", set["authorization"])
+	}
+	if !contains(cr.GetHeaderMutation().GetRemoveHeaders(), "authorization") {
+		t.Errorf("authorization not removed: %v", cr.GetHeaderMutation().GetRemoveHeaders())
+	}
+}
+
+// TestFederatedLists: resources, templates and prompts are listed from the
+// snapshot (prompts under their prefixed names) and initialize advertises
+// them; unknown items are errors that never reach a server.
+func TestFederatedLists(t *testing.T) {
+	env := newTestEnv(t, Config{}, federatedRoutes(t, "http://127.0.0.1:1"))
+	for _, tc := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, `"resources":[{"uri":"gh://readme","name":"readme"}]`},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/templates/list"}`, `"resourceTemplates":[{"uriTemplate":"gh://issues/{n}","name":"issue"}]`},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`, `"prompts":[{"name":"gh_review","description":"d"}]`},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, `"resources":{"listChanged":false},"prompts":{"listChanged":false},"completions":{}`},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing"}}`, `"code":-32002`},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}`, `unknown prompt: review`},
+	} {
+		v := env.open(t)
+		v.send(reqHeaders(false, post("/mcp/fed", len(tc.body))...))
+		im := v.send(reqBody(tc.body)).GetImmediateResponse()
+		if im == nil || !strings.Contains(string(im.GetBody()), tc.want) {
+			t.Errorf("%s\n got %s\nwant %s", tc.body, im.GetBody(), tc.want)
+		}
+		v.close()
+	}
+}
+
+// TestFederatedResponses: JSON answers are translated for the client's
+// era, event streams switch to STREAMED and are translated event by event,
+// the server's Mcp-Session-Id never reaches the client, and answers that are
+// not a JSON-RPC response become isError results.
+func TestFederatedResponses(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	call2026 := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},` + meta2026 + `}}`
+	callLegacy := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`
+	route := func(t *testing.T, body string, extra ...string) *envoy {
+		v := env.open(t)
+		v.send(reqHeaders(false, post("/mcp/fed", len(body), extra...)...))
+		if v.send(reqBody(body)).GetRequestBody() == nil {
+			t.Fatal("not routed")
+		}
+		return v
+	}
+
+	t.Run("JSON from a legacy server to a 2026 client gets resultType", func(t *testing.T) {
+		v := route(t, call2026, stateless("tools/call", "legacy_tool")...)
+		defer v.close()
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "application/json", "mcp-session-id", "s1"))
+		if !contains(hr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(), "mcp-session-id") {
+			t.Error("upstream session id not removed")
+		}
+		r := v.send(respBody(`{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`))
+		got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+		if got != `{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[]}}` {
+			t.Errorf("body %s", got)
+		}
+	})
+	t.Run("input_required to a legacy client is an isError result", func(t *testing.T) {
+		v := route(t, callLegacy)
+		defer v.close()
+		v.send(respHeaders(false, ":status", "200", "content-type", "application/json"))
+		r := v.send(respBody(`{"jsonrpc":"2.0","id":5,"result":{"resultType":"input_required","inputRequests":{}}}`))
+		res := decodeResult(t, r.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), "5")
+		if !res.IsError || !strings.Contains(res.Content[0].Text, "input_required") {
+			t.Errorf("result %+v", res)
+		}
+	})
+	t.Run("garbage is an isError result", func(t *testing.T) {
+		v := route(t, callLegacy)
+		defer v.close()
+		v.send(respHeaders(false, ":status", "200", "content-type", "application/json"))
+		r := v.send(respBody(`<html>oops</html>`))
+		res := decodeResult(t, r.GetResponseBody().GetResponse().GetBodyMutation().GetBody(), "5")
+		if !res.IsError {
+			t.Errorf("result %+v", res)
+		}
+	})
+	t.Run("event stream to a client that does not accept streams: the response event as JSON", func(t *testing.T) {
+		v := env.open(t)
+		defer v.close()
+		v.send(reqHeaders(false, post("/mcp/fed", len(callLegacy), "accept", "application/json")...))
+		if v.send(reqBody(callLegacy)).GetRequestBody() == nil {
+			t.Fatal("not routed")
+		}
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+		if hr.GetModeOverride() != nil {
+			t.Fatal("streamed to a client that did not ask for a stream")
+		}
+		r := v.send(respBody("event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n" +
+			"data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"resultType\":\"complete\",\"content\":[]}}\n\n"))
+		cr := r.GetResponseBody().GetResponse()
+		if got := string(cr.GetBodyMutation().GetBody()); got != `{"jsonrpc":"2.0","id":5,"result":{"content":[]}}` {
+			t.Errorf("body %s", got)
+		}
+		if set := setOf(t, cr.GetHeaderMutation()); set["content-type"] != "application/json" || set[":status"] != "200" {
+			t.Errorf("headers %v", set)
+		}
+	})
+	t.Run("event stream to a legacy client: streamed, resultType dropped per event", func(t *testing.T) {
+		v := route(t, callLegacy)
+		defer v.close()
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+		if hr.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
+			t.Fatalf("no STREAMED override: %v", hr)
+		}
+		chunk := func(s string, eos bool) string {
+			r := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+				ResponseBody: &extprocv3.HttpBody{Body: []byte(s), EndOfStream: eos}}})
+			return string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+		}
+		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`
+		if got := chunk("id: 1\ndata: "+progress+"\n\ndata: {\"jsonrpc\":\"2.0\",", false); got != "id: 1\ndata: "+progress+"\n\n" {
+			t.Errorf("first chunk %q", got)
+		}
+		if got := chunk(`"id":5,"result":{"resultType":"complete","content":[]}}`+"\n\n", true); got != `data: {"jsonrpc":"2.0","id":5,"result":{"content":[]}}`+"\n\n" {
+			t.Errorf("second chunk %q", got)
+		}
+	})
+}
+
+// TestFederatedSessionExpired: a 404 of the gateway's legacy session opens
+// a new one and re-issues the call; the client gets the result.
+func TestFederatedSessionExpired(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	v := env.open(t)
+	defer v.close()
+	v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+	if set := setOf(t, v.send(reqBody(body)).GetRequestBody().GetResponse().GetHeaderMutation()); set["mcp-session-id"] != "s1" {
+		t.Fatalf("session %q", set["mcp-session-id"])
+	}
+	ls.live.Store("") // the server restarts
+	r := v.send(respHeaders(false, ":status", "404", "content-type", "text/plain"))
+	cr := r.GetResponseHeaders().GetResponse()
+	if cr.GetStatus() != extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+		t.Fatalf("status %v", cr.GetStatus())
+	}
+	res := decodeResult(t, cr.GetBodyMutation().GetBody(), "8")
+	if res.IsError || res.Content[0].Text != "again" {
+		t.Errorf("result %+v", res)
+	}
+	if ls.inits.Load() != 2 || ls.live.Load() != "s2" {
+		t.Errorf("initialize %d times, live session %v", ls.inits.Load(), ls.live.Load())
+	}
+	// The next call uses the new session without a handshake.
+	v2 := env.open(t)
+	defer v2.close()
+	v2.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+	if set := setOf(t, v2.send(reqBody(body)).GetRequestBody().GetResponse().GetHeaderMutation()); set["mcp-session-id"] != "s2" {
+		t.Errorf("second call session %q", set["mcp-session-id"])
+	}
+}
+
+// TestSessionCache: concurrent first calls open one session; invalidating
+// a stale id drops it, invalidating an id already replaced does not.
+func TestSessionCache(t *testing.T) {
+	var c sessionCache
+	key := sessionKey{service: "s", url: "u", version: "v"}
+	var opened atomic.Int32
+	open := func(context.Context) (string, error) {
+		return "id" + itoa(int(opened.Add(1))), nil
+	}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() { ids[i], _ = c.get(t.Context(), key, open) })
+	}
+	wg.Wait()
+	if opened.Load() != 1 || ids[0] != "id1" || ids[7] != "id1" {
+		t.Fatalf("opened %d sessions: %v", opened.Load(), ids)
+	}
+	c.invalidate(key, "id1")
+	if id, _ := c.get(t.Context(), key, open); id != "id2" {
+		t.Fatalf("after invalidate: %q", id)
+	}
+	c.invalidate(key, "id1") // stale: another call already replaced it
+	if id, _ := c.get(t.Context(), key, open); id != "id2" {
+		t.Errorf("a stale invalidate dropped the new session: %q", id)
+	}
+	failing := func(context.Context) (string, error) { return "", errors.New("down") }
+	if _, err := c.get(t.Context(), sessionKey{service: "x"}, failing); err == nil {
+		t.Error("want the open error")
+	}
+}
+
+// TestFederatedSearchModeAndHeaders: a federated tool called through the
+// search-mode call_tool is sent as a plain tools/call of the upstream name;
+// a 2026 resources/read whose Mcp-Name differs from the URI is refused.
+func TestFederatedSearchModeAndHeaders(t *testing.T) {
+	routes := federatedRoutes(t, "http://127.0.0.1:1")
+	snap := routes["/mcp/fed"].snap
+	def := registry.Route{Key: "fed", Catalog: &registry.Catalog{Mode: "search"}, ToolServices: []registry.ToolService{
+		{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"}}}
+	_, man, _ := snap.MCPService("gh")
+	search := buildSnapshot(t, def, map[string]*registry.Manifest{"gh": {
+		Tools: []registry.ManifestTool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}}, MCP: man}})
+	routes["/mcp/search"] = testRoute{key: "search", snap: search}
+	env := newTestEnv(t, Config{}, routes)
+
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"gh_search","arguments":{"q":1}}}}`
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/search", len(body))...))
+	r := v.send(reqBody(body))
+	want := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"q":1},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"toolmesh","version":"dev"}}}}`
+	if got := bodyOf(r); got != want {
+		t.Errorf("call_tool body\n got %s\nwant %s", got, want)
+	}
+	v.close()
+
+	body = `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gh://readme",` + meta2026 + `}}`
+	v = env.open(t)
+	defer v.close()
+	v.send(reqHeaders(false, post("/mcp/fed", len(body), stateless("resources/read", "gh://other")...)...))
+	im := v.send(reqBody(body)).GetImmediateResponse()
+	if im == nil || im.GetStatus().GetCode() != 400 || !strings.Contains(string(im.GetBody()), "-32020") {
+		t.Errorf("mismatched Mcp-Name: %v", im)
+	}
+}
+
+// brokenUpstreams cannot read any service's credentials.
+type brokenUpstreams struct{ fakeUpstreams }
+
+func (brokenUpstreams) UpstreamHeaders(registry.ToolService) (map[string]string, error) {
+	return nil, errors.New("open /run/secrets/gh: no such file or directory")
+}
+
+// TestFederatedCredentialsUnreadable: a call whose server's credentials
+// cannot be read is never sent; the client gets an isError result and the
+// call counts as federated_failed.
+func TestFederatedCredentialsUnreadable(t *testing.T) {
+	env := newTestEnv(t, Config{Upstreams: brokenUpstreams{}}, federatedRoutes(t, "http://127.0.0.1:1"))
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+	ir := v.send(reqBody(body)).GetImmediateResponse()
+	v.close()
+	if ir == nil || !strings.Contains(string(ir.GetBody()), `"isError":true`) || strings.Contains(string(ir.GetBody()), "/run/secrets") {
+		t.Fatalf("got %v, want an isError result that does not name the secret's path", ir)
+	}
+	for range 100 { // the server records a call as its stream ends
+		if outcomeSeries(t, env.reg)["call/gh_search/"+callFederatedFailed] == 1 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("no call counted as %s: %v", callFederatedFailed, outcomeSeries(t, env.reg))
 }

@@ -55,7 +55,7 @@ func answered(t *testing.T, e *testEnv, path, body string, want int) {
 	v.close()
 }
 
-func upstream(status string, body string) func(t *testing.T, e *testEnv) {
+func upstreamReply(status string, body string) func(t *testing.T, e *testEnv) {
 	return func(t *testing.T, e *testEnv) {
 		v := routed(t, e, "echo", `{}`)
 		v.send(respHeaders(false, ":status", status, "content-type", "application/json"))
@@ -120,12 +120,12 @@ var outcomeCases = []outcomeCase{
 		drive: func(t *testing.T, e *testEnv) {
 			answered(t, e, "/mcp/core", callReq("forecast", `{"city":"`+strings.Repeat("x", 200)+`"}`), 413)
 		}},
-	{name: "Tool Service 2xx", request: callOK, call: callOK, tool: "echo", drive: upstream("200", `{"a":1}`)},
-	{name: "Tool Service 4xx", request: callUpstream4xx, call: callUpstream4xx, tool: "echo", drive: upstream("404", `no`)},
-	{name: "Tool Service 5xx", request: callUpstream5xx, call: callUpstream5xx, tool: "echo", drive: upstream("502", `down`)},
-	{name: "Tool Service 3xx", request: callToolError, call: callToolError, tool: "echo", drive: upstream("302", ``)},
+	{name: "Tool Service 2xx", request: callOK, call: callOK, tool: "echo", drive: upstreamReply("200", `{"a":1}`)},
+	{name: "Tool Service 4xx", request: callUpstream4xx, call: callUpstream4xx, tool: "echo", drive: upstreamReply("404", `no`)},
+	{name: "Tool Service 5xx", request: callUpstream5xx, call: callUpstream5xx, tool: "echo", drive: upstreamReply("502", `down`)},
+	{name: "Tool Service 3xx", request: callToolError, call: callToolError, tool: "echo", drive: upstreamReply("302", ``)},
 	{name: "Tool Service reply too large", request: callTooLarge, call: callTooLarge, tool: "echo",
-		drive: upstream("200", `{"data":"`+strings.Repeat("x", 100)+`"}`)},
+		drive: upstreamReply("200", `{"data":"`+strings.Repeat("x", 100)+`"}`)},
 	{name: "Envoy answered itself (timeout or unavailable)", request: callNoResponse, call: callNoResponse, tool: "echo",
 		drive: func(t *testing.T, e *testEnv) { routed(t, e, "echo", `{}`).close() }},
 }
@@ -176,7 +176,7 @@ func TestOutcomeLabels(t *testing.T) {
 			calls = append(calls, tc.call)
 		}
 	}
-	calls = append(calls, callFederatedUnavailable) // TestFederatedToolListedNotRouted
+	calls = append(calls, callFederatedFailed) // TestFederatedCredentialsUnreadable
 	documented := documentedOutcomes(t)
 	for metric, produced := range map[string][]string{
 		"toolmesh_extproc_requests_total": requests,

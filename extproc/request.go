@@ -213,6 +213,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
 	}
 	out := x.s.proto.Handle(&x.req, body, cat)
+	if out.Forward != nil {
+		return x.forwardItem(out.Forward, body)
+	}
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
@@ -243,9 +246,6 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		// Tool Service of the route allows more.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
-	}
-	if t.Federated() {
-		return x.federatedCallUnavailable(call, t)
 	}
 
 	args := call.Arguments
@@ -278,6 +278,11 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 				outcome, denyDetails(outcome))
 		}
 		args, addHeaders = freq.Arguments, out.AddHeaders
+	}
+	if t.Federated() {
+		// Filter headers are for the native contract; a federated server
+		// gets its Portal headers.
+		return x.forwardCall(call, t, body, args)
 	}
 
 	x.outcome, x.routed = outcomeRouted, true

@@ -3,7 +3,10 @@
 // request to /mcp/{route}. It answers protocol methods itself (as Envoy
 // ImmediateResponses), and for a tools/call it tells Envoy which Tool Service
 // cluster to use, rewriting :path and body; on the way back it turns the Tool
-// Service reply into an MCP result.
+// Service reply into an MCP result. Requests for federated MCP servers
+// (tools/call of their tools, resources/read, prompts/get,
+// completion/complete) are routed the same way to the owning server and its
+// answer passed back (federated.go).
 //
 // One gRPC Process stream is one HTTP request. All per-request state lives in
 // the stream's goroutine; the route snapshot is captured once, in the
@@ -23,6 +26,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +37,7 @@ import (
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
 // DefaultMaxResponseBytes is the default limit on a Tool Service reply.
@@ -58,6 +63,15 @@ type Config struct {
 	// tool label in toolmesh_tool_calls_total; calls of further tools count
 	// as tool="(other)". Zero means DefaultToolLabels.
 	ToolLabels int
+	// Upstreams gives federated MCP servers' header values and the MCP
+	// client legacy sessions are opened with. When nil, the servers get no
+	// configured headers and a default client is used.
+	Upstreams Upstreams
+	// UpstreamCallTimeout bounds what the server sends a federated MCP
+	// server itself (opening a session, re-issuing a call whose session
+	// expired); zero means DefaultUpstreamCallTimeout. Keep it below the
+	// ext_proc message_timeout.
+	UpstreamCallTimeout time.Duration
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
@@ -88,6 +102,42 @@ type Server struct {
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
+	// sessions are the gateway's own legacy sessions with federated MCP
+	// servers.
+	sessions sessionCache
+	client   *upstream.Client // when cfg.Upstreams is nil
+}
+
+// upstreamHeaders returns a federated server's configured header values.
+func (s *Server) upstreamHeaders(svc registry.ToolService) (map[string]string, error) {
+	if s.cfg.Upstreams == nil || len(svc.Headers) == 0 {
+		return nil, nil
+	}
+	return s.cfg.Upstreams.UpstreamHeaders(svc)
+}
+
+// upstreamClient is the MCP client of the call path.
+func (s *Server) upstreamClient() *upstream.Client {
+	if s.cfg.Upstreams != nil {
+		if c := s.cfg.Upstreams.Client(); c != nil {
+			return c
+		}
+	}
+	return s.client
+}
+
+func (s *Server) upstreamTimeout() time.Duration {
+	if s.cfg.UpstreamCallTimeout > 0 {
+		return s.cfg.UpstreamCallTimeout
+	}
+	return DefaultUpstreamCallTimeout
+}
+
+// clientInfo is the implementation named in _meta when the gateway speaks
+// the 2026-07-28 era for a legacy client.
+func (s *Server) clientInfo() mcp.Implementation {
+	c := s.proto.Config()
+	return mcp.Implementation{Name: c.ServerName, Version: c.ServerVersion}
 }
 
 // BodyLimits are per-Tool-Service request body limits: the SRE override
@@ -158,6 +208,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		routes:  routes,
 		log:     log,
 		metrics: m,
+		client:  upstream.New(upstream.Options{MaxBytes: cfg.MaxResponseBytes}),
 	}, nil
 }
 

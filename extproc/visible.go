@@ -30,6 +30,7 @@ var (
 	_ mcp.Catalog           = (*visibleCatalog)(nil)
 	_ mcp.ParamHeaderSource = (*visibleCatalog)(nil)
 	_ mcp.MetaToolCatalog   = (*visibleCatalog)(nil)
+	_ mcp.FederatedCatalog  = (*visibleCatalog)(nil)
 )
 
 // visibleCatalogs caches the latest visibleCatalog of each route.
@@ -129,4 +130,13 @@ func (c *visibleCatalog) Shortlist() int { return c.snap.Shortlist() }
 // offered.
 func (c *visibleCatalog) SearchTools(query string, limit int) []byte {
 	return c.filter(c.snap.SearchTools(query, limit))
+}
+
+// Offers implements [mcp.FederatedCatalog]: filters name tools only, so
+// federated resources and prompts are the snapshot's.
+func (c *visibleCatalog) Offers() mcp.Offers { return c.snap.Offers() }
+
+// ItemsPage implements [mcp.FederatedCatalog].
+func (c *visibleCatalog) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
+	return c.snap.ItemsPage(kind, cursor)
 }

@@ -135,10 +135,12 @@ type Call struct {
 	Via string
 }
 
-// Outcome is what Handle decided: exactly one of Reply and Call is set.
+// Outcome is what Handle decided: exactly one of Reply, Call and Forward
+// is set.
 type Outcome struct {
-	Reply *Reply
-	Call  *Call
+	Reply   *Reply
+	Call    *Call
+	Forward *Forward
 }
 
 // Failure says how a routed call failed before a Tool Service answered.

@@ -21,6 +21,7 @@ const (
 	HeaderProtocolVersion = "MCP-Protocol-Version"
 	HeaderMethod          = "Mcp-Method"
 	HeaderSessionID       = "Mcp-Session-Id"
+	HeaderName            = "Mcp-Name"
 )
 
 // Implementation names a client or a server.
@@ -84,6 +85,8 @@ type ClientResponse struct {
 	Method  string          `json:"method,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *RPCError       `json:"error,omitempty"`
+	// Raw is the message as the server wrote it.
+	Raw json.RawMessage `json:"-"`
 }
 
 // IsResponseTo reports whether m is the response to the request with id
@@ -101,6 +104,7 @@ func DecodeClientResponse(data []byte) (*ClientResponse, error) {
 	if m.JSONRPC != "2.0" {
 		return nil, errors.New(`not a JSON-RPC 2.0 message: "jsonrpc" is not "2.0"`)
 	}
+	m.Raw = append(json.RawMessage(nil), data...)
 	return &m, nil
 }
 
@@ -117,6 +121,8 @@ type ServerCapabilities struct {
 	Tools     *ListCapability `json:"tools,omitempty"`
 	Resources *ListCapability `json:"resources,omitempty"`
 	Prompts   *ListCapability `json:"prompts,omitempty"`
+	// Completions is present when the server answers completion/complete.
+	Completions json.RawMessage `json:"completions,omitempty"`
 }
 
 // ResultMeta is the part of a result's _meta a client reads.

@@ -16,6 +16,7 @@ type message struct {
 // params are the raw members of a params object that the rules look at.
 type params struct {
 	name, arguments, cursor, protocolVersion, meta []byte
+	uri, ref                                       []byte
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
 	metaCaps                                       []byte // _meta[MetaClientCapabilities]
 	dup                                            string
@@ -82,6 +83,10 @@ func parseParams(obj []byte) params {
 			set(&p.protocolVersion, val, k, &p.dup)
 		case "_meta":
 			set(&p.meta, val, k, &p.dup)
+		case "uri":
+			set(&p.uri, val, k, &p.dup)
+		case "ref":
+			set(&p.ref, val, k, &p.dup)
 		}
 		return true
 	})
@@ -183,7 +188,7 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 	// server/discover without a 2026-07-28 header is a probe: answer it as
 	// the 2026 era would, so a client learns the versions in one round trip.
 	if method == "server/discover" && !(r.HasProtocolVersion && r.ProtocolVersion == Version20260728) {
-		return reply(resultReply(id, s.discover))
+		return reply(resultReply(id, s.discoverFor(cat)))
 	}
 	if q.era == EraStateless {
 		return s.handleStateless(q, cat)
@@ -252,11 +257,14 @@ func (s *Server) handleStateless(q *request, cat Catalog) Outcome {
 	}
 	switch q.method {
 	case "server/discover":
-		return reply(resultReply(q.id, s.discover))
+		return reply(resultReply(q.id, s.discoverFor(cat)))
 	case "tools/list":
 		return s.toolsList(q, cat)
 	case "tools/call":
 		return s.toolsCall(q, cat)
+	}
+	if out, ok := s.federated(q, cat); ok {
+		return out
 	}
 	return fail(404, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
 }
@@ -268,13 +276,16 @@ func (s *Server) handleLegacy(q *request, cat Catalog) Outcome {
 		if pv, ok := stringValue(q.p.protocolVersion); ok && legacyVersion(pv) {
 			v = pv
 		}
-		return reply(resultReply(q.id, s.initialize[v]))
+		return reply(resultReply(q.id, s.initializeFor(v, cat)))
 	case "ping":
 		return reply(resultReply(q.id, []byte("{}")))
 	case "tools/list":
 		return s.toolsList(q, cat)
 	case "tools/call":
 		return s.toolsCall(q, cat)
+	}
+	if out, ok := s.federated(q, cat); ok {
+		return out
 	}
 	return fail(200, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
 }

@@ -198,3 +198,38 @@ func sameValue(body any, header string) bool {
 	}
 	return false
 }
+
+// ParamHeaderValues are the Mcp-Param-* headers (Key without the prefix)
+// that mirror args for a tool's x-mcp-header parameters, as a stateless-era
+// client sends them: what the gateway sends a 2026-07-28 server for a
+// client that did not (a legacy one), or whose arguments a filter changed.
+func ParamHeaderValues(specs []ParamHeader, args []byte) []Header {
+	if len(specs) == 0 {
+		return nil
+	}
+	var argv map[string]any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if dec.Decode(&argv) != nil {
+		return nil
+	}
+	var out []Header
+	for _, spec := range specs {
+		val, found := lookupPath(argv, spec.Path)
+		var v string
+		switch b := val.(type) {
+		case string:
+			v = EncodeHeaderValue(b)
+		case bool:
+			v = fmt.Sprint(b)
+		case json.Number:
+			v = b.String()
+		default:
+			found = false
+		}
+		if found {
+			out = append(out, Header{Key: spec.Name, Value: v})
+		}
+	}
+	return out
+}

@@ -20,6 +20,10 @@ type Server struct {
 	// Serialized once: what does not depend on the request.
 	serverInfoMeta []byte            // "_meta":{"io.modelcontextprotocol/serverInfo":{…}}
 	discover       []byte            // the server/discover result
+	discoverHead   []byte            // the discover result up to its capabilities
+	discoverTail   []byte            // and after them
+	initHead       map[string][]byte // initialize result up to its capabilities, by version
+	initTail       []byte            // and after them
 	listTail       []byte            // ,"ttlMs":…,"cacheScope":…,"_meta":{…}} closing a 2026 tools/list result
 	initialize     map[string][]byte // legacy version → initialize result
 }
@@ -71,7 +75,11 @@ func NewServer(cfg Config) *Server {
 		}
 		d = appendString(d, v)
 	}
-	d = append(d, `],"capabilities":{"tools":{}},`...)
+	d = append(d, `],"capabilities":`...)
+	s.discoverHead = d
+	d = append(d, `{"tools":{}}`...)
+	dt := len(d)
+	d = append(d, ',')
 	if cfg.Instructions != "" {
 		d = append(d, `"instructions":`...)
 		d = appendString(d, cfg.Instructions)
@@ -81,27 +89,55 @@ func NewServer(cfg Config) *Server {
 	d = append(d, ',')
 	d = append(d, s.serverInfoMeta...)
 	s.discover = append(d, '}')
+	s.discoverTail = s.discover[dt:]
 
 	t := append([]byte(","), cache...)
 	t = append(t, ',')
 	t = append(t, s.serverInfoMeta...)
 	s.listTail = append(t, '}')
 
+	tail := append([]byte(`,"serverInfo":`), impl...)
+	if cfg.Instructions != "" {
+		tail = append(tail, `,"instructions":`...)
+		tail = appendString(tail, cfg.Instructions)
+	}
+	s.initTail = append(tail, '}')
 	s.initialize = make(map[string][]byte)
+	s.initHead = make(map[string][]byte)
 	for _, v := range supportedVersions {
 		if !legacyVersion(v) {
 			continue
 		}
 		b := append([]byte(`{"protocolVersion":`), appendString(nil, v)...)
-		b = append(b, `,"capabilities":{"tools":{"listChanged":false}},"serverInfo":`...)
-		b = append(b, impl...)
-		if cfg.Instructions != "" {
-			b = append(b, `,"instructions":`...)
-			b = appendString(b, cfg.Instructions)
-		}
-		s.initialize[v] = append(b, '}')
+		b = append(b, `,"capabilities":`...)
+		s.initHead[v] = b
+		b = append(append([]byte(nil), b...), `{"tools":{"listChanged":false}}`...)
+		s.initialize[v] = append(b, s.initTail...)
 	}
 	return s
+}
+
+// discoverFor is the server/discover result for a route: the one
+// serialized at start unless the route offers more than tools.
+func (s *Server) discoverFor(cat Catalog) []byte {
+	_, off := offersOf(cat)
+	if off == (Offers{}) {
+		return s.discover
+	}
+	b := append([]byte(nil), s.discoverHead...)
+	b = append(b, capabilities(false, off)...)
+	return append(b, s.discoverTail...)
+}
+
+// initializeFor is the initialize result of legacy version v for a route.
+func (s *Server) initializeFor(v string, cat Catalog) []byte {
+	_, off := offersOf(cat)
+	if off == (Offers{}) {
+		return s.initialize[v]
+	}
+	b := append([]byte(nil), s.initHead[v]...)
+	b = append(b, capabilities(true, off)...)
+	return append(b, s.initTail...)
 }
 
 // appendImplementation appends the Implementation object {name, version}.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -27,6 +28,9 @@ type MCPManifest struct {
 	Resources         []json.RawMessage `json:"resources,omitempty"`
 	ResourceTemplates []json.RawMessage `json:"resourceTemplates,omitempty"`
 	Prompts           []json.RawMessage `json:"prompts,omitempty"`
+	// Completions is true when the server declared the completions
+	// capability (completion/complete is routed to it).
+	Completions bool `json:"completions,omitempty"`
 }
 
 // Era is the protocol era the server was listed in.
@@ -84,6 +88,7 @@ func manifestOf(l *upstream.Listing) *Manifest {
 		Resources:         l.Resources,
 		ResourceTemplates: l.ResourceTemplates,
 		Prompts:           l.Prompts,
+		Completions:       len(l.Capabilities.Completions) > 0 && string(l.Capabilities.Completions) != "null",
 	}}
 	for i, raw := range l.Tools {
 		var t mcpTool
@@ -112,6 +117,9 @@ type FederatedItem struct {
 	// UpstreamName is a prompt's name on its server ("" for resources).
 	UpstreamName string
 	Raw          json.RawMessage // the item as the server wrote it
+
+	tmpl *uriTemplate // a resource template's matcher, compiled on first use
+	once sync.Once
 }
 
 // itemKind describes one kind of federated item: where it is in the

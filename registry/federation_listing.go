@@ -54,6 +54,9 @@ func (s ToolService) checkProtocol() []error {
 		if s.ToolPrefix != "" {
 			errs = append(errs, errors.New("toolPrefix: only allowed with protocol mcp"))
 		}
+		if s.ForwardAuthorization {
+			errs = append(errs, errors.New("forwardAuthorization: only allowed with protocol mcp"))
+		}
 		return errs
 	}
 	if s.ManifestPath != "" {
@@ -80,6 +83,13 @@ func (s ToolService) checkProtocol() []error {
 		}
 		if !validHeaderText(h.Prefix) {
 			errs = append(errs, fmt.Errorf("headers.%s.prefix: must not contain control characters", name))
+		}
+	}
+	if s.ForwardAuthorization {
+		for name := range s.Headers {
+			if strings.EqualFold(name, "authorization") {
+				errs = append(errs, fmt.Errorf("forwardAuthorization: conflicts with headers.%s (the client's Authorization would be replaced); choose one", name))
+			}
 		}
 	}
 	// Two spellings of one header name would be sent as one header.

@@ -65,7 +65,19 @@ func TestListingValidateFederated(t *testing.T) {
 		{name: "one header twice", mutate: func(l *Listing) { gh(l).Headers["authorization"] = HeaderValue{Credential: "other"} },
 			want: []string{`tool service "github": headers: "Authorization" and "authorization" name the same header`}},
 		{name: "shared service different prefix", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ToolPrefix = "git_" },
-			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix and cluster must match`}},
+			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match`}},
+		{name: "forwardAuthorization on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].ForwardAuthorization = true },
+			want: []string{`route "core": tool service "weather": forwardAuthorization: only allowed with protocol mcp`}},
+		{name: "forwardAuthorization with an Authorization header", mutate: func(l *Listing) { gh(l).ForwardAuthorization = true },
+			want: []string{`tool service "github": forwardAuthorization: conflicts with headers.Authorization`}},
+		{name: "forwardAuthorization without headers", mutate: func(l *Listing) {
+			l.Routes = l.Routes[:1]
+			gh(l).Headers, gh(l).ForwardAuthorization = nil, true
+		}},
+		{name: "shared service different forwardAuthorization", mutate: func(l *Listing) {
+			gh(l).Headers, gh(l).ForwardAuthorization = nil, true
+			l.Routes[1].ToolServices[0].Headers = nil
+		}, want: []string{`route "ops": tool service "github": url, protocol`}},
 		{name: "shared service different headers", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].Headers = nil },
 			want: []string{`route "ops": tool service "github": url, protocol`}},
 		{name: "shared service different protocol", mutate: func(l *Listing) {

@@ -52,7 +52,40 @@ func (f Freshness) freshFor() time.Duration {
 type HTTPLister struct {
 	client *upstream.Client
 	creds  map[string]CredentialSource
+	// resolved are the header values each service was last listed with,
+	// for the call path (UpstreamHeaders). They live only in this map:
+	// never in a snapshot, the store, xDS, logs or /health.
+	resolved sync.Map // service name → resolvedHeaders
 }
+
+// resolvedHeaders are one service's header values and the definition they
+// were resolved for.
+type resolvedHeaders struct {
+	spec   map[string]HeaderValue
+	values map[string]string
+}
+
+// UpstreamHeaders returns the values of svc's headers: the ones its last
+// listing used, or, when it was not listed by this process yet (a route
+// restored from the store) or its headers changed, read now from the
+// credentials. The map must not be modified.
+func (h *HTTPLister) UpstreamHeaders(svc ToolService) (map[string]string, error) {
+	if v, ok := h.resolved.Load(svc.Name); ok {
+		if r := v.(resolvedHeaders); maps.Equal(r.spec, svc.Headers) {
+			return r.values, nil
+		}
+	}
+	values, err := upstreamHeaders(svc, h.creds)
+	if err != nil {
+		return nil, fmt.Errorf("MCP server %q: %w", svc.Name, err)
+	}
+	h.resolved.Store(svc.Name, resolvedHeaders{spec: maps.Clone(svc.Headers), values: values})
+	return values, nil
+}
+
+// Client is the MCP client the lister uses, for the call path to share
+// (legacy sessions are opened with it).
+func (h *HTTPLister) Client() *upstream.Client { return h.client }
 
 // NewMCPLister returns an [MCPLister] that uses client (a client with a 30 s
 // timeout when nil), refuses any response over maxBytes
@@ -71,6 +104,8 @@ func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Fres
 	if err != nil {
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q: %w", svc.Name, err)
 	}
+	// A rotated secret is used by calls from this listing on.
+	h.resolved.Store(svc.Name, resolvedHeaders{spec: maps.Clone(svc.Headers), values: headers})
 	l, err := h.client.Discover(ctx, svc.URL, headers)
 	if err != nil {
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)

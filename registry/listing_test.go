@@ -118,12 +118,12 @@ func TestListingValidate(t *testing.T) {
 			want: []string{`route "core": catalog.synonyms[1]: 1 words, want 2..32`, `route "core": catalog.synonyms[2]: "e-mail" is not one word of letters and digits`}},
 		{name: "catalog at the limits", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "full", PageSize: 10000, Shortlist: 50} }},
 		{name: "shared service different url", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].URL = "https://calc2/api" },
-			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix and cluster must match its definition in route "core"`}},
+			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match its definition in route "core"`}},
 		{name: "shared service different manifestPath", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ManifestPath = "/m" },
-			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix and cluster must match`}},
+			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match`}},
 		{name: "shared service different cluster", mutate: func(l *Listing) {
 			l.Routes[1].ToolServices[0].Cluster = &ClusterSettings{MaxRetries: 5}
-		}, want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix and cluster must match`}},
+		}, want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match`}},
 		{name: "every error reported", mutate: func(l *Listing) {
 			l.Routes[0].Key = "BAD"
 			l.Routes[0].ToolServices[0].URL = "ftp://x"

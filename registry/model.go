@@ -61,6 +61,12 @@ type ToolService struct {
 	// only): clients see ToolPrefix+upstream name, and a call is mapped back
 	// to the upstream name. It resolves name collisions between services.
 	ToolPrefix string `json:"toolPrefix,omitempty"`
+	// ForwardAuthorization passes the client's Authorization header on to
+	// the MCP server (protocol mcp only). Off by default: a token the
+	// client got for the gateway must not reach another server (the MCP
+	// authorization spec's confused-deputy rule); the server gets the
+	// credentials of Headers instead.
+	ForwardAuthorization bool `json:"forwardAuthorization,omitempty"`
 }
 
 // ProtocolMCP is ToolService.Protocol of a federated MCP server.

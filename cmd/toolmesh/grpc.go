@@ -33,6 +33,12 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if a.filters != nil { // never a typed nil in the interface
 		chains = a.filters
 	}
+	// The lister holds the header values federated MCP servers were listed
+	// with; calls to them send the same.
+	var upstreams extproc.Upstreams
+	if u, ok := a.lister.(extproc.Upstreams); ok {
+		upstreams = u
+	}
 	srv, err := extproc.New(extproc.Config{
 		MCP: mcp.Config{
 			ServerName:     a.cfg.ServerName,
@@ -45,6 +51,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
+		Upstreams:        upstreams,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)

@@ -62,6 +62,7 @@ type app struct {
 	cfg        Config
 	log        *slog.Logger
 	reg        *registry.Registry
+	lister     registry.MCPLister // lists federated MCP servers; holds their header values for calls
 	components []component
 	stopping   atomic.Bool
 	everReady  atomic.Bool           // health has said SERVING at least once
@@ -139,10 +140,11 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	if c, ok := store.(interface{ Close() error }); ok {
 		cleanups = append(cleanups, func() { _ = c.Close() })
 	}
+	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
 	a.reg = registry.New(registry.Options{
 		Source:       src,
 		Fetcher:      registry.NewHTTPFetcher(client, 0),
-		MCPLister:    registry.NewMCPLister(client, 0, cfg.Credentials),
+		MCPLister:    a.lister,
 		Store:        store,
 		Interval:     cfg.RefreshInterval.D(),
 		FetchTimeout: cfg.FetchTimeout.D(),

@@ -1,0 +1,63 @@
+package extproc
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Legacy sessions owned by the gateway (docs/decisions/0006-federated-mcp-servers.md):
+// one per replica, MCP server and protocol version, never per client,
+// opened on the first call that needs it, shared by every later call, and
+// replaced when the server answers 404 for it. Reading an open session is
+// an atomic load; only opening one takes the slot's lock, so concurrent
+// first calls open one session, not many.
+
+type sessionKey struct{ service, url, version string }
+
+func sessionKeyOf(svc registry.ToolService, version string) sessionKey {
+	return sessionKey{service: svc.Name, url: svc.URL, version: version}
+}
+
+type sessionSlot struct {
+	mu sync.Mutex             // held only while opening
+	id atomic.Pointer[string] // nil: none open; "" : the server issues none
+}
+
+type sessionCache struct{ slots sync.Map } // sessionKey → *sessionSlot
+
+// get returns the open session of key, opening it with open when there is
+// none.
+func (c *sessionCache) get(ctx context.Context, key sessionKey, open func(context.Context) (string, error)) (string, error) {
+	v, _ := c.slots.LoadOrStore(key, &sessionSlot{})
+	slot := v.(*sessionSlot)
+	if p := slot.id.Load(); p != nil {
+		return *p, nil
+	}
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if p := slot.id.Load(); p != nil {
+		return *p, nil
+	}
+	id, err := open(ctx)
+	if err != nil {
+		return "", err
+	}
+	slot.id.Store(&id)
+	return id, nil
+}
+
+// invalidate forgets the session of key if it is still stale: a call that
+// already replaced it does not lose the new one.
+func (c *sessionCache) invalidate(key sessionKey, stale string) {
+	v, ok := c.slots.Load(key)
+	if !ok {
+		return
+	}
+	slot := v.(*sessionSlot)
+	if p := slot.id.Load(); p != nil && *p == stale {
+		slot.id.CompareAndSwap(p, nil)
+	}
+}

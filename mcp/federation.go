@@ -1,0 +1,244 @@
+package mcp
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+)
+
+// Federated MCP servers (docs/decisions/0006-federated-mcp-servers.md): a
+// route whose catalog also offers resources, resource templates and prompts
+// answers their list methods from the snapshot, and hands resources/read,
+// prompts/get and completion/complete back as a Forward for the extproc
+// server to route to the owning server.
+
+// ItemKind is one kind of federated list.
+type ItemKind int
+
+// Item kinds.
+const (
+	ItemResources ItemKind = iota
+	ItemResourceTemplates
+	ItemPrompts
+)
+
+// itemLists maps a list method to its kind and result member.
+var itemLists = map[string]struct {
+	kind   ItemKind
+	member string
+}{
+	"resources/list":           {ItemResources, "resources"},
+	"resources/templates/list": {ItemResourceTemplates, "resourceTemplates"},
+	"prompts/list":             {ItemPrompts, "prompts"},
+}
+
+// Offers says which capabilities beyond tools a route has.
+type Offers struct {
+	Resources   bool // resources or resource templates
+	Prompts     bool
+	Completions bool // some server declared completions (argument completion of prompts or templates)
+}
+
+// FederatedCatalog is a Catalog that also offers federated resources,
+// resource templates and prompts. registry.Snapshot implements it.
+type FederatedCatalog interface {
+	Catalog
+	// Offers says what the route offers beyond tools.
+	Offers() Offers
+	// ItemsPage returns the JSON array of one page of items of kind, from
+	// cursor ("" for the first page), and the next cursor ("" on the last).
+	// ok is false for an invalid cursor.
+	ItemsPage(kind ItemKind, cursor string) (items []byte, next string, ok bool)
+}
+
+// Forward is a request the gateway does not answer itself: it goes to the
+// federated MCP server that owns Name.
+type Forward struct {
+	ID      json.RawMessage // exact bytes of the request id
+	Era     Era
+	Version string
+	Method  string // resources/read, prompts/get or completion/complete
+	// Name is what the owner is found by: the prompt name (prompts/get,
+	// completion of a ref/prompt) or the URI (resources/read, completion of
+	// a ref/resource).
+	Name string
+	// RefType is completion/complete's params.ref.type (ref/prompt or
+	// ref/resource), "" for the other methods.
+	RefType string
+}
+
+// Completion reference types.
+const (
+	RefPrompt   = "ref/prompt"
+	RefResource = "ref/resource"
+)
+
+// offersOf returns what cat offers beyond tools.
+func offersOf(cat Catalog) (FederatedCatalog, Offers) {
+	fc, ok := cat.(FederatedCatalog)
+	if !ok || fc == nil {
+		return nil, Offers{}
+	}
+	return fc, fc.Offers()
+}
+
+// federated answers the federated methods; handled is false for any other
+// method, or one the route does not offer (the caller answers -32601).
+func (s *Server) federated(q *request, cat Catalog) (Outcome, bool) {
+	fc, off := offersOf(cat)
+	if fc == nil {
+		return Outcome{}, false
+	}
+	if l, ok := itemLists[q.method]; ok {
+		if (l.kind == ItemPrompts && !off.Prompts) || (l.kind != ItemPrompts && !off.Resources) {
+			return Outcome{}, false
+		}
+		return s.itemsList(q, fc, l.kind, l.member), true
+	}
+	var name, refType string
+	switch q.method {
+	case "resources/read":
+		if !off.Resources {
+			return Outcome{}, false
+		}
+		v, ok := stringValue(q.p.uri)
+		if !isObject(q.params) || !ok || v == "" {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.uri must be a string"), true
+		}
+		name = v
+	case "prompts/get":
+		if !off.Prompts {
+			return Outcome{}, false
+		}
+		v, ok := stringValue(q.p.name)
+		if !isObject(q.params) || !ok || v == "" {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.name must be a string"), true
+		}
+		name = v
+	case "completion/complete":
+		if !off.Completions {
+			return Outcome{}, false
+		}
+		if !isObject(q.p.ref) {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref must be an object"), true
+		}
+		var ref struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		}
+		_ = json.Unmarshal(q.p.ref, &ref)
+		switch ref.Type {
+		case RefPrompt:
+			name = ref.Name
+		case RefResource:
+			name = ref.URI
+		default:
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref.type must be ref/prompt or ref/resource"), true
+		}
+		if name == "" {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref names nothing"), true
+		}
+		refType = ref.Type
+	default:
+		return Outcome{}, false
+	}
+	if q.era == EraStateless && (q.method == "resources/read" || q.method == "prompts/get") {
+		r := q.r
+		if !r.HasMcpName {
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Name header"), true
+		}
+		if h, ok := DecodeHeaderValue(r.McpName); !ok || h != name {
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: Mcp-Name header value "+
+				strconv.Quote(clip(r.McpName))+" does not match body value "+strconv.Quote(clip(name))), true
+		}
+	}
+	return Outcome{Forward: &Forward{ID: q.id, Era: q.era, Version: q.version, Method: q.method,
+		Name: name, RefType: refType}}, true
+}
+
+// itemsList answers resources/list, resources/templates/list and
+// prompts/list from the snapshot, paged like tools/list.
+func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, member string) Outcome {
+	if q.params != nil && !isObject(q.params) {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params must be an object")
+	}
+	var cursor string
+	if c := q.p.cursor; c != nil && !isNull(c) {
+		v, ok := stringValue(c)
+		if !ok {
+			return fail(200, q.id, CodeInvalidParams, "Invalid params: cursor must be a string")
+		}
+		cursor = v
+	}
+	items, next, ok := fc.ItemsPage(kind, cursor)
+	if !ok {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
+	}
+	if len(items) == 0 {
+		items = []byte("[]")
+	}
+	b := make([]byte, 0, 96+len(q.id)+len(items)+len(next)+len(s.listTail))
+	b = appendEnvelope(b, q.id)
+	b = append(b, `"result":{`...)
+	if q.era == EraStateless {
+		b = append(b, `"resultType":"complete",`...)
+	}
+	b = appendString(b, member)
+	b = append(b, ':')
+	b = append(b, items...)
+	if next != "" {
+		b = append(b, `,"nextCursor":`...)
+		b = appendString(b, next)
+	}
+	if q.era == EraStateless {
+		b = append(b, s.listTail...)
+	} else {
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Body: b})
+}
+
+// capabilities is the capabilities object of initialize and server/discover
+// for a route that offers off beyond tools.
+func capabilities(legacy bool, off Offers) []byte {
+	b := []byte(`{"tools":{}`)
+	if legacy {
+		b = []byte(`{"tools":{"listChanged":false}`)
+	}
+	if off.Resources {
+		if legacy {
+			b = append(b, `,"resources":{"listChanged":false}`...)
+		} else {
+			b = append(b, `,"resources":{}`...)
+		}
+	}
+	if off.Prompts {
+		if legacy {
+			b = append(b, `,"prompts":{"listChanged":false}`...)
+		} else {
+			b = append(b, `,"prompts":{}`...)
+		}
+	}
+	if off.Completions {
+		b = append(b, `,"completions":{}`...)
+	}
+	return append(b, '}')
+}
+
+// EncodeHeaderValue is the inverse of DecodeHeaderValue: v itself when it
+// is plain printable ASCII without leading or trailing spaces, otherwise
+// the =?base64?…?= sentinel form of the Streamable HTTP transport.
+func EncodeHeaderValue(v string) string {
+	plain := v != "" && v[0] != ' ' && v[len(v)-1] != ' '
+	for i := 0; plain && i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			plain = false
+		}
+	}
+	if plain && !(len(v) >= 9 && v[:9] == "=?base64?") {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+}

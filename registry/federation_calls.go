@@ -1,0 +1,186 @@
+package registry
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+// The call side of federated MCP servers: what the extproc server needs to
+// answer the list methods from the snapshot and to route resources/read,
+// prompts/get and completion/complete to the owning server. See
+// docs/decisions/0006-federated-mcp-servers.md.
+
+var _ mcp.FederatedCatalog = (*Snapshot)(nil)
+
+// MCPService returns the definition of the route's Tool Service name when
+// it is a federated MCP server, and what its listing said.
+func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
+	for _, svc := range s.def.ToolServices {
+		if svc.Name == name && svc.IsMCP() {
+			m := s.manifests[name]
+			if m == nil || m.MCP == nil {
+				return svc, nil, false
+			}
+			return svc, m.MCP, true
+		}
+	}
+	return ToolService{}, nil, false
+}
+
+// Offers implements [mcp.FederatedCatalog].
+func (s *Snapshot) Offers() mcp.Offers {
+	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0}
+	for _, svc := range s.def.ToolServices {
+		if m := s.manifests[svc.Name]; svc.IsMCP() && m != nil && m.MCP != nil && m.MCP.Completions {
+			o.Completions = true
+		}
+	}
+	return o
+}
+
+func (s *Snapshot) items(kind mcp.ItemKind) []*FederatedItem {
+	switch kind {
+	case mcp.ItemResources:
+		return s.Resources
+	case mcp.ItemResourceTemplates:
+		return s.ResourceTemplates
+	}
+	return s.Prompts
+}
+
+// ItemsPage implements [mcp.FederatedCatalog]. Items are in key order; a
+// cursor is the last key of the previous page (base64url), so a walk that
+// spans a refresh continues after the last item the client saw, as
+// tools/list cursors do. Prompts carry the name clients see (with the
+// service's toolPrefix).
+func (s *Snapshot) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
+	items := s.items(kind)
+	start := 0
+	if cursor != "" {
+		last, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || len(cursor) > maxCursorLen || len(last) == 0 {
+			return nil, "", false
+		}
+		start = sort.Search(len(items), func(i int) bool { return items[i].Key > string(last) })
+	}
+	end := len(items)
+	if s.pageSize > 0 && s.search == nil && start+s.pageSize < end {
+		end = start + s.pageSize
+	}
+	b := []byte{'['}
+	for i, it := range items[start:end] {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		raw := []byte(it.Raw)
+		if kind == mcp.ItemPrompts && it.Key != it.UpstreamName {
+			name, _ := json.Marshal(it.Key)
+			raw = mcp.SetMember(raw, "name", name)
+		}
+		b = append(b, raw...)
+	}
+	b = append(b, ']')
+	next := ""
+	if end < len(items) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].Key))
+	}
+	return b, next, true
+}
+
+func findItem(items []*FederatedItem, key string) *FederatedItem {
+	i := sort.Search(len(items), func(i int) bool { return items[i].Key >= key })
+	if i < len(items) && items[i].Key == key {
+		return items[i]
+	}
+	return nil
+}
+
+// Prompt returns the prompt clients name name.
+func (s *Snapshot) Prompt(name string) *FederatedItem { return findItem(s.Prompts, name) }
+
+// ResourceOwner returns the item that owns uri: the resource of that URI,
+// else the one resource template it matches (by its uriTemplate itself,
+// as completion/complete names it, or by expansion). ambiguous is true when
+// templates of two services match.
+func (s *Snapshot) ResourceOwner(uri string) (it *FederatedItem, ambiguous bool) {
+	if it := findItem(s.Resources, uri); it != nil {
+		return it, false
+	}
+	if it := findItem(s.ResourceTemplates, uri); it != nil {
+		return it, false
+	}
+	var found *FederatedItem
+	for _, t := range s.ResourceTemplates {
+		if !t.matcher().match(uri) {
+			continue
+		}
+		if found != nil && found.Service != t.Service {
+			return nil, true
+		}
+		if found == nil {
+			found = t
+		}
+	}
+	return found, false
+}
+
+func (it *FederatedItem) matcher() *uriTemplate {
+	it.once.Do(func() { it.tmpl = compileTemplate(it.Key) })
+	return it.tmpl
+}
+
+// uriTemplate matches URIs against an RFC 6570 template: literals must be
+// equal, each expression matches what its operator can expand to.
+type uriTemplate struct{ re *regexp.Regexp }
+
+func (t *uriTemplate) match(uri string) bool { return t.re != nil && t.re.MatchString(uri) }
+
+func compileTemplate(tmpl string) *uriTemplate {
+	var b strings.Builder
+	b.WriteString("^")
+	for tmpl != "" {
+		open := strings.IndexByte(tmpl, '{')
+		if open < 0 {
+			b.WriteString(regexp.QuoteMeta(tmpl))
+			break
+		}
+		b.WriteString(regexp.QuoteMeta(tmpl[:open]))
+		closing := strings.IndexByte(tmpl[open:], '}')
+		if closing < 0 {
+			return &uriTemplate{} // not a template: matches nothing
+		}
+		expr := tmpl[open+1 : open+closing]
+		tmpl = tmpl[open+closing+1:]
+		op := byte(0)
+		if expr != "" && strings.IndexByte("+#./;?&", expr[0]) >= 0 {
+			op = expr[0]
+		}
+		switch op {
+		case '+':
+			b.WriteString(`.*`)
+		case '#':
+			b.WriteString(`(#.*)?`)
+		case '.':
+			b.WriteString(`(\.[^/?#]*)*`)
+		case '/':
+			b.WriteString(`(/[^/?#]*)*`)
+		case ';':
+			b.WriteString(`(;[^/?#]*)*`)
+		case '?', '&':
+			b.WriteString(`([?&][^#]*)?`)
+		default:
+			b.WriteString(`[^/?#]*`)
+		}
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return &uriTemplate{}
+	}
+	return &uriTemplate{re: re}
+}

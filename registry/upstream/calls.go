@@ -1,0 +1,55 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// The call path's use of the client: the gateway owns one legacy session
+// per replica and MCP server (docs/decisions/0006-federated-mcp-servers.md),
+// opened with the same handshake a listing uses.
+
+// OpenSession runs the legacy handshake (initialize at version, then
+// notifications/initialized) against endpoint and returns the
+// Mcp-Session-Id the server issued, "" when it issues none. The session is
+// left open: the caller owns it.
+func (c *Client) OpenSession(ctx context.Context, endpoint string, headers map[string]string, version string) (string, error) {
+	s := &session{c: c, endpoint: endpoint, headers: headers}
+	if _, err := s.initialize(ctx, version); err != nil {
+		return "", err
+	}
+	return s.id, nil
+}
+
+// Exchange posts one JSON-RPC request body to endpoint with exactly the
+// given headers (protocol, session and credential headers included) and
+// returns the HTTP status and, for a 2xx answer, the raw response message
+// to id, read from a JSON body or an event stream (the events before it are
+// skipped). A non-2xx answer returns its status and a *StatusError.
+func (c *Client) Exchange(ctx context.Context, endpoint string, headers http.Header, body []byte, id json.RawMessage) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = headers.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := c.opts.HTTP.Do(req)
+	if err != nil {
+		return 0, nil, &transportError{err}
+	}
+	defer resp.Body.Close()
+	s := &session{c: c, endpoint: endpoint}
+	method := "call"
+	if resp.StatusCode/100 != 2 {
+		return resp.StatusCode, nil, s.statusError(method, resp)
+	}
+	m, err := s.readResponse(method, resp, id)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	return resp.StatusCode, m.Raw, nil
+}
