@@ -10,10 +10,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -332,29 +331,7 @@ func (b builder) tool(job toolJob) toolResult {
 }
 
 // forEach runs fn(0..n-1) on at most workers goroutines and waits.
-func forEach(n, workers int, fn func(i int)) {
-	workers = max(min(workers, n), 1)
-	if workers == 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
-}
+func forEach(n, workers int, fn func(i int)) { parallel.ForEach(n, workers, fn) }
 
 // isJSONKind reports whether compact JSON raw starts with open ('{' for an
 // object, '[' for an array).

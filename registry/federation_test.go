@@ -434,32 +434,3 @@ func TestRegistryFederatedMissingCredential(t *testing.T) {
 		t.Error("listed without the credential")
 	}
 }
-
-// TestFederatedSnapshotRedis: a snapshot with federated tools, resources
-// and prompts survives the Redis store.
-func TestFederatedSnapshotRedis(t *testing.T) {
-	srv := startRedis(t, "")
-	st := newRedisStore(t, srv, RedisOptions{})
-	rt, ms := federatedRoute()
-	s, err := BuildSnapshot(rt, ms, time.Unix(100, 0).UTC())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Save(t.Context(), s); err != nil {
-		t.Fatal(err)
-	}
-	got, err := st.Load(t.Context(), "mixed")
-	if err != nil || got == nil {
-		t.Fatalf("Load() = %v, %v", got, err)
-	}
-	if got.Version != s.Version || !slices.Equal(toolNames(got), toolNames(s)) || !slices.Equal(got.Ambiguous, s.Ambiguous) ||
-		len(got.Resources) != len(s.Resources) || len(got.ResourceTemplates) != len(s.ResourceTemplates) || len(got.Prompts) != len(s.Prompts) {
-		t.Fatalf("loaded %s %v, saved %s %v", got.Version, toolNames(got), s.Version, toolNames(s))
-	}
-	if tl, res := got.Lookup("docs_search"); res != mcp.ToolFound || !tl.Federated() || tl.UpstreamName != "search" {
-		t.Errorf("loaded docs_search = %v %+v", res, tl)
-	}
-	if p := got.Prompts[0]; p.Service != "docs" || p.Key != "docs_summarize" || p.UpstreamName != "summarize" || string(p.Raw) != `{"name":"summarize"}` {
-		t.Errorf("loaded prompt %+v", p)
-	}
-}

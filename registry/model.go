@@ -1,8 +1,3 @@
-// Package registry owns toolmesh's model of the world: the Portal listing of
-// routes and Tool Services, Tool Service manifests, and the per-route
-// snapshots the extproc server answers from. It also owns the names that the
-// extproc server and the xDS translator must agree on (naming.go), so they
-// can never drift apart.
 package registry
 
 import (

@@ -40,7 +40,7 @@ type Options struct {
 	// FetchTimeout bounds each Portal listing, manifest fetch and Store call
 	// (the warm start's loads together count as one), default 10s, so one
 	// hanging peer cannot stall a cycle for long. A Store may bound its own
-	// operations more tightly (RedisOptions.OpTimeout).
+	// operations more tightly (redisstore.RedisOptions.OpTimeout).
 	FetchTimeout time.Duration
 	// Workers bounds concurrent manifest fetches and snapshot builds (default 8).
 	Workers int

@@ -17,8 +17,8 @@ type ManifestFetcher interface {
 }
 
 // Store keeps each route's last good snapshot for warm start (ADR 0005). The
-// memory store is the embedded default; NewRedisStore shares snapshots
-// across restarts and replicas. A Store may also implement BatchStore,
+// memory store is the embedded default; the Redis store (registry/redisstore)
+// shares snapshots across restarts and replicas. A Store may also implement BatchStore,
 // ListingStore and StatusReporter.
 type Store interface {
 	Load(ctx context.Context, route string) (*Snapshot, error) // nil, nil when absent

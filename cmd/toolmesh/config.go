@@ -17,6 +17,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -111,7 +112,7 @@ type Config struct {
 	// Redis is the URL of the Redis that keeps each route's last good snapshot
 	// for warm start. Empty means the in-memory store. The scheme picks the
 	// client, the rest is go-redis's URL syntax (docs/operators.md, "Redis
-	// URLs"; registry/redis_url.go):
+	// URLs"; registry/redisstore/redis_url.go):
 	//   redis://[user:password@]host[:port][/db]                      one server
 	//   redis+cluster://[user:password@]host:port[?addr=host2:port...]  Redis Cluster
 	//   redis+sentinel://[suser:spassword@]host:port[/db]?master_name=NAME[&addr=host2:port...][&username=U&password=P]
@@ -464,7 +465,7 @@ func (c *Config) Validate() error {
 		bad("listTTL", "must not be negative")
 	}
 	if c.Redis != "" {
-		if err := registry.ValidateRedisURL(c.Redis); err != nil {
+		if err := redisstore.ValidateRedisURL(c.Redis); err != nil {
 			bad("redis", "%v", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/redisstore"
 )
 
 // configReference is the page that documents every config key.
@@ -57,8 +58,8 @@ func TestConfigReference(t *testing.T) {
 	}
 	// Zero in defaultConfig, defaulted where the value is used.
 	elsewhere := map[string]string{
-		"redisPrefix":  registry.DefaultRedisPrefix,
-		"redisTimeout": registry.DefaultRedisOpTimeout.String(),
+		"redisPrefix":  redisstore.DefaultRedisPrefix,
+		"redisTimeout": redisstore.DefaultRedisOpTimeout.String(),
 	}
 
 	all := pflag.NewFlagSet("all", pflag.ContinueOnError)

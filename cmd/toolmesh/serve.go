@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -461,7 +462,7 @@ func snapshotStore(cfg Config, log *slog.Logger, metrics prometheus.Registerer) 
 	// go-redis logs failed dials through a process-wide logger; keep them in
 	// our structured log instead of bare lines on stderr.
 	redis.SetLogger(redisLog{log.With(slog.String("component", "redis"))})
-	store, err := registry.NewRedisStore(registry.RedisOptions{
+	store, err := redisstore.NewRedisStore(redisstore.RedisOptions{
 		URL:        cfg.Redis,
 		Prefix:     cfg.RedisPrefix,
 		OpTimeout:  cfg.RedisTimeout.D(),

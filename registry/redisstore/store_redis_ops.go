@@ -1,4 +1,4 @@
-package registry
+package redisstore
 
 import (
 	"context"
@@ -12,20 +12,23 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/internal/parallel"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
-// Load implements [Store]: nil, nil when the route has no stored snapshot.
-func (s *RedisStore) Load(ctx context.Context, route string) (*Snapshot, error) {
+// Load implements [registry.Store]: nil, nil when the route has no stored snapshot.
+func (s *RedisStore) Load(ctx context.Context, route string) (*registry.Snapshot, error) {
 	snaps, errs := s.LoadMany(ctx, []string{route})
 	return snaps[0], errs[0]
 }
 
-// LoadMany implements [BatchStore]: pipelined HMGETs, at most
+// LoadMany implements [registry.BatchStore]: pipelined HMGETs, at most
 // redisBatchKeys per round trip; after a transport failure the remaining
 // routes fail with the same error without another round trip. Snapshots are
 // decoded on all cores.
-func (s *RedisStore) LoadMany(ctx context.Context, routes []string) ([]*Snapshot, []error) {
-	snaps, errs := make([]*Snapshot, len(routes)), make([]error, len(routes))
+func (s *RedisStore) LoadMany(ctx context.Context, routes []string) ([]*registry.Snapshot, []error) {
+	snaps, errs := make([]*registry.Snapshot, len(routes)), make([]error, len(routes))
 	versions, raws := make([]string, len(routes)), make([][]byte, len(routes))
 	counted := make([]bool, len(routes)) // outcome already in the metric
 	var down error
@@ -76,11 +79,11 @@ func (s *RedisStore) LoadMany(ctx context.Context, routes []string) ([]*Snapshot
 			}
 		}
 	}
-	forEach(len(routes), runtime.GOMAXPROCS(0), func(k int) {
+	parallel.ForEach(len(routes), runtime.GOMAXPROCS(0), func(k int) {
 		if raws[k] == nil {
 			return
 		}
-		snap, err := UnmarshalSnapshot(raws[k])
+		snap, err := registry.UnmarshalSnapshot(raws[k])
 		switch {
 		case err != nil:
 			errs[k] = fmt.Errorf("load %s: %w: %v", s.key(routes[k]), errGarbage, err)
@@ -105,23 +108,23 @@ func (s *RedisStore) LoadMany(ctx context.Context, routes []string) ([]*Snapshot
 	return snaps, errs
 }
 
-// Save implements [Store]: it writes the snapshot, replacing whatever the
+// Save implements [registry.Store]: it writes the snapshot, replacing whatever the
 // key held.
-func (s *RedisStore) Save(ctx context.Context, snap *Snapshot) error {
+func (s *RedisStore) Save(ctx context.Context, snap *registry.Snapshot) error {
 	if snap == nil || snap.Route == "" {
 		return errors.New("save snapshot: no route")
 	}
-	return s.write(ctx, []*Snapshot{snap}, nil)[0]
+	return s.write(ctx, []*registry.Snapshot{snap}, nil)[0]
 }
 
-// Sync implements [BatchStore]: one pipelined round trip (per
+// Sync implements [registry.BatchStore]: one pipelined round trip (per
 // redisBatchKeys routes) reads the stored versions, then the snapshots that
 // are missing, outdated or garbage are written. An unchanged catalog costs
 // one small round trip per refresh, and a Redis that lost its data is filled
 // again by the next refresh.
-func (s *RedisStore) Sync(ctx context.Context, snaps []*Snapshot) []error {
+func (s *RedisStore) Sync(ctx context.Context, snaps []*registry.Snapshot) []error {
 	errs := make([]error, len(snaps))
-	var stale []*Snapshot
+	var stale []*registry.Snapshot
 	var staleAt []int
 	replace := map[string]bool{}
 	var down error
@@ -182,7 +185,7 @@ func (s *RedisStore) Sync(ctx context.Context, snaps []*Snapshot) []error {
 // keys and about redisBatchBytes; keys in replace (or found to hold another
 // type) are deleted first, since HSET cannot overwrite a value of another
 // type. After a transport failure the rest fail without another round trip.
-func (s *RedisStore) write(ctx context.Context, snaps []*Snapshot, replace map[string]bool) []error {
+func (s *RedisStore) write(ctx context.Context, snaps []*registry.Snapshot, replace map[string]bool) []error {
 	errs := make([]error, len(snaps))
 	data := make([][]byte, len(snaps))
 	for i, snap := range snaps {
@@ -250,7 +253,7 @@ func (s *RedisStore) write(ctx context.Context, snaps []*Snapshot, replace map[s
 			err := cmd.Err()
 			if redis.HasErrorPrefix(err, "WRONGTYPE") && !replace[snaps[i].Route] {
 				// Garbage of another type: replace it now.
-				retry := s.write(ctx, []*Snapshot{snaps[i]}, map[string]bool{snaps[i].Route: true})
+				retry := s.write(ctx, []*registry.Snapshot{snaps[i]}, map[string]bool{snaps[i].Route: true})
 				errs[i] = retry[0]
 				continue
 			}
@@ -278,7 +281,7 @@ func batchFailed(ran []redis.Cmder, err error) bool {
 	return !slices.ContainsFunc(ran, func(c redis.Cmder) bool { return c.Err() != nil })
 }
 
-// Delete implements [Store].
+// Delete implements [registry.Store].
 func (s *RedisStore) Delete(ctx context.Context, route string) error {
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -292,8 +295,8 @@ func (s *RedisStore) Delete(ctx context.Context, route string) error {
 	return nil
 }
 
-// LoadListing implements [ListingStore].
-func (s *RedisStore) LoadListing(ctx context.Context) (*Listing, error) {
+// LoadListing implements [registry.ListingStore].
+func (s *RedisStore) LoadListing(ctx context.Context) (*registry.Listing, error) {
 	octx, cancel := context.WithTimeout(ctx, s.timeout)
 	began := time.Now()
 	vals, err := s.client.HMGet(octx, s.listingKey, fieldVersion, fieldListing).Result()
@@ -313,9 +316,9 @@ func (s *RedisStore) LoadListing(ctx context.Context) (*Listing, error) {
 	} else if v, _ := vals[0].(string); v != listingVersion([]byte(data)) {
 		err = fmt.Errorf("load listing %s: %w: content does not match its version", s.listingKey, errGarbage)
 	}
-	var l *Listing
+	var l *registry.Listing
 	if err == nil {
-		if l, err = DecodeListing([]byte(data)); err != nil {
+		if l, err = registry.DecodeListing([]byte(data)); err != nil {
 			err = fmt.Errorf("load listing %s: %w: %v", s.listingKey, errGarbage, err)
 		}
 	}
@@ -327,9 +330,9 @@ func (s *RedisStore) LoadListing(ctx context.Context) (*Listing, error) {
 	return l, nil
 }
 
-// SaveListing implements [ListingStore]: it writes the listing only when the
+// SaveListing implements [registry.ListingStore]: it writes the listing only when the
 // stored one differs, so an unchanged Portal costs one small read per cycle.
-func (s *RedisStore) SaveListing(ctx context.Context, l *Listing) error {
+func (s *RedisStore) SaveListing(ctx context.Context, l *registry.Listing) error {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("save listing: %w", err)

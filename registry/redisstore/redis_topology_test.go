@@ -1,4 +1,4 @@
-package registry
+package redisstore
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // The store through a Redis Cluster and through Sentinel, on real
@@ -106,7 +108,7 @@ func startSentinel(t *testing.T, masterName string, master *redisServer, spw str
 
 // storeRoundTrip writes snapshots through w and reads them back through r,
 // a store on a new client as in a new process's warm start.
-func storeRoundTrip(t *testing.T, w, r *RedisStore, snaps []*Snapshot) {
+func storeRoundTrip(t *testing.T, w, r *RedisStore, snaps []*registry.Snapshot) {
 	t.Helper()
 	ctx := t.Context()
 	for i, err := range w.Sync(ctx, snaps) {
@@ -114,7 +116,7 @@ func storeRoundTrip(t *testing.T, w, r *RedisStore, snaps []*Snapshot) {
 			t.Fatalf("Sync(%s) = %v", snaps[i].Route, err)
 		}
 	}
-	listing := &Listing{Routes: []Route{{Key: "alpha", ToolServices: []ToolService{{Name: "svc", URL: "http://svc"}}}}}
+	listing := &registry.Listing{Routes: []registry.Route{{Key: "alpha", ToolServices: []registry.ToolService{{Name: "svc", URL: "http://svc"}}}}}
 	if err := w.SaveListing(ctx, listing); err != nil {
 		t.Fatalf("SaveListing() = %v", err)
 	}
@@ -147,7 +149,7 @@ func TestRedisStoreCluster(t *testing.T) {
 		t.Errorf("target = %q, want %q", r.Status().Target, want)
 	}
 
-	var snaps []*Snapshot
+	var snaps []*registry.Snapshot
 	for i := range 12 {
 		snaps = append(snaps, routeSnap(t, fmt.Sprintf("route%d", i), "t_one"))
 	}
@@ -206,7 +208,7 @@ func TestRedisStoreSentinel(t *testing.T) {
 		t.Errorf("target = %q, want %q", w.Status().Target, want)
 	}
 	alpha, beta := routeSnap(t, "alpha", "a_one"), routeSnap(t, "beta", "b_one")
-	storeRoundTrip(t, w, r, []*Snapshot{alpha, beta})
+	storeRoundTrip(t, w, r, []*registry.Snapshot{alpha, beta})
 	mc := master.client()
 	defer mc.Close()
 	if v, _ := mc.HGet(ctx, "toolmesh:route:alpha", "version").Result(); v != alpha.Version {
@@ -256,7 +258,7 @@ func TestRedisStoreSentinel(t *testing.T) {
 	// master, which has the snapshots written before and after.
 	after := newRedisStore(t, master, RedisOptions{URL: url})
 	got, errs := after.LoadMany(ctx, []string{"alpha", "beta", "gamma"})
-	for i, want := range []*Snapshot{alpha, beta, gamma} {
+	for i, want := range []*registry.Snapshot{alpha, beta, gamma} {
 		if errs[i] != nil || got[i] == nil || got[i].Version != want.Version {
 			t.Errorf("after the failover: %s = %v, %v", want.Route, got[i], errs[i])
 		}

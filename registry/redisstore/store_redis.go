@@ -1,4 +1,4 @@
-package registry
+package redisstore
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolmesh/toolmesh/internal/promreg"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Redis store defaults.
@@ -61,9 +62,9 @@ type RedisOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// RedisStore is a [Store] on Redis (ADR 0005): one hash per route,
+// RedisStore is a [registry.Store] on Redis (ADR 0005): one hash per route,
 // {Prefix}{route}, with the fields version (the snapshot version), snapshot
-// (its persisted JSON, see Snapshot.MarshalJSON) and savedAt, plus one hash
+// (its persisted JSON, see registry.Snapshot.MarshalJSON) and savedAt, plus one hash
 // for the Portal's last good listing. It implements BatchStore (warm start
 // and post-refresh sync in pipelined round trips), ListingStore and
 // StatusReporter.
@@ -92,13 +93,13 @@ type RedisStore struct {
 	durations  *prometheus.HistogramVec
 
 	mu     sync.Mutex
-	status StoreStatus
+	status registry.StoreStatus
 }
 
 var (
-	_ BatchStore     = (*RedisStore)(nil)
-	_ ListingStore   = (*RedisStore)(nil)
-	_ StatusReporter = (*RedisStore)(nil)
+	_ registry.BatchStore     = (*RedisStore)(nil)
+	_ registry.ListingStore   = (*RedisStore)(nil)
+	_ registry.StatusReporter = (*RedisStore)(nil)
 )
 
 // NewRedisStore returns a Redis store for opts.URL. It does not connect:
@@ -136,7 +137,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 			Help:    "Duration of Redis snapshot store round trips (one pipelined batch each), by operation.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"op"}),
-		status: StoreStatus{Backend: "redis", Target: target.display},
+		status: registry.StoreStatus{Backend: "redis", Target: target.display},
 	}
 	if s.client, err = target.client(opts.OpTimeout); err != nil {
 		return nil, err
@@ -156,8 +157,8 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 // Close closes the connections to Redis.
 func (s *RedisStore) Close() error { return s.client.Close() }
 
-// Status implements [StatusReporter].
-func (s *RedisStore) Status() StoreStatus {
+// Status implements [registry.StatusReporter].
+func (s *RedisStore) Status() registry.StoreStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.status

@@ -1,4 +1,4 @@
-package registry
+package redisstore
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // routeSnap builds a snapshot of route key with one Tool Service and the
 // named tools.
-func routeSnap(t testing.TB, key string, tools ...string) *Snapshot {
+func routeSnap(t testing.TB, key string, tools ...string) *registry.Snapshot {
 	t.Helper()
-	r := Route{Key: key, ToolServices: []ToolService{{Name: "svc-" + key, URL: "http://svc-" + key}}}
-	return mustBuild(t, r, map[string]*Manifest{"svc-" + key: mustManifest(t, toolsDoc(tools...))})
+	r := registry.Route{Key: key, ToolServices: []registry.ToolService{{Name: "svc-" + key, URL: "http://svc-" + key}}}
+	return mustBuild(t, r, map[string]*registry.Manifest{"svc-" + key: mustManifest(t, toolsDoc(tools...))})
 }
 
 func redisOps(t testing.TB, reg *prometheus.Registry, op, outcome string) float64 {
@@ -114,7 +116,7 @@ func TestRedisStoreSync(t *testing.T) {
 	st := newRedisStore(t, srv, RedisOptions{Registerer: metrics})
 	ctx := t.Context()
 	a, b := routeSnap(t, "alpha", "x"), routeSnap(t, "beta", "y")
-	for _, err := range st.Sync(ctx, []*Snapshot{a, b}) {
+	for _, err := range st.Sync(ctx, []*registry.Snapshot{a, b}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +125,7 @@ func TestRedisStoreSync(t *testing.T) {
 		t.Fatalf("saves = %v, want 2", n)
 	}
 	// Unchanged: only the version check, no write.
-	for _, err := range st.Sync(ctx, []*Snapshot{a, b}) {
+	for _, err := range st.Sync(ctx, []*registry.Snapshot{a, b}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +134,7 @@ func TestRedisStoreSync(t *testing.T) {
 		t.Errorf("an unchanged sync wrote: saves = %v", n)
 	}
 	a2 := routeSnap(t, "alpha", "x", "z")
-	st.Sync(ctx, []*Snapshot{a2, b})
+	st.Sync(ctx, []*registry.Snapshot{a2, b})
 	if n := redisOps(t, metrics, "save", "ok"); n != 3 {
 		t.Errorf("saves = %v, want 3 (alpha changed)", n)
 	}
@@ -224,7 +226,7 @@ func TestRedisStoreGarbage(t *testing.T) {
 			}
 			// The next successful refresh replaces it.
 			fix := routeSnap(t, route, "fixed")
-			if errs := st.Sync(ctx, []*Snapshot{fix}); errs[0] != nil {
+			if errs := st.Sync(ctx, []*registry.Snapshot{fix}); errs[0] != nil {
 				t.Fatalf("Sync over garbage = %v", errs[0])
 			}
 			if got, err := st.Load(ctx, route); err != nil || got.Version != fix.Version {
@@ -254,14 +256,14 @@ func TestRedisStoreSlowServer(t *testing.T) {
 	if outcome, _ := classify(err); outcome != outcomeTimeout {
 		t.Fatalf("Load on a paused server = %v, want a timeout", err)
 	}
-	if errs := st.Sync(ctx, []*Snapshot{routeSnap(t, "beta", "y")}); errs[0] == nil {
+	if errs := st.Sync(ctx, []*registry.Snapshot{routeSnap(t, "beta", "y")}); errs[0] == nil {
 		t.Fatal("Sync on a paused server succeeded")
 	}
 	if s := st.Status(); s.Reachable || !strings.Contains(s.LastError, "deadline") && !strings.Contains(s.LastError, "timeout") {
 		t.Errorf("Status() = %+v", s)
 	}
 	// Once the pause is over, the same store works again.
-	var got *Snapshot
+	var got *registry.Snapshot
 	for range 100 {
 		if got, err = st.Load(ctx, "alpha"); err == nil {
 			break
@@ -376,7 +378,7 @@ func TestRedisStoreListing(t *testing.T) {
 	if l, err := st.LoadListing(ctx); l != nil || err != nil {
 		t.Fatalf("LoadListing(absent) = %v, %v", l, err)
 	}
-	l, err := DecodeListing([]byte(`{"routes":[{"key":"listing","toolServices":[{"name":"a","url":"http://a"}]}]}`))
+	l, err := registry.DecodeListing([]byte(`{"routes":[{"key":"listing","toolServices":[{"name":"a","url":"http://a"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,29 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRegistryWarmStartSkipsForeignServices(t *testing.T) {
+	first := newEnv(t)
+	first.start(t)
+	// The Portal now serves alpha from other Tool Services; the stored
+	// alpha would route to a cluster that no longer exists.
+	second := newEnv(t, func(o *Options) { o.Store = first.store })
+	second.portal.set(modeOK, second.listing(
+		strings.Replace(second.alphaDef, `"name":"a"`, `"name":"a2"`, 1), second.betaDef))
+	second.a.set(modeFail, "")
+	second.b.set(modeFail, "")
+	second.shared.set(modeFail, "")
+	second.start(t)
+	if second.reg.Snapshot("alpha") != nil {
+		t.Error("a stored snapshot of other tool services was served")
+	}
+	if st := routeStatus(t, second.reg, "alpha"); !strings.Contains(st.StoreError, "no longer lists") {
+		t.Errorf("alpha = %+v", st)
+	}
+	if second.reg.Snapshot("beta") == nil {
+		t.Error("beta, unchanged, must warm-start")
+	}
+}
