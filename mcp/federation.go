@@ -178,26 +178,7 @@ func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, membe
 	if len(items) == 0 {
 		items = []byte("[]")
 	}
-	b := make([]byte, 0, 96+len(q.id)+len(items)+len(next)+len(s.listTail))
-	b = appendEnvelope(b, q.id)
-	b = append(b, `"result":{`...)
-	if q.era == EraStateless {
-		b = append(b, `"resultType":"complete",`...)
-	}
-	b = appendString(b, member)
-	b = append(b, ':')
-	b = append(b, items...)
-	if next != "" {
-		b = append(b, `,"nextCursor":`...)
-		b = appendString(b, next)
-	}
-	if q.era == EraStateless {
-		b = append(b, s.listTail...)
-	} else {
-		b = append(b, '}')
-	}
-	b = append(b, '}')
-	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Body: b})
+	return s.listPage(q, member, items, next)
 }
 
 // capabilities is the capabilities object of initialize and server/discover

@@ -316,16 +316,23 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 		tools = []byte("[]")
 	}
 
-	// The tools array was serialized once per snapshot; only the envelope
-	// is written per request.
-	b := make([]byte, 0, 96+len(q.id)+len(tools)+len(next)+len(s.listTail))
+	return s.listPage(q, "tools", tools, next)
+}
+
+// listPage is the answer of a list method: items (a JSON array serialized
+// once per snapshot) under member, the next cursor, and in the 2026-07-28
+// era resultType and the list tail (ttlMs, cacheScope, serverInfo). Only the
+// envelope is written per request.
+func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
+	b := make([]byte, 0, 96+len(q.id)+len(member)+len(items)+len(next)+len(s.listTail))
 	b = appendEnvelope(b, q.id)
 	b = append(b, `"result":{`...)
 	if q.era == EraStateless {
 		b = append(b, `"resultType":"complete",`...)
 	}
-	b = append(b, `"tools":`...)
-	b = append(b, tools...)
+	b = appendString(b, member)
+	b = append(b, ':')
+	b = append(b, items...)
 	if next != "" {
 		b = append(b, `,"nextCursor":`...)
 		b = appendString(b, next)
