@@ -11,7 +11,10 @@ import (
 // re-orders those tools, by reciprocal-rank fusion. A similarity alone never
 // admits a tool: a tool must be a lexical candidate (a query word in its
 // identifiers, or several in its description), and a request the lexical
-// gate rejects stays rejected unless FuseOptions.MinSimilarity rescues it.
+// gate rejects stays rejected unless FuseOptions.MinSimilarity rescues it,
+// which takes a specific query word in the tool's identifiers as well: the
+// similarity may stand in for the gate's coverage (a paraphrased request),
+// never for its evidence that the catalog has the thing asked for.
 
 // DefaultFusionK is the k of reciprocal-rank fusion: a tool at rank r of a
 // ranking scores 1/(k+r). 60 is the value of the original RRF paper
@@ -24,9 +27,9 @@ type FuseOptions struct {
 	// K is the RRF constant (default DefaultFusionK).
 	K float64
 	// MinSimilarity, when above 0, lets a request that the lexical gate
-	// rejected be served by the lexical candidates that match a query word
-	// in their identifiers AND have at least this cosine similarity to the
-	// request. It depends on the model, so it has no default: an operator
+	// rejected be served by the lexical candidates that match a specific
+	// query word (one in few tools, as the gate means it) in their
+	// identifiers AND have at least this cosine similarity to the request. It depends on the model, so it has no default: an operator
 	// calibrates it with eval-search on labelled requests. 0 keeps the gate
 	// purely lexical.
 	MinSimilarity float64
@@ -44,10 +47,10 @@ type Lexical struct {
 }
 
 type poolEntry struct {
-	doc     int32
-	score   float64
-	ident   bool // a query word is in the tool's identifiers
-	matched []string
+	doc      int32
+	score    float64
+	specific bool // a specific query word is in the tool's identifiers
+	matched  []string
 }
 
 // Rank is Search, keeping what Fuse needs.
@@ -94,7 +97,7 @@ func (lx *Lexical) Accepted() bool { return len(lx.Hits) > 0 }
 // 1/(k+semantic rank) (ranks from 1, among eligible tools); ties keep the
 // lexical order. Eligible are all candidates when the lexical gate accepted
 // the request; otherwise, with MinSimilarity set, the candidates with a
-// query word in their identifiers and a similarity of at least
+// specific query word in their identifiers and a similarity of at least
 // MinSimilarity; otherwise none. Hit.Score is the fused score.
 func (lx *Lexical) Fuse(sim func(doc int) (float64, bool), o FuseOptions) []Hit {
 	k := o.K
@@ -111,7 +114,7 @@ func (lx *Lexical) Fuse(sim func(doc int) (float64, bool), o FuseOptions) []Hit 
 	var cs []cand
 	for _, p := range lx.pool {
 		s, ok := sim(int(p.doc))
-		if !lx.Accepted() && (o.MinSimilarity <= 0 || !p.ident || !ok || s < o.MinSimilarity) {
+		if !lx.Accepted() && (o.MinSimilarity <= 0 || !p.specific || !ok || s < o.MinSimilarity) {
 			continue
 		}
 		cs = append(cs, cand{p: p, lexPos: len(cs), sim: s, has: ok})

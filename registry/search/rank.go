@@ -47,7 +47,11 @@ func (ix *Index) search(query string, limit int, lx *Lexical) ([]Hit, gateResult
 	if lx != nil {
 		lx.pool = lx.pool[:0]
 		for _, d := range cands {
-			lx.pool = append(lx.pool, poolEntry{doc: d, score: float64(sc.score[d]), ident: sc.ident[d] != 0, matched: ix.matched(groups, sc, d)})
+			specific := false
+			for gi, g := range groups {
+				specific = specific || (g.specific && sc.ident[d]&(1<<gi) != 0)
+			}
+			lx.pool = append(lx.pool, poolEntry{doc: d, score: float64(sc.score[d]), specific: specific, matched: ix.matched(groups, sc, d)})
 		}
 	}
 
