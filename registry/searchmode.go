@@ -84,7 +84,7 @@ func (m *searchMode) rank(route, query string, limit int) []search.Hit {
 		return ix.Search(query, limit)
 	}
 	lx := ix.Rank(query, limit)
-	if lx.Candidates() == 0 || (!lx.Accepted() && sem.emb.minSim <= 0) || (lx.Accepted() && lx.Candidates() == 1) {
+	if !lx.WantsSemantic(sem.emb.minSim) {
 		return lx.Hits
 	}
 	q, err := sem.emb.client.Query(context.Background(), query)

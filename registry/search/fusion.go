@@ -88,6 +88,16 @@ func (ix *Index) Rank(query string, limit int) *Lexical {
 // rescue; with none, no embedding is worth computing.
 func (lx *Lexical) Candidates() int { return len(lx.pool) }
 
+// WantsSemantic reports whether a similarity could change the answer, so
+// that the request is worth embedding: there are candidates to re-order
+// (two or more on a served request), or to rescue with minSimilarity.
+func (lx *Lexical) WantsSemantic(minSimilarity float64) bool {
+	if lx.Accepted() {
+		return len(lx.pool) > 1
+	}
+	return len(lx.pool) > 0 && minSimilarity > 0
+}
+
 // Accepted reports whether the lexical gate served the request.
 func (lx *Lexical) Accepted() bool { return len(lx.Hits) > 0 }
 
