@@ -301,3 +301,60 @@ func hitNamesOf(hits []search.Hit) []string {
 	}
 	return out
 }
+
+// TestSnapshotEmbeddingsRoundTrip: the vectors survive MarshalJSON and
+// UnmarshalSnapshot bit for bit, are not part of the version, and malformed
+// ones are dropped without failing the restore.
+func TestSnapshotEmbeddingsRoundTrip(t *testing.T) {
+	e := newEmbedEnv(t, nil, nil, EmbeddingService{})
+	e.start(t)
+	e.wait()
+	snap := e.reg.Snapshot("big")
+	data, err := snap.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := UnmarshalSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Version != snap.Version {
+		t.Fatalf("version %s after the round trip, want %s", back.Version, snap.Version)
+	}
+	sem := snap.search.sem.Load()
+	st := back.search.stored
+	if st == nil || st.model != "m1" || len(st.vecs) != len(snap.Tools) {
+		t.Fatalf("restored embeddings %+v, want %d vectors of m1", st, len(snap.Tools))
+	}
+	for i, h := range sem.hashes {
+		if !slices.Equal(st.vecs[h], sem.vecs[i]) {
+			t.Fatalf("vector of %s changed in the round trip", snap.Tools[i].Name)
+		}
+	}
+
+	// Without embeddings the same snapshot has the same version.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	delete(raw, "embeddings")
+	plain, _ := json.Marshal(raw)
+	if s, err := UnmarshalSnapshot(plain); err != nil || s.Version != snap.Version || s.search.stored != nil {
+		t.Fatalf("without embeddings: %v, %v", s, err)
+	}
+
+	// Malformed vectors: restored without them.
+	for name, bad := range map[string]string{
+		"not base64": `{"model":"m1","dims":256,"vectors":{"x":"%%%"}}`,
+		"wrong size": `{"model":"m1","dims":256,"vectors":{"x":"AAAA"}}`,
+		"no model":   `{"model":"","dims":256,"vectors":{}}`,
+		"NaN":        `{"model":"m1","dims":1,"vectors":{"x":"AADAfw=="}}`,
+	} {
+		raw["embeddings"] = json.RawMessage(bad)
+		b, _ := json.Marshal(raw)
+		s, err := UnmarshalSnapshot(b)
+		if err != nil || s.search.stored != nil {
+			t.Errorf("%s: restore = %v, stored %v; want the snapshot without vectors", name, err, s != nil && s.search.stored != nil)
+		}
+	}
+}
