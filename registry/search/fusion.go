@@ -174,7 +174,10 @@ func (lx *Lexical) Fuse(sim func(doc int) (float64, bool), o FuseOptions) []Hit 
 // title, description, and its input schema's property names (as words),
 // descriptions, titles and enum values, one per line. Only declared text;
 // its hash names the tool's vector, so a tool whose text did not change is
-// not embedded again.
+// not embedded again. It is cut at MaxDocText bytes (on a character
+// boundary): embedding models read a few hundred tokens, and some services
+// refuse a longer input instead of truncating it, which would fail the
+// whole batch.
 func DocText(d Doc) string {
 	var b strings.Builder
 	line := func(s string) {
@@ -195,7 +198,17 @@ func DocText(d Doc) string {
 	}
 	line(strings.Join(props, ", "))
 	for _, t := range st.texts {
+		if b.Len() >= MaxDocText {
+			break
+		}
 		line(t)
 	}
-	return b.String()
+	out := b.String()
+	if len(out) > MaxDocText {
+		out = strings.ToValidUTF8(out[:MaxDocText], "")
+	}
+	return out
 }
+
+// MaxDocText bounds DocText, in bytes.
+const MaxDocText = 2048

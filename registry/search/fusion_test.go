@@ -3,7 +3,9 @@ package search
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // fusionDocs is a small catalog for the fusion tests.
@@ -146,5 +148,13 @@ func TestDocText(t *testing.T) {
 	want := "hr employee get\nGet employee\nLook one up.\nemployee id\nBadge number"
 	if got := DocText(d); got != want {
 		t.Fatalf("DocText = %q, want %q", got, want)
+	}
+}
+
+func TestDocTextBounded(t *testing.T) {
+	long := strings.Repeat("é", MaxDocText) // two bytes each
+	got := DocText(Doc{Name: "x", Description: "a" + long}) // the cut falls inside a character
+	if len(got) > MaxDocText || !utf8.ValidString(got) || !strings.HasPrefix(got, "x\naé") {
+		t.Fatalf("DocText of a long description: %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
 	}
 }
