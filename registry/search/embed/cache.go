@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// queryCache keeps recent query embeddings without a lock that readers
-// share: two generations of sync.Map; when the current one holds max
+// queryCache keeps recent query embeddings without a mutex of its own:
+// two generations of sync.Map behind an atomic pointer; when the current one holds max
 // entries it becomes the previous one and a new, empty one starts, so at
 // most 2×max entries are held and a hot entry survives by being copied
 // forward on use.
