@@ -186,6 +186,37 @@ func TestEmbeddingsWarmStartAndModelChange(t *testing.T) {
 	}
 }
 
+// TestEmbeddingsServedLexicalUntilReady: while the tool embeddings are
+// being computed, the snapshot is published and answers lexically, without
+// waiting for the service; then the enriched ranking is swapped in.
+func TestEmbeddingsServedLexicalUntilReady(t *testing.T) {
+	e := newEmbedEnv(t, nil, nil, EmbeddingService{BatchSize: 64})
+	e.emb.Hold()
+	defer e.emb.Release()
+	e.start(t) // returns while the embedding request is held
+	snap := e.reg.Snapshot("big")
+	if snap == nil || !e.reg.Ready() {
+		t.Fatal("the route waits for its embeddings")
+	}
+	if _, ok := snap.SemanticReady(); ok {
+		t.Fatal("ready while the service has not answered")
+	}
+	q := "get one shipment by id"
+	if got, want := shortlistNames(t, snap.SearchTools(q, 0)), hitNamesOf(snap.search.ranker().Search(q, 0)); !slices.Equal(got, want) || len(got) == 0 {
+		t.Fatalf("answer while computing = %v, want the lexical %v", got, want)
+	}
+	// At most the held batch (it may still be on its way): no request
+	// embedding for a snapshot without tool embeddings.
+	if n := len(e.emb.Requests()); n > 1 {
+		t.Fatalf("%d requests reached the service, want at most the held batch", n)
+	}
+	e.emb.Release()
+	e.wait()
+	if model, ok := snap.SemanticReady(); !ok || model != "m1" {
+		t.Fatalf("after the service answered: SemanticReady = %q %v", model, ok)
+	}
+}
+
 // TestEmbeddingsFailureNeverBlocks: a failing service leaves the route
 // served lexically; a later refresh tries again.
 func TestEmbeddingsFailureNeverBlocks(t *testing.T) {

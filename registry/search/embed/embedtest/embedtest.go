@@ -31,6 +31,7 @@ type Server struct {
 	fail     int           // status to answer with (0: answer)
 	delay    time.Duration // wait before answering (the request context ends it early)
 	token    string        // required bearer token ("": none)
+	hold     chan struct{} // requests wait until it is closed (nil: none)
 	synonyms map[string]string
 }
 
@@ -81,6 +82,19 @@ func (s *Server) Fail(status int) { s.mu.Lock(); s.fail = status; s.mu.Unlock() 
 // Delay makes the server wait d before answering.
 func (s *Server) Delay(d time.Duration) { s.mu.Lock(); s.delay = d; s.mu.Unlock() }
 
+// Hold makes requests wait until Release (or until their client gives up).
+func (s *Server) Hold() { s.mu.Lock(); s.hold = make(chan struct{}); s.mu.Unlock() }
+
+// Release lets held requests, and later ones, be answered.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
+}
+
 // RequireToken makes the server answer 401 unless Authorization is
 // "Bearer "+tok.
 func (s *Server) RequireToken(tok string) { s.mu.Lock(); s.token = tok; s.mu.Unlock() }
@@ -105,8 +119,15 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Model: req.Model, Inputs: inputs, Auth: r.Header.Get("Authorization")})
-	fail, delay, token := s.fail, s.delay, s.token
+	fail, delay, token, hold := s.fail, s.delay, s.token, s.hold
 	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
