@@ -152,7 +152,7 @@ func TestDocText(t *testing.T) {
 }
 
 func TestDocTextBounded(t *testing.T) {
-	long := strings.Repeat("é", MaxDocText) // two bytes each
+	long := strings.Repeat("é", MaxDocText)                 // two bytes each
 	got := DocText(Doc{Name: "x", Description: "a" + long}) // the cut falls inside a character
 	if len(got) > MaxDocText || !utf8.ValidString(got) || !strings.HasPrefix(got, "x\naé") {
 		t.Fatalf("DocText of a long description: %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
