@@ -256,7 +256,7 @@ func (r *Registry) embedderFor(s *Snapshot) *embedder {
 		return nil
 	}
 	e := r.embedders[name]
-	if e == nil {
+	if e == nil && s.search.warned.CompareAndSwap(false, true) { // once per snapshot, not per refresh
 		r.log.Warn("search mode: catalog.embedding names no embedding service of the toolmesh config; ranking stays lexical", "route", s.Route, "embedding", name)
 	}
 	return e

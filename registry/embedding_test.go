@@ -26,6 +26,13 @@ type embedEnv struct {
 
 func newEmbedEnv(t *testing.T, store *jsonStore, emb *embedtest.Server, svc EmbeddingService) *embedEnv {
 	t.Helper()
+	return newEmbedEnvRoute(t, store, emb, svc, `"e"`, "")
+}
+
+// newEmbedEnvRoute is newEmbedEnv with the route's catalog.embedding (JSON,
+// or "" for none) and the default embedding service.
+func newEmbedEnvRoute(t *testing.T, store *jsonStore, emb *embedtest.Server, svc EmbeddingService, catalogEmbedding, def string) *embedEnv {
+	t.Helper()
 	e := &embedEnv{store: store, emb: emb, prom: prometheus.NewRegistry()}
 	if e.emb == nil {
 		var err error
@@ -38,19 +45,24 @@ func newEmbedEnv(t *testing.T, store *jsonStore, emb *embedtest.Server, svc Embe
 		e.store = newJSONStore(&recorder{})
 	}
 	e.svc = newFakeServer(t, "/manifest", catalogManifest())
-	def := fmt.Sprintf(`{"key":"big","catalog":{"mode":"search","embedding":"e"},"toolServices":[{"name":"s","url":%q}]}`, e.svc.URL)
-	e.portal = newFakeServer(t, "/v1/routes", `{"routes":[`+def+`]}`)
+	cat := `{"mode":"search"}`
+	if catalogEmbedding != "" {
+		cat = `{"mode":"search","embedding":` + catalogEmbedding + `}`
+	}
+	route := fmt.Sprintf(`{"key":"big","catalog":%s,"toolServices":[{"name":"s","url":%q}]}`, cat, e.svc.URL)
+	e.portal = newFakeServer(t, "/v1/routes", `{"routes":[`+route+`]}`)
 	svc.URL = e.emb.URL
 	if svc.Model == "" {
 		svc.Model = "m1"
 	}
 	e.reg = New(Options{
-		Source:       NewHTTPSource(e.portal.URL, e.portal.Client()),
-		Fetcher:      NewHTTPFetcher(e.svc.Client(), 0),
-		Store:        e.store,
-		FetchTimeout: 2 * time.Second,
-		Registerer:   e.prom,
-		Embeddings:   map[string]EmbeddingService{"e": svc},
+		Source:           NewHTTPSource(e.portal.URL, e.portal.Client()),
+		Fetcher:          NewHTTPFetcher(e.svc.Client(), 0),
+		Store:            e.store,
+		FetchTimeout:     2 * time.Second,
+		Registerer:       e.prom,
+		Embeddings:       map[string]EmbeddingService{"e": svc},
+		DefaultEmbedding: def,
 	})
 	return e
 }
@@ -214,6 +226,38 @@ func TestEmbeddingsServedLexicalUntilReady(t *testing.T) {
 	e.wait()
 	if model, ok := snap.SemanticReady(); !ok || model != "m1" {
 		t.Fatalf("after the service answered: SemanticReady = %q %v", model, ok)
+	}
+}
+
+// TestEmbeddingChoice: catalog.embedding names the service, "none" opts
+// out of the default, unset takes the default, and an unknown name leaves
+// the route lexical.
+func TestEmbeddingChoice(t *testing.T) {
+	for _, tc := range []struct {
+		name, field, def string
+		ready            bool
+	}{
+		{"named", `"e"`, "", true},
+		{"default", "", "e", true},
+		{"none", `"none"`, "e", false},
+		{"no default", "", "", false},
+		{"unknown", `"other"`, "e", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEmbedEnvRoute(t, nil, nil, EmbeddingService{}, tc.field, tc.def)
+			e.start(t)
+			e.wait()
+			snap := e.reg.Snapshot("big")
+			if _, ok := snap.SemanticReady(); ok != tc.ready {
+				t.Fatalf("SemanticReady = %v, want %v", ok, tc.ready)
+			}
+			if calls := len(e.emb.Requests()); (calls > 0) != tc.ready {
+				t.Fatalf("%d calls to the embedding service", calls)
+			}
+			if got := shortlistNames(t, snap.SearchTools("delete an invoice", 0)); len(got) == 0 {
+				t.Fatal("no answer")
+			}
+		})
 	}
 }
 

@@ -34,6 +34,7 @@ type searchMode struct {
 	// the registry takes them over.
 	sem       atomic.Pointer[semantic]
 	embedding atomic.Bool
+	warned    atomic.Bool // an unknown catalog.embedding was logged
 	stored    *restoredEmbeddings
 }
 
