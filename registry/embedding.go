@@ -120,7 +120,7 @@ func newEmbedMetrics(reg prometheus.Registerer, log *slog.Logger) *embedMetrics 
 	m := &embedMetrics{
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_search_semantic_fallbacks_total",
-			Help: "search_tools answers ranked lexically only because the request's embedding failed (reason: timeout or error).",
+			Help: "search_tools answers ranked lexically only because the request's embedding failed (reason: timeout, busy or error).",
 		}, []string{"route", "reason"}),
 		embedded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_search_tool_embeddings_total",
@@ -145,8 +145,11 @@ func newEmbedMetrics(reg prometheus.Registerer, log *slog.Logger) *embedMetrics 
 // fallback records a search_tools answer that fell back to lexical ranking.
 func (e *embedder) fallback(route string, err error) {
 	reason := "error"
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		reason = "timeout"
+	case errors.Is(err, embed.ErrBusy):
+		reason = "busy"
 	}
 	e.m.fallbacks.WithLabelValues(route, reason).Inc()
 }

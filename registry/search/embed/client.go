@@ -28,6 +28,7 @@ const (
 	DefaultConcurrency   = 2
 	DefaultQueryCache    = 4096
 	DefaultQueryCacheTTL = 5 * time.Minute
+	DefaultQueryInFlight = 64
 	// MaxResponseBytes bounds one embeddings response.
 	MaxResponseBytes = 64 << 20
 	// MaxDims bounds the length of one embedding.
@@ -58,6 +59,10 @@ type Options struct {
 	// text ("query: " and "passage: " for e5 models).
 	QueryPrefix    string
 	DocumentPrefix string
+	// QueryInFlight is the most request embeddings in flight at once; one
+	// more fails at once with ErrBusy rather than queue behind a slow
+	// service (default 64).
+	QueryInFlight int
 	// QueryCache is the number of query embeddings kept (at most twice
 	// this many are held), each for QueryCacheTTL.
 	QueryCache    int
@@ -71,9 +76,13 @@ type Options struct {
 // Client calls one embeddings endpoint. It is safe for concurrent use.
 type Client struct {
 	o     Options
-	sem   chan struct{}
+	sem   chan struct{} // document requests in flight
+	qsem  chan struct{} // request embeddings in flight
 	cache *queryCache
 }
+
+// ErrBusy is the error of Query when QueryInFlight calls are under way.
+var ErrBusy = errors.New("embeddings: too many request embeddings in flight")
 
 // New returns a Client for o, or an error naming the option to change.
 func New(o Options) (*Client, error) {
@@ -95,6 +104,9 @@ func New(o Options) (*Client, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
 	}
+	if o.QueryInFlight <= 0 {
+		o.QueryInFlight = DefaultQueryInFlight
+	}
 	if o.QueryCache <= 0 {
 		o.QueryCache = DefaultQueryCache
 	}
@@ -107,7 +119,7 @@ func New(o Options) (*Client, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Client{o: o, sem: make(chan struct{}, o.Concurrency), cache: newQueryCache(o.QueryCache, o.QueryCacheTTL)}, nil
+	return &Client{o: o, sem: make(chan struct{}, o.Concurrency), qsem: make(chan struct{}, o.QueryInFlight), cache: newQueryCache(o.QueryCache, o.QueryCacheTTL)}, nil
 }
 
 // Model returns the model name.
@@ -122,12 +134,19 @@ func (c *Client) DocumentPrefix() string { return c.o.DocumentPrefix }
 
 // Query returns the embedding of one search request, from the cache when the
 // same normalized request was embedded recently. It waits at most Timeout
-// (or ctx's deadline, if sooner).
+// (or ctx's deadline, if sooner), and not at all when QueryInFlight calls
+// are already under way (ErrBusy).
 func (c *Client) Query(ctx context.Context, q string) ([]float32, error) {
 	key := normalizeQuery(q)
 	now := c.o.Now()
 	if v, ok := c.cache.get(key, now); ok {
 		return v, nil
+	}
+	select {
+	case c.qsem <- struct{}{}:
+		defer func() { <-c.qsem }()
+	default:
+		return nil, ErrBusy
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
 	defer cancel()

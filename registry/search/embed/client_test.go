@@ -132,6 +132,29 @@ func TestQueryTimeoutAndErrors(t *testing.T) {
 	}
 }
 
+// TestQueryInFlight: past QueryInFlight calls under way, Query fails at
+// once instead of queueing.
+func TestQueryInFlight(t *testing.T) {
+	s := startServer(t)
+	c := newClient(t, Options{URL: s.URL, Model: "m1", QueryInFlight: 1, Timeout: 10 * time.Second})
+	s.Hold()
+	done := make(chan error, 1)
+	go func() { _, err := c.Query(context.Background(), "first"); done <- err }()
+	for len(s.Requests()) == 0 { // the first call is under way
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := c.Query(context.Background(), "second"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second call: %v, want ErrBusy", err)
+	}
+	s.Release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Query(context.Background(), "third"); err != nil {
+		t.Fatalf("after the first call ended: %v", err)
+	}
+}
+
 func TestToken(t *testing.T) {
 	s := startServer(t)
 	s.RequireToken("s3cret")
