@@ -383,6 +383,9 @@ func (c Catalog) check() []error {
 	for _, err := range search.ValidateSynonyms(c.Synonyms) {
 		errs = append(errs, fmt.Errorf("synonyms%w", err))
 	}
+	if c.Embedding != "" && c.Embedding != EmbeddingNone && !credentialRE.MatchString(c.Embedding) {
+		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, credentialRE))
+	}
 	return errs
 }
 

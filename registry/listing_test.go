@@ -116,6 +116,11 @@ func TestListingValidate(t *testing.T) {
 			l.Routes[0].Catalog = &Catalog{Mode: "search", Synonyms: []string{"case ticket", "lonely", "e-mail mail"}}
 		},
 			want: []string{`route "core": catalog.synonyms[1]: 1 words, want 2..32`, `route "core": catalog.synonyms[2]: "e-mail" is not one word of letters and digits`}},
+		{name: "catalog embedding name", mutate: func(l *Listing) {
+			l.Routes[0].Catalog = &Catalog{Mode: "search", Embedding: "http://tei:8080/v1/embeddings"}
+		},
+			want: []string{`route "core": catalog.embedding: "http://tei:8080/v1/embeddings" must be "none" or match`}},
+		{name: "catalog embedding none", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "search", Embedding: "none"} }},
 		{name: "catalog at the limits", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "full", PageSize: 10000, Shortlist: 50} }},
 		{name: "shared service different url", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].URL = "https://calc2/api" },
 			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match its definition in route "core"`}},

@@ -32,6 +32,11 @@ type Catalog struct {
 	// group of single words per string ("case ticket incident"); see
 	// search.Options.Synonyms.
 	Synonyms []string `json:"synonyms,omitempty"`
+	// Embedding names the embedding service (the toolmesh config's
+	// embeddings map) whose similarity re-ranks search mode's shortlist
+	// (ADR 0007); "" takes the config's defaultEmbedding, "none" turns it
+	// off. The Portal names a service, never its URL or credentials.
+	Embedding string `json:"embedding,omitempty"`
 }
 
 // ToolService is one upstream that implements the Tool Service wire contract

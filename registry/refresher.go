@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -82,6 +83,14 @@ type Options struct {
 	// Credentials are the toolmesh config file's credentials, by name: the
 	// values of the headers a Portal entry sends to an MCP server.
 	Credentials map[string]CredentialSource
+
+	// Embeddings are the embedding services search-mode routes may name
+	// (catalog.embedding), by name, and DefaultEmbedding the one a
+	// search-mode route without catalog.embedding uses ("" none); ADR 0007.
+	// EmbeddingClient is their HTTP client (default: a plain one).
+	Embeddings       map[string]EmbeddingService
+	DefaultEmbedding string
+	EmbeddingClient  *http.Client
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
@@ -114,6 +123,11 @@ type Registry struct {
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
 	nextSub int
+
+	// embedders are Options.Embeddings, ready to call; embedWG counts the
+	// tool-embedding computations under way.
+	embedders map[string]*embedder
+	embedWG   sync.WaitGroup
 }
 
 // state is one immutable view of the registry. A cycle that changes
@@ -233,6 +247,7 @@ func New(opts Options) *Registry {
 	empty.index()
 	r.state.Store(empty)
 	r.metrics = newMetrics(opts.Registerer, r)
+	r.initEmbedders()
 	return r
 }
 
@@ -610,6 +625,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 		r.scheduled()
 	}
 	r.persist(ctx, saves, current)
+	r.embedSnapshots(current, st)
 	return errors.Join(errs...)
 }
 

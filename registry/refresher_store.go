@@ -68,6 +68,14 @@ func (r *Registry) warmStart(ctx context.Context) {
 	if st != nil {
 		st.index()
 		r.publish(st, loaded > 0)
+		// Stored tool embeddings are restored now, without a call.
+		var restored []*Snapshot
+		for _, key := range keys {
+			if e := st.entries[key]; e.restored && e.snap != nil {
+				restored = append(restored, e.snap)
+			}
+		}
+		r.embedSnapshots(restored, nil)
 	}
 }
 

@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry/search"
+	"github.com/toolmesh/toolmesh/registry/search/embed"
 )
 
 // Catalog modes (ADR 0004).
@@ -24,6 +27,15 @@ type searchMode struct {
 	once  sync.Once
 	index *search.Index
 	docs  func() []search.Doc
+
+	// Semantic re-ranking (ADR 0007): the tool embeddings, swapped in whole
+	// when ready (nil: lexical only); embedding is set while they are
+	// computed; stored are the vectors a restored snapshot came with, until
+	// the registry takes them over.
+	sem       atomic.Pointer[semantic]
+	embedding atomic.Bool
+	warned    atomic.Bool // an unknown catalog.embedding was logged
+	stored    *restoredEmbeddings
 }
 
 var _ mcp.MetaToolCatalog = (*Snapshot)(nil)
@@ -61,6 +73,47 @@ func (m *searchMode) ranker() *search.Index {
 	return m.index
 }
 
+// rank returns the shortlist for query: the lexical one, fused with the
+// request's similarity to each tool when the route has tool embeddings
+// (ADR 0007). The embedding service is asked at most once, only when its
+// answer can change the outcome, and for at most its timeout; on failure
+// the lexical answer stands and the fallback is counted.
+func (m *searchMode) rank(route, query string, limit int) []search.Hit {
+	ix := m.ranker()
+	sem := m.sem.Load()
+	if sem == nil {
+		return ix.Search(query, limit)
+	}
+	lx := ix.Rank(query, limit)
+	if !lx.WantsSemantic(sem.emb.minSim) {
+		return lx.Hits
+	}
+	q, err := sem.emb.client.Query(context.Background(), query)
+	if err != nil {
+		sem.emb.fallback(route, err)
+		return lx.Hits
+	}
+	return lx.Fuse(func(doc int) (float64, bool) {
+		v := sem.vecs[doc]
+		if len(v) != len(q) {
+			return 0, false
+		}
+		return embed.Dot(q, v), true
+	}, search.FuseOptions{MinSimilarity: sem.emb.minSim})
+}
+
+// SemanticReady reports whether the snapshot's search ranking uses tool
+// embeddings, and of which model.
+func (s *Snapshot) SemanticReady() (model string, ok bool) {
+	if s.search == nil {
+		return "", false
+	}
+	if sem := s.search.sem.Load(); sem != nil {
+		return sem.model, true
+	}
+	return "", false
+}
+
 // SearchMode implements [mcp.MetaToolCatalog]: whether the route's catalog
 // mode is "search".
 func (s *Snapshot) SearchMode() bool { return s.search != nil }
@@ -89,7 +142,7 @@ func (s *Snapshot) SearchTools(query string, limit int) []byte {
 	if s.search == nil {
 		return []byte("[]")
 	}
-	hits := s.search.ranker().Search(query, limit)
+	hits := s.search.rank(s.Route, query, limit)
 	if len(hits) == 0 {
 		return []byte("[]")
 	}

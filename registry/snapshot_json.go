@@ -28,6 +28,13 @@ type storedSnapshot struct {
 	// SchemaErrors lists, per Tool Service, the manifest entries (by index
 	// in its tools) rejected because their inputSchema did not compile.
 	SchemaErrors map[string][]schemaError `json:"schemaErrors,omitempty"`
+	// Embeddings are the tool embeddings of a search-mode route (ADR 0007),
+	// so that a warm start restores semantic ranking without calling the
+	// embedding service. They are derived data, not inputs: optional
+	// within format 2 (a toolmesh that does not know them ignores them),
+	// not part of the version, and dropped on restore when malformed or of
+	// another model, then computed again.
+	Embeddings *storedEmbeddings `json:"embeddings,omitempty"`
 }
 
 // MarshalJSON implements [json.Marshaler]: the persisted form used by stores
@@ -40,14 +47,20 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	err := enc.Encode(storedSnapshot{
+	st := storedSnapshot{
 		Format:       snapshotFormat,
 		Version:      s.Version,
 		Route:        s.def,
 		FetchedAt:    s.FetchedAt,
 		Manifests:    s.manifests,
 		SchemaErrors: s.schemaErrs,
-	})
+	}
+	if s.search != nil {
+		if sem := s.search.sem.Load(); sem != nil {
+			st.Embeddings = sem.stored()
+		}
+	}
+	err := enc.Encode(st)
 	if err != nil {
 		return nil, fmt.Errorf("marshal snapshot of route %q: %w", s.Route, err)
 	}
@@ -81,6 +94,22 @@ func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	if st.Format == snapshotFormatV1 {
 		return in.build(st.FetchedAt, builder{}), nil
 	}
+	snap, err := restoreSchemaErrors(st, in)
+	if err != nil {
+		return nil, err
+	}
+	if snap.search != nil && st.Embeddings != nil {
+		// Malformed vectors are dropped, not fatal: they are recomputed.
+		if vecs, err := st.Embeddings.decode(); err == nil {
+			snap.search.stored = &restoredEmbeddings{model: st.Embeddings.Model, vecs: vecs}
+		}
+	}
+	return snap, nil
+}
+
+// restoreSchemaErrors builds a format-2 snapshot lazily, with the entries
+// that were rejected for their schema rejected again.
+func restoreSchemaErrors(st storedSnapshot, in *inputs) (*Snapshot, error) {
 	b := builder{lazy: true, schemaErrs: map[string]map[int]string{}}
 	for svc, errs := range st.SchemaErrors {
 		m := in.manifests[svc]

@@ -137,6 +137,13 @@ type Config struct {
 	// a file ({"file": "/run/secrets/gh"}, trailing line breaks dropped) or
 	// an environment variable ({"env": "GH_TOKEN"}), at every listing.
 	Credentials map[string]registry.CredentialSource `json:"credentials,omitempty"`
+	// Embeddings are the OpenAI-compatible embedding services whose
+	// similarity re-ranks search mode's shortlist (ADR 0007), by name; a
+	// route's catalog.embedding names one.
+	Embeddings map[string]registry.EmbeddingService `json:"embeddings,omitempty"`
+	// DefaultEmbedding is the embedding service a search-mode route without
+	// catalog.embedding uses (unset: none, the ranking is lexical).
+	DefaultEmbedding string `json:"defaultEmbedding,omitempty"`
 
 	// Filters configures the filter chain (docs/wasm-abi.md):
 	// definitions in execution order, the filters every route runs, and
@@ -492,6 +499,14 @@ func (c *Config) Validate() error {
 	}
 	if err := registry.CheckCredentials(c.Credentials); err != nil {
 		errs = append(errs, err)
+	}
+	if err := registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials); err != nil {
+		errs = append(errs, err)
+	}
+	for key, cat := range c.Catalogs {
+		if _, ok := c.Embeddings[cat.Embedding]; !ok && cat.Embedding != "" && cat.Embedding != registry.EmbeddingNone {
+			bad("catalogs."+key+".embedding", "%q is not a key of embeddings", cat.Embedding)
+		}
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%v", err)

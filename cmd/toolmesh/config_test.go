@@ -154,6 +154,21 @@ drainDelay: 10m
 			})},
 		{name: "bad credentials", args: []string{"--config", write("badcreds.yaml", "credentials:\n  both: {file: f, env: E}\n  none: {}\n")},
 			wantErr: []string{"credentials.both: file and env are exclusive", "credentials.none: one of file and env is required"}},
+		{name: "embeddings", args: []string{"--config", write("emb.yaml", "credentials:\n  tei: {env: TEI_TOKEN}\n"+
+			"embeddings:\n  e5: {url: \"http://tei:8080/v1/embeddings\", model: e5-small, credential: tei, timeout: 200ms, batchSize: 16, queryPrefix: \"query: \", documentPrefix: \"passage: \"}\n"+
+			"defaultEmbedding: e5\ncatalogs:\n  small: {mode: search, embedding: none}\n")},
+			want: withDefaults(func(c *Config) {
+				c.Credentials = map[string]registry.CredentialSource{"tei": {Env: "TEI_TOKEN"}}
+				c.Embeddings = map[string]registry.EmbeddingService{"e5": {URL: "http://tei:8080/v1/embeddings", Model: "e5-small", Credential: "tei",
+					Timeout: registry.Duration(200 * time.Millisecond), BatchSize: 16, QueryPrefix: "query: ", DocumentPrefix: "passage: "}}
+				c.DefaultEmbedding = "e5"
+				c.Catalogs = map[string]registry.Catalog{"small": {Mode: "search", Embedding: "none"}}
+			})},
+		{name: "bad embeddings", args: []string{"--config", write("bademb.yaml",
+			"embeddings:\n  e5: {url: \"tei:8080\", model: m, credential: nope}\n  x: {url: \"http://x/v1/embeddings\", minSimilarity: 2}\n"+
+				"defaultEmbedding: e6\ncatalogs:\n  big: {mode: search, embedding: other}\n")},
+			wantErr: []string{`embeddings.e5.credential: "nope" is not defined`, `embeddings.x.minSimilarity: 2 is not in 0..1`,
+				`defaultEmbedding: "e6" is not a key of embeddings`, `catalogs.big.embedding: "other" is not a key of embeddings`}},
 		{name: "inline credential value", args: []string{"--config", write("inline.yaml", "credentials:\n  gh: {value: ghp_x}\n")},
 			wantErr: []string{`unknown field "value"`}},
 		{name: "portal URL", args: []string{"--portal", "https://portal.example.com/base"}, want: withDefaults(func(c *Config) {

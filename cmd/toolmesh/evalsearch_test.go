@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
 
 func TestEvalSearch(t *testing.T) {
@@ -77,5 +79,82 @@ func TestEvalSearch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEvalSearchSemantic: with an embedding service (the deterministic
+// test model of embedtest on 127.0.0.1), eval-search prints the lexical and
+// the semantic figures of the same requests in one run, and counts
+// embedding calls that fail.
+func TestEvalSearchSemantic(t *testing.T) {
+	emb, err := embedtest.Start(map[string]string{"mail": "send", "owe": "invoice", "bill": "invoice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tools := write("tools.json", `{"tools": [
+		{"name": "crm_contact_create", "description": "Create a contact."},
+		{"name": "crm_contact_get", "description": "Get a contact by ID."},
+		{"name": "billing_invoice_void", "description": "Void an invoice."},
+		{"name": "billing_invoice_send", "description": "Send an invoice to the customer."}
+	]}`)
+	queries := write("queries.json", `{"queries": [
+		{"id": "a", "kind": "single", "query": "create a contact", "want": ["crm_contact_create"]},
+		{"id": "b", "kind": "single", "query": "mail the invoice", "want": ["billing_invoice_send"]},
+		{"id": "c", "kind": "unsupported", "query": "order a pizza with olives", "want": []}
+	]}`)
+	t.Setenv("EVAL_EMB_TOKEN", "tok")
+	cfg := write("toolmesh.yaml", "credentials:\n  t: {env: EVAL_EMB_TOKEN}\nembeddings:\n  test: {url: \""+emb.URL+"\", model: cfg-model, credential: t, queryPrefix: \"query: \"}\ndefaultEmbedding: test\n")
+	base := []string{"--tools", tools, "--queries", queries, "--latency-rounds", "0"}
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		fail     int
+		code     int
+		contains []string
+	}{
+		{"flags", []string{"--embedding-url", emb.URL, "--embedding-model", "flag-model"}, 0, exitOK, []string{
+			"all queries   3", "semantic re-ranking: model flag-model at " + emb.URL + ", 4 tools embedded",
+			"semantic all queries   3", "semantic kind single", "semantic latency, ranking with the request embedding, 3 requests x 1",
+			"failed or timed out 0",
+		}},
+		{"config", []string{"--config", cfg}, 0, exitOK, []string{"model cfg-model at", "semantic all queries   3"}},
+		{"config, named", []string{"--config", cfg, "--embedding", "test", "--min-similarity", "0.5"}, 0, exitOK, []string{"min similarity 0.5"}},
+		{"unknown entry", []string{"--config", cfg, "--embedding", "nope"}, 0, exitUsage, nil},
+		{"model without url", []string{"--embedding-model", "m"}, 0, exitUsage, nil},
+		{"tools cannot be embedded", []string{"--embedding-url", emb.URL, "--embedding-model", "m"}, 500, exitError, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			emb.Fail(tt.fail)
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append(append([]string{"eval-search"}, base...), tt.args...), &out, &errb)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, out.String(), errb.String())
+			}
+			for _, s := range tt.contains {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("output lacks %q:\n%s", s, out.String())
+				}
+			}
+		})
+	}
+	// The config's credential and prefix reached the service.
+	var sawToken, sawPrefix bool
+	for _, r := range emb.Requests() {
+		if r.Model == "cfg-model" {
+			sawToken = sawToken || r.Auth == "Bearer tok"
+			sawPrefix = sawPrefix || strings.HasPrefix(r.Inputs[0], "query: ")
+		}
+	}
+	if !sawToken || !sawPrefix {
+		t.Errorf("config entry: token sent %v, query prefix sent %v", sawToken, sawPrefix)
 	}
 }

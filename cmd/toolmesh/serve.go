@@ -159,6 +159,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
 		Registerer:          metrics,
+		Embeddings:          cfg.Embeddings,
+		DefaultEmbedding:    cfg.DefaultEmbedding,
+		EmbeddingClient:     client,
 	})
 	if len(cfg.Catalogs) > 0 {
 		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {

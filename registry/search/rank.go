@@ -10,7 +10,7 @@ import (
 // gate finds that nothing really matches. A limit of 0 or less, or above the
 // index's shortlist size, means the shortlist size. Ties are broken by name.
 func (ix *Index) Search(query string, limit int) []Hit {
-	hits, _ := ix.search(query, limit)
+	hits, _ := ix.search(query, limit, nil)
 	return hits
 }
 
@@ -21,7 +21,9 @@ type gateResult struct {
 	ok       bool
 }
 
-func (ix *Index) search(query string, limit int) ([]Hit, gateResult) {
+// search ranks query; when lx is not nil it also records there the
+// candidate pool that semantic fusion re-ranks (fusion.go).
+func (ix *Index) search(query string, limit int, lx *Lexical) ([]Hit, gateResult) {
 	var gr gateResult
 	if limit <= 0 || limit > ix.shortlist {
 		limit = ix.shortlist
@@ -42,6 +44,17 @@ func (ix *Index) search(query string, limit int) ([]Hit, gateResult) {
 		return nil, gr
 	}
 
+	if lx != nil {
+		lx.pool = lx.pool[:0]
+		for _, d := range cands {
+			specific := false
+			for gi, g := range groups {
+				specific = specific || (g.specific && sc.ident[d]&(1<<gi) != 0)
+			}
+			lx.pool = append(lx.pool, poolEntry{doc: d, score: float64(sc.score[d]), specific: specific, matched: ix.matched(groups, sc, d)})
+		}
+	}
+
 	floor := sc.score[cands[0]] * ix.p.relativeFloor
 	for i, d := range cands {
 		if sc.score[d] < floor {
@@ -58,15 +71,20 @@ func (ix *Index) search(query string, limit int) ([]Hit, gateResult) {
 	}
 	hits := make([]Hit, len(picked))
 	for i, d := range picked {
-		h := Hit{Name: ix.names[d], Doc: int(d), Score: float64(sc.score[d])}
-		for gi, g := range groups {
-			if sc.any[d]&(1<<gi) != 0 {
-				h.Matched = append(h.Matched, g.word)
-			}
-		}
-		hits[i] = h
+		hits[i] = Hit{Name: ix.names[d], Doc: int(d), Score: float64(sc.score[d]), Matched: ix.matched(groups, sc, d)}
 	}
 	return hits, gr
+}
+
+// matched returns the query words that tool d matches, in query order.
+func (ix *Index) matched(groups []group, sc *scratch, d int32) []string {
+	var out []string
+	for gi, g := range groups {
+		if sc.any[d]&(1<<gi) != 0 {
+			out = append(out, g.word)
+		}
+	}
+	return out
 }
 
 // accumulate scores every tool that matches a group: per group, the best of
