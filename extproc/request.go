@@ -212,7 +212,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
 		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
 	}
-	out := x.s.proto.Handle(&x.req, body, cat)
+	out := x.s.proto.Handle(&x.req, body, x.tracedSearch(cat))
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
@@ -251,7 +251,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	args := call.Arguments
 	var addHeaders map[string]string
 	if x.s.cfg.Filters == nil {
-		if msgs := t.ValidateArguments(args); len(msgs) > 0 {
+		if msgs := x.validate(t, args); len(msgs) > 0 {
 			x.callOutcome = callInvalidArgs
 			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
 				outcomeInvalidArgs, detailsInvalidArguments)
@@ -293,6 +293,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	for _, k := range sortedKeys(addHeaders) {
 		set = append(set, setHeader(k, addHeaders[k]))
 	}
+	set = append(set, x.traceHeaders()...)
 	remove := removeOnCall
 	if t.Version != "" {
 		set = append(set, setHeader(registry.ToolVersionHeader, t.Version))

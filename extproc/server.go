@@ -26,11 +26,13 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/tracing"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -58,6 +60,9 @@ type Config struct {
 	// tool label in toolmesh_tool_calls_total; calls of further tools count
 	// as tool="(other)". Zero means DefaultToolLabels.
 	ToolLabels int
+	// TracerProvider, when set, traces every request (tracing.go); nil is
+	// tracing off.
+	TracerProvider trace.TracerProvider
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
@@ -88,6 +93,7 @@ type Server struct {
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
+	tracer     trace.Tracer // nil: tracing off
 }
 
 // BodyLimits are per-Tool-Service request body limits: the SRE override
@@ -152,13 +158,17 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		return nil, fmt.Errorf("extproc: %w", err)
 	}
 	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		proto:   mcp.NewServer(cfg.MCP),
 		routes:  routes,
 		log:     log,
 		metrics: m,
-	}, nil
+	}
+	if cfg.TracerProvider != nil {
+		s.tracer = cfg.TracerProvider.Tracer(tracing.ScopeName)
+	}
+	return s, nil
 }
 
 // Register registers the ExternalProcessor service on gs. Create gs with
