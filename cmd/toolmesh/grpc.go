@@ -45,6 +45,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
+		TracerProvider:   a.tracer,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)
@@ -131,7 +132,9 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		MaxResponseBytes: uint64(a.cfg.MaxResponseBytes),
 		ServerName:       a.cfg.ServerName,
 		ServerVersion:    version,
+		EnvoyTracing:     a.envoyTracing(),
 	}, metrics)
+	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
 	gs := grpc.NewServer(keepaliveOptions(a.cfg)...)
 	a.xdsServer.Register(gs)

@@ -18,6 +18,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/health"
 
 	"github.com/toolmesh/toolmesh/demo"
@@ -62,6 +63,7 @@ type app struct {
 	cfg        Config
 	log        *slog.Logger
 	reg        *registry.Registry
+	tracer     trace.TracerProvider // nil: tracing off
 	components []component
 	stopping   atomic.Bool
 	everReady  atomic.Bool           // health has said SERVING at least once
@@ -132,6 +134,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
+	if a.tracer, err = startTracing(base, cfg, m, log, &cleanups); err != nil {
+		return err
+	}
 	store, err := snapshotStore(cfg, log, metrics)
 	if err != nil {
 		return err
@@ -156,6 +161,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
 		Registerer:          metrics,
+		TracerProvider:      a.tracer,
 	})
 	if len(cfg.Catalogs) > 0 {
 		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
