@@ -25,7 +25,10 @@ import (
 // parent comes from, in order:
 //
 //  1. the gRPC metadata of the stream (traceparent/tracestate): Envoy's
-//     span for its ext_proc call, present when Envoy itself traces;
+//     span for its ext_proc call, when Envoy traces and puts it there
+//     (the ext_proc client passes the request's span to its gRPC stream,
+//     source/extensions/filters/http/ext_proc/client_impl.cc; whether
+//     Envoy v1.40 injects it into the stream's metadata is [verify]);
 //  2. the client's W3C headers among the request headers Envoy forwards;
 //  3. the MCP request's params._meta keys traceparent, tracestate and
 //     baggage (the 2026-07-28 protocol revision).
