@@ -71,7 +71,7 @@ defaults: [schema, policy-header, redact]
 func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) (string, bool) {
 	for _, a := range s.Attributes() {
 		if a.Key == k {
-			return a.Value.Emit(), true
+			return a.Value.String(), true
 		}
 	}
 	return "", false
@@ -172,12 +172,12 @@ func TestTraceRoutedCall(t *testing.T) {
 	for _, s := range spans {
 		all := s.Name()
 		for _, a := range s.Attributes() {
-			all += " " + a.Value.Emit()
+			all += " " + a.Value.String()
 		}
 		for _, e := range s.Events() {
 			all += " " + e.Name
 			for _, a := range e.Attributes {
-				all += " " + a.Value.Emit()
+				all += " " + a.Value.String()
 			}
 		}
 		if strings.Contains(all, secretArg) || strings.Contains(all, "s3cret-token") {
@@ -339,7 +339,7 @@ func TestTraceSearchTools(t *testing.T) {
 	for _, s := range sr.Ended() {
 		byName[s.Name()] = s
 		for _, a := range s.Attributes() {
-			if strings.Contains(a.Value.Emit(), secretArg) {
+			if strings.Contains(a.Value.String(), secretArg) {
 				t.Errorf("span %q attribute %s carries the query", s.Name(), a.Key)
 			}
 		}

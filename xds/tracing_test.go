@@ -30,7 +30,7 @@ func TestPushSpans(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range sp.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs["toolmesh.outcome"] != "pushed" || attrs["toolmesh.xds.version"] == "" {
 			t.Errorf("push span attributes %v", attrs)
