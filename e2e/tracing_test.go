@@ -71,6 +71,8 @@ func TestTracingOTLP(t *testing.T) {
 	recv := startOTLPReceiver(t)
 	// The SDK's own variable: export batches every 100ms, not 5s.
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	// The flag wins over the environment: nothing listens here.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
 	svc := newToolService(t, "svc-a", standardTools("a_"))
 	portal := writePortal(t, portalRoute{Key: "alpha", Services: []*toolService{svc}})
 	gw := startGateway(t, portal, "--tracing", "--tracing-endpoint", "http://"+recv.addr,

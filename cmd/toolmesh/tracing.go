@@ -128,22 +128,7 @@ func newTracerProvider(ctx context.Context, t *TracingConfig) (*sdktrace.TracerP
 	if err != nil {
 		return nil, fmt.Errorf("tracing exporter: %w", err)
 	}
-	// Later sources win: the default service name, then the OTEL_*
-	// variables, then the config.
-	attrs := make([]attribute.KeyValue, 0, len(t.ResourceAttributes))
-	keys := make([]string, 0, len(t.ResourceAttributes))
-	for k := range t.ResourceAttributes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		attrs = append(attrs, attribute.String(k, t.ResourceAttributes[k]))
-	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "toolmesh"), attribute.String("service.version", version)),
-		resource.WithTelemetrySDK(),
-		resource.WithFromEnv(),
-		resource.WithAttributes(attrs...))
+	res, err := newResource(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("tracing resource: %w", err)
 	}
@@ -152,6 +137,26 @@ func newTracerProvider(ctx context.Context, t *TracingConfig) (*sdktrace.TracerP
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*t.SamplingRatio))))
 	} // else the SDK reads OTEL_TRACES_SAMPLER, default parent-based always-on
 	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+// newResource is the resource of every span. Later sources win: the
+// default service name and version, then OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_SERVICE_NAME, then the config's resourceAttributes.
+func newResource(ctx context.Context, t *TracingConfig) (*resource.Resource, error) {
+	keys := make([]string, 0, len(t.ResourceAttributes))
+	for k := range t.ResourceAttributes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	attrs := make([]attribute.KeyValue, 0, len(keys))
+	for _, k := range keys {
+		attrs = append(attrs, attribute.String(k, t.ResourceAttributes[k]))
+	}
+	return resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "toolmesh"), attribute.String("service.version", version)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+		resource.WithAttributes(attrs...))
 }
 
 // newExporter is the OTLP exporter of the configured (or environment's)

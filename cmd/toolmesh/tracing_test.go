@@ -108,3 +108,36 @@ func TestEnvoyTracingNotForRun(t *testing.T) {
 		t.Errorf("Envoy tracing programmed with toolmesh's tracing off: %+v", et)
 	}
 }
+
+// TestTracingResourcePrecedence: the config's resource attributes win over
+// the OTEL_* variables, which win over toolmesh's defaults.
+func TestTracingResourcePrecedence(t *testing.T) {
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=from-env,team=env-team")
+	t.Setenv("OTEL_SERVICE_NAME", "gateway-from-env")
+	res, err := newResource(t.Context(), &TracingConfig{ResourceAttributes: map[string]string{"deployment.environment": "from-config"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range res.Attributes() {
+		got[string(kv.Key)] = kv.Value.AsString()
+	}
+	want := map[string]string{"deployment.environment": "from-config", "team": "env-team",
+		"service.name": "gateway-from-env", "service.version": version, "telemetry.sdk.name": "opentelemetry"}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], w, got)
+		}
+	}
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	res, err = newResource(t.Context(), &TracingConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range res.Attributes() {
+		if kv.Key == "service.name" && kv.Value.AsString() != "toolmesh" {
+			t.Errorf("default service.name %q, want toolmesh", kv.Value.AsString())
+		}
+	}
+}
