@@ -1,9 +1,12 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -139,5 +142,33 @@ func TestTracingResourcePrecedence(t *testing.T) {
 		if kv.Key == "service.name" && kv.Value.AsString() != "toolmesh" {
 			t.Errorf("default service.name %q, want toolmesh", kv.Value.AsString())
 		}
+	}
+}
+
+// TestTracingHTTPExporter: protocol http posts OTLP/protobuf to the
+// endpoint's /v1/traces.
+func TestTracingHTTPExporter(t *testing.T) {
+	var got atomic.Pointer[string]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := r.Method + " " + r.URL.Path + " " + r.Header.Get("content-type")
+		got.Store(&s)
+		w.Header().Set("content-type", "application/x-protobuf")
+	}))
+	t.Cleanup(srv.Close)
+	tp, err := newTracerProvider(t.Context(), &TracingConfig{Enabled: true, Protocol: "http", Endpoint: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tp.Tracer("test").Start(t.Context(), "probe")
+	span.End()
+	if err := tp.Shutdown(t.Context()); err != nil { // flushes
+		t.Fatal(err)
+	}
+	seen := "nothing"
+	if p := got.Load(); p != nil {
+		seen = *p
+	}
+	if seen != "POST /v1/traces application/x-protobuf" {
+		t.Errorf("collector saw %s, want POST /v1/traces application/x-protobuf", seen)
 	}
 }
