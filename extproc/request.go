@@ -205,14 +205,14 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
-	var cat mcp.Catalog = x.snap
+	var cat mcp.Catalog = x.tracedSearch(x.snap)
 	if x.s.cfg.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are
 		// neither listed nor resolvable.
 		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
-		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
+		cat = x.tracedSearch(x.s.visible.catalog(x.routeKey, x.snap, x.chain))
 	}
-	out := x.s.proto.Handle(&x.req, body, x.tracedSearch(cat))
+	out := x.s.proto.Handle(&x.req, body, cat)
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))

@@ -32,7 +32,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/filters"
-	"github.com/toolmesh/toolmesh/internal/tracing"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -48,6 +47,9 @@ const grpcHeadroom = 1 << 20
 type Config struct {
 	// MCP configures the protocol answers and HTTP rules.
 	MCP mcp.Config
+	// TracerProvider, when set, traces every request (tracing.go); nil is
+	// tracing off.
+	TracerProvider trace.TracerProvider
 	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
 	// isError result ("response too large"). Zero means
 	// DefaultMaxResponseBytes.
@@ -60,9 +62,6 @@ type Config struct {
 	// tool label in toolmesh_tool_calls_total; calls of further tools count
 	// as tool="(other)". Zero means DefaultToolLabels.
 	ToolLabels int
-	// TracerProvider, when set, traces every request (tracing.go); nil is
-	// tracing off.
-	TracerProvider trace.TracerProvider
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
@@ -87,13 +86,13 @@ type Server struct {
 	cfg     Config
 	proto   *mcp.Server
 	routes  Routes
+	tracer  trace.Tracer // nil: tracing off
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
-	tracer     trace.Tracer // nil: tracing off
 }
 
 // BodyLimits are per-Tool-Service request body limits: the SRE override
@@ -158,17 +157,14 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		return nil, fmt.Errorf("extproc: %w", err)
 	}
 	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
-	s := &Server{
+	return &Server{
 		cfg:     cfg,
+		tracer:  newTracer(cfg.TracerProvider),
 		proto:   mcp.NewServer(cfg.MCP),
 		routes:  routes,
 		log:     log,
 		metrics: m,
-	}
-	if cfg.TracerProvider != nil {
-		s.tracer = cfg.TracerProvider.Tracer(tracing.ScopeName)
-	}
-	return s, nil
+	}, nil
 }
 
 // Register registers the ExternalProcessor service on gs. Create gs with

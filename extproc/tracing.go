@@ -52,6 +52,14 @@ const (
 // propagator reads and writes W3C trace context and baggage.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
+// newTracer is the server's tracer, nil with tracing off.
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(tracing.ScopeName)
+}
+
 // exchangeTrace is the tracing state of one exchange; the zero value is
 // tracing off.
 type exchangeTrace struct {

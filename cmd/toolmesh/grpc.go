@@ -43,9 +43,9 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListTTL:        a.listTTL(),
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		TracerProvider:   a.tracer,
 		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
-		TracerProvider:   a.tracer,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)

@@ -60,10 +60,10 @@ const (
 // app is one running toolmesh process.
 type app struct {
 	mode       mode
+	tracer     trace.TracerProvider // nil: tracing off
 	cfg        Config
 	log        *slog.Logger
 	reg        *registry.Registry
-	tracer     trace.TracerProvider // nil: tracing off
 	components []component
 	stopping   atomic.Bool
 	everReady  atomic.Bool           // health has said SERVING at least once
