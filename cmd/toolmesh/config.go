@@ -488,6 +488,9 @@ func (c *Config) Validate() error {
 			bad("filters", "%v", err)
 		}
 	}
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Overrides != "" {
 		if _, err := xds.LoadOverrides(c.Overrides); err != nil {
 			bad("overrides", "%v", err)
@@ -502,9 +505,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := registry.CheckCredentials(c.Credentials); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {

@@ -157,11 +157,11 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		// A Portal answering "no routes" is treated as broken unless allowed.
 		AllowEmptyListing: cfg.AllowEmptyListing,
 		Logger:            log.With(slog.String("component", "registry")),
+		TracerProvider:    a.tracer,
 		// With a warm store, serve the restored snapshots at once and let the
 		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
 		Registerer:          metrics,
-		TracerProvider:      a.tracer,
 	})
 	if len(cfg.Catalogs) > 0 {
 		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
