@@ -85,6 +85,7 @@ type exchange struct {
 	callOutcome   string
 
 	streamErr error
+	tr        exchangeTrace
 }
 
 func (s *Server) newExchange(ctx context.Context) *exchange {
@@ -94,11 +95,20 @@ func (s *Server) newExchange(ctx context.Context) *exchange {
 		start:   time.Now(),
 		req:     mcp.HTTPRequest{ContentLength: -1},
 		outcome: outcomeIncomplete,
+		tr:      exchangeTrace{tracer: s.tracer},
 	}
 }
 
 // handle answers one ProcessingRequest. nil means "send nothing".
 func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	if x.tr.tracer != nil {
+		return x.handleTraced(req)
+	}
+	return x.dispatch(req)
+}
+
+// dispatch answers one ProcessingRequest by its kind.
+func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch r := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		if x.headersDone {
@@ -191,6 +201,7 @@ func (x *exchange) finish() {
 	if era == "" {
 		era = eraLabelFromHeader(&x.req)
 	}
+	x.finishTrace(method, era)
 	m := x.s.metrics
 	m.requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
 	m.duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())

@@ -205,12 +205,12 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
-	var cat mcp.Catalog = x.snap
+	var cat mcp.Catalog = x.tracedSearch(x.snap)
 	if x.s.cfg.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are
 		// neither listed nor resolvable.
 		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
-		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
+		cat = x.tracedSearch(x.s.visible.catalog(x.routeKey, x.snap, x.chain))
 	}
 	out := x.s.proto.Handle(&x.req, body, cat)
 	if out.Forward != nil {
@@ -251,7 +251,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	args := call.Arguments
 	var addHeaders map[string]string
 	if x.s.cfg.Filters == nil {
-		if msgs := t.ValidateArguments(args); len(msgs) > 0 {
+		if msgs := x.validate(t, args); len(msgs) > 0 {
 			x.callOutcome = callInvalidArgs
 			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
 				outcomeInvalidArgs, detailsInvalidArguments)
@@ -298,6 +298,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	for _, k := range sortedKeys(addHeaders) {
 		set = append(set, setHeader(k, addHeaders[k]))
 	}
+	set = append(set, x.traceHeaders()...)
 	remove := removeOnCall
 	if t.Version != "" {
 		set = append(set, setHeader(registry.ToolVersionHeader, t.Version))

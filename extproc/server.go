@@ -30,6 +30,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,6 +52,9 @@ const grpcHeadroom = 1 << 20
 type Config struct {
 	// MCP configures the protocol answers and HTTP rules.
 	MCP mcp.Config
+	// TracerProvider, when set, traces every request (tracing.go); nil is
+	// tracing off.
+	TracerProvider trace.TracerProvider
 	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
 	// isError result ("response too large"). Zero means
 	// DefaultMaxResponseBytes.
@@ -96,6 +100,7 @@ type Server struct {
 	cfg     Config
 	proto   *mcp.Server
 	routes  Routes
+	tracer  trace.Tracer // nil: tracing off
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
@@ -204,6 +209,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
 	return &Server{
 		cfg:     cfg,
+		tracer:  newTracer(cfg.TracerProvider),
 		proto:   mcp.NewServer(cfg.MCP),
 		routes:  routes,
 		log:     log,

@@ -137,10 +137,12 @@ func (c *Chain) RunRequest(ctx context.Context, r *Request) Outcome {
 			continue
 		}
 		start := time.Now()
-		d, err := e.f.OnRequest(ctx, r)
+		fctx, span := e.startSpan(ctx, StageRequest)
+		d, err := e.f.OnRequest(fctx, r)
 		if err == nil {
 			err = checkRequestDecision(&d)
 		}
+		endSpan(span, d.Action, err)
 		e.mReq.observe(start, d.Action, err)
 		if err != nil {
 			if err = e.failed(ctx, StageRequest, r.Tool, err); e.failOpen {
@@ -184,10 +186,12 @@ func (c *Chain) RunResult(ctx context.Context, r *Result) Outcome {
 			continue
 		}
 		start := time.Now()
-		d, err := e.f.OnResult(ctx, r)
+		fctx, span := e.startSpan(ctx, StageResult)
+		d, err := e.f.OnResult(fctx, r)
 		if err == nil {
 			err = checkResultDecision(&d)
 		}
+		endSpan(span, d.Action, err)
 		e.mRes.observe(start, d.Action, err)
 		if err != nil {
 			if err = e.failed(ctx, StageResult, r.Tool, err); e.failOpen {

@@ -29,11 +29,11 @@ func (f *inputSchema) Name() string { return f.name }
 func (f *inputSchema) Runs(s Stage) bool { return s == StageRequest }
 
 // OnRequest implements [Filter.OnRequest].
-func (f *inputSchema) OnRequest(_ context.Context, r *Request) (Decision, error) {
+func (f *inputSchema) OnRequest(ctx context.Context, r *Request) (Decision, error) {
 	if r.Validate == nil {
 		return Decision{}, nil
 	}
-	msgs := r.Validate(r.Arguments)
+	msgs := validateTraced(ctx, r)
 	if len(msgs) == 0 {
 		return Decision{}, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errEmptyListing is the failure of a listing that names no route.
@@ -76,6 +77,9 @@ type Options struct {
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
 	Registerer prometheus.Registerer
+	// TracerProvider, when set, traces refresh cycles (registry/tracing.go);
+	// nil traces nothing.
+	TracerProvider trace.TracerProvider
 
 	// MCPLister lists the federated MCP servers (protocol mcp), default
 	// NewMCPLister(nil, 0, Credentials).
@@ -106,6 +110,7 @@ type Registry struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+	tracer  trace.Tracer
 
 	cycle   sync.Mutex // serializes refresh cycles, the only writers of state
 	state   atomic.Pointer[state]
@@ -238,6 +243,7 @@ func New(opts Options) *Registry {
 		opts:    opts,
 		log:     opts.Logger,
 		now:     opts.Now,
+		tracer:  newTracer(opts.TracerProvider),
 		subs:    map[int]chan struct{}{},
 		started: make(chan struct{}),
 
@@ -564,14 +570,18 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 			}
 		}
 	}
+	ctx, cycleSpan := r.startCycle(ctx, len(routes), len(services))
+	defer cycleSpan.End()
 	results := make([]fetched, len(services))
 	r.parallel(len(services), func(i int) {
 		fctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 		defer cancel()
+		fctx, span := r.startFetch(fctx, services[i])
 		m, err := r.fetchService(fctx, services[i])
 		if err == nil && m == nil {
 			err = errors.New("fetcher returned no manifest")
 		}
+		endSpan(span, "ok", err)
 		results[i] = fetched{m: m, err: err}
 	})
 	if ctx.Err() != nil {
@@ -586,7 +596,9 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	outcomes := make([]built, len(routes))
 	r.parallel(len(routes), func(i int) {
 		rt := routes[i]
+		_, span := r.startRoute(ctx, rt.Key)
 		outcomes[i] = r.refreshRoute(rt, st.entries[rt.Key].snap, byName, fetchedAt)
+		endSpan(span, routeOutcome(outcomes[i]), outcomes[i].err)
 	})
 
 	next := st.clone()

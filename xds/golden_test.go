@@ -36,6 +36,7 @@ type goldenOptions struct {
 	ServerVersion    string             `json:"serverVersion"`
 	UpstreamCAFile   string             `json:"upstreamCAFile"`
 	Nodes            []xds.NodeSelector `json:"nodes"`
+	EnvoyTracing     *xds.EnvoyTracing  `json:"envoyTracing"`
 }
 
 // goldenCase is a case's in.yaml: options, an optional override file, the
@@ -81,6 +82,7 @@ func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options, goldenCa
 		UpstreamCAFile:   o.UpstreamCAFile,
 		Overrides:        doc.Overrides,
 		Nodes:            o.Nodes,
+		EnvoyTracing:     o.EnvoyTracing,
 	}, doc
 }
 

@@ -95,7 +95,12 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 	if err != nil {
 		return nil, err
 	}
+	tracing, err := buildTracing(opts)
+	if err != nil {
+		return nil, err
+	}
 	return &hcmv3.HttpConnectionManager{
+		Tracing:    tracing, // nil unless Options.EnvoyTracing (envoytracing.go)
 		StatPrefix: statPrefix,
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{

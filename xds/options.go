@@ -65,6 +65,9 @@ type Options struct {
 	// a node no selector matches gets every route). Nil: every node gets
 	// every route.
 	Nodes []NodeSelector
+	// EnvoyTracing, when set, programs Envoy's OpenTelemetry tracer and
+	// emits its collector's cluster (envoytracing.go); nil is no tracing.
+	EnvoyTracing *EnvoyTracing
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -111,6 +114,9 @@ func (o Options) check() error {
 	}
 	if o.ListenPort > math.MaxUint16 {
 		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
+	}
+	if err := o.EnvoyTracing.check(); err != nil {
+		return err
 	}
 	if err := checkNodes(o.Nodes); err != nil {
 		return prefixEach("options: ", unjoin(err))

@@ -22,6 +22,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/sotw/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/registry"
@@ -52,6 +53,7 @@ type Server struct {
 	versions    map[string]string // group key → version pushed
 	validated   map[digest]bool   // digests of the resources served, all validated
 	unknown     string            // overridden services not in the Portal, last logged
+	tracer      trace.Tracer      // nil: pushes are not traced (SetTracerProvider)
 
 	current   atomic.Pointer[Resources]
 	lastBuild atomic.Pointer[buildInput] // for Clusters
@@ -222,7 +224,10 @@ func (s *Server) build(ctx context.Context, routes []registry.Route, ov *Overrid
 		}
 	}
 	for _, c := range changes {
-		if err := s.cache.SetSnapshot(ctx, c.group.Key, c.snap); err != nil {
+		pctx, span := s.startPush(ctx, c.group, c.version)
+		err := s.cache.SetSnapshot(pctx, c.group.Key, c.snap)
+		endPush(span, err)
+		if err != nil {
 			s.metrics.buildErrors.Inc()
 			return false, fmt.Errorf("set snapshot %s version %s: %w", c.group.Key, c.version, err)
 		}

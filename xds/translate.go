@@ -119,6 +119,7 @@ type portalRoute struct {
 // Tool Service's cluster and the Portal routes, built once.
 type translation struct {
 	opts      Options
+	collector types.Resource // the OTLP collector of Envoy's tracer, nil with tracing off
 	listener  types.Resource
 	ups       []upstream // sorted by cluster name
 	clusters  []types.Resource
@@ -160,7 +161,16 @@ func newTranslation(routes []registry.Route, opts Options) (*translation, error)
 	if err != nil {
 		return nil, fmt.Errorf("build listener: %w", err)
 	}
+	cc, err := buildCollectorCluster(opts)
+	if err != nil {
+		return nil, fmt.Errorf("build collector cluster: %w", err)
+	}
+	var collector types.Resource
+	if cc != nil { // never a typed nil in the interface
+		collector = cc
+	}
 	t := &translation{
+		collector: collector,
 		opts:      opts,
 		listener:  lis,
 		ups:       ups,
@@ -215,6 +225,9 @@ func (t *translation) resources(keys []string) *Resources {
 		if t.endpoints[i] != nil {
 			res.Endpoints = append(res.Endpoints, t.endpoints[i])
 		}
+	}
+	if t.collector != nil { // every group's listener traces
+		res.Clusters = insertCluster(res.Clusters, t.collector)
 	}
 	res.Routes = []types.Resource{buildRouteConfig(ups, prs, t.bodyLimits(prs), t.opts)}
 	return res

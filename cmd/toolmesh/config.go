@@ -157,6 +157,12 @@ type Config struct {
 	// [{"id": "sidecar-*", "routes": ["core"]}]. An unmatched node gets
 	// every route.
 	Nodes []xds.NodeSelector `json:"nodes,omitempty"`
+	// Tracing configures OpenTelemetry traces over OTLP (off by default;
+	// docs/operators.md, "Tracing"): {"enabled": true, "endpoint":
+	// "http://collector:4317", "protocol": "grpc"|"http", "samplingRatio":
+	// 0.1, "resourceAttributes": {...}, "envoy": true}. Unset fields fall
+	// back to the standard OTEL_* environment variables.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
 
 	// GRPCKeepaliveMinTime is the shortest interval between HTTP/2 PINGs a
 	// client may send to the ext_proc and xDS gRPC servers, with or without
@@ -303,6 +309,11 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	fs.Duration("grpc-keepalive-time", d.GRPCKeepaliveTime.D(), "idle time after which a gRPC server pings its client")
 	fs.Duration("grpc-keepalive-timeout", d.GRPCKeepaliveTimeout.D(), "wait for a gRPC server ping's answer before closing the connection")
 	fs.Duration("drain-delay", d.DrainDelay.D(), "on SIGTERM, time between health turning NOT_SERVING and draining (0: none)")
+	fs.Bool("tracing", false, "export OpenTelemetry traces over OTLP (docs/operators.md, Tracing)")
+	fs.String("tracing-endpoint", "", "OTLP collector `URL`, e.g. http://127.0.0.1:4317 (default: OTEL_EXPORTER_OTLP_* or the SDK's)")
+	fs.String("tracing-protocol", "", "OTLP `protocol`: grpc or http (default: OTEL_EXPORTER_OTLP_PROTOCOL, then grpc)")
+	fs.Float64("tracing-sampling-ratio", 1, "share of new traces sampled, 0 to 1; a request's own trace context decides for it (parent-based)")
+	fs.StringToString("tracing-resource-attributes", nil, "resource attributes of every span, `key=value,...`")
 	fs.String("log-level", d.LogLevel, "log `level`: debug, info, warn or error")
 	fs.String("log-format", d.LogFormat, "log `format`: text or json")
 }
@@ -376,6 +387,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	dur("drain-delay", &cfg.DrainDelay)
 	num("max-body-bytes", &cfg.MaxBodyBytes)
 	num("max-response-bytes", &cfg.MaxResponseBytes)
+	errs = append(errs, applyTracingFlags(fs, cfg))
 	return errors.Join(errs...)
 }
 
@@ -483,6 +495,9 @@ func (c *Config) Validate() error {
 		if err := c.Filters.Validate(); err != nil {
 			bad("filters", "%v", err)
 		}
+	}
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Overrides != "" {
 		if _, err := xds.LoadOverrides(c.Overrides); err != nil {

@@ -67,9 +67,13 @@ func TestConfigReference(t *testing.T) {
 	documentedFlags := map[string]bool{"config": true}
 
 	seen := map[string]bool{}
+	sections := map[string]bool{} // keys documented as section.key
 	for _, r := range rows {
 		where := configReference + ":" + strconv.Itoa(r.line) + ": " + r.key
-		i, ok := fields[r.key]
+		// A section (a pointer to a struct, off when unset) is documented
+		// key by key as section.key.
+		key, subKey, nested := strings.Cut(r.key, ".")
+		i, ok := fields[key]
 		if !ok {
 			t.Errorf("%s: no such key in Config", where)
 			continue
@@ -77,21 +81,47 @@ func TestConfigReference(t *testing.T) {
 		if seen[r.key] {
 			t.Errorf("%s: listed twice", where)
 		}
-		seen[r.key] = true
-		if err := sameDefault(def.Field(i), r.def, elsewhere[r.key]); err != "" {
+		seen[r.key], seen[key] = true, true
+		var sub []int
+		defVal := def.Field(i)
+		if nested {
+			sections[key] = true
+			st := typ.Field(i).Type
+			if st.Kind() != reflect.Pointer || st.Elem().Kind() != reflect.Struct || !def.Field(i).IsNil() {
+				t.Errorf("%s: %s is not a section that is unset by default", where, key)
+				continue
+			}
+			sf, ok := jsonField(st.Elem(), subKey)
+			if !ok {
+				t.Errorf("%s: no such key in %s", where, st.Elem().Name())
+				continue
+			}
+			sub, defVal = sf.Index, reflect.Zero(sf.Type)
+		}
+		if err := sameDefault(defVal, r.def, elsewhere[r.key]); err != "" {
 			t.Errorf("%s: default %q, but the code's is %s", where, r.def, err)
 		}
 		if r.flag != "" {
 			name := strings.TrimPrefix(r.flag, "--")
 			documentedFlags[name] = true
-			if err := flagSets(all, name, r.key, i); err != "" {
+			if err := flagSets(all, name, r.key, i, sub); err != "" {
 				t.Errorf("%s: flag %s: %s", where, r.flag, err)
 			}
 		}
 	}
-	for key := range fields {
+	for key, i := range fields {
 		if !seen[key] {
 			t.Errorf("%s: key %q of Config is not documented", configReference, key)
+		}
+		if !sections[key] {
+			continue
+		}
+		st := typ.Field(i).Type.Elem()
+		for j := range st.NumField() {
+			sk := key + "." + strings.Split(st.Field(j).Tag.Get("json"), ",")[0]
+			if !seen[sk] {
+				t.Errorf("%s: key %q of Config is not documented", configReference, sk)
+			}
 		}
 	}
 	all.VisitAll(func(f *pflag.Flag) {
@@ -144,14 +174,26 @@ func sameDefault(v reflect.Value, doc, alt string) string {
 	return ""
 }
 
+// jsonField is the field of struct type st whose JSON name is key.
+func jsonField(st reflect.Type, key string) (reflect.StructField, bool) {
+	for j := range st.NumField() {
+		if f := st.Field(j); strings.Split(f.Tag.Get("json"), ",")[0] == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
 // flagSets checks that flag name exists and that setting it changes the
-// field at index i, the documented key, and no other.
-func flagSets(all *pflag.FlagSet, name, key string, i int) string {
+// field at index i, the documented key, and no other; for a section key,
+// sub is the index of its field in the section, which must be set.
+func flagSets(all *pflag.FlagSet, name, key string, i int, sub []int) string {
 	f := all.Lookup(name)
 	if f == nil {
 		return "no such flag"
 	}
-	sample := map[string]string{"string": "x", "duration": "7s", "int64": "7", "stringSlice": "a,b"}[f.Value.Type()]
+	sample := map[string]string{"string": "x", "duration": "7s", "int64": "7", "stringSlice": "a,b",
+		"bool": "true", "float64": "0.5", "stringToString": "a=b"}[f.Value.Type()]
 	if sample == "" {
 		return "a flag type this test cannot set: " + f.Value.Type()
 	}
@@ -173,6 +215,9 @@ func flagSets(all *pflag.FlagSet, name, key string, i int) string {
 	}
 	if !slices.Equal(changed, []int{i}) {
 		return "does not set " + key + " (alone)"
+	}
+	if sub != nil && got.Field(i).Elem().FieldByIndex(sub).IsZero() {
+		return "does not set " + key
 	}
 	return ""
 }

@@ -49,6 +49,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListTTL:        a.listTTL(),
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
+		TracerProvider:   a.tracer,
 		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
 		Upstreams:        upstreams,
@@ -138,7 +139,9 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		MaxResponseBytes: uint64(a.cfg.MaxResponseBytes),
 		ServerName:       a.cfg.ServerName,
 		ServerVersion:    version,
+		EnvoyTracing:     a.envoyTracing(),
 	}, metrics)
+	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
 	gs := grpc.NewServer(keepaliveOptions(a.cfg)...)
 	a.xdsServer.Register(gs)

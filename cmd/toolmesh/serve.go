@@ -18,6 +18,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/health"
 
 	"github.com/toolmesh/toolmesh/demo"
@@ -60,6 +61,7 @@ const (
 // app is one running toolmesh process.
 type app struct {
 	mode       mode
+	tracer     trace.TracerProvider // nil: tracing off
 	cfg        Config
 	log        *slog.Logger
 	reg        *registry.Registry
@@ -134,6 +136,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
+	if a.tracer, err = startTracing(base, cfg, m, log, &cleanups); err != nil {
+		return err
+	}
 	store, err := snapshotStore(cfg, log, metrics)
 	if err != nil {
 		return err
@@ -155,6 +160,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		// A Portal answering "no routes" is treated as broken unless allowed.
 		AllowEmptyListing: cfg.AllowEmptyListing,
 		Logger:            log.With(slog.String("component", "registry")),
+		TracerProvider:    a.tracer,
 		// With a warm store, serve the restored snapshots at once and let the
 		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
