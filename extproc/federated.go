@@ -197,7 +197,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		upVersion = mcp.Version20260728
 	}
 	up := mcp.UpstreamBody(body, mcp.UpstreamRequest{NamePath: tgt.namePath, Name: tgt.name,
-		ClientEra: era, UpstreamEra: upEra, Client: x.s.clientInfo()})
+		ClientEra: era, UpstreamEra: upEra, Client: x.s.clientInfo(), TraceMeta: x.TraceMetaForUpstream()})
 
 	creds, err := x.s.upstreamHeaders(svc)
 	if err != nil {
@@ -254,6 +254,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if call != nil {
 		set = append(set, setHeader(registry.ToolHeader, call.Tool))
 	}
+	set = append(set, x.traceHeaders()...)
 	for _, k := range sortedHeaderKeys(f.headers) {
 		set = append(set, setHeader(strings.ToLower(k), f.headers.Get(k)))
 	}

@@ -200,9 +200,10 @@ func (x *exchange) traceHeaders() []*corev3.HeaderValueOption {
 	return set
 }
 
-// TraceMetaForUpstream is the hook for a federated MCP call: the keys to
-// put in the upstream request's params._meta (traceparent, tracestate,
-// baggage) so the MCP server continues the trace; nil with tracing off.
+// TraceMetaForUpstream is what a federated MCP call puts in the upstream
+// request's params._meta (traceparent, tracestate, baggage), beside the
+// same trace headers, so the MCP server continues the trace; nil with
+// tracing off.
 func (x *exchange) TraceMetaForUpstream() map[string]string { return x.traceContext() }
 
 func (x *exchange) traceContext() propagation.MapCarrier {

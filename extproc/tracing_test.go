@@ -352,3 +352,25 @@ func TestTraceSearchTools(t *testing.T) {
 		t.Errorf("search_tools span is not the request_body phase's child")
 	}
 }
+
+// TestTraceFederatedCall: a call routed to a federated MCP server carries
+// the gateway's span both as trace headers and in params._meta (the
+// 2026-07-28 trace-context keys), replacing the client's parent.
+func TestTraceFederatedCall(t *testing.T) {
+	env, _ := tracedEnv(t, Config{Upstreams: fakeUpstreams{}}, federatedRoutes(t, "http://127.0.0.1:1"),
+		sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0)))
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gh_search","arguments":{},"_meta":{"traceparent":"` +
+		traceparent(clientTraceID, clientSpanID, "01") + `"}}}`
+	v := env.open(t)
+	defer v.close()
+	v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+	rb := v.send(reqBody(body)).GetRequestBody().GetResponse()
+	set := setOf(t, rb.GetHeaderMutation())
+	tp := set["traceparent"]
+	if !strings.HasPrefix(tp, "00-"+clientTraceID+"-") || strings.Contains(tp, clientSpanID) {
+		t.Fatalf("traceparent header %q: want the client's trace with the gateway's span", tp)
+	}
+	if up := string(rb.GetBodyMutation().GetBody()); !strings.Contains(up, `"traceparent":"`+tp+`"`) {
+		t.Errorf("upstream body %s: want _meta.traceparent %q", up, tp)
+	}
+}

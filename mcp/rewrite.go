@@ -134,7 +134,16 @@ type UpstreamRequest struct {
 	// Client is the implementation named in _meta when a legacy request
 	// goes to a 2026-07-28 server.
 	Client Implementation
+	// TraceMeta are the W3C trace-context keys (traceparent, tracestate,
+	// baggage) of the gateway's span, set in params._meta so the server
+	// continues the trace (2026-07-28 _meta trace context); they replace
+	// the client's. Empty leaves _meta's trace keys as they are.
+	TraceMeta map[string]string
 }
+
+// traceMetaKeys are the _meta members of W3C trace context, in the order
+// they are written.
+var traceMetaKeys = []string{"traceparent", "tracestate", "baggage"}
 
 // statelessMetaKeys are the _meta members that carry the 2026-07-28
 // protocol per request; a legacy server has no use for them.
@@ -180,8 +189,32 @@ func UpstreamBody(body []byte, u UpstreamRequest) []byte {
 			}
 			p = SetMember(p, "_meta", meta)
 		}
+		if len(u.TraceMeta) > 0 {
+			p = setTraceMeta(p, u.TraceMeta)
+		}
 		return p
 	})
+}
+
+// setTraceMeta writes the trace-context keys into params._meta, creating
+// params and _meta when needed; a key the gateway has no value for is
+// removed, so a client's stale tracestate cannot ride with a new parent.
+func setTraceMeta(p []byte, tm map[string]string) []byte {
+	if p == nil {
+		p = []byte("{}")
+	}
+	meta := Member(p, "_meta")
+	if !isObject(meta) {
+		meta = []byte("{}")
+	}
+	for _, k := range traceMetaKeys {
+		if v := tm[k]; v != "" {
+			meta = SetMember(meta, k, appendString(nil, v))
+		} else {
+			meta = DeleteMember(meta, k)
+		}
+	}
+	return SetMember(p, "_meta", meta)
 }
 
 // setPath sets the member at path (objects only) to val, when every object

@@ -48,6 +48,12 @@ func TestUpstreamBody(t *testing.T) {
 		{"legacy to 2026 keeps progressToken", `{"id":1,"params":{"_meta":{"progressToken":"t"}}}`,
 			`{"id":1,"params":{"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"gw","version":"1"}}}}`,
 			UpstreamRequest{ClientEra: EraLegacy, UpstreamEra: EraStateless, Client: info}},
+		{"trace context replaces the client's, stale tracestate removed", `{"id":1,"params":{"name":"x","_meta":{"traceparent":"00-aa-bb-01","tracestate":"old=1","progressToken":2}}}`,
+			`{"id":1,"params":{"name":"x","_meta":{"traceparent":"00-11111111111111111111111111111111-2222222222222222-01","progressToken":2}}}`,
+			UpstreamRequest{ClientEra: EraLegacy, UpstreamEra: EraLegacy, TraceMeta: map[string]string{"traceparent": "00-11111111111111111111111111111111-2222222222222222-01"}}},
+		{"trace context without params", `{"id":1,"method":"prompts/get"}`,
+			`{"id":1,"method":"prompts/get","params":{"_meta":{"traceparent":"00-1-2-01","baggage":"k=v"}}}`,
+			UpstreamRequest{ClientEra: EraLegacy, UpstreamEra: EraLegacy, TraceMeta: map[string]string{"traceparent": "00-1-2-01", "baggage": "k=v"}}},
 	} {
 		if got := string(UpstreamBody([]byte(tc.in), tc.u)); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
