@@ -69,8 +69,10 @@ test: test-deps fmt-check vet standalone ## Install or locate test dependencies 
 	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
 
 .PHONY: lint
-lint: fmt-check vet standalone ## gofmt, go vet and staticcheck, on every module
+lint: fmt-check vet standalone ## gofmt, go vet, go mod tidy and staticcheck, on every module
 	@set -e; for m in $(MODULES); do \
+		echo "go mod tidy -diff: $$m"; \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "run go mod tidy in $$m"; exit 1; }; \
 		echo "staticcheck: $$m"; \
 		(cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...); \
 	done
