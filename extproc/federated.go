@@ -63,6 +63,7 @@ type fedCall struct {
 	body      []byte      // as sent upstream
 	headers   http.Header // what the gateway set upstream, for a re-issue
 	session   string      // the gateway's Mcp-Session-Id sent, "" for none
+	status    int         // the client's HTTP status when not 200
 	sse       *sseTranslator
 }
 
@@ -393,10 +394,15 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 	} else {
 		out = x.fedResult(body)
 	}
-	return responseBodyResponse(&extprocv3.CommonResponse{
-		HeaderMutation: fedHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
-		BodyMutation:   replaceBody(out),
-	})
+	h := fedHeaders(setHeader("content-length", strconv.Itoa(len(out))))
+	if f.status != 0 {
+		for i, sh := range h.SetHeaders {
+			if sh.GetHeader().GetKey() == ":status" {
+				h.SetHeaders[i] = setHeader(":status", strconv.Itoa(f.status))
+			}
+		}
+	}
+	return responseBodyResponse(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: replaceBody(out)})
 }
 
 // fedResult is the client's response body for a buffered answer: the
@@ -419,6 +425,13 @@ func (x *exchange) fedResult(body []byte) []byte {
 	}
 	if f.method == "tools/call" {
 		x.callOutcome = callOK
+	}
+	if msg.Error != nil && x.upStatus >= 400 && x.upStatus <= 499 && f.clientEra == mcp.EraStateless && f.upEra == mcp.EraStateless {
+		// The 2026-07-28 transport gives errors their HTTP status (400
+		// for a missing client capability, 404 for an unknown method): a
+		// client of that era gets the server's. A legacy client gets 200,
+		// as from every other legacy answer.
+		f.status = x.upStatus
 	}
 	return x.clientMessage(msg.Raw)
 }

@@ -278,6 +278,28 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("body %s", got)
 		}
 	})
+	t.Run("a 2026 server's 4xx JSON-RPC error keeps its status for a 2026 client, 200 for a legacy one", func(t *testing.T) {
+		errBody := `{"jsonrpc":"2.0","id":5,"error":{"code":-32021,"message":"needs sampling","data":{"requiredCapabilities":{"sampling":{}}}}}`
+		for _, tc := range []struct {
+			name, body, status string
+			extra              []string
+		}{
+			{"2026 client", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`,
+				"400", stateless("tools/call", "gh_search")},
+			{"legacy client", callLegacy, "200", nil},
+		} {
+			v := route(t, tc.body, tc.extra...)
+			v.send(respHeaders(false, ":status", "400", "content-type", "application/json"))
+			cr := v.send(respBody(errBody)).GetResponseBody().GetResponse()
+			v.close()
+			if set := setOf(t, cr.GetHeaderMutation()); set[":status"] != tc.status {
+				t.Errorf("%s: status %q, want %s", tc.name, set[":status"], tc.status)
+			}
+			if got := string(cr.GetBodyMutation().GetBody()); got != errBody {
+				t.Errorf("%s: body %s", tc.name, got)
+			}
+		}
+	})
 	t.Run("input_required to a legacy client is an isError result", func(t *testing.T) {
 		v := route(t, callLegacy)
 		defer v.close()
