@@ -84,7 +84,7 @@ func (s *syncBuffer) String() string {
 
 // freePort reserves a loopback port by listening on it and closing it. The
 // tiny window before toolmesh binds it is acceptable for tests.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -97,7 +97,7 @@ func freePort(t *testing.T) string {
 
 // startGateway runs `toolmesh run` on the Portal file at portal and waits
 // until it is ready. extra flags are appended.
-func startGateway(t *testing.T, portal string, extra ...string) *gateway {
+func startGateway(t testing.TB, portal string, extra ...string) *gateway {
 	t.Helper()
 	listen, extproc, xdsAddr, admin := freePort(t), freePort(t), freePort(t), freePort(t)
 	args := []string{"run",
@@ -129,7 +129,7 @@ func startGateway(t *testing.T, portal string, extra ...string) *gateway {
 }
 
 // waitReady polls /readyz until it answers 200.
-func (g *gateway) waitReady(t *testing.T, limit time.Duration) {
+func (g *gateway) waitReady(t testing.TB, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -152,7 +152,7 @@ func (g *gateway) waitReady(t *testing.T, limit time.Duration) {
 }
 
 // stop sends SIGTERM and waits for a graceful exit, killing it after 15 s.
-func (g *gateway) stop(t *testing.T) {
+func (g *gateway) stop(t testing.TB) {
 	if g.exited {
 		return
 	}

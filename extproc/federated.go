@@ -58,15 +58,31 @@ type fedCall struct {
 	upEra     mcp.Era
 	method    string
 	id        json.RawMessage
+	upID      json.RawMessage // the id sent upstream: id, or the gateway's in a shared session
 	clientEra mcp.Era
 	body      []byte      // as sent upstream
 	headers   http.Header // what the gateway set upstream, for a re-issue
 	session   string      // the gateway's Mcp-Session-Id sent, "" for none
+	status    int         // the client's HTTP status when not 200
 	sse       *sseTranslator
 }
 
 // translate reports whether the client and the server speak different eras.
 func (f *fedCall) translate() bool { return f.clientEra != f.upEra }
+
+// remapped reports whether the request went upstream with another id.
+func (f *fedCall) remapped() bool { return string(f.upID) != string(f.id) }
+
+// clientMessage is a message of the server's answer as the client gets it:
+// the response carries the client's id again, and the era is translated.
+func (x *exchange) clientMessage(msg []byte) []byte {
+	f := x.fed
+	msg = bytes.TrimSpace(msg)
+	if f.remapped() && mcp.Member(msg, "method") == nil && string(mcp.Member(msg, "id")) == string(f.upID) {
+		msg = mcp.SetMember(msg, "id", f.id)
+	}
+	return x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
+}
 
 // fedTarget is what a request is routed to.
 type fedTarget struct {
@@ -205,7 +221,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
 		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
 	}
-	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, clientEra: era, body: up, headers: http.Header{}}
+	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, upID: id, clientEra: era, body: up, headers: http.Header{}}
 	for _, k := range sortedKeys(creds) {
 		f.headers.Set(k, creds[k])
 	}
@@ -229,6 +245,9 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		if sid != "" {
 			f.session = sid
 			f.headers.Set(mcp.HeaderSessionID, sid)
+			f.upID = x.s.sessions.requestID()
+			up = mcp.SetMember(up, "id", f.upID)
+			f.body = up
 		}
 	} else {
 		f.headers.Set(mcp.HeaderMethod, tgt.method)
@@ -343,10 +362,8 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		if f.method == "tools/call" {
 			x.callOutcome = callOK
 		}
-		if f.translate() {
-			f.sse = &sseTranslator{fn: func(msg []byte) []byte {
-				return x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
-			}}
+		if f.translate() || f.remapped() {
+			f.sse = &sseTranslator{fn: x.clientMessage}
 		}
 		resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
@@ -378,10 +395,15 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 	} else {
 		out = x.fedResult(body)
 	}
-	return responseBodyResponse(&extprocv3.CommonResponse{
-		HeaderMutation: fedHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
-		BodyMutation:   replaceBody(out),
-	})
+	h := fedHeaders(setHeader("content-length", strconv.Itoa(len(out))))
+	if f.status != 0 {
+		for i, sh := range h.SetHeaders {
+			if sh.GetHeader().GetKey() == ":status" {
+				h.SetHeaders[i] = setHeader(":status", strconv.Itoa(f.status))
+			}
+		}
+	}
+	return responseBodyResponse(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: replaceBody(out)})
 }
 
 // fedResult is the client's response body for a buffered answer: the
@@ -392,8 +414,8 @@ func (x *exchange) fedResult(body []byte) []byte {
 	x.resultSent = true
 	var msg *mcp.ClientResponse
 	if isEventStream(x.upContentType) {
-		msg = finalEvent(body, f.id)
-	} else if m, err := mcp.DecodeClientResponse(body); err == nil && m.IsResponseTo(f.id) {
+		msg = finalEvent(body, f.upID)
+	} else if m, err := mcp.DecodeClientResponse(body); err == nil && m.IsResponseTo(f.upID) {
 		msg = m
 	}
 	if msg == nil {
@@ -405,7 +427,14 @@ func (x *exchange) fedResult(body []byte) []byte {
 	if f.method == "tools/call" {
 		x.callOutcome = callOK
 	}
-	return x.s.proto.ClientMessage(msg.Raw, f.clientEra, f.upEra, f.method)
+	if msg.Error != nil && x.upStatus >= 400 && x.upStatus <= 499 && f.clientEra == mcp.EraStateless && f.upEra == mcp.EraStateless {
+		// The 2026-07-28 transport gives errors their HTTP status (400
+		// for a missing client capability, 404 for an unknown method): a
+		// client of that era gets the server's. A legacy client gets 200,
+		// as from every other legacy answer.
+		f.status = x.upStatus
+	}
+	return x.clientMessage(msg.Raw)
 }
 
 // fedFailed is the answer to a request the server did not answer with a
@@ -460,14 +489,14 @@ func (x *exchange) reissue() *extprocv3.ProcessingResponse {
 		}
 		var status int
 		var msg []byte
-		status, msg, err = x.s.upstreamClient().Exchange(ctx, f.svc.URL, h, f.body, f.id)
+		status, msg, err = x.s.upstreamClient().Exchange(ctx, f.svc.URL, h, f.body, f.upID)
 		x.upStatus = status
 		if err == nil {
 			x.resultSent = true
 			if f.method == "tools/call" {
 				x.callOutcome = callOK
 			}
-			out = x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
+			out = x.clientMessage(msg)
 		}
 	}
 	if err != nil {

@@ -145,11 +145,12 @@ func TestFederatedRouting(t *testing.T) {
 			body:    `{"jsonrpc":"2.0","id":4,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"gh_review"},"argument":{"name":"a","value":"x"}}}`,
 			cluster: ghCluster, path: "/v1/mcp",
 			wantSet: map[string]string{"mcp-method": "completion/complete"}},
-		{name: "2026 client, legacy server: _meta protocol members dropped, session injected, Authorization forwarded by opt-in",
+		{name: "2026 client, legacy server: _meta protocol members dropped, session injected, the gateway's id, Authorization forwarded by opt-in",
 			body:    `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			extra:   stateless("tools/call", "legacy_tool"),
 			cluster: registry.ClusterName("old"), path: "/mcp",
-			wantBody:   `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t"}}}`,
+			// The first request this server sends in a shared session.
+			wantBody:   `{"jsonrpc":"2.0","id":"toolmesh-1","method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t"}}}`,
 			wantSet:    map[string]string{"mcp-protocol-version": "2025-11-25", "mcp-session-id": "s1", "authorization": "Bearer s3cret-token"},
 			wantRemove: []string{"mcp-method", "mcp-name"}},
 	} {
@@ -260,25 +261,43 @@ func TestFederatedResponses(t *testing.T) {
 	call2026 := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},` + meta2026 + `}}`
 	callLegacy := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`
 	route := func(t *testing.T, body string, extra ...string) *envoy {
-		v := env.open(t)
-		v.send(reqHeaders(false, post("/mcp/fed", len(body), extra...)...))
-		if v.send(reqBody(body)).GetRequestBody() == nil {
-			t.Fatal("not routed")
-		}
+		v, _ := routeCall(t, env, body, extra...)
 		return v
 	}
 
 	t.Run("JSON from a legacy server to a 2026 client gets resultType", func(t *testing.T) {
-		v := route(t, call2026, stateless("tools/call", "legacy_tool")...)
+		v, upID := routeCall(t, env, call2026, stateless("tools/call", "legacy_tool")...)
 		defer v.close()
 		hr := v.send(respHeaders(false, ":status", "200", "content-type", "application/json", "mcp-session-id", "s1"))
 		if !contains(hr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(), "mcp-session-id") {
 			t.Error("upstream session id not removed")
 		}
-		r := v.send(respBody(`{"jsonrpc":"2.0","id":5,"result":{"content":[]}}`))
+		r := v.send(respBody(`{"jsonrpc":"2.0","id":` + upID + `,"result":{"content":[]}}`))
 		got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
 		if got != `{"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[]}}` {
 			t.Errorf("body %s", got)
+		}
+	})
+	t.Run("a 2026 server's 4xx JSON-RPC error keeps its status for a 2026 client, 200 for a legacy one", func(t *testing.T) {
+		errBody := `{"jsonrpc":"2.0","id":5,"error":{"code":-32021,"message":"needs sampling","data":{"requiredCapabilities":{"sampling":{}}}}}`
+		for _, tc := range []struct {
+			name, body, status string
+			extra              []string
+		}{
+			{"2026 client", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`,
+				"400", stateless("tools/call", "gh_search")},
+			{"legacy client", callLegacy, "200", nil},
+		} {
+			v := route(t, tc.body, tc.extra...)
+			v.send(respHeaders(false, ":status", "400", "content-type", "application/json"))
+			cr := v.send(respBody(errBody)).GetResponseBody().GetResponse()
+			v.close()
+			if set := setOf(t, cr.GetHeaderMutation()); set[":status"] != tc.status {
+				t.Errorf("%s: status %q, want %s", tc.name, set[":status"], tc.status)
+			}
+			if got := string(cr.GetBodyMutation().GetBody()); got != errBody {
+				t.Errorf("%s: body %s", tc.name, got)
+			}
 		}
 	})
 	t.Run("input_required to a legacy client is an isError result", func(t *testing.T) {
@@ -342,6 +361,54 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("second chunk %q", got)
 		}
 	})
+}
+
+// routeCall sends a request's headers and body and returns the stream and
+// the id the request carries upstream.
+func routeCall(t *testing.T, env *testEnv, body string, extra ...string) (*envoy, string) {
+	t.Helper()
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/fed", len(body), extra...)...))
+	r := v.send(reqBody(body))
+	if r.GetRequestBody() == nil {
+		v.close()
+		t.Fatal("not routed")
+	}
+	return v, string(mcp.Member([]byte(bodyOf(r)), "id"))
+}
+
+// TestFederatedSharedSessionIDs: requests sent in the gateway's shared
+// legacy session carry ids of the gateway, distinct even when clients
+// chose the same id, and each client gets the response with its own id
+// back, as JSON or streamed; other messages of a stream keep their ids.
+func TestFederatedSharedSessionIDs(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	a, idA := routeCall(t, env, body)
+	defer a.close()
+	b, idB := routeCall(t, env, body)
+	defer b.close()
+	if idA == "1" || idB == "1" || idA == idB {
+		t.Fatalf("upstream ids %s and %s for two requests with the client id 1", idA, idB)
+	}
+
+	a.send(respHeaders(false, ":status", "200", "content-type", "application/json"))
+	r := a.send(respBody(`{"jsonrpc":"2.0","id":` + idA + `,"result":{"content":[]}}` + "\n"))
+	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}` {
+		t.Errorf("JSON answer %s", got)
+	}
+
+	if b.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream")).GetModeOverride() == nil {
+		t.Fatal("not streamed")
+	}
+	ask := `{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}`
+	r = b.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+		Body: []byte("data: " + ask + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + idB + ",\"result\":{\"content\":[]}}\n\n"), EndOfStream: true}}})
+	want := "data: " + ask + "\n\n" + `data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n\n"
+	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != want {
+		t.Errorf("stream\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestFederatedSessionExpired: a 404 of the gateway's legacy session opens

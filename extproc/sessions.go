@@ -2,6 +2,8 @@ package extproc
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -26,7 +28,22 @@ type sessionSlot struct {
 	id atomic.Pointer[string] // nil: none open; "" : the server issues none
 }
 
-type sessionCache struct{ slots sync.Map } // sessionKey → *sessionSlot
+type sessionCache struct {
+	slots sync.Map // sessionKey → *sessionSlot
+	ids   atomic.Uint64
+}
+
+// requestID returns a JSON-RPC id for a request sent in a shared session.
+// Clients choose their ids independently (most start at 0 or 1), and a
+// server refuses an id still in flight in the same session (the JSON-RPC
+// 2.0 specification asks ids to be unique per connection; go-sdk answers
+// -32600 "duplicate in-flight request ID"), so a request never carries its
+// client's id into the gateway's session: one stuck call would otherwise
+// fail every later call of another client that reuses its id. The id is
+// unique per replica, as the sessions are.
+func (c *sessionCache) requestID() json.RawMessage {
+	return strconv.AppendQuote(nil, "toolmesh-"+strconv.FormatUint(c.ids.Add(1), 10))
+}
 
 // get returns the open session of key, opening it with open when there is
 // none.

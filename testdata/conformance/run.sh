@@ -7,7 +7,12 @@
 # Modes:
 #   run.sh           through the gateway: `toolmesh run` with the native
 #                    fixture Tool Service (e2e/cmd/conformance-toolsvc) behind
-#                    the route /mcp/conf (portal.template.json)
+#                    the route /mcp/conf, and the Go SDK conformance upstream
+#                    (e2e/cmd/conformance-upstream) federated behind
+#                    /mcp/fed-legacy (its legacy /mcp) and /mcp/fed (its
+#                    2026-07-28 /stateless) (portal.template.json); each
+#                    suite runs against /mcp/conf and against the federated
+#                    route of its era
 #   run.sh --direct  against the Go SDK conformance upstream
 #                    (e2e/cmd/conformance-upstream) with nothing in between:
 #                    the legacy suite on its /mcp, the 2026-07-28 suite on
@@ -119,28 +124,40 @@ fi
 results=$work/results
 mkdir -p "$results"
 fport=$(free_port)
+uport=$(free_port)
 listen=$(free_port)
 ext=$(free_port)
 xds=$(free_port)
 admin=$(free_port)
 
 go build -o "$work/bin/toolmesh" ./cmd/toolmesh
-(cd e2e && go build -o "$work/bin/conformance-toolsvc" ./cmd/conformance-toolsvc)
+(cd e2e && go build -o "$work/bin/conformance-toolsvc" ./cmd/conformance-toolsvc &&
+  go build -o "$work/bin/conformance-upstream" ./cmd/conformance-upstream)
 "$work/bin/conformance-toolsvc" "$fport" >"$work/fixture.log" 2>&1 &
 pids+=($!)
+"$work/bin/conformance-upstream" --addr "127.0.0.1:$uport" --log >"$work/upstream.log" 2>&1 &
+pids+=($!)
 wait_for "http://127.0.0.1:$fport/healthz"
-sed "s/\${FIXTURE}/$fport/" testdata/conformance/portal.template.json >"$work/portal.json"
+wait_for "http://127.0.0.1:$uport/healthz"
+sed -e "s/\${FIXTURE}/$fport/" -e "s/\${UPSTREAM}/$uport/" testdata/conformance/portal.template.json >"$work/portal.json"
 "$work/bin/toolmesh" run --portal "$work/portal.json" --listen "127.0.0.1:$listen" \
   --extproc-listen "127.0.0.1:$ext" --xds-listen "127.0.0.1:$xds" --admin-listen "127.0.0.1:$admin" \
   --refresh-interval 5s >"$work/toolmesh.log" 2>&1 &
 pids+=($!)
 wait_for "http://127.0.0.1:$admin/readyz"
 
-url="http://localhost:$listen/mcp/conf"
-suite "legacy wire: conformance 0.1.16 -> toolmesh /mcp/conf" "$work/legacy" "$url" "$results/legacy"
+gw="http://localhost:$listen"
+suite "legacy wire: conformance 0.1.16 -> toolmesh /mcp/conf" "$work/legacy" "$gw/mcp/conf" "$results/legacy"
 suite "stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 -> toolmesh /mcp/conf" "$work/stateless" \
-  "$url" "$results/stateless" --spec-version 2026-07-28
+  "$gw/mcp/conf" "$results/stateless" --spec-version 2026-07-28
+suite "legacy wire: conformance 0.1.16 -> toolmesh /mcp/fed-legacy (upstream /mcp)" "$work/legacy" \
+  "$gw/mcp/fed-legacy" "$results/fed-legacy"
+suite "stateless wire: conformance 0.2.0-alpha.12 --spec-version 2026-07-28 -> toolmesh /mcp/fed (upstream /stateless)" \
+  "$work/stateless" "$gw/mcp/fed" "$results/fed-stateless" --spec-version 2026-07-28
 summary "$results/legacy.txt"
 summary "$results/stateless.txt"
-echo "results: $results (legacy.txt, stateless.txt); toolmesh log: $work/toolmesh.log; fixture log: $work/fixture.log"
+summary "$results/fed-legacy.txt"
+summary "$results/fed-stateless.txt"
+echo "results: $results (legacy.txt, stateless.txt: native route /mcp/conf; fed-legacy.txt, fed-stateless.txt: federated routes)"
+echo "logs: $work/toolmesh.log, $work/fixture.log, $work/upstream.log"
 exit $status

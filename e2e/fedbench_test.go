@@ -1,0 +1,339 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The benchmarks here compare a call to a go-sdk MCP server made straight
+// to it with the same call made through `toolmesh run` (local data plane and
+// extproc server), which federates that server behind a route. Each
+// iteration makes one direct call and one call through toolmesh, so the two
+// figures and their ratio come from the same run, under the same load:
+//
+//	cd e2e && go test -run '^$' -bench 'Federated' -benchtime 2000x -count 3 .
+//
+// Their setup is checked by TestFederatedBenchSetup, which makes one call
+// of each kind and stays fast.
+
+// benchUpstream is one go-sdk MCP server served on loopback in both eras:
+// /stateless (2026-07-28, no sessions) and /mcp (legacy, with sessions).
+type benchUpstream struct {
+	URL     string
+	release chan struct{} // the stream tool waits for it after its progress event
+	done    chan struct{} // closed at the end, so a waiting tool returns
+}
+
+func newBenchUpstream(tb testing.TB) *benchUpstream {
+	tb.Helper()
+	u := &benchUpstream{release: make(chan struct{}, 1), done: make(chan struct{})}
+	s := sdk.NewServer(&sdk.Implementation{Name: "bench-upstream", Version: "1.0.0"}, nil)
+	text := func(s string) *sdk.CallToolResult {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Returns its word."},
+		func(_ context.Context, _ *sdk.CallToolRequest, v struct {
+			Word string `json:"word"`
+		}) (*sdk.CallToolResult, any, error) {
+			return text(v.Word), nil, nil
+		})
+	// stream sends a progress event, then waits until the benchmark read
+	// that event before it returns its result: the time to the first event
+	// cannot include the tool's own work, nor can the result overtake it.
+	sdk.AddTool(s, &sdk.Tool{Name: "stream", Description: "Reports progress, then waits to be released."},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			if err := req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+				ProgressToken: req.Params.GetProgressToken(), Progress: 1, Total: 2, Message: "half way"}); err != nil {
+				return nil, nil, err
+			}
+			select {
+			case <-u.release:
+				return text("released"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-u.done:
+				return nil, nil, errors.New("benchmark over")
+			}
+		})
+	mux := http.NewServeMux()
+	mux.Handle("/stateless", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
+		&sdk.StreamableHTTPOptions{Stateless: true}))
+	mux.Handle("/mcp", sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	srv := httptest.NewServer(mux)
+	tb.Cleanup(srv.Close)
+	// Registered after the server, so it runs before the server's Close,
+	// which waits for every handler.
+	tb.Cleanup(func() { close(u.done) })
+	u.URL = srv.URL
+	return u
+}
+
+// benchEra is one way of calling: the upstream endpoint, the route that
+// federates it, and the request headers and body of the era.
+type benchEra struct {
+	name     string
+	upstream string // path on the upstream
+	route    string // route key in toolmesh
+	version  string
+}
+
+var benchEras = []benchEra{
+	{name: "stateless", upstream: "/stateless", route: "bench", version: "2026-07-28"},
+	{name: "legacy", upstream: "/mcp", route: "bench-legacy", version: "2025-11-25"},
+}
+
+// benchTarget is one endpoint to call, with the session it needs, if any.
+type benchTarget struct {
+	url     string
+	session string
+}
+
+type benchSetup struct {
+	up      *benchUpstream
+	client  *http.Client
+	targets map[string][2]benchTarget // era → {direct, toolmesh}
+}
+
+// newBenchSetup starts the upstream and a `toolmesh run` federating it
+// behind one route per era, and opens the legacy session the direct
+// legacy calls carry (toolmesh opens its own upstream session, and issues
+// none to its clients).
+func newBenchSetup(tb testing.TB) *benchSetup {
+	tb.Helper()
+	up := newBenchUpstream(tb)
+	var routes []any
+	for _, e := range benchEras {
+		routes = append(routes, map[string]any{"key": e.route, "publicPath": "/mcp/" + e.route, "toolServices": []any{
+			map[string]any{"name": e.route, "protocol": "mcp", "url": up.URL + e.upstream}}})
+	}
+	b, _ := json.Marshal(map[string]any{"routes": routes})
+	portal := filepath.Join(tb.TempDir(), "portal.json")
+	if err := os.WriteFile(portal, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	// Debug logging would put a log line per request on the measured path.
+	gw := startGateway(tb, portal, "--log-level", "warn")
+	s := &benchSetup{up: up, targets: map[string][2]benchTarget{},
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}}
+	tb.Cleanup(s.client.CloseIdleConnections)
+	for _, e := range benchEras {
+		direct := benchTarget{url: up.URL + e.upstream}
+		if e.version != "2026-07-28" {
+			direct.session = s.openSession(tb, direct.url, e.version)
+		}
+		s.targets[e.name] = [2]benchTarget{direct, {url: gw.URL + "/mcp/" + e.route}}
+	}
+	return s
+}
+
+// openSession runs the legacy handshake and returns the session id.
+func (s *benchSetup) openSession(tb testing.TB, url, version string) string {
+	tb.Helper()
+	init := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version +
+		`","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`
+	resp := s.post(tb, benchTarget{url: url}, version, "", init)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		tb.Fatalf("initialize %s: status %d, session %q", url, resp.StatusCode, id)
+	}
+	resp = s.post(tb, benchTarget{url: url, session: id}, version, "", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return id
+}
+
+// callBody is a tools/call of tool in the era of version; progress asks
+// for progress events.
+func callBody(id int, version, tool, args string, progress bool) string {
+	var meta []string
+	if progress {
+		meta = append(meta, `"progressToken":"p`+fmt.Sprint(id)+`"`)
+	}
+	if version == "2026-07-28" {
+		meta = append(meta, `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/clientCapabilities":{}`)
+	}
+	m := ""
+	if len(meta) > 0 {
+		m = `,"_meta":{` + strings.Join(meta, ",") + `}`
+	}
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s%s}}`, id, tool, args, m)
+}
+
+func (s *benchSetup) post(tb testing.TB, t benchTarget, version, tool, body string) *http.Response {
+	req, err := http.NewRequest(http.MethodPost, t.url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", version)
+	if version == "2026-07-28" && tool != "" {
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+	}
+	if t.session != "" {
+		req.Header.Set("Mcp-Session-Id", t.session)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		tb.Fatalf("POST %s: %v", t.url, err)
+	}
+	return resp
+}
+
+// callEcho makes one tools/call of echo and checks its result.
+func (s *benchSetup) callEcho(tb testing.TB, t benchTarget, version string, id int) {
+	resp := s.post(tb, t, version, "echo", callBody(id, version, "echo", `{"word":"hi"}`, false))
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"text":"hi"`) ||
+		strings.Contains(string(body), `"isError":true`) {
+		tb.Fatalf("echo via %s: status %d, err %v, body %q", t.url, resp.StatusCode, err, body)
+	}
+}
+
+// callStream makes one tools/call of stream and returns the time from the
+// request to its progress event and to its result. The tool is released
+// only once the progress event was read.
+func (s *benchSetup) callStream(tb testing.TB, t benchTarget, version string, id int) (first, final time.Duration) {
+	start := time.Now()
+	resp := s.post(tb, t, version, "stream", callBody(id, version, "stream", `{}`, true))
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("stream via %s: status %d, content type %q, body %q", t.url, resp.StatusCode, ct, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data:") {
+			continue
+		}
+		switch {
+		case first == 0 && strings.Contains(line, `"notifications/progress"`):
+			first = time.Since(start)
+			s.up.release <- struct{}{}
+		case strings.Contains(line, `"result"`):
+			final = time.Since(start)
+			if first == 0 || !strings.Contains(line, `"released"`) {
+				tb.Fatalf("stream via %s: result %q, progress event seen: %v", t.url, line, first != 0)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil || final == 0 {
+		tb.Fatalf("stream via %s: no result (err %v)", t.url, err)
+	}
+	return first, final
+}
+
+// latencies collects the durations of one kind of call.
+type latencies []time.Duration
+
+func (l latencies) quantile(q float64) time.Duration {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*q)]
+}
+
+func (l latencies) mean() time.Duration {
+	var sum time.Duration
+	for _, d := range l {
+		sum += d
+	}
+	return sum / time.Duration(len(l))
+}
+
+// BenchmarkFederatedToolsCall: one tools/call of a federated tool, straight
+// to the upstream and through toolmesh, per iteration. Reports the mean of
+// each (direct-ns/op, toolmesh-ns/op), their ratio, their p50 and p99, and
+// what toolmesh adds to the p50 and p99.
+func BenchmarkFederatedToolsCall(b *testing.B) {
+	s := newBenchSetup(b)
+	for _, e := range benchEras {
+		b.Run(e.name, func(b *testing.B) {
+			t := s.targets[e.name]
+			var direct, routed latencies
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				s.callEcho(b, t[0], e.version, i)
+				mid := time.Now()
+				s.callEcho(b, t[1], e.version, i)
+				direct, routed = append(direct, mid.Sub(start)), append(routed, time.Since(mid))
+			}
+			report(b, "", direct, routed)
+		})
+	}
+}
+
+// BenchmarkFederatedStreamFirstEvent: a tool that sends a progress event and
+// then waits until the benchmark read it, straight to the upstream and
+// through toolmesh, per iteration. Reports the time from the request to the
+// first event (first-*) and to the result (final-*).
+func BenchmarkFederatedStreamFirstEvent(b *testing.B) {
+	s := newBenchSetup(b)
+	for _, e := range benchEras {
+		b.Run(e.name, func(b *testing.B) {
+			t := s.targets[e.name]
+			var dFirst, dFinal, rFirst, rFinal latencies
+			for i := 0; b.Loop(); i++ {
+				f, l := s.callStream(b, t[0], e.version, i)
+				dFirst, dFinal = append(dFirst, f), append(dFinal, l)
+				f, l = s.callStream(b, t[1], e.version, i)
+				rFirst, rFinal = append(rFirst, f), append(rFinal, l)
+			}
+			report(b, "first-", dFirst, rFirst)
+			report(b, "final-", dFinal, rFinal)
+		})
+	}
+}
+
+// report writes the direct and routed figures of one measure.
+func report(b *testing.B, prefix string, direct, routed latencies) {
+	if len(direct) == 0 {
+		return
+	}
+	ns := func(d time.Duration) float64 { return float64(d.Nanoseconds()) }
+	b.ReportMetric(ns(direct.mean()), prefix+"direct-ns/op")
+	b.ReportMetric(ns(routed.mean()), prefix+"toolmesh-ns/op")
+	b.ReportMetric(ns(routed.mean())/ns(direct.mean()), prefix+"ratio")
+	for _, q := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		d, r := direct.quantile(q.q), routed.quantile(q.q)
+		b.ReportMetric(ns(d), prefix+"direct-"+q.name+"-ns")
+		b.ReportMetric(ns(r), prefix+"toolmesh-"+q.name+"-ns")
+		b.ReportMetric(ns(r)-ns(d), prefix+"added-"+q.name+"-ns")
+	}
+}
+
+// TestFederatedBenchSetup makes one call of each benchmark's kind, in each
+// era, straight and through toolmesh, so the benchmarks' setup and checks
+// are exercised by `go test` without running the benchmarks.
+func TestFederatedBenchSetup(t *testing.T) {
+	s := newBenchSetup(t)
+	for _, e := range benchEras {
+		for i, target := range s.targets[e.name] {
+			s.callEcho(t, target, e.version, i)
+			if first, final := s.callStream(t, target, e.version, i); first <= 0 || final < first {
+				t.Errorf("%s %s: first event after %v, result after %v", e.name, target.url, first, final)
+			}
+		}
+	}
+}
