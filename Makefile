@@ -59,7 +59,7 @@ sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules i
 	@echo "wrote bin/toolmesh.cdx.json"
 
 .PHONY: test
-test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
+test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool, node, npm), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
 	@set -e; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
 	echo "preparing the WebAssembly test modules: $(GO) run ./internal/wasmtest/prepare"; \
 	$(GO) run -ldflags='-X $(WAZERO_VERSION_VAR)=dev' ./internal/wasmtest/prepare "$$dir" >/dev/null; \
@@ -99,7 +99,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 	done
 
 .PHONY: test-deps
-test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck, chromium, promtool)
+test-deps: ## Locate, or install with apt-get, what the tests need besides Go (redis-server, shellcheck, chromium, promtool, node, npm)
 	@sh scripts/test-deps.sh
 
 .PHONY: standalone

@@ -3,16 +3,18 @@
 # with apt-get when it can (root, or password-less sudo, on Debian/Ubuntu).
 # Today: redis-server (the Redis snapshot store is tested against a real
 # server, never a mock), shellcheck (the Compose smoke script is linted),
-# chromium (the operator console is tested in a real headless browser) and
+# chromium (the operator console is tested in a real headless browser),
 # promtool (the Prometheus alert rules are checked and unit-tested; Debian
 # ships it in the prometheus package, which also installs the Prometheus
-# server as a service; the tests use only promtool).
+# server as a service; the tests use only promtool), node and npm (the
+# official MCP TypeScript SDK client drives the gateway under Node.js 18 or
+# newer; the e2e test runs `npm ci` in e2e/tsclient itself).
 # Exits non-zero with a message naming the package when it can neither find
 # nor install something.
 set -eu
 
 # Pairs of command and Debian package.
-deps="redis-server redis-server shellcheck shellcheck promtool prometheus"
+deps="redis-server redis-server shellcheck shellcheck promtool prometheus node nodejs npm npm"
 # CHROMIUM names a Chrome or Chromium binary that the browser test uses
 # instead of the chromium on PATH.
 if [ -z "${CHROMIUM:-}" ]; then
@@ -55,7 +57,7 @@ cat >&2 <<MSG
 make test cannot run: missing$missing_cmds.
 Install it and run make test again, for example:
   Debian/Ubuntu:  sudo apt-get install$missing_pkgs
-  macOS:          brew install redis shellcheck prometheus; brew install --cask chromium
+  macOS:          brew install redis shellcheck prometheus node; brew install --cask chromium
 or put the binaries on PATH (for Chromium, or set CHROMIUM to a Chrome or
 Chromium binary).
 MSG
