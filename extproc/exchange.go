@@ -81,7 +81,8 @@ type exchange struct {
 	upContentType string
 	upHeadersSeen bool
 	resultSent    bool
-	streaming     bool // the response body was switched to STREAMED
+	streaming     bool            // the response body was switched to STREAMED
+	progress      *progressStream // a 2xx application/x-ndjson answer (progress.go)
 	callOutcome   string
 
 	streamErr error
@@ -149,6 +150,11 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		}
 		return x.responseHeaders(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
+		if x.progress != nil && x.streaming {
+			// Every chunk is rewritten, after the result too: the raw
+			// frames must never reach the client.
+			return x.progressBody(r.ResponseBody)
+		}
 		if x.fed != nil && x.streaming {
 			return x.fedResponseBody(r.ResponseBody)
 		}
