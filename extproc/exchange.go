@@ -33,7 +33,7 @@ const (
 	callOK          = "ok"
 	callUpstream4xx = "upstream_4xx"   // the Tool Service answered 4xx
 	callUpstream5xx = "upstream_5xx"   // the Tool Service answered 5xx
-	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none)
+	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none), a broken progress stream
 	callTooLarge    = "too_large"
 	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
 	callDenied      = "denied"            // a filter denied the call or its result

@@ -229,4 +229,11 @@ func TestProgressStream(t *testing.T) {
 			}
 		})
 	}
+	// Error frames are answers (ok); broken or unfinished streams are not.
+	for outcome, want := range map[string]float64{callOK: 9, callToolError: 7} {
+		labels := map[string]string{"route": "core", "tool": "echo", "outcome": outcome}
+		if got := metricValue(t, env.reg, "toolmesh_tool_calls_total", labels); got != want {
+			t.Errorf("tool_calls_total%v = %v, want %v", labels, got, want)
+		}
+	}
 }
