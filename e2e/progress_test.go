@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,8 +25,8 @@ type progressService struct {
 	release atomic.Pointer[chan struct{}]
 }
 
-func newProgressService(t *testing.T) *progressService {
-	t.Helper()
+func newProgressService(tb testing.TB) *progressService {
+	tb.Helper()
 	p := &progressService{toolService: &toolService{name: "prog"}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /manifest", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,8 +50,20 @@ func newProgressService(t *testing.T) *progressService {
 		_, _ = io.WriteString(w, `{"progress":2,"total":2}`+"\n"+
 			`{"result":{"content":[{"type":"text","text":"counted"}]}}`+"\n")
 	})
-	p.srv = newLoopbackServer(t, mux)
+	p.srv = httptest.NewServer(mux)
+	tb.Cleanup(p.srv.Close)
 	return p
+}
+
+// progressPortal writes a Portal with route "prog" listing only svc.
+func progressPortal(tb testing.TB, svc *progressService) string {
+	tb.Helper()
+	doc := `{"routes":[{"key":"prog","toolServices":[{"name":"prog","url":"` + svc.srv.URL + `","manifestPath":"/manifest"}]}]}`
+	path := filepath.Join(tb.TempDir(), "portal.json")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // TestGoSDKProgress calls a streaming native Tool Service through `toolmesh
@@ -59,7 +74,7 @@ func newProgressService(t *testing.T) *progressService {
 // without one the call gets the plain result.
 func TestGoSDKProgress(t *testing.T) {
 	svc := newProgressService(t)
-	gw := startGateway(t, writePortal(t, portalRoute{Key: "prog", Services: []*toolService{svc.toolService}}))
+	gw := startGateway(t, progressPortal(t, svc))
 	for _, tc := range []struct {
 		name, pin, wantVersion string
 		token                  any

@@ -130,12 +130,11 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 		x.anomaly("response_body before response_headers")
 	}
 	body := b.GetBody()
-	if x.progress != nil {
-		return x.progressBody(b)
-	}
 	u := mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}
 	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		u = mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}
+	} else if x.progress != nil {
+		return x.progressBody(b) // a buffered progress stream
 	}
 	out := x.result(u)
 	return responseBodyResponse(&extprocv3.CommonResponse{
