@@ -130,7 +130,7 @@ func TestProgressStream(t *testing.T) {
 		{name: "no token, no result: JSON error", body: legacyNo, chunks: []string{p1},
 			isError: true, text: "ended its stream without a result"},
 		{name: "a line over the reply limit", body: legacyTok, stream: true, token: `"p-1"`,
-			chunks: []string{`{"progress":1,"message":"` + strings.Repeat("x", 1<<20), `"}` + "\n" + res},
+			chunks:  []string{`{"progress":1,"message":"` + strings.Repeat("x", 1<<20), `"}` + "\n" + res},
 			isError: true, text: "response too large"},
 		{name: "no token, over the reply limit", body: legacyNo, chunks: []string{strings.Repeat(" ", 1<<20) + res},
 			isError: true, text: "response too large"},
