@@ -33,7 +33,7 @@ const (
 	callOK          = "ok"
 	callUpstream4xx = "upstream_4xx"   // the Tool Service answered 4xx
 	callUpstream5xx = "upstream_5xx"   // the Tool Service answered 5xx
-	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none)
+	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none), a broken progress stream
 	callTooLarge    = "too_large"
 	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
 	callDenied      = "denied"            // a filter denied the call or its result
@@ -81,7 +81,8 @@ type exchange struct {
 	upContentType string
 	upHeadersSeen bool
 	resultSent    bool
-	streaming     bool // the response body was switched to STREAMED
+	streaming     bool            // the response body was switched to STREAMED
+	progress      *progressStream // a 2xx application/x-ndjson answer (progress.go)
 	callOutcome   string
 
 	streamErr error
@@ -149,6 +150,11 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		}
 		return x.responseHeaders(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
+		if x.progress != nil && x.streaming {
+			// Every chunk is rewritten, after the result too: the raw
+			// frames must never reach the client.
+			return x.progressBody(r.ResponseBody)
+		}
 		if x.fed != nil && x.streaming {
 			return x.fedResponseBody(r.ResponseBody)
 		}

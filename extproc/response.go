@@ -40,6 +40,9 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 			}
 		}
 	}
+	if x.call != nil && isNDJSON(x.upContentType) && x.upStatus >= 200 && x.upStatus <= 299 {
+		return x.progressHeaders(h.GetEndOfStream())
+	}
 	if !h.GetEndOfStream() {
 		if x.upStatus >= 200 && x.upStatus <= 299 && !x.chain.FiltersResults() &&
 			isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
@@ -130,6 +133,8 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 	u := mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}
 	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		u = mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}
+	} else if x.progress != nil {
+		return x.progressBody(b) // a buffered progress stream
 	}
 	out := x.result(u)
 	return responseBodyResponse(&extprocv3.CommonResponse{
@@ -149,7 +154,12 @@ func (x *exchange) result(u mcp.Upstream) []byte {
 			slog.String("tool", x.call.Tool), slog.Int("upstream_status", u.Status),
 			slog.String("tool_outcome", x.callOutcome))
 	}
-	body := x.s.proto.CallResult(x.call, u)
+	return x.filtered(x.s.proto.CallResult(x.call, u))
+}
+
+// filtered runs the route's result filters on a response body built for
+// the call and returns what the client gets.
+func (x *exchange) filtered(body []byte) []byte {
 	if x.chain == nil {
 		return body
 	}

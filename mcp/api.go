@@ -133,6 +133,9 @@ type Call struct {
 	// for a direct call. It is for logs and metrics: the call is resolved,
 	// validated and routed the same either way.
 	Via string
+	// ProgressToken is a copy of params._meta.progressToken (a JSON string
+	// or number), nil when the client asked for no progress notifications.
+	ProgressToken json.RawMessage
 }
 
 // Outcome is what Handle decided: exactly one of Reply, Call and Forward

@@ -63,8 +63,11 @@
 //     never issues Mcp-Session-Id.
 //   - tools/list with a null cursor is the first page. A nil Catalog is an
 //     empty one.
-//   - tools/call with arguments absent or null routes "{}". params.task and
-//     _meta.progressToken are ignored (tasks are not offered).
+//   - tools/call with arguments absent or null routes "{}". params.task is
+//     ignored (tasks are not offered). A string or number
+//     _meta.progressToken is copied to Call.ProgressToken (any other value
+//     is ignored); ProgressEvent and ResultEvent encode what a streamed
+//     native call sends the client.
 //   - Call.ID is a copy; Call.Arguments aliases the body given to Handle,
 //     which must not change while the Call is in use.
 //   - Search mode (a catalog implementing MetaToolCatalog with SearchMode

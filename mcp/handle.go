@@ -19,6 +19,7 @@ type params struct {
 	uri, ref                                       []byte
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
 	metaCaps                                       []byte // _meta[MetaClientCapabilities]
+	progressToken                                  []byte // _meta.progressToken
 	dup                                            string
 }
 
@@ -98,6 +99,8 @@ func parseParams(obj []byte) params {
 				set(&p.metaVersion, val, k, &p.dup)
 			case MetaClientCapabilities:
 				set(&p.metaCaps, val, k, &p.dup)
+			case "progressToken":
+				set(&p.progressToken, val, k, &p.dup)
 			}
 			return true
 		})
@@ -400,7 +403,8 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 			}
 		}
 	}
-	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args}}
+	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args,
+		ProgressToken: progressToken(q.p.progressToken)}}
 }
 
 func reply(r *Reply) Outcome { return Outcome{Reply: r} }

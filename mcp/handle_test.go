@@ -241,6 +241,7 @@ func TestLegacyEra(t *testing.T) {
 	legacyCall := func(version, tool, args string) *Call {
 		return &Call{ID: json.RawMessage("4"), Era: EraLegacy, Version: version, Tool: tool, Arguments: json.RawMessage(args)}
 	}
+	withToken := func(c *Call, token string) *Call { c.ProgressToken = json.RawMessage(token); return c }
 	runHandleCases(t, s, testCatalog(t), []handleCase{
 		{name: "initialize 2025-11-25", req: legacyReq(), body: initWith("2025-11-25"), status: 200, id: "1", check: wantInit("2025-11-25")},
 		{name: "initialize 2025-06-18", req: legacyReq(), body: initWith("2025-06-18"), status: 200, id: "1", check: wantInit("2025-06-18")},
@@ -257,6 +258,12 @@ func TestLegacyEra(t *testing.T) {
 		{name: "tools/list params array", req: legacyReq(), body: `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":[]}`, status: 200, code: CodeInvalidParams, id: "3"},
 		{name: "tools/call", req: legacyReq(), body: call(`{"name":"echo","arguments":{"q":"hi"}}`), call: legacyCall("2025-03-26", "echo", `{"q":"hi"}`)},
 		{name: "tools/call version header", req: withVersion(legacyReq(), "2025-06-18"), body: call(`{"name":"echo","arguments":{"q":"hi"}}`), call: legacyCall("2025-06-18", "echo", `{"q":"hi"}`)},
+		{name: "tools/call string progressToken", req: legacyReq(), body: call(`{"name":"echo","_meta":{"progressToken":"p1"}}`),
+			call: withToken(legacyCall("2025-03-26", "echo", `{}`), `"p1"`)},
+		{name: "tools/call number progressToken", req: legacyReq(), body: call(`{"name":"echo","_meta":{"progressToken":42}}`),
+			call: withToken(legacyCall("2025-03-26", "echo", `{}`), `42`)},
+		{name: "tools/call object progressToken ignored", req: legacyReq(), body: call(`{"name":"echo","_meta":{"progressToken":{}}}`),
+			call: legacyCall("2025-03-26", "echo", `{}`)},
 		{name: "tools/call _meta version", req: legacyReq(), body: call(`{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}`), call: legacyCall("2025-11-25", "echo", `{}`)},
 		{name: "tools/call arguments verbatim", req: legacyReq(), body: call(`{"arguments": { "q" : "\u00e9" , "n":1.50 } ,"name":"echo"}`), call: legacyCall("2025-03-26", "echo", `{ "q" : "\u00e9" , "n":1.50 }`)},
 		{name: "tools/call no arguments", req: legacyReq(), body: call(`{"name":"echo"}`), call: legacyCall("2025-03-26", "echo", `{}`)},

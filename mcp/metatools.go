@@ -231,7 +231,8 @@ func (s *Server) callTool(q *request, cat Catalog, args []byte) Outcome {
 	default:
 		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
 	}
-	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: rawArgs, Via: ViaCallTool}}
+	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: rawArgs, Via: ViaCallTool,
+		ProgressToken: progressToken(q.p.progressToken)}}
 }
 
 // isEmptyArray reports whether the compact or spaced JSON array raw has no
