@@ -211,3 +211,42 @@ func TestToolsListCostFlat(t *testing.T) {
 		t.Errorf("the measure misses the copy of built answers: %d B vs %d B, list %d B", builtBig, builtSmall, listSize)
 	}
 }
+
+// BenchmarkToolsList10kServer is the server's own work for one 10,000-tool
+// tools/list, gRPC left out: "prepared" is what Process sends now; "built"
+// answers without prepared answers and then encodes the ProcessingResponse
+// with proto.Marshal, standing in for what gRPC's codec would do.
+func BenchmarkToolsList10kServer(b *testing.B) {
+	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(b, 10_000)}}
+	seq := listRequest("1", false)
+	for _, wire := range []bool{true, false} {
+		name := "built"
+		if wire {
+			name = "prepared"
+		}
+		b.Run(name, func(b *testing.B) {
+			srv, err := New(Config{}, routes, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if wire {
+				srv.GRPCServerOptions()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				x := srv.newExchange(context.Background())
+				x.next(seq[0])
+				switch m := x.next(seq[1]).(type) {
+				case *wireMessage:
+				case *extprocv3.ProcessingResponse:
+					if _, err := proto.Marshal(m); err != nil {
+						b.Fatal(err)
+					}
+				default:
+					b.Fatalf("unexpected answer %T", m)
+				}
+				x.finish()
+			}
+		})
+	}
+}
