@@ -120,6 +120,11 @@ func (x *exchange) next(req *extprocv3.ProcessingRequest) any {
 		return nil
 	case resp == sendPrepared:
 		m := x.prepared
+		if m == nil {
+			// Unreachable: answer sets both. Sent, a nil message would be
+			// an empty ProcessingResponse; Process turns this into a 500.
+			panic("extproc: sendPrepared without a prepared answer")
+		}
 		x.prepared = nil
 		return m
 	}
