@@ -24,7 +24,7 @@ import (
 
 // benchSnapshot is a route "core" of n tools spread over Tool Services of
 // at most 1000 tools each.
-func benchSnapshot(b *testing.B, n int) *registry.Snapshot {
+func benchSnapshot(b testing.TB, n int) *registry.Snapshot {
 	b.Helper()
 	route := registry.Route{Key: "core"}
 	manifests := map[string]*registry.Manifest{}

@@ -87,7 +87,13 @@ type exchange struct {
 
 	streamErr error
 	tr        exchangeTrace
+
+	prepared *wireMessage // the answer when dispatch returned sendPrepared
 }
+
+// sendPrepared, returned by dispatch, means "send x.prepared": an answer
+// already in wire format (wire.go). It is never sent itself.
+var sendPrepared = &extprocv3.ProcessingResponse{}
 
 func (s *Server) newExchange(ctx context.Context) *exchange {
 	return &exchange{
@@ -100,12 +106,45 @@ func (s *Server) newExchange(ctx context.Context) *exchange {
 	}
 }
 
-// handle answers one ProcessingRequest. nil means "send nothing".
-func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+// next answers one ProcessingRequest with what the stream sends: a
+// *extprocv3.ProcessingResponse or a *wireMessage. nil means "send nothing".
+func (x *exchange) next(req *extprocv3.ProcessingRequest) any {
+	var resp *extprocv3.ProcessingResponse
 	if x.tr.tracer != nil {
-		return x.handleTraced(req)
+		resp = x.handleTraced(req)
+	} else {
+		resp = x.dispatch(req)
 	}
-	return x.dispatch(req)
+	switch {
+	case resp == nil:
+		return nil
+	case resp == sendPrepared:
+		m := x.prepared
+		if m == nil {
+			// Unreachable: answer sets both. Sent, a nil message would be
+			// an empty ProcessingResponse; Process turns this into a 500.
+			panic("extproc: sendPrepared without a prepared answer")
+		}
+		x.prepared = nil
+		return m
+	}
+	return resp
+}
+
+// handle is next with a wire-format answer decoded, for callers that look
+// at the message.
+func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch m := x.next(req).(type) {
+	case *extprocv3.ProcessingResponse:
+		return m
+	case *wireMessage:
+		resp, err := m.message()
+		if err != nil {
+			panic(err) // wireImmediate wrote it: a bug, caught per request
+		}
+		return resp
+	}
+	return nil
 }
 
 // dispatch answers one ProcessingRequest by its kind.

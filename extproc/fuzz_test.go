@@ -30,6 +30,7 @@ func FuzzExchange(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	srv.GRPCServerOptions() // prepared answers on, as served; handle decodes them
 	f.Fuzz(func(t *testing.T, path, method, ctype, version, mcpMethod, mcpName string, body []byte,
 		upStatus, upType string, upBody []byte, headersOnly bool) {
 		x := srv.newExchange(context.Background())

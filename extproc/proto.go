@@ -53,8 +53,23 @@ func headerValue(h *corev3.HeaderValue) string {
 	return h.GetValue()
 }
 
-// immediate turns a protocol reply into an ImmediateResponse.
+// immediate turns a protocol reply into an ImmediateResponse. A reply in
+// Parts is joined here; the stream sends those as a wireMessage instead.
 func immediate(r *mcp.Reply, details string) *extprocv3.ProcessingResponse {
+	r.Flatten()
+	ir := immediateHead(r, len(r.Body) > 0, details)
+	ir.Body = r.Body // Envoy sets content-length itself
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: ir},
+		// Envoy stores it before sending the reply (ext_proc.cc
+		// onReceiveMessage), so local_reply_config can leave this JSON-RPC
+		// reply alone while it reshapes Envoy's own 400/413/5xx.
+		DynamicMetadata: answeredMetadata,
+	}
+}
+
+// immediateHead is the ImmediateResponse of r without its body.
+func immediateHead(r *mcp.Reply, hasBody bool, details string) *extprocv3.ImmediateResponse {
 	set := make([]*corev3.HeaderValueOption, 0, len(r.Headers)+1)
 	hasType := false
 	for _, h := range r.Headers {
@@ -62,7 +77,7 @@ func immediate(r *mcp.Reply, details string) *extprocv3.ProcessingResponse {
 		hasType = hasType || key == "content-type"
 		set = append(set, setHeader(key, h.Value))
 	}
-	if len(r.Body) > 0 && !hasType {
+	if hasBody && !hasType {
 		// Without it Envoy labels a local reply text/plain.
 		set = append(set, setHeader("content-type", contentTypeJSON))
 	}
@@ -70,19 +85,10 @@ func immediate(r *mcp.Reply, details string) *extprocv3.ProcessingResponse {
 	if len(set) > 0 {
 		mut = &extprocv3.HeaderMutation{SetHeaders: set}
 	}
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_ImmediateResponse{
-			ImmediateResponse: &extprocv3.ImmediateResponse{
-				Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
-				Headers: mut,
-				Body:    r.Body, // Envoy sets content-length itself
-				Details: details,
-			},
-		},
-		// Envoy stores it before sending the reply (ext_proc.cc
-		// onReceiveMessage), so local_reply_config can leave this JSON-RPC
-		// reply alone while it reshapes Envoy's own 400/413/5xx.
-		DynamicMetadata: answeredMetadata,
+	return &extprocv3.ImmediateResponse{
+		Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Status)},
+		Headers: mut,
+		Details: details,
 	}
 }
 

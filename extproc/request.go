@@ -212,7 +212,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
 		cat = x.tracedSearch(x.s.visible.catalog(x.routeKey, x.snap, x.chain))
 	}
-	out := x.s.proto.Handle(&x.req, body, cat)
+	out := x.s.proto.HandleShared(&x.req, body, cat)
 	if out.Forward != nil {
 		return x.forwardItem(out.Forward, body)
 	}
@@ -348,6 +348,14 @@ func (x *exchange) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proc
 		}
 	}
 	x.outcome, x.answered = outcome, true
+	if r.Parts != nil && x.s.wire.Load() {
+		m, err := wireImmediate(r, details)
+		if err == nil {
+			x.prepared = m
+			return sendPrepared
+		}
+		x.anomaly("falling back to a built response", slog.String("error", err.Error()))
+	}
 	return immediate(r, details)
 }
 

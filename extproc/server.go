@@ -111,6 +111,9 @@ type Server struct {
 	// servers.
 	sessions sessionCache
 	client   *upstream.Client // when cfg.Upstreams is nil
+	// wire is set once GRPCServerOptions installed wireCodec: only then
+	// may Process send a *wireMessage.
+	wire atomic.Bool
 }
 
 // upstreamHeaders returns a federated server's configured header values.
@@ -229,9 +232,18 @@ func (s *Server) Register(gs *grpc.Server) {
 // the Tool Service reply limit, whichever is larger) plus headers. grpc-go's
 // default of 4 MiB would otherwise fail the stream, and Envoy would answer 500
 // instead of the "response too large" result.
+//
+// It also installs a codec that is grpc-go's proto codec but sends the
+// answers this server prepared in wire format (wire.go) as they are; from
+// then on the server prepares them. Without it every answer is a
+// ProcessingResponse that gRPC encodes.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	limit := max(s.cfg.MaxResponseBytes, s.proto.Config().MaxBodyBytes)
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(int(limit + grpcHeadroom))}
+	s.wire.Store(true)
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(limit + grpcHeadroom)),
+		grpc.ForceServerCodecV2(newWireCodec()),
+	}
 }
 
 // Process implements [extprocv3.ExternalProcessorServer.Process]. It serves
@@ -258,11 +270,11 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 			x.streamErr = err
 			return err
 		}
-		resp := x.handle(req)
+		resp := x.next(req)
 		if resp == nil {
 			continue
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := stream.SendMsg(resp); err != nil {
 			if endOfStream(err) {
 				return nil
 			}

@@ -66,6 +66,33 @@ type Reply struct {
 	Status  int
 	Headers []Header
 	Body    []byte
+	// Parts, set only by HandleShared, is the body in pieces, Body being
+	// nil: a list page's items stay the array serialized once per snapshot,
+	// so a large list is copied to the wire, never concatenated. The pieces
+	// may be shared with other requests and must not be modified.
+	Parts [][]byte
+}
+
+// BodyLen is the length of the body, whole or in parts.
+func (r *Reply) BodyLen() int {
+	n := len(r.Body)
+	for _, p := range r.Parts {
+		n += len(p)
+	}
+	return n
+}
+
+// Flatten joins Parts into Body.
+func (r *Reply) Flatten() {
+	if r.Parts == nil {
+		return
+	}
+	b := make([]byte, 0, r.BodyLen())
+	b = append(b, r.Body...)
+	for _, p := range r.Parts {
+		b = append(b, p...)
+	}
+	r.Body, r.Parts = b, nil
 }
 
 // Tool is a tool as it appears in a tools/list answer. Schema-like fields are

@@ -124,6 +124,17 @@ type request struct {
 // returning a Call for a tools/call that must be routed. A nil cat is an
 // empty catalog.
 func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
+	out := s.HandleShared(r, body, cat)
+	if out.Reply != nil {
+		out.Reply.Flatten()
+	}
+	return out
+}
+
+// HandleShared is Handle, except that a reply may come in Parts that share
+// memory with the catalog (Reply.Parts): the caller must treat them as
+// read-only.
+func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 	if int64(len(body)) > s.cfg.MaxBodyBytes {
 		return reply(s.tooLarge())
 	}
@@ -325,28 +336,30 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 // listPage is the answer of a list method: items (a JSON array serialized
 // once per snapshot) under member, the next cursor, and in the 2026-07-28
 // era resultType and the list tail (ttlMs, cacheScope, serverInfo). Only the
-// envelope is written per request.
+// envelope is written per request; items is passed on as its own part,
+// never copied here.
 func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
-	b := make([]byte, 0, 96+len(q.id)+len(member)+len(items)+len(next)+len(s.listTail))
-	b = appendEnvelope(b, q.id)
-	b = append(b, `"result":{`...)
+	head := make([]byte, 0, 64+len(q.id)+len(member))
+	head = appendEnvelope(head, q.id)
+	head = append(head, `"result":{`...)
 	if q.era == EraStateless {
-		b = append(b, `"resultType":"complete",`...)
+		head = append(head, `"resultType":"complete",`...)
 	}
-	b = appendString(b, member)
-	b = append(b, ':')
-	b = append(b, items...)
+	head = appendString(head, member)
+	head = append(head, ':')
+
+	tail := make([]byte, 0, 32+len(next)+len(s.listTail))
 	if next != "" {
-		b = append(b, `,"nextCursor":`...)
-		b = appendString(b, next)
+		tail = append(tail, `,"nextCursor":`...)
+		tail = appendString(tail, next)
 	}
 	if q.era == EraStateless {
-		b = append(b, s.listTail...)
+		tail = append(tail, s.listTail...)
 	} else {
-		b = append(b, '}')
+		tail = append(tail, '}')
 	}
-	b = append(b, '}')
-	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Body: b})
+	tail = append(tail, '}')
+	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Parts: [][]byte{head, items, tail}})
 }
 
 func (s *Server) toolsCall(q *request, cat Catalog) Outcome {

@@ -1,0 +1,252 @@
+package extproc
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+// checkWire checks that the wire-format answer of r decodes to the message
+// immediate builds for the same reply.
+func checkWire(t *testing.T, r *mcp.Reply, details string) {
+	t.Helper()
+	flat := &mcp.Reply{Status: r.Status, Headers: r.Headers, Body: append([]byte(nil), r.Body...),
+		Parts: append([][]byte(nil), r.Parts...)}
+	want := immediate(flat, details)
+	m, err := wireImmediate(r, details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("wire message differs:\n got %v\nwant %v", got, want)
+	}
+	if n := m.bufs.Len(); n != proto.Size(want) {
+		t.Fatalf("wire message is %d bytes, the built one %d", n, proto.Size(want))
+	}
+}
+
+// listReply is a list page in parts, as mcp's listPage writes it, with a
+// filler of n bytes for the items.
+func listReply(id string, n int, next string) *mcp.Reply {
+	items := bytes.Repeat([]byte("x"), n)
+	head := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":`)
+	tail := []byte(`}}`)
+	if next != "" {
+		tail = []byte(`,"nextCursor":` + strconv.Quote(next) + `}}`)
+	}
+	return &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}},
+		Parts: [][]byte{head, items, tail}}
+}
+
+func TestWireImmediateEqualsBuilt(t *testing.T) {
+	// Item sizes on both sides of sharedPart and of the varint boundaries
+	// of the body and message lengths (2^7, 2^14, 2^21).
+	sizes := []int{0, 1, 50, 100, 127, 128, 200, sharedPart - 60, sharedPart - 1, sharedPart, sharedPart + 1,
+		16_300, 16_384, 16_500, 1<<21 - 120, 1<<21 - 60, 1 << 21, 1<<21 + 5}
+	ids := []string{"1", "-0.5e3", `"a"`, `"` + strings.Repeat("é", 40) + `"`, `"\u00e9\"x"`,
+		strconv.Quote(strings.Repeat("i", 100)), strconv.Quote(strings.Repeat("j", 200))}
+	for _, n := range sizes {
+		for _, id := range ids {
+			for _, next := range []string{"", "c2"} {
+				t.Run(strconv.Itoa(n)+"/"+id+"/"+next, func(t *testing.T) {
+					checkWire(t, listReply(id, n, next), detailsReply)
+				})
+			}
+		}
+	}
+	t.Run("body and parts", func(t *testing.T) {
+		r := listReply("7", sharedPart*2, "")
+		r.Body = []byte(`{"jsonrpc"`)
+		checkWire(t, r, detailsReply)
+	})
+	t.Run("no headers", func(t *testing.T) {
+		r := listReply("7", 10, "")
+		r.Headers = nil
+		checkWire(t, r, "")
+	})
+	t.Run("large part first and last", func(t *testing.T) {
+		big := bytes.Repeat([]byte("y"), sharedPart)
+		checkWire(t, &mcp.Reply{Status: 200, Parts: [][]byte{big, []byte("1"), big}}, detailsReply)
+	})
+}
+
+func FuzzWireImmediate(f *testing.F) {
+	f.Add(`1`, 10, "")
+	f.Add(`"abc"`, sharedPart, "next")
+	f.Add(strconv.Quote(strings.Repeat("z", 130)), 16_250, "")
+	f.Fuzz(func(t *testing.T, id string, n int, next string) {
+		if n < 0 || n > 1<<22 {
+			return
+		}
+		checkWire(t, listReply(id, n, next), detailsReply)
+	})
+}
+
+// listRequest is a tools/list request of the given era with JSON-RPC id id.
+func listRequest(id string, stateless bool) []*extprocv3.ProcessingRequest {
+	if !stateless {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}`
+		return []*extprocv3.ProcessingRequest{
+			reqHeaders(false, post("/mcp/core", len(body), "mcp-protocol-version", "2025-11-25")...),
+			reqBody(body),
+		}
+	}
+	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	return []*extprocv3.ProcessingRequest{
+		reqHeaders(false, post("/mcp/core", len(body), "mcp-protocol-version", "2026-07-28", "mcp-method", "tools/list")...),
+		reqBody(body),
+	}
+}
+
+// TestToolsListPrepared checks that a server sending prepared answers gives
+// the same tools/list answers as one building every ProcessingResponse, and
+// that it does prepare them.
+func TestToolsListPrepared(t *testing.T) {
+	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, 300)}}
+	newServer := func(wire bool) *Server {
+		srv, err := New(Config{}, routes, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wire {
+			srv.GRPCServerOptions()
+		}
+		return srv
+	}
+	prepared, built := newServer(true), newServer(false)
+	for _, stateless := range []bool{false, true} {
+		for _, id := range []string{"1", `"x"`, strconv.Quote(strings.Repeat("q", 300)), "12345678901234567890"} {
+			var got, want *extprocv3.ProcessingResponse
+			x, y := prepared.newExchange(context.Background()), built.newExchange(context.Background())
+			seq := listRequest(id, stateless)
+			x.handle(seq[0])
+			y.handle(seq[0])
+			m, ok := x.next(seq[1]).(*wireMessage)
+			if !ok {
+				t.Fatalf("id %s: the answer was not prepared", id)
+			}
+			var err error
+			if got, err = m.message(); err != nil {
+				t.Fatal(err)
+			}
+			want = y.handle(seq[1])
+			if want.GetImmediateResponse().GetStatus().GetCode() != 200 {
+				t.Fatalf("id %s: unexpected answer %v", id, want)
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("id %s stateless %v: prepared answer differs:\n got %v\nwant %v", id, stateless, got, want)
+			}
+		}
+	}
+}
+
+// listCost is the allocations and bytes allocated by the server answering
+// one tools/list on a route of n tools (gRPC left out).
+func listCost(t *testing.T, n int, wire bool) (allocs float64, bytesPerOp uint64) {
+	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, n)}}
+	srv, err := New(Config{}, routes, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wire {
+		srv.GRPCServerOptions()
+	}
+	seq := listRequest("1", false)
+	run := func() {
+		x := srv.newExchange(context.Background())
+		x.next(seq[0])
+		if x.next(seq[1]) == nil {
+			t.Fatal("no answer")
+		}
+		x.finish()
+	}
+	const runs = 50
+	allocs = testing.AllocsPerRun(runs, run)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		run()
+	}
+	runtime.ReadMemStats(&after)
+	return allocs, (after.TotalAlloc - before.TotalAlloc) / runs
+}
+
+// TestToolsListCostFlat checks that answering a 10,000-tool tools/list
+// allocates as often, and about as much, as a 100-tool one: the list is
+// not copied or encoded per request. The same measure without prepared
+// answers shows it would see a copy of the list.
+func TestToolsListCostFlat(t *testing.T) {
+	list, _, _ := benchSnapshot(t, 10_000).ToolsPage("")
+	listSize := len(list)
+	smallAllocs, smallBytes := listCost(t, 100, true)
+	bigAllocs, bigBytes := listCost(t, 10_000, true)
+	t.Logf("prepared: 100 tools %.0f allocs %d B, 10k tools %.0f allocs %d B (list %d B)",
+		smallAllocs, smallBytes, bigAllocs, bigBytes, listSize)
+	if bigAllocs > smallAllocs+2 {
+		t.Errorf("10k tools: %.0f allocations per request, 100 tools: %.0f", bigAllocs, smallAllocs)
+	}
+	if bigBytes > smallBytes+uint64(listSize)/20 {
+		t.Errorf("10k tools: %d B per request, 100 tools: %d B; the list is %d B", bigBytes, smallBytes, listSize)
+	}
+
+	// Negative control: built answers copy the list at least once (less
+	// the 100-tool list).
+	_, builtSmall := listCost(t, 100, false)
+	_, builtBig := listCost(t, 10_000, false)
+	t.Logf("built: 100 tools %d B, 10k tools %d B", builtSmall, builtBig)
+	if builtBig < builtSmall+uint64(listSize)*9/10 {
+		t.Errorf("the measure misses the copy of built answers: %d B vs %d B, list %d B", builtBig, builtSmall, listSize)
+	}
+}
+
+// BenchmarkToolsList10kServer is the server's own work for one 10,000-tool
+// tools/list, gRPC left out: "prepared" is what Process sends now; "built"
+// answers without prepared answers and then encodes the ProcessingResponse
+// with proto.Marshal, standing in for what gRPC's codec would do.
+func BenchmarkToolsList10kServer(b *testing.B) {
+	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(b, 10_000)}}
+	seq := listRequest("1", false)
+	for _, wire := range []bool{true, false} {
+		name := "built"
+		if wire {
+			name = "prepared"
+		}
+		b.Run(name, func(b *testing.B) {
+			srv, err := New(Config{}, routes, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if wire {
+				srv.GRPCServerOptions()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				x := srv.newExchange(context.Background())
+				x.next(seq[0])
+				switch m := x.next(seq[1]).(type) {
+				case *wireMessage:
+				case *extprocv3.ProcessingResponse:
+					if _, err := proto.Marshal(m); err != nil {
+						b.Fatal(err)
+					}
+				default:
+					b.Fatalf("unexpected answer %T", m)
+				}
+				x.finish()
+			}
+		})
+	}
+}
