@@ -333,17 +333,7 @@ func sortedHeaderKeys(h http.Header) []string {
 
 // fedResponseHeaders handles the response headers of a federated request.
 func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.upHeadersSeen = true
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		switch hv.GetKey() {
-		case ":status":
-			x.upStatus, _ = strconv.Atoi(headerValue(hv))
-		case "content-type":
-			if x.upContentType == "" {
-				x.upContentType = headerValue(hv)
-			}
-		}
-	}
+	x.noteResponseHeaders(h)
 	f := x.fed
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):

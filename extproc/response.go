@@ -25,10 +25,9 @@ import (
 // it. Any other event-stream answer is buffered like other replies and
 // becomes one result once it ends (result filters need the whole body).
 
-// responseHeaders remembers the upstream status and content type. When no
-// body follows, the result is produced here (CONTINUE_AND_REPLACE), because
-// no response_body message will come.
-func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+// noteResponseHeaders remembers the upstream status and content type, for
+// native and federated answers alike.
+func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 	x.upHeadersSeen = true
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		switch hv.GetKey() {
@@ -40,6 +39,13 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 			}
 		}
 	}
+}
+
+// responseHeaders remembers the upstream status and content type. When no
+// body follows, the result is produced here (CONTINUE_AND_REPLACE), because
+// no response_body message will come.
+func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.noteResponseHeaders(h)
 	if x.call != nil && isNDJSON(x.upContentType) && x.upStatus >= 200 && x.upStatus <= 299 {
 		return x.progressHeaders(h.GetEndOfStream())
 	}

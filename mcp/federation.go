@@ -160,16 +160,9 @@ func (s *Server) federated(q *request, cat Catalog) (Outcome, bool) {
 // itemsList answers resources/list, resources/templates/list and
 // prompts/list from the snapshot, paged like tools/list.
 func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, member string) Outcome {
-	if q.params != nil && !isObject(q.params) {
-		return fail(200, q.id, CodeInvalidParams, "Invalid params: params must be an object")
-	}
-	var cursor string
-	if c := q.p.cursor; c != nil && !isNull(c) {
-		v, ok := stringValue(c)
-		if !ok {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: cursor must be a string")
-		}
-		cursor = v
+	cursor, bad := listCursor(q)
+	if bad != nil {
+		return *bad
 	}
 	items, next, ok := fc.ItemsPage(kind, cursor)
 	if !ok {

@@ -304,17 +304,28 @@ func (s *Server) handleLegacy(q *request, cat Catalog) Outcome {
 	return fail(200, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
 }
 
-func (s *Server) toolsList(q *request, cat Catalog) Outcome {
+// listCursor reads a list request's params.cursor; bad is the answer to a
+// request whose params or cursor have the wrong shape.
+func listCursor(q *request) (cursor string, bad *Outcome) {
 	if q.params != nil && !isObject(q.params) {
-		return fail(200, q.id, CodeInvalidParams, "Invalid params: params must be an object")
+		o := fail(200, q.id, CodeInvalidParams, "Invalid params: params must be an object")
+		return "", &o
 	}
-	var cursor string
 	if c := q.p.cursor; c != nil && !isNull(c) {
 		v, ok := stringValue(c)
 		if !ok {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: cursor must be a string")
+			o := fail(200, q.id, CodeInvalidParams, "Invalid params: cursor must be a string")
+			return "", &o
 		}
 		cursor = v
+	}
+	return cursor, nil
+}
+
+func (s *Server) toolsList(q *request, cat Catalog) Outcome {
+	cursor, bad := listCursor(q)
+	if bad != nil {
+		return *bad
 	}
 	var tools []byte
 	var next string

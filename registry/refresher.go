@@ -352,15 +352,10 @@ func (r *Registry) retryDue(ctx context.Context) error {
 	now := r.now()
 	var errs []error
 	if at := r.state.Load().portalRetryAt; !at.IsZero() && !now.Before(at) {
-		listed, err := r.list(ctx)
+		err := r.listAndRestore(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.warmStart(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.saveListing(ctx, listed)
 		errs = append(errs, err)
 	}
 	st := r.state.Load()
@@ -399,16 +394,27 @@ func (r *Registry) backoff(failures int) time.Duration {
 func (r *Registry) Refresh(ctx context.Context) error {
 	r.cycle.Lock()
 	defer r.cycle.Unlock()
-	listed, listErr := r.list(ctx)
+	listErr := r.listAndRestore(ctx)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	return errors.Join(listErr, r.refreshManifests(ctx, nil))
+}
+
+// listAndRestore lists the Portal (a failure keeps the previous routes),
+// warm-starts listed routes without a snapshot from the Store and saves the
+// listing. It returns the listing's error; the caller checks ctx.
+func (r *Registry) listAndRestore(ctx context.Context) error {
+	listed, err := r.list(ctx)
+	if ctx.Err() != nil {
+		return err
 	}
 	r.warmStart(ctx)
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return err
 	}
 	r.saveListing(ctx, listed)
-	return errors.Join(listErr, r.refreshManifests(ctx, nil))
+	return err
 }
 
 // list asks the Portal for its routes and applies a successful answer, which
