@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -70,6 +71,7 @@ type exchange struct {
 	status      int // HTTP status of a local answer
 
 	headers     *corev3.HeaderMap // the client's request headers, for filters
+	caller      *identity.Caller  // set in the request-headers phase by authentication; nil: anonymous
 	chain       *filters.Chain    // the route's filters, captured with the call
 	call        *mcp.Call         // the request's tools/call, once Handle returned one
 	tool        *registry.Tool    // the tool it resolved to
