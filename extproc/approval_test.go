@@ -297,3 +297,52 @@ func TestApprovalLegacyEra(t *testing.T) {
 		t.Errorf("unsupported = %v, want 1", got)
 	}
 }
+
+// TestApprovalFederated: an approved call of a federated server's tool is
+// forwarded without the gateway's requestState and answer; a server's own
+// requestState on a tool that needs approval is refused (the client cannot
+// carry two); with no rule selecting the tool, the server's multi
+// round-trip retry passes untouched.
+func TestApprovalFederated(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	send := func(body string) *extprocv3.ProcessingResponse {
+		t.Helper()
+		v := env.open(t)
+		defer v.close()
+		v.send(reqHeaders(false, post("/mcp/fed", len(body), stateless("tools/call", "gh_search")...)...))
+		return v.send(reqBody(body))
+	}
+	call := func(id, extra string) string {
+		if extra != "" {
+			extra += ","
+		}
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"gh_search","arguments":{"q":"x"},` + extra + capsElicit + `}}`
+	}
+	serverRetry := call("3", `"requestState":"server-state-1","inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}`)
+
+	// No approval: the server's retry is forwarded with its state and answers.
+	if got := bodyOf(send(serverRetry)); !strings.Contains(got, `"requestState":"server-state-1"`) || !strings.Contains(got, `"inputResponses":{"confirm"`) {
+		t.Fatalf("without approval the MRTR retry changed: %s", got)
+	}
+
+	a, err := approval.New(approval.Config{Keys: []approval.Key{approvalKey1}, Routes: map[string]approval.Rule{"fed": {Tools: []string{"gh_*"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.srv.SetApproval(a)
+	var first struct {
+		Result struct{ ResultType, RequestState string } `json:"result"`
+	}
+	if err := json.Unmarshal(send(call("1", "")).GetImmediateResponse().GetBody(), &first); err != nil || first.Result.ResultType != "input_required" {
+		t.Fatalf("first call: %v %+v", err, first)
+	}
+	want := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"q":"x"},` + capsElicit + `}}`
+	if got := bodyOf(send(call("2", `"requestState":"`+first.Result.RequestState+`",`+approveYes))); got != want {
+		t.Fatalf("approved call forwarded as\n%s\nwant\n%s", got, want)
+	}
+	_, code, msg, reason := rpcErrorOf(t, send(serverRetry))
+	if code != mcp.CodeInvalidParams || reason != "malformed_state" || !strings.Contains(msg, "not issued by this gateway") {
+		t.Fatalf("server's state on a tool that needs approval: %d %q %q", code, msg, reason)
+	}
+}
