@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/extproc/approval"
 )
 
 const (
@@ -265,4 +267,25 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestApprovalRuleDefaults: an entry that names neither annotations nor
+// tools selects destructiveHint; an explicit empty list selects nothing.
+func TestApprovalRuleDefaults(t *testing.T) {
+	t.Setenv("TOOLMESH_TEST_APPROVAL_KEY", approvalSecretA)
+	cfg := defaultConfig()
+	doc := "approval:\n  keys: [{id: k1, env: TOOLMESH_TEST_APPROVAL_KEY}]\n  routes:\n    a: {}\n    b: {annotations: []}\n    c: {tools: [x]}\n"
+	if err := parseConfig([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := cfg.Approval.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	destructive := approval.Tool{Name: "drop", Annotations: []byte(`{"destructiveHint":true}`)}
+	for route, want := range map[string]bool{"a": true, "b": false, "c": false, "d": false} {
+		if got, _ := ap.Needs(route, destructive); got != want {
+			t.Errorf("route %s: needs approval %v, want %v", route, got, want)
+		}
+	}
 }
