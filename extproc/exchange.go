@@ -78,6 +78,7 @@ type exchange struct {
 	routed      bool              // the call was sent to a Tool Service
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
 	fed         *fedCall          // set when routed to a federated MCP server
+	approved    bool              // the approval step granted the call (approval.go)
 
 	upStatus      int
 	upContentType string

@@ -149,7 +149,9 @@ func (x *exchange) forwardCall(call *mcp.Call, t *registry.Tool, body, args []by
 	tgt := fedTarget{service: t.Service, method: "tools/call", name: t.UpstreamName,
 		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool,
 		params: mcp.ParamHeaderValues(t.ParamHeaders, args)}
-	if call.Via != "" || !bytes.Equal(args, call.Arguments) {
+	// An approved call's body carries the gateway's requestState and
+	// answer, which are not the server's: it is rebuilt without them.
+	if call.Via != "" || x.approved || !bytes.Equal(args, call.Arguments) {
 		body = upstreamCallBody(call, t.UpstreamName, args, mcp.Member(mcp.Member(body, "params"), "_meta"))
 		tgt.rename = false
 	}

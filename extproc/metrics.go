@@ -15,6 +15,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec // route, method
 	toolCalls *prometheus.CounterVec   // route, tool, outcome
 	tools     *toolLabels              // bounds the tool label of toolCalls
+	approvals *prometheus.CounterVec   // route, decision (approval.go)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "toolmesh_tool_calls_total",
 			Help: "Resolved tools/call requests, by route, tool (at most toolLabelsPerRoute distinct tools per route by name, the first called; the rest as \"(other)\") and outcome.",
 		}, []string{"route", "tool", "outcome"}),
+		approvals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_approvals_total",
+			Help: "Decisions of the gateway's approval step on tools/call requests that need a person's approval, by route and decision (requested, granted, declined, refused, unsupported).",
+		}, []string{"route", "decision"}),
 	}
 	// A second Server on the same registry shares the series.
 	var err error
@@ -44,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.toolCalls, err = promreg.Register(reg, m.toolCalls); err != nil {
+		return nil, err
+	}
+	if m.approvals, err = promreg.Register(reg, m.approvals); err != nil {
 		return nil, err
 	}
 	return m, nil

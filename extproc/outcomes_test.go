@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/filters"
 )
 
@@ -128,6 +129,16 @@ var outcomeCases = []outcomeCase{
 		drive: upstreamReply("200", `{"data":"`+strings.Repeat("x", 100)+`"}`)},
 	{name: "Envoy answered itself (timeout or unavailable)", request: callNoResponse, call: callNoResponse, tool: "echo",
 		drive: func(t *testing.T, e *testEnv) { routed(t, e, "echo", `{}`).close() }},
+	{name: "answered by the approval step", request: outcomeApproval, call: outcomeApproval, tool: "echo",
+		drive: func(t *testing.T, e *testEnv) {
+			a, err := approval.New(approval.Config{Keys: []approval.Key{approvalKey1}, Routes: map[string]approval.Rule{"core": {Tools: []string{"echo"}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.srv.SetApproval(a)
+			defer e.srv.SetApproval(nil)
+			answered(t, e, "/mcp/core", callReq("echo", `{}`), 200) // legacy era: an isError result
+		}},
 }
 
 // TestOutcomeLabels drives each case on its own and checks that exactly the

@@ -156,7 +156,9 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	// the route Envoy settles on is the Tool Service's from the start. The
 	// body phase checks header against body and repeats the mutation.
 	if name, ok := x.s.proto.PeekCall(&x.req); ok {
-		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() {
+		// A call that needs approval is decided in the body phase, which
+		// reads its requestState and inputResponses: it is not routed here.
+		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.s.mayNeedApproval(key, t) {
 			x.headerRoute = t
 			return requestHeadersResponse(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{
@@ -278,6 +280,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 				outcome, denyDetails(outcome))
 		}
 		args, addHeaders = freq.Arguments, out.AddHeaders
+	}
+	if r := x.approve(call, t); r != nil {
+		return r
 	}
 	if t.Federated() {
 		// Filter headers are for the native contract; a federated server

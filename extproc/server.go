@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -114,6 +115,9 @@ type Server struct {
 	// wire is set once GRPCServerOptions installed wireCodec: only then
 	// may Process send a *wireMessage.
 	wire atomic.Bool
+	// approval is the approval configuration in force (approval.go); nil:
+	// no call needs approval. Swapped whole by SetApproval.
+	approval atomic.Pointer[approval.Approver]
 }
 
 // upstreamHeaders returns a federated server's configured header values.

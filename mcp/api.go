@@ -163,6 +163,10 @@ type Call struct {
 	// ProgressToken is a copy of params._meta.progressToken (a JSON string
 	// or number), nil when the client asked for no progress notifications.
 	ProgressToken json.RawMessage
+	// Input is what the request carries for a multi round-trip request
+	// (params.requestState, params.inputResponses) and whether the client
+	// declared form elicitation; nil when it carries none of them.
+	Input *CallInput
 }
 
 // Outcome is what Handle decided: exactly one of Reply, Call and Forward

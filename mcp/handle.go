@@ -17,6 +17,7 @@ type message struct {
 type params struct {
 	name, arguments, cursor, protocolVersion, meta []byte
 	uri, ref                                       []byte
+	requestState, inputResponses                   []byte // MRTR retry members (inputrequired.go)
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
 	metaCaps                                       []byte // _meta[MetaClientCapabilities]
 	progressToken                                  []byte // _meta.progressToken
@@ -88,6 +89,10 @@ func parseParams(obj []byte) params {
 			set(&p.uri, val, k, &p.dup)
 		case "ref":
 			set(&p.ref, val, k, &p.dup)
+		case "requestState":
+			set(&p.requestState, val, k, &p.dup)
+		case "inputResponses":
+			set(&p.inputResponses, val, k, &p.dup)
 		}
 		return true
 	})
@@ -427,8 +432,12 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 			}
 		}
 	}
+	in, bad := callInput(q)
+	if bad != nil {
+		return *bad
+	}
 	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args,
-		ProgressToken: progressToken(q.p.progressToken)}}
+		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 
 func reply(r *Reply) Outcome { return Outcome{Reply: r} }

@@ -231,8 +231,12 @@ func (s *Server) callTool(q *request, cat Catalog, args []byte) Outcome {
 	default:
 		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
 	}
+	in, bad := callInput(q)
+	if bad != nil {
+		return *bad
+	}
 	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: rawArgs, Via: ViaCallTool,
-		ProgressToken: progressToken(q.p.progressToken)}}
+		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 
 // isEmptyArray reports whether the compact or spaced JSON array raw has no

@@ -182,6 +182,13 @@ type Config struct {
 	// allowed), so Envoy's health checks and load balancers move away first.
 	DrainDelay registry.Duration `json:"drainDelay,omitempty"`
 
+	// Approval configures gateway-side human approval of risky tool calls
+	// (docs/operators.md, "Approval"): {"keys": [{"id": "k1", "file":
+	// "/run/secrets/approval-k1"}], "ttl": "5m", "routes": {"core":
+	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
+	// []}}, "default": {...}}. Reloaded on SIGHUP.
+	Approval *ApprovalConfig `json:"approval,omitempty"`
+
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
 	// LogFormat is text or json (default text). Logs go to stderr.
@@ -495,6 +502,9 @@ func (c *Config) Validate() error {
 		if err := c.Filters.Validate(); err != nil {
 			bad("filters", "%v", err)
 		}
+	}
+	if _, err := c.Approval.build(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)

@@ -58,6 +58,11 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
+	ap, err := a.cfg.Approval.build()
+	if err != nil {
+		return err
+	}
+	srv.SetApproval(ap)
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)

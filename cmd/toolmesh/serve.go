@@ -71,6 +71,7 @@ type app struct {
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 	adminToken string                // "": the admin endpoints need no token
+	configPath string                // the --config file ("" none), re-read on SIGHUP
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -132,7 +133,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, configPath: h.configPath}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
@@ -406,6 +407,7 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
+		a.reloadApproval()
 	}
 }
 

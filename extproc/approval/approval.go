@@ -1,0 +1,201 @@
+// Package approval decides which tool calls need a human's approval at the
+// gateway and binds an approval to one exact call with a stateless,
+// HMAC-authenticated requestState (docs/decisions/0011-gateway-approval.md).
+//
+// The gateway keeps no server-side state: the state it hands the client
+// says which call it approves (route, tool, Tool Service, a hash of the
+// canonical arguments, the caller) and until when, under the operator's
+// key. Any replica holding the key verifies it. Because nothing is
+// remembered, the same state with the same approved call can be presented
+// again until it expires: TTL bounds that window.
+package approval
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Limits of the configuration.
+const (
+	// MinKeyBytes is the shortest HMAC key accepted (RFC 2104 section 3:
+	// at least the hash output, 32 bytes for SHA-256).
+	MinKeyBytes = 32
+	// DefaultTTL is how long an approval request stays answerable.
+	DefaultTTL = 5 * time.Minute
+	// MinTTL and MaxTTL bound TTL: long enough for a person to read and
+	// answer, short enough to keep the replay window small.
+	MinTTL = 10 * time.Second
+	MaxTTL = time.Hour
+	// DefaultAnnotation is what a route entry without annotations matches.
+	DefaultAnnotation = "destructiveHint"
+)
+
+// keyIDPattern keeps key ids short and free of the state's separator.
+var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// Key is one HMAC-SHA256 key.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Rule says which calls of a route need approval: a tool whose annotation
+// named in Annotations is true, or whose name matches a Tools pattern
+// (path.Match), unless its name matches an Exempt pattern.
+type Rule struct {
+	Annotations []string
+	Tools       []string
+	Exempt      []string
+	// CEL expressions are not supported yet: authorization's CEL evaluator
+	// (extproc/authz) is the one to reuse once it exists, with the same
+	// variables (tool, caller, args). A When field would go here and be
+	// evaluated in Approver.Needs, after the name and annotation checks.
+}
+
+// Config is a validated approval configuration's input.
+type Config struct {
+	// Keys: the first signs, every one verifies (rotation).
+	Keys []Key
+	// TTL is how long a minted state is accepted (DefaultTTL when 0).
+	TTL time.Duration
+	// Routes replaces Default, as a whole, for the routes it names.
+	Routes map[string]Rule
+	// Default applies to every route without an entry; nil: none needs
+	// approval.
+	Default *Rule
+	// Now is the clock (time.Now when nil); tests inject their own.
+	Now func() time.Time
+}
+
+// Approver decides and mints/verifies states. It is immutable: a new
+// configuration builds a new Approver, swapped in atomically.
+type Approver struct {
+	signer Key
+	keys   map[string][]byte
+	ttl    time.Duration
+	routes map[string]Rule
+	def    *Rule
+	now    func() time.Time
+}
+
+// New validates cfg and builds its Approver. Errors name the field.
+func New(cfg Config) (*Approver, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("approval.keys: at least one key is required")
+	}
+	a := &Approver{keys: make(map[string][]byte, len(cfg.Keys)), ttl: cfg.TTL, now: cfg.Now}
+	for i, k := range cfg.Keys {
+		if !keyIDPattern.MatchString(k.ID) {
+			return nil, fmt.Errorf("approval.keys[%d].id %q: 1 to 32 of A-Z a-z 0-9 _ -", i, k.ID)
+		}
+		if _, dup := a.keys[k.ID]; dup {
+			return nil, fmt.Errorf("approval.keys[%d].id %q: duplicate key id", i, k.ID)
+		}
+		if len(k.Secret) < MinKeyBytes {
+			return nil, fmt.Errorf("approval.keys[%d] (id %s): the key has %d bytes, at least %d are required", i, k.ID, len(k.Secret), MinKeyBytes)
+		}
+		a.keys[k.ID] = slices.Clone(k.Secret)
+	}
+	a.signer = Key{ID: cfg.Keys[0].ID, Secret: a.keys[cfg.Keys[0].ID]}
+	if a.ttl == 0 {
+		a.ttl = DefaultTTL
+	}
+	if a.ttl < MinTTL || a.ttl > MaxTTL {
+		return nil, fmt.Errorf("approval.ttl %s: must be between %s and %s", a.ttl, MinTTL, MaxTTL)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.routes = make(map[string]Rule, len(cfg.Routes))
+	for route, r := range cfg.Routes {
+		if err := r.check(); err != nil {
+			return nil, fmt.Errorf("approval.routes.%s: %w", route, err)
+		}
+		a.routes[route] = r.withDefaults()
+	}
+	if cfg.Default != nil {
+		if err := cfg.Default.check(); err != nil {
+			return nil, fmt.Errorf("approval.default: %w", err)
+		}
+		d := cfg.Default.withDefaults()
+		a.def = &d
+	}
+	return a, nil
+}
+
+func (r Rule) check() error {
+	for field, pats := range map[string][]string{"tools": r.Tools, "exempt": r.Exempt} {
+		for _, p := range pats {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("%s: pattern %q: %w", field, p, err)
+			}
+		}
+	}
+	for _, a := range r.Annotations {
+		if a == "" {
+			return errors.New("annotations: empty annotation name")
+		}
+	}
+	return nil
+}
+
+// withDefaults gives an entry that names neither annotations nor tools the
+// default annotation. An explicit empty list (annotations: []) stays empty.
+func (r Rule) withDefaults() Rule {
+	if r.Annotations == nil && r.Tools == nil {
+		r.Annotations = []string{DefaultAnnotation}
+	}
+	return r
+}
+
+// TTL is how long a minted state is accepted.
+func (a *Approver) TTL() time.Duration { return a.ttl }
+
+// Tool is what the policy looks at of a resolved tool.
+type Tool struct {
+	Name    string
+	Service string
+	// Annotations is the tool's annotations object as listed (may be nil).
+	Annotations json.RawMessage
+}
+
+// Needs reports whether a call of t on route needs approval, and why (the
+// annotation or pattern that matched), for audit events.
+func (a *Approver) Needs(route string, t Tool) (bool, string) {
+	if a == nil {
+		return false, ""
+	}
+	r, ok := a.routes[route]
+	if !ok {
+		if a.def == nil {
+			return false, ""
+		}
+		r = *a.def
+	}
+	for _, p := range r.Exempt {
+		if m, _ := path.Match(p, t.Name); m {
+			return false, ""
+		}
+	}
+	for _, p := range r.Tools {
+		if m, _ := path.Match(p, t.Name); m {
+			return true, "tool pattern " + p
+		}
+	}
+	if len(r.Annotations) > 0 && len(t.Annotations) > 0 {
+		var ann map[string]any
+		if json.Unmarshal(t.Annotations, &ann) == nil {
+			for _, name := range r.Annotations {
+				if v, _ := ann[name].(bool); v {
+					return true, "annotation " + name
+				}
+			}
+		}
+	}
+	return false, ""
+}
