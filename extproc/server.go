@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -35,6 +36,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -107,6 +109,12 @@ type Server struct {
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
+	// upstreamAuth is the upstreamAuth configuration in force
+	// (upstreamauth.go); swapped whole by SetUpstreamAuth.
+	upstreamAuth atomic.Pointer[UpstreamAuth]
+	// callerSeam, set only by tests, stands in for token authentication
+	// (the request's caller from its headers); nil in production.
+	callerSeam func(*corev3.HeaderMap) *identity.Caller
 	// sessions are the gateway's own legacy sessions with federated MCP
 	// servers.
 	sessions sessionCache
