@@ -147,4 +147,3 @@ func TestPlaintextAttributes(t *testing.T) {
 		t.Errorf("attributes %v, want an empty Struct under %s", attrs, extProcAttrNamespace)
 	}
 }
-
