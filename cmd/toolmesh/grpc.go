@@ -58,6 +58,9 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
+	if err := srv.SetUpstreamAuth(extproc.UpstreamAuth{Services: a.cfg.UpstreamAuth, Credentials: a.cfg.Credentials}); err != nil {
+		return fmt.Errorf("extproc server: %w", err)
+	}
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
@@ -140,6 +143,7 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		ServerName:       a.cfg.ServerName,
 		ServerVersion:    version,
 		EnvoyTracing:     a.envoyTracing(),
+		DownstreamTLS:    a.cfg.DownstreamTLS,
 	}, metrics)
 	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
@@ -229,4 +233,21 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 		gs.Stop()
 		<-done
 	}
+}
+
+// reloadUpstreamAuth puts the upstreamAuth of the configuration as it is
+// now (file and flags) in force; on any error the last good one stays.
+func (a *app) reloadUpstreamAuth() {
+	if a.extprocServer == nil || a.reloadConfig == nil {
+		return
+	}
+	cfg, err := a.reloadConfig()
+	if err == nil {
+		err = a.extprocServer.SetUpstreamAuth(extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
+	}
+	if err != nil {
+		a.log.Error("upstreamAuth reload failed; the last good configuration stays in force", slog.Any("error", err))
+		return
+	}
+	a.log.Info("SIGHUP: upstreamAuth reloaded", slog.Int("services", len(cfg.UpstreamAuth)))
 }

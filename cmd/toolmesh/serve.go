@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,8 @@ type app struct {
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 	adminToken string                // "": the admin endpoints need no token
+	// reloadConfig reads the configuration again on SIGHUP; nil: no reload.
+	reloadConfig func() (Config, error)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -132,7 +135,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
@@ -335,7 +338,13 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 	})
 	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go serveHTTP(a.dataPlane, ls.dataPlane, "dataplane", errc)
+	ln := ls.dataPlane
+	if a.cfg.DownstreamTLS != nil {
+		// The listener xDS programs is mTLS-only: its socket is served with
+		// the TLS context the listener carries.
+		ln = tls.NewListener(ln, dp.TLSConfig())
+	}
+	go serveHTTP(a.dataPlane, ln, "dataplane", errc)
 	a.stopDataPlane = func() {
 		cancel()
 		wg.Wait()
@@ -406,6 +415,7 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
+		a.reloadUpstreamAuth()
 	}
 }
 
