@@ -298,3 +298,23 @@ func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []str
 	}
 	return out
 }
+
+// ListingCredentials returns the static credential header of service's
+// upstreamAuth entry in u (nil u or entry: none): what the gateway's own
+// listing of a federated MCP server sends, besides the Portal's headers.
+// Claims and forwarded tokens belong to a caller and are never part of it.
+func ListingCredentials(u UpstreamAuth, service string) (map[string]string, error) {
+	a, ok := u.Services[service]
+	if !ok || a.Credential == "" {
+		return nil, nil
+	}
+	src, ok := u.Credentials[a.Credential]
+	if !ok {
+		return nil, fmt.Errorf("upstreamAuth.%s.credential %q is not defined in credentials", service, a.Credential)
+	}
+	v, err := src.Read()
+	if err != nil {
+		return nil, fmt.Errorf("upstreamAuth.%s.credential %q: %w", service, a.Credential, err)
+	}
+	return map[string]string{a.header(): a.Prefix + v}, nil
+}

@@ -58,7 +58,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
-	if err := srv.SetUpstreamAuth(extproc.UpstreamAuth{Services: a.cfg.UpstreamAuth, Credentials: a.cfg.Credentials}); err != nil {
+	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
@@ -238,16 +238,21 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 // reloadUpstreamAuth puts the upstreamAuth of the configuration as it is
 // now (file and flags) in force; on any error the last good one stays.
 func (a *app) reloadUpstreamAuth() {
-	if a.extprocServer == nil || a.reloadConfig == nil {
+	if a.reloadConfig == nil {
 		return
 	}
 	cfg, err := a.reloadConfig()
+	u := extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials}
 	if err == nil {
-		err = a.extprocServer.SetUpstreamAuth(extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
+		err = u.Validate()
+	}
+	if err == nil && a.extprocServer != nil {
+		err = a.extprocServer.SetUpstreamAuth(u)
 	}
 	if err != nil {
 		a.log.Error("upstreamAuth reload failed; the last good configuration stays in force", slog.Any("error", err))
 		return
 	}
+	a.upstreamAuth.Store(&u)
 	a.log.Info("SIGHUP: upstreamAuth reloaded", slog.Int("services", len(cfg.UpstreamAuth)))
 }

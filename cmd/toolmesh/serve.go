@@ -74,6 +74,9 @@ type app struct {
 	adminToken string                // "": the admin endpoints need no token
 	// reloadConfig reads the configuration again on SIGHUP; nil: no reload.
 	reloadConfig func() (Config, error)
+	// upstreamAuth is the upstreamAuth in force, for the registry's
+	// listings (the extproc server holds its own copy); swapped on SIGHUP.
+	upstreamAuth atomic.Pointer[extproc.UpstreamAuth]
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -150,6 +153,16 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		cleanups = append(cleanups, func() { _ = c.Close() })
 	}
 	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
+	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
+	if l, ok := a.lister.(interface {
+		SetListingHeaders(func(string) (map[string]string, error))
+	}); ok {
+		// The gateway's own listings send a federated server's upstreamAuth
+		// credential too, as its calls do.
+		l.SetListingHeaders(func(service string) (map[string]string, error) {
+			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
+		})
+	}
 	a.reg = registry.New(registry.Options{
 		Source:       src,
 		Fetcher:      registry.NewHTTPFetcher(client, 0),
