@@ -747,6 +747,8 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 // the first); any other expression is logged as ignored at Apply. Go
 // renders a URI SAN from its parsed url.URL, which is the certificate's
 // text for SPIFFE IDs [inferred]. response_attributes are not emulated.
+// ext_proc.cc, matching_utils.cc and context.cc were read on a recent
+// envoyproxy/envoy main, not at the v1.40.0 tag [verify].
 const extProcAttrNamespace = "envoy.filters.http.ext_proc"
 
 var emulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}
@@ -804,8 +806,9 @@ func extProcAttributes(exprs []string, cs *tls.ConnectionState) *structpb.Struct
 //     require_client_certificate it also fails the handshake without one
 //     (DefaultCertValidator::addClientValidationContext sets
 //     SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-//     source/common/tls/cert_validator/default_validator.cc; the
-//     verify-if-given mode without require is [inferred]).
+//     source/common/tls/cert_validator/default_validator.cc, read in an
+//     older tree under source/extensions/transport_sockets/tls [verify];
+//     the verify-if-given mode without require is [inferred]).
 //   - Envoy's TLS defaults: TLS 1.2 minimum (tls.proto TlsParameters).
 //   - A plaintext request on a TLS listener never reaches the HTTP
 //     connection manager: the handshake fails and the connection closes.
