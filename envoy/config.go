@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sort"
@@ -27,6 +28,10 @@ type config struct {
 	hcm      *hcmConfig
 	routes   *routeTable
 	clusters map[string]*cluster
+
+	// downstreamTLS is the listener's DownstreamTlsContext, nil for
+	// plaintext (downstream_tls.go).
+	downstreamTLS *tls.Config
 }
 
 const (
@@ -181,6 +186,9 @@ func compileConfig(res resourceList) (*config, error) {
 		}
 		if cfg.routes, err = compileRouteTable(rc, names); err != nil {
 			return nil, fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
+		}
+		if cfg.downstreamTLS, err = listenerTLS(l); err != nil {
+			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 		}
 		cfg.listener, cfg.hcm = l.GetName(), hc
 	}

@@ -174,6 +174,11 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no listener configured", http.StatusServiceUnavailable)
 		return
 	}
+	if cfg.downstreamTLS != nil && r.TLS == nil {
+		// A TLS listener never reads plaintext HTTP: the connection fails
+		// (rules.go, "Downstream TLS").
+		panic(http.ErrAbortHandler)
+	}
 	x := &exchange{
 		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
 		meta: map[string]*structpb.Struct{},

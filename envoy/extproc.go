@@ -62,6 +62,9 @@ type extProcRun struct {
 	recv        chan recvResult
 	sentFirst   bool
 	timeoutUsed bool // an override_message_timeout was honoured in this state
+	// attrsSent is the decoding state's attributes_sent_ (rules.go,
+	// extProcAttributes).
+	attrsSent bool
 }
 
 type recvResult struct {
@@ -195,6 +198,7 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
 	if len(e.forwarding) > 0 {
 		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
 	}
+	e.addAttributes(req)
 	e.timeoutUsed = false
 	if err := e.stream.Send(req); err != nil {
 		if errors.Is(err, io.EOF) {

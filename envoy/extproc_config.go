@@ -3,6 +3,7 @@ package envoy
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -35,6 +36,7 @@ type extProcFilter struct {
 	allowCL           bool
 	bodyWithoutWait   bool // send_body_without_waiting_for_header_response
 	initialMetadata   metadata.MD
+	requestAttrs      []string // request_attributes the emulation evaluates
 	// ignored lists configured fields the emulation ignores; Apply logs them.
 	ignored []string
 }
@@ -70,8 +72,15 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if err := checkBodyModes(f.mode); err != nil {
 		return nil, err
 	}
-	if len(c.GetRequestAttributes()) > 0 || len(c.GetResponseAttributes()) > 0 {
-		f.ignored = append(f.ignored, "request_attributes/response_attributes (CEL is not emulated)")
+	for _, a := range c.GetRequestAttributes() {
+		if emulatedAttribute(a) {
+			f.requestAttrs = append(f.requestAttrs, a)
+		} else {
+			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(emulatedAttributes, ", ")+" are emulated)")
+		}
+	}
+	if len(c.GetResponseAttributes()) > 0 {
+		f.ignored = append(f.ignored, "response_attributes (not emulated)")
 	}
 	if c.GetSendBodyWithoutWaitingForHeaderResponse() {
 		f.ignored = append(f.ignored, "send_body_without_waiting_for_header_response")

@@ -9,6 +9,7 @@ package envoy
 // deliberate decisions where Envoy versions differ.
 
 import (
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Defaults taken from the Envoy API protos.
@@ -718,4 +720,115 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 		}
 	}
 	return nil
+}
+
+// Request attributes of the ext_proc filter (request_attributes in
+// api/envoy/extensions/filters/http/ext_proc/v3/ext_proc.proto):
+//   - Filter::addAttributes (source/extensions/filters/http/ext_proc/ext_proc.cc)
+//     runs for every message it builds (buildHeaderRequest, setupBodyChunk,
+//     sendTrailers), but the decoding state's sendAttributes is
+//     !attributes_sent_ && hasRequestExpr (processor_state.h): the request
+//     attributes ride on the first request-direction message only, the
+//     request_headers message when headers are SENT.
+//   - They go in ProcessingRequest.attributes under the key FilterName,
+//     "envoy.filters.http.ext_proc" (the constant, not the filter's
+//     configured name), as one Struct keyed by the expression text.
+//   - ExpressionManager::evaluateAttributes (matching_utils.cc) leaves out
+//     an expression whose evaluation fails or yields an error; a string
+//     value becomes string_value. The Struct is set even when empty.
+//   - connection.uri_san_peer_certificate is the downstream connection's
+//     SSL info, uriSanPeerCertificate()[0]: the peer certificate's first URI
+//     SAN; without an SSL connection or a URI SAN the lookup has no value
+//     (ConnectionWrapper and extractSslInfo in
+//     source/extensions/filters/common/expr/context.cc), so it is left out.
+//     connection.mtls is whether the peer presented a certificate.
+//
+// Only these connection attributes are emulated (the translator asks for
+// the first); any other expression is logged as ignored at Apply. Go
+// renders a URI SAN from its parsed url.URL, which is the certificate's
+// text for SPIFFE IDs [inferred]. response_attributes are not emulated.
+// ext_proc.cc, matching_utils.cc and context.cc were read on a recent
+// envoyproxy/envoy main, not at the v1.40.0 tag [verify].
+const extProcAttrNamespace = "envoy.filters.http.ext_proc"
+
+var emulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}
+
+func emulatedAttribute(expr string) bool {
+	for _, a := range emulatedAttributes {
+		if a == expr {
+			return true
+		}
+	}
+	return false
+}
+
+// addAttributes is Filter::addAttributes for the decoding state.
+func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
+	switch req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders, *extprocv3.ProcessingRequest_RequestBody,
+		*extprocv3.ProcessingRequest_RequestTrailers:
+	default:
+		return
+	}
+	if e.attrsSent || len(e.f.requestAttrs) == 0 {
+		return
+	}
+	e.attrsSent = true
+	req.Attributes = map[string]*structpb.Struct{
+		extProcAttrNamespace: extProcAttributes(e.f.requestAttrs, e.x.r.TLS),
+	}
+}
+
+// extProcAttributes evaluates the emulated expressions against the
+// downstream connection's TLS state (nil: plaintext).
+func extProcAttributes(exprs []string, cs *tls.ConnectionState) *structpb.Struct {
+	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for _, expr := range exprs {
+		switch expr {
+		case "connection.uri_san_peer_certificate":
+			if cs != nil && len(cs.PeerCertificates) > 0 && len(cs.PeerCertificates[0].URIs) > 0 {
+				out.Fields[expr] = structpb.NewStringValue(cs.PeerCertificates[0].URIs[0].String())
+			}
+		case "connection.mtls":
+			out.Fields[expr] = structpb.NewBoolValue(cs != nil && len(cs.PeerCertificates) > 0)
+		}
+	}
+	return out
+}
+
+// Downstream TLS: the listener's filter chain transport_socket
+// envoy.transport_sockets.tls with a DownstreamTlsContext
+// (api/envoy/extensions/transport_sockets/tls/v3/tls.proto), compiled by
+// compileDownstreamTLS:
+//   - tls_certificates are the server certificate; trusted_ca of the
+//     validation context is the client CA list. With a CA, the server
+//     verifies a client certificate the client sends; with
+//     require_client_certificate it also fails the handshake without one
+//     (DefaultCertValidator::addClientValidationContext sets
+//     SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+//     source/common/tls/cert_validator/default_validator.cc, read in an
+//     older tree under source/extensions/transport_sockets/tls [verify];
+//     the verify-if-given mode without require is [inferred]).
+//   - Envoy's TLS defaults: TLS 1.2 minimum (tls.proto TlsParameters).
+//   - A plaintext request on a TLS listener never reaches the HTTP
+//     connection manager: the handshake fails and the connection closes.
+//
+// [choice] The local data plane's downstream is HTTP/1.1 only (ADR 0002),
+// so of alpn_protocols it offers http/1.1 alone; SDS, SNI-based chains,
+// SAN/hash/SPKI/CRL checks of client certificates are rejected as not
+// emulated. The listener socket is served with DataPlane.TLSConfig.
+func downstreamALPN(configured []string) []string {
+	if len(configured) == 0 {
+		return nil // Envoy negotiates no ALPN
+	}
+	return []string{"http/1.1"}
+}
+
+// downstreamClientAuth is the client-certificate mode of a listener with a
+// trusted CA.
+func downstreamClientAuth(require bool) tls.ClientAuthType {
+	if require {
+		return tls.RequireAndVerifyClientCert
+	}
+	return tls.VerifyClientCertIfGiven
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
@@ -79,6 +80,10 @@ type exchange struct {
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
+
+	// attributes are the request_attributes Envoy sent with the request
+	// headers (mesh.go).
+	attributes map[string]*structpb.Struct
 
 	upStatus      int
 	upContentType string
@@ -159,6 +164,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 			return requestHeadersResponse(&extprocv3.CommonResponse{})
 		}
 		x.headersDone = true
+		x.attributes = req.GetAttributes() // Envoy's request_attributes ride on the first message
 		return x.requestHeaders(r.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		if !x.headersDone {
@@ -274,6 +280,9 @@ func (x *exchange) finish() {
 		slog.String("era", era),
 		slog.String("outcome", x.outcome),
 		slog.Float64("duration_seconds", elapsed.Seconds()),
+	}
+	if !x.caller.Anonymous() {
+		attrs = append(attrs, slog.String("caller", x.caller.String()))
 	}
 	if x.sessionID != "" {
 		attrs = append(attrs, slog.String("mcp_session_id", x.sessionID))

@@ -62,9 +62,12 @@ type fedCall struct {
 	clientEra mcp.Era
 	body      []byte      // as sent upstream
 	headers   http.Header // what the gateway set upstream, for a re-issue
-	session   string      // the gateway's Mcp-Session-Id sent, "" for none
-	status    int         // the client's HTTP status when not 200
-	sse       *sseTranslator
+	// callerHeaders are the forwarded claims in headers: they describe one
+	// caller, so the shared session's handshake does not send them.
+	callerHeaders []string
+	session       string // the gateway's Mcp-Session-Id sent, "" for none
+	status        int    // the client's HTTP status when not 200
+	sse           *sseTranslator
 }
 
 // translate reports whether the client and the server speak different eras.
@@ -232,11 +235,23 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			f.headers.Set("Authorization", v)
 		}
 	}
+	// The config file's upstreamAuth entry, set last, wins over the
+	// Portal's headers for the same header (upstreamauth.go).
+	auth, err := x.upstreamCredentials(svc.Name)
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no credentials", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
+		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
+	}
+	for _, k := range sortedKeys(auth) {
+		f.headers.Set(k, auth[k])
+	}
+	f.callerHeaders = x.claimHeaderNames(svc.Name)
 	f.headers.Set(mcp.HeaderProtocolVersion, upVersion)
 	if upEra == mcp.EraLegacy {
 		ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
 		sid, err := x.s.sessions.get(ctx, sessionKeyOf(svc, upVersion), func(ctx context.Context) (string, error) {
-			return x.s.upstreamClient().OpenSession(ctx, svc.URL, headerMap(f.headers), upVersion)
+			return x.s.upstreamClient().OpenSession(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion)
 		})
 		cancel()
 		if err != nil {
@@ -280,8 +295,8 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		set = append(set, setHeader(strings.ToLower(k), f.headers.Get(k)))
 	}
 	remove := []string{"accept-encoding", registry.ToolVersionHeader}
-	for _, k := range []string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"} {
-		if f.headers.Get(k) == "" {
+	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
+		if f.headers.Get(k) == "" && !slices.Contains(remove, k) {
 			remove = append(remove, k)
 		}
 	}
@@ -310,13 +325,16 @@ func firstHeader(hm *corev3.HeaderMap, key string) string {
 // headerMap is what a new session's handshake sends: the credential (and
 // forwarded Authorization) headers, without the protocol headers of the
 // call, which the handshake sets itself (a stale Mcp-Session-Id would make
-// the server refuse it).
-func headerMap(h http.Header) map[string]string {
+// the server refuse it), and without the headers of skip.
+func headerMap(h http.Header, skip []string) map[string]string {
 	m := make(map[string]string, len(h))
 	for k := range h {
 		switch k {
 		case http.CanonicalHeaderKey(mcp.HeaderProtocolVersion), http.CanonicalHeaderKey(mcp.HeaderSessionID),
 			http.CanonicalHeaderKey(mcp.HeaderMethod), http.CanonicalHeaderKey(mcp.HeaderName):
+			continue
+		}
+		if slices.ContainsFunc(skip, func(s string) bool { return http.CanonicalHeaderKey(s) == k }) {
 			continue
 		}
 		m[k] = h.Get(k)
@@ -470,7 +488,7 @@ func (x *exchange) reissue() *extprocv3.ProcessingResponse {
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-		return x.s.upstreamClient().OpenSession(ctx, f.svc.URL, headerMap(f.headers), key.version)
+		return x.s.upstreamClient().OpenSession(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version)
 	})
 	if err == nil {
 		h := f.headers.Clone()

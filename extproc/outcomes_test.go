@@ -187,7 +187,7 @@ func TestOutcomeLabels(t *testing.T) {
 			calls = append(calls, tc.call)
 		}
 	}
-	calls = append(calls, callFederatedFailed) // TestFederatedCredentialsUnreadable
+	calls = append(calls, callFederatedFailed, callNoCredentials) // TestFederatedCredentialsUnreadable, TestUpstreamAuthCredentialUnreadable
 	documented := documentedOutcomes(t)
 	for metric, produced := range map[string][]string{
 		"toolmesh_extproc_requests_total": requests,

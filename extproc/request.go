@@ -116,6 +116,7 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 // answers, routes a stateless-era tools/call, or lets the body come.
 func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	owned := x.readHeaders(h.GetHeaders())
+	x.meshCaller()
 	if x.req.HasMcpMethod {
 		x.method = methodLabel(x.req.McpMethod)
 	}
@@ -166,7 +167,8 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 						setHeader(registry.ClusterHeader, t.Cluster),
 						setHeader(":path", t.BasePath+t.Path),
 					},
-					RemoveHeaders: without(owned, registry.ClusterHeader),
+					// The client's token is not the Tool Service's (upstreamauth.go).
+					RemoveHeaders: append(without(owned, registry.ClusterHeader), "authorization"),
 				},
 				ClearRouteCache: true, // honoured because a header mutation comes with it
 			})
@@ -290,6 +292,10 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		return x.forwardCall(call, t, body, args)
 	}
 
+	creds, err := x.upstreamCredentials(t.Service)
+	if err != nil {
+		return x.noCredentials(call, t.Service, err)
+	}
 	x.outcome, x.routed = outcomeRouted, true
 	set := []*corev3.HeaderValueOption{
 		setHeader(registry.ClusterHeader, t.Cluster),
@@ -304,7 +310,14 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		set = append(set, setHeader(k, addHeaders[k]))
 	}
 	set = append(set, x.traceHeaders()...)
-	remove := removeOnCall
+	for _, k := range sortedKeys(creds) {
+		set = append(set, setHeader(k, creds[k]))
+	}
+	remove := append(slices.Clip(removeOnCall), x.unsetAuthHeaders(t.Service, creds)...)
+	if _, ok := creds["authorization"]; !ok && !slices.Contains(remove, "authorization") {
+		// The client's token is not the Tool Service's (upstreamauth.go).
+		remove = append(remove, "authorization")
+	}
 	if t.Version != "" {
 		set = append(set, setHeader(registry.ToolVersionHeader, t.Version))
 	} else {

@@ -16,7 +16,8 @@
 // headers SEND, request body BUFFERED, response headers SEND, response body
 // BUFFERED, trailers SKIP, failure_mode_allow false, a message_timeout of
 // seconds, and metadata_options.receiving_namespaces.untyped containing
-// registry.MetadataNamespace.
+// registry.MetadataNamespace. On an mTLS listener, request_attributes
+// carries the caller's SPIFFE ID (mesh.go).
 package extproc
 
 import (
@@ -28,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -36,6 +38,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -108,6 +111,12 @@ type Server struct {
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
+	// upstreamAuth is the upstreamAuth configuration in force
+	// (upstreamauth.go); swapped whole by SetUpstreamAuth.
+	upstreamAuth atomic.Pointer[UpstreamAuth]
+	// callerSeam, set only by tests, stands in for token authentication
+	// (the request's caller from its headers); nil in production.
+	callerSeam func(*corev3.HeaderMap) *identity.Caller
 	// sessions are the gateway's own legacy sessions with federated MCP
 	// servers.
 	sessions sessionCache

@@ -6,7 +6,9 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -56,6 +58,18 @@ type HTTPLister struct {
 	// for the call path (UpstreamHeaders). They live only in this map:
 	// never in a snapshot, the store, xDS, logs or /health.
 	resolved sync.Map // service name → resolvedHeaders
+	// listingHeaders, when set, gives headers a listing sends on top of
+	// the Portal's (the config file's upstreamAuth credential); they win
+	// for the same header name. Set by SetListingHeaders.
+	listingHeaders atomic.Pointer[func(service string) (map[string]string, error)]
+}
+
+// SetListingHeaders makes every later listing of a service also send the
+// headers f returns for its name, replacing a Portal header of the same
+// name (case-insensitively). They are not part of UpstreamHeaders: the
+// call path applies its own.
+func (h *HTTPLister) SetListingHeaders(f func(service string) (map[string]string, error)) {
+	h.listingHeaders.Store(&f)
 }
 
 // resolvedHeaders are one service's header values and the definition they
@@ -106,6 +120,23 @@ func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Fres
 	}
 	// A rotated secret is used by calls from this listing on.
 	h.resolved.Store(svc.Name, resolvedHeaders{spec: maps.Clone(svc.Headers), values: headers})
+	if f := h.listingHeaders.Load(); f != nil && *f != nil {
+		extra, err := (*f)(svc.Name)
+		if err != nil {
+			return nil, Freshness{}, fmt.Errorf("list MCP server %q: %w", svc.Name, err)
+		}
+		if len(extra) > 0 {
+			merged := make(map[string]string, len(headers)+len(extra))
+			for k, v := range headers {
+				merged[k] = v
+			}
+			for k, v := range extra {
+				maps.DeleteFunc(merged, func(m string, _ string) bool { return strings.EqualFold(m, k) })
+				merged[k] = v
+			}
+			headers = merged
+		}
+	}
 	l, err := h.client.Discover(ctx, svc.URL, headers)
 	if err != nil {
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)

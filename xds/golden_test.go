@@ -37,6 +37,7 @@ type goldenOptions struct {
 	UpstreamCAFile   string             `json:"upstreamCAFile"`
 	Nodes            []xds.NodeSelector `json:"nodes"`
 	EnvoyTracing     *xds.EnvoyTracing  `json:"envoyTracing"`
+	DownstreamTLS    *xds.DownstreamTLS `json:"downstreamTLS"`
 }
 
 // goldenCase is a case's in.yaml: options, an optional override file, the
@@ -83,6 +84,7 @@ func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options, goldenCa
 		Overrides:        doc.Overrides,
 		Nodes:            o.Nodes,
 		EnvoyTracing:     o.EnvoyTracing,
+		DownstreamTLS:    o.DownstreamTLS,
 	}, doc
 }
 

@@ -38,6 +38,10 @@ import (
 //	                                    response headers SEND, body BUFFERED, trailers SKIP
 //	ext_proc.allow_mode_override        true, only to response body STREAMED (SSE replies)
 //	ext_proc.metadata_options           receiving_namespaces.untyped [toolmesh]
+//	ext_proc.request_attributes         [connection.uri_san_peer_certificate] with
+//	                                    Options.DownstreamTLS, else none
+//	filter_chains[0].transport_socket   DownstreamTlsContext, require_client_certificate,
+//	                                    with Options.DownstreamTLS, else none (plaintext)
 const (
 	statPrefix = "toolmesh"
 	// earlyHeaderMutationName is the extension name of the early header
@@ -54,18 +58,24 @@ func buildListener(opts Options) (*listenerv3.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	chain := &listenerv3.FilterChain{
+		Filters: []*listenerv3.Filter{{
+			Name:       wellknown.HTTPConnectionManager,
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny},
+		}},
+	}
+	if opts.DownstreamTLS != nil {
+		if chain.TransportSocket, err = downstreamTransportSocket(opts.DownstreamTLS); err != nil {
+			return nil, err
+		}
+	}
 	return &listenerv3.Listener{
 		Name:    registry.ListenerName,
 		Address: socketAddress(opts.ListenAddress, opts.ListenPort),
 		// Bounds a buffered Tool Service reply (request bodies have their own
 		// limit on the virtual host).
 		PerConnectionBufferLimitBytes: wrapperspb.UInt32(uint32(opts.MaxResponseBytes)),
-		FilterChains: []*listenerv3.FilterChain{{
-			Filters: []*listenerv3.Filter{{
-				Name:       wellknown.HTTPConnectionManager,
-				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny},
-			}},
-		}},
+		FilterChains:                  []*listenerv3.FilterChain{chain},
 	}, nil
 }
 
@@ -185,7 +195,14 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 	// would never match and the override would be ignored.
 	streamed := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
 	streamed.ResponseBodyMode = extprocfilterv3.ProcessingMode_STREAMED
+	var attrs []string
+	if opts.DownstreamTLS != nil {
+		// The caller's SPIFFE ID, on the request_headers message
+		// (downstreamtls.go); without a peer certificate it cannot exist.
+		attrs = []string{MeshIDAttribute}
+	}
 	return &extprocfilterv3.ExternalProcessor{
+		RequestAttributes: attrs,
 		GrpcService: &corev3.GrpcService{
 			// No grpc_service.timeout: it would bound the whole stream, that is
 			// the whole HTTP request including the Tool Service's answer.

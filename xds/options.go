@@ -68,6 +68,10 @@ type Options struct {
 	// EnvoyTracing, when set, programs Envoy's OpenTelemetry tracer and
 	// emits its collector's cluster (envoytracing.go); nil is no tracing.
 	EnvoyTracing *EnvoyTracing
+	// DownstreamTLS, when set, makes the MCP listener mTLS-only and has the
+	// ext_proc filter send the caller's SPIFFE ID (downstreamtls.go); nil
+	// is plaintext.
+	DownstreamTLS *DownstreamTLS
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -116,6 +120,9 @@ func (o Options) check() error {
 		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
 	}
 	if err := o.EnvoyTracing.check(); err != nil {
+		return err
+	}
+	if err := o.DownstreamTLS.check(); err != nil {
 		return err
 	}
 	if err := checkNodes(o.Nodes); err != nil {

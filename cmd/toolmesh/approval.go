@@ -103,16 +103,11 @@ func (k ApprovalKey) read() ([]byte, error) {
 	return []byte(strings.TrimRight(string(b), "\r\n")), nil
 }
 
-// reloadApproval re-reads the config file's approval block and its keys
-// (SIGHUP) and puts it in force; on any error the approval in force stays,
+// reloadApproval puts the reloaded configuration's approval block and its
+// keys (read again) in force (SIGHUP); on any error the approval in force stays,
 // and the error is logged naming the key.
-func (a *app) reloadApproval() {
-	if a.extprocServer == nil || a.configPath == "" {
-		return
-	}
-	cfg := defaultConfig()
-	if err := loadConfigFile(a.configPath, &cfg); err != nil {
-		a.log.Error("approval reload failed; the approval configuration in force stays", slog.Any("error", err))
+func (a *app) reloadApproval(cfg Config) {
+	if a.extprocServer == nil {
 		return
 	}
 	ap, err := cfg.Approval.build()

@@ -137,6 +137,17 @@ type Config struct {
 	// a file ({"file": "/run/secrets/gh"}, trailing line breaks dropped) or
 	// an environment variable ({"env": "GH_TOKEN"}), at every listing.
 	Credentials map[string]registry.CredentialSource `json:"credentials,omitempty"`
+	// UpstreamAuth says, by Tool Service name, what credentials a Tool
+	// Service or federated MCP server receives (ADR 0010): a credentials
+	// entry, claims of the caller, or the client's own token (opt-in). The
+	// client's Authorization is never forwarded otherwise. Reloaded on
+	// SIGHUP, keeping the last good configuration.
+	UpstreamAuth map[string]extproc.ServiceAuth `json:"upstreamAuth,omitempty"`
+	// DownstreamTLS makes Envoy's MCP listener mTLS-only and sends the
+	// client certificate's SPIFFE ID to the extproc server as the caller's
+	// mesh identity (ADR 0010): {certFile, keyFile, clientCAFile}, paths
+	// on Envoy's file system. `run` serves its local data plane with them.
+	DownstreamTLS *xds.DownstreamTLS `json:"downstreamTLS,omitempty"`
 	// Embeddings are the OpenAI-compatible embedding services whose
 	// similarity re-ranks search mode's shortlist (ADR 0007), by name; a
 	// route's catalog.embedding names one.
@@ -524,6 +535,12 @@ func (c *Config) Validate() error {
 	}
 	if err := registry.CheckCredentials(c.Credentials); err != nil {
 		errs = append(errs, err)
+	}
+	if err := (extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := (xds.Options{DownstreamTLS: c.DownstreamTLS}).Validate(); err != nil {
+		bad("downstreamTLS", "%v", err)
 	}
 	if err := registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials); err != nil {
 		errs = append(errs, err)

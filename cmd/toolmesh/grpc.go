@@ -63,6 +63,9 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return err
 	}
 	srv.SetApproval(ap)
+	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
+		return fmt.Errorf("extproc server: %w", err)
+	}
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
@@ -145,6 +148,7 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		ServerName:       a.cfg.ServerName,
 		ServerVersion:    version,
 		EnvoyTracing:     a.envoyTracing(),
+		DownstreamTLS:    a.cfg.DownstreamTLS,
 	}, metrics)
 	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
@@ -234,4 +238,20 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 		gs.Stop()
 		<-done
 	}
+}
+
+// reloadUpstreamAuth puts the upstreamAuth of the configuration as it is
+// now (file and flags) in force; on any error the last good one stays.
+func (a *app) reloadUpstreamAuth(cfg Config) {
+	u := extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials}
+	err := u.Validate()
+	if err == nil && a.extprocServer != nil {
+		err = a.extprocServer.SetUpstreamAuth(u)
+	}
+	if err != nil {
+		a.log.Error("upstreamAuth reload failed; the last good configuration stays in force", slog.Any("error", err))
+		return
+	}
+	a.upstreamAuth.Store(&u)
+	a.log.Info("SIGHUP: upstreamAuth reloaded", slog.Int("services", len(cfg.UpstreamAuth)))
 }

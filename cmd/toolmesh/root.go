@@ -31,9 +31,9 @@ type hooks struct {
 	// drainWait, when set, replaces the sleep of the drain delay, so a test
 	// can look at the process while it waits and then let it go on.
 	drainWait func(time.Duration)
-	// configPath is the --config file, re-read on SIGHUP for the blocks
-	// that reload (approval); set by serveCmd.
-	configPath string
+	// reloadConfig, set by serveCmd (not a test hook), reads the
+	// configuration again, file and flags, for the blocks SIGHUP reloads.
+	reloadConfig func() (Config, error)
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.
@@ -142,7 +142,7 @@ func serveCmd(m mode, logOut io.Writer, h hooks) func(*cobra.Command, []string) 
 			return err
 		}
 		log := newLogger(cfg, logOut)
-		h.configPath, _ = cmd.Flags().GetString("config")
+		h.reloadConfig = func() (Config, error) { return loadConfig(cmd.Flags()) }
 		if err := serve(cmd.Context(), m, cfg, log, h); err != nil {
 			return runtimeError{err}
 		}

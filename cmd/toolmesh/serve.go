@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,7 +72,11 @@ type app struct {
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 	adminToken string                // "": the admin endpoints need no token
-	configPath string                // the --config file ("" none), re-read on SIGHUP
+	// reloadConfig reads the configuration again on SIGHUP; nil: no reload.
+	reloadConfig func() (Config, error)
+	// upstreamAuth is the upstreamAuth in force, for the registry's
+	// listings (the extproc server holds its own copy); swapped on SIGHUP.
+	upstreamAuth atomic.Pointer[extproc.UpstreamAuth]
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -133,7 +138,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, configPath: h.configPath}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
@@ -148,6 +153,16 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		cleanups = append(cleanups, func() { _ = c.Close() })
 	}
 	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
+	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
+	if l, ok := a.lister.(interface {
+		SetListingHeaders(func(string) (map[string]string, error))
+	}); ok {
+		// The gateway's own listings send a federated server's upstreamAuth
+		// credential too, as its calls do.
+		l.SetListingHeaders(func(service string) (map[string]string, error) {
+			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
+		})
+	}
 	a.reg = registry.New(registry.Options{
 		Source:       src,
 		Fetcher:      registry.NewHTTPFetcher(client, 0),
@@ -336,7 +351,13 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 	})
 	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go serveHTTP(a.dataPlane, ls.dataPlane, "dataplane", errc)
+	ln := ls.dataPlane
+	if a.cfg.DownstreamTLS != nil {
+		// The listener xDS programs is mTLS-only: its socket is served with
+		// the TLS context the listener carries.
+		ln = tls.NewListener(ln, dp.TLSConfig())
+	}
+	go serveHTTP(a.dataPlane, ln, "dataplane", errc)
 	a.stopDataPlane = func() {
 		cancel()
 		wg.Wait()
@@ -407,8 +428,25 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
-		a.reloadApproval()
+		a.reloadBlocks()
 	}
+}
+
+// reloadBlocks reads the configuration (file and flags) once and hands it to
+// each block that reloads on SIGHUP. A block that does not validate keeps its
+// last good configuration; the others still reload.
+func (a *app) reloadBlocks() {
+	if a.reloadConfig == nil {
+		return
+	}
+	cfg, err := a.reloadConfig()
+	if err != nil {
+		a.log.Error("SIGHUP: the configuration does not load; every reloadable block keeps its last good configuration",
+			slog.Any("error", err))
+		return
+	}
+	a.reloadApproval(cfg)
+	a.reloadUpstreamAuth(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
