@@ -238,7 +238,7 @@ func TestRunApproval(t *testing.T) {
 		}
 	}
 	writeApprovalConfig(t, cfg1, short)
-	hangup("approval reload failed; the approval configuration in force stays")
+	hangup("keeps its last good configuration")
 	code, out = callDrop(t, p1, "8", args, answer(state, "accept", true))
 	if code != 200 || dig(out, "result", "structuredContent", "dropped") != true {
 		t.Fatalf("after a bad reload: %d %v", code, out)
