@@ -15,6 +15,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec // route, method
 	toolCalls *prometheus.CounterVec   // route, tool, outcome
 	tools     *toolLabels              // bounds the tool label of toolCalls
+	auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "toolmesh_tool_calls_total",
 			Help: "Resolved tools/call requests, by route, tool (at most toolLabelsPerRoute distinct tools per route by name, the first called; the rest as \"(other)\") and outcome.",
 		}, []string{"route", "tool", "outcome"}),
+		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_auth_requests_total",
+			Help: "Requests to routes that authenticate, by route and result (ok, anonymous, missing_token, invalid_token, insufficient_scope, invalid_request, unavailable).",
+		}, []string{"route", "result"}),
 	}
 	// A second Server on the same registry shares the series.
 	var err error
@@ -44,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.toolCalls, err = promreg.Register(reg, m.toolCalls); err != nil {
+		return nil, err
+	}
+	if m.auth, err = promreg.Register(reg, m.auth); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -76,6 +77,10 @@ type Config struct {
 	// expired); zero means DefaultUpstreamCallTimeout. Keep it below the
 	// ext_proc message_timeout.
 	UpstreamCallTimeout time.Duration
+	// Auth authenticates each request's caller (extproc/authn) in the
+	// request-headers phase and answers the protected-resource metadata;
+	// nil: every route is open.
+	Auth *authn.Authenticator
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
