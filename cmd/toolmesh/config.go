@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -150,6 +151,14 @@ type Config struct {
 	// per-route changes. Input-schema validation runs on every route, with or
 	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
+	// ResourceBase is the gateway's public base URL (scheme://host[:port]):
+	// a route's canonical resource URI, the token audience (RFC 8707), is
+	// ResourceBase + its public path.
+	ResourceBase string `json:"resourceBase,omitempty"`
+	// Auth makes routes OAuth 2.1 resource servers: per-route profiles of
+	// trusted issuers, audience, scopes (docs/identity.md). Unset: every
+	// route is open. Reloaded on SIGHUP.
+	Auth *authn.Config `json:"auth,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -186,6 +195,9 @@ type Config struct {
 	LogLevel string `json:"logLevel,omitempty"`
 	// LogFormat is text or json (default text). Logs go to stderr.
 	LogFormat string `json:"logFormat,omitempty"`
+
+	// ConfigFile is the --config file, read again on SIGHUP; not a key.
+	ConfigFile string `json:"-"`
 }
 
 // Limits of the configuration.
@@ -326,6 +338,7 @@ func loadConfig(fs *pflag.FlagSet) (Config, error) {
 		if err := loadConfigFile(path, &cfg); err != nil {
 			return cfg, err
 		}
+		cfg.ConfigFile = path
 	}
 	if err := applyFlags(fs, &cfg); err != nil {
 		return cfg, err
@@ -495,6 +508,9 @@ func (c *Config) Validate() error {
 		if err := c.Filters.Validate(); err != nil {
 			bad("filters", "%v", err)
 		}
+	}
+	if err := authn.Validate(c.ResourceBase, c.Auth); err != nil {
+		errs = append(errs, err) // each error names its key
 	}
 	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)

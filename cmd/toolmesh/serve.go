@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/demo"
 	"github.com/toolmesh/toolmesh/envoy"
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -77,9 +78,10 @@ type app struct {
 	xdsHealth     *health.Server
 	xdsServer     *xds.Server
 	extprocServer *extproc.Server
-	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
-	xdsSynced     atomic.Bool    // the last xDS update succeeded
-	filters       *filters.Set   // the filter chains of the ext_proc server
+	xdsDebounce   *xds.Debouncer       // coalesces bursts of registry changes into one push
+	xdsSynced     atomic.Bool          // the last xDS update succeeded
+	filters       *filters.Set         // the filter chains of the ext_proc server
+	auth          *authn.Authenticator // the ext_proc server's authentication
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -406,6 +408,7 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
+		a.reloadAuth()
 	}
 }
 

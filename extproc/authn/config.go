@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -182,6 +184,13 @@ func (p *Profile) validate(key string) error {
 		seen[is.Issuer] = true
 		if is.JWKSURL != "" && is.JWKSFile != "" {
 			bad(f, "jwksUrl and jwksFile are exclusive")
+		}
+		if is.JWKSFile != "" {
+			if raw, err := os.ReadFile(is.JWKSFile); err != nil {
+				bad(f+".jwksFile", "%v", err)
+			} else if _, err := parseJWKS(raw, slog.New(slog.DiscardHandler), is.Issuer); err != nil {
+				bad(f+".jwksFile", "%s: %v", is.JWKSFile, err)
+			}
 		}
 		if is.JWKSURL != "" {
 			if err := checkURL(is.JWKSURL); err != nil {
