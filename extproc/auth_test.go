@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +188,32 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		if ir := get(path); ir.GetStatus().GetCode() != 404 {
 			t.Fatalf("%s: %v", path, ir)
 		}
+	}
+}
+
+// TestAuthResultsDocumented: docs/metrics.md lists exactly the result
+// values of toolmesh_auth_requests_total.
+func TestAuthResultsDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc []string
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "#") {
+			in = strings.Contains(line, "`toolmesh_auth_requests_total`") && strings.Contains(line, "result")
+			continue
+		}
+		if in && strings.HasPrefix(line, "| `") {
+			doc = append(doc, strings.Trim(strings.TrimSpace(strings.Split(line, "|")[1]), "`"))
+		}
+	}
+	want := []string{authn.ResultOK, authn.ResultAnonymous, authn.ResultMissing, authn.ResultInvalid,
+		authn.ResultInsufficientScope, authn.ResultInvalidRequest, authn.ResultUnavailable}
+	slices.Sort(doc)
+	slices.Sort(want)
+	if !slices.Equal(doc, want) {
+		t.Fatalf("docs/metrics.md documents %q, the code has %q", doc, want)
 	}
 }

@@ -86,7 +86,7 @@ func TestAuthenticateValid(t *testing.T) {
 	tok := f.ec.sign(t, f.claims(func(c map[string]any) {
 		delete(c, "scope")
 		c["scp"] = []any{"mcp:tools"}
-		c["aud"] = []any{"other", base + pub}
+		c["aud"] = []any{"other", "HTTPS://MCP.example.com" + pub}
 	}))
 	if res := f.auth(t, "bearer "+tok, ""); res.Status != 0 || strings.Join(res.Caller.Scopes, ",") != "mcp:tools" {
 		t.Fatalf("scp list: %+v", res)
@@ -118,6 +118,8 @@ func TestAuthenticateRejects(t *testing.T) {
 		{"issued in the future", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["iat"] = f.clk.unix(10 * time.Minute) })), "",
 			401, invalid("the token is not valid yet"), ResultInvalid},
 		{"wrong aud", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["aud"] = base + "/mcp/other" })), "",
+			401, invalid("the token is not for this resource"), ResultInvalid},
+		{"aud path case differs", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["aud"] = base + "/MCP/core" })), "",
 			401, invalid("the token is not for this resource"), ResultInvalid},
 		{"no aud", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { delete(c, "aud") })), "",
 			401, invalid("the token is not for this resource"), ResultInvalid},

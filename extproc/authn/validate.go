@@ -326,7 +326,9 @@ func audienceMatches(aud []string, audience, base, publicPath string) bool {
 			}
 			continue
 		}
-		if len(a) == len(base)+len(publicPath) && strings.HasPrefix(a, base) && a[len(base):] == publicPath {
+		// Scheme and host compare case-insensitively (MCP authorization,
+		// "Canonical Server URI"), the path exactly.
+		if len(a) == len(base)+len(publicPath) && strings.EqualFold(a[:len(base)], base) && a[len(base):] == publicPath {
 			return true
 		}
 	}
