@@ -19,12 +19,11 @@ const (
 )
 
 type fixture struct {
-	a     *Authenticator
-	idp   *idp
-	clk   *clock
-	rsa   *testKey
-	ec    *testKey
-	scope []string
+	a   *Authenticator
+	idp *idp
+	clk *clock
+	rsa *testKey
+	ec  *testKey
 }
 
 func newFixture(t *testing.T, mode Mode) *fixture {

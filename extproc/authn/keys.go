@@ -52,8 +52,8 @@ type keySource struct {
 	keys        atomic.Pointer[keySet] // nil: never fetched
 	lastAttempt atomic.Int64           // unix nanoseconds of the last fetch start
 
-	mu       sync.Mutex
-	inflight chan struct{} // closed when the running fetch ends; nil: none
+	mu       sync.Mutex                    // serializes starting a fetch
+	inflight atomic.Pointer[chan struct{}] // closed when the running fetch ends; nil: none
 	// discovered is the jwks_uri found in the issuer's metadata. Only the
 	// fetch in flight reads or writes it.
 	discovered string
@@ -71,29 +71,26 @@ func (s *keySource) current() *keySet {
 
 // refresh starts a fetch unless one is running or the last one started less
 // than minInterval ago. It returns a channel closed when the fetch ends, or
-// nil when none runs (rate limited).
+// nil when none runs (rate limited). Only starting a fetch takes the lock.
 func (s *keySource) refresh() <-chan struct{} {
+	if p := s.inflight.Load(); p != nil {
+		return *p
+	}
 	now := s.now()
-	if last := s.lastAttempt.Load(); last != 0 && now.Sub(time.Unix(0, last)) < s.minInterval {
-		s.mu.Lock()
-		ch := s.inflight
-		s.mu.Unlock()
-		if ch == nil {
-			return nil
-		}
-		return ch
+	if s.limited(now) {
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight != nil {
-		return s.inflight
+	if p := s.inflight.Load(); p != nil {
+		return *p
 	}
-	if last := s.lastAttempt.Load(); last != 0 && now.Sub(time.Unix(0, last)) < s.minInterval {
+	if s.limited(now) {
 		return nil
 	}
 	s.lastAttempt.Store(now.UnixNano())
 	ch := make(chan struct{})
-	s.inflight = ch
+	s.inflight.Store(&ch)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.fetchTimeout)
 		err := s.fetch(ctx)
@@ -101,12 +98,17 @@ func (s *keySource) refresh() <-chan struct{} {
 		if err != nil {
 			s.log.Warn("JWKS refresh failed; the keys in force stay", slog.String("issuer", s.issuer), slog.Any("error", err))
 		}
-		s.mu.Lock()
-		s.inflight = nil
-		s.mu.Unlock()
+		s.inflight.Store(nil)
 		close(ch)
 	}()
 	return ch
+}
+
+// limited reports whether the last fetch started less than minInterval
+// before now.
+func (s *keySource) limited(now time.Time) bool {
+	last := s.lastAttempt.Load()
+	return last != 0 && now.Sub(time.Unix(0, last)) < s.minInterval
 }
 
 // wait refreshes and waits for the fetch, at most until ctx ends.
