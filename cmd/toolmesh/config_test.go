@@ -201,6 +201,7 @@ drainDelay: 10m
 			if err != nil {
 				t.Fatal(err)
 			}
+			got.ConfigFile = "" // where the file was, for SIGHUP; not a setting
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config = %+v\nwant     %+v", got, tt.want)
 			}
