@@ -22,8 +22,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	jose "github.com/go-jose/go-jose/v4"
 )
 
 // MetadataPrefix is the well-known path of protected-resource metadata; a
@@ -71,7 +69,7 @@ type compiled struct {
 type profile struct {
 	mode            Mode
 	issuers         []*issuer
-	algs            []jose.SignatureAlgorithm // union of the issuers' lists
+	algs            []string // union of the issuers' lists
 	audience        string
 	scopes          []string
 	scopesSupported []string
@@ -168,8 +166,8 @@ func (a *Authenticator) Apply(resourceBase string, c *Config) error {
 			}
 			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src})
 			for _, alg := range algs {
-				if !slices.Contains(cp.algs, jose.SignatureAlgorithm(alg)) {
-					cp.algs = append(cp.algs, jose.SignatureAlgorithm(alg))
+				if !slices.Contains(cp.algs, alg) {
+					cp.algs = append(cp.algs, alg)
 				}
 			}
 		}
