@@ -183,10 +183,7 @@ func TestAuthThroughTheDataPlane(t *testing.T) {
 		t.Fatalf("after reload to scope mcp:admin: %d %s", r.status, r.body)
 	}
 	writeCfg("mcp:tools", "sometimes")
-	hangup("auth reload failed")
-	if !strings.Contains(p.logs.String(), "auth.default.mode") {
-		t.Fatal("the failed reload does not name the key")
-	}
+	hangup("auth.default.mode") // the failed reload names the key
 	if r := callOK(); r.status != http.StatusForbidden {
 		t.Fatalf("after a failed reload the last good configuration must stay: %d %s", r.status, r.body)
 	}

@@ -408,7 +408,7 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
-		a.reloadAuth()
+		a.reloadAuthFile()
 	}
 }
 
