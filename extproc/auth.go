@@ -38,7 +38,14 @@ func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
 		x.s.metrics.auth.WithLabelValues(route, res.Label).Inc()
 	}
 	if res.Status == 0 {
-		x.caller = res.Caller
+		if res.Caller != nil {
+			// Keep what is already known of the caller (its mesh identity,
+			// set from the connection); res.Caller is new and not yet shared.
+			if x.caller != nil {
+				res.Caller.MeshID = x.caller.MeshID
+			}
+			x.caller = res.Caller
+		}
 		return nil
 	}
 	reply := mcp.ErrorReply(res.Status, nullID, mcp.CodeInvalidRequest, res.Message, nil)

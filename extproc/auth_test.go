@@ -18,6 +18,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/identity"
 )
 
 // authIDP is an issuer on 127.0.0.1 with one RSA and one P-256 key,
@@ -215,5 +216,38 @@ func TestAuthResultsDocumented(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(doc, want) {
 		t.Fatalf("docs/metrics.md documents %q, the code has %q", doc, want)
+	}
+}
+
+// TestAuthenticationKeepsTheMeshIdentity: a caller already known from the
+// connection keeps its mesh identity when a token authenticates it, and
+// stays as it is when no token is needed or sent.
+func TestAuthenticationKeepsTheMeshIdentity(t *testing.T) {
+	p := newAuthIDP(t)
+	e := newAuthEnv(t, p)
+	const mesh = "spiffe://example.org/ns/agents/sa/planner"
+	for _, tc := range []struct {
+		name, route, authz string
+		wantSub            string
+	}{
+		{"token", "/mcp/core", "Bearer " + p.token(t, jose.ES256, nil), "alice"},
+		{"open route", "/mcp/cold", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := e.srv.newExchange(t.Context())
+			kv := []string{":method", "POST", ":path", tc.route}
+			if tc.authz != "" {
+				kv = append(kv, "authorization", tc.authz)
+			}
+			x.readHeaders(hdrs(kv...))
+			x.caller = &identity.Caller{MeshID: mesh}
+			key, _, _ := e.srv.routes.Lookup(tc.route)
+			if r := x.authenticate(key); r != nil {
+				t.Fatalf("refused: %v", r)
+			}
+			if x.caller == nil || x.caller.MeshID != mesh || x.caller.Subject != tc.wantSub {
+				t.Fatalf("caller = %+v", x.caller)
+			}
+		})
 	}
 }
