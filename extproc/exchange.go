@@ -276,6 +276,7 @@ func (x *exchange) finish() {
 		slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey),
 		slog.String("path", x.req.Path),
+		slog.String("caller", x.caller.String()), // never the token
 		slog.String("method", method),
 		slog.String("era", era),
 		slog.String("outcome", x.outcome),

@@ -16,6 +16,7 @@ type metrics struct {
 	toolCalls *prometheus.CounterVec   // route, tool, outcome
 	tools     *toolLabels              // bounds the tool label of toolCalls
 	approvals *prometheus.CounterVec   // route, decision (approval.go)
+	auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "toolmesh_approvals_total",
 			Help: "Decisions of the gateway's approval step on tools/call requests that need a person's approval, by route and decision (requested, granted, declined, refused, unsupported).",
 		}, []string{"route", "decision"}),
+		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_auth_requests_total",
+			Help: "Requests to routes that authenticate, by route and result (ok, anonymous, missing_token, invalid_token, insufficient_scope, invalid_request, unavailable).",
+		}, []string{"route", "result"}),
 	}
 	// A second Server on the same registry shares the series.
 	var err error
@@ -52,6 +57,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.approvals, err = promreg.Register(reg, m.approvals); err != nil {
+		return nil, err
+	}
+	if m.auth, err = promreg.Register(reg, m.auth); err != nil {
 		return nil, err
 	}
 	return m, nil

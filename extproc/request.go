@@ -11,6 +11,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -121,6 +122,9 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		x.method = methodLabel(x.req.McpMethod)
 	}
 
+	if strings.HasPrefix(x.req.Path, authn.MetadataPrefix+"/") {
+		return x.protectedResource()
+	}
 	key, snap, ok := x.s.routes.Lookup(x.req.Path)
 	if !ok {
 		// 404 with -32600: the request is not one any route can take (-32601
@@ -138,6 +142,9 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		return x.answer(x.s.proto.NotFound(x.req.Path, nil), outcomeUnknownRoute, detailsUnknownRoute)
 	}
 	x.routeKey = key
+	if r := x.authenticate(key); r != nil {
+		return r
+	}
 	if snap == nil {
 		r := mcp.ErrorReply(503, nullID, mcp.CodeInternalError, "route not ready", nil)
 		r.Headers = append(r.Headers, mcp.Header{Key: "retry-after", Value: "1"})

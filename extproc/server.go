@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -80,6 +81,10 @@ type Config struct {
 	// expired); zero means DefaultUpstreamCallTimeout. Keep it below the
 	// ext_proc message_timeout.
 	UpstreamCallTimeout time.Duration
+	// Auth authenticates each request's caller (extproc/authn) in the
+	// request-headers phase and answers the protected-resource metadata;
+	// nil: every route is open.
+	Auth *authn.Authenticator
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per

@@ -25,7 +25,13 @@ import (
 //     carries the request body limit: the largest maxRequestBytes of the
 //     route's Tool Services, set only where it differs from the virtual
 //     host's Options.MaxRequestBytes.
-//  3. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
+//  3. prefix "/.well-known/oauth-protected-resource/" → 404 with a JSON-RPC
+//     error. The extproc server answers these GETs itself in the
+//     request-headers phase: a route's protected-resource metadata (RFC 9728
+//     section 3.1, the well-known suffix inserted before its public path),
+//     or 404 for a route without authentication. As with 2, the direct
+//     response is reached only if the extproc server let one through.
+//  4. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
 //     The extproc server answers such requests itself, before the router
 //     runs (the ext_proc filter is on every route): a 404 that names the path
 //     and, for a POST with a body, echoes the request's JSON-RPC id, which a
@@ -48,12 +54,17 @@ const (
 
 	unroutedBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"request was not routed by the toolmesh extproc server"}}`
 	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no MCP route at this path"}}`
+
+	// protectedResourcePrefix is where the extproc server answers each
+	// route's protected-resource metadata (extproc/authn.MetadataPrefix).
+	protectedResourcePrefix = "/.well-known/oauth-protected-resource/"
+	noMetadataBody          = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no protected resource metadata at this path"}}`
 )
 
 // buildRouteConfig builds the route configuration of these Tool Services
 // and Portal routes; bodyLimits are the routes' request body limits.
 func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, opts Options) *routev3.RouteConfiguration {
-	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+1)
+	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+2)
 	for _, u := range ups {
 		routes = append(routes, toolServiceRoute(u))
 	}
@@ -65,6 +76,8 @@ func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, op
 		}
 		routes = append(routes, rt)
 	}
+	routes = append(routes, directJSON("protected_resource_metadata",
+		&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: protectedResourcePrefix}}, 404, noMetadataBody))
 	routes = append(routes, directJSON("not_found",
 		&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, 404, notFoundBody))
 	return &routev3.RouteConfiguration{

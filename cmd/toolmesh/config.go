@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -161,6 +162,14 @@ type Config struct {
 	// per-route changes. Input-schema validation runs on every route, with or
 	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
+	// ResourceBase is the gateway's public base URL (scheme://host[:port]):
+	// a route's canonical resource URI, the token audience (RFC 8707), is
+	// ResourceBase + its public path.
+	ResourceBase string `json:"resourceBase,omitempty"`
+	// Auth makes routes OAuth 2.1 resource servers: per-route profiles of
+	// trusted issuers, audience, scopes (docs/identity.md). Unset: every
+	// route is open. Reloaded on SIGHUP.
+	Auth *authn.Config `json:"auth,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -516,6 +525,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Approval.build(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := authn.Validate(c.ResourceBase, c.Auth); err != nil {
+		errs = append(errs, err) // each error names its key
 	}
 	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)

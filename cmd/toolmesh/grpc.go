@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -39,6 +40,10 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if u, ok := a.lister.(extproc.Upstreams); ok {
 		upstreams = u
 	}
+	a.auth = authn.New(authn.Options{Log: a.log.With(slog.String("component", "authn"))})
+	if err := a.auth.Apply(a.cfg.ResourceBase, a.cfg.Auth); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
 	srv, err := extproc.New(extproc.Config{
 		MCP: mcp.Config{
 			ServerName:     a.cfg.ServerName,
@@ -53,6 +58,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		ToolLabels:       a.cfg.ToolLabelsPerRoute,
 		Filters:          chains,
 		Upstreams:        upstreams,
+		Auth:             a.auth,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)

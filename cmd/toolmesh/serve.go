@@ -25,6 +25,7 @@ import (
 	"github.com/toolmesh/toolmesh/demo"
 	"github.com/toolmesh/toolmesh/envoy"
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -83,9 +84,10 @@ type app struct {
 	xdsHealth     *health.Server
 	xdsServer     *xds.Server
 	extprocServer *extproc.Server
-	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
-	xdsSynced     atomic.Bool    // the last xDS update succeeded
-	filters       *filters.Set   // the filter chains of the ext_proc server
+	xdsDebounce   *xds.Debouncer       // coalesces bursts of registry changes into one push
+	xdsSynced     atomic.Bool          // the last xDS update succeeded
+	filters       *filters.Set         // the filter chains of the ext_proc server
+	auth          *authn.Authenticator // the ext_proc server's authentication
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -445,6 +447,7 @@ func (a *app) reloadBlocks() {
 			slog.Any("error", err))
 		return
 	}
+	a.reloadAuth(cfg)
 	a.reloadApproval(cfg)
 	a.reloadUpstreamAuth(cfg)
 }

@@ -1,0 +1,253 @@
+package extproc
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/identity"
+)
+
+// authIDP is an issuer on 127.0.0.1 with one RSA and one P-256 key,
+// serving RFC 8414 metadata and its JWKS.
+type authIDP struct {
+	issuer string
+	keys   map[jose.SignatureAlgorithm]jose.JSONWebKey // private, by alg
+}
+
+func newAuthIDP(t *testing.T) *authIDP {
+	t.Helper()
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &authIDP{keys: map[jose.SignatureAlgorithm]jose.JSONWebKey{
+		jose.RS256: {Key: rk, KeyID: "r1", Algorithm: "RS256", Use: "sig"},
+		jose.ES256: {Key: ek, KeyID: "e1", Algorithm: "ES256", Use: "sig"},
+	}}
+	mux := http.NewServeMux()
+	var srv *httptest.Server
+	mux.HandleFunc("/.well-known/oauth-authorization-server/idp", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": p.issuer, "jwks_uri": srv.URL + "/jwks"})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
+		var set jose.JSONWebKeySet
+		for _, k := range p.keys {
+			set.Keys = append(set.Keys, k.Public())
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	p.issuer = srv.URL + "/idp"
+	return p
+}
+
+func (p *authIDP) token(t *testing.T, alg jose.SignatureAlgorithm, mod func(map[string]any)) string {
+	t.Helper()
+	claims := map[string]any{"iss": p.issuer, "sub": "alice", "aud": "https://mcp.example.com/mcp/core",
+		"exp": time.Now().Add(time.Hour).Unix(), "scope": "mcp:tools"}
+	if mod != nil {
+		mod(claims)
+	}
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: p.keys[alg]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(claims)
+	obj, err := s.Sign(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := obj.CompactSerialize()
+	return tok
+}
+
+func newAuthEnv(t *testing.T, p *authIDP) *testEnv {
+	t.Helper()
+	a := authn.New(authn.Options{})
+	if err := a.Apply("https://mcp.example.com", &authn.Config{
+		Default: &authn.Profile{Issuers: []authn.Issuer{{Issuer: p.issuer}}, Scopes: []string{"mcp:tools"}},
+		Routes:  map[string]*authn.Profile{"cold": {Mode: authn.ModeOff}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return newTestEnv(t, Config{Auth: a}, testTable(t))
+}
+
+const coreMetadataURL = `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp/core"`
+
+// TestAuthenticationAnswersBeforeTheBody: every refused request is answered
+// in the request-headers phase with its status and challenge, so no body is
+// read and nothing is routed; a valid token lets the call be routed with
+// the caller known.
+func TestAuthenticationAnswersBeforeTheBody(t *testing.T) {
+	p := newAuthIDP(t)
+	e := newAuthEnv(t, p)
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	cases := []struct {
+		name      string
+		headers   []string
+		status    int
+		challenge string
+		result    string
+	}{
+		{"missing", post("/mcp/core", len(call), "authorization", "<drop>"), 401,
+			`Bearer scope="mcp:tools", ` + coreMetadataURL, authn.ResultMissing},
+		{"expired", post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, jose.RS256, func(c map[string]any) {
+			c["exp"] = time.Now().Add(-time.Hour).Unix()
+		})), 401, `Bearer error="invalid_token", error_description="the token has expired", ` + coreMetadataURL, authn.ResultInvalid},
+		{"wrong audience", post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, jose.ES256, func(c map[string]any) {
+			c["aud"] = "https://mcp.example.com/mcp/other"
+		})), 401, `Bearer error="invalid_token", error_description="the token is not for this resource", ` + coreMetadataURL, authn.ResultInvalid},
+		{"token in query", post("/mcp/core?access_token=abc", len(call), "authorization", "<drop>"), 400,
+			`Bearer error="invalid_request", error_description="access tokens are accepted in the Authorization header only", ` + coreMetadataURL, authn.ResultInvalidRequest},
+		{"missing scope", post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, jose.RS256, func(c map[string]any) {
+			c["scope"] = "other"
+		})), 403, `Bearer error="insufficient_scope", error_description="the token lacks a required scope", scope="mcp:tools", ` + coreMetadataURL, authn.ResultInsufficientScope},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := e.open(t)
+			resp := v.send(reqHeaders(false, tc.headers...))
+			ir := resp.GetImmediateResponse()
+			if ir == nil {
+				t.Fatalf("got %v, want an ImmediateResponse in the headers phase", resp)
+			}
+			set := setOf(t, ir.GetHeaders())
+			if int(ir.GetStatus().GetCode()) != tc.status || set["www-authenticate"] != tc.challenge || ir.GetDetails() != detailsUnauthenticated {
+				t.Fatalf("status %d details %q www-authenticate\n  %s\nwant %d\n  %s", ir.GetStatus().GetCode(), ir.GetDetails(),
+					set["www-authenticate"], tc.status, tc.challenge)
+			}
+			r := decodeReply(t, ir.GetBody())
+			if string(r.ID) != "null" || r.Error == nil || strings.Contains(string(ir.GetBody()), "eyJ") {
+				t.Fatalf("body %s", ir.GetBody())
+			}
+			v.close()
+			if n := metricValue(t, e.reg, "toolmesh_auth_requests_total", map[string]string{"route": "core", "result": tc.result}); n < 1 {
+				t.Fatalf("toolmesh_auth_requests_total{result=%q} = %v", tc.result, n)
+			}
+		})
+	}
+
+	for _, alg := range []jose.SignatureAlgorithm{jose.RS256, jose.ES256} {
+		t.Run("valid "+string(alg), func(t *testing.T) {
+			v := e.open(t)
+			resp := v.send(reqHeaders(false, post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, alg, nil))...))
+			if resp.GetRequestHeaders() == nil {
+				t.Fatalf("got %v, want the body to be asked for", resp)
+			}
+			wantRouted(t, v.send(reqBody(call)), "toolsvc_echo", "/invoke/echo", "echo", "", `{}`, "7", "legacy")
+			v.close()
+		})
+	}
+	if !strings.Contains(e.logs.String(), `"caller":"alice"`) {
+		t.Fatal("the request log does not name the authenticated caller")
+	}
+	// A route with mode off needs nothing.
+	v := e.open(t)
+	resp := v.send(reqHeaders(false, post("/mcp/cold", len(call), "authorization", "<drop>")...))
+	if code := resp.GetImmediateResponse().GetStatus().GetCode(); code != 503 {
+		t.Fatalf("mode off route: %v", resp)
+	}
+	v.close()
+}
+
+func TestProtectedResourceMetadata(t *testing.T) {
+	p := newAuthIDP(t)
+	e := newAuthEnv(t, p)
+	get := func(path string) *extprocv3.ImmediateResponse {
+		v := e.open(t)
+		defer v.close()
+		return v.send(reqHeaders(true, ":method", "GET", ":path", path, ":authority", "mcp.example.com")).GetImmediateResponse()
+	}
+	ir := get("/.well-known/oauth-protected-resource/mcp/core")
+	want := `{"resource":"https://mcp.example.com/mcp/core","authorization_servers":["` + p.issuer +
+		`"],"scopes_supported":["mcp:tools"],"bearer_methods_supported":["header"]}`
+	if ir.GetStatus().GetCode() != 200 || string(ir.GetBody()) != want || setOf(t, ir.GetHeaders())["content-type"] != "application/json" {
+		t.Fatalf("metadata: %v", ir)
+	}
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp/cold", "/.well-known/oauth-protected-resource/mcp/nope",
+		"/.well-known/oauth-protected-resource/"} {
+		if ir := get(path); ir.GetStatus().GetCode() != 404 {
+			t.Fatalf("%s: %v", path, ir)
+		}
+	}
+}
+
+// TestAuthResultsDocumented: docs/metrics.md lists exactly the result
+// values of toolmesh_auth_requests_total.
+func TestAuthResultsDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc []string
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "#") {
+			in = strings.Contains(line, "`toolmesh_auth_requests_total`") && strings.Contains(line, "result")
+			continue
+		}
+		if in && strings.HasPrefix(line, "| `") {
+			doc = append(doc, strings.Trim(strings.TrimSpace(strings.Split(line, "|")[1]), "`"))
+		}
+	}
+	want := []string{authn.ResultOK, authn.ResultAnonymous, authn.ResultMissing, authn.ResultInvalid,
+		authn.ResultInsufficientScope, authn.ResultInvalidRequest, authn.ResultUnavailable}
+	slices.Sort(doc)
+	slices.Sort(want)
+	if !slices.Equal(doc, want) {
+		t.Fatalf("docs/metrics.md documents %q, the code has %q", doc, want)
+	}
+}
+
+// TestAuthenticationKeepsTheMeshIdentity: a caller already known from the
+// connection keeps its mesh identity when a token authenticates it, and
+// stays as it is when no token is needed or sent.
+func TestAuthenticationKeepsTheMeshIdentity(t *testing.T) {
+	p := newAuthIDP(t)
+	e := newAuthEnv(t, p)
+	const mesh = "spiffe://example.org/ns/agents/sa/planner"
+	for _, tc := range []struct {
+		name, route, authz string
+		wantSub            string
+	}{
+		{"token", "/mcp/core", "Bearer " + p.token(t, jose.ES256, nil), "alice"},
+		{"open route", "/mcp/cold", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := e.srv.newExchange(t.Context())
+			kv := []string{":method", "POST", ":path", tc.route}
+			if tc.authz != "" {
+				kv = append(kv, "authorization", tc.authz)
+			}
+			x.readHeaders(hdrs(kv...))
+			x.caller = &identity.Caller{MeshID: mesh}
+			key, _, _ := e.srv.routes.Lookup(tc.route)
+			if r := x.authenticate(key); r != nil {
+				t.Fatalf("refused: %v", r)
+			}
+			if x.caller == nil || x.caller.MeshID != mesh || x.caller.Subject != tc.wantSub {
+				t.Fatalf("caller = %+v", x.caller)
+			}
+		})
+	}
+}
