@@ -15,6 +15,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec // route, method
 	toolCalls *prometheus.CounterVec   // route, tool, outcome
 	tools     *toolLabels              // bounds the tool label of toolCalls
+	authz     *prometheus.CounterVec   // route, method, decision
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -34,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "toolmesh_tool_calls_total",
 			Help: "Resolved tools/call requests, by route, tool (at most toolLabelsPerRoute distinct tools per route by name, the first called; the rest as \"(other)\") and outcome.",
 		}, []string{"route", "tool", "outcome"}),
+		authz: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_authz_decisions_total",
+			Help: "Authorization decisions of routes with policies, by route, method and decision (allow, deny, error; filtered for a list that hid something).",
+		}, []string{"route", "method", "decision"}),
 	}
 	// A second Server on the same registry shares the series.
 	var err error
@@ -44,6 +49,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.toolCalls, err = promreg.Register(reg, m.toolCalls); err != nil {
+		return nil, err
+	}
+	if m.authz, err = promreg.Register(reg, m.authz); err != nil {
 		return nil, err
 	}
 	return m, nil

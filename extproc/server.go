@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -104,6 +105,13 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
+	// policies are the authorization policies in force (SetPolicies);
+	// policyRoutes their per-route, per-caller views (policy.go).
+	policies     atomic.Pointer[authz.Set]
+	policyRoutes policyRoutes
+	// testCaller, set only by this package's tests, stands in for
+	// authentication: the caller of a request nothing else authenticated.
+	testCaller testCallerFunc
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]
