@@ -633,3 +633,6 @@ func (x *exchange) testCallerSeam(hm *corev3.HeaderMap) {
 
 // testCallerFunc is the type of Server.testCaller.
 type testCallerFunc = func(*corev3.HeaderMap) *identity.Caller
+
+// Policies returns the policy set in force (nil: none).
+func (s *Server) Policies() *authz.Set { return s.policies.Load() }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -150,6 +151,9 @@ type Config struct {
 	// per-route changes. Input-schema validation runs on every route, with or
 	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
+	// Policies are the authorization policies (CEL) of each route
+	// (docs/authorization.md); unset: everything is allowed.
+	Policies *authz.Config `json:"policies,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -495,6 +499,9 @@ func (c *Config) Validate() error {
 		if err := c.Filters.Validate(); err != nil {
 			bad("filters", "%v", err)
 		}
+	}
+	if _, err := authz.Compile(c.Policies); err != nil {
+		bad("policies", "%v", err)
 	}
 	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)

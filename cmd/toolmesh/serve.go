@@ -80,6 +80,9 @@ type app struct {
 	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
 	xdsSynced     atomic.Bool    // the last xDS update succeeded
 	filters       *filters.Set   // the filter chains of the ext_proc server
+	// reloadConfig loads the configuration again on SIGHUP (policies);
+	// nil: nothing to reload from.
+	reloadConfig func() (Config, error)
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -132,7 +135,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
@@ -406,6 +409,7 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
+		a.reloadPolicies()
 	}
 }
 
