@@ -155,13 +155,13 @@ func (x *exchange) view(chain *filters.Chain) *policyView {
 	}
 	r := x.s.policyRoutes.route(x.routeKey, x.snap, chain, st.route)
 	era, kind := x.listEra()
-	key := st.route.Key(st.caller, era, kind)
+	key := st.route.Key(x.caller, era, kind)
 	if v, ok := r.views.Load(key); ok {
 		st.view = v.(*policyView)
 		st.view.used.Store(true)
 		return st.view
 	}
-	v := newPolicyView(r, &authz.Input{Caller: st.caller, Era: era, EraKind: kind})
+	v := newPolicyView(r, &authz.Input{Caller: x.policyCaller(), Era: era, EraKind: kind})
 	if r.n.Load() >= maxPolicyViews {
 		r.evict()
 	}
@@ -487,10 +487,16 @@ func (x *exchange) startPolicies() {
 		return
 	}
 	x.pol.started = true
-	if r := x.s.policies.Load().Route(x.routeKey); r != nil {
-		x.pol.route = r
+	x.pol.route = x.s.policies.Load().Route(x.routeKey)
+}
+
+// policyCaller is the request's caller prepared for evaluation, once:
+// a list served from a cached view needs only its key.
+func (x *exchange) policyCaller() *authz.Caller {
+	if x.pol.caller == nil {
 		x.pol.caller = authz.NewCaller(x.caller)
 	}
+	return x.pol.caller
 }
 
 // mayRouteEarly reports whether a stateless call named in Mcp-Name may be
@@ -520,7 +526,7 @@ func (x *exchange) authorizeCall(call *mcp.Call, t *registry.Tool) *extprocv3.Pr
 	}
 	d := authz.Decision{Allowed: true, Decision: authz.DecisionAllow}
 	if pol.Governs(authz.KindTool) {
-		in := authz.Input{Caller: x.pol.caller, Method: "tools/call", Era: call.Version, EraKind: eraLabel(call.Era)}
+		in := authz.Input{Caller: x.policyCaller(), Method: "tools/call", Era: call.Version, EraKind: eraLabel(call.Era)}
 		if tl := x.policyTool(t); tl != nil {
 			in.Tool = tl
 		} else {
@@ -577,7 +583,7 @@ func (x *exchange) authorizeItem(f *mcp.Forward, prompt bool) bool {
 	}
 	d := authz.Decision{Allowed: true, Decision: authz.DecisionAllow}
 	if pol.Governs(kind) {
-		in := authz.Input{Caller: x.pol.caller, Era: f.Version, EraKind: eraLabel(f.Era)}
+		in := authz.Input{Caller: x.policyCaller(), Era: f.Version, EraKind: eraLabel(f.Era)}
 		d = itemDecision(pol, kind, &in, f.Method, f.Name)
 	}
 	x.audit(f.Method, slog.String(attr, clipName(f.Name)), d.Decision, d.Policy, d.Err)

@@ -483,7 +483,7 @@ func TestPolicyViewCache(t *testing.T) {
 		c := &identity.Caller{Authenticated: true, Subject: "u", Claims: map[string]any{"roles": []any{fmt.Sprint("r", i)}}}
 		x := &exchange{s: e.srv, routeKey: "core", snap: routes["/mcp/core"].snap}
 		x.caller = c
-		x.pol.route, x.pol.caller = r.pol, authz.NewCaller(c)
+		x.pol.route = r.pol
 		x.pol.started = true
 		x.view(nil)
 	}

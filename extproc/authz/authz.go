@@ -29,6 +29,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -37,6 +38,8 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
+
+	"github.com/toolmesh/toolmesh/extproc/identity"
 )
 
 // Config is the `policies` configuration key.
@@ -514,70 +517,93 @@ func callerPath(e ast.Expr) ([]string, bool) {
 // of exactly the caller attributes the policies read (and the era when they
 // read it), so callers that differ only in attributes no policy reads share
 // one filtered catalog. It contains claim values and is only ever a map key,
-// never logged.
-func (r *Route) Key(c *Caller, era, eraKind string) string {
+// never logged. c nil is anonymous.
+func (r *Route) Key(c *identity.Caller, era, eraKind string) string {
 	if r == nil {
 		return ""
 	}
-	if c == nil {
-		c = anonymous
-	}
-	var b strings.Builder
+	b := make([]byte, 0, 64)
 	if r.usesEra {
-		b.WriteString(era)
-		b.WriteByte(0)
-		b.WriteString(eraKind)
-		b.WriteByte(0)
+		b = append(append(append(append(b, era...), 0), eraKind...), 0)
 	}
 	if r.wholeCaller {
-		writeKeyValue(&b, callerJSON(c))
-		return b.String()
+		return string(appendKeyValue(b, callerJSON(c)))
 	}
 	for _, p := range r.callerPaths {
 		v, ok := callerAttr(c, p)
 		if !ok {
-			b.WriteString("\x01")
+			b = append(b, 1)
 			continue
 		}
-		writeKeyValue(&b, v)
+		b = appendKeyValue(b, v)
 	}
-	return b.String()
+	return string(b)
 }
 
-func writeKeyValue(b *strings.Builder, v any) {
+// appendKeyValue appends an unambiguous encoding of v: JSON, written
+// directly for the shapes claims usually have.
+func appendKeyValue(b []byte, v any) []byte {
+	b = append(b, 2)
+	return appendJSON(b, v)
+}
+
+func appendJSON(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case string:
+		return strconv.AppendQuote(b, v)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case float64:
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
+	case nil:
+		return append(b, "null"...)
+	case []string:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, e)
+		}
+		return append(b, ']')
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSON(b, e)
+		}
+		return append(b, ']')
+	}
 	j, err := json.Marshal(v) // maps are written with sorted keys
 	if err != nil {
-		j = []byte(fmt.Sprintf("%#v", v))
+		j = fmt.Appendf(nil, "%#v", v)
 	}
-	b.WriteString("\x02")
-	b.Write(j)
+	return append(b, j...)
 }
 
 // callerAttr is the value at path p of the caller, as plain Go data.
-func callerAttr(c *Caller, p []string) (any, bool) {
-	src := c.src
+func callerAttr(c *identity.Caller, p []string) (any, bool) {
+	if c == nil {
+		c = &identity.Caller{}
+	}
 	var v any
 	switch p[0] {
 	case "authenticated":
-		v = c.authenticated
+		v = c.Authenticated
 	case "iss":
-		v = c.iss
+		v = c.Issuer
 	case "sub":
-		v = c.sub
+		v = c.Subject
 	case "mesh_id":
-		v = c.meshID
+		v = c.MeshID
 	case "aud":
-		if src != nil {
-			v = src.Audience
-		}
+		v = c.Audience
 	case "scopes":
-		if src != nil {
-			v = src.Scopes
-		}
+		v = c.Scopes
 	case "claims":
-		if src != nil {
-			v = src.Claims
-		}
+		v = c.Claims
 	default:
 		return nil, false
 	}
@@ -593,10 +619,10 @@ func callerAttr(c *Caller, p []string) (any, bool) {
 	return v, true
 }
 
-func callerJSON(c *Caller) any {
-	out := map[string]any{"authenticated": c.authenticated, "iss": c.iss, "sub": c.sub, "mesh_id": c.meshID}
-	if c.src != nil {
-		out["aud"], out["scopes"], out["claims"] = c.src.Audience, c.src.Scopes, c.src.Claims
+func callerJSON(c *identity.Caller) any {
+	if c == nil {
+		c = &identity.Caller{}
 	}
-	return out
+	return map[string]any{"authenticated": c.Authenticated, "iss": c.Issuer, "sub": c.Subject, "mesh_id": c.MeshID,
+		"aud": c.Audience, "scopes": c.Scopes, "claims": c.Claims}
 }

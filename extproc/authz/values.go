@@ -32,14 +32,12 @@ type Caller struct {
 	aud, scopes   ref.Val
 	claims        ref.Val
 	meshID        string
-
-	src *identity.Caller // for the cache key; nil: anonymous
 }
 
 // NewCaller prepares c (nil: anonymous) for evaluation. The token is never
 // part of it.
 func NewCaller(c *identity.Caller) *Caller {
-	v := &Caller{src: c}
+	v := &Caller{}
 	if c == nil {
 		v.aud, v.scopes, v.claims = emptyList, emptyList, emptyMap
 		return v
