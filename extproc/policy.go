@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -198,7 +199,8 @@ func (r *policyRoute) evict() {
 // listEra is the era lists are decided in: the request's protocol version
 // header (a list request carries no version of its own in the legacy era).
 func (x *exchange) listEra() (version, kind string) {
-	return x.req.ProtocolVersion, eraLabelFromHeader(&x.req)
+	v := strings.TrimSpace(x.req.ProtocolVersion)
+	return v, mcp.EraOf(v).String()
 }
 
 func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
@@ -526,7 +528,7 @@ func (x *exchange) authorizeCall(call *mcp.Call, t *registry.Tool) *extprocv3.Pr
 	}
 	d := authz.Decision{Allowed: true, Decision: authz.DecisionAllow}
 	if pol.Governs(authz.KindTool) {
-		in := authz.Input{Caller: x.policyCaller(), Method: "tools/call", Era: call.Version, EraKind: eraLabel(call.Era)}
+		in := authz.Input{Caller: x.policyCaller(), Method: "tools/call", Era: call.Version, EraKind: call.Era.String()}
 		if tl := x.policyTool(t); tl != nil {
 			in.Tool = tl
 		} else {
@@ -583,7 +585,7 @@ func (x *exchange) authorizeItem(f *mcp.Forward, prompt bool) bool {
 	}
 	d := authz.Decision{Allowed: true, Decision: authz.DecisionAllow}
 	if pol.Governs(kind) {
-		in := authz.Input{Caller: x.policyCaller(), Era: f.Version, EraKind: eraLabel(f.Era)}
+		in := authz.Input{Caller: x.policyCaller(), Era: f.Version, EraKind: f.Era.String()}
 		d = itemDecision(pol, kind, &in, f.Method, f.Name)
 	}
 	x.audit(f.Method, slog.String(attr, clipName(f.Name)), d.Decision, d.Policy, d.Err)

@@ -491,3 +491,27 @@ func TestPolicyViewCache(t *testing.T) {
 		t.Errorf("%d views cached, bound %d", n, maxPolicyViews)
 	}
 }
+
+// TestPolicyEra: era and era_kind are the request's protocol version and
+// "legacy" or "stateless", for lists as for calls.
+func TestPolicyEra(t *testing.T) {
+	e := policyEnv(t, testTable(t), routePolicies("core",
+		authz.Policy{Name: "legacy-no-echo", Effect: "deny", When: `era_kind == "legacy" && era == "2025-11-25" && tool.name == "echo"`}))
+	for _, tc := range []struct {
+		stateless bool
+		want      bool
+	}{{false, false}, {true, true}} {
+		v := e.open(t)
+		seq := listRequest("1", tc.stateless)
+		v.send(seq[0])
+		body := string(v.send(seq[1]).GetImmediateResponse().GetBody())
+		v.close()
+		if got := strings.Contains(body, `"name":"echo"`); got != tc.want {
+			t.Errorf("stateless %v: echo listed %v, want %v: %s", tc.stateless, got, tc.want, body)
+		}
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta2026 + `}}`
+	if _, r := exchangeOnce(t, e, "/mcp/core", call, stateless("tools/call", "echo")...); r.GetRequestBody() == nil {
+		t.Errorf("stateless call of echo not routed: %v", r)
+	}
+}
