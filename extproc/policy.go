@@ -42,9 +42,14 @@ import (
 // per-caller views of the previous set are dropped as they are next used.
 func (s *Server) SetPolicies(set *authz.Set) { s.policies.Store(set) }
 
-// maxPolicyViews bounds the filtered catalogs kept per route: one per
-// distinct policy-relevant identity (e.g. per set of roles), not per token.
-const maxPolicyViews = 256
+// The filtered catalogs kept per route, one per distinct policy-relevant
+// identity (e.g. per set of roles), not per token, are bounded in number
+// and in the bytes of their pages (a view of a 10,000-tool route holds a
+// copy of its visible part of the list, about 2 MB).
+const (
+	maxPolicyViews     = 256
+	maxPolicyViewBytes = 64 << 20
+)
 
 // policyMethods are the methods with authorization decisions, the method
 // label of toolmesh_authz_decisions_total.
@@ -90,6 +95,7 @@ type policyRoute struct {
 
 	views sync.Map // authz key → *policyView
 	n     atomic.Int64
+	bytes atomic.Int64 // of the views' pages
 }
 
 type policyTool struct {
@@ -131,6 +137,7 @@ type policyView struct {
 	r      *policyRoute
 	hidden map[string]policyMark // hidden tool names
 	used   atomic.Bool           // for eviction: seen since the last sweep
+	bytes  int64                 // of its pages, for the cache's bound
 
 	// tools/list, full mode: the visible tools, paged.
 	names []string
@@ -163,21 +170,24 @@ func (x *exchange) view(chain *filters.Chain) *policyView {
 		return st.view
 	}
 	v := newPolicyView(r, &authz.Input{Caller: x.policyCaller(), Era: era, EraKind: kind})
-	if r.n.Load() >= maxPolicyViews {
-		r.evict()
+	for r.n.Load() >= maxPolicyViews || (r.n.Load() > 0 && r.bytes.Load()+v.bytes > maxPolicyViewBytes) {
+		if !r.evict() {
+			break
+		}
 	}
 	if old, loaded := r.views.LoadOrStore(key, v); loaded {
 		v = old.(*policyView)
 	} else {
 		r.n.Add(1)
+		r.bytes.Add(v.bytes)
 	}
 	st.view = v
 	return v
 }
 
 // evict drops one view: the first not used since the last sweep (a second
-// chance, as CLOCK does), else the first seen.
-func (r *policyRoute) evict() {
+// chance, as CLOCK does), else the first seen. false: there was none.
+func (r *policyRoute) evict() bool {
 	var victim any
 	r.views.Range(func(k, v any) bool {
 		if victim == nil {
@@ -189,11 +199,14 @@ func (r *policyRoute) evict() {
 		victim = k
 		return false
 	})
-	if victim != nil {
-		if _, ok := r.views.LoadAndDelete(victim); ok {
-			r.n.Add(-1)
-		}
+	if victim == nil {
+		return false
 	}
+	if v, ok := r.views.LoadAndDelete(victim); ok {
+		r.n.Add(-1)
+		r.bytes.Add(-v.(*policyView).bytes)
+	}
+	return true
 }
 
 // listEra is the era lists are decided in: the request's protocol version
@@ -292,6 +305,7 @@ func (v *policyView) page(tools []policyTool, visible []int, size int) {
 		}
 		b = append(b, ']')
 		v.pages = append(v.pages, b)
+		v.bytes += int64(len(b))
 		v.offs = append(v.offs, offs)
 		next := ""
 		if end < n {

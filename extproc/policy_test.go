@@ -380,6 +380,15 @@ func TestPolicyFederatedItems(t *testing.T) {
 			t.Errorf("admin's %s not routed: %v", body, r)
 		}
 	}
+	for _, want := range []string{
+		`"msg":"audit","caller":"dave","route":"fed","method":"resources/read","resource":"gh://readme","decision":"deny","policy":"readme-admins"`,
+		`"msg":"audit","caller":"ada","route":"fed","method":"prompts/get","prompt":"gh_review","decision":"allow","policy":""`,
+		`"msg":"audit","caller":"dave","route":"fed","method":"resources/list","hidden":1,"decision":"filtered"`,
+	} {
+		if !strings.Contains(e.logs.String(), want) {
+			t.Errorf("no audit event %s in\n%s", want, e.logs.String())
+		}
+	}
 }
 
 // TestPolicyAudit: every call decision is an audit event naming caller,
@@ -477,6 +486,14 @@ func TestPolicyViewCache(t *testing.T) {
 	if current() == first || !contains(names, "tool_00000") || contains(names, "tool_00001") {
 		t.Errorf("new policies not in force: %v", names)
 	}
+	// A new snapshot of the route: a new view over it.
+	second := current()
+	routes["/mcp/core"] = testRoute{key: "core", snap: bigSnapshot(t, 30, 10, "", 2)}
+	names, _, _ = listPage(t, e, devCaller, "tools/list", "")
+	if current() == second || contains(names, "tool_00002") || !contains(names, "tool_00003") {
+		t.Errorf("the new snapshot is not what the caller sees: %v", names)
+	}
+
 	// Bounded: more identities than the bound keep at most the bound.
 	r := current()
 	for i := range maxPolicyViews + 20 {
@@ -489,6 +506,14 @@ func TestPolicyViewCache(t *testing.T) {
 	}
 	if n := r.n.Load(); n > maxPolicyViews {
 		t.Errorf("%d views cached, bound %d", n, maxPolicyViews)
+	}
+	var n, bytes int64
+	r.views.Range(func(_, v any) bool {
+		n, bytes = n+1, bytes+v.(*policyView).bytes
+		return true
+	})
+	if n != r.n.Load() || bytes != r.bytes.Load() || bytes == 0 {
+		t.Errorf("cache accounts %d views of %d B, holds %d of %d B", r.n.Load(), r.bytes.Load(), n, bytes)
 	}
 }
 
