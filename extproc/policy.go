@@ -218,9 +218,9 @@ func (x *exchange) listEra() (version, kind string) {
 
 func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 	v := &policyView{r: r, hidden: map[string]policyMark{}}
-	tools := r.prepared()
-	visible := make([]int, 0, len(tools))
 	if r.pol.Governs(authz.KindTool) {
+		tools := r.prepared()
+		visible := make([]int, 0, len(tools))
 		in.Method = "tools/call"
 		for i := range tools {
 			in.Tool = tools[i].v
@@ -232,12 +232,8 @@ func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 			visible = append(visible, i)
 		}
 		in.Tool = nil
-	} else {
-		for i := range tools {
-			visible = append(visible, i)
-		}
+		v.page(tools, visible, r.snap.PageSize())
 	}
-	v.page(tools, visible, r.snap.PageSize())
 
 	for k, kind := range []authz.Kind{authz.KindResource, authz.KindResource, authz.KindPrompt} {
 		all := itemsOf(r.snap, mcp.ItemKind(k))
@@ -358,7 +354,7 @@ var _ fullCatalog = (*requestView)(nil)
 
 // ToolsPage implements [mcp.Catalog].
 func (c *requestView) ToolsPage(cursor string) ([]byte, string, bool) {
-	if c.inner.SearchMode() { // the meta-tools, never hidden
+	if c.inner.SearchMode() || c.v.pages == nil { // the meta-tools, or no tool policy
 		return c.inner.ToolsPage(cursor)
 	}
 	v := c.v
