@@ -38,9 +38,13 @@ import (
 // cursors tell hidden tools apart from absent ones.
 
 // SetPolicies puts a compiled policy set in force for the requests that
-// start from now on; nil is no policies (everything allowed). Cached
-// per-caller views of the previous set are dropped as they are next used.
-func (s *Server) SetPolicies(set *authz.Set) { s.policies.Store(set) }
+// start from now on; nil is no policies (everything allowed). The cached
+// per-caller views of the previous set are dropped (a request that already
+// captured one finishes with it).
+func (s *Server) SetPolicies(set *authz.Set) {
+	s.policies.Store(set)
+	s.policyRoutes.byRoute.Clear()
+}
 
 // The filtered catalogs kept per route, one per distinct policy-relevant
 // identity (e.g. per set of roles), not per token, are bounded in number
