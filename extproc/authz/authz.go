@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -224,17 +223,16 @@ func compileRoute(where string, ps []Policy) (*Route, error) {
 		}
 		pol := &policy{name: p.Name, deny: p.Effect == EffectDeny, prg: prg, partial: partial}
 		refs := references(checked.NativeRep())
-		subject := false
-		for v, k := range map[string]Kind{"tool": KindTool, "args": KindTool, "resource": KindResource, "prompt": KindPrompt} {
-			if refs.vars[v] {
-				subject = true
-				if !slices.Contains(r.policies[k], pol) {
-					r.policies[k] = append(r.policies[k], pol)
-				}
-			}
+		// Each kind's list keeps the configured order, so the first
+		// matching allow is the one named.
+		governs := [kinds]bool{
+			KindTool:     refs.vars["tool"] || refs.vars["args"],
+			KindResource: refs.vars["resource"],
+			KindPrompt:   refs.vars["prompt"],
 		}
-		if !subject {
-			for k := range kinds {
+		subject := governs != [kinds]bool{}
+		for k := range kinds {
+			if governs[k] || !subject {
 				r.policies[k] = append(r.policies[k], pol)
 			}
 		}
@@ -250,21 +248,6 @@ func compileRoute(where string, ps []Policy) (*Route, error) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(paths)) {
 		r.callerPaths = append(r.callerPaths, paths[k])
-	}
-	// Policies keep their configured order, so the first matching one is
-	// the one named.
-	order := map[*policy]int{}
-	for i, p := range ps {
-		for k := range kinds {
-			for _, q := range r.policies[k] {
-				if q.name == p.Name {
-					order[q] = i
-				}
-			}
-		}
-	}
-	for k := range kinds {
-		sort.SliceStable(r.policies[k], func(i, j int) bool { return order[r.policies[k][i]] < order[r.policies[k][j]] })
 	}
 	return r, nil
 }
