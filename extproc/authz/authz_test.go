@@ -216,3 +216,43 @@ func TestRouteSelection(t *testing.T) {
 		t.Error("nil set has policies")
 	}
 }
+
+// TestWorkedExample checks the table of docs/authorization.md.
+func TestWorkedExample(t *testing.T) {
+	set, err := Compile(&Config{Routes: map[string][]Policy{"core": {
+		{"staff-only", "allow", `"dev" in caller.claims.roles || "admin" in caller.claims.roles`},
+		{"admins-only-destructive", "deny", `tool.annotations.destructiveHint && !("admin" in caller.claims.roles)`},
+	}}, Default: []Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := set.Route("core")
+	del := NewTool("delete_customer", "crm", "", json.RawMessage(`{"destructiveHint":true}`))
+	get := NewTool("get_customer", "crm", "", json.RawMessage(`{"readOnlyHint":true}`))
+	for _, tc := range []struct {
+		claims   string
+		del, get bool
+	}{
+		{`{"roles":["admin"]}`, true, true},
+		{`{"roles":["dev"]}`, false, true},
+		{`{}`, false, false},
+		{`{"roles":["sales"]}`, false, false},
+	} {
+		c := NewCaller(caller(tc.claims))
+		for _, x := range []struct {
+			tool *Tool
+			want bool
+		}{{del, tc.del}, {get, tc.get}} {
+			in := &Input{Caller: c, Method: "tools/call", Tool: x.tool}
+			if d := r.Decide(KindTool, in); d.Allowed != x.want {
+				t.Errorf("%s calling %s: %+v, want allowed %v", tc.claims, x.tool.Name(), d, x.want)
+			}
+			if v := r.Visible(KindTool, in); v.Allowed != x.want {
+				t.Errorf("%s listing %s: %+v, want visible %v", tc.claims, x.tool.Name(), v, x.want)
+			}
+		}
+	}
+	if set.Route("other") != nil {
+		t.Error("default: [] must leave other routes without policies")
+	}
+}
