@@ -77,6 +77,7 @@ type policyState struct {
 	hidden     string
 	hiddenDec  policyMark
 	listed     bool
+	searched   bool // the list was a search_tools shortlist
 	listHidden int
 }
 
@@ -412,7 +413,7 @@ func (c *requestView) Shortlist() int   { return c.inner.Shortlist() }
 // shorter than the limit.
 func (c *requestView) SearchTools(query string, limit int) []byte {
 	list := c.inner.SearchTools(query, limit)
-	c.st.listed = true
+	c.st.listed, c.st.searched = true, true
 	if len(c.v.hidden) == 0 {
 		return list
 	}
@@ -619,7 +620,11 @@ func (x *exchange) auditAfterHandle(method string) {
 		if st.listHidden > 0 {
 			d = decisionFiltered
 		}
-		x.audit(method, slog.Int("hidden", st.listHidden), d, "", nil)
+		subject := slog.Int("hidden", st.listHidden)
+		if st.searched { // one event: the shortlist is the list
+			subject = slog.Group("", slog.String("tool", mcp.MetaToolSearch), subject)
+		}
+		x.audit(method, subject, d, "", nil)
 	}
 }
 

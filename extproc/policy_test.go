@@ -329,6 +329,10 @@ func TestPolicySearchShortlist(t *testing.T) {
 	if _, r := exchangeOnce(t, e, "/mcp/core", body, as(adminCaller)...); r.GetRequestBody() == nil {
 		t.Errorf("admin's call_tool not routed: %v", r)
 	}
+	if want := fmt.Sprintf(`"msg":"audit","caller":"dave","route":"core","method":"tools/call","tool":"search_tools","hidden":%d,"decision":"filtered"`,
+		len(admin)-len(dev)); !strings.Contains(e.logs.String(), want) {
+		t.Errorf("no audit event %s in\n%s", want, e.logs.String())
+	}
 }
 
 // TestPolicyFederatedItems: hidden resources and prompts are neither listed
