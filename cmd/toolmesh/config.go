@@ -500,9 +500,6 @@ func (c *Config) Validate() error {
 			bad("filters", "%v", err)
 		}
 	}
-	if _, err := authz.Compile(c.Policies); err != nil {
-		bad("policies", "%v", err)
-	}
 	if err := c.Tracing.validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -529,6 +526,9 @@ func (c *Config) Validate() error {
 		if _, ok := c.Embeddings[cat.Embedding]; !ok && cat.Embedding != "" && cat.Embedding != registry.EmbeddingNone {
 			bad("catalogs."+key+".embedding", "%q is not a key of embeddings", cat.Embedding)
 		}
+	}
+	if _, err := authz.Compile(c.Policies); err != nil {
+		bad("policies", "%v", err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%v", err)

@@ -19,23 +19,18 @@ func (a *app) startPolicies() error {
 	return nil
 }
 
-// reloadPolicies reads the configuration again (the --config file and the
-// flags, as at start) and puts its policies in force. When the configuration
-// does not load, validate or compile, the error (naming the key, route and
+// reloadPolicies puts the reloaded configuration's policies in force
+// (SIGHUP); when they do not compile, the error (naming the route and
 // policy) is logged and the policies in force stay: the last good set.
-func (a *app) reloadPolicies() {
-	if a.extprocServer == nil || a.reloadConfig == nil {
+func (a *app) reloadPolicies(cfg Config) {
+	if a.extprocServer == nil {
 		return
 	}
-	cfg, err := a.reloadConfig()
-	if err == nil {
-		var set *authz.Set
-		if set, err = authz.Compile(cfg.Policies); err == nil {
-			a.extprocServer.SetPolicies(set)
-			a.log.Info("SIGHUP: authorization policies reloaded")
-			return
-		}
-		err = fmt.Errorf("policies: %w", err)
+	set, err := authz.Compile(cfg.Policies)
+	if err != nil {
+		a.log.Error("policy reload failed; the policies in force stay", slog.Any("error", fmt.Errorf("policies: %w", err)))
+		return
 	}
-	a.log.Error("policy reload failed; the policies in force stay", slog.Any("error", err))
+	a.extprocServer.SetPolicies(set)
+	a.log.Info("authorization policies reloaded")
 }

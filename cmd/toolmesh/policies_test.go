@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -46,7 +47,7 @@ func TestPolicyReloadKeepsLastGood(t *testing.T) {
 	}
 	logs := &lockedBuffer{}
 	a := &app{cfg: cfg, log: slog.New(slog.NewTextHandler(logs, nil)), extprocServer: srv,
-		reloadConfig: func() (Config, error) { return commandConfig(fs, modeRun) }}
+		reloadConfig: func() (Config, error) { return loadConfig(fs) }}
 	if err := a.startPolicies(); err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +76,22 @@ func TestPolicyReloadKeepsLastGood(t *testing.T) {
 	}
 
 	write("policies:\n  routes:\n    core:\n      - {name: typo, effect: deny, when: 'caller.claim.roles == []'}\n")
-	reload("policy reload failed")
-	if !strings.Contains(logs.String(), `routes.core policy \"typo\"`) {
-		t.Errorf("the error does not name the route and policy:\n%s", logs.String())
+	reload("the configuration does not load")
+	if !strings.Contains(logs.String(), `policies: routes.core policy \"typo\"`) {
+		t.Errorf("the error does not name the key, route and policy:\n%s", logs.String())
 	}
 	if srv.Policies() != first {
 		t.Error("a failed reload replaced the policies in force")
+	}
+	// A configuration that loads but whose policies do not compile (a
+	// reload does not rely on Validate): the last good set stays too.
+	a.reloadPolicies(Config{Policies: &authz.Config{Default: []authz.Policy{{Name: "bad", Effect: "allow", When: "1"}}}})
+	if !strings.Contains(logs.String(), `policy reload failed; the policies in force stay`) ||
+		!strings.Contains(logs.String(), `default policy \"bad\": when is of type int, not bool`) {
+		t.Errorf("no reload error naming the policy:\n%s", logs.String())
+	}
+	if srv.Policies() != first {
+		t.Error("policies that do not compile replaced the policies in force")
 	}
 
 	write("policies:\n  routes:\n    other:\n      - {name: authenticated, effect: allow, when: 'caller.authenticated'}\n")

@@ -31,8 +31,8 @@ type hooks struct {
 	// drainWait, when set, replaces the sleep of the drain delay, so a test
 	// can look at the process while it waits and then let it go on.
 	drainWait func(time.Duration)
-	// reloadConfig loads the configuration again, as at start; serveCmd
-	// sets it so SIGHUP can reload the policies.
+	// reloadConfig, set by serveCmd (not a test hook), reads the
+	// configuration again, file and flags, for the blocks SIGHUP reloads.
 	reloadConfig func() (Config, error)
 }
 
@@ -142,7 +142,7 @@ func serveCmd(m mode, logOut io.Writer, h hooks) func(*cobra.Command, []string) 
 			return err
 		}
 		log := newLogger(cfg, logOut)
-		h.reloadConfig = func() (Config, error) { return commandConfig(cmd.Flags(), m) }
+		h.reloadConfig = func() (Config, error) { return loadConfig(cmd.Flags()) }
 		if err := serve(cmd.Context(), m, cfg, log, h); err != nil {
 			return runtimeError{err}
 		}

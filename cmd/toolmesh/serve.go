@@ -71,6 +71,8 @@ type app struct {
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 	adminToken string                // "": the admin endpoints need no token
+	// reloadConfig reads the configuration again on SIGHUP; nil: no reload.
+	reloadConfig func() (Config, error)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -80,9 +82,6 @@ type app struct {
 	xdsDebounce   *xds.Debouncer // coalesces bursts of registry changes into one push
 	xdsSynced     atomic.Bool    // the last xDS update succeeded
 	filters       *filters.Set   // the filter chains of the ext_proc server
-	// reloadConfig loads the configuration again on SIGHUP (policies);
-	// nil: nothing to reload from.
-	reloadConfig func() (Config, error)
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -409,8 +408,24 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 				a.log.Error("filter reload failed; the loaded modules stay in force", slog.Any("error", err))
 			}
 		}
-		a.reloadPolicies()
+		a.reloadBlocks()
 	}
+}
+
+// reloadBlocks reads the configuration (file and flags) once and hands it to
+// each block that reloads on SIGHUP. A block that does not validate keeps its
+// last good configuration; the others still reload.
+func (a *app) reloadBlocks() {
+	if a.reloadConfig == nil {
+		return
+	}
+	cfg, err := a.reloadConfig()
+	if err != nil {
+		a.log.Error("SIGHUP: the configuration does not load; every reloadable block keeps its last good configuration",
+			slog.Any("error", err))
+		return
+	}
+	a.reloadPolicies(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
