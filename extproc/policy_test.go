@@ -368,6 +368,7 @@ func TestPolicyFederatedItems(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"gh://readme"}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"gh_review"}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"gh_review"},"argument":{"name":"a","value":"x"}}}`,
 	} {
 		got := send(devCaller, body)
 		if got.GetImmediateResponse() == nil {
