@@ -79,7 +79,7 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 		Caller: approval.CallerKey(x.caller)}
 
 	if call.Era != mcp.EraStateless {
-		x.audit(t, approvalUnsupported, "legacy protocol version "+call.Version)
+		x.auditApproval(t, approvalUnsupported, "legacy protocol version "+call.Version)
 		return x.approvalAnswer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, mcp.ToolFailed(t.Name,
 			"approval required: a person must approve calls of this tool at the gateway (route "+x.routeKey+
 				", "+why+"), and protocol version "+call.Version+" cannot carry the approval request. "+
@@ -91,7 +91,7 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 	if in != nil && in.HasRequestState {
 		if err := a.Verify(in.RequestState, b); err != nil {
 			reason := approval.ReasonOf(err)
-			x.audit(t, approvalRefused, string(reason))
+			x.auditApproval(t, approvalRefused, string(reason))
 			return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
 				"Invalid params: requestState rejected: "+refusalText(reason, in.RequestState),
 				map[string]string{"reason": string(reason)}))
@@ -100,11 +100,11 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 			approve, isBool := r.Bool("approve")
 			switch {
 			case r.Action == "accept" && isBool && approve:
-				x.audit(t, approvalGranted, why)
+				x.auditApproval(t, approvalGranted, why)
 				x.approved = true
 				return nil
 			case r.Action == "accept" && isBool, r.Action == "decline", r.Action == "cancel":
-				x.audit(t, approvalDeclined, r.Action)
+				x.auditApproval(t, approvalDeclined, r.Action)
 				return x.approvalAnswer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, mcp.ToolFailed(t.Name,
 					"not approved: the user did not approve this call ("+r.Action+"); the tool was not called"))})
 			}
@@ -113,7 +113,7 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 		// pattern's answer to missing input).
 	}
 	if in == nil || !in.Elicitation {
-		x.audit(t, approvalUnsupported, "no elicitation capability")
+		x.auditApproval(t, approvalUnsupported, "no elicitation capability")
 		return x.approvalAnswer(mcp.MissingCapability(call.ID, json.RawMessage(`{"elicitation":{"form":{}}}`),
 			"Missing required client capability: tool "+t.Name+" needs a person's approval at the gateway, asked through "+
 				"elicitation; declare the elicitation capability in _meta "+mcp.MetaClientCapabilities))
@@ -121,11 +121,11 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 	state, err := a.Mint(b)
 	if err != nil {
 		reason := approval.ReasonOf(err)
-		x.audit(t, approvalRefused, string(reason))
+		x.auditApproval(t, approvalRefused, string(reason))
 		return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
 			"Invalid params: the arguments cannot be approved: an object repeats a member name", map[string]string{"reason": string(reason)}))
 	}
-	x.audit(t, approvalRequested, why)
+	x.auditApproval(t, approvalRequested, why)
 	msg := "Approve a call of tool \"" + t.Name + "\" (Tool Service \"" + t.Service + "\", route \"" + x.routeKey + "\")?\n" +
 		"Arguments: " + approval.Summary(call.Arguments, approvalSummaryBytes) + "\n" +
 		"Approval is required because of " + why + ". It is valid once for these exact arguments, for " + a.TTL().String() + "."
@@ -162,9 +162,9 @@ func (x *exchange) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
 	return x.answer(r, outcomeApproval, detailsApproval)
 }
 
-// audit records one approval decision: a structured audit event and
+// auditApproval records one approval decision: a structured audit event and
 // toolmesh_approvals_total.
-func (x *exchange) audit(t *registry.Tool, decision, reason string) {
+func (x *exchange) auditApproval(t *registry.Tool, decision, reason string) {
 	x.s.metrics.approvals.WithLabelValues(x.routeKey, decision).Inc()
 	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit",
 		slog.String("event", "approval"),

@@ -73,6 +73,7 @@ type exchange struct {
 
 	headers     *corev3.HeaderMap // the client's request headers, for filters
 	caller      *identity.Caller  // set in the request-headers phase by authentication; nil: anonymous
+	pol         policyState       // authorization (policy.go)
 	chain       *filters.Chain    // the route's filters, captured with the call
 	call        *mcp.Call         // the request's tools/call, once Handle returned one
 	tool        *registry.Tool    // the tool it resolved to

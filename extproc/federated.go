@@ -112,7 +112,7 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 	}
 	if prompt {
 		it := x.snap.Prompt(f.Name)
-		if it == nil {
+		if it == nil || !x.authorizeItem(f, true) { // a hidden prompt is unknown
 			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "unknown prompt: "+clipName(f.Name), nil), "", "")
 		}
 		tgt.service, tgt.name, tgt.rename = it.Service, it.UpstreamName, it.UpstreamName != f.Name
@@ -121,7 +121,7 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 		switch {
 		case ambiguous:
 			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "ambiguous resource: "+clipName(f.Name)+" matches templates of several servers", nil), "", "")
-		case it == nil:
+		case it == nil || !x.authorizeItem(f, false): // a hidden resource is not found
 			// -32002 is the resource-not-found code of the MCP
 			// specification (server/resources).
 			return x.answer(mcp.ErrorReply(200, f.ID, codeResourceNotFound, "Resource not found: "+clipName(f.Name), nil), "", "")

@@ -17,6 +17,7 @@ type metrics struct {
 	tools     *toolLabels              // bounds the tool label of toolCalls
 	approvals *prometheus.CounterVec   // route, decision (approval.go)
 	auth      *prometheus.CounterVec   // route, result (authn.Result* values)
+	authz     *prometheus.CounterVec   // route, method, decision
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "toolmesh_auth_requests_total",
 			Help: "Requests to routes that authenticate, by route and result (ok, anonymous, missing_token, invalid_token, insufficient_scope, invalid_request, unavailable).",
 		}, []string{"route", "result"}),
+		authz: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "toolmesh_authz_decisions_total",
+			Help: "Authorization decisions of routes with policies, by route, method and decision (allow, deny, error; filtered for a list that hid something).",
+		}, []string{"route", "method", "decision"}),
 	}
 	// A second Server on the same registry shares the series.
 	var err error
@@ -60,6 +65,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.auth, err = promreg.Register(reg, m.auth); err != nil {
+		return nil, err
+	}
+	if m.authz, err = promreg.Register(reg, m.authz); err != nil {
 		return nil, err
 	}
 	return m, nil

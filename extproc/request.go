@@ -166,7 +166,7 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	if name, ok := x.s.proto.PeekCall(&x.req); ok {
 		// A call that needs approval is decided in the body phase, which
 		// reads its requestState and inputResponses: it is not routed here.
-		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.s.mayNeedApproval(key, t) {
+		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.s.mayNeedApproval(key, t) && x.mayRouteEarly(name) {
 			x.headerRoute = t
 			return requestHeadersResponse(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{
@@ -216,14 +216,15 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
-	var cat mcp.Catalog = x.tracedSearch(x.snap)
+	var cat mcp.Catalog = x.snap
 	if x.s.cfg.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are
 		// neither listed nor resolvable.
 		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
-		cat = x.tracedSearch(x.s.visible.catalog(x.routeKey, x.snap, x.chain))
+		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
 	}
-	out := x.s.proto.HandleShared(&x.req, body, cat)
+	x.startPolicies()
+	out := x.s.proto.HandleShared(&x.req, body, x.tracedSearch(x.policyCatalog(cat)))
 	if out.Forward != nil {
 		return x.forwardItem(out.Forward, body)
 	}
@@ -231,6 +232,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
 		}
+		x.auditAfterHandle(x.method)
 		r := out.Reply
 		if r == nil { // Handle broke its contract; never let the request through
 			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
@@ -251,6 +253,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
 	x.call, x.tool = call, t
+	if r := x.authorizeCall(call, t); r != nil {
+		return r
+	}
 	if lim := x.s.bodyLimit(t.Service); lim > 0 && int64(len(body)) > lim {
 		// The same answer as a body over the deployment-wide limit
 		// (docs/contracts/mcp.md): Envoy let it through because another

@@ -39,6 +39,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -113,6 +114,10 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
+	// policies are the authorization policies in force (SetPolicies);
+	// policyRoutes their per-route, per-caller views (policy.go).
+	policies     atomic.Pointer[authz.Set]
+	policyRoutes policyRoutes
 	// bodyLimits are the per-Tool-Service request body limits in force;
 	// swapped whole by SetBodyLimits, read on every routed call.
 	bodyLimits atomic.Pointer[BodyLimits]

@@ -190,3 +190,13 @@ func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
 func (s *Snapshot) cursorAt(offset int) string {
 	return cursor{tag: s.tag, offset: offset, last: s.Tools[offset-1].Name}.encode()
 }
+
+// PageSize is the size of the snapshot's tools/list (and federated list)
+// pages, 0 when they are not paged (no paging, or search mode). Views that
+// list a subset of the tools (authorization) page by it too.
+func (s *Snapshot) PageSize() int {
+	if s.search != nil {
+		return 0
+	}
+	return s.pageSize
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -170,6 +171,9 @@ type Config struct {
 	// trusted issuers, audience, scopes (docs/identity.md). Unset: every
 	// route is open. Reloaded on SIGHUP.
 	Auth *authn.Config `json:"auth,omitempty"`
+	// Policies are the authorization policies (CEL) of each route
+	// (docs/authorization.md); unset: everything is allowed.
+	Policies *authz.Config `json:"policies,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -561,6 +565,9 @@ func (c *Config) Validate() error {
 		if _, ok := c.Embeddings[cat.Embedding]; !ok && cat.Embedding != "" && cat.Embedding != registry.EmbeddingNone {
 			bad("catalogs."+key+".embedding", "%q is not a key of embeddings", cat.Embedding)
 		}
+	}
+	if _, err := authz.Compile(c.Policies); err != nil {
+		bad("policies", "%v", err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%v", err)

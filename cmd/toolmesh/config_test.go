@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -171,6 +172,16 @@ drainDelay: 10m
 				`defaultEmbedding: "e6" is not a key of embeddings`, `catalogs.big.embedding: "other" is not a key of embeddings`}},
 		{name: "inline credential value", args: []string{"--config", write("inline.yaml", "credentials:\n  gh: {value: ghp_x}\n")},
 			wantErr: []string{`unknown field "value"`}},
+		{name: "policies", args: []string{"--config", write("pol.yaml", "policies:\n  routes:\n    core:\n"+
+			"      - {name: admins-only-destructive, effect: deny, when: 'tool.annotations.destructiveHint && !(\"admin\" in caller.claims.roles)'}\n"+
+			"  default: []\n")},
+			want: withDefaults(func(c *Config) {
+				c.Policies = &authz.Config{Routes: map[string][]authz.Policy{"core": {{Name: "admins-only-destructive", Effect: "deny",
+					When: `tool.annotations.destructiveHint && !("admin" in caller.claims.roles)`}}}, Default: []authz.Policy{}}
+			})},
+		{name: "bad policies", args: []string{"--config", write("badpol.yaml", "policies:\n  routes:\n    core:\n"+
+			"      - {name: typo, effect: deny, when: 'caller.claim.roles == []'}\n      - {name: int, effect: allow, when: '1'}\n")},
+			wantErr: []string{`policies: routes.core policy "typo": `, "undefined field 'claim'", `routes.core policy "int": when is of type int, not bool`}},
 		{name: "portal URL", args: []string{"--portal", "https://portal.example.com/base"}, want: withDefaults(func(c *Config) {
 			c.Portal = "https://portal.example.com/base"
 		})},

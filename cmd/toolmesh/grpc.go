@@ -72,6 +72,9 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}
+	if err := a.startPolicies(); err != nil {
+		return err
+	}
 	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)

@@ -450,6 +450,7 @@ func (a *app) reloadBlocks() {
 	a.reloadAuth(cfg)
 	a.reloadApproval(cfg)
 	a.reloadUpstreamAuth(cfg)
+	a.reloadPolicies(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain

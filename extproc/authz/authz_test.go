@@ -1,0 +1,258 @@
+package authz
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolmesh/toolmesh/extproc/identity"
+)
+
+func TestCompileErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		p    Policy
+		want []string // substrings of the error
+	}{
+		{"syntax", Policy{"p1", "deny", `caller.sub ==`}, []string{`routes.core policy "p1"`, "Syntax error"}},
+		{"not bool", Policy{"p2", "allow", `caller.sub`}, []string{`routes.core policy "p2"`, "not bool"}},
+		{"unknown field", Policy{"p3", "allow", `caller.subject == "x"`}, []string{`policy "p3"`, "undefined field 'subject'"}},
+		{"unknown variable", Policy{"p4", "allow", `user.sub == "x"`}, []string{`policy "p4"`, "undeclared reference"}},
+		{"bad effect", Policy{"p5", "permit", `true`}, []string{`policy "p5"`, `effect "permit"`}},
+		{"empty when", Policy{"p6", "deny", ` `}, []string{`policy "p6"`, "when is empty"}},
+		{"no name", Policy{"", "deny", `true`}, []string{"routes.core[0]", "name is empty"}},
+		{"wrong types", Policy{"p7", "allow", `caller.scopes == "a"`}, []string{`policy "p7"`, "no matching overload"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compile(&Config{Routes: map[string][]Policy{"core": {tt.p}}})
+			if err == nil {
+				t.Fatal("compiled")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	_, err := Compile(&Config{Default: []Policy{{"a", "deny", "true"}, {"a", "deny", "false"}}})
+	if err == nil || !strings.Contains(err.Error(), `default policy "a": name is used twice`) {
+		t.Errorf("duplicate name: %v", err)
+	}
+}
+
+func caller(claims string, scopes ...string) *identity.Caller {
+	c := &identity.Caller{Authenticated: true, Issuer: "https://idp", Subject: "alice", Scopes: scopes, Token: "secret"}
+	if claims != "" {
+		if err := json.Unmarshal([]byte(claims), &c.Claims); err != nil {
+			panic(err)
+		}
+	}
+	return c
+}
+
+func TestDecide(t *testing.T) {
+	admin := caller(`{"roles":["admin","dev"]}`, "mcp:tools")
+	dev := caller(`{"roles":["dev"],"tier":3}`, "mcp:tools")
+	noRoles := caller(`{}`)
+	mesh := &identity.Caller{MeshID: "spiffe://mesh/ns/billing/sa/worker"}
+	destructive := NewTool("delete_user", "users", "", json.RawMessage(`{"destructiveHint":true}`))
+	readOnly := NewTool("get_user", "users", "", json.RawMessage(`{"readOnlyHint":true}`))
+	bare := NewTool("send_mail", "mail", "", nil)
+
+	const adminsOnly = `tool.annotations.destructiveHint && !("admin" in caller.claims.roles)`
+	tests := []struct {
+		name     string
+		policies []Policy
+		kind     Kind
+		in       Input
+		args     string
+		want     string // decision
+		policy   string
+		visible  bool // Visible's answer
+	}{
+		{"no policies", nil, KindTool, Input{Tool: destructive}, "", DecisionAllow, "", true},
+		{"admin destructive", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(admin), Tool: destructive}, "", DecisionAllow, "", true},
+		{"dev destructive", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: destructive}, "", DecisionDeny, "admins", false},
+		{"dev read-only", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: readOnly}, "", DecisionAllow, "", true},
+		{"no annotations is destructive (MCP default)", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare}, "", DecisionDeny, "admins", false},
+		{"missing claim fails closed", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(noRoles), Tool: destructive}, "", DecisionError, "admins", false},
+		{"missing claim, short-circuit false", []Policy{{"admins", "deny", adminsOnly}}, KindTool,
+			Input{Caller: NewCaller(noRoles), Tool: readOnly}, "", DecisionAllow, "", true},
+		{"anonymous", []Policy{{"authn", "allow", `caller.authenticated`}}, KindTool,
+			Input{Tool: readOnly}, "", DecisionDeny, "", false},
+		{"scope allow", []Policy{{"scope", "allow", `"mcp:tools" in caller.scopes`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: readOnly}, "", DecisionAllow, "scope", true},
+		{"scope missing", []Policy{{"scope", "allow", `"mcp:tools" in caller.scopes`}}, KindTool,
+			Input{Caller: NewCaller(noRoles), Tool: readOnly}, "", DecisionDeny, "", false},
+		{"one allow of two", []Policy{{"a", "allow", `caller.sub == "bob"`}, {"b", "allow", `caller.claims.tier >= 3`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: readOnly}, "", DecisionAllow, "b", true},
+		{"failing allow does not grant", []Policy{{"a", "allow", `caller.claims.tier >= 3`}}, KindTool,
+			Input{Caller: NewCaller(admin), Tool: readOnly}, "", DecisionError, "a", false},
+		{"deny wins over allow", []Policy{{"all", "allow", `true`}, {"none", "deny", `tool.name.startsWith("delete_")`}}, KindTool,
+			Input{Caller: NewCaller(admin), Tool: destructive}, "", DecisionDeny, "none", false},
+		{"mesh id", []Policy{{"billing", "allow", `caller.mesh_id.startsWith("spiffe://mesh/ns/billing/")`}}, KindTool,
+			Input{Caller: NewCaller(mesh), Tool: bare}, "", DecisionAllow, "billing", true},
+		{"mesh id other", []Policy{{"billing", "allow", `caller.mesh_id.startsWith("spiffe://mesh/ns/billing/")`}}, KindTool,
+			Input{Caller: NewCaller(admin), Tool: bare}, "", DecisionDeny, "", false},
+		{"args deny matches", []Policy{{"big", "deny", `args.amount > 1000.0 && !("admin" in caller.claims.roles)`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare}, `{"amount":5000}`, DecisionDeny, "big", true},
+		{"args deny not matching", []Policy{{"big", "deny", `args.amount > 1000.0 && !("admin" in caller.claims.roles)`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare}, `{"amount":5}`, DecisionAllow, "", true},
+		{"args deny, admin: list decides without args", []Policy{{"big", "deny", `args.amount > 1000.0 && !("admin" in caller.claims.roles)`}}, KindTool,
+			Input{Caller: NewCaller(admin), Tool: bare}, `{"amount":5000}`, DecisionAllow, "", true},
+		{"args missing key fails closed", []Policy{{"big", "deny", `args.amount > 1000.0`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare}, `{}`, DecisionError, "big", true},
+		{"args allow", []Policy{{"own", "allow", `args.user == caller.sub`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare}, `{"user":"alice"}`, DecisionAllow, "own", true},
+		{"era", []Policy{{"new", "deny", `era_kind == "legacy" && tool.name == "send_mail"`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare, Era: "2025-11-25", EraKind: "legacy"}, "", DecisionDeny, "new", false},
+		{"era version", []Policy{{"new", "deny", `era < "2025-06-18"`}}, KindTool,
+			Input{Caller: NewCaller(dev), Tool: bare, Era: "2025-11-25", EraKind: "legacy"}, "", DecisionAllow, "", true},
+		{"tool policy does not govern resources", []Policy{{"admins", "deny", adminsOnly}}, KindResource,
+			Input{Caller: NewCaller(dev), Resource: NewResource("file:///a")}, "", DecisionAllow, "", true},
+		{"resource policy", []Policy{{"public", "allow", `resource.uri.startsWith("file:///public/")`}}, KindResource,
+			Input{Caller: NewCaller(dev), Resource: NewResource("file:///secret")}, "", DecisionDeny, "", false},
+		{"prompt policy", []Policy{{"p", "deny", `prompt.name == "secret" && !("admin" in caller.claims.roles)`}}, KindPrompt,
+			Input{Caller: NewCaller(dev), Prompt: NewPrompt("secret")}, "", DecisionDeny, "p", false},
+		{"caller-only policy governs every kind", []Policy{{"authn", "allow", `caller.authenticated`}}, KindPrompt,
+			Input{Prompt: NewPrompt("x")}, "", DecisionDeny, "", false},
+		{"method", []Policy{{"m", "deny", `method == "resources/read"`}}, KindResource,
+			Input{Method: "resources/read", Resource: NewResource("x")}, "", DecisionDeny, "m", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := Compile(&Config{Routes: map[string][]Policy{"core": tt.policies}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := set.Route("core")
+			in := tt.in
+			if tt.args != "" {
+				if in.Args, err = Args(json.RawMessage(tt.args)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d := r.Decide(tt.kind, &in)
+			if d.Decision != tt.want || d.Policy != tt.policy || d.Allowed != (tt.want == DecisionAllow) {
+				t.Errorf("Decide = %+v, want %s by %q", d, tt.want, tt.policy)
+			}
+			in.Args = nil
+			if v := r.Visible(tt.kind, &in); v.Allowed != tt.visible {
+				t.Errorf("Visible = %+v, want visible %v", v, tt.visible)
+			}
+		})
+	}
+}
+
+func TestKey(t *testing.T) {
+	set, err := Compile(&Config{
+		Routes: map[string][]Policy{
+			"roles":  {{"admins", "deny", `tool.annotations.destructiveHint && !("admin" in caller.claims.roles)`}},
+			"tools":  {{"t", "deny", `tool.name == "x"`}},
+			"whole":  {{"w", "allow", `caller == caller`}},
+			"eraKey": {{"e", "deny", `era_kind == "legacy"`}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := caller(`{"roles":["dev"],"email":"a@x"}`)
+	bob := caller(`{"roles":["dev"],"email":"b@x"}`)
+	bob.Subject = "bob"
+	carol := caller(`{"roles":["admin"]}`)
+	r := set.Route("roles")
+	ka, kb, kc := r.Key(alice, "", ""), r.Key(bob, "", ""), r.Key(carol, "", "")
+	if ka != kb {
+		t.Errorf("callers with the same roles have keys %q and %q", ka, kb)
+	}
+	if ka == kc {
+		t.Errorf("callers with other roles share key %q", ka)
+	}
+	if strings.Contains(ka, "secret") {
+		t.Errorf("key %q contains the token", ka)
+	}
+	if k := r.Key(caller(`{}`), "", ""); k == ka {
+		t.Errorf("a caller without roles shares key %q", k)
+	}
+	if k1, k2 := set.Route("tools").Key(alice, "", ""), set.Route("tools").Key(nil, "", ""); k1 != k2 {
+		t.Errorf("policies that read no caller attribute: keys %q and %q", k1, k2)
+	}
+	w := set.Route("whole")
+	if w.Key(alice, "", "") == w.Key(bob, "", "") {
+		t.Error("a policy reading the whole caller: two callers share a key")
+	}
+	e := set.Route("eraKey")
+	if e.Key(nil, "2025-11-25", "legacy") == e.Key(nil, "2026-07-28", "stateless") {
+		t.Error("a policy reading the era: two eras share a key")
+	}
+}
+
+func TestRouteSelection(t *testing.T) {
+	set, err := Compile(&Config{
+		Default: []Policy{{"d", "deny", "true"}},
+		Routes:  map[string][]Policy{"open": {}, "core": {{"c", "allow", "true"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Route("open") != nil {
+		t.Error("an empty route entry must replace the default with no policies")
+	}
+	if d := set.Route("other").Decide(KindTool, &Input{Tool: NewTool("x", "s", "", nil)}); d.Policy != "d" {
+		t.Errorf("default policies not applied: %+v", d)
+	}
+	if d := set.Route("core").Decide(KindTool, &Input{Tool: NewTool("x", "s", "", nil)}); !d.Allowed || d.Policy != "c" {
+		t.Errorf("route policies: %+v", d)
+	}
+	var nilSet *Set
+	if nilSet.Route("x") != nil {
+		t.Error("nil set has policies")
+	}
+}
+
+// TestWorkedExample checks the table of docs/authorization.md.
+func TestWorkedExample(t *testing.T) {
+	set, err := Compile(&Config{Routes: map[string][]Policy{"core": {
+		{"staff-only", "allow", `"dev" in caller.claims.roles || "admin" in caller.claims.roles`},
+		{"admins-only-destructive", "deny", `tool.annotations.destructiveHint && !("admin" in caller.claims.roles)`},
+	}}, Default: []Policy{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := set.Route("core")
+	del := NewTool("delete_customer", "crm", "", json.RawMessage(`{"destructiveHint":true}`))
+	get := NewTool("get_customer", "crm", "", json.RawMessage(`{"readOnlyHint":true}`))
+	for _, tc := range []struct {
+		claims   string
+		del, get bool
+	}{
+		{`{"roles":["admin"]}`, true, true},
+		{`{"roles":["dev"]}`, false, true},
+		{`{}`, false, false},
+		{`{"roles":["sales"]}`, false, false},
+	} {
+		c := NewCaller(caller(tc.claims))
+		for _, x := range []struct {
+			tool *Tool
+			want bool
+		}{{del, tc.del}, {get, tc.get}} {
+			in := &Input{Caller: c, Method: "tools/call", Tool: x.tool}
+			if d := r.Decide(KindTool, in); d.Allowed != x.want {
+				t.Errorf("%s calling %s: %+v, want allowed %v", tc.claims, x.tool.Name(), d, x.want)
+			}
+			if v := r.Visible(KindTool, in); v.Allowed != x.want {
+				t.Errorf("%s listing %s: %+v, want visible %v", tc.claims, x.tool.Name(), v, x.want)
+			}
+		}
+	}
+	if set.Route("other") != nil {
+		t.Error("default: [] must leave other routes without policies")
+	}
+}
