@@ -17,6 +17,7 @@ type message struct {
 type params struct {
 	name, arguments, cursor, protocolVersion, meta []byte
 	uri, ref                                       []byte
+	notifications                                  []byte // subscriptions/listen filter
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
 	metaCaps                                       []byte // _meta[MetaClientCapabilities]
 	progressToken                                  []byte // _meta.progressToken
@@ -88,6 +89,8 @@ func parseParams(obj []byte) params {
 			set(&p.uri, val, k, &p.dup)
 		case "ref":
 			set(&p.ref, val, k, &p.dup)
+		case "notifications":
+			set(&p.notifications, val, k, &p.dup)
 		}
 		return true
 	})
@@ -276,6 +279,10 @@ func (s *Server) handleStateless(q *request, cat Catalog) Outcome {
 		return s.toolsList(q, cat)
 	case "tools/call":
 		return s.toolsCall(q, cat)
+	case "subscriptions/listen":
+		if s.cfg.ListChanged {
+			return s.listen(q, cat)
+		}
 	}
 	if out, ok := s.federated(q, cat); ok {
 		return out
