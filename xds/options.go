@@ -68,6 +68,9 @@ type Options struct {
 	// EnvoyTracing, when set, programs Envoy's OpenTelemetry tracer and
 	// emits its collector's cluster (envoytracing.go); nil is no tracing.
 	EnvoyTracing *EnvoyTracing
+	// Notifications, when set, emits the notifications cluster and its route
+	// (notifications.go); nil: change-notification streams are not served.
+	Notifications *Notifications
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -116,6 +119,9 @@ func (o Options) check() error {
 		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
 	}
 	if err := o.EnvoyTracing.check(); err != nil {
+		return err
+	}
+	if err := o.Notifications.check(); err != nil {
 		return err
 	}
 	if err := checkNodes(o.Nodes); err != nil {

@@ -53,7 +53,10 @@ const (
 // buildRouteConfig builds the route configuration of these Tool Services
 // and Portal routes; bodyLimits are the routes' request body limits.
 func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, opts Options) *routev3.RouteConfiguration {
-	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+1)
+	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+2)
+	if opts.Notifications != nil {
+		routes = append(routes, notificationsRoute())
+	}
 	for _, u := range ups {
 		routes = append(routes, toolServiceRoute(u))
 	}
