@@ -11,6 +11,9 @@ import (
 
 // Route configuration (one virtual host, domains "*"), in match order:
 //
+//  0. with Options.Notifications, the route of the notifications cluster
+//     (notifications.go): header x-toolmesh-cluster equal to
+//     registry.NotificationsCluster, timeout 0s.
 //  1. one route per Tool Service: any path with header x-toolmesh-cluster
 //     exactly equal to its cluster name → that cluster. Only the extproc
 //     server sets the header (clients' copies are stripped at the edge), in
