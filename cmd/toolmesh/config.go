@@ -192,8 +192,8 @@ type Config struct {
 	NotificationsListen string `json:"notificationsListen,omitempty"`
 	// NotificationsAddresses are the host:port addresses at which Envoy
 	// reaches the notifications servers, for `xds` to program the cluster
-	// (IP addresses, or DNS names resolving to every replica). `run`
-	// programs its own NotificationsListen address instead.
+	// (IP addresses, or DNS names resolving to every replica). Unset, `run`
+	// programs its own NotificationsListen address.
 	NotificationsAddresses []string `json:"notificationsAddresses,omitempty"`
 	// NotificationsKeepAlive is the interval of the SSE comment written on
 	// an idle stream (default 15s; below Envoy's 5m stream_idle_timeout).

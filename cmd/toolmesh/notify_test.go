@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/notify"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // mutableToolService serves a manifest whose tool names the test changes.
@@ -141,7 +144,14 @@ func TestRunChangeNotifications(t *testing.T) {
 		}
 	}
 	writePortal("r")
-	p := startProcess(t, "run", "--portal", portal, "--refresh-interval", "100ms",
+	// No keep-alive during the test: a legacy stream's first bytes are its
+	// headers, which must not wait for a comment (envoy/rules.go, response
+	// headers on the wire).
+	cfg := filepath.Join(filepath.Dir(portal), "toolmesh.yaml")
+	if err := os.WriteFile(cfg, []byte("notificationsKeepAlive: 4m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, "run", "--config", cfg, "--portal", portal, "--refresh-interval", "100ms",
 		"--notifications-listen", "127.0.0.1:0")
 	base := "http://" + p.addrs["dataplane"]
 
@@ -156,7 +166,7 @@ func TestRunChangeNotifications(t *testing.T) {
 		t.Errorf("server/discover tools.listChanged = %v, want true", got)
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	modern := openStream(t, ctx, base, "r", listenBody(7, `{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["x:/y"]}`))
 	ack, err := modern.next()
@@ -218,4 +228,69 @@ func TestRunChangeNotifications(t *testing.T) {
 		}
 	}
 	p.stop(t)
+}
+
+// replica is a notifications server over its own registry of the same
+// Portal: what another toolmesh replica runs.
+func startReplica(t *testing.T, portal string) (*notify.Server, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reg := registry.New(registry.Options{Source: registry.NewFileSource(portal), Interval: 100 * time.Millisecond})
+	if err := reg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := notify.New(reg, notify.Options{KeepAlive: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	done := make(chan struct{}, 2)
+	go func() { reg.Run(ctx); done <- struct{}{} }()
+	go func() { srv.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		<-done
+		<-done
+	})
+	return srv, strings.TrimPrefix(hs.URL, "http://")
+}
+
+// TestRunNotificationsTwoReplicas: the notifications cluster has two
+// endpoints, two replicas each building its snapshots from the same Portal
+// (so the same versions). The data plane spreads two streams over them and
+// one Portal change reaches both streams.
+func TestRunNotificationsTwoReplicas(t *testing.T) {
+	svc := newMutableToolService(t, "a")
+	dir := t.TempDir()
+	portal := filepath.Join(dir, "portal.json")
+	if err := os.WriteFile(portal, []byte(`{"routes":[{"key":"r","toolServices":[{"name":"svc","url":"`+svc.url+`"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r0, a0 := startReplica(t, portal)
+	r1, a1 := startReplica(t, portal)
+	replicas := []*notify.Server{r0, r1}
+	cfg := filepath.Join(dir, "toolmesh.yaml")
+	if err := os.WriteFile(cfg, []byte("notificationsAddresses: ["+a0+", "+a1+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, "run", "--config", cfg, "--portal", portal, "--refresh-interval", "100ms",
+		"--notifications-listen", "127.0.0.1:0")
+	base := "http://" + p.addrs["dataplane"]
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	streams := []*sseReader{openStream(t, ctx, base, "r", ""), openStream(t, ctx, base, "r", "")}
+	for i, r := range replicas {
+		if n := r.Listeners(); n != 1 {
+			t.Fatalf("replica %d holds %d streams, want 1 each (round robin over the two endpoints)", i, n)
+		}
+	}
+	svc.set("a", "b")
+	for i, s := range streams {
+		ev, err := s.next()
+		if err != nil || ev["method"] != "notifications/tools/list_changed" {
+			t.Fatalf("stream %d: %v %v, want notifications/tools/list_changed", i, ev, err)
+		}
+	}
 }

@@ -385,10 +385,10 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 }
 
 // notificationsEndpoint is where Envoy reaches the notifications servers:
-// this process's own in run, else the configured addresses (nil: none).
+// the configured addresses, else in run this process's own (nil: none).
 func (a *app) notificationsEndpoint(ls *listeners) *xds.Notifications {
 	addrs := a.cfg.NotificationsAddresses
-	if ls.notify != nil && a.mode == modeRun {
+	if len(addrs) == 0 && ls.notify != nil && a.mode == modeRun {
 		addrs = []string{ls.notify.Addr().String()}
 	}
 	if len(addrs) == 0 {
