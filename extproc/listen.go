@@ -74,7 +74,9 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 			remove = append(remove, k)
 		}
 	}
-	x.routed, x.listening, x.outcome, x.callOutcome = true, true, outcomeRouted, outcomeRouted
+	// The request's outcome is that of the notifications server's answer
+	// (streamResponseHeaders); no_response when none came.
+	x.routed, x.listening, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
 	return &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 		ClearRouteCache: true, // honoured because a header mutation comes with it
@@ -86,6 +88,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 // route) passes as it is.
 func (x *exchange) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
+	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
 	resp := responseHeadersResponse(&extprocv3.CommonResponse{})
 	if x.upStatus >= 200 && x.upStatus <= 299 && isEventStream(x.upContentType) && !h.GetEndOfStream() {
 		x.streaming = true
