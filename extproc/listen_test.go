@@ -44,6 +44,11 @@ func TestStreamRouting(t *testing.T) {
 			t.Error("a legacy stream got a subscription id")
 		}
 		streamed(t, v)
+		v.close()
+		if n := metricValue(t, on.reg, "toolmesh_extproc_requests_total",
+			map[string]string{"route": "core", "method": "GET", "era": "legacy", "outcome": "ok"}); n != 1 {
+			t.Errorf("requests_total{method=GET,outcome=ok} = %v, want 1", n)
+		}
 	})
 	t.Run("subscriptions/listen", func(t *testing.T) {
 		v := on.open(t)
