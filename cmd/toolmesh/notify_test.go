@@ -294,3 +294,67 @@ func TestRunNotificationsTwoReplicas(t *testing.T) {
 		}
 	}
 }
+
+// openListeners is toolmesh_listeners summed over eras, from /metrics.
+func openListeners(t *testing.T, admin string) float64 {
+	t.Helper()
+	_, body := httpGet(t, "http://"+admin+"/metrics")
+	sum := 0.0
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, "toolmesh_listeners{") {
+			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// TestRunStreamBoundsAndDisconnect: through the data plane, a stream over
+// the per-client bound gets the notifications server's 429 and JSON-RPC
+// error; a client that goes away frees its stream (the data plane cancels
+// the upstream request, the server releases it).
+func TestRunStreamBoundsAndDisconnect(t *testing.T) {
+	svc := newMutableToolService(t, "a")
+	dir := t.TempDir()
+	portal := filepath.Join(dir, "portal.json")
+	if err := os.WriteFile(portal, []byte(`{"routes":[{"key":"r","toolServices":[{"name":"svc","url":"`+svc.url+`"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "toolmesh.yaml")
+	if err := os.WriteFile(cfg, []byte("notificationsMaxStreamsPerClient: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, "run", "--config", cfg, "--portal", portal, "--notifications-listen", "127.0.0.1:0")
+	base := "http://" + p.addrs["dataplane"]
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	first := openStream(t, ctx, base, "r", listenBody(1, `{"toolsListChanged":true}`))
+	if _, err := first.next(); err != nil {
+		t.Fatal(err)
+	}
+
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/mcp/r", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var rpcErr map[string]any
+	_ = json.Unmarshal(body, &rpcErr)
+	if resp.StatusCode != http.StatusTooManyRequests || dig(rpcErr, "error", "code") != -32603.0 {
+		t.Fatalf("second stream of the client: %d %s, want 429 with a JSON-RPC error", resp.StatusCode, body)
+	}
+
+	if n := openListeners(t, p.addrs["admin"]); n != 1 {
+		t.Fatalf("toolmesh_listeners = %v, want 1", n)
+	}
+	cancel() // the client goes away
+	deadline := time.Now().Add(20 * time.Second)
+	for openListeners(t, p.addrs["admin"]) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream of a client that went away is still counted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
