@@ -371,6 +371,13 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		return
 	}
 	flusher, _ := x.w.(http.Flusher)
+	switch body.(type) {
+	case *bytes.Reader, *strings.Reader: // held whole: out with the headers
+	default:
+		if flusher != nil { // still streaming: the headers go now (rules.go)
+			flusher.Flush()
+		}
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, rerr := body.Read(buf)

@@ -657,6 +657,17 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk.
 
+// Response headers on the wire (source/common/http/http1/codec_impl.cc,
+// StreamEncoderImpl::encodeHeadersBase): headers encoded without end_stream
+// are flushed at once (connection_.flushOutput()), before any body; writes
+// of one event-loop pass coalesce. So a response whose body is still
+// streaming (passed through, or STREAMED through ext_proc) reaches the
+// client with its headers before its first byte, as an idle event stream
+// needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
+// goes out with its headers. The local data plane flushes the headers of
+// the first kind (exchange.write). [verify: read in an older codec_impl.cc;
+// HTTP/2 sends a HEADERS frame at once likewise]
+
 // checkDownstream applies the downstream request checks Envoy makes before
 // any filter runs, and returns the local reply of a refused request. Codec
 // errors go through ServerConnectionImpl::sendProtocolError

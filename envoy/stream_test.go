@@ -3,9 +3,12 @@ package envoy
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -260,5 +263,58 @@ func TestStreamedRequestBody(t *testing.T) {
 	// STREAMED removes content-length: the upstream request is chunked.
 	if reqs[0].header.Get("Content-Length") != "" {
 		t.Errorf("content-length %q forwarded in STREAMED mode", reqs[0].header.Get("Content-Length"))
+	}
+}
+
+// TestStreamingHeadersFlushed: Envoy's codec writes response headers
+// encoded without end of stream at once (source/common/http/http1/
+// codec_impl.cc, StreamEncoderImpl::encodeHeadersBase → flushOutput), so a
+// client sees the headers of a STREAMED body before its first byte: an
+// event stream that stays quiet (a change-notification stream) is open for
+// the client at once. The upstream sends its body only after the client
+// has its headers; a data plane holding the headers for the body never
+// completes, and the request's context bounds that failure.
+func TestStreamingHeadersFlushed(t *testing.T) {
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte("data: late\n\n"))
+	})
+	fn := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+		if req.GetResponseHeaders() != nil {
+			resp := respHeadersResp(&extprocv3.CommonResponse{})
+			resp.ModeOverride = &extprocfilterv3.ProcessingMode{
+				RequestBodyMode: extprocfilterv3.ProcessingMode_BUFFERED, ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED}
+			return resp, nil
+		}
+		return continueAll(req)
+	}
+	cfg := defaultExtProc()
+	cfg.AllowModeOverride = true
+	cfg.AllowedOverrideModes = []*extprocfilterv3.ProcessingMode{streamedEntry()}
+	e := newEnv(t, fn, setup{
+		extProc:  cfg,
+		routes:   []*routev3.Route{clusterRoute("/", "notifications", nil)},
+		clusters: []*clusterv3.Cluster{staticCluster(t, "notifications", up.addr())},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/mcp/core", nil)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("no response headers before the body: %v", err)
+	}
+	defer resp.Body.Close()
+	close(release)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "data: late\n\n" {
+		t.Fatalf("body %q, %v", b, err)
 	}
 }

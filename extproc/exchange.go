@@ -91,6 +91,7 @@ type exchange struct {
 	upHeadersSeen bool
 	resultSent    bool
 	streaming     bool            // the response body was switched to STREAMED
+	listening     bool            // routed to the notifications server (listen.go)
 	progress      *progressStream // a 2xx application/x-ndjson answer (progress.go)
 	callOutcome   string
 
@@ -197,6 +198,9 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		if x.fed != nil {
 			return x.fedResponseHeaders(r.ResponseHeaders)
 		}
+		if x.listening {
+			return x.streamResponseHeaders(r.ResponseHeaders)
+		}
 		return x.responseHeaders(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		if x.progress != nil && x.streaming {
@@ -207,7 +211,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		if x.fed != nil && x.streaming {
 			return x.fedResponseBody(r.ResponseBody)
 		}
-		if !x.routed || x.resultSent {
+		if !x.routed || x.resultSent || x.listening {
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}
 		if x.fed != nil {

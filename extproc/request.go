@@ -152,6 +152,9 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	}
 	x.snap = snap
 
+	if x.req.Method == "GET" {
+		return x.streamRequest(owned) // listen.go
+	}
 	if r := x.s.proto.CheckHeaders(&x.req); r != nil {
 		return x.answer(r, "", detailsRejected)
 	}
@@ -227,6 +230,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	out := x.s.proto.HandleShared(&x.req, body, x.tracedSearch(x.policyCatalog(cat)))
 	if out.Forward != nil {
 		return x.forwardItem(out.Forward, body)
+	}
+	if out.Listen != nil {
+		return x.listen(out.Listen) // listen.go
 	}
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {

@@ -146,6 +146,23 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxDepth bounds JSON nesting of a request body (default 64).
 	MaxDepth int
+	// ListChanged says the gateway serves change-notification streams
+	// (subscriptions/listen, and the legacy GET stream): initialize and
+	// server/discover then declare listChanged true, subscriptions/listen
+	// becomes a Listen outcome and CheckStream admits a legacy GET. False
+	// keeps listChanged false, subscriptions/listen -32601 and GET 405.
+	ListChanged bool
+}
+
+// Listen is a subscriptions/listen request (2026-07-28) or a legacy GET
+// stream that passed every protocol rule: the caller opens the stream.
+type Listen struct {
+	// ID is the exact JSON text of the request id, the subscription id
+	// every message on the stream carries; nil for a legacy GET stream.
+	ID json.RawMessage
+	// The list_changed notifications the stream carries: what the client
+	// opted into and the route serves.
+	Tools, Prompts, Resources bool
 }
 
 // Call is a tools/call that passed every protocol rule and must be routed.
@@ -169,12 +186,13 @@ type Call struct {
 	Input *CallInput
 }
 
-// Outcome is what Handle decided: exactly one of Reply, Call and Forward
-// is set.
+// Outcome is what Handle decided: exactly one of Reply, Call, Forward and
+// Listen is set.
 type Outcome struct {
 	Reply   *Reply
 	Call    *Call
 	Forward *Forward
+	Listen  *Listen
 }
 
 // Failure says how a routed call failed before a Tool Service answered.

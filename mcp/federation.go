@@ -175,25 +175,23 @@ func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, membe
 }
 
 // capabilities is the capabilities object of initialize and server/discover
-// for a route that offers off beyond tools.
-func capabilities(legacy bool, off Offers) []byte {
-	b := []byte(`{"tools":{}`)
-	if legacy {
-		b = []byte(`{"tools":{"listChanged":false}`)
+// for a route that offers off beyond tools. listChanged is declared true
+// only when the gateway serves change-notification streams; the legacy era
+// also spells out false, as it always has.
+func capabilities(legacy, listChanged bool, off Offers) []byte {
+	lc := `{}`
+	switch {
+	case listChanged:
+		lc = `{"listChanged":true}`
+	case legacy:
+		lc = `{"listChanged":false}`
 	}
+	b := append([]byte(`{"tools":`), lc...)
 	if off.Resources {
-		if legacy {
-			b = append(b, `,"resources":{"listChanged":false}`...)
-		} else {
-			b = append(b, `,"resources":{}`...)
-		}
+		b = append(append(b, `,"resources":`...), lc...)
 	}
 	if off.Prompts {
-		if legacy {
-			b = append(b, `,"prompts":{"listChanged":false}`...)
-		} else {
-			b = append(b, `,"prompts":{}`...)
-		}
+		b = append(append(b, `,"prompts":`...), lc...)
 	}
 	if off.Completions {
 		b = append(b, `,"completions":{}`...)

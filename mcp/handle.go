@@ -18,6 +18,7 @@ type params struct {
 	name, arguments, cursor, protocolVersion, meta []byte
 	uri, ref                                       []byte
 	requestState, inputResponses                   []byte // MRTR retry members (inputrequired.go)
+	notifications                                  []byte // subscriptions/listen filter
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
 	metaCaps                                       []byte // _meta[MetaClientCapabilities]
 	progressToken                                  []byte // _meta.progressToken
@@ -93,6 +94,8 @@ func parseParams(obj []byte) params {
 			set(&p.requestState, val, k, &p.dup)
 		case "inputResponses":
 			set(&p.inputResponses, val, k, &p.dup)
+		case "notifications":
+			set(&p.notifications, val, k, &p.dup)
 		}
 		return true
 	})
@@ -281,6 +284,10 @@ func (s *Server) handleStateless(q *request, cat Catalog) Outcome {
 		return s.toolsList(q, cat)
 	case "tools/call":
 		return s.toolsCall(q, cat)
+	case "subscriptions/listen":
+		if s.cfg.ListChanged {
+			return s.listen(q, cat)
+		}
 	}
 	if out, ok := s.federated(q, cat); ok {
 		return out

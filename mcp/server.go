@@ -77,7 +77,7 @@ func NewServer(cfg Config) *Server {
 	}
 	d = append(d, `],"capabilities":`...)
 	s.discoverHead = d
-	d = append(d, `{"tools":{}}`...)
+	d = append(d, capabilities(false, cfg.ListChanged, Offers{})...)
 	dt := len(d)
 	d = append(d, ',')
 	if cfg.Instructions != "" {
@@ -111,7 +111,7 @@ func NewServer(cfg Config) *Server {
 		b := append([]byte(`{"protocolVersion":`), appendString(nil, v)...)
 		b = append(b, `,"capabilities":`...)
 		s.initHead[v] = b
-		b = append(append([]byte(nil), b...), `{"tools":{"listChanged":false}}`...)
+		b = append(append([]byte(nil), b...), capabilities(true, cfg.ListChanged, Offers{})...)
 		s.initialize[v] = append(b, s.initTail...)
 	}
 	return s
@@ -125,7 +125,7 @@ func (s *Server) discoverFor(cat Catalog) []byte {
 		return s.discover
 	}
 	b := append([]byte(nil), s.discoverHead...)
-	b = append(b, capabilities(false, off)...)
+	b = append(b, capabilities(false, s.cfg.ListChanged, off)...)
 	return append(b, s.discoverTail...)
 }
 
@@ -136,7 +136,7 @@ func (s *Server) initializeFor(v string, cat Catalog) []byte {
 		return s.initialize[v]
 	}
 	b := append([]byte(nil), s.initHead[v]...)
-	b = append(b, capabilities(true, off)...)
+	b = append(b, capabilities(true, s.cfg.ListChanged, off)...)
 	return append(b, s.initTail...)
 }
 

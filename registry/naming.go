@@ -45,6 +45,25 @@ const (
 	// ListenerName and RouteConfigName name the resources the xDS server emits.
 	ListenerName    = "toolmesh_mcp"
 	RouteConfigName = "toolmesh_routes"
+
+	// Change-notification streams (docs/decisions/0012): the cluster that
+	// reaches the notifications server of the extproc processes, the path
+	// the extproc server rewrites a subscriptions/listen POST or a legacy
+	// GET to, and the headers it sets for that server.
+	NotificationsCluster = "toolmesh_notifications"
+	NotificationsPath    = "/toolmesh/notifications"
+	// SubscriptionHeader is the exact JSON text of the subscriptions/listen
+	// request id; absent on a legacy GET stream.
+	SubscriptionHeader = "x-toolmesh-subscription"
+	// NotifyHeader lists the notification kinds the stream carries,
+	// comma-separated NotifyTools, NotifyPrompts, NotifyResources.
+	NotifyHeader    = "x-toolmesh-notify"
+	NotifyTools     = "tools"
+	NotifyPrompts   = "prompts"
+	NotifyResources = "resources"
+	// CallerHeader names the authenticated caller, when there is one; the
+	// notifications server bounds streams per caller.
+	CallerHeader = "x-toolmesh-caller"
 )
 
 // ClusterName is the Envoy cluster name of a Tool Service.

@@ -72,6 +72,9 @@ type Options struct {
 	// ext_proc filter send the caller's SPIFFE ID (downstreamtls.go); nil
 	// is plaintext.
 	DownstreamTLS *DownstreamTLS
+	// Notifications, when set, emits the notifications cluster and its route
+	// (notifications.go); nil: change-notification streams are not served.
+	Notifications *Notifications
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -123,6 +126,9 @@ func (o Options) check() error {
 		return err
 	}
 	if err := o.DownstreamTLS.check(); err != nil {
+		return err
+	}
+	if err := o.Notifications.check(); err != nil {
 		return err
 	}
 	if err := checkNodes(o.Nodes); err != nil {

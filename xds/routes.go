@@ -11,6 +11,9 @@ import (
 
 // Route configuration (one virtual host, domains "*"), in match order:
 //
+//  0. with Options.Notifications, the route of the notifications cluster
+//     (notifications.go): header x-toolmesh-cluster equal to
+//     registry.NotificationsCluster, timeout 0s.
 //  1. one route per Tool Service: any path with header x-toolmesh-cluster
 //     exactly equal to its cluster name → that cluster. Only the extproc
 //     server sets the header (clients' copies are stripped at the edge), in
@@ -65,6 +68,9 @@ const (
 // and Portal routes; bodyLimits are the routes' request body limits.
 func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, opts Options) *routev3.RouteConfiguration {
 	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+2)
+	if opts.Notifications != nil {
+		routes = append(routes, notificationsRoute())
+	}
 	for _, u := range ups {
 		routes = append(routes, toolServiceRoute(u))
 	}

@@ -118,14 +118,15 @@ type portalRoute struct {
 // translation is the work shared by every node group: the listener, every
 // Tool Service's cluster and the Portal routes, built once.
 type translation struct {
-	opts      Options
-	collector types.Resource // the OTLP collector of Envoy's tracer, nil with tracing off
-	listener  types.Resource
-	ups       []upstream // sorted by cluster name
-	clusters  []types.Resource
-	endpoints []types.Resource // per ups entry; nil for DNS clusters
-	index     map[string]int   // Tool Service name → ups index
-	routes    []portalRoute    // sorted by path
+	opts          Options
+	collector     types.Resource // the OTLP collector of Envoy's tracer, nil with tracing off
+	notifications types.Resource // the notifications cluster, nil without Options.Notifications
+	listener      types.Resource
+	ups           []upstream // sorted by cluster name
+	clusters      []types.Resource
+	endpoints     []types.Resource // per ups entry; nil for DNS clusters
+	index         map[string]int   // Tool Service name → ups index
+	routes        []portalRoute    // sorted by path
 }
 
 // Translate builds the Envoy resources for every one of the Portal's routes
@@ -169,15 +170,24 @@ func newTranslation(routes []registry.Route, opts Options) (*translation, error)
 	if cc != nil { // never a typed nil in the interface
 		collector = cc
 	}
+	nc, err := buildNotificationsCluster(opts)
+	if err != nil {
+		return nil, fmt.Errorf("build notifications cluster: %w", err)
+	}
+	var notifications types.Resource
+	if nc != nil {
+		notifications = nc
+	}
 	t := &translation{
-		collector: collector,
-		opts:      opts,
-		listener:  lis,
-		ups:       ups,
-		clusters:  make([]types.Resource, len(ups)),
-		endpoints: make([]types.Resource, len(ups)),
-		index:     make(map[string]int, len(ups)),
-		routes:    prs,
+		collector:     collector,
+		notifications: notifications,
+		opts:          opts,
+		listener:      lis,
+		ups:           ups,
+		clusters:      make([]types.Resource, len(ups)),
+		endpoints:     make([]types.Resource, len(ups)),
+		index:         make(map[string]int, len(ups)),
+		routes:        prs,
 	}
 	for i, u := range ups {
 		c, cla, err := buildCluster(u)
@@ -228,6 +238,9 @@ func (t *translation) resources(keys []string) *Resources {
 	}
 	if t.collector != nil { // every group's listener traces
 		res.Clusters = insertCluster(res.Clusters, t.collector)
+	}
+	if t.notifications != nil { // every group's routes can stream
+		res.Clusters = insertCluster(res.Clusters, t.notifications)
 	}
 	res.Routes = []types.Resource{buildRouteConfig(ups, prs, t.bodyLimits(prs), t.opts)}
 	return res

@@ -18,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/notify"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
@@ -212,6 +213,28 @@ type Config struct {
 	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
 	// []}}, "default": {...}}. Reloaded on SIGHUP.
 	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// NotificationsListen is the address of the notifications HTTP server
+	// that serves change-notification streams (subscriptions/listen, and
+	// the legacy GET stream) in `run` and `extproc`; Envoy reaches it through
+	// the cluster toolmesh_notifications (ADR 0012). Empty (the default)
+	// serves none: listChanged stays false, subscriptions/listen is -32601
+	// and GET is 405.
+	NotificationsListen string `json:"notificationsListen,omitempty"`
+	// NotificationsAddresses are the host:port addresses at which Envoy
+	// reaches the notifications servers, for `xds` to program the cluster
+	// (IP addresses, or DNS names resolving to every replica). Unset, `run`
+	// programs its own NotificationsListen address.
+	NotificationsAddresses []string `json:"notificationsAddresses,omitempty"`
+	// NotificationsKeepAlive is the interval of the SSE comment written on
+	// an idle stream (default 15s; below Envoy's 5m stream_idle_timeout).
+	NotificationsKeepAlive registry.Duration `json:"notificationsKeepAlive,omitempty"`
+	// NotificationsMaxStreams bounds the open streams of one process
+	// (default 10000); one more is HTTP 503.
+	NotificationsMaxStreams int `json:"notificationsMaxStreams,omitempty"`
+	// NotificationsMaxStreamsPerClient bounds the open streams of one
+	// client, the authenticated caller or else the downstream address
+	// (default 32); one more is HTTP 429.
+	NotificationsMaxStreamsPerClient int `json:"notificationsMaxStreamsPerClient,omitempty"`
 
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
@@ -227,6 +250,11 @@ const (
 	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
 	maxToolLabels      = 10000     // series of toolmesh_tool_calls_total per route and outcome
 	maxDrainDelay      = 5 * time.Minute
+	// maxNotificationsKeepAlive stays below Envoy's default
+	// stream_idle_timeout (5m, http_connection_manager.proto), which ends a
+	// stream that sends nothing for that long.
+	maxNotificationsKeepAlive = 4 * time.Minute
+	maxNotificationStreams    = 1 << 20
 
 	// envoyKeepaliveInterval is the connection_keepalive interval of the
 	// toolmesh_xds and toolmesh_extproc clusters in every Envoy bootstrap
@@ -263,7 +291,11 @@ func defaultConfig() Config {
 		GRPCKeepaliveTimeout: registry.Duration(20 * time.Second),
 		DrainDelay:           registry.Duration(5 * time.Second),
 		LogLevel:             "info",
-		LogFormat:            "text",
+
+		NotificationsKeepAlive:           registry.Duration(notify.DefaultKeepAlive),
+		NotificationsMaxStreams:          notify.DefaultMaxStreams,
+		NotificationsMaxStreamsPerClient: notify.DefaultMaxStreamsPerClient,
+		LogFormat:                        "text",
 	}
 }
 
@@ -318,6 +350,7 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	}
 	if which.extproc {
 		fs.String("extproc-listen", d.ExtProcListen, "ext_proc gRPC server `address`")
+		fs.String("notifications-listen", d.NotificationsListen, "change-notification streams HTTP server `address` (default: none)")
 	}
 	if which.xds {
 		fs.String("xds-listen", d.XDSListen, "xDS (ADS) gRPC server `address`")
@@ -397,6 +430,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	str("listen", &cfg.Listen)
 	str("node-id", &cfg.NodeID)
 	str("extproc-listen", &cfg.ExtProcListen)
+	str("notifications-listen", &cfg.NotificationsListen)
 	str("xds-listen", &cfg.XDSListen)
 	str("envoy-listen", &cfg.EnvoyListen)
 	str("admin-listen", &cfg.AdminListen)
@@ -451,6 +485,23 @@ func (c *Config) Validate() error {
 		if err := checkAddress(a.addr); err != nil {
 			bad(a.field+" (--"+listenFlags[a.field]+")", "%v", err)
 		}
+	}
+	if c.NotificationsListen != "" {
+		if err := checkAddress(c.NotificationsListen); err != nil {
+			bad("notificationsListen (--notifications-listen)", "%v", err)
+		}
+	}
+	if err := (&xds.Notifications{Addresses: c.NotificationsAddresses}).Check(); err != nil && len(c.NotificationsAddresses) > 0 {
+		bad("notificationsAddresses", "%v", err)
+	}
+	if d := c.NotificationsKeepAlive.D(); d < 10*time.Millisecond || d > maxNotificationsKeepAlive {
+		bad("notificationsKeepAlive", "%s is not between 10ms and %s (Envoy's stream_idle_timeout would cut idle streams)", d, maxNotificationsKeepAlive)
+	}
+	if c.NotificationsMaxStreams < 1 || c.NotificationsMaxStreams > maxNotificationStreams {
+		bad("notificationsMaxStreams", "%d is not between 1 and %d", c.NotificationsMaxStreams, maxNotificationStreams)
+	}
+	if n := c.NotificationsMaxStreamsPerClient; n < 1 || n > c.NotificationsMaxStreams {
+		bad("notificationsMaxStreamsPerClient", "%d is not between 1 and notificationsMaxStreams (%d)", n, c.NotificationsMaxStreams)
 	}
 	if c.AdminToken != nil {
 		if err := c.AdminToken.Check(); err != nil {

@@ -52,6 +52,8 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			AllowedHosts:   a.cfg.AllowedHosts,
 			MaxBodyBytes:   a.cfg.MaxBodyBytes,
 			ListTTL:        a.listTTL(),
+			// listChanged is declared only where streams are served.
+			ListChanged: a.notify != nil,
 		},
 		MaxResponseBytes: a.cfg.MaxResponseBytes,
 		TracerProvider:   a.tracer,
@@ -158,6 +160,7 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		ServerVersion:    version,
 		EnvoyTracing:     a.envoyTracing(),
 		DownstreamTLS:    a.cfg.DownstreamTLS,
+		Notifications:    a.notificationsEndpoint(ls),
 	}, metrics)
 	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)

@@ -14,6 +14,8 @@ var listenFlags = map[string]string{
 	"xdsListen":     "xds-listen",
 	"adminListen":   "admin-listen",
 	"envoyListen":   "envoy-listen",
+
+	"notificationsListen": "notifications-listen",
 }
 
 // serverKeys maps a listener's name (as in the "listening" log line) to the
@@ -23,6 +25,8 @@ var serverKeys = map[string]string{
 	"extproc":   "extprocListen",
 	"xds":       "xdsListen",
 	"admin":     "adminListen",
+
+	"notifications": "notificationsListen",
 }
 
 // listenError explains why server could not listen on addr: the flag and

@@ -72,6 +72,9 @@ func launch(t *testing.T, h hooks, args ...string) *process {
 			want++
 		}
 	}
+	if slices.Contains(args, "--notifications-listen") {
+		want++
+	}
 	if !slices.Contains(args, "--drain-delay") {
 		args = append(args, "--drain-delay", "0s") // keep test shutdowns quick
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/notify"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
@@ -88,6 +90,8 @@ type app struct {
 	xdsSynced     atomic.Bool          // the last xDS update succeeded
 	filters       *filters.Set         // the filter chains of the ext_proc server
 	auth          *authn.Authenticator // the ext_proc server's authentication
+	notify        *notify.Server       // change-notification streams; nil when not served
+	notifyHTTP    *http.Server
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -100,11 +104,11 @@ type app struct {
 // listeners are the sockets of one process, bound before anything serves so
 // a taken port fails the start at once.
 type listeners struct {
-	admin, extproc, xds, dataPlane net.Listener
+	admin, extproc, xds, dataPlane, notify net.Listener
 }
 
 func (l *listeners) close() {
-	for _, ln := range []net.Listener{l.admin, l.extproc, l.xds, l.dataPlane} {
+	for _, ln := range []net.Listener{l.admin, l.extproc, l.xds, l.dataPlane, l.notify} {
 		if ln != nil {
 			_ = ln.Close()
 		}
@@ -207,7 +211,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	// From here on every exit goes through shutdown, exactly once.
 	defer a.shutdown()
 
-	errc := make(chan error, 4) // one per server: the first failure ends the process
+	errc := make(chan error, 5) // one per server: the first failure ends the process
 
 	if m != modeXDS {
 		fcfg := filters.DefaultConfig()
@@ -227,6 +231,11 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		})
 	}
 
+	if ls.notify != nil {
+		if err := a.startNotify(ls.notify, metrics, errc); err != nil {
+			return err
+		}
+	}
 	if ls.extproc != nil {
 		if err := a.startExtProc(ls.extproc, metrics, errc); err != nil {
 			return err
@@ -265,6 +274,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	loopCtx, stopLoops := context.WithCancel(base)
 	wg.Go(func() { a.reg.Run(loopCtx) })
 	wg.Go(func() { a.follow(loopCtx, sub) })
+	if a.notify != nil {
+		wg.Go(func() { a.notify.Run(loopCtx) })
+	}
 	if a.xdsDebounce != nil {
 		wg.Go(func() { a.xdsDebounce.Run(loopCtx) })
 	}
@@ -311,6 +323,11 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 	if a.mode != modeXDS {
 		if ls.extproc, err = bind("extproc", a.cfg.ExtProcListen); err != nil {
 			return nil, err
+		}
+		if a.cfg.NotificationsListen != "" {
+			if ls.notify, err = bind("notifications", a.cfg.NotificationsListen); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if a.mode != modeExtProc {
@@ -368,6 +385,41 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 		}
 	}
 	return nil
+}
+
+// startNotify serves the change-notification streams (ADR 0012).
+func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc chan<- error) error {
+	log := a.log.With(slog.String("component", "notifications"))
+	srv, err := notify.New(a.reg, notify.Options{
+		KeepAlive:           a.cfg.NotificationsKeepAlive.D(),
+		MaxStreams:          a.cfg.NotificationsMaxStreams,
+		MaxStreamsPerClient: a.cfg.NotificationsMaxStreamsPerClient,
+		Logger:              log,
+		Registerer:          metrics,
+	})
+	if err != nil {
+		return fmt.Errorf("notifications server: %w", err)
+	}
+	a.notify = srv
+	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
+	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go serveHTTP(a.notifyHTTP, ln, "notifications", errc)
+	return nil
+}
+
+// notificationsEndpoint is where Envoy reaches the notifications servers:
+// the configured addresses, else in run this process's own (nil: none).
+func (a *app) notificationsEndpoint(ls *listeners) *xds.Notifications {
+	addrs := a.cfg.NotificationsAddresses
+	if len(addrs) == 0 && ls.notify != nil && a.mode == modeRun {
+		addrs = []string{ls.notify.Addr().String()}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	return &xds.Notifications{Addresses: addrs,
+		MaxStreams: uint32(min(a.cfg.NotificationsMaxStreams*len(addrs), math.MaxUint32))}
 }
 
 // follow keeps the xDS server and the gRPC health states in step with the
@@ -475,6 +527,16 @@ func (a *app) shutdown() {
 			} else {
 				time.Sleep(d)
 			}
+		}
+		// Change-notification streams first: they never end by themselves,
+		// and an open one would hold the data plane's drain to its deadline.
+		if a.notify != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			if err := a.notify.Drain(ctx); err != nil {
+				a.log.Warn("notification streams not drained", slog.Any("error", err))
+			}
+			cancel()
+			drain(a.notifyHTTP, "notifications", a.log)
 		}
 		if a.dataPlane != nil {
 			drain(a.dataPlane, "dataplane", a.log)

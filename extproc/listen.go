@@ -1,0 +1,108 @@
+package extproc
+
+import (
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Change-notification streams (docs/decisions/0012). The extproc server
+// cannot hold a long-lived response, so a subscriptions/listen POST (from
+// its body reply) and a legacy GET (from its headers reply, as a GET has no
+// body) are routed like a tool call: x-toolmesh-cluster names the
+// notifications cluster, :path becomes registry.NotificationsPath, and
+// headers tell the notifications server the route, the subscription id, the
+// notification kinds and the caller. At the response headers the body is
+// switched to STREAMED with the override event streams already use
+// (streamOverride), and every chunk passes unchanged.
+
+// methodGetStream is the method label of a legacy GET stream.
+const methodGetStream = "GET"
+
+// streamRequest answers a GET on a route: a legacy stream when the gateway
+// serves them (mcp.Config.ListChanged), otherwise 405 as before.
+func (x *exchange) streamRequest(owned []string) *extprocv3.ProcessingResponse {
+	l, r := x.s.proto.CheckStream(&x.req, x.snap)
+	if r != nil {
+		return x.answer(r, "", detailsRejected)
+	}
+	x.method, x.era = methodGetStream, eraLegacy
+	return requestHeadersResponse(x.routeStream(l, owned))
+}
+
+// listen routes a subscriptions/listen request from the body reply; the
+// body passes unchanged.
+func (x *exchange) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
+	x.method, x.era = "subscriptions/listen", eraStateless
+	return requestBodyResponse(x.routeStream(l, nil))
+}
+
+// routeStream is the header mutation that sends a stream request to the
+// notifications cluster.
+func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonResponse {
+	kinds := make([]string, 0, 3)
+	for _, k := range []struct {
+		on   bool
+		name string
+	}{{l.Tools, registry.NotifyTools}, {l.Prompts, registry.NotifyPrompts}, {l.Resources, registry.NotifyResources}} {
+		if k.on {
+			kinds = append(kinds, k.name)
+		}
+	}
+	set := []*corev3.HeaderValueOption{
+		setHeader(registry.ClusterHeader, registry.NotificationsCluster),
+		setHeader(":path", registry.NotificationsPath),
+		setHeader(registry.RouteHeader, x.routeKey),
+		setHeader(registry.NotifyHeader, strings.Join(kinds, ",")),
+	}
+	mine := []string{registry.ClusterHeader, registry.RouteHeader, registry.NotifyHeader}
+	if l.ID != nil {
+		set = append(set, setHeader(registry.SubscriptionHeader, string(l.ID)))
+		mine = append(mine, registry.SubscriptionHeader)
+	}
+	if !x.caller.Anonymous() {
+		set = append(set, setHeader(registry.CallerHeader, x.caller.String()))
+		mine = append(mine, registry.CallerHeader)
+	}
+	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}
+	for _, k := range owned {
+		if !containsString(mine, k) {
+			remove = append(remove, k)
+		}
+	}
+	// The request's outcome is that of the notifications server's answer
+	// (streamResponseHeaders); no_response when none came.
+	x.routed, x.listening, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	return &extprocv3.CommonResponse{
+		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
+		ClearRouteCache: true, // honoured because a header mutation comes with it
+	}
+}
+
+// streamResponseHeaders switches an event stream from the notifications
+// server to STREAMED; anything else (its JSON errors: over a bound, no
+// route) passes as it is.
+func (x *exchange) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.noteResponseHeaders(h)
+	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
+	resp := responseHeadersResponse(&extprocv3.CommonResponse{})
+	if x.upStatus >= 200 && x.upStatus <= 299 && isEventStream(x.upContentType) && !h.GetEndOfStream() {
+		x.streaming = true
+		resp.ModeOverride = streamOverride()
+	}
+	x.status = x.upStatus
+	return resp
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,157 @@
+package xds
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Notifications is where Envoy reaches the notifications servers of the
+// extproc processes (docs/decisions/0012-change-notification-streams.md).
+// With it, xDS emits the cluster registry.NotificationsCluster and, first in
+// the route table, a route the extproc server selects with
+// x-toolmesh-cluster, as it selects a Tool Service:
+//
+//	cluster   HTTP/1.1, static for IP addresses, strict DNS (DnsCluster)
+//	          for names, so a name that resolves to every replica spreads
+//	          streams over them; circuit breakers max_connections,
+//	          max_pending_requests and max_requests = MaxStreams (Envoy's
+//	          default of 1024 each, cluster/v3/circuit_breaker.proto, would
+//	          cap the streams below the gateway's own bound: HTTP/1.1 holds
+//	          one connection per stream).
+//	route     timeout 0s: route_components.proto RouteAction.timeout "A
+//	          value of 0 will disable the route's timeout" (the 15s default
+//	          would end every stream); no idle_timeout, so the connection
+//	          manager's stream_idle_timeout (5 minutes by default,
+//	          http_connection_manager.proto) applies, which the stream's
+//	          keep-alive comments reset; no retries.
+type Notifications struct {
+	// Addresses are host:port, all IP literals or all DNS names.
+	Addresses []string
+	// MaxStreams is the cluster's circuit-breaker limit (0: 10000).
+	MaxStreams uint32
+}
+
+// notificationsConnectTimeout bounds the connect to a notifications server,
+// a process next to Envoy or in its mesh.
+const notificationsConnectTimeout = time.Second
+
+// Check reports what Translate would reject in n.
+func (n *Notifications) Check() error { return n.check() }
+
+func (n *Notifications) check() error {
+	if n == nil {
+		return nil
+	}
+	if len(n.Addresses) == 0 {
+		return fmt.Errorf("options: Notifications has no address")
+	}
+	ips := 0
+	for _, a := range n.Addresses {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return fmt.Errorf("options: notifications address %q is not host:port", a)
+		}
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return fmt.Errorf("options: notifications address %q: port must be 1 to 65535", a)
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			ips++
+		}
+	}
+	if ips != 0 && ips != len(n.Addresses) {
+		return fmt.Errorf("options: notifications addresses %q mix IP addresses and DNS names", n.Addresses)
+	}
+	return nil
+}
+
+// buildNotificationsCluster is the notifications cluster, nil without
+// Options.Notifications.
+func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
+	n := opts.Notifications
+	if n == nil {
+		return nil, nil
+	}
+	limit := n.MaxStreams
+	if limit == 0 {
+		limit = 10000
+	}
+	hpo, err := httpProtocolOptions(false, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	eps := make([]*endpointv3.LbEndpoint, 0, len(n.Addresses))
+	static := true
+	for _, a := range n.Addresses {
+		host, portStr, _ := net.SplitHostPort(a) // checked by Options.check
+		port, _ := strconv.ParseUint(portStr, 10, 16)
+		if _, err := netip.ParseAddr(host); err != nil {
+			static = false
+		}
+		eps = append(eps, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: socketAddress(host, uint32(port)),
+			}},
+		})
+	}
+	c := &clusterv3.Cluster{
+		Name:                          registry.NotificationsCluster,
+		ConnectTimeout:                durationpb.New(notificationsConnectTimeout),
+		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			Priority:           corev3.RoutingPriority_DEFAULT,
+			MaxConnections:     wrapperspb.UInt32(limit),
+			MaxPendingRequests: wrapperspb.UInt32(limit),
+			MaxRequests:        wrapperspb.UInt32(limit),
+		}}},
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: registry.NotificationsCluster,
+			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}},
+		},
+	}
+	if static {
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		return c, nil
+	}
+	dns, err := pack(&dnsclusterv3.DnsCluster{})
+	if err != nil {
+		return nil, err
+	}
+	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
+		Name: dnsClusterType, TypedConfig: dns,
+	}}
+	return c, nil
+}
+
+// notificationsRoute sends what the extproc server marked for the
+// notifications cluster there, without a route timeout.
+func notificationsRoute() *routev3.Route {
+	return &routev3.Route{
+		Name: registry.NotificationsCluster,
+		Match: &routev3.RouteMatch{
+			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+			Headers: []*routev3.HeaderMatcher{{
+				Name:                 registry.ClusterHeader,
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(registry.NotificationsCluster)},
+			}},
+		},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: registry.NotificationsCluster},
+			Timeout:          durationpb.New(0),
+		}},
+		RequestHeadersToRemove: []string{registry.ClusterHeader},
+	}
+}
