@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/notify"
+	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/registry"
 )
 

@@ -28,7 +28,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/filters"
-	"github.com/toolmesh/toolmesh/notify"
+	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
