@@ -2,7 +2,6 @@ package registry
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -225,71 +224,5 @@ func TestFileSourcePositions(t *testing.T) {
 	want := "list routes: " + bad + `:5:5: route "a": tool service "s": url:`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("List() = %v, want prefix %q", err, want)
-	}
-}
-
-// TestRegistryListingFailureLog: the warning that the previous routes are
-// kept appears only when there are routes to keep.
-func TestRegistryListingFailureLog(t *testing.T) {
-	var logs bytes.Buffer
-	src := &switchSource{err: errors.New("portal down")}
-	r := New(Options{Source: src, Fetcher: downFetcher{}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if s := logs.String(); strings.Contains(s, "keeping the previous routes") || !strings.Contains(s, "no routes yet") {
-		t.Errorf("failure with no routes logged:\n%s", s)
-	}
-	logs.Reset()
-	src.err = nil
-	_ = r.Refresh(t.Context())
-	if len(r.Routes()) != 1 {
-		t.Fatalf("routes after a good listing: %+v", r.Routes())
-	}
-	src.err = errors.New("portal down")
-	_ = r.Refresh(t.Context())
-	if s := logs.String(); !strings.Contains(s, "keeping the previous routes") || len(r.Routes()) != 1 {
-		t.Errorf("failure with routes logged:\n%s", s)
-	}
-}
-
-type downFetcher struct{}
-
-func (downFetcher) Fetch(context.Context, ToolService) (*Manifest, error) {
-	return nil, errors.New("tool service down")
-}
-
-// switchSource lists one route, or fails with err; refreshes are serialized.
-type switchSource struct{ err error }
-
-func (s *switchSource) List(context.Context) (*Listing, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	return DecodeListing([]byte(`{"routes":[{"key":"a","toolServices":[{"name":"s","url":"http://a"}]}]}`))
-}
-
-// TestRegistryKeepsRoutesOnInvalidFile: after start-up, a Portal file that
-// turns invalid keeps the last good routes, and the health detail names the
-// file, line and column.
-func TestRegistryKeepsRoutesOnInvalidFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "portal.yaml")
-	write := func(doc string) {
-		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: http://s\n")
-	r := New(Options{Source: NewFileSource(path), Fetcher: downFetcher{}})
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	write("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: gopher://s\n")
-	err := r.Refresh(t.Context())
-	if routes := r.Routes(); len(routes) != 1 || routes[0].ToolServices[0].URL != "http://s" {
-		t.Errorf("routes after an invalid file = %+v, want the last good ones", routes)
-	}
-	if want := path + `:5:5: route "a": tool service "s": url:`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Refresh() = %v, want %q", err, want)
 	}
 }

@@ -1,4 +1,4 @@
-// Package registry owns toolmesh's model of the world and keeps it current:
+// Package registry owns toolmesh's model of the world:
 //
 //   - the model: the Portal listing of routes and Tool Services, Tool
 //     Service manifests, and the immutable per-route snapshots the extproc
@@ -6,32 +6,35 @@
 //     with the listing decoder that reports problems by line and column
 //     (decode*.go);
 //   - snapshot building: validation, ambiguity and input-schema compilation
-//     with a cache shared across snapshots (build.go, schema*.go), and the
-//     snapshot side of federated MCP servers (federation*.go);
+//     with a cache shared across snapshots (build.go, schema*.go), Rebuild,
+//     which keeps a snapshot whose inputs did not change (rebuild.go), and
+//     the snapshot side of federated MCP servers (federation*.go);
 //   - the large-catalog views of a snapshot (ADR 0004): tools/list paging
-//     and the search-mode meta-tools (catalog.go, page.go, searchmode.go);
+//     and the search-mode meta-tools (catalog.go, page.go, searchmode.go),
+//     and the tool embeddings of search mode (embedding.go, ADR 0007);
 //   - the names the extproc server and the xDS translator must agree on
 //     (naming.go), so they can never drift apart;
-//   - the Registry: the refresher that lists, fetches, builds and swaps
-//     snapshots atomically and keeps them in a Store (refresher*.go), its
-//     read side and health detail (registry.go, registry_read.go), and its
-//     toolmesh_registry_* metrics (metrics.go).
-//
-// The I/O sits behind interfaces (Source, ManifestFetcher and Store in
-// registry.go, MCPLister in federation_refresh.go), so the refresher runs
-// the same on any of them. The default implementations in this package are the Portal
-// sources (source.go: a local file or GET /v1/routes), the HTTP manifest
-// fetcher (manifest.go), the federated-server lister (federation_refresh.go)
-// and the in-memory Store (store_memory.go).
+//   - the contracts of the I/O the refresher runs on: Source,
+//     ManifestFetcher, Store (with BatchStore, ListingStore and
+//     StatusReporter) and the health detail types in registry.go, MCPLister
+//     in federation_refresh.go; and their default implementations: the
+//     Portal sources (source.go: a local file or GET /v1/routes), the HTTP
+//     manifest fetcher (manifest.go) and the federated-server lister
+//     (federation_refresh.go).
 //
 // Sub-packages:
 //
-//   - registry/upstream is the MCP client for federated MCP servers;
-//   - registry/search ranks a route's tools for search mode;
+//   - registry/refresher is the Registry: it lists, fetches, builds and
+//     swaps snapshots atomically, keeps them in a Store, and serves the read
+//     side, the health detail and the toolmesh_registry_* metrics;
+//   - registry/memstore is the in-memory Store, the default;
 //   - registry/redisstore is the Redis Store (keys, pipelined operations,
-//     Redis URL syntax, toolmesh_redis_* metrics).
+//     Redis URL syntax, toolmesh_redis_* metrics);
+//   - registry/upstream is the MCP client for federated MCP servers;
+//   - registry/search ranks a route's tools for search mode.
 //
 // upstream and search are leaves that registry uses and that import nothing
-// of registry; redisstore implements registry's Store interfaces, so it
-// imports registry and registry never imports it: cmd/toolmesh wires it in.
+// of registry. refresher, memstore and redisstore build on registry's types
+// and interfaces, so they import registry and registry never imports them:
+// cmd/toolmesh wires them together.
 package registry

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -223,28 +224,52 @@ func (st *storedEmbeddings) decode() (map[string][]float32, error) {
 	return out, nil
 }
 
-// initEmbedders builds Options.Embeddings. The config loader checked them
+// Embedders are the configured embedding services at run time: they give
+// search-mode snapshots their tool embeddings (ADR 0007). The refresher
+// owns one and hands it every snapshot it publishes.
+type Embedders struct {
+	by   map[string]*embedder
+	def  string
+	log  *slog.Logger
+	wg   sync.WaitGroup // tool-embedding computations under way
+	save time.Duration  // bound of the save after a computation
+}
+
+// NewEmbedders builds services (the toolmesh config's embeddings map, by
+// name); def is the service of a search-mode route without
+// catalog.embedding ("" none), creds resolves their credentials and hc is
+// their HTTP client (nil: a plain one). The config loader checked them
 // (CheckEmbeddings); one that still fails is logged and left out, so its
-// routes rank lexically.
-func (r *Registry) initEmbedders() {
-	if len(r.opts.Embeddings) == 0 {
-		return
+// routes rank lexically. saveTimeout bounds each save of a snapshot with
+// new embeddings. It returns nil when there are no services.
+func NewEmbedders(services map[string]EmbeddingService, def string, creds map[string]CredentialSource, hc *http.Client,
+	reg prometheus.Registerer, log *slog.Logger, saveTimeout time.Duration) *Embedders {
+	if len(services) == 0 {
+		return nil
 	}
-	m := newEmbedMetrics(r.opts.Registerer, r.log)
-	r.embedders = map[string]*embedder{}
-	for name, svc := range r.opts.Embeddings {
-		c, err := svc.Client(r.opts.Credentials, r.opts.EmbeddingClient)
+	m := newEmbedMetrics(reg, log)
+	es := &Embedders{by: map[string]*embedder{}, def: def, log: log, save: saveTimeout}
+	for name, svc := range services {
+		c, err := svc.Client(creds, hc)
 		if err != nil {
-			r.log.Error("embedding service left out; its routes rank lexically", "embedding", name, "err", err)
+			log.Error("embedding service left out; its routes rank lexically", "embedding", name, "err", err)
 			continue
 		}
-		r.embedders[name] = &embedder{name: name, client: c, minSim: svc.MinSimilarity, m: m}
+		es.by[name] = &embedder{name: name, client: c, minSim: svc.MinSimilarity, m: m}
+	}
+	return es
+}
+
+// Wait waits for the computations under way (tests).
+func (es *Embedders) Wait() {
+	if es != nil {
+		es.wg.Wait()
 	}
 }
 
 // embedderFor returns the embedding service of a search-mode snapshot's
 // route, or nil.
-func (r *Registry) embedderFor(s *Snapshot) *embedder {
+func (es *Embedders) embedderFor(s *Snapshot) *embedder {
 	if s.search == nil {
 		return nil
 	}
@@ -253,31 +278,32 @@ func (r *Registry) embedderFor(s *Snapshot) *embedder {
 		name = s.def.Catalog.Embedding
 	}
 	if name == "" {
-		name = r.opts.DefaultEmbedding
+		name = es.def
 	}
 	if name == "" || name == EmbeddingNone {
 		return nil
 	}
-	e := r.embedders[name]
+	e := es.by[name]
 	if e == nil && s.search.warned.CompareAndSwap(false, true) { // once per snapshot, not per refresh
-		r.log.Warn("search mode: catalog.embedding names no embedding service of the toolmesh config; ranking stays lexical", "route", s.Route, "embedding", name)
+		es.log.Warn("search mode: catalog.embedding names no embedding service of the toolmesh config; ranking stays lexical", "route", s.Route, "embedding", name)
 	}
 	return e
 }
 
-// embedSnapshots gives each search-mode snapshot of snaps the tool
-// embeddings of its route's embedding service: at once when every vector is
-// known (stored with a restored snapshot, or held by the route's snapshot in
-// old, the state before this refresh), else in the background, after which
-// the enriched ranking is swapped in and the snapshot saved again. A
-// snapshot is served lexically until then; if the service fails, until a
-// later refresh succeeds. Never blocks on the service.
-func (r *Registry) embedSnapshots(snaps []*Snapshot, old *state) {
-	if len(r.embedders) == 0 {
+// Embed gives each search-mode snapshot of snaps the tool embeddings of its
+// route's embedding service: at once when every vector is known (stored
+// with a restored snapshot, or held by prev(route), the route's snapshot
+// before this refresh; prev may be nil), else in the background, after
+// which the enriched ranking is swapped in and save(ctx, snapshot) is called
+// to store it again. A snapshot is served lexically until then; if the
+// service fails, until a later refresh succeeds. Never blocks on the
+// service. A nil Embedders does nothing.
+func (es *Embedders) Embed(snaps []*Snapshot, prev func(route string) *Snapshot, save func(context.Context, *Snapshot)) {
+	if es == nil || len(es.by) == 0 {
 		return
 	}
 	for _, s := range snaps {
-		e := r.embedderFor(s)
+		e := es.embedderFor(s)
 		if e == nil {
 			continue
 		}
@@ -288,15 +314,15 @@ func (r *Registry) embedSnapshots(snaps []*Snapshot, old *state) {
 		if !sm.embedding.CompareAndSwap(false, true) {
 			continue // under way
 		}
-		var prev *Snapshot
-		if old != nil && old.entries[s.Route] != nil {
-			prev = old.entries[s.Route].snap
+		var p *Snapshot
+		if prev != nil {
+			p = prev(s.Route)
 		}
-		r.embedSnapshot(s, e, prev)
+		es.embedSnapshot(s, e, p, save)
 	}
 }
 
-func (r *Registry) embedSnapshot(s *Snapshot, e *embedder, prev *Snapshot) {
+func (es *Embedders) embedSnapshot(s *Snapshot, e *embedder, prev *Snapshot, save func(context.Context, *Snapshot)) {
 	sm := s.search
 	model, prefix := e.client.Model(), e.client.DocumentPrefix()
 	sem := &semantic{emb: e, model: model, vecs: make([][]float32, len(s.Tools)), hashes: make([]string, len(s.Tools))}
@@ -331,15 +357,15 @@ func (r *Registry) embedSnapshot(s *Snapshot, e *embedder, prev *Snapshot) {
 		sm.embedding.Store(false)
 		return
 	}
-	r.embedWG.Add(1)
+	es.wg.Add(1)
 	go func() {
-		defer r.embedWG.Done()
+		defer es.wg.Done()
 		defer sm.embedding.Store(false)
 		start := time.Now()
 		vs, err := e.client.Documents(context.Background(), texts)
 		if err != nil {
 			e.m.failures.WithLabelValues(e.name).Inc()
-			r.log.Warn("search mode: tool embeddings failed; the route's ranking stays lexical until a later refresh", "route", s.Route, "embedding", e.name, "err", err)
+			es.log.Warn("search mode: tool embeddings failed; the route's ranking stays lexical until a later refresh", "route", s.Route, "embedding", e.name, "err", err)
 			return
 		}
 		for k, i := range missing {
@@ -347,15 +373,12 @@ func (r *Registry) embedSnapshot(s *Snapshot, e *embedder, prev *Snapshot) {
 		}
 		e.m.embedded.WithLabelValues(e.name).Add(float64(len(missing)))
 		sm.sem.Store(sem)
-		r.log.Info("search mode: tool embeddings ready", "route", s.Route, "embedding", e.name, "model", model,
+		es.log.Info("search mode: tool embeddings ready", "route", s.Route, "embedding", e.name, "model", model,
 			"computed", len(missing), "reused", len(s.Tools)-len(missing), "took", time.Since(start).Round(time.Millisecond))
-		// Persist the vectors, unless a newer snapshot replaced this one.
-		if cur := r.state.Load().entries[s.Route]; cur != nil && cur.snap == s {
-			ctx, cancel := context.WithTimeout(context.Background(), r.opts.FetchTimeout)
+		if save != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), es.save)
 			defer cancel()
-			if err := r.store.Save(ctx, s); err != nil {
-				r.log.Warn("save snapshot with tool embeddings to store", "route", s.Route, "err", err)
-			}
+			save(ctx, s)
 		}
 	}()
 }

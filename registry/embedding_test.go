@@ -1,8 +1,11 @@
 package registry
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -14,14 +17,15 @@ import (
 	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
 
-// embedEnv is a registry with one search-mode route, "big", whose tools
-// come from catalogManifest, and an embedding service "e" on 127.0.0.1.
+// embedEnv is one search-mode route, "big", whose tools come from
+// catalogManifest, refreshed by cycle, and an embedding service "e" on
+// 127.0.0.1.
 type embedEnv struct {
 	portal, svc *fakeServer
 	emb         *embedtest.Server
 	store       *jsonStore
 	prom        *prometheus.Registry
-	reg         *Registry
+	reg         *cycle
 }
 
 func newEmbedEnv(t *testing.T, store *jsonStore, emb *embedtest.Server, svc EmbeddingService) *embedEnv {
@@ -55,15 +59,14 @@ func newEmbedEnvRoute(t *testing.T, store *jsonStore, emb *embedtest.Server, svc
 	if svc.Model == "" {
 		svc.Model = "m1"
 	}
-	e.reg = New(Options{
-		Source:           NewHTTPSource(e.portal.URL, e.portal.Client()),
-		Fetcher:          NewHTTPFetcher(e.svc.Client(), 0),
-		Store:            e.store,
-		FetchTimeout:     2 * time.Second,
-		Registerer:       e.prom,
-		Embeddings:       map[string]EmbeddingService{"e": svc},
-		DefaultEmbedding: def,
-	})
+	e.reg = &cycle{
+		src:     NewHTTPSource(e.portal.URL, e.portal.Client()),
+		fetcher: NewHTTPFetcher(e.svc.Client(), 0),
+		store:   e.store,
+		emb: NewEmbedders(map[string]EmbeddingService{"e": svc}, def, nil, nil,
+			e.prom, slog.New(slog.DiscardHandler), 2*time.Second),
+		snaps: map[string]*Snapshot{},
+	}
 	return e
 }
 
@@ -74,7 +77,74 @@ func (e *embedEnv) start(t *testing.T) {
 	}
 }
 
-func (e *embedEnv) wait() { e.reg.embedWG.Wait() }
+func (e *embedEnv) wait() { e.reg.emb.Wait() }
+
+// cycle drives snapshots through Embedders the way the refresher
+// (registry/refresher) does, in its simplest form: list, warm-start a route
+// without a snapshot from the Store, fetch, Rebuild (a failure keeps the
+// last good snapshot), save, Embed. Not safe for concurrent cycles.
+type cycle struct {
+	src     Source
+	fetcher ManifestFetcher
+	store   Store
+	emb     *Embedders
+	snaps   map[string]*Snapshot
+}
+
+func (c *cycle) Start(ctx context.Context) error { return c.Refresh(ctx) }
+
+// Refresh returns errors of the listing, the Store and the build; a failed
+// fetch only keeps the route's snapshot, as in the refresher.
+func (c *cycle) Refresh(ctx context.Context) error {
+	l, err := c.src.List(ctx)
+	if err != nil {
+		return err
+	}
+	old := maps.Clone(c.snaps)
+	var changed []*Snapshot
+	for _, rt := range l.Routes {
+		if c.snaps[rt.Key] == nil {
+			s, err := c.store.Load(ctx, rt.Key)
+			if err != nil {
+				return err
+			}
+			if s != nil {
+				c.snaps[rt.Key] = s
+				changed = append(changed, s)
+			}
+		}
+		ms := map[string]*Manifest{}
+		for _, svc := range rt.ToolServices {
+			if ms[svc.Name], err = c.fetcher.Fetch(ctx, svc); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			continue
+		}
+		s, err := Rebuild(rt, c.snaps[rt.Key], ms, time.Now())
+		if err != nil {
+			return err
+		}
+		if s == nil { // unchanged
+			changed = append(changed, c.snaps[rt.Key])
+			continue
+		}
+		if err := c.store.Save(ctx, s); err != nil {
+			return err
+		}
+		c.snaps[rt.Key] = s
+		changed = append(changed, s)
+	}
+	c.emb.Embed(changed, func(route string) *Snapshot { return old[route] }, func(ctx context.Context, s *Snapshot) {
+		_ = c.store.Save(ctx, s)
+	})
+	return nil
+}
+
+func (c *cycle) Snapshot(key string) *Snapshot { return c.snaps[key] }
+
+func (c *cycle) Ready() bool { return len(c.snaps) > 0 }
 
 // storedModel returns the model and vector count the store holds for "big".
 func storedModel(t *testing.T, s *jsonStore) (string, int) {
@@ -432,4 +502,26 @@ func TestSnapshotEmbeddingsRoundTrip(t *testing.T) {
 			t.Errorf("%s: restore = %v, stored %v; want the snapshot without vectors", name, err, s != nil && s.search.stored != nil)
 		}
 	}
+}
+
+// counter is the counter name{label=value} in reg, 0 when absent.
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // Modes of a fakeServer.
@@ -103,42 +102,6 @@ func (r *recorder) add(e string) {
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.events...)
-}
-
-func (r *recorder) count(prefix string) int {
-	n := 0
-	for _, e := range r.list() {
-		if strings.HasPrefix(e, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-type recordingSource struct {
-	Source
-	rec *recorder
-}
-
-func (s recordingSource) List(ctx context.Context) (*Listing, error) {
-	s.rec.add("list")
-	return s.Source.List(ctx)
-}
-
-type recordingFetcher struct {
-	ManifestFetcher
-	rec *recorder
-}
-
-func (f recordingFetcher) Fetch(ctx context.Context, svc ToolService) (*Manifest, error) {
-	f.rec.add("fetch " + svc.Name)
-	return f.ManifestFetcher.Fetch(ctx, svc)
-}
-
 // jsonStore persists snapshots in their JSON form, as the Redis store will,
 // and can be switched to fail.
 type jsonStore struct {
@@ -149,12 +112,6 @@ type jsonStore struct {
 }
 
 func newJSONStore(rec *recorder) *jsonStore { return &jsonStore{rec: rec, data: map[string][]byte{}} }
-
-func (s *jsonStore) setFail(fail bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = fail
-}
 
 func (s *jsonStore) Load(ctx context.Context, route string) (*Snapshot, error) {
 	s.rec.add("load " + route)
@@ -195,15 +152,3 @@ func (s *jsonStore) Delete(ctx context.Context, route string) error {
 	delete(s.data, route)
 	return nil
 }
-
-// clock is a settable Now.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(t0.UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }

@@ -29,9 +29,10 @@ type ServiceStatus struct {
 	CacheScope string     `json:"cacheScope,omitempty"`
 }
 
-// serviceStatus builds the service lines of route rt, whose snapshot is
-// snap (nil when it has none).
-func (r *Registry) serviceStatus(rt Route, snap *Snapshot) []ServiceStatus {
+// ServiceLines builds the service lines of route rt from its snapshot snap
+// (nil when it has none): what the snapshot serves from each service. The
+// refresher adds each service's fetch fields (LastError, ListedAt, ...).
+func ServiceLines(rt Route, snap *Snapshot) []ServiceStatus {
 	out := make([]ServiceStatus, 0, len(rt.ToolServices))
 	for _, svc := range rt.ToolServices {
 		st := ServiceStatus{Name: svc.Name, Protocol: svc.ProtocolName()}
@@ -50,15 +51,6 @@ func (r *Registry) serviceStatus(rt Route, snap *Snapshot) []ServiceStatus {
 				st.Server = m.MCP.ServerName
 				if m.MCP.ServerVersion != "" {
 					st.Server += " " + m.MCP.ServerVersion
-				}
-			}
-		}
-		if f, ok := r.fetches.get(svc.Name); ok {
-			st.LastError, st.LastErrorAt = f.lastErr, timePtr(f.lastErrAt)
-			if svc.IsMCP() {
-				st.ListedAt, st.CacheScope = timePtr(f.listedAt), f.fresh.CacheScope
-				if f.freshUntil.After(f.listedAt) {
-					st.FreshUntil = timePtr(f.freshUntil)
 				}
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +40,7 @@ type Freshness struct {
 // once: the server is listed again at every refresh cycle, as a native
 // manifest is fetched. cacheScope does not change the rule: the gateway
 // lists with one set of credentials, its own, and serves that one view.
-func (f Freshness) freshFor() time.Duration {
+func (f Freshness) FreshFor() time.Duration {
 	if !f.HasTTL || f.ListChanged {
 		return 0
 	}
@@ -142,67 +141,4 @@ func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Fres
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)
 	}
 	return manifestOf(l), Freshness{TTL: l.TTL, HasTTL: l.HasTTL, CacheScope: l.CacheScope, ListChanged: l.ListChanged}, nil
-}
-
-// serviceFetch is one Tool Service's latest fetch, for the re-listing
-// schedule and the health detail.
-type serviceFetch struct {
-	def        ToolService // the definition it was fetched with
-	manifest   *Manifest   // last good (MCP servers only: reused while fresh)
-	fresh      Freshness
-	listedAt   time.Time
-	freshUntil time.Time
-	lastErr    string
-	lastErrAt  time.Time
-}
-
-// fetches holds every service's serviceFetch. Only refresh cycles write it
-// (from their parallel fetches, hence the lock); Health reads it.
-type fetches struct {
-	mu sync.Mutex
-	by map[string]serviceFetch
-}
-
-func (f *fetches) get(name string) (serviceFetch, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	sf, ok := f.by[name]
-	return sf, ok
-}
-
-func (f *fetches) put(name string, sf serviceFetch) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.by == nil {
-		f.by = map[string]serviceFetch{}
-	}
-	f.by[name] = sf
-}
-
-// fetchService fetches one Tool Service for a refresh cycle: a native
-// manifest every time, an MCP server's listing unless the last one is
-// still fresh for the same definition.
-func (r *Registry) fetchService(ctx context.Context, svc ToolService) (*Manifest, error) {
-	prev, _ := r.fetches.get(svc.Name)
-	now := r.now()
-	if !svc.IsMCP() {
-		m, err := r.fetcher.Fetch(ctx, svc)
-		r.fetches.put(svc.Name, recordFetch(prev, svc, nil, Freshness{}, err, now))
-		return m, err
-	}
-	if prev.manifest != nil && now.Before(prev.freshUntil) && reflect.DeepEqual(prev.def, svc) {
-		return prev.manifest, nil
-	}
-	m, fr, err := r.mcp.List(ctx, svc)
-	r.fetches.put(svc.Name, recordFetch(prev, svc, m, fr, err, now))
-	return m, err
-}
-
-func recordFetch(prev serviceFetch, svc ToolService, m *Manifest, fr Freshness, err error, now time.Time) serviceFetch {
-	if err != nil {
-		prev.lastErr, prev.lastErrAt = err.Error(), now
-		prev.freshUntil = time.Time{} // list again next cycle
-		return prev
-	}
-	return serviceFetch{def: svc, manifest: m, fresh: fr, listedAt: now, freshUntil: now.Add(fr.freshFor())}
 }

@@ -62,7 +62,7 @@ type RouteStatus struct {
 	// regular refresh (Options.RetryBackoff).
 	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
 	// Services is one line per Tool Service of the route, in the route's
-	// order (federation_health.go).
+	// order (federation_health.go, and the fetch fields from registry/refresher).
 	Services []ServiceStatus `json:"services,omitempty"`
 	// AmbiguousItems are the resources, resource templates and prompts of
 	// federated MCP servers left out because two services offer them.

@@ -105,20 +105,19 @@ func TestUnmarshalSnapshotLazySchemaFailure(t *testing.T) {
 	// The refresh rebuilds it although its inputs did not change, and the
 	// rebuilt snapshot rejects the entry.
 	r, ms := schemaRoute(t, "r")
-	results := map[string]fetched{"s": {m: ms["s"]}}
-	out := (&Registry{}).refreshRoute(r, got, results, t0)
-	if out.err != nil || out.snap == nil || out.snap.Version != got.Version {
-		t.Fatalf("refreshRoute() = %+v, want a rebuild of the same version", out)
+	out, err := Rebuild(r, got, ms, t0)
+	if err != nil || out == nil || out.Version != got.Version {
+		t.Fatalf("Rebuild() = %v, %v; want a rebuild of the same version", out, err)
 	}
-	if _, res := out.snap.Lookup("bad"); res != mcp.ToolUnknown || len(out.snap.Rejected) != 1 {
-		t.Errorf("rebuilt snapshot serves the bad entry: %+v", out.snap.Rejected)
+	if _, res := out.Lookup("bad"); res != mcp.ToolUnknown || len(out.Rejected) != 1 {
+		t.Errorf("rebuilt snapshot serves the bad entry: %+v", out.Rejected)
 	}
-	if again := (&Registry{}).refreshRoute(r, out.snap, results, t0); again.snap != nil {
-		t.Error("a built snapshot with unchanged inputs must be kept")
+	if again, err := Rebuild(r, out, ms, t0); again != nil || err != nil {
+		t.Errorf("Rebuild() = %v, %v: a built snapshot with unchanged inputs must be kept", again, err)
 	}
-	ok := mustUnmarshal(t, mustMarshal(t, out.snap))
-	if again := (&Registry{}).refreshRoute(r, ok, results, t0); again.snap != nil {
-		t.Error("a restored snapshot whose schemas compile must be kept")
+	ok := mustUnmarshal(t, mustMarshal(t, out))
+	if again, err := Rebuild(r, ok, ms, t0); again != nil || err != nil {
+		t.Errorf("Rebuild() = %v, %v: a restored snapshot whose schemas compile must be kept", again, err)
 	}
 }
 

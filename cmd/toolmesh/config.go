@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -278,9 +279,9 @@ func defaultConfig() Config {
 		AdminListen:          "127.0.0.1:9090",
 		EnvoyListen:          "0.0.0.0:10000",
 		NodeID:               "toolmesh-local",
-		RefreshInterval:      registry.Duration(registry.DefaultInterval),
-		FetchTimeout:         registry.Duration(registry.DefaultFetchTimeout),
-		RetryBackoff:         registry.Duration(registry.DefaultRetryBackoff),
+		RefreshInterval:      registry.Duration(refresher.DefaultInterval),
+		FetchTimeout:         registry.Duration(refresher.DefaultFetchTimeout),
+		RetryBackoff:         registry.Duration(refresher.DefaultRetryBackoff),
 		MaxBodyBytes:         1 << 20,
 		MaxResponseBytes:     4 << 20,
 		ToolLabelsPerRoute:   extproc.DefaultToolLabels,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // mutableToolService serves a manifest whose tool names the test changes.
@@ -235,7 +236,7 @@ func TestRunChangeNotifications(t *testing.T) {
 func startReplica(t *testing.T, portal string) (*notify.Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	reg := registry.New(registry.Options{Source: registry.NewFileSource(portal), Interval: 100 * time.Millisecond})
+	reg := refresher.New(refresher.Options{Source: registry.NewFileSource(portal), Interval: 100 * time.Millisecond})
 	if err := reg.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

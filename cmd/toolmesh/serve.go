@@ -30,7 +30,9 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/memstore"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -68,7 +70,7 @@ type app struct {
 	tracer     trace.TracerProvider // nil: tracing off
 	cfg        Config
 	log        *slog.Logger
-	reg        *registry.Registry
+	reg        *refresher.Registry
 	lister     registry.MCPLister // lists federated MCP servers; holds their header values for calls
 	components []component
 	stopping   atomic.Bool
@@ -169,7 +171,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
 		})
 	}
-	a.reg = registry.New(registry.Options{
+	a.reg = refresher.New(refresher.Options{
 		Source:       src,
 		Fetcher:      registry.NewHTTPFetcher(client, 0),
 		MCPLister:    a.lister,
@@ -572,7 +574,7 @@ func drain(srv *http.Server, name string, log *slog.Logger) {
 // snapshotStore is Redis when configured, else the in-memory store.
 func snapshotStore(cfg Config, log *slog.Logger, metrics prometheus.Registerer) (registry.Store, error) {
 	if cfg.Redis == "" {
-		return registry.NewMemoryStore(), nil
+		return memstore.New(), nil
 	}
 	// go-redis logs failed dials through a process-wide logger; keep them in
 	// our structured log instead of bare lines on stderr.

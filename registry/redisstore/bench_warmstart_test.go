@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // hangingFetcher never answers before its context ends, like Tool Services
@@ -96,7 +97,7 @@ func BenchmarkWarmStart1000Routes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		reg := registry.New(registry.Options{
+		reg := refresher.New(refresher.Options{
 			Source:              staticSource{l},
 			Fetcher:             hangingFetcher{},
 			Store:               st,

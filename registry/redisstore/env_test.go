@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // The registry's refresher on a real Redis: a fake Portal and three fake
@@ -110,11 +111,11 @@ func (f recordingFetcher) Fetch(ctx context.Context, svc registry.ToolService) (
 type env struct {
 	portal            *fakeServer
 	a, b, shared      *fakeServer
-	reg               *registry.Registry
+	reg               *refresher.Registry
 	alphaDef, betaDef string
 }
 
-func newEnv(t *testing.T, options ...func(*registry.Options)) *env {
+func newEnv(t *testing.T, options ...func(*refresher.Options)) *env {
 	t.Helper()
 	e := &env{}
 	e.a = newFakeServer(t, "/manifest", toolsDoc("a_one", "a_two"))
@@ -123,7 +124,7 @@ func newEnv(t *testing.T, options ...func(*registry.Options)) *env {
 	e.alphaDef = fmt.Sprintf(`{"key":"alpha","toolServices":[{"name":"a","url":%q},{"name":"shared","url":%q}]}`, e.a.URL, e.shared.URL)
 	e.betaDef = fmt.Sprintf(`{"key":"beta","publicPath":"/tools/beta","toolServices":[{"name":"b","url":%q},{"name":"shared","url":%q}]}`, e.b.URL, e.shared.URL)
 	e.portal = newFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
-	opts := registry.Options{
+	opts := refresher.Options{
 		Source:       registry.NewHTTPSource(e.portal.URL, e.portal.Client()),
 		Fetcher:      registry.NewHTTPFetcher(e.a.Client(), 0),
 		FetchTimeout: 300 * time.Millisecond,
@@ -132,7 +133,7 @@ func newEnv(t *testing.T, options ...func(*registry.Options)) *env {
 	for _, o := range options {
 		o(&opts)
 	}
-	e.reg = registry.New(opts)
+	e.reg = refresher.New(opts)
 	return e
 }
 
@@ -152,7 +153,7 @@ func (e *env) route(t *testing.T, key string) registry.RouteStatus {
 	return routeStatus(t, e.reg, key)
 }
 
-func routeStatus(t testing.TB, reg *registry.Registry, key string) registry.RouteStatus {
+func routeStatus(t testing.TB, reg *refresher.Registry, key string) registry.RouteStatus {
 	t.Helper()
 	for _, rs := range reg.Health().Routes {
 		if rs.Key == key {

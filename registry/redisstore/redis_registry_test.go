@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // recordingRedis logs the refresher's calls to a RedisStore.
@@ -69,8 +70,8 @@ func (g *gateFetcher) Fetch(ctx context.Context, svc registry.ToolService) (*reg
 }
 
 // withRedis makes an env use a recording Redis store on srv.
-func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions) func(*registry.Options) {
-	return func(o *registry.Options) {
+func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions) func(*refresher.Options) {
+	return func(o *refresher.Options) {
 		o.Store = recordingRedis{newRedisStore(t, srv, ropts), rec}
 	}
 }
@@ -78,7 +79,7 @@ func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions
 func TestRegistryRedisStartOrder(t *testing.T) {
 	srv := startRedis(t, "")
 	rec := &recorder{}
-	e := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *registry.Options) {
+	e := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
 		o.Source = recordingSource{o.Source, rec}
 		o.Fetcher = recordingFetcher{o.Fetcher, rec}
 	})
@@ -125,7 +126,7 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 	// A new process: the Portal answers; the Tool Services answer only when
 	// the test lets them.
 	gate := newGateFetcher(registry.NewHTTPFetcher(nil, 0))
-	second := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}), func(o *registry.Options) {
+	second := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}), func(o *refresher.Options) {
 		o.Source = registry.NewHTTPSource(first.portal.URL, nil)
 		o.Fetcher = gate
 		o.FetchTimeout = 30 * time.Second
@@ -180,7 +181,7 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 	first.start(t)
 
 	rec := &recorder{}
-	second := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *registry.Options) {
+	second := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
 		o.Fetcher = newGateFetcher(registry.NewHTTPFetcher(nil, 0)) // Tool Services hang too
 		o.ReadyAfterWarmStart = true
 	})
@@ -229,7 +230,7 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 func TestRegistryRedisRestart(t *testing.T) {
 	srv := startRedis(t, "")
 	metrics := prometheus.NewRegistry()
-	e := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{OpTimeout: 200 * time.Millisecond, Registerer: metrics}), func(o *registry.Options) {
+	e := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{OpTimeout: 200 * time.Millisecond, Registerer: metrics}), func(o *refresher.Options) {
 		o.FetchTimeout = 2 * time.Second
 	})
 	e.start(t)
@@ -286,7 +287,7 @@ func TestRegistryRedisDownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e := newEnv(t, func(o *registry.Options) { o.Store = st; o.ReadyAfterWarmStart = true })
+	e := newEnv(t, func(o *refresher.Options) { o.Store = st; o.ReadyAfterWarmStart = true })
 	e.start(t)
 	if !e.reg.Ready() || e.reg.Snapshot("alpha") == nil {
 		t.Fatal("Redis down must not stop serving")

@@ -1,6 +1,8 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/registry"
+
 	"bytes"
 	"context"
 	"errors"
@@ -14,17 +16,19 @@ import (
 // oneRouteSource lists one route, or fails when err is set.
 type oneRouteSource struct{ err error }
 
-func (s oneRouteSource) List(context.Context) (*Listing, error) {
+func (s oneRouteSource) List(context.Context) (*registry.Listing, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return &Listing{Routes: []Route{{Key: "alpha", ToolServices: []ToolService{{Name: "a", URL: "http://a.invalid"}}}}}, nil
+	return &registry.Listing{Routes: []registry.Route{{Key: "alpha", ToolServices: []registry.ToolService{{Name: "a", URL: "http://a.invalid"}}}}}, nil
 }
 
 // oneManifestFetcher answers every fetch with m.
-type oneManifestFetcher struct{ m *Manifest }
+type oneManifestFetcher struct{ m *registry.Manifest }
 
-func (f oneManifestFetcher) Fetch(context.Context, ToolService) (*Manifest, error) { return f.m, nil }
+func (f oneManifestFetcher) Fetch(context.Context, registry.ToolService) (*registry.Manifest, error) {
+	return f.m, nil
+}
 
 // gauge is the value of the unlabelled gauge name in reg, -1 when absent.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -1,6 +1,9 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/parallel"
+	"github.com/toolmesh/toolmesh/registry"
+
 	"context"
 	"fmt"
 	"slices"
@@ -69,7 +72,7 @@ func (r *Registry) warmStart(ctx context.Context) {
 		st.index()
 		r.publish(st, loaded > 0)
 		// Stored tool embeddings are restored now, without a call.
-		var restored []*Snapshot
+		var restored []*registry.Snapshot
 		for _, key := range keys {
 			if e := st.entries[key]; e.restored && e.snap != nil {
 				restored = append(restored, e.snap)
@@ -81,9 +84,9 @@ func (r *Registry) warmStart(ctx context.Context) {
 
 // servicesListed reports whether every Tool Service of snap is still one of
 // the route's.
-func servicesListed(snap *Snapshot, rt Route) bool {
-	for _, s := range snap.def.ToolServices {
-		if !slices.ContainsFunc(rt.ToolServices, func(t ToolService) bool { return t.Name == s.Name }) {
+func servicesListed(snap *registry.Snapshot, rt registry.Route) bool {
+	for _, s := range snap.ToolServices() {
+		if !slices.ContainsFunc(rt.ToolServices, func(t registry.ToolService) bool { return t.Name == s.Name }) {
 			return false
 		}
 	}
@@ -92,12 +95,12 @@ func servicesListed(snap *Snapshot, rt Route) bool {
 
 // loadMany loads the stored snapshots of keys: out[i] and errs[i] belong to
 // keys[i].
-func (r *Registry) loadMany(ctx context.Context, keys []string) ([]*Snapshot, []error) {
-	if bs, ok := r.store.(BatchStore); ok {
+func (r *Registry) loadMany(ctx context.Context, keys []string) ([]*registry.Snapshot, []error) {
+	if bs, ok := r.store.(registry.BatchStore); ok {
 		return bs.LoadMany(ctx, keys)
 	}
-	snaps, errs := make([]*Snapshot, len(keys)), make([]error, len(keys))
-	forEach(len(keys), r.opts.StoreWorkers, func(i int) {
+	snaps, errs := make([]*registry.Snapshot, len(keys)), make([]error, len(keys))
+	parallel.ForEach(len(keys), r.opts.StoreWorkers, func(i int) {
 		snaps[i], errs[i] = r.store.Load(ctx, keys[i])
 	})
 	return snaps, errs
@@ -107,8 +110,8 @@ func (r *Registry) loadMany(ctx context.Context, keys []string) ([]*Snapshot, []
 // the Store keeps none, has none or fails. It is used only while this
 // process has never had a Portal listing: a cold start with the Portal down
 // then knows which routes to warm-start and serve.
-func (r *Registry) restoreListing(ctx context.Context) *Listing {
-	ls, ok := r.store.(ListingStore)
+func (r *Registry) restoreListing(ctx context.Context) *registry.Listing {
+	ls, ok := r.store.(registry.ListingStore)
 	if !ok {
 		return nil
 	}
@@ -133,8 +136,8 @@ func (r *Registry) restoreListing(ctx context.Context) *Listing {
 // before catalog overrides) in a ListingStore, for restoreListing. It runs
 // after the warm start, so a slow Store delays serving by one load, not by
 // a save too; l is nil when the listing failed.
-func (r *Registry) saveListing(ctx context.Context, l *Listing) {
-	ls, ok := r.store.(ListingStore)
+func (r *Registry) saveListing(ctx context.Context, l *registry.Listing) {
+	ls, ok := r.store.(registry.ListingStore)
 	if !ok || l == nil {
 		return
 	}
@@ -151,8 +154,8 @@ func (r *Registry) saveListing(ctx context.Context, l *Listing) {
 // rewrites only those it does not hold at that version: a Store that lost
 // its data, say a restarted Redis, is filled again by the next refresh.
 // Another Store gets the new snapshots only.
-func (r *Registry) persist(ctx context.Context, changed, current []*Snapshot) {
-	bs, batch := r.store.(BatchStore)
+func (r *Registry) persist(ctx context.Context, changed, current []*registry.Snapshot) {
+	bs, batch := r.store.(registry.BatchStore)
 	snaps := changed
 	if batch {
 		snaps = current
@@ -194,4 +197,29 @@ func (r *Registry) persist(ctx context.Context, changed, current []*Snapshot) {
 		st.index()
 		r.publish(st, false)
 	}
+}
+
+// embedSnapshots hands snaps to the embedding services (ADR 0007): each
+// search-mode snapshot reuses the vectors of the route's snapshot in old,
+// the state before this refresh (nil: none), and is saved to the Store
+// again once its embeddings are computed, unless a newer snapshot replaced
+// it meanwhile.
+func (r *Registry) embedSnapshots(snaps []*registry.Snapshot, old *state) {
+	var prev func(string) *registry.Snapshot
+	if old != nil {
+		prev = func(route string) *registry.Snapshot {
+			if e := old.entries[route]; e != nil {
+				return e.snap
+			}
+			return nil
+		}
+	}
+	r.embedders.Embed(snaps, prev, func(ctx context.Context, s *registry.Snapshot) {
+		if cur := r.state.Load().entries[s.Route]; cur == nil || cur.snap != s {
+			return
+		}
+		if err := r.store.Save(ctx, s); err != nil {
+			r.log.Warn("save snapshot with tool embeddings to store", "route", s.Route, "err", err)
+		}
+	})
 }

@@ -1,6 +1,8 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/registry"
+
 	"context"
 
 	"go.opentelemetry.io/otel/codes"
@@ -28,7 +30,7 @@ func (r *Registry) startCycle(ctx context.Context, routes, services int) (contex
 
 // startFetch starts the span of one Tool Service's manifest or MCP listing
 // fetch.
-func (r *Registry) startFetch(ctx context.Context, svc ToolService) (context.Context, trace.Span) {
+func (r *Registry) startFetch(ctx context.Context, svc registry.ToolService) (context.Context, trace.Span) {
 	proto := "native"
 	if svc.IsMCP() {
 		proto = "mcp"

@@ -1,6 +1,8 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/registry"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,8 +40,8 @@ func newEnv(t *testing.T, options ...func(*Options)) *env {
 	e.portal = newFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	e.store = newJSONStore(e.rec)
 	opts := Options{
-		Source:       recordingSource{NewHTTPSource(e.portal.URL, e.portal.Client()), e.rec},
-		Fetcher:      recordingFetcher{NewHTTPFetcher(e.a.Client(), 0), e.rec},
+		Source:       recordingSource{registry.NewHTTPSource(e.portal.URL, e.portal.Client()), e.rec},
+		Fetcher:      recordingFetcher{registry.NewHTTPFetcher(e.a.Client(), 0), e.rec},
 		Store:        e.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
@@ -63,12 +65,12 @@ func (e *env) start(t *testing.T) {
 	}
 }
 
-func (e *env) route(t *testing.T, key string) RouteStatus {
+func (e *env) route(t *testing.T, key string) registry.RouteStatus {
 	t.Helper()
 	return routeStatus(t, e.reg, key)
 }
 
-func routeStatus(t testing.TB, reg *Registry, key string) RouteStatus {
+func routeStatus(t testing.TB, reg *Registry, key string) registry.RouteStatus {
 	t.Helper()
 	for _, rs := range reg.Health().Routes {
 		if rs.Key == key {
@@ -76,7 +78,7 @@ func routeStatus(t testing.TB, reg *Registry, key string) RouteStatus {
 		}
 	}
 	t.Fatalf("route %q not in health %+v", key, reg.Health())
-	return RouteStatus{}
+	return registry.RouteStatus{}
 }
 
 func TestRegistryStart(t *testing.T) {
@@ -182,7 +184,7 @@ func TestRegistryRouteIsolation(t *testing.T) {
 			if n := e.shared.hits.Load(); n != 2 {
 				t.Errorf("shared service fetched %d times in two cycles, want 2", n)
 			}
-			stored, err := UnmarshalSnapshot(e.store.data["beta"])
+			stored, err := registry.UnmarshalSnapshot(e.store.data["beta"])
 			if err != nil || stored.Version != nb.Version {
 				t.Errorf("beta's new snapshot not saved: %v", err)
 			}
@@ -224,7 +226,7 @@ func TestRegistryPortalFailure(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "portal listing") {
 				t.Fatalf("Refresh() = %v", err)
 			}
-			if got := e.reg.Routes(); !slices.EqualFunc(got, routes, func(a, b Route) bool { return a.Key == b.Key }) {
+			if got := e.reg.Routes(); !slices.EqualFunc(got, routes, func(a, b registry.Route) bool { return a.Key == b.Key }) {
 				t.Errorf("a failed listing changed the routes: %+v", got)
 			}
 			if e.reg.Snapshot("alpha") != alpha {
@@ -303,8 +305,8 @@ func TestRegistryWarmStart(t *testing.T) {
 	first.b.set(modeFail, "")
 	first.shared.set(modeFail, "")
 	reg := New(Options{
-		Source:       NewHTTPSource(first.portal.URL, nil),
-		Fetcher:      NewHTTPFetcher(nil, 0),
+		Source:       registry.NewHTTPSource(first.portal.URL, nil),
+		Fetcher:      registry.NewHTTPFetcher(nil, 0),
 		Store:        first.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Now:          first.clock.now,
@@ -443,42 +445,18 @@ func TestRegistryStartCanceled(t *testing.T) {
 	}
 }
 
-func TestMemoryStore(t *testing.T) {
-	s := NewMemoryStore()
-	ctx := t.Context()
-	if got, err := s.Load(ctx, "x"); got != nil || err != nil {
-		t.Fatalf("Load(absent) = %v, %v", got, err)
-	}
-	snap := mustBuild(t, Route{Key: "x", ToolServices: []ToolService{{Name: "s", URL: "http://s"}}}, map[string]*Manifest{"s": mustManifest(t, toolsDoc("t"))})
-	if err := s.Save(ctx, snap); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := s.Load(ctx, "x"); got != snap {
-		t.Fatal("Load after Save")
-	}
-	if err := s.Save(ctx, nil); err == nil {
-		t.Error("Save(nil) accepted")
-	}
-	if err := s.Delete(ctx, "x"); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := s.Load(ctx, "x"); got != nil {
-		t.Fatal("Load after Delete")
-	}
-}
-
 // staticSource and mapFetcher serve a registry from memory, for benchmarks.
-type staticSource struct{ l Listing }
+type staticSource struct{ l registry.Listing }
 
-func (s staticSource) List(context.Context) (*Listing, error) {
+func (s staticSource) List(context.Context) (*registry.Listing, error) {
 	l := s.l
 	l.Routes = slices.Clone(s.l.Routes)
 	return &l, nil
 }
 
-type mapFetcher map[string]*Manifest
+type mapFetcher map[string]*registry.Manifest
 
-func (f mapFetcher) Fetch(_ context.Context, svc ToolService) (*Manifest, error) {
+func (f mapFetcher) Fetch(_ context.Context, svc registry.ToolService) (*registry.Manifest, error) {
 	if m := f[svc.Name]; m != nil {
 		return m, nil
 	}
@@ -486,12 +464,12 @@ func (f mapFetcher) Fetch(_ context.Context, svc ToolService) (*Manifest, error)
 }
 
 func BenchmarkLookup(b *testing.B) {
-	var l Listing
+	var l registry.Listing
 	f := mapFetcher{}
 	for i := range 100 {
 		name := fmt.Sprintf("r%03d", i)
-		l.Routes = append(l.Routes, Route{Key: name, ToolServices: []ToolService{{Name: name, URL: "http://" + name}}})
-		f[name] = bigManifest(10)
+		l.Routes = append(l.Routes, registry.Route{Key: name, ToolServices: []registry.ToolService{{Name: name, URL: "http://" + name}}})
+		f[name] = mustManifest(b, toolsDoc("tool_a", "tool_b", "tool_c"))
 	}
 	reg := New(Options{Source: staticSource{l}, Fetcher: f})
 	if err := reg.Start(b.Context()); err != nil || !reg.Ready() {

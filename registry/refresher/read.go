@@ -1,6 +1,8 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/registry"
+
 	"slices"
 	"time"
 )
@@ -8,7 +10,7 @@ import (
 // Lookup finds the route served at path (the request path without its query
 // string), matching public paths exactly. ok is false for an unknown path;
 // snap is nil while the route has no snapshot yet. It never locks.
-func (r *Registry) Lookup(path string) (key string, snap *Snapshot, ok bool) {
+func (r *Registry) Lookup(path string) (key string, snap *registry.Snapshot, ok bool) {
 	e := r.state.Load().byPath[path]
 	if e == nil {
 		return "", nil, false
@@ -17,7 +19,7 @@ func (r *Registry) Lookup(path string) (key string, snap *Snapshot, ok bool) {
 }
 
 // Snapshot returns the current snapshot of the route, or nil.
-func (r *Registry) Snapshot(key string) *Snapshot {
+func (r *Registry) Snapshot(key string) *registry.Snapshot {
 	if e := r.state.Load().entries[key]; e != nil {
 		return e.snap
 	}
@@ -27,7 +29,7 @@ func (r *Registry) Snapshot(key string) *Snapshot {
 // Routes returns the listed routes sorted by key (for the xDS translator).
 // The slice is a copy; the routes' inner slices and pointers are shared and
 // must not be modified.
-func (r *Registry) Routes() []Route {
+func (r *Registry) Routes() []registry.Route {
 	return slices.Clone(r.state.Load().routes)
 }
 
@@ -55,12 +57,12 @@ func (r *Registry) Ready() bool { return r.state.Load().ready }
 
 // Health returns the /health detail (docs/operators.md): every listed route,
 // sorted by key, with its snapshot and errors.
-func (r *Registry) Health() Health {
+func (r *Registry) Health() registry.Health {
 	st := r.state.Load()
 	now := r.now()
-	h := Health{
+	h := registry.Health{
 		Ready:                 st.ready,
-		Routes:                make([]RouteStatus, 0, len(st.routes)),
+		Routes:                make([]registry.RouteStatus, 0, len(st.routes)),
 		RoutesWithoutSnapshot: []string{},
 		PortalError:           st.portalErr,
 		PortalErrorAt:         timePtr(st.portalErrAt),
@@ -68,13 +70,13 @@ func (r *Registry) Health() Health {
 		LastListing:           timePtr(st.lastListing),
 		ListingRestored:       st.listingRestored,
 	}
-	if sr, ok := r.store.(StatusReporter); ok {
+	if sr, ok := r.store.(registry.StatusReporter); ok {
 		ss := sr.Status()
 		h.Store = &ss
 	}
 	for _, rt := range st.routes {
 		e := st.entries[rt.Key]
-		rs := RouteStatus{
+		rs := registry.RouteStatus{
 			Key:         rt.Key,
 			PublicPath:  rt.Path(),
 			LastRefresh: timePtr(e.lastRefresh),

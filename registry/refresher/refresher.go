@@ -1,6 +1,10 @@
-package registry
+package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/parallel"
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/memstore"
+
 	"context"
 	"errors"
 	"fmt"
@@ -34,9 +38,9 @@ const (
 
 // Options configures a [Registry].
 type Options struct {
-	Source  Source          // the Portal; required
-	Fetcher ManifestFetcher // default NewHTTPFetcher(nil, 0)
-	Store   Store           // default NewMemoryStore()
+	Source  registry.Source          // the Portal; required
+	Fetcher registry.ManifestFetcher // default NewHTTPFetcher(nil, 0)
+	Store   registry.Store           // default memstore.New()
 	// Interval is the time between refresh cycles of Run (default 30s).
 	Interval time.Duration
 	// FetchTimeout bounds each Portal listing, manifest fetch and Store call
@@ -77,22 +81,22 @@ type Options struct {
 	// Registerer receives the registry's metrics (refreshes and listings by
 	// outcome, snapshot age and size per route, readiness); nil registers none.
 	Registerer prometheus.Registerer
-	// TracerProvider, when set, traces refresh cycles (registry/tracing.go);
+	// TracerProvider, when set, traces refresh cycles (tracing.go);
 	// nil traces nothing.
 	TracerProvider trace.TracerProvider
 
 	// MCPLister lists the federated MCP servers (protocol mcp), default
 	// NewMCPLister(nil, 0, Credentials).
-	MCPLister MCPLister
+	MCPLister registry.MCPLister
 	// Credentials are the toolmesh config file's credentials, by name: the
 	// values of the headers a Portal entry sends to an MCP server.
-	Credentials map[string]CredentialSource
+	Credentials map[string]registry.CredentialSource
 
 	// Embeddings are the embedding services search-mode routes may name
 	// (catalog.embedding), by name, and DefaultEmbedding the one a
 	// search-mode route without catalog.embedding uses ("" none); ADR 0007.
 	// EmbeddingClient is their HTTP client (default: a plain one).
-	Embeddings       map[string]EmbeddingService
+	Embeddings       map[string]registry.EmbeddingService
 	DefaultEmbedding string
 	EmbeddingClient  *http.Client
 }
@@ -102,11 +106,11 @@ type Options struct {
 // one immutable state through an atomic pointer. Writers (refresh cycles)
 // are serialized and publish a new state.
 type Registry struct {
-	src     Source
-	fetcher ManifestFetcher
-	mcp     MCPLister
-	fetches fetches // per Tool Service: last fetch, re-listing schedule (federation_refresh.go)
-	store   Store
+	src     registry.Source
+	fetcher registry.ManifestFetcher
+	mcp     registry.MCPLister
+	fetches fetches // per Tool Service: last fetch, re-listing schedule (fetch.go)
+	store   registry.Store
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
@@ -117,7 +121,7 @@ type Registry struct {
 	metrics *metrics
 
 	// overrides replace the Portal's catalog object of a route (SetCatalogOverrides).
-	overrides atomic.Pointer[map[string]Catalog]
+	overrides atomic.Pointer[map[string]registry.Catalog]
 	// started is closed when Start's first cycle, manifests included, ends.
 	started     chan struct{}
 	startedOnce sync.Once
@@ -129,16 +133,14 @@ type Registry struct {
 	subs    map[int]chan struct{}
 	nextSub int
 
-	// embedders are Options.Embeddings, ready to call; embedWG counts the
-	// tool-embedding computations under way.
-	embedders map[string]*embedder
-	embedWG   sync.WaitGroup
+	// embedders are Options.Embeddings, ready to call (nil: none).
+	embedders *registry.Embedders
 }
 
 // state is one immutable view of the registry. A cycle that changes
 // anything copies it (and the entries it changes) and publishes the copy.
 type state struct {
-	routes      []Route           // listed routes, sorted by key
+	routes      []registry.Route  // listed routes, sorted by key
 	entries     map[string]*entry // route key → entry
 	byPath      map[string]*entry // public path → entry
 	ready       bool              // some route has a snapshot
@@ -156,8 +158,8 @@ type state struct {
 
 // entry is one route's slot: its definition, last good snapshot and status.
 type entry struct {
-	route       Route
-	snap        *Snapshot
+	route       registry.Route
+	snap        *registry.Snapshot
 	lastRefresh time.Time
 	lastErr     string
 	lastErrAt   time.Time
@@ -199,13 +201,13 @@ func New(opts Options) *Registry {
 		panic("registry: Options.Source is required")
 	}
 	if opts.Fetcher == nil {
-		opts.Fetcher = NewHTTPFetcher(nil, 0)
+		opts.Fetcher = registry.NewHTTPFetcher(nil, 0)
 	}
 	if opts.MCPLister == nil {
-		opts.MCPLister = NewMCPLister(nil, 0, opts.Credentials)
+		opts.MCPLister = registry.NewMCPLister(nil, 0, opts.Credentials)
 	}
 	if opts.Store == nil {
-		opts.Store = NewMemoryStore()
+		opts.Store = memstore.New()
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -253,7 +255,8 @@ func New(opts Options) *Registry {
 	empty.index()
 	r.state.Store(empty)
 	r.metrics = newMetrics(opts.Registerer, r)
-	r.initEmbedders()
+	r.embedders = registry.NewEmbedders(opts.Embeddings, opts.DefaultEmbedding, opts.Credentials, opts.EmbeddingClient,
+		opts.Registerer, opts.Logger, opts.FetchTimeout)
 	return r
 }
 
@@ -421,7 +424,7 @@ func (r *Registry) listAndRestore(ctx context.Context) error {
 // it returns for saveListing. When the Portal fails before this process ever
 // had a listing, the routes of the listing last saved in the Store are used
 // instead (see restoreListing).
-func (r *Registry) list(ctx context.Context) (*Listing, error) {
+func (r *Registry) list(ctx context.Context) (*registry.Listing, error) {
 	lctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 	l, err := r.src.List(lctx)
 	cancel()
@@ -469,7 +472,7 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
 	defer cancel()
-	forEach(len(removed), r.opts.StoreWorkers, func(i int) {
+	parallel.ForEach(len(removed), r.opts.StoreWorkers, func(i int) {
 		if err := r.store.Delete(sctx, removed[i]); err != nil {
 			r.log.Warn("delete stored snapshot", "route", removed[i], "err", err)
 		}
@@ -480,7 +483,7 @@ func (r *Registry) list(ctx context.Context) (*Listing, error) {
 // applyListing makes l's routes, with the catalog overrides applied, the
 // routes of st (a clone it may modify), keeping the entries of routes that
 // stay. It returns st and the keys of the routes that are gone.
-func (r *Registry) applyListing(st *state, l *Listing) (*state, []string) {
+func (r *Registry) applyListing(st *state, l *registry.Listing) (*state, []string) {
 	routes := slices.Clone(l.Routes)
 	if ov := r.overrides.Load(); ov != nil {
 		for i := range routes {
@@ -489,7 +492,7 @@ func (r *Registry) applyListing(st *state, l *Listing) (*state, []string) {
 			}
 		}
 	}
-	slices.SortFunc(routes, func(a, b Route) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(routes, func(a, b registry.Route) int { return strings.Compare(a.Key, b.Key) })
 	prev := st.entries
 	st.routes = routes
 	st.entries = make(map[string]*entry, len(routes))
@@ -521,15 +524,12 @@ func (r *Registry) applyListing(st *state, l *Listing) (*state, []string) {
 // catalog (mode "full" or "search", pageSize 0..10000, shortlist 0..50) and
 // take effect at the next refresh (before Start, at once). A nil or empty
 // map removes every override.
-func (r *Registry) SetCatalogOverrides(overrides map[string]Catalog) error {
+func (r *Registry) SetCatalogOverrides(overrides map[string]registry.Catalog) error {
 	var errs []error
-	cp := make(map[string]Catalog, len(overrides))
+	cp := make(map[string]registry.Catalog, len(overrides))
 	for key, c := range overrides {
-		if !nameRE.MatchString(key) {
-			errs = append(errs, fmt.Errorf("catalog override for %q: route key must match %s", key, nameRE))
-		}
-		for _, err := range c.check() {
-			errs = append(errs, fmt.Errorf("catalog override for route %q: catalog.%w", key, err))
+		if err := registry.CheckCatalogOverride(key, c); err != nil {
+			errs = append(errs, err)
 		}
 		cp[key] = c
 	}
@@ -542,14 +542,14 @@ func (r *Registry) SetCatalogOverrides(overrides map[string]Catalog) error {
 
 // fetched is the outcome of one manifest fetch.
 type fetched struct {
-	m   *Manifest
+	m   *registry.Manifest
 	err error
 }
 
 // built is the outcome of one route's refresh.
 type built struct {
 	key  string
-	snap *Snapshot // nil when the version is unchanged
+	snap *registry.Snapshot // nil when the version is unchanged
 	err  error
 }
 
@@ -561,12 +561,12 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	st := r.state.Load()
 	routes := st.routes
 	if only != nil {
-		routes = slices.DeleteFunc(slices.Clone(routes), func(rt Route) bool { return !only[rt.Key] })
+		routes = slices.DeleteFunc(slices.Clone(routes), func(rt registry.Route) bool { return !only[rt.Key] })
 	}
 	if len(routes) == 0 {
 		return nil
 	}
-	var services []ToolService
+	var services []registry.ToolService
 	seen := map[string]bool{}
 	for _, rt := range routes {
 		for _, s := range rt.ToolServices {
@@ -610,7 +610,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	next := st.clone()
 	changed := false
 	var errs []error
-	var saves, current []*Snapshot
+	var saves, current []*registry.Snapshot
 	for _, o := range outcomes {
 		cp := *next.entries[o.key]
 		r.metrics.refresh(o.key, o.err)
@@ -649,9 +649,9 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 
 // refreshRoute builds one route's snapshot from this cycle's manifests. It
 // is pure apart from reading cur.
-func (r *Registry) refreshRoute(rt Route, cur *Snapshot, results map[string]fetched, fetchedAt time.Time) built {
+func (r *Registry) refreshRoute(rt registry.Route, cur *registry.Snapshot, results map[string]fetched, fetchedAt time.Time) built {
 	out := built{key: rt.Key}
-	manifests := make(map[string]*Manifest, len(rt.ToolServices))
+	manifests := make(map[string]*registry.Manifest, len(rt.ToolServices))
 	var errs []error
 	for _, s := range rt.ToolServices {
 		res := results[s.Name]
@@ -665,20 +665,13 @@ func (r *Registry) refreshRoute(rt Route, cur *Snapshot, results map[string]fetc
 		out.err = fmt.Errorf("refresh route %q: %w", rt.Key, errors.Join(errs...))
 		return out
 	}
-	in, err := prepare(rt, manifests)
-	if err != nil {
-		out.err = err
-		return out
-	}
-	if cur != nil && cur.Version == in.version && !cur.lazyFailed() {
-		return out // same content: keep the snapshot (and its pointer)
-	}
-	out.snap = in.build(fetchedAt, builder{})
+	snap, err := registry.Rebuild(rt, cur, manifests, fetchedAt)
+	out.snap, out.err = snap, err
 	return out
 }
 
 // parallel runs fn(0..n-1) on at most Workers goroutines and waits.
-func (r *Registry) parallel(n int, fn func(i int)) { forEach(n, r.opts.Workers, fn) }
+func (r *Registry) parallel(n int, fn func(i int)) { parallel.ForEach(n, r.opts.Workers, fn) }
 
 // publish makes st the current state and, when changed, wakes subscribers.
 func (r *Registry) publish(st *state, changed bool) {

@@ -1,7 +1,8 @@
-package registry
+package refresher
 
 import (
 	"errors"
+	"github.com/toolmesh/toolmesh/registry"
 	"strings"
 	"testing"
 )
@@ -13,9 +14,9 @@ import (
 func TestListingHeaders(t *testing.T) {
 	up := newMCPServer(t, false, "Bearer config-secret", "search")
 	t.Setenv("TOOLMESH_TEST_PORTAL_TOKEN", "portal-secret")
-	l := NewMCPLister(nil, 0, map[string]CredentialSource{"tok": {Env: "TOOLMESH_TEST_PORTAL_TOKEN"}}).(*HTTPLister)
-	svc := ToolService{Name: "up", URL: up.URL, Protocol: ProtocolMCP,
-		Headers: map[string]HeaderValue{"Authorization": {Credential: "tok", Prefix: "Bearer "}}}
+	l := registry.NewMCPLister(nil, 0, map[string]registry.CredentialSource{"tok": {Env: "TOOLMESH_TEST_PORTAL_TOKEN"}}).(*registry.HTTPLister)
+	svc := registry.ToolService{Name: "up", URL: up.URL, Protocol: registry.ProtocolMCP,
+		Headers: map[string]registry.HeaderValue{"Authorization": {Credential: "tok", Prefix: "Bearer "}}}
 
 	if _, _, err := l.List(t.Context(), svc); err == nil {
 		t.Fatal("listed with the Portal's credential; the test server wants the config file's")
