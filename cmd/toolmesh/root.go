@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 )
 
 // version is the toolmesh version, set at build time with
@@ -31,6 +32,9 @@ type hooks struct {
 	// drainWait, when set, replaces the sleep of the drain delay, so a test
 	// can look at the process while it waits and then let it go on.
 	drainWait func(time.Duration)
+	// extProcStream, when set, intercepts every ext_proc stream, so a test
+	// can count the messages a request costs.
+	extProcStream grpc.StreamServerInterceptor
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
 	"github.com/toolmesh/toolmesh/demo"
@@ -71,6 +72,8 @@ type app struct {
 	everReady  atomic.Bool           // health has said SERVING at least once
 	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
 	adminToken string                // "": the admin endpoints need no token
+
+	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -132,7 +135,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, extProcStream: h.extProcStream}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
