@@ -201,13 +201,19 @@ func (x *exchange) filtered(body []byte) []byte {
 	return body
 }
 
+// The constant headers of every result, shared read only (callplan.go).
+var (
+	status200             = setHeader(":status", "200")
+	contentTypeJSONHeader = setHeader("content-type", contentTypeJSON)
+)
+
 // resultHeaders are the response headers of a tool result: HTTP 200 and
 // JSON whatever the Tool Service said. content-encoding goes because the new
 // body is never compressed (the request's accept-encoding was removed, but a
 // Tool Service may compress regardless).
 func resultHeaders(extra ...*corev3.HeaderValueOption) *extprocv3.HeaderMutation {
 	set := make([]*corev3.HeaderValueOption, 0, 2+len(extra))
-	set = append(set, setHeader(":status", "200"), setHeader("content-type", contentTypeJSON))
+	set = append(set, status200, contentTypeJSONHeader)
 	for _, e := range extra {
 		if e != nil {
 			set = append(set, e)
