@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -371,7 +372,9 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		return
 	}
 	flusher, _ := x.w.(http.Flusher)
-	buf := make([]byte, 32<<10)
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
@@ -391,6 +394,10 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		}
 	}
 }
+
+// writeBufs are the copy buffers of write: one per response would be the
+// largest allocation of a routed call.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // reset resets the downstream stream, as Envoy does when an error happens
 // after the response started (or an upstream fails mid-body).
