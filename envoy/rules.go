@@ -104,6 +104,16 @@ const (
 	defaultKeepaliveJitterPercent = 15.0
 )
 
+// envoyHTTP2Window is the initial HTTP/2 stream and connection window of
+// Envoy's codec unless http2_protocol_options set one (OptionsLimits
+// DEFAULT_INITIAL_STREAM_WINDOW_SIZE and DEFAULT_INITIAL_CONNECTION_WINDOW_SIZE,
+// source/common/http/http_option_limits.h: 256 MiB); the bootstraps set
+// none for toolmesh_extproc. Envoy's windows are static: unlike grpc-go's
+// default dynamic window, it sends no BDP-estimation PINGs. The data plane's
+// ext_proc connection uses the same fixed windows, which also turns those
+// PINGs off.
+const envoyHTTP2Window = 256 << 20
+
 // keepaliveNext is the wait before the next keepalive PING
 // (codec_impl.cc onKeepaliveResponse).
 func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
