@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -240,9 +241,16 @@ func (s *Server) Register(gs *grpc.Server) {
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	limit := max(s.cfg.MaxResponseBytes, s.proto.Config().MaxBodyBytes)
 	s.wire.Store(true)
+	// Fixed HTTP/2 windows as large as the largest message: a buffered body
+	// never waits for a WINDOW_UPDATE, and grpc-go sends no BDP-estimation
+	// PINGs (its dynamic window is off), a round trip Envoy otherwise
+	// answers on most requests.
+	window := int32(min(max(limit+grpcHeadroom, 64<<10), math.MaxInt32))
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(limit + grpcHeadroom)),
 		grpc.ForceServerCodecV2(newWireCodec()),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(window),
 	}
 }
 
