@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -68,7 +67,7 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 	e := &extProcRun{
 		f:                f,
 		x:                x,
-		mode:             proto.Clone(f.mode).(*extprocfilterv3.ProcessingMode),
+		mode:             copyMode(f.mode),
 		failureModeAllow: f.failureModeAllow,
 		receiving:        f.receiving,
 		forwarding:       f.forwarding,
@@ -83,7 +82,7 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
 			}
 		} else if pr.mode != nil {
-			e.mode = proto.Clone(pr.mode).(*extprocfilterv3.ProcessingMode)
+			e.mode = copyMode(pr.mode)
 		}
 		if pr.hasReceiving {
 			e.receiving = pr.receiving
