@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,11 @@ import (
 
 // DefaultMaxResponseBytes is the default limit on a Tool Service reply.
 const DefaultMaxResponseBytes = 4 << 20
+
+// streamWorkers is the number of goroutines kept to serve streams: a
+// stream lasts as long as its HTTP request, Tool Service call included, so
+// many are in flight per core.
+func streamWorkers() uint32 { return uint32(16 * runtime.GOMAXPROCS(0)) }
 
 // grpcHeadroom is what a ProcessingRequest carries besides the body: headers,
 // attributes and protobuf framing.
@@ -251,6 +257,10 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
+		// Streams are served by reused goroutines (more start when all are
+		// busy): a new goroutine per request grew its stack by copying on
+		// every call, deep in argument validation.
+		grpc.NumStreamWorkers(streamWorkers()),
 	}
 }
 
