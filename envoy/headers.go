@@ -252,12 +252,20 @@ func addSorted(m *headerMap, h http.Header) {
 // pseudo and hop-by-hop headers.
 func (m *headerMap) httpHeader() http.Header {
 	out := make(http.Header, len(m.h))
-	for _, e := range m.h {
+	// The first value of each name is a one-element window on one shared
+	// array (capacity one: a second value copies), not an allocation each.
+	vals := make([]string, len(m.h))
+	for i, e := range m.h {
 		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
 			continue
 		}
 		k := http.CanonicalHeaderKey(e.key)
-		out[k] = append(out[k], e.value)
+		if prev, ok := out[k]; ok {
+			out[k] = append(prev, e.value)
+			continue
+		}
+		vals[i] = e.value
+		out[k] = vals[i : i+1 : i+1]
 	}
 	return out
 }

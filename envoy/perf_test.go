@@ -1,6 +1,8 @@
 package envoy
 
 import (
+	"net/http"
+	"reflect"
 	"regexp"
 	"testing"
 
@@ -47,5 +49,24 @@ func TestCopyMode(t *testing.T) {
 	c.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
 	if m.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_STREAMED {
 		t.Fatal("changing the copy changed the original")
+	}
+}
+
+// TestHTTPHeader: regular headers in Go's form, repeated names keeping
+// their order, pseudo and hop-by-hop headers left out, and each name's
+// values independent of the others'.
+func TestHTTPHeader(t *testing.T) {
+	m := &headerMap{}
+	for _, kv := range [][2]string{{":status", "200"}, {"x-a", "1"}, {"connection", "close"}, {"x-b", "2"}, {"x-a", "3"}, {"content-type", "t"}} {
+		m.add(kv[0], kv[1])
+	}
+	h := m.httpHeader()
+	want := http.Header{"X-A": {"1", "3"}, "X-B": {"2"}, "Content-Type": {"t"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("httpHeader = %v, want %v", h, want)
+	}
+	h["X-B"] = append(h["X-B"], "more")
+	if got := h.Get("Content-Type"); got != "t" || len(h["Content-Type"]) != 1 {
+		t.Errorf("appending to X-B changed Content-Type: %v", h["Content-Type"])
 	}
 }
