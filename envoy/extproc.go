@@ -577,13 +577,17 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			return nil, false, e.failed(err), nil
 		}
 		// clear_route_cache on the response path has no effect.
-		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+		replace := cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE
+		if replace {
 			e.mode.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
 			e.mode.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
-			if cr.GetBodyMutation() != nil {
-				h.del("content-length")
-				return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
-			}
+		}
+		if lastResponseHeaders(eos, e.mode) {
+			e.finishAndContinue()
+		}
+		if replace && cr.GetBodyMutation() != nil {
+			h.del("content-length")
+			return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
 		}
 		return nil, false, nil, nil
 	case *extprocv3.ProcessingResponse_ImmediateResponse:

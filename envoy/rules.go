@@ -421,6 +421,22 @@ func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 	}
 }
 
+// lastResponseHeaders is the kResponseHeaders case of
+// Filter::closeGrpcStreamIfLastRespReceived (ext_proc.cc; runtime guard
+// envoy.reloadable_features.ext_proc_stream_close_optimization, a
+// RUNTIME_GUARD on by default since 1.37): after the response-headers reply,
+// with no body to come (end of stream) or the response body mode NONE and
+// trailers not sent, nothing more goes to the server and Envoy closes the
+// stream (closeStreamMaybeGraceful) instead of holding it to the end of the
+// request. The mode is the one after the reply's mode_override. The other
+// cases of that function (request headers with nothing after them, the last
+// STREAMED chunk) are not emulated: the stream is closed when the request
+// ends instead. [verify: read on a recent main, not the v1.40.0 tag]
+func lastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
+	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
+		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)
+}
+
 // shouldRemoveContentLength is ProcessorState::shouldRemoveContentLength
 // (processor_state.h): in STREAMED, BUFFERED_PARTIAL, FULL_DUPLEX_STREAMED,
 // and BUFFERED with headers SKIPped, ext_proc cannot keep content-length
