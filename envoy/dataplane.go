@@ -72,7 +72,8 @@ func New(opts Options) (*DataPlane, error) {
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
 		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			d.keepalive.dialOption(d.log.With("grpc", "ext_proc")))
+			d.keepalive.dialOption(d.log.With("grpc", "ext_proc")),
+			grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window))
 		if err != nil {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}

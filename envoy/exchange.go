@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -378,7 +379,9 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 			flusher.Flush()
 		}
 	}
-	buf := make([]byte, 32<<10)
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := body.Read(buf)
 		if n > 0 {
@@ -398,6 +401,10 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		}
 	}
 }
+
+// writeBufs are the copy buffers of write: one per response would be the
+// largest allocation of a routed call.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // reset resets the downstream stream, as Envoy does when an error happens
 // after the response started (or an upstream fails mid-body).
@@ -430,5 +437,12 @@ func newRequestID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	hex.Encode(out[9:13], b[4:6])
+	hex.Encode(out[14:18], b[6:8])
+	hex.Encode(out[19:23], b[8:10])
+	hex.Encode(out[24:36], b[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
 }

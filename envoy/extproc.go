@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -59,7 +59,6 @@ type extProcRun struct {
 	complete    bool // processing_complete_
 	stream      extprocv3.ExternalProcessor_ProcessClient
 	cancel      context.CancelFunc
-	recv        chan recvResult
 	sentFirst   bool
 	timeoutUsed bool // an override_message_timeout was honoured in this state
 	// attrsSent is the decoding state's attributes_sent_ (rules.go,
@@ -67,16 +66,11 @@ type extProcRun struct {
 	attrsSent bool
 }
 
-type recvResult struct {
-	resp *extprocv3.ProcessingResponse
-	err  error
-}
-
 func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
 	e := &extProcRun{
 		f:                f,
 		x:                x,
-		mode:             proto.Clone(f.mode).(*extprocfilterv3.ProcessingMode),
+		mode:             copyMode(f.mode),
 		failureModeAllow: f.failureModeAllow,
 		receiving:        f.receiving,
 		forwarding:       f.forwarding,
@@ -91,7 +85,7 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
 			}
 		} else if pr.mode != nil {
-			e.mode = proto.Clone(pr.mode).(*extprocfilterv3.ProcessingMode)
+			e.mode = copyMode(pr.mode)
 		}
 		if pr.hasReceiving {
 			e.receiving = pr.receiving
@@ -133,21 +127,7 @@ func (e *extProcRun) open() *localReply {
 		cancel()
 		return e.onGrpcError(err)
 	}
-	ch := make(chan recvResult)
-	e.stream, e.cancel, e.recv = st, cancel, ch
-	go func() {
-		for {
-			resp, err := st.Recv()
-			select {
-			case ch <- recvResult{resp, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	e.stream, e.cancel = st, cancel
 	return nil
 }
 
@@ -214,18 +194,20 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
 // message_timeout and override_message_timeout. It returns the response,
 // or nil with a local reply (or nil, nil when processing completed and the
 // request continues without the server).
+//
+// The answer is received on the request's own goroutine (no reader
+// goroutine and channel hand-off per message). Each Recv has its own timer,
+// armed for what is left until the deadline, and one compare-and-swap
+// decides whether the answer or the timeout came first; a timeout cancels
+// the stream, which ends the Recv, as Envoy's onMessageTimeout closes it.
 func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *localReply, error) {
 	if e.complete {
 		return nil, nil, nil
 	}
-	timer := time.NewTimer(e.f.messageTimeout)
-	defer timer.Stop()
+	deadline := time.Now().Add(e.f.messageTimeout)
 	for {
-		select {
-		case <-e.x.ctx.Done():
-			e.close()
-			return nil, nil, errAbort
-		case <-timer.C:
+		resp, ok, err := e.recvBy(deadline)
+		if !ok {
 			// Filter::onMessageTimeout.
 			e.x.log.Debug("ext_proc message timeout", "filter", e.f.name)
 			if e.failureModeAllow {
@@ -235,43 +217,66 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 			e.complete = true
 			e.close()
 			return nil, &localReply{code: 504, details: detailsMessageTimeout}, nil
-		case r := <-e.recv:
-			if r.err != nil {
-				if errors.Is(r.err, io.EOF) {
-					// Filter::onGrpcClose: a clean close means "continue
-					// without the server".
-					e.finishAndContinue()
-					return nil, nil, nil
-				}
-				return nil, e.onGrpcError(r.err), nil
-			}
-			if d := r.resp.GetOverrideMessageTimeout(); d != nil {
-				// Filter::onNewTimeout: at most once per state, within
-				// [1ms, max_message_timeout]; otherwise ignored.
-				nd := d.AsDuration()
-				if e.f.maxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
-					nd <= e.f.maxMessageTimeout && !e.timeoutUsed {
-					e.timeoutUsed = true
-					timer.Reset(nd)
-				}
-				continue
-			}
-			// Filter::onReceiveMessage: a mode_override counts only with
-			// allow_mode_override, without
-			// send_body_without_waiting_for_header_response, and while a
-			// headers message is outstanding; the effective override must
-			// pass the allow-list, and then replaces both directions' mode.
-			if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && r.resp.GetModeOverride() != nil {
-				eff := effectiveOverride(e.f.configuredMode, r.resp.GetModeOverride())
-				if e.f.overrideAllowed(eff) {
-					e.mode = normalizeMode(eff)
-				} else {
-					e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
-				}
-			}
-			return r.resp, nil, nil
 		}
+		if err != nil {
+			if e.x.ctx.Err() != nil {
+				e.close()
+				return nil, nil, errAbort
+			}
+			if errors.Is(err, io.EOF) {
+				// Filter::onGrpcClose: a clean close means "continue
+				// without the server".
+				e.finishAndContinue()
+				return nil, nil, nil
+			}
+			return nil, e.onGrpcError(err), nil
+		}
+		if d := resp.GetOverrideMessageTimeout(); d != nil {
+			// Filter::onNewTimeout: at most once per state, within
+			// [1ms, max_message_timeout]; otherwise ignored.
+			nd := d.AsDuration()
+			if e.f.maxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
+				nd <= e.f.maxMessageTimeout && !e.timeoutUsed {
+				e.timeoutUsed = true
+				deadline = time.Now().Add(nd)
+			}
+			continue
+		}
+		// Filter::onReceiveMessage: a mode_override counts only with
+		// allow_mode_override, without
+		// send_body_without_waiting_for_header_response, and while a
+		// headers message is outstanding; the effective override must
+		// pass the allow-list, and then replaces both directions' mode.
+		if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && resp.GetModeOverride() != nil {
+			eff := effectiveOverride(e.f.configuredMode, resp.GetModeOverride())
+			if e.f.overrideAllowed(eff) {
+				e.mode = normalizeMode(eff)
+			} else {
+				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
+			}
+		}
+		return resp, nil, nil
 	}
+}
+
+// recvBy receives the next message unless the deadline passes first;
+// ok is false when it did (the stream is then cancelled).
+func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
+	const (
+		waiting int32 = iota
+		answered
+		timedOut
+	)
+	race := new(atomic.Int32)
+	cancel := e.cancel
+	timer := time.AfterFunc(max(time.Until(deadline), 0), func() {
+		if race.CompareAndSwap(waiting, timedOut) {
+			cancel()
+		}
+	})
+	resp, err = e.stream.Recv()
+	timer.Stop()
+	return resp, race.CompareAndSwap(waiting, answered), err
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
@@ -576,13 +581,17 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			return nil, false, e.failed(err), nil
 		}
 		// clear_route_cache on the response path has no effect.
-		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+		replace := cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE
+		if replace {
 			e.mode.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
 			e.mode.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
-			if cr.GetBodyMutation() != nil {
-				h.del("content-length")
-				return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
-			}
+		}
+		if lastResponseHeaders(eos, e.mode) {
+			e.finishAndContinue()
+		}
+		if replace && cr.GetBodyMutation() != nil {
+			h.del("content-length")
+			return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
 		}
 		return nil, false, nil, nil
 	case *extprocv3.ProcessingResponse_ImmediateResponse:

@@ -146,6 +146,19 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*mutationChecke
 
 // normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
 // DEFAULT trailer modes mean SKIP (processing_mode.proto).
+// copyMode copies the six modes of m, which each request changes in its own
+// copy; proto.Clone would walk the message by reflection every time.
+func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestHeaderMode:   m.GetRequestHeaderMode(),
+		ResponseHeaderMode:  m.GetResponseHeaderMode(),
+		RequestBodyMode:     m.GetRequestBodyMode(),
+		ResponseBodyMode:    m.GetResponseBodyMode(),
+		RequestTrailerMode:  m.GetRequestTrailerMode(),
+		ResponseTrailerMode: m.GetResponseTrailerMode(),
+	}
+}
+
 func normalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	out := &extprocfilterv3.ProcessingMode{}
 	if m != nil {

@@ -515,6 +515,52 @@ func TestExtProcFailures(t *testing.T) {
 	}
 }
 
+// TestMessageTimeoutOverride follows Filter::onNewTimeout (ext_proc.cc):
+// an override_message_timeout within max_message_timeout replaces the
+// message timer, so an answer after the configured message_timeout but
+// before the new one is taken; without max_message_timeout the override is
+// ignored and the configured timeout ends the request (504).
+func TestMessageTimeoutOverride(t *testing.T) {
+	slowHeaders := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+		if req.GetRequestHeaders() != nil {
+			r := reqHeadersResp(nil)
+			r.OverrideMessageTimeout = durationpb.New(10 * time.Second)
+			return r, nil
+		}
+		return continueAll(req)
+	}
+	for _, tt := range []struct {
+		name       string
+		max        time.Duration
+		wantStatus int
+		wantBody   string
+	}{
+		{"honoured within max_message_timeout", 20 * time.Second, 200, "upstream"},
+		{"ignored without max_message_timeout", 0, 504, "504 ext_proc_error_per-message_timeout_exceeded"},
+		{"ignored above max_message_timeout", 5 * time.Second, 504, "504 ext_proc_error_per-message_timeout_exceeded"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("upstream")) })
+			cfg := defaultExtProc()
+			cfg.MessageTimeout = durationpb.New(overrideDelay / 3)
+			if tt.max > 0 {
+				cfg.MaxMessageTimeout = durationpb.New(tt.max)
+			}
+			e := newEnv(t, slowHeaders, setup{
+				extProc:    cfg,
+				routes:     []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+				clusters:   []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
+				localReply: &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{statusMapper(504, "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS%")}},
+			})
+			got := e.do("POST", "/mcp/core", rpcBody, nil)
+			if got.status != tt.wantStatus || got.body != tt.wantBody {
+				t.Fatalf("got %d %q, want %d %q", got.status, got.body, tt.wantStatus, tt.wantBody)
+			}
+			e.ext.waitEnded(t, 1)
+		})
+	}
+}
+
 func TestEarlyHeaderMutation(t *testing.T) {
 	for _, early := range []bool{true, false} {
 		t.Run("early="+strconv.FormatBool(early), func(t *testing.T) {

@@ -120,12 +120,27 @@ func (m *headerMap) apply(mode appendMode, k, v string) {
 // raw_value (runtime flag send_header_raw_value, mutation_utils.cc
 // headersToProto), one entry per value, filtered by forward_rules.
 func (m *headerMap) toProto(forward func(string) bool) *corev3.HeaderMap {
-	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(m.h))}
+	// One array for the messages and one for the values, not two
+	// allocations per header.
+	n, size := 0, 0
+	for _, e := range m.h {
+		if forward == nil || forward(e.key) {
+			n++
+			size += len(e.value)
+		}
+	}
+	vals := make([]corev3.HeaderValue, n)
+	raw := make([]byte, 0, size)
+	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, n)}
 	for _, e := range m.h {
 		if forward != nil && !forward(e.key) {
 			continue
 		}
-		out.Headers = append(out.Headers, &corev3.HeaderValue{Key: e.key, RawValue: []byte(e.value)})
+		v := &vals[len(out.Headers)]
+		v.Key = e.key
+		raw = append(raw, e.value...)
+		v.RawValue = raw[len(raw)-len(e.value) : len(raw) : len(raw)]
+		out.Headers = append(out.Headers, v)
 	}
 	return out
 }
@@ -237,11 +252,20 @@ func addSorted(m *headerMap, h http.Header) {
 // pseudo and hop-by-hop headers.
 func (m *headerMap) httpHeader() http.Header {
 	out := make(http.Header, len(m.h))
-	for _, e := range m.h {
+	// The first value of each name is a one-element window on one shared
+	// array (capacity one: a second value copies), not an allocation each.
+	vals := make([]string, len(m.h))
+	for i, e := range m.h {
 		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
 			continue
 		}
-		out[http.CanonicalHeaderKey(e.key)] = append(out[http.CanonicalHeaderKey(e.key)], e.value)
+		k := http.CanonicalHeaderKey(e.key)
+		if prev, ok := out[k]; ok {
+			out[k] = append(prev, e.value)
+			continue
+		}
+		vals[i] = e.value
+		out[k] = vals[i : i+1 : i+1]
 	}
 	return out
 }

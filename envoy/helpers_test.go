@@ -49,6 +49,11 @@ const (
 // with that error's status.
 type processFunc func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error)
 
+// overrideDelay is how long the fake server answers after an
+// override_message_timeout: three times the message timeout of
+// TestMessageTimeoutOverride.
+const overrideDelay = 300 * time.Millisecond
+
 // errCloseStream makes the fake server end the stream with status OK.
 var errCloseStream = errors.New("close stream cleanly")
 
@@ -88,6 +93,15 @@ func (f *fakeExtProc) Process(ps extprocv3.ExternalProcessor_ProcessServer) erro
 		if resp == nil {
 			<-ps.Context().Done()
 			return nil
+		}
+		if d := resp.GetOverrideMessageTimeout(); d != nil && resp.GetResponse() != nil {
+			// A response carrying override_message_timeout is sent as the
+			// override alone, then the response overrideDelay later.
+			if err := ps.Send(&extprocv3.ProcessingResponse{OverrideMessageTimeout: d}); err != nil {
+				return nil
+			}
+			time.Sleep(overrideDelay)
+			resp = &extprocv3.ProcessingResponse{Response: resp.GetResponse()}
 		}
 		if err := ps.Send(resp); err != nil {
 			return nil

@@ -83,8 +83,10 @@ type pingConn struct {
 	hdr    [frameHeaderLen + pingPayloadLen]byte
 	hdrN   int
 	ready  []byte // parsed bytes for grpc-go
-	buf    []byte
-	rerr   error
+	// readyBuf is ready's whole array, reused once ready is drained.
+	readyBuf []byte
+	buf      []byte
+	rerr     error
 
 	kmu      sync.Mutex // guards the keepalive state below
 	closed   bool
@@ -202,7 +204,10 @@ func (p *pingConn) Read(b []byte) (int, error) {
 			return 0, p.rerr
 		}
 		n, err := p.Conn.Read(p.buf)
-		p.ready = p.parse(p.buf[:n], p.ready[:0])
+		// Parse into the array ready last grew to: ready itself has been
+		// advanced past what grpc-go took, and its spare capacity with it.
+		p.ready = p.parse(p.buf[:n], p.readyBuf[:0])
+		p.readyBuf = p.ready[:0]
 		p.rerr = err
 	}
 	n := copy(b, p.ready)

@@ -106,6 +106,16 @@ const (
 	defaultKeepaliveJitterPercent = 15.0
 )
 
+// envoyHTTP2Window is the initial HTTP/2 stream and connection window of
+// Envoy's codec unless http2_protocol_options set one (OptionsLimits
+// DEFAULT_INITIAL_STREAM_WINDOW_SIZE and DEFAULT_INITIAL_CONNECTION_WINDOW_SIZE,
+// source/common/http/http_option_limits.h: 256 MiB); the bootstraps set
+// none for toolmesh_extproc. Envoy's windows are static: unlike grpc-go's
+// default dynamic window, it sends no BDP-estimation PINGs. The data plane's
+// ext_proc connection uses the same fixed windows, which also turns those
+// PINGs off.
+const envoyHTTP2Window = 256 << 20
+
 // keepaliveNext is the wait before the next keepalive PING
 // (codec_impl.cc onKeepaliveResponse).
 func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
@@ -411,6 +421,22 @@ func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 	default:
 		return clear
 	}
+}
+
+// lastResponseHeaders is the kResponseHeaders case of
+// Filter::closeGrpcStreamIfLastRespReceived (ext_proc.cc; runtime guard
+// envoy.reloadable_features.ext_proc_stream_close_optimization, a
+// RUNTIME_GUARD on by default since 1.37): after the response-headers reply,
+// with no body to come (end of stream) or the response body mode NONE and
+// trailers not sent, nothing more goes to the server and Envoy closes the
+// stream (closeStreamMaybeGraceful) instead of holding it to the end of the
+// request. The mode is the one after the reply's mode_override. The other
+// cases of that function (request headers with nothing after them, the last
+// STREAMED chunk) are not emulated: the stream is closed when the request
+// ends instead. [verify: read on a recent main, not the v1.40.0 tag]
+func lastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
+	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
+		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)
 }
 
 // shouldRemoveContentLength is ProcessorState::shouldRemoveContentLength

@@ -18,6 +18,14 @@ import (
 // in the same reply, and the dynamic metadata local_reply_config reads.
 func wantRouted(t *testing.T, resp *extprocv3.ProcessingResponse, cluster, path, tool, version, args, id, era string) {
 	t.Helper()
+	wantRoutedFrom(t, resp, false, cluster, path, tool, version, args, id, era)
+}
+
+// wantRoutedFrom is wantRouted for a call the request-headers reply may
+// already have routed (headerRouted): the body reply then keeps that route,
+// without repeating the cluster and :path or clearing the route cache.
+func wantRoutedFrom(t *testing.T, resp *extprocv3.ProcessingResponse, headerRouted bool, cluster, path, tool, version, args, id, era string) {
+	t.Helper()
 	cr := resp.GetRequestBody().GetResponse()
 	if cr == nil {
 		t.Fatalf("got %v, want a BodyResponse", resp)
@@ -25,9 +33,9 @@ func wantRouted(t *testing.T, resp *extprocv3.ProcessingResponse, cluster, path,
 	if cr.GetStatus() != extprocv3.CommonResponse_CONTINUE {
 		t.Errorf("status = %v, want CONTINUE", cr.GetStatus())
 	}
-	if !cr.GetClearRouteCache() || cr.GetHeaderMutation() == nil {
-		t.Errorf("clear_route_cache = %v with header mutation %v: both are needed in the same reply",
-			cr.GetClearRouteCache(), cr.GetHeaderMutation())
+	if cr.GetHeaderMutation() == nil || cr.GetClearRouteCache() == headerRouted {
+		t.Errorf("clear_route_cache = %v with header mutation %v: want %v, with a header mutation",
+			cr.GetClearRouteCache(), cr.GetHeaderMutation(), !headerRouted)
 	}
 	body := cr.GetBodyMutation().GetBody()
 	if string(body) != args {
@@ -35,12 +43,13 @@ func wantRouted(t *testing.T, resp *extprocv3.ProcessingResponse, cluster, path,
 	}
 	set := setOf(t, cr.GetHeaderMutation())
 	want := map[string]string{
-		registry.ClusterHeader: cluster,
-		":path":                path,
-		"content-type":         "application/json",
-		"content-length":       strconv.Itoa(len(body)),
-		registry.RouteHeader:   "core",
-		registry.ToolHeader:    tool,
+		"content-type":       "application/json",
+		"content-length":     strconv.Itoa(len(body)),
+		registry.RouteHeader: "core",
+		registry.ToolHeader:  tool,
+	}
+	if !headerRouted {
+		want[registry.ClusterHeader], want[":path"] = cluster, path
 	}
 	if version != "" {
 		want[registry.ToolVersionHeader] = version
@@ -150,7 +159,7 @@ func TestToolsCallRouted(t *testing.T) {
 				}
 			}
 
-			wantRouted(t, v.send(reqBody(tc.body)), tc.cluster, tc.path, tc.tool, tc.version, tc.args, tc.id, tc.era)
+			wantRoutedFrom(t, v.send(reqBody(tc.body)), tc.headerRoute, tc.cluster, tc.path, tc.tool, tc.version, tc.args, tc.id, tc.era)
 
 			// The Tool Service answers with a JSON object.
 			if cr := v.send(respHeaders(false, ":status", "200", "content-type", "application/json")).

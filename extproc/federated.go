@@ -372,14 +372,17 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		if f.method == "tools/call" {
 			x.callOutcome = callOK
 		}
-		if f.translate() || f.remapped() {
-			f.sse = &sseTranslator{fn: x.clientMessage}
-		}
 		resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
 			RemoveHeaders: []string{"content-length", "mcp-session-id"},
 		}})
-		resp.ModeOverride = streamOverride()
+		// Events are rewritten chunk by chunk (STREAMED) only when they
+		// need translating; otherwise the body passes without ext_proc.
+		resp.ModeOverride = passThroughOverride()
+		if f.translate() || f.remapped() {
+			f.sse = &sseTranslator{fn: x.clientMessage}
+			resp.ModeOverride = streamOverride()
+		}
 		return resp
 	}
 	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{

@@ -7,13 +7,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -339,6 +342,20 @@ func TestFederatedResponses(t *testing.T) {
 		}
 		if set := setOf(t, cr.GetHeaderMutation()); set["content-type"] != "application/json" || set[":status"] != "200" {
 			t.Errorf("headers %v", set)
+		}
+	})
+	t.Run("event stream from a 2026 server to a 2026 client: passed through, no body messages", func(t *testing.T) {
+		v := route(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},`+meta2026+`}}`,
+			stateless("tools/call", "gh_search")...)
+		defer v.close()
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream", "content-length", "9"))
+		want := &extprocfilterv3.ProcessingMode{RequestBodyMode: extprocfilterv3.ProcessingMode_BUFFERED,
+			ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE}
+		if !proto.Equal(hr.GetModeOverride(), want) {
+			t.Fatalf("mode_override %v, want %v", hr.GetModeOverride(), want)
+		}
+		if rm := hr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); !slices.Contains(rm, "content-length") || !slices.Contains(rm, "mcp-session-id") {
+			t.Errorf("remove_headers %v, want content-length and mcp-session-id", rm)
 		}
 	})
 	t.Run("event stream to a legacy client: streamed, resultType dropped per event", func(t *testing.T) {

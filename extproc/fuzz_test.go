@@ -44,9 +44,14 @@ func FuzzExchange(f *testing.F) {
 		}
 		// Every phase is sent even after an ImmediateResponse (Envoy would
 		// close the stream): spurious messages must not break the server.
-		done := checkReply(t, x.handle(reqHeaders(false, kv...)), false)
-		done = checkReply(t, x.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}), done) || done
+		hr := x.handle(reqHeaders(false, kv...))
+		done := checkReply(t, hr, false)
+		routedTo := ""
+		if c := hr.GetRequestHeaders().GetResponse(); c.GetClearRouteCache() {
+			routedTo = setOf(t, c.GetHeaderMutation())[registry.ClusterHeader]
+		}
+		done = checkReplyRouted(t, x.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}), done, routedTo) || done
 		checkReply(t, x.handle(respHeaders(headersOnly, ":status", upStatus, "content-type", upType)), done)
 		checkReply(t, x.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: upBody, EndOfStream: true}}}), done)
@@ -57,6 +62,12 @@ func FuzzExchange(f *testing.F) {
 // the request (an ImmediateResponse). After the end (answered), a reply only
 // has to be valid and harmless.
 func checkReply(t *testing.T, resp *extprocv3.ProcessingResponse, answered bool) (final bool) {
+	return checkReplyRouted(t, resp, answered, "")
+}
+
+// checkReplyRouted is checkReply for a request the headers reply routed to
+// the cluster headerRouted ("" for none).
+func checkReplyRouted(t *testing.T, resp *extprocv3.ProcessingResponse, answered bool, headerRouted string) (final bool) {
 	t.Helper()
 	if resp == nil {
 		t.Fatal("no reply")
@@ -93,8 +104,11 @@ func checkReply(t *testing.T, resp *extprocv3.ProcessingResponse, answered bool)
 		if cr.GetBodyMutation() == nil {
 			t.Fatalf("a request body that was not answered must be routed: %v", resp)
 		}
-		if !cr.GetClearRouteCache() || setOf(t, cr.GetHeaderMutation())[registry.ClusterHeader] == "" {
-			t.Fatalf("routed call without cluster header and clear_route_cache: %v", cr)
+		// A call routed at request headers keeps that route when the body
+		// names the same tool: no second cluster header, no second clear.
+		if set := setOf(t, cr.GetHeaderMutation()); (!cr.GetClearRouteCache() || set[registry.ClusterHeader] == "") &&
+			(headerRouted == "" || set[registry.ClusterHeader] != "" || cr.GetClearRouteCache()) {
+			t.Fatalf("routed call without cluster header and clear_route_cache (routed at headers to %q): %v", headerRouted, cr)
 		}
 	case *extprocv3.ProcessingResponse_ResponseHeaders:
 		cr = r.ResponseHeaders.GetResponse()

@@ -165,7 +165,8 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 
 	// A stateless-era tools/call names its tool in Mcp-Name: route now, so
 	// the route Envoy settles on is the Tool Service's from the start. The
-	// body phase checks header against body and repeats the mutation.
+	// body phase checks header against body; when both name this tool, it
+	// keeps the route (routedCall).
 	if name, ok := x.s.proto.PeekCall(&x.req); ok {
 		// A call that needs approval is decided in the body phase, which
 		// reads its requestState and inputResponses: it is not routed here.
@@ -173,10 +174,7 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 			x.headerRoute = t
 			return requestHeadersResponse(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{
-					SetHeaders: []*corev3.HeaderValueOption{
-						setHeader(registry.ClusterHeader, t.Cluster),
-						setHeader(":path", t.BasePath+t.Path),
-					},
+					SetHeaders: planFor(key, t).routing, // cluster and :path (callplan.go)
 					// The client's token is not the Tool Service's (upstreamauth.go).
 					RemoveHeaders: append(without(owned, registry.ClusterHeader), "authorization"),
 				},
@@ -315,42 +313,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		return x.noCredentials(call, t.Service, err)
 	}
 	x.outcome, x.routed = outcomeRouted, true
-	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, t.Cluster),
-		setHeader(":path", t.BasePath+t.Path),
-		setHeader("content-type", contentTypeJSON),
-		// BUFFERED + SEND keeps content-length; a mismatch is a 500.
-		setHeader("content-length", strconv.Itoa(len(args))),
-		setHeader(registry.RouteHeader, x.routeKey),
-		setHeader(registry.ToolHeader, t.Name),
-	}
-	for _, k := range sortedKeys(addHeaders) {
-		set = append(set, setHeader(k, addHeaders[k]))
-	}
-	set = append(set, x.traceHeaders()...)
-	for _, k := range sortedKeys(creds) {
-		set = append(set, setHeader(k, creds[k]))
-	}
-	remove := append(slices.Clip(removeOnCall), x.unsetAuthHeaders(t.Service, creds)...)
-	if _, ok := creds["authorization"]; !ok && !slices.Contains(remove, "authorization") {
-		// The client's token is not the Tool Service's (upstreamauth.go).
-		remove = append(remove, "authorization")
-	}
-	if t.Version != "" {
-		set = append(set, setHeader(registry.ToolVersionHeader, t.Version))
-	} else {
-		remove = append(slices.Clip(remove), registry.ToolVersionHeader)
-	}
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
-			Response: &extprocv3.CommonResponse{
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
-				BodyMutation:    replaceBody(args),
-				ClearRouteCache: true, // honoured because a header mutation comes with it
-			},
-		}},
-		DynamicMetadata: callMetadata(call, t),
-	}
+	return x.routedCall(call, t, args, addHeaders, creds) // callplan.go
 }
 
 // callMetadata is the dynamic metadata of a routed call: Envoy's

@@ -19,11 +19,12 @@ import (
 // Service becomes HTTP 200 with a JSON-RPC result (docs/contracts/mcp.md).
 //
 // A 2xx text/event-stream answer to a client that accepts event streams, on
-// a route without result filters, is streamed instead: the response_headers reply
-// switches the response body to STREAMED (mode_override) and every chunk
-// passes unchanged, so the client reads each event as the Tool Service sends
-// it. Any other event-stream answer is buffered like other replies and
-// becomes one result once it ends (result filters need the whole body).
+// a route without result filters, is passed through instead: the
+// response_headers reply switches the response body to NONE (mode_override),
+// so Envoy sends the body on to the client as the Tool Service sends it,
+// without a message to ext_proc per chunk (nothing in it is rewritten). Any
+// other event-stream answer is buffered like other replies and becomes one
+// result once it ends (result filters need the whole body).
 
 // noteResponseHeaders remembers the upstream status and content type, for
 // native and federated answers alike.
@@ -79,20 +80,31 @@ func streamOverride() *extprocfilterv3.ProcessingMode {
 	}
 }
 
+// passThroughOverride stops sending the response body to ext_proc: a body
+// that passes unchanged needs no message per chunk. The effective mode
+// (effectiveModeOverride, as for streamOverride) is the listener's second
+// allowed_override_modes entry: response_body_mode NONE, the rest as
+// configured (xds/listener.go buildExtProc). Should Envoy ignore it (a
+// listener without that entry), the body arrives BUFFERED and is answered
+// unchanged, as every body of a call whose result was sent.
+func passThroughOverride() *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestBodyMode:  extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE,
+	}
+}
+
 // streamResponse answers the response headers of an event stream: HTTP 200,
-// the Tool Service's content type, and STREAMED from now on. Envoy removes
-// content-length itself only when the mode in force as the headers went out
-// called for it (Filter::encodeHeaders, ProcessorState::
-// shouldRemoveContentLength: BUFFERED with headers SEND keeps it), and a
-// switch made in this reply comes too late for that, so the reply removes
-// it. The call counts as answered now; each chunk then passes unchanged.
+// the Tool Service's content type, and a body passed through from now on
+// (passThroughOverride). content-length goes, as it always has for streamed
+// answers (docs/contracts/toolservice.md). The call counts as answered now.
 func (x *exchange) streamResponse() *extprocv3.ProcessingResponse {
 	x.resultSent, x.streaming, x.callOutcome = true, true, callOK
 	resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
 		RemoveHeaders: []string{"content-length"},
 	}})
-	resp.ModeOverride = streamOverride()
+	resp.ModeOverride = passThroughOverride()
 	return resp
 }
 
@@ -189,13 +201,19 @@ func (x *exchange) filtered(body []byte) []byte {
 	return body
 }
 
+// The constant headers of every result, shared read only (callplan.go).
+var (
+	status200             = setHeader(":status", "200")
+	contentTypeJSONHeader = setHeader("content-type", contentTypeJSON)
+)
+
 // resultHeaders are the response headers of a tool result: HTTP 200 and
 // JSON whatever the Tool Service said. content-encoding goes because the new
 // body is never compressed (the request's accept-encoding was removed, but a
 // Tool Service may compress regardless).
 func resultHeaders(extra ...*corev3.HeaderValueOption) *extprocv3.HeaderMutation {
 	set := make([]*corev3.HeaderValueOption, 0, 2+len(extra))
-	set = append(set, setHeader(":status", "200"), setHeader("content-type", contentTypeJSON))
+	set = append(set, status200, contentTypeJSONHeader)
 	for _, e := range extra {
 		if e != nil {
 			set = append(set, e)

@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,11 @@ import (
 
 // DefaultMaxResponseBytes is the default limit on a Tool Service reply.
 const DefaultMaxResponseBytes = 4 << 20
+
+// streamWorkers is the number of goroutines kept to serve streams: a
+// stream lasts as long as its HTTP request, Tool Service call included, so
+// many are in flight per core.
+func streamWorkers() uint32 { return uint32(16 * runtime.GOMAXPROCS(0)) }
 
 // grpcHeadroom is what a ProcessingRequest carries besides the body: headers,
 // attributes and protobuf framing.
@@ -263,9 +270,20 @@ func (s *Server) Register(gs *grpc.Server) {
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	limit := max(s.cfg.MaxResponseBytes, s.proto.Config().MaxBodyBytes)
 	s.wire.Store(true)
+	// Fixed HTTP/2 windows as large as the largest message: a buffered body
+	// never waits for a WINDOW_UPDATE, and grpc-go sends no BDP-estimation
+	// PINGs (its dynamic window is off), a round trip Envoy otherwise
+	// answers on most requests.
+	window := int32(min(max(limit+grpcHeadroom, 64<<10), math.MaxInt32))
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(limit + grpcHeadroom)),
 		grpc.ForceServerCodecV2(newWireCodec()),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(window),
+		// Streams are served by reused goroutines (more start when all are
+		// busy): a new goroutine per request grew its stack by copying on
+		// every call, deep in argument validation.
+		grpc.NumStreamWorkers(streamWorkers()),
 	}
 }
 

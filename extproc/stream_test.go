@@ -15,10 +15,10 @@ import (
 // fills DEFAULT header and trailer modes in from the configured
 // processing_mode and takes both body modes as given before it checks
 // allowed_override_modes, so the override must name request_body_mode
-// BUFFERED as well as response_body_mode STREAMED: with the listener's
-// processing_mode (all fields set) that is exactly its allow-list entry.
-// content-length must go in the same reply, because Envoy decides whether
-// to remove it before the override arrives.
+// BUFFERED as well as response_body_mode NONE: with the listener's
+// processing_mode (all fields set) that is exactly its pass-through
+// allow-list entry. The events pass unchanged, so no chunk needs a
+// message. content-length goes in the same reply.
 func TestEventStreamOverride(t *testing.T) {
 	env := newTestEnv(t, Config{MaxResponseBytes: 1 << 20}, testTable(t))
 	call := `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`
@@ -53,7 +53,7 @@ func TestEventStreamOverride(t *testing.T) {
 				return
 			}
 			want := &extprocfilterv3.ProcessingMode{
-				RequestBodyMode: extprocfilterv3.ProcessingMode_BUFFERED, ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED}
+				RequestBodyMode: extprocfilterv3.ProcessingMode_BUFFERED, ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE}
 			if !proto.Equal(resp.GetModeOverride(), want) {
 				t.Fatalf("mode_override %v, want %v", resp.GetModeOverride(), want)
 			}
@@ -68,7 +68,8 @@ func TestEventStreamOverride(t *testing.T) {
 			if _, ok := set["content-type"]; ok {
 				t.Errorf("content-type rewritten: %v", set)
 			}
-			// Each chunk passes unchanged.
+			// Should a body come anyway (an Envoy that ignored the
+			// override), it passes unchanged.
 			for _, chunk := range []string{"data: one\n\n", "data: two\n\n"} {
 				cr := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 					ResponseBody: &extprocv3.HttpBody{Body: []byte(chunk)}}}).GetResponseBody().GetResponse()

@@ -36,7 +36,8 @@ import (
 //	ext_proc.message_timeout            Options.MessageTimeout (5s; Envoy's default is 200ms)
 //	ext_proc.processing_mode            request headers SEND, body BUFFERED, trailers SKIP;
 //	                                    response headers SEND, body BUFFERED, trailers SKIP
-//	ext_proc.allow_mode_override        true, only to response body STREAMED (SSE replies)
+//	ext_proc.allow_mode_override        true, only to response body STREAMED (rewritten
+//	                                    streams) or NONE (streams passed through)
 //	ext_proc.metadata_options           receiving_namespaces.untyped [toolmesh]
 //	ext_proc.request_attributes         [connection.uri_san_peer_certificate] with
 //	                                    Options.DownstreamTLS, else none
@@ -186,8 +187,9 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 		ResponseBodyMode:    extprocfilterv3.ProcessingMode_BUFFERED,
 		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
 	}
-	// The extproc server switches the response body to STREAMED when a Tool
-	// Service answers text/event-stream; nothing else may change. Envoy
+	// The extproc server switches the response body to STREAMED (a stream it
+	// rewrites) or NONE (one that passes unchanged) when a Tool Service
+	// answers with a stream; nothing else may change. Envoy
 	// (>= 1.34, ext_proc.cc effectiveModeOverride) fills the server's
 	// override in from processing_mode before it compares it with this list
 	// enum for enum (all fields but request_header_mode), so the entry must
@@ -201,6 +203,10 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 		// (downstreamtls.go); without a peer certificate it cannot exist.
 		attrs = []string{MeshIDAttribute}
 	}
+	// An event stream that passes unchanged needs no ext_proc message per
+	// chunk: the server switches the response body to NONE.
+	passThrough := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
+	passThrough.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
 	return &extprocfilterv3.ExternalProcessor{
 		RequestAttributes: attrs,
 		GrpcService: &corev3.GrpcService{
@@ -215,7 +221,7 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 		StatPrefix:           statPrefix,
 		ProcessingMode:       mode,
 		AllowModeOverride:    true,
-		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamed},
+		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamed, passThrough},
 		// Dynamic metadata from the server is dropped unless its namespace is
 		// listed; local_reply_config reads the JSON-RPC id from it.
 		MetadataOptions: &extprocfilterv3.MetadataOptions{

@@ -77,7 +77,11 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if err := a.startPolicies(); err != nil {
 		return err
 	}
-	gs := grpc.NewServer(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)...)
+	opts := append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)
+	if a.extProcStream != nil {
+		opts = append(opts, grpc.ChainStreamInterceptor(a.extProcStream))
+	}
+	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 	a.extprocHealth = newHealth(gs, gRPCServiceExtProc)
 	a.components = append(a.components, component{"extproc", func() (bool, string) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 )
 
 // version is the toolmesh version, set at build time with
@@ -34,6 +35,9 @@ type hooks struct {
 	// reloadConfig, set by serveCmd (not a test hook), reads the
 	// configuration again, file and flags, for the blocks SIGHUP reloads.
 	reloadConfig func() (Config, error)
+	// extProcStream, when set, intercepts every ext_proc stream, so a test
+	// can count the messages a request costs.
+	extProcStream grpc.StreamServerInterceptor
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.

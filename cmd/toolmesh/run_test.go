@@ -52,7 +52,7 @@ type process struct {
 
 // startProcess runs toolmesh with args plus loopback ":0" listeners, waits
 // for /readyz and stops it (checking the exit code) at the end of the test.
-func startProcess(t *testing.T, args ...string) *process {
+func startProcess(t testing.TB, args ...string) *process {
 	t.Helper()
 	p := launch(t, hooks{}, args...)
 	p.waitReady(t)
@@ -60,7 +60,7 @@ func startProcess(t *testing.T, args ...string) *process {
 }
 
 // launch is startProcess without waiting for /readyz; h.listening is its own.
-func launch(t *testing.T, h hooks, args ...string) *process {
+func launch(t testing.TB, h hooks, args ...string) *process {
 	t.Helper()
 	p := &process{addrs: map[string]string{}, logs: &lockedBuffer{}, done: make(chan int, 1)}
 	var mu sync.Mutex
@@ -108,7 +108,7 @@ func launch(t *testing.T, h hooks, args ...string) *process {
 }
 
 // waitReady polls /readyz until it answers 200; the limit only bounds a hang.
-func (p *process) waitReady(t *testing.T) {
+func (p *process) waitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -130,7 +130,7 @@ func (p *process) waitReady(t *testing.T) {
 
 // stop cancels the process context (what SIGTERM does) and checks that it
 // shuts down gracefully with exit code 0.
-func (p *process) stop(t *testing.T) {
+func (p *process) stop(t testing.TB) {
 	t.Helper()
 	p.cancel()
 	select {
@@ -150,7 +150,7 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
