@@ -34,7 +34,7 @@ help: ## Show this help
 .PHONY: run
 run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane; demo Portal unless ARGS names one)
 	@echo "starting bin/toolmesh run $(ARGS) (Ctrl-C stops it)"
-	@bin/toolmesh run $(ARGS)
+	@bash scripts/run.sh bin/toolmesh $(ARGS)
 
 .PHONY: build
 build: ## Build bin/toolmesh

@@ -77,7 +77,7 @@ func TestPrometheusRulesTestsCanFail(t *testing.T) {
 		{"route without snapshot never fires", "expr: toolmesh_registry_routes_without_snapshot > 0", "expr: toolmesh_registry_routes_without_snapshot > 5", false},
 		{"Portal failing ignores successes", "unless on (namespace, job, instance)", "or on (namespace, job, instance)", false},
 		{"NACK alert reads the wrong series", "increase(toolmesh_xds_nacks_total[10m])", "increase(toolmesh_xds_responses_total[10m])", false},
-		{"error ratio counts every outcome", `toolmesh_tool_calls_total{outcome=~"upstream_4xx|upstream_5xx|upstream_error|no_response|too_large"}[1h]`, `toolmesh_tool_calls_total[1h]`, false},
+		{"error ratio counts every outcome", `toolmesh_tool_calls_total{outcome=~"upstream_4xx|upstream_5xx|upstream_error|timeout|unavailable|no_response|too_large"}[1h]`, `toolmesh_tool_calls_total[1h]`, false},
 		{"error budget ten times larger", "* 0.005)", "* 0.05)", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -625,9 +625,21 @@ func TestRouteTimeoutShaped(t *testing.T) {
 	if ct := got.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content-type %q", ct)
 	}
-	// Router-generated replies are not sent to ext_proc.
-	if k := e.ext.kinds(); !slices.Equal(k, []string{"request_headers", "request_body"}) {
-		t.Errorf("ext_proc saw %v", k)
+	// The router's reply passes ext_proc's encoder path (Envoy >= 1.37):
+	// the server sees it as local_reply_config reshaped it.
+	if k := e.ext.kinds(); !slices.Equal(k, []string{"request_headers", "request_body", "response_headers", "response_body"}) {
+		t.Fatalf("ext_proc saw %v", k)
+	}
+	msgs := e.ext.messages()
+	h := map[string]string{}
+	for _, hv := range msgs[2].GetResponseHeaders().GetHeaders().GetHeaders() {
+		h[hv.GetKey()] = string(hv.GetRawValue())
+	}
+	if h[":status"] != "200" || h["content-type"] != "application/json" || h["x-envoy-upstream-service-time"] != "" {
+		t.Errorf("ext_proc saw response headers %v, want the reshaped 200 application/json, no upstream service time", h)
+	}
+	if b := string(msgs[3].GetResponseBody().GetBody()); b != want {
+		t.Errorf("ext_proc saw body %q, want %q", b, want)
 	}
 }
 

@@ -35,7 +35,7 @@ func (x *exchange) routeToCluster(rt *route) {
 	cl := x.cfg.clusters[name]
 	if cl == nil {
 		x.flags |= flagNC
-		x.sendLocalReply(localReply{code: rt.notFound, details: detailsClusterNotFound})
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: detailsClusterNotFound})
 		return
 	}
 	x.cluster = name
@@ -44,7 +44,7 @@ func (x *exchange) routeToCluster(rt *route) {
 	defer cancel()
 	resp, lr := x.forward(ctx, rt, cl)
 	if lr != nil {
-		x.sendLocalReply(*lr)
+		x.sendLocalReplyViaFilterChain(x.ctx, *lr)
 		return
 	}
 	if resp == nil {

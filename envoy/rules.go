@@ -539,20 +539,46 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 	return spuriousUnhandled
 }
 
-// Local replies and ext_proc (Envoy >= 1.34, CVE-2025-30157, runtime guard
-// envoy.reloadable_features.skip_ext_proc_on_local_reply): local replies —
-// router errors, direct responses, 413/500 from the filter manager, ext_proc's
-// own error replies and ImmediateResponses — are not sent to the ext_proc
-// server. They, and the codec and path-normalization replies of
-// checkDownstream, all go through the HCM local_reply_config (localreply.go),
-// emulating source/common/local_reply/local_reply.cc and
-// Utility::prepareLocalReply in source/common/http/utility.cc: the first
-// matching mapper applies body, headers_to_add and status_code (which
-// %RESPONSE_CODE% then reports); a non-empty body gets content-length and,
-// when no content-type is set or the body changed without the mapper setting
-// a content-type, the format's content type; an empty body loses both.
-// Envoy PR #41769 re-enabled ext_proc for local replies of the *upstream*
-// filter chain only; the local data plane has no upstream filters. [verify]
+// Local replies and ext_proc. Envoy 1.34 (CVE-2025-30157, runtime guard
+// envoy.reloadable_features.skip_ext_proc_on_local_reply) kept local
+// replies from the ext_proc server: Filter::onLocalReply in
+// source/extensions/filters/http/ext_proc/ext_proc.h set
+// processing_complete_, and Filter::encodeHeaders (ext_proc.cc) sends
+// response headers only while !processing_complete_. Envoy PR #41769
+// ("ext_proc: re-enable sending local replies to the ext_proc server",
+// 1.37) removed that override: the Filter class of later ext_proc.h (read
+// in a tree that already has StreamedImmediateResponse) declares no
+// onLocalReply, and ext_proc.cc encodeHeaders calls mergePerRouteConfig
+// "in case the decodeHeaders() is not called when processing local reply".
+// So in Envoy 1.40 a router local reply raised while no response headers
+// exist (DownstreamFilterManager::sendLocalReply →
+// sendLocalReplyViaFilterChain, source/common/http/filter_manager.cc) is
+// built by Utility::sendLocalReply (source/common/http/utility.cc):
+// modify_headers (the route's response headers), then local_reply_config
+// (LocalReplyImpl::rewrite, source/common/local_reply/local_reply.cc: the
+// first matching mapper applies body, headers_to_add and status_code, which
+// %RESPONSE_CODE% then reports; a non-empty body gets content-length and,
+// when no content-type is set or the body changed without the mapper
+// setting a content-type, the format's content type; an empty body loses
+// both), then encodeHeaders(nullptr, ...) through every encoder filter: an
+// ext_proc filter whose processing is not complete sends those reshaped
+// headers (and, per its response body mode, the body) to its server, with
+// no x-envoy-upstream-service-time (the router adds that only to proxied
+// responses, router.cc onUpstreamHeaders). ext_proc's own replies
+// (ImmediateResponse, gRPC error, message timeout, spurious message) set
+// processing_complete_ before sendLocalReply and skip the filter. Whether
+// the removal also covers the downstream filter, not only the upstream
+// filter chain the PR names, was read from the source, not run [verify].
+// The local data plane sends the router's replies (upstream timeout,
+// reset, overflow, no healthy upstream, unknown cluster) via the filter
+// chain (exchange.go sendLocalReplyViaFilterChain); its other local replies
+// (404 no route, 413, direct responses) still go out directly without
+// ext_proc, which toolmesh's extproc server, answering such requests
+// itself, does not observe. A local reply once response headers exist but
+// were not sent (a filter holding them for a BUFFERED body) goes out
+// directly (sendDirectLocalReply), bypassing the filters. The codec and
+// path-normalization replies of checkDownstream also go through the HCM
+// local_reply_config (localreply.go).
 //
 // ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
 // read in a release with allowed_override_modes, status_on_error and

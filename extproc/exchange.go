@@ -40,10 +40,16 @@ const (
 	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
 	callDenied      = "denied"            // a filter denied the call or its result
 	callRejected    = "rejected"          // answered at HTTP level before routing (413)
-	// callNoResponse: the stream ended without the Tool Service's response
-	// headers. Envoy answered itself (route timeout 504, or 503: no healthy
-	// upstream, connect failure, reset, overflow) without telling ext_proc,
-	// or the client went away; Envoy's cluster stats tell these apart.
+	// Envoy answered itself (its local reply, marked by local_reply_config
+	// and seen on the response path, response.go localReplyHeaders):
+	// callTimeout for the route or per-try timeout (504), callUnavailable
+	// for a 503 (no healthy upstream, connect failure, reset, overflow).
+	callTimeout     = "timeout"
+	callUnavailable = "unavailable"
+	// callNoResponse: the stream ended with neither the Tool Service's nor
+	// Envoy's reply: the client went away (Envoy resets the stream), or
+	// Envoy failed the call after the Tool Service's headers arrived (its
+	// reply then goes out directly, bypassing ext_proc).
 	callNoResponse = "no_response"
 )
 
@@ -194,6 +200,9 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		if !x.routed {
 			// Nothing was routed, so there is nothing to translate.
 			return responseHeadersResponse(&extprocv3.CommonResponse{})
+		}
+		if kind := localReplyKind(r.ResponseHeaders); kind != "" {
+			return x.localReplyHeaders(kind)
 		}
 		if x.fed != nil {
 			return x.fedResponseHeaders(r.ResponseHeaders)

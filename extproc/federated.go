@@ -377,10 +377,11 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 			RemoveHeaders: []string{"content-length", "mcp-session-id"},
 		}})
 		// Events are rewritten chunk by chunk (STREAMED) only when they
-		// need translating; otherwise the body passes without ext_proc.
+		// need translating or the result filtering; otherwise the body
+		// passes without ext_proc.
 		resp.ModeOverride = passThroughOverride()
-		if f.translate() || f.remapped() {
-			f.sse = &sseTranslator{fn: x.clientMessage}
+		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() {
+			f.sse = &sseTranslator{fn: x.fedStreamMessage}
 			resp.ModeOverride = streamOverride()
 		}
 		return resp
@@ -447,7 +448,38 @@ func (x *exchange) fedResult(body []byte) []byte {
 		// as from every other legacy answer.
 		f.status = x.upStatus
 	}
-	return x.clientMessage(msg.Raw)
+	return x.fedFiltered(x.clientMessage(msg.Raw))
+}
+
+// filtersResults reports whether the route has result filters.
+func (x *exchange) filtersResults() bool { return x.chain != nil && x.chain.FiltersResults() }
+
+// fedFiltered runs the route's result filters on the server's response to
+// a tools/call, msg as the client gets it (its id, its era), with the same
+// denial and rewrite semantics as on a native result (filtered). A JSON-RPC
+// error, the answer to another method, or a route without result filters
+// passes as it is. The result is re-enveloped in the gateway's own form
+// first, which is what the filters' contract (mcp.ResultOf) reads.
+func (x *exchange) fedFiltered(msg []byte) []byte {
+	if x.fed.method != "tools/call" || x.call == nil || !x.filtersResults() {
+		return msg
+	}
+	res := bytes.TrimSpace(mcp.Member(msg, "result"))
+	if len(res) == 0 || res[0] != '{' {
+		return msg
+	}
+	return x.filtered(x.s.proto.WithResult(x.call, res))
+}
+
+// fedStreamMessage is clientMessage for one event of a streamed answer; the
+// response to the request (not a progress or log notification, nor a
+// request of the server's) also goes through the result filters.
+func (x *exchange) fedStreamMessage(data []byte) []byte {
+	out := x.clientMessage(data)
+	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
+		return x.fedFiltered(out)
+	}
+	return out
 }
 
 // fedFailed is the answer to a request the server did not answer with a
@@ -463,9 +495,9 @@ func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
 		case u.Failure == mcp.FailureTooLarge:
 			x.callOutcome = callTooLarge
 		case u.Failure == mcp.FailureNone && u.Status >= 200 && u.Status <= 299:
-			return x.s.proto.ToolError(x.call, msg+": "+excerpt(u.Body))
+			return x.filtered(x.s.proto.ToolError(x.call, msg+": "+excerpt(u.Body)))
 		}
-		return x.s.proto.CallResult(x.call, u)
+		return x.filtered(x.s.proto.CallResult(x.call, u))
 	}
 	return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
 }

@@ -18,6 +18,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -555,4 +556,50 @@ func TestFederatedCredentialsUnreadable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("no call counted as %s: %v", callFederatedFailed, outcomeSeries(t, env.reg))
+}
+
+// TestFederatedResultFiltersStreamed: on a route with a result filter, a
+// federated event stream is still streamed; the progress event passes as
+// the server sent it and only the response event goes through the filter.
+func TestFederatedResultFiltersStreamed(t *testing.T) {
+	ls := newLegacyServer(t)
+	cfg, err := filters.ParseConfig([]byte(`
+definitions:
+  - {name: ssn, type: redact, config: {patterns: ['\b\d{3}-\d{2}-\d{4}\b']}}
+defaults: [ssn]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := filters.Build(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	env := newTestEnv(t, Config{Filters: set}, federatedRoutes(t, ls.URL))
+	// Same era, same id: only the filter makes the gateway cut the stream
+	// into events.
+	v, upID := routeCall(t, env, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},`+meta2026+`}}`,
+		stateless("tools/call", "gh_search")...)
+	defer v.close()
+	if upID != "5" {
+		t.Fatalf("upstream id %s, want the client's", upID)
+	}
+	hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+	if hr.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
+		t.Fatalf("no STREAMED override: %v", hr)
+	}
+	chunk := func(s string, eos bool) string {
+		r := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+			ResponseBody: &extprocv3.HttpBody{Body: []byte(s), EndOfStream: eos}}})
+		return string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+	}
+	progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"message":"found 123-45-6789"}}`
+	if got := chunk("data: "+progress+"\n\n", false); got != "data: "+progress+"\n\n" {
+		t.Errorf("progress event %q, want it unchanged", got)
+	}
+	got := chunk(`data: {"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[{"type":"text","text":"ssn 123-45-6789"}]}}`+"\n\n", true)
+	if strings.Contains(got, "123-45-6789") || !strings.Contains(got, `"id":5`) || !strings.HasPrefix(got, "data: ") {
+		t.Errorf("response event %q, want the ssn redacted", got)
+	}
 }

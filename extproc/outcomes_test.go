@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // outcomeCase drives one request and names the outcome labels it must
@@ -127,7 +129,17 @@ var outcomeCases = []outcomeCase{
 	{name: "Tool Service 3xx", request: callToolError, call: callToolError, tool: "echo", drive: upstreamReply("302", ``)},
 	{name: "Tool Service reply too large", request: callTooLarge, call: callTooLarge, tool: "echo",
 		drive: upstreamReply("200", `{"data":"`+strings.Repeat("x", 100)+`"}`)},
-	{name: "Envoy answered itself (timeout or unavailable)", request: callNoResponse, call: callNoResponse, tool: "echo",
+	{name: "Envoy's route timeout", request: callTimeout, call: callTimeout, tool: "echo", drive: envoyReply("timeout")},
+	{name: "Envoy's 503 (unavailable)", request: callUnavailable, call: callUnavailable, tool: "echo", drive: envoyReply("unavailable")},
+	{name: "a Tool Service sending the marker is still the Tool Service", request: callOK, call: callOK, tool: "echo",
+		drive: func(t *testing.T, e *testEnv) {
+			v := routed(t, e, "echo", `{}`)
+			v.send(respHeaders(false, ":status", "200", "content-type", "application/json",
+				"x-envoy-upstream-service-time", "3", registry.LocalReplyHeader, "timeout"))
+			v.send(respBody(`{"a":1}`))
+			v.close()
+		}},
+	{name: "no reply at all (client gone)", request: callNoResponse, call: callNoResponse, tool: "echo",
 		drive: func(t *testing.T, e *testEnv) { routed(t, e, "echo", `{}`).close() }},
 	{name: "answered by the approval step", request: outcomeApproval, call: outcomeApproval, tool: "echo",
 		drive: func(t *testing.T, e *testEnv) {
@@ -139,6 +151,27 @@ var outcomeCases = []outcomeCase{
 			defer e.srv.SetApproval(nil)
 			answered(t, e, "/mcp/core", callReq("echo", `{}`), 200) // legacy era: an isError result
 		}},
+}
+
+// envoyReply drives Envoy's local reply to a routed call as Envoy >= 1.37
+// sends it through ext_proc: the headers local_reply_config wrote (200, the
+// marker, no x-envoy-upstream-service-time), then its body, which must pass
+// unchanged, and the marker removed.
+func envoyReply(kind string) func(t *testing.T, e *testEnv) {
+	return func(t *testing.T, e *testEnv) {
+		v := routed(t, e, "echo", `{}`)
+		hr := v.send(respHeaders(false, ":status", "200", "content-type", "application/json",
+			"content-length", "60", registry.LocalReplyHeader, kind)).GetResponseHeaders().GetResponse()
+		if rm := hr.GetHeaderMutation().GetRemoveHeaders(); hr.GetStatus() != extprocv3.CommonResponse_CONTINUE ||
+			!slices.Equal(rm, []string{registry.LocalReplyHeader}) || len(hr.GetHeaderMutation().GetSetHeaders()) != 0 {
+			t.Fatalf("local reply headers answered %v, want CONTINUE removing only the marker", hr)
+		}
+		br := v.send(respBody(`{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`)).GetResponseBody().GetResponse()
+		if br.GetBodyMutation() != nil || br.GetHeaderMutation() != nil {
+			t.Fatalf("local reply body answered %v, want it unchanged", br)
+		}
+		v.close()
+	}
 }
 
 // TestOutcomeLabels drives each case on its own and checks that exactly the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // The response path of a routed tools/call. Envoy holds the response headers
@@ -40,6 +41,46 @@ func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 			}
 		}
 	}
+}
+
+// localReplyKind returns the call outcome an Envoy local reply's headers
+// carry (callTimeout or callUnavailable), or "" for a Tool Service's
+// response. Envoy >= 1.37 passes its local replies through ext_proc's
+// encoder path (envoy/rules.go, "Local replies and ext_proc") after
+// local_reply_config reshaped them into the client's tool result and added
+// registry.LocalReplyHeader (xds/localreply.go). The marker counts only
+// without x-envoy-upstream-service-time, which the router adds to every
+// proxied response (router.cc onUpstreamHeaders; the listener never sets
+// suppress_envoy_headers) and never to a local reply: a Tool Service that
+// sends the header itself cannot pass as Envoy and skip the result
+// translation and filters.
+func localReplyKind(h *extprocv3.HttpHeaders) string {
+	kind := ""
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		switch hv.GetKey() {
+		case "x-envoy-upstream-service-time":
+			return ""
+		case registry.LocalReplyHeader:
+			switch headerValue(hv) {
+			case registry.LocalReplyTimeout:
+				kind = callTimeout
+			case registry.LocalReplyUnavailable:
+				kind = callUnavailable
+			}
+		}
+	}
+	return kind
+}
+
+// localReplyHeaders answers the headers of Envoy's local reply to a routed
+// call: it is already the client's tool result (local_reply_config wrote
+// it), so the call is counted by kind, the marker header removed, and its
+// body passes unchanged (resultSent).
+func (x *exchange) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
+	x.resultSent, x.callOutcome = true, kind
+	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		RemoveHeaders: []string{registry.LocalReplyHeader},
+	}})
 }
 
 // responseHeaders remembers the upstream status and content type. When no

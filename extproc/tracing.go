@@ -308,7 +308,7 @@ func (x *exchange) finishTrace(method, era string) {
 	}
 	span.SetAttributes(attrs...)
 	switch x.outcome {
-	case outcomeStreamError, callUpstream5xx, callToolError, callNoResponse, callTooLarge:
+	case outcomeStreamError, callUpstream5xx, callToolError, callNoResponse, callTooLarge, callTimeout, callUnavailable:
 		span.SetAttributes(tracing.ErrorType.String(x.outcome))
 		span.SetStatus(codes.Error, x.outcome)
 	}

@@ -36,6 +36,16 @@ const (
 	// must leave alone.
 	MetadataAnswered = "answered"
 
+	// LocalReplyHeader marks Envoy's own reply to a routed tools/call: the
+	// listener's local_reply_config sets it to LocalReplyTimeout (route or
+	// per-try timeout, 504) or LocalReplyUnavailable (503: no healthy
+	// upstream, connect failure, reset, overflow), and the extproc server,
+	// which sees that reply's headers on the response path, counts the call
+	// by it and removes it.
+	LocalReplyHeader      = "x-toolmesh-local-reply"
+	LocalReplyTimeout     = "timeout"
+	LocalReplyUnavailable = "unavailable"
+
 	// ExtProcFilterName is the HTTP filter name of ext_proc in the listener.
 	ExtProcFilterName = "envoy.filters.http.ext_proc"
 	// ExtProcCluster is the static bootstrap cluster that reaches the extproc server.

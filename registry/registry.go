@@ -59,7 +59,7 @@ type RouteStatus struct {
 	// Store at start that no refresh has confirmed or replaced yet.
 	Restored bool `json:"restored,omitempty"`
 	// NextRetryAt is when a failed route is tried again, before the next
-	// regular refresh (Options.RetryBackoff).
+	// regular refresh (refresher.Options.RetryBackoff).
 	NextRetryAt *time.Time `json:"nextRetryAt,omitempty"`
 	// Services is one line per Tool Service of the route, in the route's
 	// order (federation_health.go, and the fetch fields from registry/refresher).

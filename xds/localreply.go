@@ -13,12 +13,14 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// Local replies (docs/contracts/mcp.md). Envoy does not hand its own replies
-// (no healthy upstream, connect failure, overflow, upstream timeout) to
-// ext_proc, so the HTTP connection manager reshapes them: for a routed
-// tools/call only, the reply becomes HTTP 200 application/json with a
-// JSON-RPC result {"isError": true} that echoes the request's id byte for
-// byte.
+// Local replies (docs/contracts/mcp.md). The HTTP connection manager
+// reshapes Envoy's own replies (no healthy upstream, connect failure,
+// overflow, upstream timeout): for a routed tools/call only, the reply
+// becomes HTTP 200 application/json with a JSON-RPC result {"isError": true}
+// that echoes the request's id byte for byte, marked with the
+// x-toolmesh-local-reply header (timeout or unavailable) for the extproc
+// server, which sees the reshaped headers on the response path
+// (envoy/rules.go, "Local replies and ext_proc").
 //
 // "Routed tools/call only" is an AND of dynamic metadata the extproc server
 // sets in the request-body phase (namespace toolmesh): tool_call == "true"
@@ -108,6 +110,13 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 				AndFilter: &accesslogv3.AndFilter{Filters: filters},
 			}},
 			StatusCode: wrapperspb.UInt32(200),
+			// The reply then passes ext_proc's encoder path (Envoy >= 1.37),
+			// where the extproc server reads this header to count the call
+			// as timeout or unavailable, and removes it.
+			HeadersToAdd: []*corev3.HeaderValueOption{{
+				Header:       &corev3.HeaderValue{Key: registry.LocalReplyHeader, Value: what},
+				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+			}},
 			BodyFormatOverride: &corev3.SubstitutionFormatString{
 				Format: &corev3.SubstitutionFormatString_TextFormatSource{
 					TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{
@@ -122,10 +131,10 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 		MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: exact("true")},
 	})
 	return &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{
-		mapper([]*accesslogv3.AccessLogFilter{stateless, timeout}, "timeout", meta),
-		mapper([]*accesslogv3.AccessLogFilter{timeout}, "timeout", ""),
-		mapper([]*accesslogv3.AccessLogFilter{stateless, unavailable}, "unavailable", meta),
-		mapper([]*accesslogv3.AccessLogFilter{unavailable}, "unavailable", ""),
+		mapper([]*accesslogv3.AccessLogFilter{stateless, timeout}, registry.LocalReplyTimeout, meta),
+		mapper([]*accesslogv3.AccessLogFilter{timeout}, registry.LocalReplyTimeout, ""),
+		mapper([]*accesslogv3.AccessLogFilter{stateless, unavailable}, registry.LocalReplyUnavailable, meta),
+		mapper([]*accesslogv3.AccessLogFilter{unavailable}, registry.LocalReplyUnavailable, ""),
 		// No status and no body: the first match ends the search and keeps
 		// the reply as it is.
 		{Filter: answered},
