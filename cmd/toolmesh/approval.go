@@ -44,6 +44,11 @@ type ApprovalRule struct {
 	Tools []string `json:"tools,omitempty"`
 	// Exempt are tool name patterns that never need approval.
 	Exempt []string `json:"exempt,omitempty"`
+	// When is a CEL condition with the variables of authorization policies
+	// (docs/authorization.md): the selected calls need approval only when
+	// it is true, or when it cannot be evaluated (fail safe). Alone, it
+	// selects among every tool of the route.
+	When string `json:"when,omitempty"`
 }
 
 // maxApprovalKeyBytes bounds a key file read.
@@ -73,7 +78,7 @@ func (c *ApprovalConfig) build() (*approval.Approver, error) {
 }
 
 func (r ApprovalRule) rule() approval.Rule {
-	return approval.Rule{Annotations: r.Annotations, Tools: r.Tools, Exempt: r.Exempt}
+	return approval.Rule{Annotations: r.Annotations, Tools: r.Tools, Exempt: r.Exempt, When: r.When}
 }
 
 func (k ApprovalKey) read() ([]byte, error) {
