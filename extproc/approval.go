@@ -76,7 +76,7 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 	if a == nil {
 		return nil
 	}
-	need, why := a.Needs(x.routeKey, approvalTool(t), approval.Call{Caller: x.policyCaller(),
+	need, why := a.Needs(x.routeKey, approvalTool(t), approval.Call{Caller: x.policyCaller,
 		Era: call.Version, EraKind: call.Era.String(), Args: call.Arguments})
 	if !need {
 		return nil

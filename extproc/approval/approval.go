@@ -197,10 +197,12 @@ type Call struct {
 	// request-headers phase). A When that reads args or caller cannot be
 	// decided then, so the call may need approval.
 	HeadersOnly bool
-	Caller      *authz.Caller // nil: anonymous
-	Era         string        // the call's protocol version
-	EraKind     string        // legacy or stateless
-	Args        json.RawMessage
+	// Caller returns the caller prepared for evaluation, called only when a
+	// condition reads it (nil func or result: anonymous).
+	Caller  func() *authz.Caller
+	Era     string // the call's protocol version
+	EraKind string // legacy or stateless
+	Args    json.RawMessage
 }
 
 // Needs reports whether a call of t on route needs approval, and why (the
@@ -237,8 +239,11 @@ func (a *Approver) Needs(route string, t Tool, c Call) (bool, string) {
 	if c.HeadersOnly && (r.when.Reads("args") || r.when.Reads("caller")) {
 		return true, why + "a when condition on the arguments or the caller, decided with the body"
 	}
-	in := authz.Input{Caller: c.Caller, Method: "tools/call", Era: c.Era, EraKind: c.EraKind,
+	in := authz.Input{Method: "tools/call", Era: c.Era, EraKind: c.EraKind,
 		Tool: authz.NewTool(t.Name, t.Service, t.Title, t.Annotations)}
+	if c.Caller != nil && r.when.Reads("caller") {
+		in.Caller = c.Caller()
+	}
 	if r.when.Reads("args") {
 		args, err := authz.Args(c.Args)
 		if err != nil {

@@ -341,6 +341,11 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
+// prepared is a Call's Caller of c.
+func prepared(c *identity.Caller) func() *authz.Caller {
+	return func() *authz.Caller { return authz.NewCaller(c) }
+}
+
 // TestNeedsWhen: a rule's when condition, compiled in authorization's CEL
 // environment, narrows what its names and annotations select (or selects
 // alone); a condition that cannot be evaluated needs approval; one that
@@ -360,9 +365,9 @@ func TestNeedsWhen(t *testing.T) {
 	destructive := Tool{Name: "drop", Service: "db", Annotations: json.RawMessage(`{"destructiveHint":true}`)}
 	readOnly := Tool{Name: "list", Service: "db", Annotations: json.RawMessage(`{"readOnlyHint":true}`)}
 	transfer := Tool{Name: "transfer", Service: "bank"}
-	admin := authz.NewCaller(&identity.Caller{Authenticated: true, Subject: "ann", Claims: map[string]any{"roles": []any{"admin"}}})
-	dev := authz.NewCaller(&identity.Caller{Authenticated: true, Subject: "dan", Claims: map[string]any{"roles": []any{"dev"}}})
-	noRoles := authz.NewCaller(&identity.Caller{Authenticated: true, Subject: "nora"})
+	admin := prepared(&identity.Caller{Authenticated: true, Subject: "ann", Claims: map[string]any{"roles": []any{"admin"}}})
+	dev := prepared(&identity.Caller{Authenticated: true, Subject: "dan", Claims: map[string]any{"roles": []any{"dev"}}})
+	noRoles := prepared(&identity.Caller{Authenticated: true, Subject: "nora"})
 	stateless := func(c Call) Call { c.Era, c.EraKind = "2026-07-28", "stateless"; return c }
 	for _, tc := range []struct {
 		name  string
