@@ -3,6 +3,7 @@ package extproc
 import (
 	"encoding/json"
 	"log/slog"
+	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -51,16 +52,20 @@ const (
 // start from now on; nil turns approval off.
 func (s *Server) SetApproval(a *approval.Approver) { s.approval.Store(a) }
 
-// mayNeedApproval reports whether calls of t on route need approval under
-// the configuration in force now; the body phase decides with the
+// mayNeedApproval reports whether a stateless call of t, known by its
+// headers only, may need approval under the configuration in force now: a
+// rule whose when condition reads the arguments or the caller counts as
+// "may", so the call is not routed early. The body phase decides with the
 // configuration it loads itself.
-func (s *Server) mayNeedApproval(route string, t *registry.Tool) bool {
-	need, _ := s.approval.Load().Needs(route, approvalTool(t))
+func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
+	v := strings.TrimSpace(x.req.ProtocolVersion)
+	need, _ := x.s.approval.Load().Needs(x.routeKey, approvalTool(t),
+		approval.Call{HeadersOnly: true, Era: v, EraKind: mcp.EraOf(v).String()})
 	return need
 }
 
 func approvalTool(t *registry.Tool) approval.Tool {
-	return approval.Tool{Name: t.Name, Service: t.Service, Annotations: t.Annotations}
+	return approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations}
 }
 
 // approve is the approval step of a resolved, validated call: nil means
@@ -71,7 +76,8 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 	if a == nil {
 		return nil
 	}
-	need, why := a.Needs(x.routeKey, approvalTool(t))
+	need, why := a.Needs(x.routeKey, approvalTool(t), approval.Call{Caller: x.policyCaller,
+		Era: call.Version, EraKind: call.Era.String(), Args: call.Arguments})
 	if !need {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -344,5 +345,99 @@ func TestApprovalFederated(t *testing.T) {
 	_, code, msg, reason := rpcErrorOf(t, send(serverRetry))
 	if code != mcp.CodeInvalidParams || reason != "malformed_state" || !strings.Contains(msg, "not issued by this gateway") {
 		t.Fatalf("server's state on a tool that needs approval: %d %q %q", code, msg, reason)
+	}
+}
+
+// TestApprovalWhen: a rule's when condition decides in the body phase, with
+// the caller and the arguments. A condition that reads either is not
+// decided on the headers, so a call it selects by name is never routed in
+// the request-headers phase; one that reads neither (here the era) is
+// decided on the headers, and a call it does not select is routed early as
+// before.
+func TestApprovalWhen(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		rule    approval.Rule
+		caller  *identity.Caller
+		args    string
+		early   bool // routed in the request-headers phase
+		needs   bool // answered input_required in the body phase
+		wantWhy string
+	}{
+		{name: "args over the threshold", rule: approval.Rule{Tools: []string{"list_repos"}, When: "args.limit > 100"},
+			args: `{"limit":500}`, needs: true, wantWhy: "tool pattern list_repos and the when condition"},
+		{name: "args under the threshold", rule: approval.Rule{Tools: []string{"list_repos"}, When: "args.limit > 100"},
+			args: `{"limit":5}`},
+		{name: "args missing: fail safe", rule: approval.Rule{Tools: []string{"list_repos"}, When: "args.limit > 100"},
+			args: `{}`, needs: true, wantWhy: "could not be evaluated"},
+		{name: "caller without the role", rule: approval.Rule{Tools: []string{"list_repos"}, When: `!("admin" in caller.claims.roles)`},
+			caller: devCaller, args: `{}`, needs: true, wantWhy: "tool pattern list_repos and the when condition"},
+		{name: "caller with the role", rule: approval.Rule{Tools: []string{"list_repos"}, When: `!("admin" in caller.claims.roles)`},
+			caller: adminCaller, args: `{}`},
+		{name: "era only, false: routed early", rule: approval.Rule{Tools: []string{"list_repos"}, When: `era_kind == "legacy"`},
+			args: `{}`, early: true},
+		{name: "era only, true", rule: approval.Rule{Tools: []string{"list_repos"}, When: `era == "2026-07-28"`},
+			args: `{}`, needs: true, wantWhy: "tool pattern list_repos and the when condition"},
+		// Guarded conditions are false on the headers alone (no arguments,
+		// anonymous), so only the header-phase rule keeps these from being
+		// routed early.
+		{name: "guarded args", rule: approval.Rule{Tools: []string{"list_repos"}, When: "has(args.limit) && args.limit > 100"},
+			args: `{"limit":500}`, needs: true, wantWhy: "tool pattern list_repos and the when condition"},
+		{name: "guarded caller", rule: approval.Rule{When: `has(caller.claims.roles) && "dev" in caller.claims.roles && !("admin" in caller.claims.roles)`},
+			caller: devCaller, args: `{}`, needs: true, wantWhy: "because of the when condition"},
+		{name: "not selected by name: routed early", rule: approval.Rule{Tools: []string{"delete_*"}, When: "args.limit > 100"},
+			args: `{"limit":500}`, early: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, Config{}, approvalTable(t))
+			env.srv.callerSeam = callerFromHeaders
+			a, err := approval.New(approval.Config{Keys: []approval.Key{approvalKey1}, TTL: time.Minute,
+				Now: func() time.Time { return now }, Routes: map[string]approval.Rule{"core": tc.rule}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env.srv.SetApproval(a)
+			body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_repos","arguments":` + tc.args + `,` + capsElicit + `}}`
+			extra := stateless("tools/call", "list_repos")
+			if tc.caller != nil {
+				extra = as(tc.caller, extra...)
+			}
+			v := env.open(t)
+			hr := v.send(reqHeaders(false, post("/mcp/core", len(body), extra...)...)).GetRequestHeaders().GetResponse()
+			resp := v.send(reqBody(body))
+			v.close()
+
+			routedEarly := setOf(t, hr.GetHeaderMutation())[registry.ClusterHeader] != ""
+			if routedEarly != tc.early {
+				t.Fatalf("routed in the headers phase: %v, want %v (%v)", routedEarly, tc.early, hr)
+			}
+			if !tc.needs {
+				// Routed: the cluster is set in the headers phase (early) or
+				// in the body phase.
+				cluster := setOf(t, hr.GetHeaderMutation())[registry.ClusterHeader]
+				if c := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[registry.ClusterHeader]; c != "" {
+					cluster = c
+				}
+				if resp.GetRequestBody() == nil || cluster != "toolsvc_repo" {
+					t.Fatalf("body phase: got %v, want routed", resp)
+				}
+				return
+			}
+			var doc struct {
+				Result struct {
+					ResultType    string `json:"resultType"`
+					InputRequests map[string]struct {
+						Params struct{ Message string } `json:"params"`
+					} `json:"inputRequests"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(resp.GetImmediateResponse().GetBody(), &doc); err != nil || doc.Result.ResultType != "input_required" {
+				t.Fatalf("body phase: got %v, want input_required", resp)
+			}
+			if msg := doc.Result.InputRequests["toolmesh_approval"].Params.Message; !strings.Contains(msg, tc.wantWhy) {
+				t.Fatalf("message %q lacks %q", msg, tc.wantWhy)
+			}
+		})
 	}
 }

@@ -296,9 +296,6 @@ func (x *exchange) finish() {
 		slog.String("outcome", x.outcome),
 		slog.Float64("duration_seconds", elapsed.Seconds()),
 	}
-	if !x.caller.Anonymous() {
-		attrs = append(attrs, slog.String("caller", x.caller.String()))
-	}
 	if x.sessionID != "" {
 		attrs = append(attrs, slog.String("mcp_session_id", x.sessionID))
 	}

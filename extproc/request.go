@@ -170,7 +170,7 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	if name, ok := x.s.proto.PeekCall(&x.req); ok {
 		// A call that needs approval is decided in the body phase, which
 		// reads its requestState and inputResponses: it is not routed here.
-		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.s.mayNeedApproval(key, t) && x.mayRouteEarly(name) {
+		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.mayNeedApproval(t) && x.mayRouteEarly(name) {
 			x.headerRoute = t
 			return requestHeadersResponse(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{

@@ -38,12 +38,17 @@ type ApprovalKey struct {
 // ApprovalRule selects the calls of a route that need approval.
 type ApprovalRule struct {
 	// Annotations: a tool with one of these annotations true needs
-	// approval. Unset (with tools unset too): [destructiveHint].
+	// approval. Unset (with tools and when unset too): [destructiveHint].
 	Annotations []string `json:"annotations,omitempty"`
 	// Tools are tool name patterns (path.Match) that need approval.
 	Tools []string `json:"tools,omitempty"`
 	// Exempt are tool name patterns that never need approval.
 	Exempt []string `json:"exempt,omitempty"`
+	// When is a CEL condition with the variables of authorization policies
+	// (docs/authorization.md): the selected calls need approval only when
+	// it is true, or when it cannot be evaluated (fail safe). Alone, it
+	// selects among every tool of the route.
+	When string `json:"when,omitempty"`
 }
 
 // maxApprovalKeyBytes bounds a key file read.
@@ -73,7 +78,7 @@ func (c *ApprovalConfig) build() (*approval.Approver, error) {
 }
 
 func (r ApprovalRule) rule() approval.Rule {
-	return approval.Rule{Annotations: r.Annotations, Tools: r.Tools, Exempt: r.Exempt}
+	return approval.Rule{Annotations: r.Annotations, Tools: r.Tools, Exempt: r.Exempt, When: r.When}
 }
 
 func (k ApprovalKey) read() ([]byte, error) {

@@ -44,8 +44,12 @@ func TestApprovalConfig(t *testing.T) {
 		{"neither", `{keys: [{id: k1}]}`, "one of file and env is required"},
 		{"duplicate ids", `{keys: [{id: k1, file: ` + keyA + `}, {id: k1, env: TOOLMESH_TEST_APPROVAL_KEY}]}`, `approval.keys[1].id "k1": duplicate key id`},
 		{"ttl too long", `{keys: [{id: k1, file: ` + keyA + `}], ttl: 2h}`, "approval.ttl 2h0m0s: must be between 10s and 1h0m0s"},
-		{"bad pattern", `{keys: [{id: k1, file: ` + keyA + `}], routes: {core: {exempt: ["["]}}}`, "approval.routes.core: exempt: pattern"},
+		{"bad pattern", `{keys: [{id: k1, file: ` + keyA + `}], routes: {core: {exempt: ["["]}}}`, "approval.routes.core.exempt: pattern"},
 		{"unknown field", `{keys: [{id: k1, file: ` + keyA + `}], route: {}}`, `unknown field "route"`},
+		{"when", `{keys: [{id: k1, file: ` + keyA + `}], routes: {core: {tools: [transfer], when: "args.amount > 1000"}}}`, ""},
+		{"bad when", `{keys: [{id: k1, file: ` + keyA + `}], routes: {core: {when: "caller.claim.roles == []"}}}`,
+			"approval.routes.core.when: ERROR: <input>:1:7: undefined field 'claim'"},
+		{"when not bool", `{keys: [{id: k1, file: ` + keyA + `}], default: {when: "args"}}`, "approval.default.when: when is of type map(string, dyn), not bool"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := defaultConfig()
@@ -284,8 +288,24 @@ func TestApprovalRuleDefaults(t *testing.T) {
 	}
 	destructive := approval.Tool{Name: "drop", Annotations: []byte(`{"destructiveHint":true}`)}
 	for route, want := range map[string]bool{"a": true, "b": false, "c": false, "d": false} {
-		if got, _ := ap.Needs(route, destructive); got != want {
+		if got, _ := ap.Needs(route, destructive, approval.Call{}); got != want {
 			t.Errorf("route %s: needs approval %v, want %v", route, got, want)
 		}
+	}
+}
+
+// TestApprovalWhenErrorsExit2: a when that does not compile stops the start
+// with the usage exit code, naming the field.
+func TestApprovalWhenErrorsExit2(t *testing.T) {
+	t.Setenv("TOOLMESH_TEST_APPROVAL_KEY", approvalSecretA)
+	cfg := filepath.Join(t.TempDir(), "toolmesh.yaml")
+	doc := "approval:\n  keys: [{id: k1, env: TOOLMESH_TEST_APPROVAL_KEY}]\n  routes:\n    core: {when: 'args.amount >'}\n"
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	code := execute(t.Context(), []string{"run", "--config", cfg}, io.Discard, &stderr, hooks{})
+	if code != exitUsage || !strings.Contains(stderr.String(), "approval.routes.core.when: ERROR: <input>:1:14: Syntax error") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 	}
 }

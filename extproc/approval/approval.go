@@ -14,10 +14,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/toolmesh/toolmesh/extproc/authz"
 )
 
 // Limits of the configuration.
@@ -46,15 +49,20 @@ type Key struct {
 
 // Rule says which calls of a route need approval: a tool whose annotation
 // named in Annotations is true, or whose name matches a Tools pattern
-// (path.Match), unless its name matches an Exempt pattern.
+// (path.Match), unless its name matches an Exempt pattern; and, when the
+// rule has a When condition, only if it is true. A rule with When and
+// neither Annotations nor Tools selects by When alone.
 type Rule struct {
 	Annotations []string
 	Tools       []string
 	Exempt      []string
-	// CEL expressions are not supported yet: authorization's CEL evaluator
-	// (extproc/authz) is the one to reuse once it exists, with the same
-	// variables (tool, caller, args). A When field would go here and be
-	// evaluated in Approver.Needs, after the name and annotation checks.
+	// When is a CEL expression of type bool over the variables of
+	// authorization policies (docs/authorization.md: caller, method, era,
+	// era_kind, tool, args), compiled in extproc/authz's environment. An
+	// evaluation error counts as true: the call needs approval (fail safe).
+	When string
+
+	when *authz.Condition
 }
 
 // Config is a validated approval configuration's input.
@@ -112,20 +120,37 @@ func New(cfg Config) (*Approver, error) {
 		a.now = time.Now
 	}
 	a.routes = make(map[string]Rule, len(cfg.Routes))
-	for route, r := range cfg.Routes {
-		if err := r.check(); err != nil {
-			return nil, fmt.Errorf("approval.routes.%s: %w", route, err)
+	for _, route := range slices.Sorted(maps.Keys(cfg.Routes)) { // the first error is the same every time
+		r, err := cfg.Routes[route].compile()
+		if err != nil {
+			return nil, fmt.Errorf("approval.routes.%s.%w", route, err)
 		}
-		a.routes[route] = r.withDefaults()
+		a.routes[route] = r
 	}
 	if cfg.Default != nil {
-		if err := cfg.Default.check(); err != nil {
-			return nil, fmt.Errorf("approval.default: %w", err)
+		d, err := cfg.Default.compile()
+		if err != nil {
+			return nil, fmt.Errorf("approval.default.%w", err)
 		}
-		d := cfg.Default.withDefaults()
 		a.def = &d
 	}
 	return a, nil
+}
+
+// compile checks r and compiles its When.
+func (r Rule) compile() (Rule, error) {
+	if err := r.check(); err != nil {
+		return r, err
+	}
+	r.when = nil
+	if r.When != "" {
+		c, err := authz.CompileCondition(r.When)
+		if err != nil {
+			return r, fmt.Errorf("when: %w", err)
+		}
+		r.when = c
+	}
+	return r.withDefaults(), nil
 }
 
 func (r Rule) check() error {
@@ -144,10 +169,11 @@ func (r Rule) check() error {
 	return nil
 }
 
-// withDefaults gives an entry that names neither annotations nor tools the
-// default annotation. An explicit empty list (annotations: []) stays empty.
+// withDefaults gives an entry that names neither annotations, tools nor a
+// when condition the default annotation. An explicit empty list
+// (annotations: []) stays empty.
 func (r Rule) withDefaults() Rule {
-	if r.Annotations == nil && r.Tools == nil {
+	if r.Annotations == nil && r.Tools == nil && r.When == "" {
 		r.Annotations = []string{DefaultAnnotation}
 	}
 	return r
@@ -160,13 +186,29 @@ func (a *Approver) TTL() time.Duration { return a.ttl }
 type Tool struct {
 	Name    string
 	Service string
+	Title   string
 	// Annotations is the tool's annotations object as listed (may be nil).
 	Annotations json.RawMessage
 }
 
+// Call is what a When condition reads of a call besides its tool.
+type Call struct {
+	// HeadersOnly: only the request headers are known (the ext_proc
+	// request-headers phase). A When that reads args or caller cannot be
+	// decided then, so the call may need approval.
+	HeadersOnly bool
+	// Caller returns the caller prepared for evaluation, called only when a
+	// condition reads it (nil func or result: anonymous).
+	Caller  func() *authz.Caller
+	Era     string // the call's protocol version
+	EraKind string // legacy or stateless
+	Args    json.RawMessage
+}
+
 // Needs reports whether a call of t on route needs approval, and why (the
-// annotation or pattern that matched), for audit events.
-func (a *Approver) Needs(route string, t Tool) (bool, string) {
+// annotation, pattern or condition that matched), for audit events and the
+// approval message.
+func (a *Approver) Needs(route string, t Tool, c Call) (bool, string) {
 	if a == nil {
 		return false, ""
 	}
@@ -182,9 +224,56 @@ func (a *Approver) Needs(route string, t Tool) (bool, string) {
 			return false, ""
 		}
 	}
+	why := r.selects(t)
+	if why == "" {
+		return false, ""
+	}
+	if r.when == nil {
+		return true, why
+	}
+	if why == whenOnly {
+		why = ""
+	} else {
+		why += " and "
+	}
+	if c.HeadersOnly && (r.when.Reads("args") || r.when.Reads("caller")) {
+		return true, why + "a when condition on the arguments or the caller, decided with the body"
+	}
+	in := authz.Input{Method: "tools/call", Era: c.Era, EraKind: c.EraKind,
+		Tool: authz.NewTool(t.Name, t.Service, t.Title, t.Annotations)}
+	if c.Caller != nil && r.when.Reads("caller") {
+		in.Caller = c.Caller()
+	}
+	if r.when.Reads("args") {
+		args, err := authz.Args(c.Args)
+		if err != nil {
+			return true, why + "the when condition, which could not be evaluated (" + err.Error() + ")"
+		}
+		in.Args = args
+	}
+	match, err := r.when.Eval(&in)
+	switch {
+	case err != nil:
+		// Fail safe: a condition that cannot be evaluated (a missing claim
+		// or argument, a wrong type) asks a person.
+		return true, why + "the when condition, which could not be evaluated (" + err.Error() + ")"
+	case match:
+		return true, why + "the when condition"
+	}
+	return false, ""
+}
+
+// whenOnly is what selects says of a rule that selects by When alone.
+const whenOnly = "\x00when"
+
+// selects is why r's names and annotations select t ("" when they do not).
+func (r *Rule) selects(t Tool) string {
+	if len(r.Annotations) == 0 && len(r.Tools) == 0 && r.when != nil {
+		return whenOnly
+	}
 	for _, p := range r.Tools {
 		if m, _ := path.Match(p, t.Name); m {
-			return true, "tool pattern " + p
+			return "tool pattern " + p
 		}
 	}
 	if len(r.Annotations) > 0 && len(t.Annotations) > 0 {
@@ -192,10 +281,10 @@ func (a *Approver) Needs(route string, t Tool) (bool, string) {
 		if json.Unmarshal(t.Annotations, &ann) == nil {
 			for _, name := range r.Annotations {
 				if v, _ := ann[name].(bool); v {
-					return true, "annotation " + name
+					return "annotation " + name
 				}
 			}
 		}
 	}
-	return false, ""
+	return ""
 }

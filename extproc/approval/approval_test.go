@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 )
 
@@ -200,9 +201,15 @@ func TestNewValidation(t *testing.T) {
 		{"bad id", Config{Keys: []Key{{"k.1", secret1}}}, `approval.keys[0].id "k.1"`},
 		{"ttl too short", Config{Keys: []Key{ok}, TTL: time.Second}, "approval.ttl 1s"},
 		{"ttl too long", Config{Keys: []Key{ok}, TTL: 2 * time.Hour}, "approval.ttl 2h0m0s"},
-		{"bad pattern", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {Tools: []string{"["}}}}, "approval.routes.core: tools: pattern"},
-		{"bad default", Config{Keys: []Key{ok}, Default: &Rule{Exempt: []string{"a["}}}, "approval.default: exempt"},
-		{"empty annotation", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {Annotations: []string{""}}}}, "approval.routes.core: annotations"},
+		{"bad pattern", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {Tools: []string{"["}}}}, "approval.routes.core.tools: pattern"},
+		{"bad default", Config{Keys: []Key{ok}, Default: &Rule{Exempt: []string{"a["}}}, "approval.default.exempt: pattern"},
+		{"empty annotation", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {Annotations: []string{""}}}}, "approval.routes.core.annotations: empty"},
+		{"when syntax", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {When: "args.amount >"}}}, "approval.routes.core.when: ERROR: <input>:1:"},
+		{"when field typo", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {When: `"admin" in caller.claim.roles`}}},
+			"approval.routes.core.when: ERROR: <input>:1:18: undefined field 'claim'"},
+		{"when not bool", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {When: "tool.name"}}}, "approval.routes.core.when: when is of type string, not bool"},
+		{"when blank", Config{Keys: []Key{ok}, Routes: map[string]Rule{"core": {When: " "}}}, "approval.routes.core.when: when is empty"},
+		{"default when", Config{Keys: []Key{ok}, Default: &Rule{When: "resource.nope"}}, "approval.default.when: ERROR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -253,7 +260,7 @@ func TestNeeds(t *testing.T) {
 		{withDefault, "other", Tool{Name: "x"}, true, "tool pattern *"},
 		{nil, "core", Tool{Name: "x"}, false, ""},
 	} {
-		got, why := tc.a.Needs(tc.route, tc.tool)
+		got, why := tc.a.Needs(tc.route, tc.tool, Call{})
 		if got != tc.want || why != tc.why {
 			t.Errorf("%s %s: got %v %q, want %v %q", tc.route, tc.tool.Name, got, why, tc.want, tc.why)
 		}
@@ -332,4 +339,85 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("error without a reason: %v", err)
 		}
 	})
+}
+
+// prepared is a Call's Caller of c.
+func prepared(c *identity.Caller) func() *authz.Caller {
+	return func() *authz.Caller { return authz.NewCaller(c) }
+}
+
+// TestNeedsWhen: a rule's when condition, compiled in authorization's CEL
+// environment, narrows what its names and annotations select (or selects
+// alone); a condition that cannot be evaluated needs approval; one that
+// reads the arguments or the caller needs approval while only the headers
+// are known.
+func TestNeedsWhen(t *testing.T) {
+	a, err := New(Config{Keys: []Key{{"k1", secret1}}, Routes: map[string]Rule{
+		"pay":    {Tools: []string{"transfer"}, When: "args.amount > 1000"},
+		"roles":  {Annotations: []string{"destructiveHint"}, When: `!("admin" in caller.claims.roles)`},
+		"era":    {When: `era_kind == "stateless" && tool.annotations.destructiveHint`},
+		"ver":    {When: `era == "2026-07-28" && tool.name.startsWith("drop")`, Exempt: []string{"drop_cache"}},
+		"method": {When: `method == "tools/call" && tool.service == "db"`},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	destructive := Tool{Name: "drop", Service: "db", Annotations: json.RawMessage(`{"destructiveHint":true}`)}
+	readOnly := Tool{Name: "list", Service: "db", Annotations: json.RawMessage(`{"readOnlyHint":true}`)}
+	transfer := Tool{Name: "transfer", Service: "bank"}
+	admin := prepared(&identity.Caller{Authenticated: true, Subject: "ann", Claims: map[string]any{"roles": []any{"admin"}}})
+	dev := prepared(&identity.Caller{Authenticated: true, Subject: "dan", Claims: map[string]any{"roles": []any{"dev"}}})
+	noRoles := prepared(&identity.Caller{Authenticated: true, Subject: "nora"})
+	stateless := func(c Call) Call { c.Era, c.EraKind = "2026-07-28", "stateless"; return c }
+	for _, tc := range []struct {
+		name  string
+		route string
+		tool  Tool
+		call  Call
+		want  bool
+		why   string
+	}{
+		{"amount over the threshold", "pay", transfer, Call{Args: json.RawMessage(`{"amount":5000}`)}, true, "tool pattern transfer and the when condition"},
+		{"amount at the threshold", "pay", transfer, Call{Args: json.RawMessage(`{"amount":1000}`)}, false, ""},
+		{"amount under, float", "pay", transfer, Call{Args: json.RawMessage(`{"amount":999.5}`)}, false, ""},
+		{"amount missing: fail safe", "pay", transfer, Call{Args: json.RawMessage(`{}`)}, true,
+			"tool pattern transfer and the when condition, which could not be evaluated (no such key: amount)"},
+		{"amount of the wrong type: fail safe", "pay", transfer, Call{Args: json.RawMessage(`{"amount":"lots"}`)}, true,
+			"tool pattern transfer and the when condition, which could not be evaluated (no such overload)"},
+		{"arguments not an object: fail safe", "pay", transfer, Call{Args: json.RawMessage(`[1]`)}, true,
+			"tool pattern transfer and the when condition, which could not be evaluated (arguments: json: cannot unmarshal array into Go value of type map[string]interface {})"},
+		{"not selected by name: when not evaluated", "pay", Tool{Name: "balance"}, Call{Args: json.RawMessage(`{"amount":5000}`)}, false, ""},
+		{"headers only, reads args", "pay", transfer, Call{HeadersOnly: true}, true,
+			"tool pattern transfer and a when condition on the arguments or the caller, decided with the body"},
+		{"headers only, not selected by name", "pay", Tool{Name: "balance"}, Call{HeadersOnly: true}, false, ""},
+
+		{"dev, destructive", "roles", destructive, Call{Caller: dev}, true, "annotation destructiveHint and the when condition"},
+		{"admin, destructive", "roles", destructive, Call{Caller: admin}, false, ""},
+		{"dev, read-only: not selected", "roles", readOnly, Call{Caller: dev}, false, ""},
+		{"no roles claim: fail safe", "roles", destructive, Call{Caller: noRoles}, true,
+			"annotation destructiveHint and the when condition, which could not be evaluated (no such key: roles)"},
+		{"anonymous: fail safe", "roles", destructive, Call{}, true,
+			"annotation destructiveHint and the when condition, which could not be evaluated (no such key: roles)"},
+		{"headers only, reads caller", "roles", destructive, Call{HeadersOnly: true, Caller: admin}, true,
+			"annotation destructiveHint and a when condition on the arguments or the caller, decided with the body"},
+
+		{"stateless era, destructive", "era", destructive, stateless(Call{}), true, "the when condition"},
+		{"legacy era", "era", destructive, Call{Era: "2025-11-25", EraKind: "legacy"}, false, ""},
+		{"stateless era, read-only", "era", readOnly, stateless(Call{}), false, ""},
+		{"undeclared hints are destructive (MCP default)", "era", Tool{Name: "x"}, stateless(Call{}), true, "the when condition"},
+		{"era decided from the headers", "era", destructive, stateless(Call{HeadersOnly: true}), true, "the when condition"},
+		{"era decided from the headers, legacy", "era", destructive, Call{HeadersOnly: true, Era: "2025-11-25", EraKind: "legacy"}, false, ""},
+		{"version", "ver", destructive, stateless(Call{}), true, "the when condition"},
+		{"version, exempt", "ver", Tool{Name: "drop_cache"}, stateless(Call{}), false, ""},
+		{"version, older", "ver", destructive, Call{Era: "2025-06-18", EraKind: "legacy"}, false, ""},
+		{"method and service", "method", readOnly, Call{}, true, "the when condition"},
+		{"method and service, other service", "method", transfer, Call{}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := a.Needs(tc.route, tc.tool, tc.call)
+			if got != tc.want || why != tc.why {
+				t.Fatalf("got %v %q, want %v %q", got, why, tc.want, tc.why)
+			}
+		})
+	}
 }

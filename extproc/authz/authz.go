@@ -202,16 +202,7 @@ func compileRoute(where string, ps []Policy) (*Route, error) {
 			continue
 		}
 		seen[p.Name] = true
-		checked, iss := env.Compile(p.When)
-		if iss.Err() != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", at, iss.Err()))
-			continue
-		}
-		if !checked.OutputType().IsExactType(types.BoolType) {
-			errs = append(errs, fmt.Errorf("%s: when is of type %s, not bool", at, checked.OutputType()))
-			continue
-		}
-		prg, err := env.Program(checked, cel.EvalOptions(cel.OptOptimize))
+		checked, prg, err := compileBool(p.When)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 			continue
@@ -250,6 +241,63 @@ func compileRoute(where string, ps []Policy) (*Route, error) {
 		r.callerPaths = append(r.callerPaths, paths[k])
 	}
 	return r, nil
+}
+
+// compileBool parses and type-checks expr in the policy environment and
+// plans it; expr must be of type bool.
+func compileBool(expr string) (*cel.Ast, cel.Program, error) {
+	checked, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, nil, iss.Err()
+	}
+	if !checked.OutputType().IsExactType(types.BoolType) {
+		return nil, nil, fmt.Errorf("when is of type %s, not bool", checked.OutputType())
+	}
+	prg, err := env.Program(checked, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, nil, err
+	}
+	return checked, prg, nil
+}
+
+// Condition is one CEL expression of type bool compiled in the policies'
+// environment, for another feature's rule (an approval route's `when`): it
+// reads the same variables, prepared the same way, as policies do.
+type Condition struct {
+	prg   cel.Program
+	reads map[string]bool // the variables it reads
+}
+
+// CompileCondition compiles and type-checks expr; the error is CEL's
+// (callers name the configuration field).
+func CompileCondition(expr string) (*Condition, error) {
+	if strings.TrimSpace(expr) == "" {
+		return nil, errors.New("when is empty")
+	}
+	checked, prg, err := compileBool(expr)
+	if err != nil {
+		return nil, err
+	}
+	return &Condition{prg: prg, reads: references(checked.NativeRep()).vars}, nil
+}
+
+// Reads reports whether the condition reads variable name (caller, args,
+// era, ...): a caller that cannot supply it yet cannot evaluate it.
+func (c *Condition) Reads(name string) bool { return c.reads[name] }
+
+// Eval evaluates the condition on in. An error (a missing claim or
+// argument, a wrong type) is returned as such: the caller decides which way
+// it fails.
+func (c *Condition) Eval(in *Input) (bool, error) {
+	out, _, err := c.prg.Eval((*activation)(in))
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("result is %s, not bool", out.Type().TypeName())
+	}
+	return bool(b), nil
 }
 
 // Governs reports whether any policy applies to subjects of kind k: when

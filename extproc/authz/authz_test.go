@@ -2,8 +2,11 @@ package authz
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/cel-go/common/types/ref"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
 )
@@ -255,4 +258,69 @@ func TestWorkedExample(t *testing.T) {
 	if set.Route("other") != nil {
 		t.Error("default: [] must leave other routes without policies")
 	}
+}
+
+// TestCondition: a condition compiles in the policies' environment (the
+// same variables, the same type errors), says which variables it reads, and
+// reports an evaluation error as such.
+func TestCondition(t *testing.T) {
+	for _, tc := range []struct {
+		expr    string
+		compile string // substring of the compile error
+		reads   []string
+		in      Input
+		want    bool
+		evalErr string
+	}{
+		{expr: `args.amount > 1000`, reads: []string{"args"},
+			in: Input{Args: mustArgs(t, `{"amount":1500}`)}, want: true},
+		{expr: `args.amount > 1000`, reads: []string{"args"}, in: Input{}, evalErr: "no such key: amount"},
+		{expr: `"admin" in caller.claims.roles`, reads: []string{"caller"},
+			in: Input{Caller: NewCaller(&identity.Caller{Claims: map[string]any{"roles": []any{"admin"}}})}, want: true},
+		{expr: `"admin" in caller.claims.roles`, reads: []string{"caller"}, in: Input{}, evalErr: "no such key: roles"},
+		{expr: `era_kind == "stateless" && tool.annotations.destructiveHint`, reads: []string{"era_kind", "tool"},
+			in: Input{EraKind: "stateless", Tool: NewTool("x", "s", "", nil)}, want: true},
+		{expr: `method == "tools/call"`, reads: []string{"method"}, in: Input{Method: "resources/read"}},
+		{expr: `caller.claim.roles == []`, compile: "undefined field 'claim'"},
+		{expr: `tool.name`, compile: "when is of type string, not bool"},
+		{expr: `args.x ==`, compile: "Syntax error"},
+		{expr: "  ", compile: "when is empty"},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			c, err := CompileCondition(tc.expr)
+			if tc.compile != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.compile) {
+					t.Fatalf("compile error %v, want %q", err, tc.compile)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"caller", "args", "era", "era_kind", "tool", "method"} {
+				if got, want := c.Reads(v), slices.Contains(tc.reads, v); got != want {
+					t.Errorf("Reads(%s) = %v, want %v", v, got, want)
+				}
+			}
+			got, err := c.Eval(&tc.in)
+			if tc.evalErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.evalErr) {
+					t.Fatalf("eval: %v %v, want error %q", got, err, tc.evalErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("eval: %v %v, want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func mustArgs(t *testing.T, raw string) ref.Val {
+	t.Helper()
+	v, err := Args(json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
