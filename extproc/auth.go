@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"log/slog"
 	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -48,6 +49,17 @@ func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
 		}
 		return nil
 	}
+	// A refusal is a security decision: an audit event like authorization's
+	// and approval's, with the mesh identity when there is one and never
+	// the token or its unverified claims.
+	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit",
+		slog.String("event", "authentication"),
+		slog.String("caller", x.caller.String()),
+		slog.String("route", route),
+		slog.String("decision", "refused"),
+		slog.String("reason", res.Label),
+		slog.Int("status", res.Status),
+		slog.String("request_id", x.requestID))
 	reply := mcp.ErrorReply(res.Status, nullID, mcp.CodeInvalidRequest, res.Message, nil)
 	if res.Challenge != "" {
 		reply.Headers = append(reply.Headers, mcp.Header{Key: "www-authenticate", Value: res.Challenge})

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,9 @@ func TestAuthenticationAnswersBeforeTheBody(t *testing.T) {
 				t.Fatalf("body %s", ir.GetBody())
 			}
 			v.close()
+			if want := `"msg":"audit","event":"authentication","caller":"anonymous","route":"core","decision":"refused","reason":"` + tc.result + `","status":` + strconv.Itoa(tc.status); !strings.Contains(e.logs.String(), want) {
+				t.Fatalf("no audit event %s in\n%s", want, e.logs)
+			}
 			if n := metricValue(t, e.reg, "toolmesh_auth_requests_total", map[string]string{"route": "core", "result": tc.result}); n < 1 {
 				t.Fatalf("toolmesh_auth_requests_total{result=%q} = %v", tc.result, n)
 			}
