@@ -23,7 +23,7 @@ func scaleRegistry(c *scalegen.Catalog, f *scalegen.Fetcher) *registry.Registry 
 }
 
 // BenchmarkScale measures the registry at catalog sizes of
-// scalegen.Sizes (TOOLMESH_BENCH_SCALE; default 100 and 1,000 routes, 100
+// scalegen.Sizes (TOOLMESH_BENCH_SCALE; default 50 and 500 routes, 100
 // tools each): the first build of every snapshot from scratch, the heap it
 // holds, the refresh after one shared Tool Service changed (only the
 // routes that use it may rebuild), and route and tool lookups. Its growth

@@ -13,12 +13,12 @@ import (
 
 // SizesEnv names the environment variable that sets the catalog sizes the
 // scale benchmarks measure, in routes, comma-separated. The default keeps
-// `make bench` short; `make bench-scale` measures 1,000 and 10,000 routes
-// (100,000 and 1,000,000 tools).
+// `make bench` short; `make bench-scale` measures larger catalogs
+// (docs/benchmarks.md).
 const SizesEnv = "TOOLMESH_BENCH_SCALE"
 
 // DefaultSizes are the sizes measured when SizesEnv is unset.
-var DefaultSizes = []int{100, 1000}
+var DefaultSizes = []int{50, 500}
 
 // Sizes returns the sizes of SizesEnv, ascending, or fails b.
 func Sizes(b *testing.B) []int {
@@ -64,7 +64,8 @@ func (r Results) Set(metric string, n int, v float64) {
 // Bound is the largest growth allowed of one metric between two sizes
 // (value at the larger over value at the smaller). Metrics are per unit
 // (per tool, per route, per lookup), so linear work grows by about 1 and
-// quadratic work by the size ratio (10 from 1,000 to 10,000 routes).
+// quadratic work by the size ratio; the bounds used (4, and 2 for memory)
+// catch a quadratic cost between sizes at least 5x apart.
 type Bound struct {
 	Metric string
 	Max    float64
@@ -77,6 +78,9 @@ type Bound struct {
 func (r Results) CheckGrowth(b *testing.B, sizes []int, bounds ...Bound) {
 	for i := 1; i < len(sizes); i++ {
 		lo, hi := sizes[i-1], sizes[i]
+		if hi < 5*lo {
+			b.Logf("sizes %d and %d are less than 5x apart: a quadratic cost may stay under the growth bounds", lo, hi)
+		}
 		b.Run(fmt.Sprintf("growth=%d-%d", hi, lo), func(b *testing.B) {
 			var over []string
 			for _, bd := range bounds {
