@@ -111,7 +111,7 @@ bench-scale: ## Run the scale benchmarks once at SCALE routes (default 1000,5000
 
 .PHONY: load
 load: build ## Load with faults for LOAD_DURATION (default 60s): 16 clients, both eras, Tool Service restarts, Portal rewrites
-	cd e2e && $(GO) run ./cmd/loadfaults --toolmesh ../bin/toolmesh --duration $(LOAD_DURATION)
+	cd e2e && $(GO) run ./cmd/loadfaults --toolmesh $(CURDIR)/bin/toolmesh --duration $(LOAD_DURATION)
 
 .PHONY: wasm
 wasm: ## Build the example WebAssembly filters into bin/wasm (GOOS=wasip1)

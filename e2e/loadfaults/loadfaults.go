@@ -174,8 +174,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
+	bin, err := filepath.Abs(cfg.Toolmesh) // the gateway runs in a directory of its own
+	if err != nil {
+		return nil, fmt.Errorf("toolmesh binary: %w", err)
+	}
+	cfg.Toolmesh = bin
 	r := &run{cfg: cfg, kinds: map[string]int64{}, lat: map[string][]time.Duration{}}
-	var err error
 	if r.a, err = newToolService("svc-a", "a_"); err != nil {
 		return nil, err
 	}
