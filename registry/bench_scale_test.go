@@ -55,8 +55,8 @@ func BenchmarkScale(b *testing.B) {
 			}
 			checkServed(b, reg, c)
 			perPair := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / pairs
-			res.Set("build-ns/tool", n, perPair)
-			res.Set("heap-B/tool", n, heap/pairs)
+			res.Set("build-per-tool", n, perPair)
+			res.Set("heap-per-tool", n, heap/pairs)
 			b.ReportMetric(heap/(1<<20), "heap-MB")
 			b.ReportMetric(heap/pairs, "heap-B/tool")
 			b.ReportMetric(perPair, "ns/tool")
@@ -91,7 +91,7 @@ func BenchmarkScale(b *testing.B) {
 				b.StartTimer()
 			}
 			perPair := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / pairs
-			res.Set("rebuild-ns/tool", n, perPair)
+			res.Set("rebuild-per-tool", n, perPair)
 			b.ReportMetric(float64(len(affected)), "rebuilt-routes")
 			b.ReportMetric(perPair, "ns/tool")
 		})
@@ -116,7 +116,7 @@ func BenchmarkScale(b *testing.B) {
 				}
 				i++
 			}
-			res.Set("lookup-route-ns", n, float64(b.Elapsed().Nanoseconds())/float64(b.N))
+			res.Set("lookup-route", n, float64(b.Elapsed().Nanoseconds())/float64(b.N))
 		})
 		b.Run(fmt.Sprintf("routes=%d/resolve-tool", n), func(b *testing.B) {
 			i := 0
@@ -126,7 +126,7 @@ func BenchmarkScale(b *testing.B) {
 				}
 				i++
 			}
-			res.Set("resolve-tool-ns", n, float64(b.Elapsed().Nanoseconds())/float64(b.N))
+			res.Set("resolve-tool", n, float64(b.Elapsed().Nanoseconds())/float64(b.N))
 		})
 		reg = nil
 	}
@@ -134,11 +134,11 @@ func BenchmarkScale(b *testing.B) {
 	// and GC effects of a 10x larger heap while a quadratic step (10x per
 	// 10x size) still fails.
 	res.CheckGrowth(b, sizes,
-		scalegen.Bound{Metric: "build-ns/tool", Max: 4},
-		scalegen.Bound{Metric: "rebuild-ns/tool", Max: 4},
-		scalegen.Bound{Metric: "heap-B/tool", Max: 2},
-		scalegen.Bound{Metric: "lookup-route-ns", Max: 4},
-		scalegen.Bound{Metric: "resolve-tool-ns", Max: 4},
+		scalegen.Bound{Metric: "build-per-tool", Max: 4},
+		scalegen.Bound{Metric: "rebuild-per-tool", Max: 4},
+		scalegen.Bound{Metric: "heap-per-tool", Max: 2},
+		scalegen.Bound{Metric: "lookup-route", Max: 4},
+		scalegen.Bound{Metric: "resolve-tool", Max: 4},
 	)
 }
 

@@ -44,7 +44,7 @@ func BenchmarkScaleTranslate(b *testing.B) {
 			if want := n + scalegen.Shared(n); clusters < want {
 				b.Fatalf("%d clusters, want at least %d", clusters, want)
 			}
-			res.Set("translate-ns/route", n, float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n))
+			res.Set("translate-per-route", n, float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n))
 			b.ReportMetric(float64(clusters), "clusters")
 		})
 		b.Run(fmt.Sprintf("routes=%d/update", n), func(b *testing.B) {
@@ -58,11 +58,11 @@ func BenchmarkScaleTranslate(b *testing.B) {
 				}
 				i++
 			}
-			res.Set("update-ns/route", n, float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n))
+			res.Set("update-per-route", n, float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n))
 		})
 	}
 	res.CheckGrowth(b, sizes,
-		scalegen.Bound{Metric: "translate-ns/route", Max: 4},
-		scalegen.Bound{Metric: "update-ns/route", Max: 4},
+		scalegen.Bound{Metric: "translate-per-route", Max: 4},
+		scalegen.Bound{Metric: "update-per-route", Max: 4},
 	)
 }

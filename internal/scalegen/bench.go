@@ -72,9 +72,8 @@ type Bound struct {
 }
 
 // CheckGrowth runs one sub-benchmark per pair of consecutive sizes that
-// reports each metric's growth (as "<metric>-x") and fails when one exceeds
-// its bound. A metric not measured at both sizes (a -bench filter skipped
-// it) is left out.
+// reports each metric's growth (as "<metric>-growth") and fails when one
+// exceeds its bound.
 func (r Results) CheckGrowth(b *testing.B, sizes []int, bounds ...Bound) {
 	for i := 1; i < len(sizes); i++ {
 		lo, hi := sizes[i-1], sizes[i]
@@ -82,23 +81,38 @@ func (r Results) CheckGrowth(b *testing.B, sizes []int, bounds ...Bound) {
 			b.Logf("sizes %d and %d are less than 5x apart: a quadratic cost may stay under the growth bounds", lo, hi)
 		}
 		b.Run(fmt.Sprintf("growth=%d-%d", hi, lo), func(b *testing.B) {
-			var over []string
+			growth, over := r.Growth(lo, hi, bounds...)
 			for _, bd := range bounds {
-				a, okA := r[bd.Metric][lo]
-				z, okZ := r[bd.Metric][hi]
-				if !okA || !okZ || a <= 0 {
-					continue
-				}
-				g := z / a
-				b.ReportMetric(g, bd.Metric+"-x")
-				if g > bd.Max {
-					over = append(over, fmt.Sprintf("%s grew %.2fx from %d to %d routes (%.4g to %.4g), over the bound %.1fx",
-						bd.Metric, g, lo, hi, a, z, bd.Max))
+				if g, ok := growth[bd.Metric]; ok {
+					b.ReportMetric(g, bd.Metric+"-growth")
 				}
 			}
+			// Only the growth figures: no time per op of its own.
+			b.ReportMetric(0, "ns/op")
 			if len(over) > 0 {
 				b.Fatalf("worse than linear: %s", strings.Join(over, "; "))
 			}
 		})
 	}
+}
+
+// Growth returns each bounded metric's growth from size lo to size hi and
+// a line for each one over its bound. A metric not measured at both sizes
+// (a -bench filter skipped it) is left out.
+func (r Results) Growth(lo, hi int, bounds ...Bound) (growth map[string]float64, over []string) {
+	growth = map[string]float64{}
+	for _, bd := range bounds {
+		a, okA := r[bd.Metric][lo]
+		z, okZ := r[bd.Metric][hi]
+		if !okA || !okZ || a <= 0 {
+			continue
+		}
+		g := z / a
+		growth[bd.Metric] = g
+		if g > bd.Max {
+			over = append(over, fmt.Sprintf("%s grew %.2fx from %d to %d routes (%.4g to %.4g), over the bound %.1fx",
+				bd.Metric, g, lo, hi, a, z, bd.Max))
+		}
+	}
+	return growth, over
 }
