@@ -84,7 +84,7 @@ lint: fmt-check vet standalone ## gofmt, go vet, go mod tidy and staticcheck, on
 # bench/out/summary.txt. The scale benchmarks run at their small default
 # sizes here (internal/scalegen: 50 and 500 routes); `make bench-scale`
 # measures large catalogs (docs/benchmarks.md). With the defaults it takes
-# about 25 minutes on the 2-core development machine.
+# about 25-30 minutes on the 2-core development machine (one count: 6).
 BENCH_COUNT ?= 5
 BENCH_TIME  ?= 1s
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
