@@ -28,8 +28,8 @@ FUZZ_TARGETS = $(shell grep -r --include='*_test.go' --exclude-dir=e2e --exclude
 
 .PHONY: help
 help: ## Show this help
-	@echo "Usage: make <target>   (variables: ARGS, GO_TEST_ARGS, TEST_TIMEOUT, FUZZTIME, VERSION)"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "Usage: make <target>   (variables: ARGS, GO_TEST_ARGS, TEST_TIMEOUT, FUZZTIME, VERSION, BENCH_COUNT, BENCH_TIME, SCALE, LOAD_DURATION)"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane; demo Portal unless ARGS names one)
@@ -77,10 +77,41 @@ lint: fmt-check vet standalone ## gofmt, go vet, go mod tidy and staticcheck, on
 		(cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...); \
 	done
 
+# `make bench` runs every Benchmark* of the main module (BENCH_PKGS: extproc,
+# filters, filters/wasm, mcp, registry, registry/redisstore, registry/search,
+# xds) and of e2e, BENCH_COUNT times each, and writes the raw output to
+# bench/out/{main,e2e}.txt (git-ignored) and benchstat's summary to
+# bench/out/summary.txt. The scale benchmarks run at their small default
+# sizes here (internal/scalegen: 50 and 500 routes); `make bench-scale`
+# measures large catalogs (docs/benchmarks.md). With the defaults it takes
+# about 25-30 minutes on the 2-core development machine (one count: 6).
+BENCH_COUNT ?= 5
+BENCH_TIME  ?= 1s
+BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
+# Route counts of `make bench-scale` (scalegen.SizesEnv); 10,000 routes (one
+# million tools) need more memory than the development machine has.
+SCALE       ?= 1000,5000
+# Duration of `make load`.
+LOAD_DURATION ?= 60s
+
 .PHONY: bench
-bench: ## Run the benchmarks (go test -bench . -benchmem)
-	@test -n "$(BENCH_PKGS)" || { echo "no benchmarks"; exit 0; }; \
-	$(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_ARGS) $(BENCH_PKGS)
+bench: ## Run every benchmark BENCH_COUNT times (default 5) into bench/out, summary in bench/out/summary.txt
+	@mkdir -p bench/out
+	@# sh has no pipefail: the status of go test goes through a file.
+	{ $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 0 $(GO_TEST_ARGS) $(BENCH_PKGS); echo $$? > bench/out/.rc; } | tee bench/out/main.txt; exit $$(cat bench/out/.rc)
+	{ cd e2e && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 0 $(GO_TEST_ARGS) ./...; echo $$? > ../bench/out/.rc; } | tee bench/out/e2e.txt; exit $$(cat bench/out/.rc)
+	cat bench/out/main.txt bench/out/e2e.txt > bench/out/all.txt
+	$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) bench/out/all.txt > bench/out/summary.txt
+	@echo "wrote bench/out/summary.txt"
+
+.PHONY: bench-scale
+bench-scale: ## Run the scale benchmarks once at SCALE routes (default 1000,5000) into bench/out/scale.txt
+	@mkdir -p bench/out
+	{ TOOLMESH_BENCH_SCALE=$(SCALE) GOMEMLIMIT=$${GOMEMLIMIT:-15GiB} $(GO) test -run '^$$' -bench 'BenchmarkScale' -count 1 -timeout 0 ./registry/ ./registry/redisstore/ ./xds/; echo $$? > bench/out/.rc; } | tee bench/out/scale.txt; exit $$(cat bench/out/.rc)
+
+.PHONY: load
+load: build ## Load with faults for LOAD_DURATION (default 60s): 16 clients, both eras, Tool Service restarts, Portal rewrites
+	cd e2e && $(GO) run ./cmd/loadfaults --toolmesh $(CURDIR)/bin/toolmesh --duration $(LOAD_DURATION)
 
 .PHONY: wasm
 wasm: ## Build the example WebAssembly filters into bin/wasm (GOOS=wasip1)
