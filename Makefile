@@ -107,7 +107,7 @@ bench: ## Run every benchmark BENCH_COUNT times (default 5) into bench/out, summ
 .PHONY: bench-scale
 bench-scale: ## Run the scale benchmarks once at SCALE routes (default 1000,5000) into bench/out/scale.txt
 	@mkdir -p bench/out
-	{ TOOLMESH_BENCH_SCALE=$(SCALE) GOMEMLIMIT=$${GOMEMLIMIT:-15GiB} $(GO) test -run '^$$' -bench 'BenchmarkScale' -count 1 -timeout 0 ./registry/ ./registry/redisstore/ ./xds/; echo $$? > bench/out/.rc; } | tee bench/out/scale.txt; exit $$(cat bench/out/.rc)
+	{ TOOLMESH_BENCH_SCALE=$(SCALE) GOMEMLIMIT=$${GOMEMLIMIT:-15GiB} $(GO) test -run '^$$' -bench 'BenchmarkScale' -count 1 -timeout 0 ./registry/refresher/ ./registry/redisstore/ ./xds/; echo $$? > bench/out/.rc; } | tee bench/out/scale.txt; exit $$(cat bench/out/.rc)
 
 .PHONY: load
 load: build ## Load with faults for LOAD_DURATION (default 60s): 16 clients, both eras, Tool Service restarts, Portal rewrites

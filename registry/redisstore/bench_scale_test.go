@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/scalegen"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // BenchmarkScaleWarmStart measures a warm start from a real Redis at the
@@ -34,7 +35,7 @@ func BenchmarkScaleWarmStart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				reg := registry.New(registry.Options{
+				reg := refresher.New(refresher.Options{
 					Source:              scalegen.Source{Listing: c.Listing},
 					Fetcher:             hangingFetcher{},
 					Store:               st,
@@ -78,7 +79,7 @@ func BenchmarkScaleWarmStart(b *testing.B) {
 // Redis and returns their versions by route.
 func seedScale(b *testing.B, srv *redisServer, c *scalegen.Catalog) map[string]string {
 	b.Helper()
-	reg := registry.New(registry.Options{Source: scalegen.Source{Listing: c.Listing}, Fetcher: c.Fetcher(), Interval: time.Hour, FetchTimeout: 10 * time.Minute})
+	reg := refresher.New(refresher.Options{Source: scalegen.Source{Listing: c.Listing}, Fetcher: c.Fetcher(), Interval: time.Hour, FetchTimeout: 10 * time.Minute})
 	if err := reg.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package registry_test
+package refresher_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/scalegen"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // scaleRegistry returns a registry of catalog c with the in-memory Portal
 // and Tool Services of scalegen, not started.
-func scaleRegistry(c *scalegen.Catalog, f *scalegen.Fetcher) *registry.Registry {
-	return registry.New(registry.Options{
+func scaleRegistry(c *scalegen.Catalog, f *scalegen.Fetcher) *refresher.Registry {
+	return refresher.New(refresher.Options{
 		Source:       scalegen.Source{Listing: c.Listing},
 		Fetcher:      f,
 		Interval:     time.Hour,
@@ -35,7 +36,7 @@ func BenchmarkScale(b *testing.B) {
 	for _, n := range sizes {
 		c := scalegen.Generate(n)
 		pairs := float64(c.RouteTools())
-		var reg *registry.Registry
+		var reg *refresher.Registry
 		f := c.Fetcher()
 
 		b.Run(fmt.Sprintf("routes=%d/build", n), func(b *testing.B) {
@@ -143,7 +144,7 @@ func BenchmarkScale(b *testing.B) {
 }
 
 // checkServed fails b unless every route of c is served with all its tools.
-func checkServed(b *testing.B, reg *registry.Registry, c *scalegen.Catalog) {
+func checkServed(b *testing.B, reg *refresher.Registry, c *scalegen.Catalog) {
 	b.Helper()
 	for _, rt := range c.Listing.Routes {
 		_, s, ok := reg.Lookup(rt.Path())
@@ -154,7 +155,7 @@ func checkServed(b *testing.B, reg *registry.Registry, c *scalegen.Catalog) {
 }
 
 // snapshots returns the current snapshot of every route.
-func snapshots(reg *registry.Registry, c *scalegen.Catalog) map[string]*registry.Snapshot {
+func snapshots(reg *refresher.Registry, c *scalegen.Catalog) map[string]*registry.Snapshot {
 	m := make(map[string]*registry.Snapshot, len(c.Listing.Routes))
 	for _, rt := range c.Listing.Routes {
 		m[rt.Key] = reg.Snapshot(rt.Key)

@@ -1,4 +1,4 @@
-package registry_test
+package refresher_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/scalegen"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
 // TestRefreshRebuildsOnlyAffectedRoutes changes Tool Services between two
@@ -48,7 +49,7 @@ func TestRefreshRebuildsOnlyAffectedRoutes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := c.Fetcher()
-			reg := registry.New(registry.Options{Source: scalegen.Source{Listing: c.Listing}, Fetcher: f, Interval: time.Hour})
+			reg := refresher.New(refresher.Options{Source: scalegen.Source{Listing: c.Listing}, Fetcher: f, Interval: time.Hour})
 			if err := reg.Start(context.Background()); err != nil {
 				t.Fatal(err)
 			}
