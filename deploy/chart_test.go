@@ -57,6 +57,22 @@ var valueSets = []struct {
 		},
 		kinds: map[string]int{"Deployment": 1, "Service": 2, "ConfigMap": 2, "PodDisruptionBudget": 1, "ServiceMonitor": 1},
 	},
+	{
+		name:  "sidecar identity",
+		files: []string{identityValues},
+		kinds: map[string]int{"Deployment": 1, "Service": 1, "ConfigMap": 3, "PodDisruptionBudget": 1, "ServiceAccount": 1},
+	},
+	{
+		name:      "gateway identity, notifications tuned",
+		files:     []string{identityValues},
+		overrides: map[string]any{"mode": "gateway", "notifications": map[string]any{"maxStreams": 500, "maxStreamsPerClient": 5}},
+		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1},
+	},
+	{
+		name:      "gateway, notifications off",
+		overrides: map[string]any{"notifications": map[string]any{"enabled": false}},
+		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1},
+	},
 }
 
 func TestChart(t *testing.T) {
@@ -87,6 +103,7 @@ func checkChart(r reporter, o *objects, info cmdInfo, envoyVersion string) {
 	c.serviceMonitors()
 	c.monitoring()
 	c.bootstrap()
+	c.identityWiring()
 }
 
 // chartCheck checks one rendering.
@@ -692,6 +709,7 @@ func (c *chartCheck) bootstrap() {
 	} {
 		c.toolmeshCluster(where, f, tc.cluster, tc.sub, envoy)
 	}
+	c.notificationsWiring(where, f, envoy)
 }
 
 // toolmeshCluster checks that a bootstrap cluster reaches the toolmesh

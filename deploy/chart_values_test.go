@@ -27,6 +27,17 @@ func TestChartRejects(t *testing.T) {
 		{"listen address in config", map[string]any{"config": map[string]any{"extprocListen": "0.0.0.0:1"}}, "config.extprocListen is set by the chart"},
 		{"heap from an unusable memory limit", map[string]any{"envoy": map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "1.5Gi"}}}}, "envoy.overload.maxHeapBytes"},
 		{"heap without a memory limit", map[string]any{"envoy": map[string]any{"resources": map[string]any{"limits": nil}}}, "envoy.overload.maxHeapBytes"},
+		{"approval key inline", map[string]any{"approval": map[string]any{"existingSecret": "keys", "keys": []any{map[string]any{"id": "k1", "secretKey": "k1", "secret": "0123456789abcdef"}}}}, "secret"},
+		{"approval key from a path", map[string]any{"approval": map[string]any{"existingSecret": "keys", "keys": []any{map[string]any{"id": "k1", "file": "/run/k1"}}}}, "file"},
+		{"approval keys without their Secret", map[string]any{"approval": map[string]any{"keys": []any{map[string]any{"id": "k1", "secretKey": "k1"}}}}, "approval.existingSecret"},
+		{"approval rules without keys", map[string]any{"approval": map[string]any{"routes": map[string]any{"core": map[string]any{"tools": []any{"delete_*"}}}}}, "need approval.keys"},
+		{"approval in config", map[string]any{"config": map[string]any{"approval": map[string]any{}}}, "config.approval: use the chart value"},
+		{"auth in config", map[string]any{"config": map[string]any{"auth": map[string]any{}}}, "config.auth: use the chart value auth"},
+		{"notification addresses in config", map[string]any{"config": map[string]any{"notificationsAddresses": []any{"x:1"}}}, "config.notificationsAddresses"},
+		{"credentials without their Secret", map[string]any{"upstreamAuth": map[string]any{"credentials": map[string]any{"tok": "tok"}}}, "upstreamAuth.existingSecret"},
+		{"credential named twice", map[string]any{"config": map[string]any{"credentials": map[string]any{"tok": map[string]any{"env": "TOK"}}},
+			"upstreamAuth": map[string]any{"existingSecret": "s", "credentials": map[string]any{"tok": "tok"}}}, "credential tok is in both"},
+		{"TLS Secret key that is a path", map[string]any{"downstreamTLS": map[string]any{"existingSecret": "tls", "certKey": "../tls.crt"}}, "certKey"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := renderManifests(nil, tc.values)

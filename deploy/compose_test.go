@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -207,7 +208,7 @@ func TestCompose(t *testing.T) {
 		if sub != "xds" && sub != "extproc" {
 			t.Errorf("%s runs %s", name, sub)
 		}
-		for _, f := range []string{"xds-listen", "extproc-listen", "admin-listen"} {
+		for _, f := range []string{"xds-listen", "extproc-listen", "admin-listen", "notifications-listen"} {
 			if a, ok := flags[f]; ok {
 				m.listen(t, name, name+" "+f, a)
 			}
@@ -270,6 +271,20 @@ func (m *composeModel) checkToolmeshConfig(t *testing.T, info cmdInfo, name stri
 		t.Errorf("%s: redis %q is not the redis service", src, cfg["redis"])
 	} else if port := u.Port(); port != "" && port != strconv.Itoa(redisPort) {
 		t.Errorf("%s: redis port %s", src, port)
+	}
+	// Change notifications: Envoy reaches the notifications server of
+	// toolmesh-extproc at the address xds programs (ADR 0012).
+	addrs, _ := cfg["notificationsAddresses"].([]any)
+	if len(addrs) != 1 {
+		t.Errorf("%s: notificationsAddresses %v, want the toolmesh-extproc notifications server", src, cfg["notificationsAddresses"])
+	}
+	for _, a := range addrs {
+		host, port := splitHostPort(t, src+" notificationsAddresses", fmt.Sprint(a))
+		if _, ok := m.cf.Services[host]; !ok {
+			t.Errorf("%s: notificationsAddresses %v: %s is not a service", src, a, host)
+		} else if what := m.listens[m.netns(host)][port]; what != "toolmesh-extproc notifications-listen" {
+			t.Errorf("%s: notificationsAddresses %v, where %q listens, not toolmesh-extproc --notifications-listen", src, a, what)
+		}
 	}
 	// The Portal is mounted, valid, and its Tool Services are services.
 	portal := m.volumeSource(t, name, cfg["portal"].(string))

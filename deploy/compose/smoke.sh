@@ -12,7 +12,11 @@
 #      (Envoy admin /stats: control_plane.connected_state, and the xDS
 #      cluster's upstream_cx_total, upstream_rq_total and
 #      upstream_cx_destroy_remote_with_active_rq did not grow);
-#   4. stops the demo Tool Services and probes a call to an unreachable one.
+#   4. stops the demo Tool Services and probes a call to an unreachable one;
+#   5. opens a change-notification stream of each era (a 2026-07-28
+#      subscriptions/listen POST, which must start with its acknowledgement,
+#      and a legacy GET, which must carry a keep-alive comment within 20s),
+#      each cut by curl's --max-time.
 # It needs Docker with Compose v2, Go and curl, and takes about five minutes
 # after the images are built. README.md beside this file says more.
 #
@@ -178,4 +182,29 @@ log "stopping ${TOOLS_SERVICE} and calling one of its tools"
 "${replay[@]}" --probe unreachable || fail "a call to an unreachable Tool Service"
 "${compose[@]}" start "${TOOLS_SERVICE}" >/dev/null
 
-log "passed: contract examples, timeout, 2 MiB body, ${idle}s idle ADS stream, unreachable Tool Service against ${want_image}"
+# --- 5. change-notification streams ------------------------------------------
+
+# open_stream NAME SECONDS CURL_ARGS...: opens a stream on /mcp/ROUTE through
+# Envoy and keeps what arrives in SECONDS. A stream does not end by itself,
+# so curl's --max-time (exit 28) is the expected end.
+open_stream() {
+	local name="$1" seconds="$2" rc=0
+	shift 2
+	curl -sS -N --max-time "${seconds}" -D "${tmp}/${name}.headers" -o "${tmp}/${name}.body" \
+		"$@" "http://${MCP_ADDR}/mcp/${ROUTE}" 2>"${tmp}/${name}.err" || rc=$?
+	((rc == 0 || rc == 28)) || fail "${name} stream: curl exit ${rc}: $(cat "${tmp}/${name}.err")"
+	grep -Eq '^HTTP/[0-9.]+ 200' "${tmp}/${name}.headers" ||
+		fail "${name} stream: $(head -n 1 "${tmp}/${name}.headers"), want 200 (is notificationsAddresses set?)"
+	grep -iq '^content-type: text/event-stream' "${tmp}/${name}.headers" || fail "${name} stream: not text/event-stream"
+}
+log "opening a subscriptions/listen stream (2026-07-28) on /mcp/${ROUTE}"
+open_stream listen 5 -X POST -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+	-H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: subscriptions/listen' \
+	--data '{"jsonrpc":"2.0","id":"smoke","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true}}}'
+grep -q 'notifications/subscriptions/acknowledged' "${tmp}/listen.body" ||
+	fail "the subscriptions/listen stream did not start with its acknowledgement: $(head -c 300 "${tmp}/listen.body")"
+log "opening a legacy GET stream on /mcp/${ROUTE}; its first bytes are a keep-alive comment (notificationsKeepAlive, 15s)"
+open_stream legacy 20 -H 'Accept: text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25'
+grep -q '^:' "${tmp}/legacy.body" || fail "the legacy GET stream carried no keep-alive comment in 20s"
+
+log "passed: contract examples, timeout, 2 MiB body, ${idle}s idle ADS stream, unreachable Tool Service, change-notification streams against ${want_image}"

@@ -134,4 +134,138 @@ limit, leaving room for what the fixed_heap monitor does not count. */}}
 {{- fail (printf "config.%s is set by the chart (ports.*, redis.*)" $k) }}
 {{- end }}
 {{- end }}
+{{- range $k, $value := dict "notificationsListen" "notifications.enabled" "notificationsAddresses" "notifications.enabled" "notificationsMaxStreams" "notifications.maxStreams" "notificationsMaxStreamsPerClient" "notifications.maxStreamsPerClient" "notificationsKeepAlive" "notifications.keepAlive" "resourceBase" "resourceBase" "auth" "auth" "policies" "policies" "upstreamAuth" "upstreamAuth.services" "approval" "approval.*" "downstreamTLS" "downstreamTLS.*" }}
+{{- if hasKey $.Values.config $k }}
+{{- fail (printf "config.%s: use the chart value %s" $k $value) }}
+{{- end }}
+{{- end }}
+{{- with .Values.upstreamAuth }}
+{{- if and .credentials (not .existingSecret) }}
+{{- fail "upstreamAuth.credentials needs upstreamAuth.existingSecret, the Secret holding them" }}
+{{- end }}
+{{- range $name, $key := .credentials }}
+{{- if hasKey (default (dict) $.Values.config.credentials) $name }}
+{{- fail (printf "credential %s is in both config.credentials and upstreamAuth.credentials" $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.approval }}
+{{- if and .keys (not .existingSecret) }}
+{{- fail "approval.keys needs approval.existingSecret, the Secret holding the keys" }}
+{{- end }}
+{{- if and (or .routes .default .ttl) (not .keys) }}
+{{- fail "approval.routes, approval.default and approval.ttl need approval.keys" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Where the chart mounts the Secrets the identity values name. */}}
+{{- define "toolmesh.upstreamCredentialsDir" -}}/etc/toolmesh/upstream-credentials{{- end }}
+{{- define "toolmesh.approvalKeysDir" -}}/etc/toolmesh/approval{{- end }}
+{{- define "toolmesh.downstreamTLSDir" -}}/etc/envoy-tls{{- end }}
+
+{{/* The config file fields the chart sets from its own values
+(notifications, identity), as YAML. Secrets appear only as file paths. */}}
+{{- define "toolmesh.configFromValues" -}}
+{{- $v := .Values }}
+{{- $out := dict }}
+{{- if $v.notifications.enabled }}
+{{- $host := ternary "127.0.0.1" (include "toolmesh.extprocHost" .) (eq $v.mode "sidecar") }}
+{{- $_ := set $out "notificationsAddresses" (list (printf "%s:%d" $host (int $v.ports.notifications))) }}
+{{- $_ := set $out "notificationsMaxStreams" (int64 $v.notifications.maxStreams) }}
+{{- $_ := set $out "notificationsMaxStreamsPerClient" (int64 $v.notifications.maxStreamsPerClient) }}
+{{- with $v.notifications.keepAlive }}
+{{- $_ := set $out "notificationsKeepAlive" . }}
+{{- end }}
+{{- end }}
+{{- with $v.resourceBase }}
+{{- $_ := set $out "resourceBase" . }}
+{{- end }}
+{{- with $v.auth }}
+{{- $_ := set $out "auth" . }}
+{{- end }}
+{{- with $v.policies }}
+{{- $_ := set $out "policies" . }}
+{{- end }}
+{{- with $v.upstreamAuth.services }}
+{{- $_ := set $out "upstreamAuth" . }}
+{{- end }}
+{{- with $v.upstreamAuth.credentials }}
+{{- $creds := dict }}
+{{- range $name, $key := . }}
+{{- $_ := set $creds $name (dict "file" (printf "%s/%s" (include "toolmesh.upstreamCredentialsDir" $) $key)) }}
+{{- end }}
+{{- $_ := set $out "credentials" $creds }}
+{{- end }}
+{{- with $v.approval.keys }}
+{{- $keys := list }}
+{{- range . }}
+{{- $keys = append $keys (dict "id" .id "file" (printf "%s/%s" (include "toolmesh.approvalKeysDir" $) .secretKey)) }}
+{{- end }}
+{{- $approval := dict "keys" $keys }}
+{{- with $v.approval.ttl }}{{ $_ := set $approval "ttl" . }}{{ end }}
+{{- with $v.approval.routes }}{{ $_ := set $approval "routes" . }}{{ end }}
+{{- with $v.approval.default }}{{ $_ := set $approval "default" . }}{{ end }}
+{{- $_ := set $out "approval" $approval }}
+{{- end }}
+{{- with $v.downstreamTLS.existingSecret }}
+{{- $dir := include "toolmesh.downstreamTLSDir" $ }}
+{{- $_ := set $out "downstreamTLS" (dict "certFile" (printf "%s/%s" $dir $v.downstreamTLS.certKey) "keyFile" (printf "%s/%s" $dir $v.downstreamTLS.keyKey) "clientCAFile" (printf "%s/%s" $dir $v.downstreamTLS.caKey)) }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/* The Secret volumes of a toolmesh container's identity values; call with
+the root context. Only the keys the config file names are projected. */}}
+{{- define "toolmesh.identityVolumes" -}}
+{{- if .Values.upstreamAuth.credentials }}
+- name: upstream-credentials
+  secret:
+    secretName: {{ .Values.upstreamAuth.existingSecret }}
+    items:
+      {{- range $name, $key := .Values.upstreamAuth.credentials }}
+      - key: {{ $key }}
+        path: {{ $key }}
+      {{- end }}
+{{- end }}
+{{- if .Values.approval.keys }}
+- name: approval-keys
+  secret:
+    secretName: {{ .Values.approval.existingSecret }}
+    items:
+      {{- range .Values.approval.keys }}
+      - key: {{ .secretKey }}
+        path: {{ .secretKey }}
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Their mounts. */}}
+{{- define "toolmesh.identityMounts" -}}
+{{- if .Values.upstreamAuth.credentials }}
+- name: upstream-credentials
+  mountPath: {{ include "toolmesh.upstreamCredentialsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.approval.keys }}
+- name: approval-keys
+  mountPath: {{ include "toolmesh.approvalKeysDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Envoy's downstream TLS Secret volume. */}}
+{{- define "toolmesh.downstreamTLSVolume" -}}
+{{- with .Values.downstreamTLS }}
+{{- if .existingSecret }}
+- name: downstream-tls
+  secret:
+    secretName: {{ .existingSecret }}
+    items:
+      {{- range $k := list .certKey .keyKey .caKey | uniq }}
+      - key: {{ $k }}
+        path: {{ $k }}
+      {{- end }}
+{{- end }}
+{{- end }}
 {{- end }}

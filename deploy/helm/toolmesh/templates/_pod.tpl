@@ -14,6 +14,9 @@
     - --config=/etc/toolmesh/config.yaml
     {{- if eq .command "extproc" }}
     - --extproc-listen={{ .listen }}:{{ .grpcPort }}
+    {{- if $ctx.Values.notifications.enabled }}
+    - --notifications-listen={{ .listen }}:{{ $ctx.Values.ports.notifications }}
+    {{- end }}
     {{- else }}
     - --xds-listen={{ .listen }}:{{ .grpcPort }}
     - --envoy-listen=0.0.0.0:{{ $ctx.Values.ports.mcp }}
@@ -59,6 +62,11 @@
     - name: {{ .adminPortName }}
       containerPort: {{ .adminPort }}
       protocol: TCP
+    {{- if and (eq .command "extproc") $ctx.Values.notifications.enabled }}
+    - name: notifications
+      containerPort: {{ $ctx.Values.ports.notifications }}
+      protocol: TCP
+    {{- end }}
   # Liveness asks only whether the process answers; readiness whether it has
   # a route snapshot and its gRPC server is SERVING (see docs/operators.md).
   livenessProbe:
@@ -89,6 +97,9 @@
     - name: portal
       mountPath: /etc/toolmesh/portal
       readOnly: true
+    {{- end }}
+    {{- with include "toolmesh.identityMounts" $ctx }}
+    {{- . | nindent 4 }}
     {{- end }}
 {{- end }}
 
@@ -150,6 +161,13 @@
     - name: envoy-bootstrap
       mountPath: /etc/envoy
       readOnly: true
+    {{- if $ctx.Values.downstreamTLS.existingSecret }}
+    # downstreamTLS: Envoy reads these files itself and re-reads them when
+    # the Secret rotates.
+    - name: downstream-tls
+      mountPath: {{ include "toolmesh.downstreamTLSDir" $ctx }}
+      readOnly: true
+    {{- end }}
 {{- end }}
 
 {{/* Pod fields shared by every Deployment. Call with (dict "ctx" $
