@@ -243,15 +243,19 @@ func (x *exchange) decodeBody() bool {
 	return true
 }
 
-// router is the router filter: the route is (re)selected now.
+// router is the router filter: the route is (re)selected now. No route and
+// a direct response are local replies of the router like an unknown
+// cluster: callbacks_->sendLocalReply in Filter::decodeHeaders
+// (source/common/router/router.cc), so they go through the encoder filters
+// (rules.go, "Local replies and ext_proc").
 func (x *exchange) router() {
 	rt := x.currentRoute()
 	switch {
 	case rt == nil:
 		x.flags |= flagNR
-		x.sendLocalReply(localReply{code: 404, details: detailsRouteNotFound})
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: detailsRouteNotFound})
 	case rt.kind == kindDirect:
-		x.sendLocalReply(localReply{
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
 			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
 			extra: func(h *headerMap) { x.finalizeResponseHeaders(rt, h) },
 		})

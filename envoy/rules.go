@@ -570,11 +570,13 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // the removal also covers the downstream filter, not only the upstream
 // filter chain the PR names, was read from the source, not run [verify].
 // The local data plane sends the router's replies (upstream timeout,
-// reset, overflow, no healthy upstream, unknown cluster) via the filter
-// chain (exchange.go sendLocalReplyViaFilterChain); its other local replies
-// (404 no route, 413, direct responses) still go out directly without
-// ext_proc, which toolmesh's extproc server, answering such requests
-// itself, does not observe. A local reply once response headers exist but
+// reset, overflow, no healthy upstream, unknown cluster, no route, direct
+// responses: all callbacks_->sendLocalReply in router.cc
+// Filter::decodeHeaders and the upstream callbacks) via the filter chain
+// (exchange.go sendLocalReplyViaFilterChain); its other local replies (413
+// over the buffer limit) still go out directly without ext_proc, which
+// toolmesh's extproc server, answering such requests itself, does not
+// observe. A local reply once response headers exist but
 // were not sent (a filter holding them for a BUFFERED body) goes out
 // directly (sendDirectLocalReply), bypassing the filters. The codec and
 // path-normalization replies of checkDownstream also go through the HCM

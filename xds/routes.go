@@ -20,7 +20,18 @@ import (
 //     the same reply that rewrites :path and clears the route cache. Per
 //     route: timeout = cluster.requestTimeout, Host rewritten to the Tool
 //     Service's authority, the routing header removed before forwarding.
-//  2. one route per Portal route: exact publicPath → 500 with a JSON-RPC
+//  2. any path with header x-toolmesh-cluster present but naming no route
+//     of 1 → 503 (pendingBody). The registry of an extproc server and the
+//     xDS server do not swap in lockstep: a Tool Service added to the
+//     Portal can be routed to by the extproc server before this Envoy has
+//     its route (the xDS push is debounced, and another replica may refresh
+//     first). Without this route such a call fell through to 5 and got a
+//     404 "no MCP route"; now it is a local reply (router.cc
+//     Filter::decodeHeaders → sendLocalReply) that local_reply_config
+//     turns into the call's "tool T failed: unavailable" result, the same
+//     answer as a Tool Service that is briefly down, and the extproc server
+//     counts it unavailable (localreply.go).
+//  3. one route per Portal route: exact publicPath → 500 with a JSON-RPC
 //     error. It is what Envoy first matches for POST /mcp/{route}; ext_proc
 //     runs before the router, so the direct response is only reached when the
 //     extproc server let a request through without routing it (a bug).
@@ -28,13 +39,13 @@ import (
 //     carries the request body limit: the largest maxRequestBytes of the
 //     route's Tool Services, set only where it differs from the virtual
 //     host's Options.MaxRequestBytes.
-//  3. prefix "/.well-known/oauth-protected-resource/" → 404 with a JSON-RPC
+//  4. prefix "/.well-known/oauth-protected-resource/" → 404 with a JSON-RPC
 //     error. The extproc server answers these GETs itself in the
 //     request-headers phase: a route's protected-resource metadata (RFC 9728
 //     section 3.1, the well-known suffix inserted before its public path),
-//     or 404 for a route without authentication. As with 2, the direct
+//     or 404 for a route without authentication. As with 3, the direct
 //     response is reached only if the extproc server let one through.
-//  4. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
+//  5. catch-all prefix "/" → 404 with a JSON-RPC error (unknown route).
 //     The extproc server answers such requests itself, before the router
 //     runs (the ext_proc filter is on every route): a 404 that names the path
 //     and, for a POST with a body, echoes the request's JSON-RPC id, which a
@@ -57,6 +68,7 @@ const (
 
 	unroutedBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"request was not routed by the toolmesh extproc server"}}`
 	notFoundBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"no MCP route at this path"}}`
+	pendingBody  = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the Tool Service has no route on this Envoy yet; retry"}}`
 
 	// protectedResourcePrefix is where the extproc server answers each
 	// route's protected-resource metadata (extproc/authn.MetadataPrefix).
@@ -67,13 +79,20 @@ const (
 // buildRouteConfig builds the route configuration of these Tool Services
 // and Portal routes; bodyLimits are the routes' request body limits.
 func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, opts Options) *routev3.RouteConfiguration {
-	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+2)
+	routes := make([]*routev3.Route, 0, len(ups)+len(prs)+4)
 	if opts.Notifications != nil {
 		routes = append(routes, notificationsRoute())
 	}
 	for _, u := range ups {
 		routes = append(routes, toolServiceRoute(u))
 	}
+	routes = append(routes, directJSON("cluster_pending", &routev3.RouteMatch{
+		PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+		Headers: []*routev3.HeaderMatcher{{
+			Name:                 registry.ClusterHeader,
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true},
+		}},
+	}, 503, pendingBody))
 	for i, p := range prs {
 		rt := directJSON("unrouted "+p.path,
 			&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: p.path}}, 500, unroutedBody)

@@ -38,6 +38,10 @@ type hooks struct {
 	// extProcStream, when set, intercepts every ext_proc stream, so a test
 	// can count the messages a request costs.
 	extProcStream grpc.StreamServerInterceptor
+	// xdsGate, when set, is asked before each xDS push after the first;
+	// false skips it, so a test can hold Envoy's routes behind the
+	// registry's.
+	xdsGate func() bool
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.

@@ -85,6 +85,7 @@ type app struct {
 	upstreamAuth atomic.Pointer[extproc.UpstreamAuth]
 
 	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
+	xdsGate       func() bool                  // tests only (hooks)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -149,7 +150,7 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 	client := newHTTPClient()
 	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return err
 	}
@@ -441,7 +442,7 @@ func (a *app) follow(ctx context.Context, changes <-chan struct{}) {
 			return
 		case <-changes:
 		}
-		if a.xdsDebounce != nil {
+		if a.xdsDebounce != nil && (a.xdsGate == nil || a.xdsGate()) {
 			a.xdsDebounce.Schedule(a.reg.Routes())
 		}
 		a.setHealth()
