@@ -1,5 +1,7 @@
 package e2e
 
+//lint:file-ignore SA1019 sampling and roots are deprecated from protocol 2026-07-28 on, but legacy-era servers still ask for them, and relaying them is what this file tests.
+
 import (
 	"bufio"
 	"bytes"
