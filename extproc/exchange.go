@@ -87,6 +87,7 @@ type exchange struct {
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
+	relayed     bool              // a client's answer routed to a federated server (relay.go)
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).
@@ -197,6 +198,9 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if x.relayed {
+			return x.relayResponseHeaders(r.ResponseHeaders)
+		}
 		if !x.routed {
 			// Nothing was routed, so there is nothing to translate.
 			return responseHeadersResponse(&extprocv3.CommonResponse{})

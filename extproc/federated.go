@@ -65,13 +65,19 @@ type fedCall struct {
 	// callerHeaders are the forwarded claims in headers: they describe one
 	// caller, so the shared session's handshake does not send them.
 	callerHeaders []string
-	session       string // the gateway's Mcp-Session-Id sent, "" for none
-	status        int    // the client's HTTP status when not 200
+	session       string     // the gateway's Mcp-Session-Id sent, "" for none
+	caps          clientCaps // the client capabilities its session declares
+	status        int        // the client's HTTP status when not 200
 	sse           *sseTranslator
 }
 
 // translate reports whether the client and the server speak different eras.
 func (f *fedCall) translate() bool { return f.clientEra != f.upEra }
+
+// relays reports whether the server's requests on the answer's stream get
+// relay tokens as ids (relay.go): a legacy server's, to a legacy client,
+// the one that can answer them.
+func (f *fedCall) relays() bool { return f.clientEra == mcp.EraLegacy && f.upEra == mcp.EraLegacy }
 
 // remapped reports whether the request went upstream with another id.
 func (f *fedCall) remapped() bool { return string(f.upID) != string(f.id) }
@@ -83,6 +89,9 @@ func (x *exchange) clientMessage(msg []byte) []byte {
 	msg = bytes.TrimSpace(msg)
 	if f.remapped() && mcp.Member(msg, "method") == nil && string(mcp.Member(msg, "id")) == string(f.upID) {
 		msg = mcp.SetMember(msg, "id", f.id)
+	}
+	if f.relays() {
+		msg = x.relayRequest(msg)
 	}
 	return x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
 }
@@ -220,38 +229,24 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	up := mcp.UpstreamBody(body, mcp.UpstreamRequest{NamePath: tgt.namePath, Name: tgt.name,
 		ClientEra: era, UpstreamEra: upEra, Client: x.s.clientInfo(), TraceMeta: x.TraceMetaForUpstream()})
 
-	creds, err := x.s.upstreamHeaders(svc)
+	creds, auth, err := x.fedCredentials(svc)
 	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no credentials", slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
 		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
 	}
-	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, upID: id, clientEra: era, body: up, headers: http.Header{}}
-	for _, k := range sortedKeys(creds) {
-		f.headers.Set(k, creds[k])
-	}
-	if svc.ForwardAuthorization {
-		if v := firstHeader(x.headers, "authorization"); v != "" {
-			f.headers.Set("Authorization", v)
-		}
-	}
-	// The config file's upstreamAuth entry, set last, wins over the
-	// Portal's headers for the same header (upstreamauth.go).
-	auth, err := x.upstreamCredentials(svc.Name)
-	if err != nil {
-		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no credentials", slog.String("request_id", x.requestID),
-			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
-		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
-	}
-	for _, k := range sortedKeys(auth) {
-		f.headers.Set(k, auth[k])
-	}
+	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, upID: id, clientEra: era, body: up, headers: creds}
 	f.callerHeaders = x.claimHeaderNames(svc.Name)
 	f.headers.Set(mcp.HeaderProtocolVersion, upVersion)
 	if upEra == mcp.EraLegacy {
+		key := sessionKeyOf(svc, upVersion)
+		if era == mcp.EraLegacy {
+			key.caps = capsOf(body) // what the client says it answers (relay.go)
+		}
+		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
-		sid, err := x.s.sessions.get(ctx, sessionKeyOf(svc, upVersion), func(ctx context.Context) (string, error) {
-			return x.s.upstreamClient().OpenSession(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion)
+		sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
+			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.declare())
 		})
 		cancel()
 		if err != nil {
@@ -380,7 +375,7 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		// need translating or the result filtering; otherwise the body
 		// passes without ext_proc.
 		resp.ModeOverride = passThroughOverride()
-		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() {
+		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = &sseTranslator{fn: x.fedStreamMessage}
 			resp.ModeOverride = streamOverride()
 		}
@@ -518,12 +513,13 @@ func excerpt(b []byte) string {
 func (x *exchange) reissue() *extprocv3.ProcessingResponse {
 	f := x.fed
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
+	key.caps = f.caps
 	x.s.sessions.invalidate(key, f.session)
 	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-		return x.s.upstreamClient().OpenSession(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version)
+		return x.s.upstreamClient().OpenSessionWith(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version, key.caps.declare())
 	})
 	if err == nil {
 		h := f.headers.Clone()

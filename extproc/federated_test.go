@@ -398,7 +398,7 @@ func routeCall(t *testing.T, env *testEnv, body string, extra ...string) (*envoy
 // TestFederatedSharedSessionIDs: requests sent in the gateway's shared
 // legacy session carry ids of the gateway, distinct even when clients
 // chose the same id, and each client gets the response with its own id
-// back, as JSON or streamed; other messages of a stream keep their ids.
+// back, as JSON or streamed; the server's requests get relay ids.
 func TestFederatedSharedSessionIDs(t *testing.T) {
 	ls := newLegacyServer(t)
 	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
@@ -423,9 +423,15 @@ func TestFederatedSharedSessionIDs(t *testing.T) {
 	ask := `{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}`
 	r = b.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
 		Body: []byte("data: " + ask + "\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + idB + ",\"result\":{\"content\":[]}}\n\n"), EndOfStream: true}}})
-	want := "data: " + ask + "\n\n" + `data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n\n"
-	if got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()); got != want {
-		t.Errorf("stream\n got %q\nwant %q", got, want)
+	// The server's request gets a relay id (relay.go), not the client's.
+	got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+	first, rest, _ := strings.Cut(got, "\n\n")
+	if m := []byte(strings.TrimPrefix(first, "data: ")); string(mcp.Member(m, "method")) != `"sampling/createMessage"` ||
+		!strings.HasPrefix(string(mcp.Member(m, "id")), `"tmr1.`) {
+		t.Errorf("the server's request %s, want sampling/createMessage with a relay id", first)
+	}
+	if want := `data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n\n"; rest != want {
+		t.Errorf("stream after the request\n got %q\nwant %q", rest, want)
 	}
 }
 

@@ -232,6 +232,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if out.Listen != nil {
 		return x.listen(out.Listen) // listen.go
 	}
+	if out.Answer != nil {
+		return x.relayAnswer(out.Answer, body, out.Reply) // relay.go
+	}
 	if out.Reply != nil || out.Call == nil {
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))

@@ -43,6 +43,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -144,6 +145,9 @@ type Server struct {
 	// approval is the approval configuration in force (approval.go); nil:
 	// no call needs approval. Swapped whole by SetApproval.
 	approval atomic.Pointer[approval.Approver]
+	// relayKeys mint and open the ids of federated servers' requests to
+	// the client (relay.go); never nil. Swapped whole by SetRelayKeys.
+	relayKeys atomic.Pointer[relay.Keys]
 }
 
 // upstreamHeaders returns a federated server's configured header values.
@@ -240,7 +244,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		return nil, fmt.Errorf("extproc: %w", err)
 	}
 	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		tracer:  newTracer(cfg.TracerProvider),
 		proto:   mcp.NewServer(cfg.MCP),
@@ -248,7 +252,9 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		log:     log,
 		metrics: m,
 		client:  upstream.New(upstream.Options{MaxBytes: cfg.MaxResponseBytes}),
-	}, nil
+	}
+	s.relayKeys.Store(relay.Generate()) // one replica only, until SetRelayKeys
+	return s, nil
 }
 
 // Register registers the ExternalProcessor service on gs. Create gs with

@@ -11,13 +11,19 @@ import (
 )
 
 // Legacy sessions owned by the gateway (docs/decisions/0006-federated-mcp-servers.md):
-// one per replica, MCP server and protocol version, never per client,
+// one per replica, MCP server, protocol version and set of client
+// capabilities declared (relay.go), never per client,
 // opened on the first call that needs it, shared by every later call, and
 // replaced when the server answers 404 for it. Reading an open session is
 // an atomic load; only opening one takes the slot's lock, so concurrent
 // first calls open one session, not many.
 
-type sessionKey struct{ service, url, version string }
+// caps are the client capabilities the session declares (relay.go): a
+// session is shared only by clients that answer the same requests.
+type sessionKey struct {
+	service, url, version string
+	caps                  clientCaps
+}
 
 func sessionKeyOf(svc registry.ToolService, version string) sessionKey {
 	return sessionKey{service: svc.Name, url: svc.URL, version: version}

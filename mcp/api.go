@@ -187,12 +187,21 @@ type Call struct {
 }
 
 // Outcome is what Handle decided: exactly one of Reply, Call, Forward and
-// Listen is set.
+// Listen is set. Answer comes only with a 202 Reply.
 type Outcome struct {
 	Reply   *Reply
 	Call    *Call
 	Forward *Forward
 	Listen  *Listen
+	Answer  *Answer
+}
+
+// Answer is a client's JSON-RPC response (result or error) with a string id:
+// it may answer a request a federated server sent through the gateway. The
+// caller decides; what it does not deliver gets the Reply (202) and is
+// dropped, as every other response a client sends.
+type Answer struct {
+	ID json.RawMessage // exact bytes of the id
 }
 
 // Failure says how a routed call failed before a Tool Service answered.

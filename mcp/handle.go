@@ -178,6 +178,9 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	}
 	if m.method == nil {
 		if m.response {
+			if isString(id) {
+				return Outcome{Reply: accepted(), Answer: &Answer{ID: id}} // maybe a relayed request's (Answer)
+			}
 			return reply(accepted()) // a client's response to nothing we asked
 		}
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method is missing")

@@ -214,6 +214,12 @@ type Config struct {
 	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
 	// []}}, "default": {...}}. Reloaded on SIGHUP.
 	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// RelayKeys are the HMAC keys of the ids given to federated legacy
+	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
+	// approval.keys (the first signs, every one verifies). Every replica
+	// needs the same keys; unset, a key is generated at start, which fits a
+	// single replica only. Reloaded on SIGHUP.
+	RelayKeys []ApprovalKey `json:"relayKeys,omitempty"`
 	// NotificationsListen is the address of the notifications HTTP server
 	// that serves change-notification streams (subscriptions/listen, and
 	// the legacy GET stream) in `run` and `extproc`; Envoy reaches it through
@@ -580,6 +586,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if _, err := c.Approval.build(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := buildRelayKeys(c.RelayKeys); err != nil {
 		errs = append(errs, err)
 	}
 	if err := authn.Validate(c.ResourceBase, c.Auth); err != nil {

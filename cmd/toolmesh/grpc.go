@@ -71,6 +71,11 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return err
 	}
 	srv.SetApproval(ap)
+	rk, err := buildRelayKeys(a.cfg.RelayKeys)
+	if err != nil {
+		return err
+	}
+	srv.SetRelayKeys(rk)
 	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}

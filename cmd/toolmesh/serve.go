@@ -507,6 +507,7 @@ func (a *app) reloadBlocks() {
 	}
 	a.reloadAuth(cfg)
 	a.reloadApproval(cfg)
+	a.reloadRelayKeys(cfg)
 	a.reloadUpstreamAuth(cfg)
 	a.reloadPolicies(cfg)
 }

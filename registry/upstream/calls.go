@@ -15,9 +15,17 @@ import (
 // OpenSession runs the legacy handshake (initialize at version, then
 // notifications/initialized) against endpoint and returns the
 // Mcp-Session-Id the server issued, "" when it issues none. The session is
-// left open: the caller owns it.
+// left open: the caller owns it. The session declares no client
+// capabilities.
 func (c *Client) OpenSession(ctx context.Context, endpoint string, headers map[string]string, version string) (string, error) {
-	s := &session{c: c, endpoint: endpoint, headers: headers}
+	return c.OpenSessionWith(ctx, endpoint, headers, version, nil)
+}
+
+// OpenSessionWith is OpenSession declaring caps as the client's
+// capabilities in initialize (nil: none). The caller declares only what the
+// clients the session serves can answer.
+func (c *Client) OpenSessionWith(ctx context.Context, endpoint string, headers map[string]string, version string, caps map[string]any) (string, error) {
+	s := &session{c: c, endpoint: endpoint, headers: headers, caps: caps}
 	if _, err := s.initialize(ctx, version); err != nil {
 		return "", err
 	}

@@ -127,6 +127,7 @@ type session struct {
 	nextID   int64
 	ttl      *time.Duration
 	scope    string
+	caps     map[string]any // client capabilities declared in initialize; nil: none
 }
 
 // discover settles the era: server/discover, else initialize.
@@ -212,8 +213,12 @@ func bestLegacy(versions []string) string {
 // notifications/initialized.
 func (s *session) initialize(ctx context.Context, version string) (*Listing, error) {
 	s.era, s.version = mcp.EraLegacy, ""
+	caps := s.caps
+	if caps == nil {
+		caps = map[string]any{}
+	}
 	raw, err := s.call(ctx, "initialize", mcp.InitializeParams{
-		ProtocolVersion: version, Capabilities: map[string]any{}, ClientInfo: s.c.opts.ClientInfo,
+		ProtocolVersion: version, Capabilities: caps, ClientInfo: s.c.opts.ClientInfo,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,255 @@
+package extproc
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Requests a federated legacy MCP server sends to the client on an
+// answer's event stream (sampling/createMessage, elicitation/create,
+// roots/list; docs/decisions/0006-federated-mcp-servers.md, "Requests of
+// legacy servers to the client"). The gateway keeps no state for them:
+// the request's id becomes a relay token (extproc/relay) naming the route,
+// the server, the upstream session and the server's id, and the client's
+// answer, a POST of a JSON-RPC response with that id, is routed by the
+// token alone to the server's cluster, on whichever replica it lands.
+
+// SetRelayKeys puts the relay token keys in force; nil keeps the ones in
+// force. New starts with a key generated at start, which only this replica
+// knows.
+func (s *Server) SetRelayKeys(k *relay.Keys) {
+	if k != nil {
+		s.relayKeys.Store(k)
+	}
+}
+
+// relayRequest gives a request of the server (a message with method and id)
+// a relay token as id. A request whose token cannot be minted keeps its id:
+// its answer then cannot be delivered, as before relaying existed.
+func (x *exchange) relayRequest(msg []byte) []byte {
+	if mcp.Member(msg, "method") == nil {
+		return msg
+	}
+	id := mcp.Member(msg, "id")
+	if id == nil {
+		return msg // a notification
+	}
+	f, keys := x.fed, x.s.relayKeys.Load()
+	if keys == nil { // a Server not made by New
+		return msg
+	}
+	tok, err := keys.Mint(relay.Target{Route: x.routeKey, Service: f.svc.Name,
+		Version: f.headers.Get(mcp.HeaderProtocolVersion), Session: f.session, ID: id, Caller: approval.CallerKey(x.caller)})
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: the server's request cannot be relayed",
+			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
+			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
+		return msg
+	}
+	return mcp.SetMember(msg, "id", tok)
+}
+
+// relayAnswer routes a client's response whose id is a relay token to the
+// server that asked, with the server's id and session restored. Any token
+// that does not verify for this route and caller, or names a server the
+// route no longer has, gets what every other response gets: 202, dropped.
+func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *extprocv3.ProcessingResponse {
+	x.method = methodNone
+	if !relay.Is(a.ID) {
+		return x.answer(accepted, "", "")
+	}
+	keys := x.s.relayKeys.Load()
+	if keys == nil {
+		return x.answer(accepted, "", "")
+	}
+	t, err := keys.Open(a.ID, x.routeKey, approval.CallerKey(x.caller))
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "relayed answer refused", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("error", err.Error()))
+		return x.answer(accepted, "", "")
+	}
+	svc, _, ok := x.snap.MCPService(t.Service)
+	if !ok {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "relayed answer refused: the route has no such MCP server",
+			slog.String("request_id", x.requestID), slog.String("route", x.routeKey), slog.String("service", t.Service))
+		return x.answer(accepted, "", "")
+	}
+	h, auth, err := x.fedCredentials(svc)
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "relayed answer dropped: no credentials", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
+		return x.answer(accepted, "", "")
+	}
+	h.Set(mcp.HeaderProtocolVersion, t.Version)
+	if t.Session != "" {
+		h.Set(mcp.HeaderSessionID, t.Session)
+	}
+	up := mcp.SetMember(body, "id", t.ID)
+	_, _, _, basePath, _ := svc.Endpoint()
+	if basePath == "" {
+		basePath = "/"
+	}
+	set := []*corev3.HeaderValueOption{
+		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
+		setHeader(":path", basePath),
+		setHeader("content-type", contentTypeJSON),
+		setHeader("content-length", strconv.Itoa(len(up))),
+		setHeader("accept", "application/json, text/event-stream"),
+		setHeader(registry.RouteHeader, x.routeKey),
+	}
+	set = append(set, x.traceHeaders()...)
+	for _, k := range sortedHeaderKeys(h) {
+		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
+	}
+	remove := []string{"accept-encoding", registry.ToolVersionHeader}
+	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	// It ends like a routed call, with the outcome of what came back.
+	x.relayed, x.routed, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+			Response: &extprocv3.CommonResponse{
+				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
+				BodyMutation:    replaceBody(up),
+				ClearRouteCache: true, // honoured because a header mutation comes with it
+			},
+		}},
+	}
+}
+
+// relayResponseHeaders passes the server's answer to a relayed response
+// (202 when it took it) back as it is, without its Mcp-Session-Id: the
+// session is the gateway's. The request's outcome is the status's, as for
+// a call (ok, upstream_4xx, …; Envoy's own 503/504: unavailable, timeout).
+func (x *exchange) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.noteResponseHeaders(h)
+	x.resultSent = true // the body passes as it is
+	switch kind := localReplyKind(h); {
+	case kind != "":
+		x.callOutcome = kind
+	case x.upStatus >= 200 && x.upStatus <= 299:
+		x.callOutcome = callOK
+	case x.upStatus >= 400 && x.upStatus <= 499:
+		x.callOutcome = callUpstream4xx
+	case x.upStatus >= 500 && x.upStatus <= 599:
+		x.callOutcome = callUpstream5xx
+	default:
+		x.callOutcome = callToolError
+	}
+	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		RemoveHeaders: []string{"mcp-session-id"},
+	}})
+}
+
+// fedCredentials are the headers a federated server gets besides the
+// protocol ones: its Portal headers, the client's Authorization when the
+// service forwards it, and the config file's upstreamAuth entry, set last
+// so that it wins for the same header (upstreamauth.go). auth is that
+// entry's part.
+func (x *exchange) fedCredentials(svc registry.ToolService) (h http.Header, auth map[string]string, err error) {
+	creds, err := x.s.upstreamHeaders(svc)
+	if err != nil {
+		return nil, nil, err
+	}
+	h = http.Header{}
+	for _, k := range sortedKeys(creds) {
+		h.Set(k, creds[k])
+	}
+	if svc.ForwardAuthorization {
+		if v := firstHeader(x.headers, "authorization"); v != "" {
+			h.Set("Authorization", v)
+		}
+	}
+	auth, err = x.upstreamCredentials(svc.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, k := range sortedKeys(auth) {
+		h.Set(k, auth[k])
+	}
+	return h, auth, nil
+}
+
+// clientCaps are the client capabilities a legacy session declares: the
+// requests a legacy client said it answers, on its own tools/call. A
+// legacy client declares its capabilities in initialize, which the gateway
+// answers itself and keeps nothing of (it issues no session), so it is
+// known only when the request repeats it in params._meta under the
+// 2026-07-28 member io.modelcontextprotocol/clientCapabilities. The flags
+// keep the number of sessions per server small and declare nothing the
+// gateway cannot pass on (no roots.listChanged: the gateway does not relay
+// the client's notifications; no sampling sub-capabilities).
+type clientCaps uint8
+
+const (
+	capSampling clientCaps = 1 << iota
+	capElicitForm
+	capElicitURL
+	capRoots
+)
+
+// capsOf reads the capabilities a legacy client declared in its request.
+func capsOf(body []byte) clientCaps {
+	c := mcp.Member(mcp.Member(mcp.Member(body, "params"), "_meta"), mcp.MetaClientCapabilities)
+	var caps clientCaps
+	if isJSONObject(mcp.Member(c, "sampling")) {
+		caps |= capSampling
+	}
+	if isJSONObject(mcp.Member(c, "roots")) {
+		caps |= capRoots
+	}
+	if e := mcp.Member(c, "elicitation"); isJSONObject(e) {
+		form, url := isJSONObject(mcp.Member(e, "form")), isJSONObject(mcp.Member(e, "url"))
+		if form || !url { // an empty elicitation object means form (2025-11-25)
+			caps |= capElicitForm
+		}
+		if url {
+			caps |= capElicitURL
+		}
+	}
+	return caps
+}
+
+func isJSONObject(b []byte) bool {
+	b = []byte(strings.TrimSpace(string(b)))
+	return len(b) > 0 && b[0] == '{'
+}
+
+// declare is the capabilities object of initialize; nil for none.
+func (c clientCaps) declare() map[string]any {
+	if c == 0 {
+		return nil
+	}
+	m := map[string]any{}
+	if c&capSampling != 0 {
+		m["sampling"] = map[string]any{}
+	}
+	if c&capRoots != 0 {
+		m["roots"] = map[string]any{}
+	}
+	if c&(capElicitForm|capElicitURL) != 0 {
+		e := map[string]any{}
+		if c&capElicitForm != 0 {
+			e["form"] = map[string]any{}
+		}
+		if c&capElicitURL != 0 {
+			e["url"] = map[string]any{}
+		}
+		m["elicitation"] = e
+	}
+	return m
+}
