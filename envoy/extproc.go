@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -291,7 +292,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 	hm := ir.GetHeaders()
 	return &localReply{
 		code:    immediateStatus(int(ir.GetStatus().GetCode())),
-		body:    string(ir.GetBody()),
+		body:    bytesString(ir.GetBody()),
 		details: responseDetails(ir.GetDetails()),
 		modify: func(h *headerMap) {
 			if hm != nil {
@@ -628,4 +629,12 @@ func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
 		}
 	}
 	return md
+}
+
+// bytesString is b as a string without copying it. Only for bytes nothing
+// writes to afterwards, such as a field of a message received from the
+// stream: an ImmediateResponse body can be megabytes, and the local reply
+// only reads it.
+func bytesString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
