@@ -199,7 +199,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		if !x.routed {
 			// Nothing was routed, so there is nothing to translate.
-			return responseHeadersResponse(&extprocv3.CommonResponse{})
+			return continueResponseHeaders
 		}
 		if kind := localReplyKind(r.ResponseHeaders); kind != "" {
 			return x.localReplyHeaders(kind)
@@ -221,7 +221,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 			return x.fedResponseBody(r.ResponseBody)
 		}
 		if !x.routed || x.resultSent || x.listening {
-			return responseBodyResponse(&extprocv3.CommonResponse{})
+			return continueResponseBody
 		}
 		if x.fed != nil {
 			return x.fedResponseBody(r.ResponseBody)

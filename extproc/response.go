@@ -96,7 +96,7 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 			isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
 			return x.streamResponse()
 		}
-		return responseHeadersResponse(&extprocv3.CommonResponse{})
+		return continueResponseHeaders
 	}
 	out := x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType})
 	return responseHeadersResponse(&extprocv3.CommonResponse{
