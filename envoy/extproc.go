@@ -65,7 +65,23 @@ type extProcRun struct {
 	// attrsSent is the decoding state's attributes_sent_ (rules.go,
 	// extProcAttributes).
 	attrsSent bool
+	// timer is the message timer, re-armed for every wait of the stream;
+	// nil before the first wait and after one whose timer fired.
+	timer *msgTimer
 }
+
+// msgTimer is a message timer and the race it decides: whether the answer
+// or the timeout came first.
+type msgTimer struct {
+	t     *time.Timer
+	state atomic.Int32 // msgWaiting, msgAnswered or msgTimedOut
+}
+
+const (
+	msgWaiting int32 = iota
+	msgAnswered
+	msgTimedOut
+)
 
 func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
 	e := &extProcRun{
@@ -141,6 +157,7 @@ func (e *extProcRun) close() {
 	_ = e.stream.CloseSend()
 	e.cancel()
 	e.stream = nil
+	e.timer = nil // it calls this stream's cancel
 }
 
 // finishAndContinue marks processing complete and continues without the
@@ -262,22 +279,33 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 
 // recvBy receives the next message unless the deadline passes first;
 // ok is false when it did (the stream is then cancelled).
+//
+// One timer serves all the waits of a stream (a timer per message was a
+// fifth of the data plane's allocations on a routed call). It is re-armed
+// only after a Stop that caught it: once it has fired, its function may
+// still be about to run, so the next wait gets a timer of its own and a
+// late function can only find its own, decided, race.
 func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
-	const (
-		waiting int32 = iota
-		answered
-		timedOut
-	)
-	race := new(atomic.Int32)
-	cancel := e.cancel
-	timer := time.AfterFunc(max(time.Until(deadline), 0), func() {
-		if race.CompareAndSwap(waiting, timedOut) {
-			cancel()
-		}
-	})
+	d := max(time.Until(deadline), 0)
+	mt := e.timer
+	if mt == nil {
+		mt = &msgTimer{}
+		cancel := e.cancel
+		mt.t = time.AfterFunc(d, func() {
+			if mt.state.CompareAndSwap(msgWaiting, msgTimedOut) {
+				cancel()
+			}
+		})
+		e.timer = mt
+	} else {
+		mt.state.Store(msgWaiting)
+		mt.t.Reset(d)
+	}
 	resp, err = e.stream.Recv()
-	timer.Stop()
-	return resp, race.CompareAndSwap(waiting, answered), err
+	if !mt.t.Stop() {
+		e.timer = nil
+	}
+	return resp, mt.state.CompareAndSwap(msgWaiting, msgAnswered), err
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
