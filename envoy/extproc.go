@@ -29,6 +29,12 @@ import (
 // buffered body travels as one message.
 const maxExtProcMessage = 64 << 20
 
+// extProcCallOptions apply maxExtProcMessage to every stream; made once,
+// as each option is an allocation.
+var extProcCallOptions = []grpc.CallOption{
+	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
+}
+
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
 
@@ -130,16 +136,15 @@ func (e *extProcRun) open() *localReply {
 	if e.stream != nil {
 		return nil
 	}
-	conn := e.x.d.conn
-	if conn == nil {
+	client := e.x.d.extProc
+	if client == nil {
 		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
 	}
 	ctx, cancel := context.WithCancel(e.x.ctx)
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
-	st, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx,
-		grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage))
+	st, err := client.Process(ctx, extProcCallOptions...)
 	if err != nil {
 		cancel()
 		return e.onGrpcError(err)
