@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -42,6 +43,7 @@ type Options struct {
 type DataPlane struct {
 	log       *slog.Logger
 	conn      grpc.ClientConnInterface
+	extProc   extprocv3.ExternalProcessorClient // on conn, made once
 	ownConn   *grpc.ClientConn
 	transport http.RoundTripper
 	keepalive Keepalive
@@ -78,6 +80,9 @@ func New(opts Options) (*DataPlane, error) {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}
 		d.conn, d.ownConn = cc, cc
+	}
+	if d.conn != nil {
+		d.extProc = extprocv3.NewExternalProcessorClient(d.conn)
 	}
 	return d, nil
 }

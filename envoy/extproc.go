@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -27,6 +28,12 @@ import (
 // maxExtProcMessage bounds the gRPC messages exchanged with the server; a
 // buffered body travels as one message.
 const maxExtProcMessage = 64 << 20
+
+// extProcCallOptions apply maxExtProcMessage to every stream; made once,
+// as each option is an allocation.
+var extProcCallOptions = []grpc.CallOption{
+	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
+}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -64,7 +71,23 @@ type extProcRun struct {
 	// attrsSent is the decoding state's attributes_sent_ (rules.go,
 	// extProcAttributes).
 	attrsSent bool
+	// timer is the message timer, re-armed for every wait of the stream;
+	// nil before the first wait and after one whose timer fired.
+	timer *msgTimer
 }
+
+// msgTimer is a message timer and the race it decides: whether the answer
+// or the timeout came first.
+type msgTimer struct {
+	t     *time.Timer
+	state atomic.Int32 // msgWaiting, msgAnswered or msgTimedOut
+}
+
+const (
+	msgWaiting int32 = iota
+	msgAnswered
+	msgTimedOut
+)
 
 func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
 	e := &extProcRun{
@@ -113,16 +136,15 @@ func (e *extProcRun) open() *localReply {
 	if e.stream != nil {
 		return nil
 	}
-	conn := e.x.d.conn
-	if conn == nil {
+	client := e.x.d.extProc
+	if client == nil {
 		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
 	}
 	ctx, cancel := context.WithCancel(e.x.ctx)
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
-	st, err := extprocv3.NewExternalProcessorClient(conn).Process(ctx,
-		grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage))
+	st, err := client.Process(ctx, extProcCallOptions...)
 	if err != nil {
 		cancel()
 		return e.onGrpcError(err)
@@ -140,6 +162,7 @@ func (e *extProcRun) close() {
 	_ = e.stream.CloseSend()
 	e.cancel()
 	e.stream = nil
+	e.timer = nil // it calls this stream's cancel
 }
 
 // finishAndContinue marks processing complete and continues without the
@@ -261,22 +284,33 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 
 // recvBy receives the next message unless the deadline passes first;
 // ok is false when it did (the stream is then cancelled).
+//
+// One timer serves all the waits of a stream (a timer per message was a
+// fifth of the data plane's allocations on a routed call). It is re-armed
+// only after a Stop that caught it: once it has fired, its function may
+// still be about to run, so the next wait gets a timer of its own and a
+// late function can only find its own, decided, race.
 func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
-	const (
-		waiting int32 = iota
-		answered
-		timedOut
-	)
-	race := new(atomic.Int32)
-	cancel := e.cancel
-	timer := time.AfterFunc(max(time.Until(deadline), 0), func() {
-		if race.CompareAndSwap(waiting, timedOut) {
-			cancel()
-		}
-	})
+	d := max(time.Until(deadline), 0)
+	mt := e.timer
+	if mt == nil {
+		mt = &msgTimer{}
+		cancel := e.cancel
+		mt.t = time.AfterFunc(d, func() {
+			if mt.state.CompareAndSwap(msgWaiting, msgTimedOut) {
+				cancel()
+			}
+		})
+		e.timer = mt
+	} else {
+		mt.state.Store(msgWaiting)
+		mt.t.Reset(d)
+	}
 	resp, err = e.stream.Recv()
-	timer.Stop()
-	return resp, race.CompareAndSwap(waiting, answered), err
+	if !mt.t.Stop() {
+		e.timer = nil
+	}
+	return resp, mt.state.CompareAndSwap(msgWaiting, msgAnswered), err
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
@@ -291,7 +325,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 	hm := ir.GetHeaders()
 	return &localReply{
 		code:    immediateStatus(int(ir.GetStatus().GetCode())),
-		body:    string(ir.GetBody()),
+		body:    bytesString(ir.GetBody()),
 		details: responseDetails(ir.GetDetails()),
 		modify: func(h *headerMap) {
 			if hm != nil {
@@ -628,4 +662,12 @@ func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
 		}
 	}
 	return md
+}
+
+// bytesString is b as a string without copying it. Only for bytes nothing
+// writes to afterwards, such as a field of a message received from the
+// stream: an ImmediateResponse body can be megabytes, and the local reply
+// only reads it.
+func bytesString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -450,6 +450,22 @@ func TestExtProcFailures(t *testing.T) {
 		}
 		return continueAll(req)
 	}
+	// hangOnBody answers the headers and hangs on the body: the timeout is
+	// the second message's, on the timer the first wait armed.
+	hangOnBody := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+		if req.GetRequestBody() != nil {
+			return nil, nil
+		}
+		return continueAll(req)
+	}
+	// hangOnResponse answers the request phases and hangs on the response
+	// headers: the fourth wait of the stream times out.
+	hangOnResponse := func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+		if req.GetResponseHeaders() != nil {
+			return nil, nil
+		}
+		return continueAll(req)
+	}
 	tests := []struct {
 		name             string
 		fn               processFunc
@@ -464,6 +480,10 @@ func TestExtProcFailures(t *testing.T) {
 		{name: "message timeout ignores status_on_error", fn: hang, statusOnError: 503,
 			wantStatus: 504, wantBody: "504 ext_proc_error_per-message_timeout_exceeded"},
 		{name: "message timeout with failure_mode_allow continues", fn: hang, allow: true, wantStatus: 200, wantBody: "upstream"},
+		{name: "message timeout on the body after answered headers", fn: hangOnBody, wantStatus: 504,
+			wantBody: "504 ext_proc_error_per-message_timeout_exceeded"},
+		{name: "message timeout on the response headers", fn: hangOnResponse, wantStatus: 504,
+			wantBody: "504 ext_proc_error_per-message_timeout_exceeded"},
 		{name: "gRPC error is 500 with code and message", fn: grpcErr, wantStatus: 500,
 			wantBody: "500 ext_proc_error_gRPC_error_13{boom_went_the_server}"},
 		{name: "gRPC error uses status_on_error", fn: grpcErr, statusOnError: 503, wantStatus: 503,

@@ -236,6 +236,19 @@ func truncate(s string, n int) string {
 
 // format renders the format string.
 func (f *textFormat) format(c *fmtContext) string {
+	if len(f.parts) == 1 && f.parts[0].op != nil {
+		// One operator (the default "%LOCAL_REPLY_BODY%"): its value is the
+		// output, without copying it (a local reply body can be megabytes).
+		p := f.parts[0]
+		s, _, ok := p.op.value(c)
+		if !ok {
+			if !f.omitEmpty {
+				return unspecifiedValue
+			}
+			return ""
+		}
+		return truncate(s, p.op.maxLen)
+	}
 	var b strings.Builder
 	for _, p := range f.parts {
 		if p.op == nil {

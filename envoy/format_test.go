@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -48,6 +49,10 @@ func TestTextFormat(t *testing.T) {
 		{`%REQ(X-REQUEST-ID)% %REQ(x-missing?x-request-id)% %REQ(x-missing)%`, "rid rid -"},
 		{`%RESP(content-type)%`, "-"},
 		{`%UPSTREAM_CLUSTER% %PROTOCOL% %ROUTE_NAME%`, "toolsvc_a HTTP/1.1 -"},
+		// A format that is one operator (its output is the value as is).
+		{`%LOCAL_REPLY_BODY:8%`, "upstream"},
+		{`%ROUTE_NAME%`, "-"},
+		{`%DYNAMIC_METADATA(toolmesh:id)%`, "7"},
 	}
 	c := testFmtContext(t)
 	for _, tt := range tests {
@@ -70,6 +75,32 @@ func TestTextFormatOmitEmpty(t *testing.T) {
 	f.omitEmpty = true
 	if got := f.format(testFmtContext(t)); got != "[]" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestTextFormatOneOperator: a format that is one operator yields its
+// value, or "-" or "" (omit_empty_values) when it has none, and does not
+// copy it (a local reply body can be megabytes).
+func TestTextFormatOneOperator(t *testing.T) {
+	missing, err := parseTextFormat("%DYNAMIC_METADATA(toolmesh:missing)%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testFmtContext(t)
+	if got := missing.format(c); got != "-" {
+		t.Errorf("missing value = %q, want -", got)
+	}
+	missing.omitEmpty = true
+	if got := missing.format(c); got != "" {
+		t.Errorf("missing value with omit_empty_values = %q, want empty", got)
+	}
+	c.localBody = strings.Repeat("x", 1<<20)
+	got := defaultBodyFormat.text.format(c)
+	if got != c.localBody {
+		t.Fatal("the default body format changed the body")
+	}
+	if unsafe.StringData(got) != unsafe.StringData(c.localBody) {
+		t.Error("the default body format copied the body")
 	}
 }
 

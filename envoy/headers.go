@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -259,7 +261,7 @@ func (m *headerMap) httpHeader() http.Header {
 		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
 			continue
 		}
-		k := http.CanonicalHeaderKey(e.key)
+		k := canonicalKey(e.key)
 		if prev, ok := out[k]; ok {
 			out[k] = append(prev, e.value)
 			continue
@@ -268,6 +270,31 @@ func (m *headerMap) httpHeader() http.Header {
 		out[k] = vals[i : i+1 : i+1]
 	}
 	return out
+}
+
+// canonicalKeys caches http.CanonicalHeaderKey for the first
+// maxCanonicalKeys header names seen: Go's HTTP stack wants canonical keys,
+// and all but its few common names cost an allocation each time, several
+// per request (x-request-id, x-forwarded-proto, x-envoy-*, ...). Bounded, so
+// that clients sending made-up names cannot grow it.
+var (
+	canonicalKeys     sync.Map // lower-case name → canonical name
+	canonicalKeyCount atomic.Int32
+)
+
+const maxCanonicalKeys = 512
+
+func canonicalKey(k string) string {
+	if c, ok := canonicalKeys.Load(k); ok {
+		return c.(string)
+	}
+	c := http.CanonicalHeaderKey(k)
+	if canonicalKeyCount.Load() < maxCanonicalKeys {
+		if _, loaded := canonicalKeys.LoadOrStore(k, c); !loaded {
+			canonicalKeyCount.Add(1)
+		}
+	}
+	return c
 }
 
 // pathOnly is the :path without its query string, which is what route

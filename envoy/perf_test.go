@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"strconv"
 	"testing"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -68,5 +69,29 @@ func TestHTTPHeader(t *testing.T) {
 	h["X-B"] = append(h["X-B"], "more")
 	if got := h.Get("Content-Type"); got != "t" || len(h["Content-Type"]) != 1 {
 		t.Errorf("appending to X-B changed Content-Type: %v", h["Content-Type"])
+	}
+}
+
+// TestCanonicalKey: the cached canonical form is Go's, a name seen before
+// costs no allocation, and the cache stops growing at its bound.
+func TestCanonicalKey(t *testing.T) {
+	for _, k := range []string{"x-request-id", "content-type", "x-envoy-expected-rq-timeout-ms", "mcp-protocol-version", "x_under", "X-Already"} {
+		for range 2 { // computed, then cached
+			if got, want := canonicalKey(k), http.CanonicalHeaderKey(k); got != want {
+				t.Errorf("canonicalKey(%q) = %q, want %q", k, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = canonicalKey("x-forwarded-proto") }); n != 0 {
+		t.Errorf("a cached name allocated %v times", n)
+	}
+	for i := range 2 * maxCanonicalKeys {
+		canonicalKey("x-made-up-" + strconv.Itoa(i))
+	}
+	if n := canonicalKeyCount.Load(); n > maxCanonicalKeys {
+		t.Errorf("the cache holds %d names, bound %d", n, maxCanonicalKeys)
+	}
+	if got := canonicalKey("x-after-the-bound"); got != "X-After-The-Bound" {
+		t.Errorf("past the bound: %q", got)
 	}
 }

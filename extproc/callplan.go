@@ -38,6 +38,8 @@ type toolPlan struct {
 	removeAuth []string
 
 	metaTool *structpb.Value
+
+	wire *planWire // the pieces in wire format (callwire.go)
 }
 
 // toolPlans maps a tool (weakly: a snapshot's tools go when it does) to its
@@ -89,6 +91,7 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 	p.remove = p.remove[:len(p.remove):len(p.remove)]
 	p.removeAuth = append(p.remove, "authorization")
 	p.removeAuth = p.removeAuth[:len(p.removeAuth):len(p.removeAuth)]
+	p.wire = newPlanWire(p, t)
 	return p
 }
 
@@ -105,6 +108,12 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 	p := planFor(x.routeKey, t)
 	trace := x.traceHeaders()
 	rerouted := x.headerRoute != t
+	if x.s.wire.Load() && len(addHeaders) == 0 && len(trace) == 0 && len(creds) == 0 &&
+		len(x.unsetAuthHeaders(t.Service, nil)) == 0 {
+		// The common call, prepared from the plan's encoded pieces.
+		x.prepared = routedCallWire(call, p, args, rerouted)
+		return sendPrepared
+	}
 	set := make([]*corev3.HeaderValueOption, 0, len(p.routing)+len(p.call)+2+len(addHeaders)+len(trace)+len(creds))
 	if rerouted {
 		set = append(set, p.routing...)

@@ -203,7 +203,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		}
 		if !x.routed {
 			// Nothing was routed, so there is nothing to translate.
-			return responseHeadersResponse(&extprocv3.CommonResponse{})
+			return continueResponseHeaders
 		}
 		if kind := localReplyKind(r.ResponseHeaders); kind != "" {
 			return x.localReplyHeaders(kind)
@@ -225,7 +225,7 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 			return x.fedResponseBody(r.ResponseBody)
 		}
 		if !x.routed || x.resultSent || x.listening {
-			return responseBodyResponse(&extprocv3.CommonResponse{})
+			return continueResponseBody
 		}
 		if x.fed != nil {
 			return x.fedResponseBody(r.ResponseBody)

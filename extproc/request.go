@@ -186,6 +186,9 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	// Belt and braces: the listener strips client x-toolmesh-* headers
 	// before routing; strip them here too so no client value can reach the
 	// route table or a Tool Service.
+	if len(owned) == 0 {
+		return removeClusterHeader // the usual case: the client sent none
+	}
 	return requestHeadersResponse(&extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
 	})

@@ -96,7 +96,7 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processi
 			isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
 			return x.streamResponse()
 		}
-		return responseHeadersResponse(&extprocv3.CommonResponse{})
+		return continueResponseHeaders
 	}
 	out := x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType})
 	return responseHeadersResponse(&extprocv3.CommonResponse{
@@ -196,6 +196,10 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 		return x.progressBody(b) // a buffered progress stream
 	}
 	out := x.result(u)
+	if x.s.wire.Load() {
+		x.prepared = resultWire(out) // the same message, in wire format (callwire.go)
+		return sendPrepared
+	}
 	return responseBodyResponse(&extprocv3.CommonResponse{
 		// BUFFERED + SEND keeps content-length; it must match the new body.
 		HeaderMutation: resultHeaders(setHeader("content-length", strconv.Itoa(len(out)))),

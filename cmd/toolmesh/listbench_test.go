@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkToolsList10k measures an unpaged tools/list of a 10,000-tool
+// route through `toolmesh run` (client → local data plane → ext_proc
+// ImmediateResponse → data plane → client, all in this process over
+// loopback), one request at a time. It reports the p50/p99 of a request,
+// the answer's size, and the heap bytes and objects the whole process
+// allocated per request (client included: it reads the answer into one
+// buffer of the answer's size, kept across requests).
+//
+//	go test -run '^$' -bench ToolsList10k -benchtime 300x -count 3 ./cmd/toolmesh/
+func BenchmarkToolsList10k(b *testing.B) {
+	f := newListBench(b, 10_000)
+	buf := bytes.NewBuffer(make([]byte, 0, 4<<20))
+	f.list(b, buf) // warm: the route's first list builds nothing, but connections open
+	var durs []time.Duration
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m0, a0 := ms.Mallocs, ms.TotalAlloc
+	for b.Loop() {
+		durs = append(durs, f.list(b, buf))
+	}
+	runtime.ReadMemStats(&ms)
+	n := float64(len(durs))
+	b.ReportMetric(us(percentile(durs, 50)), "p50-µs")
+	b.ReportMetric(us(percentile(durs, 99)), "p99-µs")
+	b.ReportMetric(float64(buf.Len()), "answer-B")
+	b.ReportMetric(float64(ms.TotalAlloc-a0)/n, "process-B/req")
+	b.ReportMetric(float64(ms.Mallocs-m0)/n, "process-allocs/req")
+	b.ReportMetric(0, "ns/op")
+}
+
+// TestListBenchSetup runs the list benchmark's request over a small route,
+// so its setup and answer check run under `go test`.
+func TestListBenchSetup(t *testing.T) {
+	f := newListBench(t, 50)
+	var buf bytes.Buffer
+	f.list(t, &buf)
+	if n := strings.Count(buf.String(), `"name":"tool_`); n != 50 {
+		t.Fatalf("the list has %d tools, want 50", n)
+	}
+}
+
+type listBench struct {
+	gw     string
+	client *http.Client
+	tools  int
+}
+
+func newListBench(tb testing.TB, tools int) *listBench {
+	tb.Helper()
+	var m bytes.Buffer
+	m.WriteString(`{"tools":[`)
+	for i := range tools {
+		if i > 0 {
+			m.WriteByte(',')
+		}
+		fmt.Fprintf(&m, `{"name":"tool_%05d","version":"1.0.0","description":"Looks up things of kind %d and returns them as JSON.",`+
+			`"inputSchema":{"type":"object","properties":{"q":{"type":"string"},"limit":{"type":"integer","minimum":1}},"required":["q"]},"path":"/tools/t%d"}`, i, i, i)
+	}
+	m.WriteString(`]}`)
+	manifest := m.Bytes()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /manifest", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(manifest)
+	})
+	svc := httptest.NewServer(mux)
+	tb.Cleanup(svc.Close)
+
+	portal := filepath.Join(tb.TempDir(), "portal.json")
+	doc := `{"routes":[{"key":"big","toolServices":[{"name":"svc","url":"` + svc.URL + `"}]}]}`
+	if err := os.WriteFile(portal, []byte(doc), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	p := startProcess(tb, "run", "--portal", portal, "--log-level", "warn")
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	tb.Cleanup(tr.CloseIdleConnections)
+	f := &listBench{gw: "http://" + p.addrs["dataplane"], client: &http.Client{Transport: tr}, tools: tools}
+	deadline := time.Now().Add(30 * time.Second)
+	var buf bytes.Buffer
+	for {
+		if _, err := f.do(&buf); err == nil {
+			return f
+		} else if time.Now().After(deadline) {
+			tb.Fatalf("the route does not list %d tools after 30s: %v", tools, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *listBench) list(tb testing.TB, buf *bytes.Buffer) time.Duration {
+	d, err := f.do(buf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// do lists the route's tools into buf and checks the answer is the whole
+// list.
+func (f *listBench) do(buf *bytes.Buffer) (time.Duration, error) {
+	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	req, _ := http.NewRequest(http.MethodPost, f.gw+"/mcp/big", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	buf.Reset()
+	start := time.Now()
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if err != nil {
+		return 0, err
+	}
+	out := buf.Bytes()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, out)
+	}
+	// The last tool and the absence of a cursor are both in the answer's
+	// tail (the cursor follows the tools array); scanning 2 MB per request
+	// would cost more than the request.
+	tail := out[max(0, len(out)-1024):]
+	last := fmt.Sprintf(`"name":"tool_%05d"`, f.tools-1)
+	if !bytes.Contains(tail, []byte(last)) || bytes.Contains(tail, []byte(`"nextCursor"`)) {
+		return 0, fmt.Errorf("not the whole list of %d tools: %d bytes, ends %q", f.tools, len(out), out[max(0, len(out)-200):])
+	}
+	return d, nil
+}

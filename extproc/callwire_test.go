@@ -1,0 +1,75 @@
+package extproc
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// TestRoutedCallWire: the prepared reply of a routed call decodes to the
+// message routedCall builds, for tools with and without a version, calls
+// routed at the body or already at request headers, both eras, ids of any
+// length and arguments from empty to larger than a small buffer.
+func TestRoutedCallWire(t *testing.T) {
+	versioned := &registry.Tool{Version: "1.2.0", Service: "s", Cluster: "toolsvc_s", Path: "/t", BasePath: "/base"}
+	versioned.Name = "lookup"
+	plain := &registry.Tool{Service: "s", Cluster: "toolsvc_s", Path: "/u"}
+	plain.Name = "u"
+	srv, err := New(Config{}, testRoutes{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []*registry.Tool{versioned, plain} {
+		for _, atHeaders := range []bool{false, true} {
+			for _, era := range []mcp.Era{mcp.EraLegacy, mcp.EraStateless} {
+				for _, id := range []string{"7", `"req-1"`, `"` + strings.Repeat("i", 300) + `"`} {
+					for _, args := range []string{"", `{}`, `{"q":"weather in Oslo","limit":3}`, `{"q":"` + strings.Repeat("x", 70_000) + `"}`} {
+						x := srv.newExchange(context.Background())
+						x.routeKey = "core"
+						if atHeaders {
+							x.headerRoute = tool
+						}
+						call := &mcp.Call{ID: []byte(id), Era: era, Tool: tool.Name}
+						built := x.routedCall(call, tool, []byte(args), nil, nil)
+						prepared := routedCallWire(call, planFor("core", tool), []byte(args), !atHeaders)
+						got, err := prepared.message()
+						if err != nil {
+							t.Fatalf("tool %s, at headers %v, era %v, id %.20s, args %.20s: decoding: %v", tool.Name, atHeaders, era, id, args, err)
+						}
+						if !proto.Equal(built, got) {
+							t.Fatalf("tool %s, at headers %v, era %v, id %.20s, args %.20s: prepared differs\nbuilt:    %v\nprepared: %v",
+								tool.Name, atHeaders, era, id, args, prototext.Format(built), prototext.Format(got))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestResultWire: the prepared response-body reply decodes to the message
+// responseBody builds, for an empty, a small and a result large enough to
+// be sent as its own buffer.
+func TestResultWire(t *testing.T) {
+	for _, out := range []string{"", `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`, `{"x":"` + strings.Repeat("r", 3*sharedPart) + `"}`} {
+		built := responseBodyResponse(&extprocv3.CommonResponse{
+			HeaderMutation: resultHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
+			BodyMutation:   replaceBody([]byte(out)),
+		})
+		got, err := resultWire([]byte(out)).message()
+		if err != nil {
+			t.Fatalf("result of %d bytes: decoding: %v", len(out), err)
+		}
+		if !proto.Equal(built, got) {
+			t.Fatalf("result of %d bytes: prepared differs\nbuilt:    %.400v\nprepared: %.400v", len(out), prototext.Format(built), prototext.Format(got))
+		}
+	}
+}
