@@ -718,7 +718,9 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     (handleBodyResponse: isValidBodyCallbackState) or one without
 //     streamed_response (handleStreamedBodyCallback) is spurious.
 //   - end_of_stream ends the downstream response then, whether or not the
-//     upstream has ended, and closes the gRPC stream
+//     upstream has ended (the implementation does not check it;
+//     external_processor.proto describes the flag as set after a body
+//     request with end_of_stream [verify]), and closes the gRPC stream
 //     (closeGrpcStreamIfLastRespReceived, isLastBodyResponse). The HTTP
 //     stream is then complete and its filters destroyed; the router's
 //     onDestroy resets an upstream request still in flight
