@@ -263,3 +263,33 @@ func TestDuplexChunks(t *testing.T) {
 		t.Errorf("outcome %q", x.callOutcome)
 	}
 }
+
+// TestDuplexOnlyForPassThrough: with federatedStreamTimeout set, a stream
+// the gateway rewrites (here a legacy client of a 2026-07-28 server) stays
+// STREAMED, since a chunk racing the headers reply would bypass the
+// rewrite in FULL_DUPLEX_STREAMED (ADR 0013); a non-tools/call stream
+// stays NONE.
+func TestDuplexOnlyForPassThrough(t *testing.T) {
+	env := newTestEnv(t, Config{FederatedStreamTimeout: time.Hour}, federatedRoutes(t, "http://127.0.0.1:1"))
+	for _, tc := range []struct {
+		name, body string
+		extra      []string
+		want       extprocfilterv3.ProcessingMode_BodySendMode
+	}{
+		{"same era tools/call", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`,
+			stateless("tools/call", "gh_search"), extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED},
+		{"legacy client, translated", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`,
+			nil, extprocfilterv3.ProcessingMode_STREAMED},
+		{"resources/read", `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"gh://readme",` + meta2026 + `}}`,
+			stateless("resources/read", "gh://readme"), extprocfilterv3.ProcessingMode_NONE},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, _ := routeCall(t, env, tc.body, tc.extra...)
+			defer v.close()
+			hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+			if got := hr.GetModeOverride().GetResponseBodyMode(); hr.GetModeOverride() == nil || got != tc.want {
+				t.Errorf("mode override %v, want response body %v", hr.GetModeOverride(), tc.want)
+			}
+		})
+	}
+}
