@@ -337,6 +337,8 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Read
 			}
 		case extprocfilterv3.ProcessingMode_STREAMED:
 			body = f.newStreamReader(waitResponseBody, body)
+		case extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+			body = f.newDuplexReader(body)
 		}
 	}
 	x.write(h, body)

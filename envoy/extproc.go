@@ -272,7 +272,10 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 		// pass the allow-list, and then replaces both directions' mode.
 		if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && resp.GetModeOverride() != nil {
 			eff := effectiveOverride(e.f.configuredMode, resp.GetModeOverride())
-			if e.f.overrideAllowed(eff) {
+			if state == waitRequestHeaders && eff.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+				// Not emulated (rules.go): ignored rather than half done.
+				e.x.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.name)
+			} else if e.f.overrideAllowed(eff) {
 				e.mode = normalizeMode(eff)
 			} else {
 				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)

@@ -518,6 +518,9 @@ const (
 	// ProcessorState::handleStreamedBodyCallback: streamed_response outside
 	// FULL_DUPLEX_STREAMED.
 	spuriousStreamedResponse = "spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED"
+	// ProcessorState::handleStreamedBodyCallback: a body response without
+	// streamed_response in FULL_DUPLEX_STREAMED.
+	spuriousNormalInDuplex = "spurious message: Normal body mutation response is received while body_mode_ is FULL_DUPLEX_STREAMED"
 )
 
 // failCloseSpurious is the runtime guard
@@ -698,9 +701,58 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
 
+// FULL_DUPLEX_STREAMED response bodies, entered only through a
+// mode_override in the response-headers reply (fullduplex.go). Read in
+// source/extensions/filters/http/ext_proc/ext_proc.cc and processor_state.cc
+// on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify]:
+//   - The override is honoured like any other (Filter::onReceiveMessage):
+//     only the *configured* processing_mode may not name
+//     FULL_DUPLEX_STREAMED; the effective override must still match an
+//     allowed_override_modes entry. Nothing checks that the override's
+//     trailer mode is SEND, which processing_mode.proto asks of the mode.
+//   - Each upstream chunk goes to the server and is drained
+//     (handleDataStreamedModeBase): nothing reaches the client but what the
+//     server's StreamedBodyResponse messages carry
+//     (handleDuplexStreamedBodyResponse → injectDataToFilterChain), any
+//     number of them per chunk, at any time while the callback state is
+//     StreamedBodyCallback, which it is from the first chunk sent until a
+//     response with end_of_stream. A body response before the first chunk
+//     (handleBodyResponse: isValidBodyCallbackState) or one without
+//     streamed_response (handleStreamedBodyCallback) is spurious.
+//   - end_of_stream ends the downstream response then, whether or not the
+//     upstream has ended (the implementation does not check it;
+//     external_processor.proto describes the flag as set after a body
+//     request with end_of_stream [verify]), and closes the gRPC stream
+//     (closeGrpcStreamIfLastRespReceived, isLastBodyResponse). The HTTP
+//     stream is then complete and its filters destroyed; the router's
+//     onDestroy resets an upstream request still in flight
+//     (source/common/router/router.cc Filter::onDestroy → resetAll;
+//     source/common/http/conn_manager_impl.cc doEndStream) [verify]. The
+//     local data plane closes the upstream body when the write loop ends.
+//   - No message timer runs in this mode (ProcessorState::
+//     onStartProcessorCall skips it; ext_proc.proto message_timeout: "There
+//     is no timeout ... when the body send mode is FULL_DUPLEX_STREAMED"),
+//     so an override_message_timeout is ignored, and
+//     Filter::failureModeAllow() is false once a chunk went to the server:
+//     a gRPC error or a spurious message then is a local reply, which after
+//     the headers is a reset. A clean close (onGrpcClose) lets the rest of
+//     the body pass without the server; chunks it was sent are lost.
+//   - Data that arrives while the response-headers reply is awaited is
+//     buffered in the configured mode (onData: StopIterationAndBuffer for
+//     BUFFERED) and, after an override to FULL_DUPLEX_STREAMED, continues
+//     to the next filter without the server (handleHeadersResponse: "There
+//     is no buffered data in this mode", continueIfNecessary) unless the
+//     body is complete by then. [choice] The local data plane reads the
+//     upstream body only after the headers reply, so that case does not
+//     arise here: every chunk goes to the server. toolmesh's extproc server
+//     uses the mode only where such a chunk would pass unchanged anyway
+//     (docs/decisions/0013-federated-stream-deadline.md).
+//   - FULL_DUPLEX_STREAMED request bodies (an override at request headers)
+//     are not emulated: such an override is ignored and logged.
+
 // Not emulated (Apply rejects the configuration, or the field is ignored as
-// noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED and GRPC body
-// modes, send_body_without_waiting_for_header_response (ignored), CEL
+// noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED as the
+// configured mode, the GRPC body mode, send_body_without_waiting_for_header_response (ignored), CEL
 // request/response attributes (ignored), typed_dynamic_metadata (ignored),
 // trailers (never sent), http_service, per-route grpc_service (every filter
 // uses Options.ExtProcTarget); active health checks and outlier detection

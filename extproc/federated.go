@@ -69,6 +69,7 @@ type fedCall struct {
 	caps          clientCaps // the client capabilities its session declares
 	status        int        // the client's HTTP status when not 200
 	sse           *sseTranslator
+	duplex        *duplexStream // a stream this server may end (duplex.go)
 }
 
 // translate reports whether the client and the server speak different eras.
@@ -378,6 +379,11 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = &sseTranslator{fn: x.fedStreamMessage}
 			resp.ModeOverride = streamOverride()
+		} else if t := x.s.cfg.FederatedStreamTimeout; t > 0 && f.method == "tools/call" && x.call != nil {
+			// A stream this server can end before the route timeout
+			// (duplex.go).
+			f.duplex = &duplexStream{deadline: x.start.Add(t)}
+			resp.ModeOverride = duplexOverride()
 		}
 		return resp
 	}
@@ -391,6 +397,9 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	f := x.fed
 	if x.streaming {
+		if f.duplex != nil {
+			return x.duplexChunk(b)
+		}
 		if f.sse == nil {
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}

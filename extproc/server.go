@@ -90,6 +90,13 @@ type Config struct {
 	// expired); zero means DefaultUpstreamCallTimeout. Keep it below the
 	// ext_proc message_timeout.
 	UpstreamCallTimeout time.Duration
+	// FederatedStreamTimeout, when positive, bounds a federated server's
+	// event stream that answers a tools/call and passes unchanged: past it
+	// (from the start of the request) without the server's response, the
+	// stream ends with an isError "timeout" result (duplex.go). Keep it
+	// below the route timeout of those servers. Zero: Envoy's route
+	// timeout ends such a stream, by a reset.
+	FederatedStreamTimeout time.Duration
 	// Auth authenticates each request's caller (extproc/authn) in the
 	// request-headers phase and answers the protected-resource metadata;
 	// nil: every route is open.
@@ -318,6 +325,67 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 			return err
 		}
 		resp := x.next(req)
+		if resp == nil {
+			continue
+		}
+		if err := stream.SendMsg(resp); err != nil {
+			if endOfStream(err) {
+				return nil
+			}
+			x.streamErr = err
+			return err
+		}
+		if x.fed != nil && x.fed.duplex != nil {
+			return x.serveDuplex(stream)
+		}
+	}
+}
+
+// serveDuplex serves the rest of a stream whose response body is
+// FULL_DUPLEX_STREAMED (duplex.go): Envoy's chunks are answered as they
+// come, and the deadline may end the body in between, so messages are
+// received on a helper goroutine and this one, which owns the exchange,
+// waits for either.
+func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	type recvd struct {
+		req *extprocv3.ProcessingRequest
+		err error
+	}
+	ch := make(chan recvd, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			select {
+			case ch <- recvd{req, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	timer := time.NewTimer(time.Until(x.fed.duplex.deadline))
+	defer timer.Stop()
+	for {
+		var resp any
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				if endOfStream(r.err) {
+					return nil
+				}
+				x.streamErr = r.err
+				return r.err
+			}
+			resp = x.next(r.req)
+		case <-timer.C:
+			if m := x.duplexDeadline(); m != nil {
+				resp = m
+			}
+		}
 		if resp == nil {
 			continue
 		}

@@ -207,6 +207,16 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 	// chunk: the server switches the response body to NONE.
 	passThrough := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
 	passThrough.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
+	// A federated server's event stream that the gateway must be able to
+	// end itself, before the route timeout, with a final result
+	// (docs/decisions/0013-federated-stream-deadline.md): the server then
+	// streams the body back and may end it on its own. Envoy honours an
+	// override to FULL_DUPLEX_STREAMED when the configured mode is not
+	// that mode (ext_proc.cc onReceiveMessage); processing_mode.proto asks
+	// for trailers SEND in it.
+	duplex := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
+	duplex.ResponseBodyMode = extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	duplex.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SEND
 	return &extprocfilterv3.ExternalProcessor{
 		RequestAttributes: attrs,
 		GrpcService: &corev3.GrpcService{
@@ -221,7 +231,7 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 		StatPrefix:           statPrefix,
 		ProcessingMode:       mode,
 		AllowModeOverride:    true,
-		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamed, passThrough},
+		AllowedOverrideModes: []*extprocfilterv3.ProcessingMode{streamed, passThrough, duplex},
 		// Dynamic metadata from the server is dropped unless its namespace is
 		// listed; local_reply_config reads the JSON-RPC id from it.
 		MetadataOptions: &extprocfilterv3.MetadataOptions{

@@ -103,6 +103,13 @@ type Config struct {
 	// own tool label in toolmesh_tool_calls_total; calls of further tools
 	// count as tool="(other)" (default 100, at most 10000).
 	ToolLabelsPerRoute int `json:"toolLabelsPerRoute,omitempty"`
+	// FederatedStreamTimeout bounds a federated MCP server's event stream
+	// answering a tools/call that passes unchanged: past it without the
+	// server's response, the gateway ends the stream with an isError
+	// "timeout" result (ADR 0013). Keep it below those servers' route
+	// timeout (requestTimeout). Unset: the route timeout ends such a
+	// stream, by a reset.
+	FederatedStreamTimeout registry.Duration `json:"federatedStreamTimeout,omitempty"`
 	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
 	// xDS (default 5s; Envoy's own 200ms default is too short).
 	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
@@ -254,9 +261,12 @@ const (
 	minRefreshInterval = 100 * time.Millisecond
 	minRetryBackoff    = 10 * time.Millisecond
 	maxMessageTimeout  = time.Hour // Envoy's own ceiling for message_timeout
-	maxBodyLimit       = 64 << 20  // both limits travel in one gRPC message
-	maxToolLabels      = 10000     // series of toolmesh_tool_calls_total per route and outcome
-	maxDrainDelay      = 5 * time.Minute
+	// maxFederatedStreamTimeout: a route timeout is rarely longer; past a
+	// day the setting is more likely a typo than a bound.
+	maxFederatedStreamTimeout = 24 * time.Hour
+	maxBodyLimit              = 64 << 20 // both limits travel in one gRPC message
+	maxToolLabels             = 10000    // series of toolmesh_tool_calls_total per route and outcome
+	maxDrainDelay             = 5 * time.Minute
 	// maxNotificationsKeepAlive stays below Envoy's default
 	// stream_idle_timeout (5m, http_connection_manager.proto), which ends a
 	// stream that sends nothing for that long.
@@ -529,6 +539,9 @@ func (c *Config) Validate() error {
 	}
 	if d, m := c.RetryBackoff.D(), c.RetryBackoffMax.D(); m != 0 && m < max(d, minRetryBackoff) {
 		bad("retryBackoffMax", "%s is shorter than retryBackoff (%s) or %s", m, d, minRetryBackoff)
+	}
+	if d := c.FederatedStreamTimeout.D(); d < 0 || d > maxFederatedStreamTimeout {
+		bad("federatedStreamTimeout", "%s is not between 0 and %s", d, maxFederatedStreamTimeout)
 	}
 	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
 		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)

@@ -1,0 +1,267 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// duplexReader is a response body in FULL_DUPLEX_STREAMED mode, entered
+// through a mode_override in the response-headers reply (rules.go,
+// "FULL_DUPLEX_STREAMED response bodies"). Each upstream chunk goes to the
+// server at once and is not passed on (handleDataStreamedModeBase drains
+// it); what reaches the client is what the server's streamed_response
+// messages carry, whenever they come, and the body ends when one carries
+// end_of_stream, whether or not the upstream has ended.
+//
+// Two goroutines only block: one reads the upstream body, one receives
+// from the gRPC stream; the exchange's goroutine (Read) owns the filter
+// state, sends the chunks and applies the responses, as Envoy's dispatcher
+// thread does.
+type duplexReader struct {
+	e      *extProcRun
+	chunks chan duplexChunk
+	resps  chan duplexResp
+	stop   context.CancelFunc
+	ctx    context.Context
+
+	out          []byte
+	done         bool // the body ended (streamed end_of_stream, or without the server)
+	err          error
+	srcDone      bool // the upstream's last chunk was sent
+	bodyReceived bool // ProcessorState::bodyReceived: a chunk went to the server
+	streaming    bool // callback state StreamedBodyCallback
+	passThrough  bool // processing completed: chunks go on without the server
+}
+
+type duplexChunk struct {
+	data []byte
+	eos  bool
+	err  error
+}
+
+type duplexResp struct {
+	resp *extprocv3.ProcessingResponse
+	err  error
+}
+
+// newDuplexReader starts reading src and the server's messages.
+func (e *extProcRun) newDuplexReader(src io.Reader) *duplexReader {
+	ctx, stop := context.WithCancel(e.x.ctx)
+	d := &duplexReader{e: e, chunks: make(chan duplexChunk), resps: make(chan duplexResp), stop: stop, ctx: ctx}
+	go d.readSource(src)
+	if st := e.stream; st != nil {
+		go d.receive(st)
+	}
+	return d
+}
+
+func (d *duplexReader) readSource(src io.Reader) {
+	for {
+		buf := make([]byte, streamChunk)
+		n, err := src.Read(buf)
+		eos := errors.Is(err, io.EOF)
+		if err != nil && !eos {
+			select {
+			case d.chunks <- duplexChunk{err: err}:
+			case <-d.ctx.Done():
+			}
+			return
+		}
+		if n == 0 && !eos {
+			continue
+		}
+		select {
+		case d.chunks <- duplexChunk{data: buf[:n], eos: eos}:
+		case <-d.ctx.Done():
+			return
+		}
+		if eos {
+			return
+		}
+	}
+}
+
+func (d *duplexReader) receive(st extprocv3.ExternalProcessor_ProcessClient) {
+	for {
+		resp, err := st.Recv()
+		select {
+		case d.resps <- duplexResp{resp: resp, err: err}:
+		case <-d.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (d *duplexReader) Read(p []byte) (int, error) {
+	for len(d.out) == 0 {
+		if d.err != nil {
+			return 0, d.err
+		}
+		if d.done {
+			return 0, io.EOF
+		}
+		d.step()
+	}
+	n := copy(p, d.out)
+	d.out = d.out[n:]
+	return n, nil
+}
+
+// finish ends the body: the helper goroutines stop, and the exchange's
+// write loop returns, after which the router closes the upstream body.
+func (d *duplexReader) finish(err error) {
+	d.stop()
+	if err != nil {
+		d.err = err
+	} else {
+		d.done = true
+	}
+}
+
+// step waits for the next upstream chunk or server message.
+func (d *duplexReader) step() {
+	if d.srcDone && (d.passThrough || d.e.complete) {
+		d.finish(nil) // nothing more can come
+		return
+	}
+	chunks := d.chunks
+	if d.srcDone {
+		chunks = nil
+	}
+	select {
+	case c := <-chunks:
+		d.chunk(c)
+	case r := <-d.resps:
+		d.response(r)
+	case <-d.e.x.ctx.Done():
+		d.e.close()
+		d.finish(errAbort)
+	}
+}
+
+// chunk is Filter::encodeData in FULL_DUPLEX_STREAMED mode
+// (handleDataFullDuplexStreamedMode → handleDataStreamedModeBase).
+func (d *duplexReader) chunk(c duplexChunk) {
+	if c.err != nil {
+		// An upstream reset after the response started resets the
+		// downstream (router.cc onUpstreamReset).
+		d.e.close()
+		d.finish(c.err)
+		return
+	}
+	d.srcDone = c.eos
+	if d.passThrough || d.e.complete {
+		// processing_complete_: onData continues without the server.
+		d.out = append(d.out, c.data...)
+		if c.eos {
+			d.finish(nil)
+		}
+		return
+	}
+	d.bodyReceived = true
+	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}})
+	if lr != nil {
+		d.finish(errStreamFailed)
+		return
+	}
+	// sendBodyChunk → onStartProcessorCall(StreamedBodyCallback), with no
+	// message timer in this mode.
+	d.streaming = true
+}
+
+// response is Filter::onReceiveMessage for a filter whose response body mode
+// is FULL_DUPLEX_STREAMED.
+func (d *duplexReader) response(r duplexResp) {
+	e := d.e
+	if r.err != nil {
+		if e.x.ctx.Err() != nil {
+			e.close()
+			d.finish(errAbort)
+			return
+		}
+		if errors.Is(r.err, io.EOF) {
+			// onGrpcClose: processing completes and the rest of the body
+			// passes without the server; the chunks it was sent are lost.
+			e.finishAndContinue()
+			d.passThrough = true
+			return
+		}
+		// onGrpcError: failureModeAllow() is false once a body chunk went
+		// to the server in this mode, so it is a local reply, which after
+		// the response headers is a reset.
+		if !d.bodyReceived && e.failureModeAllow {
+			e.finishAndContinue()
+			d.passThrough = true
+			return
+		}
+		e.complete = true
+		e.close()
+		d.finish(errStreamFailed)
+		return
+	}
+	resp := r.resp
+	if resp.GetOverrideMessageTimeout() != nil {
+		// onNewTimeout: no message timer runs in this mode, so the
+		// request is ignored.
+		return
+	}
+	rb, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_ResponseBody)
+	if !ok {
+		if _, imm := resp.GetResponse().(*extprocv3.ProcessingResponse_ImmediateResponse); imm && !e.f.disableImmediate {
+			// sendImmediateResponse once the headers left: a reset.
+			e.setMetadata(resp)
+			e.complete = true
+			e.close()
+			d.finish(errStreamFailed)
+			return
+		}
+		d.spurious(resp, spuriousKind(resp))
+		return
+	}
+	if !d.streaming {
+		// handleBodyResponse: isValidBodyCallbackState is false before
+		// the first chunk was sent (and after the last response).
+		d.spurious(resp, spuriousMessage)
+		return
+	}
+	e.setMetadata(resp)
+	sr := rb.ResponseBody.GetResponse().GetBodyMutation().GetStreamedResponse()
+	if sr == nil {
+		d.spurious(resp, spuriousNormalInDuplex)
+		return
+	}
+	// handleDuplexStreamedBodyResponse: the body is injected downstream;
+	// end_of_stream ends the response (closeGrpcStreamIfLastRespReceived
+	// closes the gRPC stream).
+	d.out = append(d.out, sr.GetBody()...)
+	if sr.GetEndOfStream() {
+		d.streaming = false
+		e.finishAndContinue()
+		d.finish(nil)
+	}
+}
+
+// spurious is the FailedPrecondition branch of onReceiveMessage in this
+// mode: Filter::failureModeAllow() is false once a chunk went to the
+// server, so only before that does failure_mode_allow let the body continue
+// without the server; otherwise handleErrorResponse sends a local reply,
+// which once the headers left resets the stream.
+func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) {
+	e := d.e
+	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "error", msg)
+	if !d.bodyReceived && (e.failureModeAllow || !failCloseSpurious) {
+		e.finishAndContinue()
+		d.passThrough = true
+		return
+	}
+	e.complete = true
+	e.close()
+	d.finish(errStreamFailed)
+}

@@ -1,0 +1,139 @@
+package extproc
+
+import (
+	"bytes"
+	"time"
+
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/mcp"
+)
+
+// A federated server's event stream that answers a tools/call and passes
+// unchanged would pass without ext_proc (passThroughOverride); past the
+// route timeout Envoy could then only reset it. With a
+// federatedStreamTimeout the response-headers reply switches the body to
+// FULL_DUPLEX_STREAMED instead: every chunk comes here and goes back as a
+// StreamedBodyResponse, and when the deadline passes before the server's
+// response to the request, the stream is ended from here with that response
+// as an isError "timeout" result and end_of_stream. Envoy then completes the
+// client's stream and closes the upstream request
+// (docs/decisions/0013-federated-stream-deadline.md, envoy/rules.go).
+//
+// Only streams that pass unchanged use it: a chunk that reaches Envoy while
+// the response-headers reply is on its way goes on to the client without
+// the server (ADR 0013), which is harmless only when the gateway would
+// have passed it unchanged anyway.
+
+// duplexStream is the state of one such stream.
+type duplexStream struct {
+	deadline time.Time
+	buf      []byte // the start of an event whose end has not arrived
+	chunks   int    // response_body messages received
+	seen     bool   // the server's response to the request passed
+	expired  bool   // the deadline passed before any chunk could be answered
+	ended    bool   // end_of_stream was sent
+}
+
+// duplexOverride switches the response body to FULL_DUPLEX_STREAMED. As
+// for streamOverride, the effective mode (Envoy fills DEFAULT header and
+// trailer modes in from processing_mode) must be the listener's entry
+// (xds/listener.go buildExtProc): request body BUFFERED, response trailers
+// SEND.
+func duplexOverride() *extprocfilterv3.ProcessingMode {
+	return &extprocfilterv3.ProcessingMode{
+		RequestBodyMode:     extprocfilterv3.ProcessingMode_BUFFERED,
+		ResponseBodyMode:    extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SEND,
+	}
+}
+
+func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
+	return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+			Body: body, EndOfStream: eos}}}})
+}
+
+// duplexChunk answers one chunk: its complete events go back unchanged
+// (the rest waits for its end, so that a final event never lands inside a
+// half-sent one), and the whole body once the response passed or the
+// upstream ended. A deadline that passed before any chunk came ends the
+// stream now.
+func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	d := x.fed.duplex
+	d.chunks++
+	if d.seen {
+		return streamedResponse(b.GetBody(), b.GetEndOfStream())
+	}
+	d.buf = append(d.buf, b.GetBody()...)
+	var out []byte
+	for {
+		end, sep := eventEnd(d.buf)
+		if end < 0 {
+			break
+		}
+		ev := d.buf[:end+sep]
+		out = append(out, ev...)
+		d.buf = d.buf[end+sep:]
+		if x.isFinalEvent(ev) {
+			d.seen = true
+			out = append(out, d.buf...)
+			d.buf = nil
+			break
+		}
+	}
+	if b.GetEndOfStream() {
+		out = append(out, d.buf...)
+		d.buf = nil
+		d.ended = true
+		return streamedResponse(out, true)
+	}
+	if d.expired && !d.seen {
+		return x.duplexEnd(out)
+	}
+	return streamedResponse(out, false)
+}
+
+// isFinalEvent reports whether an event carries the response to the
+// request (the client's id: these streams are not remapped).
+func (x *exchange) isFinalEvent(ev []byte) bool {
+	found := false
+	t := &sseTranslator{fn: func(data []byte) []byte {
+		if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(x.fed.id) {
+			found = true
+		}
+		return data
+	}}
+	t.event(bytes.TrimRight(ev, "\r\n"))
+	return found
+}
+
+// duplexDeadline runs when the deadline passes. It returns the message
+// that ends the stream, or nil when none may be sent now: Envoy takes a
+// StreamedBodyResponse only once it sent a chunk (ProcessorState::
+// handleBodyResponse), so without one the next chunk ends the stream.
+func (x *exchange) duplexDeadline() *extprocv3.ProcessingResponse {
+	d := x.fed.duplex
+	if d.ended || d.seen {
+		return nil
+	}
+	if d.chunks == 0 {
+		d.expired = true
+		return nil
+	}
+	return x.duplexEnd(nil)
+}
+
+// duplexEnd ends the stream after out with the request's response: an
+// isError "timeout" result. An event still incomplete is dropped.
+func (x *exchange) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
+	d := x.fed.duplex
+	d.buf, d.ended, d.seen = nil, true, true
+	x.callOutcome = callTimeout
+	res := x.filtered(x.s.proto.CallResult(x.call, mcp.Upstream{Failure: mcp.FailureTimeout}))
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, res...)
+	out = append(out, "\n\n"...)
+	return streamedResponse(out, true)
+}
