@@ -58,6 +58,8 @@ type Authenticator struct {
 
 	mu      sync.Mutex // Apply only
 	sources map[string]*keySource
+
+	verified verifiedTokens // tokens whose signature checked out (verified.go)
 }
 
 type compiled struct {

@@ -155,32 +155,8 @@ func (a *Authenticator) validate(ctx context.Context, c *compiled, p *profile, t
 	if len(token) > p.maxBytes {
 		return nil, errTooLarge
 	}
-	jws, err := parseCompact(token)
-	if err != nil {
-		return nil, errMalformed
-	}
-	if !slices.Contains(p.algs, jws.alg) {
-		return nil, errAlgorithm
-	}
-	var claims map[string]any
-	if err := json.Unmarshal(jws.payload, &claims); err != nil || claims == nil {
-		return nil, errClaims
-	}
-	iss, _ := claims["iss"].(string)
-	var is *issuer
-	for _, cand := range p.issuers {
-		if cand.name == iss {
-			is = cand
-			break
-		}
-	}
-	if is == nil {
-		return nil, errIssuer
-	}
-	if !slices.Contains(is.algs, jws.alg) {
-		return nil, errAlgorithm
-	}
-	if f := a.verify(ctx, is, jws); f != nil {
+	claims, iss, f := a.verifiedClaims(ctx, p, token)
+	if f != nil {
 		return nil, f
 	}
 
@@ -226,6 +202,54 @@ func (a *Authenticator) validate(ctx context.Context, c *compiled, p *profile, t
 		}
 	}
 	return caller, nil
+}
+
+// verifiedClaims returns the claims of a token whose signature one of the
+// profile's issuers verifies, from the verified-token cache when the same
+// key set already verified it for an issuer and algorithm this profile
+// accepts, else by parsing and verifying it (and remembering it).
+func (a *Authenticator) verifiedClaims(ctx context.Context, p *profile, token string) (map[string]any, string, *failure) {
+	if v := a.verified.get(token); v != nil {
+		iss, _ := v.claims["iss"].(string)
+		for _, is := range p.issuers {
+			if is.keys == v.src && is.name == iss && slices.Contains(is.algs, v.alg) && slices.Contains(p.algs, v.alg) {
+				return v.claims, iss, nil
+			}
+		}
+	}
+	jws, err := parseCompact(token)
+	if err != nil {
+		return nil, "", errMalformed
+	}
+	if !slices.Contains(p.algs, jws.alg) {
+		return nil, "", errAlgorithm
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(jws.payload, &claims); err != nil || claims == nil {
+		return nil, "", errClaims
+	}
+	iss, _ := claims["iss"].(string)
+	var is *issuer
+	for _, cand := range p.issuers {
+		if cand.name == iss {
+			is = cand
+			break
+		}
+	}
+	if is == nil {
+		return nil, "", errIssuer
+	}
+	if !slices.Contains(is.algs, jws.alg) {
+		return nil, "", errAlgorithm
+	}
+	ks := is.keys.keys.Load() // before verify: a set swapped meanwhile only costs a miss
+	if f := a.verify(ctx, is, jws); f != nil {
+		return nil, "", f
+	}
+	if exp, ok, bad := numericDate(claims, "exp"); ok && !bad && ks != nil {
+		a.verified.put(token, &verifiedToken{src: is.keys, keys: ks, alg: jws.alg, claims: claims, exp: exp}, a.opts.Now())
+	}
+	return claims, iss, nil
 }
 
 // verify checks the signature with the issuer's cached keys. A kid the

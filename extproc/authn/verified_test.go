@@ -1,0 +1,75 @@
+package authn
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVerifiedTokenCache: a token verified once is not verified again
+// while its issuer's key set stays (the same decoded claims come back),
+// but every per-request check still runs: expiry, and a key set refreshed
+// without its key refuses it.
+func TestVerifiedTokenCache(t *testing.T) {
+	f := newFixture(t, ModeRequired)
+	tok := "Bearer " + f.rsa.sign(t, f.claims(nil))
+	first := f.auth(t, tok, "")
+	if first.Status != 0 {
+		t.Fatalf("first: %+v", first)
+	}
+	second := f.auth(t, tok, "")
+	if second.Status != 0 {
+		t.Fatalf("second: %+v", second)
+	}
+	if reflect.ValueOf(first.Caller.Claims).Pointer() != reflect.ValueOf(second.Caller.Claims).Pointer() {
+		t.Fatal("the second request decoded and verified the token again")
+	}
+	if n := f.a.verified.n.Load(); n != 1 {
+		t.Fatalf("%d tokens remembered, want 1", n)
+	}
+
+	// Expiry is checked on every request, cached or not.
+	f.clk.advance(2 * time.Hour)
+	if res := f.auth(t, tok, ""); res.Status != 401 || !strings.Contains(res.Challenge, "expired") {
+		t.Fatalf("after expiry: %+v", res)
+	}
+
+	// A key set refreshed without the token's key: verified again, refused.
+	f2 := newFixture(t, ModeRequired)
+	tok2 := "Bearer " + f2.rsa.sign(t, f2.claims(nil))
+	if res := f2.auth(t, tok2, ""); res.Status != 0 {
+		t.Fatalf("before rotation: %+v", res)
+	}
+	f2.idp.setKeys(newRSAKey(t, "rsa-2"), f2.ec)
+	f2.clk.advance(time.Minute)
+	// A token with an unknown kid makes the gateway refetch the JWKS.
+	if res := f2.auth(t, "Bearer "+newRSAKey(t, "rsa-3").sign(t, f2.claims(nil)), ""); res.Status != 401 {
+		t.Fatalf("unknown kid: %+v", res)
+	}
+	if res := f2.auth(t, tok2, ""); res.Status != 401 || !strings.Contains(res.Challenge, "unknown") {
+		t.Fatalf("the cached token of a retired key: %+v", res)
+	}
+}
+
+// TestVerifiedTokenOtherRoute: a token verified for one route's issuer is
+// not accepted on a route that trusts another issuer.
+func TestVerifiedTokenOtherRoute(t *testing.T) {
+	f := newFixture(t, ModeRequired)
+	other := newIDP(t, "/realms/other", newRSAKey(t, "o-1"))
+	cfg := &Config{
+		Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer}}, Scopes: []string{"mcp:tools"}},
+		Routes:  map[string]*Profile{"strict": {Issuers: []Issuer{{Issuer: other.issuer}}}},
+	}
+	if err := f.a.Apply(base, cfg); err != nil {
+		t.Fatal(err)
+	}
+	tok := "Bearer " + f.rsa.sign(t, f.claims(nil))
+	if res := f.auth(t, tok, ""); res.Status != 0 {
+		t.Fatalf("route core: %+v", res)
+	}
+	r := &Request{Route: "strict", PublicPath: "/mcp/strict", Authorization: tok, AuthorizationCount: 1}
+	if res := f.a.Authenticate(t.Context(), r); res.Status != 401 || !strings.Contains(res.Challenge, "issuer") {
+		t.Fatalf("route strict: %+v", res)
+	}
+}
