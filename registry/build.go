@@ -279,7 +279,7 @@ func (b builder) tool(job toolJob) toolResult {
 		schema = schemas.entry(mt.InputSchema)
 	} else {
 		schema = schemas.entry(mt.InputSchema)
-		if _, err := schema.compiled(); err != nil {
+		if err := schema.check(); err != nil {
 			return toolResult{reason: "inputSchema: " + err.Error(), schemaErr: err.Error()}
 		}
 	}

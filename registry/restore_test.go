@@ -160,7 +160,7 @@ func TestSchemaCacheSharesCompiledSchemas(t *testing.T) {
 	if ga.schema == nil || ga.schema != ta.schema || ga.schema != gb.schema {
 		t.Fatal("identical schemas in one snapshot and across routes must share one compiled entry")
 	}
-	if ga.schema.sch == nil {
+	if ga.schema.sch.Load() == nil {
 		t.Fatal("a built snapshot's schemas are compiled")
 	}
 	restored := mustUnmarshal(t, mustMarshal(t, a))
@@ -178,7 +178,7 @@ func TestSchemaCacheSharesCompiledSchemas(t *testing.T) {
 	if msgs := only.ValidateArguments(json.RawMessage(`{}`)); msgs != nil {
 		t.Errorf("ValidateArguments = %q", msgs)
 	}
-	if only.schema.sch == nil {
+	if only.schema.sch.Load() == nil {
 		t.Error("the validator was not kept after first use")
 	}
 	if schemas.len() == 0 {
