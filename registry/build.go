@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -342,9 +343,22 @@ const parallelMinTools = 64
 // point at the same immutable Tools (with their schemas), and only what is
 // the route's own (its tool index, ambiguity, list encoding) is per route.
 type serviceBuild struct {
-	once    sync.Once
+	prep    sync.Once
+	jobs    []toolJob
 	entries []serviceEntry // active entries, in manifest order
+	// The entries are validated in chunks, claimed through next by every
+	// goroutine that needs the build, so that routes built or restored in
+	// parallel help with a service they share instead of waiting idle;
+	// left counts entries not yet done, and done closes when none is.
+	b    builder
+	n    int64 // len(jobs), which is dropped once done
+	next atomic.Int64
+	left atomic.Int64
+	done chan struct{}
 }
+
+// serviceChunk is how many entries a goroutine claims at a time.
+const serviceChunk = 8
 
 // serviceEntry is one active manifest entry and its outcome.
 type serviceEntry struct {
@@ -407,7 +421,7 @@ func (in *inputs) service(svc ToolService, b builder) (*serviceBuild, error) {
 		key.restore = restoreKey(b.schemaErrs[svc.Name])
 	}
 	sb := services.get(key)
-	sb.once.Do(func() { sb.build(svc, in.manifests[svc.Name], b) })
+	sb.build(svc, in.manifests[svc.Name], b)
 	return sb, nil
 }
 
@@ -422,26 +436,60 @@ func restoreKey(errs map[int]string) string {
 	return sb.String()
 }
 
-// build validates every active entry of m, on all cores for a large
-// manifest (compiling schemas dominates a large build), in manifest order.
+// build validates every active entry of m, in manifest order, and
+// returns when all are done. The first caller lists the entries and, for a
+// large manifest, starts helpers on the other cores (compiling schemas
+// dominates a large build); every caller claims chunks until none is left.
 func (sb *serviceBuild) build(svc ToolService, m *Manifest, b builder) {
-	_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
-	var jobs []toolJob
-	for j, mt := range m.Tools {
-		if mt.Active != nil && !*mt.Active {
-			continue
+	first := false
+	sb.prep.Do(func() {
+		first = true
+		_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
+		for j, mt := range m.Tools {
+			if mt.Active != nil && !*mt.Active {
+				continue
+			}
+			sb.jobs = append(sb.jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
+				mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
 		}
-		jobs = append(jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
-			mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
-	}
-	sb.entries = make([]serviceEntry, len(jobs))
-	workers := 1
-	if len(jobs) >= parallelMinTools {
-		workers = min(runtime.GOMAXPROCS(0), len(jobs)/parallelMinTools)
-	}
-	forEach(len(jobs), workers, func(i int) {
-		sb.entries[i] = serviceEntry{index: jobs[i].index, name: jobs[i].mt.Name, res: b.tool(jobs[i])}
+		sb.entries = make([]serviceEntry, len(sb.jobs))
+		sb.b = b
+		sb.n = int64(len(sb.jobs))
+		sb.left.Store(sb.n)
+		sb.done = make(chan struct{})
+		if len(sb.jobs) == 0 {
+			close(sb.done)
+		}
 	})
+	if first && sb.n >= parallelMinTools {
+		for range min(runtime.GOMAXPROCS(0), int(sb.n)/parallelMinTools) - 1 {
+			go sb.help()
+		}
+	}
+	sb.help()
+	<-sb.done
+}
+
+// help validates chunks of entries until none is left to claim.
+func (sb *serviceBuild) help() {
+	n := sb.n
+	for {
+		start := sb.next.Add(serviceChunk) - serviceChunk
+		if start >= n {
+			return
+		}
+		end := min(start+serviceChunk, n)
+		for i := start; i < end; i++ {
+			job := sb.jobs[i]
+			sb.entries[i] = serviceEntry{index: job.index, name: job.mt.Name, res: sb.b.tool(job)}
+		}
+		if sb.left.Add(start-end) == 0 {
+			// Every claimed entry is done, so nothing reads jobs any more;
+			// the entries hold what is needed.
+			sb.jobs, sb.b = nil, builder{}
+			close(sb.done)
+		}
+	}
 }
 
 // build assembles the snapshot from the shared builds of its services. The

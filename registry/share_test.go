@@ -2,9 +2,11 @@ package registry
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolmesh/toolmesh/mcp"
@@ -134,6 +136,39 @@ func TestManifestDigestCoversEveryField(t *testing.T) {
 	} {
 		if d, _ := manifestDigest(m); d == d0 {
 			t.Errorf("%s leaves the digest unchanged", name)
+		}
+	}
+}
+
+// Routes built in parallel that share a large service build it together
+// (each claims chunks of its entries) and all get the same Tools.
+func TestServiceBuildConcurrent(t *testing.T) {
+	var tools []string
+	for i := range 3 * parallelMinTools {
+		tools = append(tools, fmt.Sprintf(`{"name":"c%03d","inputSchema":{"type":"object","properties":{"p%d":{"type":"string"}}}}`, i, i))
+	}
+	tools = append(tools, `{"name":"bad","inputSchema":`+badSchema+`}`)
+	doc := `{"tools":[` + strings.Join(tools, ",") + `]}`
+	const routes = 8
+	snaps := make([]*Snapshot, routes)
+	var wg sync.WaitGroup
+	for i := range routes {
+		m := mustManifest(t, doc) // each route its own decoded copy, as from a store
+		r := Route{Key: fmt.Sprintf("r%d", i), ToolServices: []ToolService{{Name: "big", URL: "http://big"}}}
+		wg.Go(func() { snaps[i] = mustBuild(t, r, map[string]*Manifest{"big": m}) })
+	}
+	wg.Wait()
+	for i, s := range snaps {
+		if len(s.Tools) != 3*parallelMinTools || len(s.Rejected) != 1 || s.Rejected[0].Name != "bad" {
+			t.Fatalf("route %d: %d tools, rejected %+v", i, len(s.Tools), s.Rejected)
+		}
+		for j, tool := range s.Tools {
+			if tool != snaps[0].Tools[j] {
+				t.Fatalf("route %d tool %s is not the shared one", i, tool.Name)
+			}
+		}
+		if s.manifests["big"] != snaps[0].manifests["big"] {
+			t.Errorf("route %d holds its own copy of the canonical manifest", i)
 		}
 	}
 }
