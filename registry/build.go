@@ -230,9 +230,10 @@ func prepare(route Route, canon map[string]*Canonical) (*inputs, error) {
 
 // hash is the snapshot version: sha256 over the route definition and, in
 // the route's Tool Service order, each service's name and manifest digest,
-// truncated to 16 bytes. json.Marshal escapes <, > and & the same way
-// whether a schema spelled them literally or as \u003c, so a snapshot
-// re-encoded by a store hashes the same.
+// truncated to 16 bytes. json.Marshal escapes <, > and & in the definition,
+// and manifestDigest in raw fields, the same way whether they were spelled
+// literally or as \u003c, so a snapshot re-encoded by a store hashes the
+// same.
 func (in *inputs) hash() (string, error) {
 	h := sha256.New()
 	h.Write([]byte("toolmesh-snapshot/2\n"))
