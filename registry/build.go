@@ -18,7 +18,6 @@ import (
 	"time"
 	"weak"
 
-	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -651,9 +650,6 @@ func (b builder) tool(job toolJob) toolResult {
 		schema:       schema,
 	}}
 }
-
-// forEach runs fn(0..n-1) on at most workers goroutines and waits.
-func forEach(n, workers int, fn func(i int)) { parallel.ForEach(n, workers, fn) }
 
 // isJSONKind reports whether compact JSON raw starts with open ('{' for an
 // object, '[' for an array).
