@@ -89,7 +89,7 @@ BENCH_COUNT ?= 5
 BENCH_TIME  ?= 1s
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 # Route counts of `make bench-scale` (scalegen.SizesEnv); 10,000 routes (one
-# million tools) need more memory than the development machine has.
+# million tools) also fit (about 6 GB of registry heap, docs/benchmarks.md).
 SCALE       ?= 1000,5000
 # Duration of `make load`.
 LOAD_DURATION ?= 60s

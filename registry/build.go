@@ -3,16 +3,21 @@ package registry
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
-	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -26,11 +31,162 @@ import (
 // of the route definition and the canonical manifests, so equal inputs give
 // equal versions.
 func BuildSnapshot(route Route, manifests map[string]*Manifest, fetchedAt time.Time) (*Snapshot, error) {
-	in, err := prepare(route, manifests)
+	canon, err := canonicalizeAll(route, manifests)
+	if err != nil {
+		return nil, err
+	}
+	in, err := prepare(route, canon)
 	if err != nil {
 		return nil, err
 	}
 	return in.build(fetchedAt, builder{}), nil
+}
+
+// Canonical is a Tool Service manifest in canonical form (raw JSON fields
+// compacted) with the digest of its encoding. The refresher computes it
+// once per fetched manifest and shares it among every route that uses the
+// service, so a refresh canonicalizes and hashes each manifest once, not
+// once per route.
+type Canonical struct {
+	m      *Manifest
+	digest [sha256.Size]byte
+}
+
+// Canonicalize returns m's canonical form and digest. m is not modified
+// and not referenced by the result.
+func Canonicalize(m *Manifest) (*Canonical, error) {
+	c := canonicalManifest(m)
+	d, err := manifestDigest(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Canonical{m: canonManifests.intern(d, c), digest: d}, nil
+}
+
+// needsHTMLEscape reports whether b holds a byte json.HTMLEscape may
+// change: <, >, & or the first byte of U+2028 and U+2029 (IndexByte is
+// vectorized; ContainsAny with runes is not).
+func needsHTMLEscape(b []byte) bool {
+	return bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 ||
+		bytes.IndexByte(b, '&') >= 0 || bytes.IndexByte(b, 0xE2) >= 0
+}
+
+// manifestCache finds a live canonical manifest by digest, so that routes
+// restored from a store (each stored with its own copy of a shared
+// service's manifest) and refreshes that fetch an unchanged manifest again
+// hold one copy. Like schemaCache it holds manifests weakly.
+type manifestCache struct {
+	mu sync.Mutex
+	m  map[[sha256.Size]byte]weak.Pointer[Manifest]
+}
+
+// canonManifests is the process-wide cache.
+var canonManifests = &manifestCache{m: map[[sha256.Size]byte]weak.Pointer[Manifest]{}}
+
+// intern returns the live manifest of digest d, or c, which becomes it.
+func (c *manifestCache) intern(d [sha256.Size]byte, m *Manifest) *Manifest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wp, ok := c.m[d]; ok {
+		if live := wp.Value(); live != nil {
+			return live
+		}
+	}
+	c.m[d] = weak.Make(m)
+	runtime.AddCleanup(m, c.drop, d)
+	return m
+}
+
+func (c *manifestCache) drop(d [sha256.Size]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wp, ok := c.m[d]; ok && wp.Value() == nil {
+		delete(c.m, d)
+	}
+}
+
+// manifestDigest hashes canonical manifest c: every field of every tool,
+// each length-prefixed, then the invalid entries and the MCP part
+// (json.Marshal escapes it the same way whichever spelling it had). It
+// writes the compact raw fields as they are rather than encoding the
+// manifest, which would compact every schema a second time.
+func manifestDigest(c *Manifest) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	var n [8]byte
+	num := func(v int) {
+		binary.BigEndian.PutUint64(n[:], uint64(v))
+		h.Write(n[:])
+	}
+	str := func(s string) {
+		num(len(s))
+		io.WriteString(h, s)
+	}
+	var esc bytes.Buffer
+	raw := func(b []byte) {
+		// A store may re-encode a snapshot with json.Marshal, which
+		// escapes <, >, &, U+2028 and U+2029 in raw fields; hash that form,
+		// so that either spelling gives one version.
+		if needsHTMLEscape(b) {
+			esc.Reset()
+			json.HTMLEscape(&esc, b)
+			b = esc.Bytes()
+		}
+		num(len(b))
+		h.Write(b)
+	}
+	io.WriteString(h, "toolmesh-manifest/1\n")
+	num(len(c.Tools))
+	for _, t := range c.Tools {
+		str(t.Name)
+		str(t.Version)
+		switch {
+		case t.Active == nil:
+			str("")
+		case *t.Active:
+			str("true")
+		default:
+			str("false")
+		}
+		str(t.Title)
+		str(t.Description)
+		raw(t.InputSchema)
+		raw(t.OutputSchema)
+		raw(t.Annotations)
+		raw(t.Icons)
+		str(t.Path)
+	}
+	num(len(c.Invalid))
+	for _, e := range c.Invalid {
+		num(e.Index)
+		str(e.Name)
+		str(e.Reason)
+	}
+	b, err := json.Marshal(c.MCP) // small: resources, templates and prompts
+	if err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("encode mcp listing: %w", err)
+	}
+	raw(b)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d, nil
+}
+
+// canonicalizeAll canonicalizes the manifests of route's Tool Services.
+// A missing manifest is left for prepare to report.
+func canonicalizeAll(route Route, manifests map[string]*Manifest) (map[string]*Canonical, error) {
+	out := make(map[string]*Canonical, len(route.ToolServices))
+	for _, s := range route.ToolServices {
+		m := manifests[s.Name]
+		if m == nil || out[s.Name] != nil {
+			continue
+		}
+		c, err := Canonicalize(m)
+		if err != nil {
+			return nil, fmt.Errorf("build snapshot of route %q: hash manifest of %q: %w", route.Key, s.Name, err)
+		}
+		out[s.Name] = c
+	}
+	return out, nil
 }
 
 // inputs are a route's normalized definition and canonical manifests, with
@@ -39,25 +195,26 @@ func BuildSnapshot(route Route, manifests map[string]*Manifest, fetchedAt time.T
 type inputs struct {
 	route     Route
 	manifests map[string]*Manifest
+	canon     map[string]*Canonical
 	version   string
 }
 
-// prepare normalizes the route, canonicalizes its manifests and hashes both.
-func prepare(route Route, manifests map[string]*Manifest) (*inputs, error) {
+// prepare normalizes the route and hashes it with its manifests' digests.
+func prepare(route Route, canon map[string]*Canonical) (*inputs, error) {
 	r := route
 	r.ToolServices = slices.Clone(route.ToolServices)
 	if errs := r.normalize(0); len(errs) > 0 {
 		return nil, fmt.Errorf("build snapshot of route %q: %w", route.Key, errors.Join(errs...))
 	}
-	in := &inputs{route: r, manifests: make(map[string]*Manifest, len(r.ToolServices))}
+	in := &inputs{route: r, manifests: make(map[string]*Manifest, len(r.ToolServices)), canon: canon}
 	var missing []string
 	for _, s := range r.ToolServices {
-		m := manifests[s.Name]
-		if m == nil {
+		c := canon[s.Name]
+		if c == nil {
 			missing = append(missing, s.Name)
 			continue
 		}
-		in.manifests[s.Name] = canonicalManifest(m)
+		in.manifests[s.Name] = c.m
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("build snapshot of route %q: no manifest for tool service(s) %s", r.Key, strings.Join(missing, ", "))
@@ -70,11 +227,30 @@ func prepare(route Route, manifests map[string]*Manifest) (*inputs, error) {
 	return in, nil
 }
 
-// hash is the snapshot version: sha256 over the route definition and each
-// canonical manifest in the route's Tool Service order, truncated to 16 bytes.
-// json.Marshal escapes <, > and & the same way whether a schema spelled them
-// literally or as \u003c, so a snapshot re-encoded by a store hashes the same.
+// hash is the snapshot version: sha256 over the route definition and, in
+// the route's Tool Service order, each service's name and manifest digest,
+// truncated to 16 bytes. json.Marshal escapes <, > and & in the definition,
+// and manifestDigest in raw fields, the same way whether they were spelled
+// literally or as \u003c, so a snapshot re-encoded by a store hashes the
+// same.
 func (in *inputs) hash() (string, error) {
+	h := sha256.New()
+	h.Write([]byte("toolmesh-snapshot/2\n"))
+	def, err := json.Marshal(in.route)
+	if err != nil {
+		return "", fmt.Errorf("hash route definition: %w", err)
+	}
+	h.Write(def)
+	for _, s := range in.route.ToolServices {
+		fmt.Fprintf(h, "\n%q %x", s.Name, in.canon[s.Name].digest)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// hashV1 is the version of snapshot formats 1 and 2: sha256 over the
+// route definition and each canonical manifest's encoding. It costs a
+// manifest encoding per route, so only a restore of those formats uses it.
+func (in *inputs) hashV1() (string, error) {
 	h := sha256.New()
 	h.Write([]byte("toolmesh-snapshot/1\n"))
 	def, err := json.Marshal(in.route)
@@ -113,6 +289,7 @@ func canonicalManifest(m *Manifest) *Manifest {
 				continue
 			}
 			var buf bytes.Buffer
+			buf.Grow(len(*f.raw)) // compact is never longer
 			if err := json.Compact(&buf, *f.raw); err != nil {
 				bad = append(bad, f.name)
 				continue
@@ -160,13 +337,168 @@ type toolResult struct {
 // below it, goroutines cost more than they save.
 const parallelMinTools = 64
 
-// build validates every entry and assembles the snapshot. Entries are
-// validated on all cores (compiling schemas dominates a large build); the
+// serviceBuild is the validated active entries of one Tool Service
+// definition at one manifest digest. They are the same on every route that
+// uses the service, so they are built once and shared: routes' snapshots
+// point at the same immutable Tools (with their schemas), and only what is
+// the route's own (its tool index, ambiguity, list encoding) is per route.
+type serviceBuild struct {
+	prep    sync.Once
+	jobs    []toolJob
+	entries []serviceEntry // active entries, in manifest order
+	// The entries are validated in chunks, claimed through next by every
+	// goroutine that needs the build, so that routes built or restored in
+	// parallel help with a service they share instead of waiting idle;
+	// left counts entries not yet done, and done closes when none is.
+	b    builder
+	n    int64 // len(jobs), which is dropped once done
+	next atomic.Int64
+	left atomic.Int64
+	done chan struct{}
+}
+
+// serviceChunk is how many entries a goroutine claims at a time.
+const serviceChunk = 8
+
+// serviceEntry is one active manifest entry and its outcome.
+type serviceEntry struct {
+	index int    // in the service's canonical manifest
+	name  string // as declared
+	res   toolResult
+}
+
+// serviceKey names a serviceBuild: the service definition, its manifest's
+// digest, and how schemas are treated (a restore's persisted schema
+// rejections; empty for a fresh build).
+type serviceKey struct {
+	def     string
+	digest  [sha256.Size]byte
+	restore string
+}
+
+// serviceCache finds a live serviceBuild by key. Like schemaCache it holds
+// builds weakly: a build lives as long as a snapshot (or a build in
+// progress) holds it, so the cache holds nothing the snapshots do not.
+type serviceCache struct {
+	mu sync.Mutex
+	m  map[serviceKey]weak.Pointer[serviceBuild]
+}
+
+// services is the process-wide cache.
+var services = &serviceCache{m: map[serviceKey]weak.Pointer[serviceBuild]{}}
+
+// get returns the build of key, creating it unbuilt when there is none.
+func (c *serviceCache) get(key serviceKey) *serviceBuild {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wp, ok := c.m[key]; ok {
+		if sb := wp.Value(); sb != nil {
+			return sb
+		}
+	}
+	sb := &serviceBuild{}
+	c.m[key] = weak.Make(sb)
+	runtime.AddCleanup(sb, c.drop, key)
+	return sb
+}
+
+func (c *serviceCache) drop(key serviceKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wp, ok := c.m[key]; ok && wp.Value() == nil {
+		delete(c.m, key)
+	}
+}
+
+// service returns the shared build of svc's entries under b.
+func (in *inputs) service(svc ToolService, b builder) (*serviceBuild, error) {
+	def, err := json.Marshal(svc)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool service %q: %w", svc.Name, err)
+	}
+	key := serviceKey{def: string(def), digest: in.canon[svc.Name].digest}
+	if b.lazy {
+		key.restore = restoreKey(b.schemaErrs[svc.Name])
+	}
+	sb := services.get(key)
+	sb.build(svc, in.manifests[svc.Name], b)
+	return sb, nil
+}
+
+// restoreKey encodes a restore's schema rejections of one service.
+func restoreKey(errs map[int]string) string {
+	idx := slices.Sorted(maps.Keys(errs))
+	var sb strings.Builder
+	sb.WriteString("restore")
+	for _, i := range idx {
+		fmt.Fprintf(&sb, "\n%d %q", i, errs[i])
+	}
+	return sb.String()
+}
+
+// build validates every active entry of m, in manifest order, and
+// returns when all are done. The first caller lists the entries and, for a
+// large manifest, starts helpers on the other cores (compiling schemas
+// dominates a large build); every caller claims chunks until none is left.
+func (sb *serviceBuild) build(svc ToolService, m *Manifest, b builder) {
+	first := false
+	sb.prep.Do(func() {
+		first = true
+		_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
+		for j, mt := range m.Tools {
+			if mt.Active != nil && !*mt.Active {
+				continue
+			}
+			sb.jobs = append(sb.jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
+				mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
+		}
+		sb.entries = make([]serviceEntry, len(sb.jobs))
+		sb.b = b
+		sb.n = int64(len(sb.jobs))
+		sb.left.Store(sb.n)
+		sb.done = make(chan struct{})
+		if len(sb.jobs) == 0 {
+			close(sb.done)
+		}
+	})
+	if first && sb.n >= parallelMinTools {
+		for range min(runtime.GOMAXPROCS(0), int(sb.n)/parallelMinTools) - 1 {
+			go sb.help()
+		}
+	}
+	sb.help()
+	<-sb.done
+}
+
+// help validates chunks of entries until none is left to claim.
+func (sb *serviceBuild) help() {
+	n := sb.n
+	for {
+		start := sb.next.Add(serviceChunk) - serviceChunk
+		if start >= n {
+			return
+		}
+		end := min(start+serviceChunk, n)
+		for i := start; i < end; i++ {
+			job := sb.jobs[i]
+			sb.entries[i] = serviceEntry{index: job.index, name: job.mt.Name, res: sb.b.tool(job)}
+		}
+		if sb.left.Add(start-end) == 0 {
+			// Every claimed entry is done, so nothing reads jobs any more;
+			// the entries hold what is needed.
+			sb.jobs, sb.b = nil, builder{}
+			close(sb.done)
+		}
+	}
+}
+
+// build assembles the snapshot from the shared builds of its services. The
 // result is assembled in manifest order, so it does not depend on timing.
 func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	s := &Snapshot{
 		Route:      in.route.Key,
 		Version:    in.version,
+		inputs:     in.version,
 		FetchedAt:  fetchedAt,
 		Tools:      []*Tool{},
 		Ambiguous:  []string{},
@@ -184,35 +516,23 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 		searchMode = c.Mode == ModeSearch
 	}
 	s.tag = cursorTag(in.version)
-	var jobs []toolJob
-	for _, svc := range in.route.ToolServices {
-		_, _, _, basePath, _ := svc.Endpoint() // normalize already checked the URL
-		for j, mt := range in.manifests[svc.Name].Tools {
-			if mt.Active != nil && !*mt.Active {
-				continue
-			}
-			jobs = append(jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
-				mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
-		}
-	}
-	results := make([]toolResult, len(jobs))
-	workers := 1
-	if len(jobs) >= parallelMinTools {
-		workers = min(runtime.GOMAXPROCS(0), len(jobs)/parallelMinTools)
-	}
-	forEach(len(jobs), workers, func(i int) { results[i] = b.tool(jobs[i]) })
 
 	claims := map[string][]*Tool{}
 	var order []string
-	next := 0
 	for _, svc := range in.route.ToolServices {
 		for _, bad := range in.manifests[svc.Name].Invalid {
 			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
 		}
-		for ; next < len(jobs) && jobs[next].service == svc.Name; next++ {
-			res, job := results[next], jobs[next]
+		sb, err := in.service(svc, b)
+		if err != nil { // cannot happen: prepare encoded the route
+			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Reason: err.Error()})
+			continue
+		}
+		s.builds = append(s.builds, sb)
+		for _, e := range sb.entries {
+			res := e.res
 			if res.schemaErr != "" {
-				s.schemaErrs[svc.Name] = append(s.schemaErrs[svc.Name], schemaError{Index: job.index, Reason: res.schemaErr})
+				s.schemaErrs[svc.Name] = append(s.schemaErrs[svc.Name], schemaError{Index: e.index, Reason: res.schemaErr})
 			}
 			if res.reason == "" && searchMode && mcp.IsMetaToolName(res.tool.Name) {
 				// One name means one thing on a route: in search mode the
@@ -220,7 +540,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 				res.reason = reservedName
 			}
 			if res.reason != "" {
-				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: job.mt.Name, Reason: res.reason})
+				s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: e.name, Reason: res.reason})
 				continue
 			}
 			t := res.tool
@@ -230,6 +550,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			claims[t.Name] = append(claims[t.Name], t)
 		}
 	}
+	s.byName = make(map[string]*Tool, len(order))
 	for _, name := range order {
 		if ts := claims[name]; len(ts) > 1 {
 			s.ambiguous[name] = true
@@ -279,7 +600,7 @@ func (b builder) tool(job toolJob) toolResult {
 		schema = schemas.entry(mt.InputSchema)
 	} else {
 		schema = schemas.entry(mt.InputSchema)
-		if _, err := schema.compiled(); err != nil {
+		if err := schema.check(); err != nil {
 			return toolResult{reason: "inputSchema: " + err.Error(), schemaErr: err.Error()}
 		}
 	}
@@ -329,9 +650,6 @@ func (b builder) tool(job toolJob) toolResult {
 		schema:       schema,
 	}}
 }
-
-// forEach runs fn(0..n-1) on at most workers goroutines and waits.
-func forEach(n, workers int, fn func(i int)) { parallel.ForEach(n, workers, fn) }
 
 // isJSONKind reports whether compact JSON raw starts with open ('{' for an
 // object, '[' for an array).

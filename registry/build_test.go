@@ -467,7 +467,8 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 	_ = json.Unmarshal(direct, &st)
 	for name, tamper := range map[string]func(){
 		"version":    func() { st["version"] = json.RawMessage(`"0000"`) },
-		"format":     func() { st["format"] = json.RawMessage(`3`) },
+		"format":     func() { st["format"] = json.RawMessage(`4`) },
+		"old format": func() { st["format"] = json.RawMessage(`2`) },
 		"manifest":   func() { st["manifests"] = json.RawMessage(`{"weather":{"tools":[]}}`) },
 		"no version": func() { delete(st, "version") },
 	} {

@@ -15,11 +15,22 @@ import (
 // cur whose schema failed on first use is rebuilt even so, so the tool is
 // rejected rather than failing every call.
 func Rebuild(route Route, cur *Snapshot, manifests map[string]*Manifest, fetchedAt time.Time) (*Snapshot, error) {
+	canon, err := canonicalizeAll(route, manifests)
+	if err != nil {
+		return nil, err
+	}
+	return RebuildCanonical(route, cur, canon, fetchedAt)
+}
+
+// RebuildCanonical is Rebuild from manifests already canonicalized (see
+// Canonicalize): the refresher canonicalizes each fetched manifest once per
+// cycle, however many routes use it.
+func RebuildCanonical(route Route, cur *Snapshot, manifests map[string]*Canonical, fetchedAt time.Time) (*Snapshot, error) {
 	in, err := prepare(route, manifests)
 	if err != nil {
 		return nil, err
 	}
-	if cur != nil && cur.Version == in.version && !cur.lazyFailed() {
+	if cur != nil && cur.inputs == in.version && !cur.lazyFailed() {
 		return nil, nil
 	}
 	return in.build(fetchedAt, builder{}), nil

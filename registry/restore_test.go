@@ -121,19 +121,71 @@ func TestUnmarshalSnapshotLazySchemaFailure(t *testing.T) {
 	}
 }
 
+// oldForm is s's stored form as formats 1 and 2 wrote it: the version
+// hashed from the manifests' encodings.
+func oldForm(t testing.TB, s *Snapshot, format int) map[string]json.RawMessage {
+	t.Helper()
+	st := storedForm(t, s)
+	in, err := prepare(s.def, mustCanonical(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := in.hashV1()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st["version"], _ = json.Marshal(v1)
+	st["format"], _ = json.Marshal(format)
+	if format == 1 {
+		delete(st, "schemaErrors")
+	}
+	return st
+}
+
+func mustCanonical(t testing.TB, s *Snapshot) map[string]*Canonical {
+	t.Helper()
+	c, err := canonicalizeAll(s.def, s.manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestUnmarshalSnapshotFormats(t *testing.T) {
 	orig := buildSchemaRoute(t, "r")
+	r, ms := schemaRoute(t, "r")
 
-	// Format 1 carried no schema errors; it is rebuilt in full.
-	v1 := storedForm(t, orig)
-	v1["format"] = json.RawMessage(`1`)
-	delete(v1, "schemaErrors")
-	got, err := fromStored(t, v1)
-	if err != nil {
-		t.Fatalf("format 1: %v", err)
-	}
-	if !reflect.DeepEqual(got.Rejected, orig.Rejected) {
-		t.Errorf("format 1 rebuilt rejected = %+v", got.Rejected)
+	for _, format := range []int{1, 2} {
+		// Format 1 carried no schema errors; it is rebuilt in full. Format 2
+		// is restored lazily. Both keep their stored version (a store's
+		// version field names it), are written back in format 2, and are
+		// kept by a refresh with the same inputs: an upgrade rebuilds nothing.
+		old := oldForm(t, orig, format)
+		got, err := fromStored(t, old)
+		if err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if !reflect.DeepEqual(got.Rejected, orig.Rejected) {
+			t.Errorf("format %d restored rejected = %+v", format, got.Rejected)
+		}
+		if want := string(old["version"]); `"`+got.Version+`"` != want || got.Version == orig.Version {
+			t.Errorf("format %d restored version %s, want the stored %s", format, got.Version, want)
+		}
+		again := storedForm(t, got)
+		if string(again["format"]) != "2" || string(again["version"]) != string(old["version"]) {
+			t.Errorf("format %d written back as format %s version %s", format, again["format"], again["version"])
+		}
+		if _, err := fromStored(t, again); err != nil {
+			t.Errorf("format %d written back does not restore: %v", format, err)
+		}
+		if out, err := Rebuild(r, got, ms, t0); out != nil || err != nil {
+			t.Errorf("format %d: Rebuild() = %v, %v: unchanged inputs must keep the restored snapshot", format, out, err)
+		}
+		// A format-3 entry is hashed the new way: the old version is refused.
+		old["format"] = json.RawMessage(`3`)
+		if _, err := fromStored(t, old); err == nil {
+			t.Errorf("format 3 with a format %d version accepted", format)
+		}
 	}
 
 	for name, errs := range map[string]string{
@@ -160,7 +212,7 @@ func TestSchemaCacheSharesCompiledSchemas(t *testing.T) {
 	if ga.schema == nil || ga.schema != ta.schema || ga.schema != gb.schema {
 		t.Fatal("identical schemas in one snapshot and across routes must share one compiled entry")
 	}
-	if ga.schema.sch == nil {
+	if ga.schema.sch.Load() == nil {
 		t.Fatal("a built snapshot's schemas are compiled")
 	}
 	restored := mustUnmarshal(t, mustMarshal(t, a))
@@ -178,7 +230,7 @@ func TestSchemaCacheSharesCompiledSchemas(t *testing.T) {
 	if msgs := only.ValidateArguments(json.RawMessage(`{}`)); msgs != nil {
 		t.Errorf("ValidateArguments = %q", msgs)
 	}
-	if only.schema.sch == nil {
+	if only.schema.sch.Load() == nil {
 		t.Error("the validator was not kept after first use")
 	}
 	if schemas.len() == 0 {

@@ -120,6 +120,13 @@ type Snapshot struct {
 	// the canonical manifest of each of its Tool Services.
 	def       Route
 	manifests map[string]*Manifest
+	// inputs is the content hash the refresher compares: Version, except
+	// for a snapshot restored from an older format, whose Version is the
+	// stored one (hashed the old way) and stays so while it is served.
+	inputs string
+	// builds are the shared per-service builds Tools come from, held so
+	// that routes rebuilt later find them (see serviceCache).
+	builds []*serviceBuild
 	// lazy: restored by UnmarshalSnapshot, schemas compiled on first use.
 	lazy bool
 	// schemaErrs are the entries rejected because their input schema did not

@@ -10,9 +10,15 @@ import (
 
 // Persisted snapshot formats. Format 2 adds the schema rejections that let a
 // restore skip compiling; format 1 (inputs only) is still read, by a full
-// build.
+// build. Format 3 is format 2 with the version hashed from each manifest's
+// digest (inputs.hash) rather than from the manifests' encodings
+// (inputs.hashV1). Formats 1 and 2 are still read: the restored snapshot
+// keeps its stored version, and is written back as format 2, so a store
+// entry and its version field always agree; a refresh compares it by
+// content, so the upgrade rebuilds nothing.
 const (
-	snapshotFormat   = 2
+	snapshotFormat   = 3
+	snapshotFormatV2 = 2
 	snapshotFormatV1 = 1
 )
 
@@ -47,8 +53,12 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	format := snapshotFormat
+	if s.Version != s.inputs {
+		format = snapshotFormatV2 // restored from format 1 or 2; see snapshotFormat
+	}
 	st := storedSnapshot{
-		Format:       snapshotFormat,
+		Format:       format,
 		Version:      s.Version,
 		Route:        s.def,
 		FetchedAt:    s.FetchedAt,
@@ -78,26 +88,36 @@ func UnmarshalSnapshot(data []byte) (*Snapshot, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("unmarshal snapshot: %w", err)
 	}
-	if st.Format != snapshotFormat && st.Format != snapshotFormatV1 {
+	if st.Format != snapshotFormat && st.Format != snapshotFormatV2 && st.Format != snapshotFormatV1 {
 		return nil, fmt.Errorf("unmarshal snapshot: unsupported format %d", st.Format)
 	}
 	if st.Version == "" {
 		return nil, errors.New("unmarshal snapshot: missing version")
 	}
-	in, err := prepare(st.Route, st.Manifests)
+	canon, err := canonicalizeAll(st.Route, st.Manifests)
 	if err != nil {
 		return nil, fmt.Errorf("unmarshal snapshot: %w", err)
 	}
-	if in.version != st.Version {
-		return nil, fmt.Errorf("unmarshal snapshot of route %q: content hashes to %s, stored version is %s", st.Route.Key, in.version, st.Version)
-	}
-	if st.Format == snapshotFormatV1 {
-		return in.build(st.FetchedAt, builder{}), nil
-	}
-	snap, err := restoreSchemaErrors(st, in)
+	in, err := prepare(st.Route, canon)
 	if err != nil {
+		return nil, fmt.Errorf("unmarshal snapshot: %w", err)
+	}
+	stored := in.version
+	if st.Format != snapshotFormat {
+		if stored, err = in.hashV1(); err != nil {
+			return nil, fmt.Errorf("unmarshal snapshot of route %q: %w", st.Route.Key, err)
+		}
+	}
+	if stored != st.Version {
+		return nil, fmt.Errorf("unmarshal snapshot of route %q: content hashes to %s, stored version is %s", st.Route.Key, stored, st.Version)
+	}
+	var snap *Snapshot
+	if st.Format == snapshotFormatV1 {
+		snap = in.build(st.FetchedAt, builder{})
+	} else if snap, err = restoreSchemaErrors(st, in); err != nil {
 		return nil, err
 	}
+	snap.Version = st.Version // differs from snap.inputs for formats 1 and 2
 	if snap.search != nil && st.Embeddings != nil {
 		// Malformed vectors are dropped, not fatal: they are recomputed.
 		if vecs, err := st.Embeddings.decode(); err == nil {

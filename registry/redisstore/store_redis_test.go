@@ -69,7 +69,7 @@ func TestRedisStoreRoundTrip(t *testing.T) {
 	c := srv.client()
 	defer c.Close()
 	fields, err := c.HGetAll(ctx, "toolmesh:route:alpha").Result()
-	if err != nil || fields["version"] != snap.Version || !strings.HasPrefix(fields["snapshot"], `{"format":2,"version":"`+snap.Version) || fields["savedAt"] == "" {
+	if err != nil || fields["version"] != snap.Version || !strings.HasPrefix(fields["snapshot"], `{"format":3,"version":"`+snap.Version) || fields["savedAt"] == "" {
 		t.Fatalf("stored hash = %v, %v", fields, err)
 	}
 

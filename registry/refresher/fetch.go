@@ -2,9 +2,11 @@ package refresher
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -92,4 +94,53 @@ func (r *Registry) serviceStatus(rt registry.Route, snap *registry.Snapshot) []r
 		}
 	}
 	return out
+}
+
+// canonMemo remembers, per Tool Service, the last fetched manifest and its
+// canonical form, so that a fetcher that hands back the same manifest (an
+// MCP server's listing while fresh, an in-memory fetcher) costs no
+// canonicalization. It holds the manifest weakly: a fetcher that decodes a
+// new manifest every time drops the old one, and the memo keeps no copy.
+// A manifest is not modified once a fetcher returned it.
+type canonMemo struct {
+	mu sync.Mutex
+	by map[string]canonEntry
+}
+
+type canonEntry struct {
+	m *registry.Canonical
+	w weak.Pointer[registry.Manifest]
+}
+
+// of returns the canonical form of m, fetched for service name.
+func (c *canonMemo) of(name string, m *registry.Manifest) (*registry.Canonical, error) {
+	w := weak.Make(m)
+	c.mu.Lock()
+	e, ok := c.by[name]
+	c.mu.Unlock()
+	if ok && e.w == w {
+		return e.m, nil
+	}
+	canon, err := registry.Canonicalize(m)
+	if err != nil {
+		return nil, fmt.Errorf("tool service %q: canonicalize manifest: %w", name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]canonEntry{}
+	}
+	c.by[name] = canonEntry{m: canon, w: w}
+	return canon, nil
+}
+
+// keep forgets the services not in names (a full cycle's services).
+func (c *canonMemo) keep(names map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.by {
+		if !names[name] {
+			delete(c.by, name)
+		}
+	}
 }

@@ -109,7 +109,8 @@ type Registry struct {
 	src     registry.Source
 	fetcher registry.ManifestFetcher
 	mcp     registry.MCPLister
-	fetches fetches // per Tool Service: last fetch, re-listing schedule (fetch.go)
+	fetches fetches   // per Tool Service: last fetch, re-listing schedule (fetch.go)
+	canon   canonMemo // per Tool Service: the last fetched manifest's canonical form (fetch.go)
 	store   registry.Store
 	opts    Options
 	log     *slog.Logger
@@ -542,7 +543,7 @@ func (r *Registry) SetCatalogOverrides(overrides map[string]registry.Catalog) er
 
 // fetched is the outcome of one manifest fetch.
 type fetched struct {
-	m   *registry.Manifest
+	m   *registry.Canonical // canonicalized once, for every route of the service
 	err error
 }
 
@@ -588,10 +589,17 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 			err = errors.New("fetcher returned no manifest")
 		}
 		endSpan(span, "ok", err)
-		results[i] = fetched{m: m, err: err}
+		var c *registry.Canonical
+		if err == nil {
+			c, err = r.canon.of(services[i].Name, m)
+		}
+		results[i] = fetched{m: c, err: err}
 	})
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if only == nil {
+		r.canon.keep(seen)
 	}
 	byName := make(map[string]fetched, len(services))
 	for i, s := range services {
@@ -651,7 +659,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 // is pure apart from reading cur.
 func (r *Registry) refreshRoute(rt registry.Route, cur *registry.Snapshot, results map[string]fetched, fetchedAt time.Time) built {
 	out := built{key: rt.Key}
-	manifests := make(map[string]*registry.Manifest, len(rt.ToolServices))
+	manifests := make(map[string]*registry.Canonical, len(rt.ToolServices))
 	var errs []error
 	for _, s := range rt.ToolServices {
 		res := results[s.Name]
@@ -665,7 +673,7 @@ func (r *Registry) refreshRoute(rt registry.Route, cur *registry.Snapshot, resul
 		out.err = fmt.Errorf("refresh route %q: %w", rt.Key, errors.Join(errs...))
 		return out
 	}
-	snap, err := registry.Rebuild(rt, cur, manifests, fetchedAt)
+	snap, err := registry.RebuildCanonical(rt, cur, manifests, fetchedAt)
 	out.snap, out.err = snap, err
 	return out
 }
