@@ -2,10 +2,8 @@ package xds
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,12 +53,8 @@ func (t *EnvoyTracing) check() error {
 	if t == nil {
 		return nil
 	}
-	host, port, err := net.SplitHostPort(t.Collector)
-	if err != nil || host == "" {
-		return fmt.Errorf("options: EnvoyTracing.Collector %q is not host:port", t.Collector)
-	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return fmt.Errorf("options: EnvoyTracing.Collector %q: port must be 1 to 65535", t.Collector)
+	if _, _, err := hostPort("EnvoyTracing.Collector", t.Collector); err != nil {
+		return err
 	}
 	if t.SamplingPercent < 0 || t.SamplingPercent > 100 {
 		return fmt.Errorf("options: EnvoyTracing.SamplingPercent %g is not between 0 and 100", t.SamplingPercent)
@@ -103,8 +97,7 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 	if t == nil {
 		return nil, nil
 	}
-	host, portStr, _ := net.SplitHostPort(t.Collector) // checked by Options.check
-	port, _ := strconv.ParseUint(portStr, 10, 16)
+	host, port, _ := hostPort("", t.Collector) // checked by Options.check
 	hpo, err := httpProtocolOptions(true, time.Hour)
 	if err != nil {
 		return nil, err
@@ -118,7 +111,7 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{
 				LbEndpoints: []*endpointv3.LbEndpoint{{
 					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-						Address: socketAddress(host, uint32(port)),
+						Address: socketAddress(host, port),
 					}},
 				}},
 			}},
