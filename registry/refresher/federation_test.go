@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -104,7 +105,7 @@ func (s *mcpServer) serve(w http.ResponseWriter, r *http.Request) {
 // federationEnv is a registry over a static listing with one native Tool
 // Service and one MCP server, on a fake clock.
 type federationEnv struct {
-	native *fakeServer
+	native *registrytest.FakeServer
 	up     *mcpServer
 	clock  *clock
 	store  *jsonStore
@@ -115,8 +116,8 @@ type federationEnv struct {
 func newFederationEnv(t *testing.T, legacy bool) *federationEnv {
 	t.Helper()
 	t.Setenv("TOOLMESH_TEST_UPSTREAM_TOKEN", "s3cret")
-	e := &federationEnv{clock: newClock(), store: newJSONStore(&recorder{})}
-	e.native = newFakeServer(t, "/manifest", toolsDoc("forecast"))
+	e := &federationEnv{clock: newClock(), store: newJSONStore(&registrytest.Recorder{})}
+	e.native = registrytest.NewFakeServer(t, "/manifest", registrytest.ToolsDoc("forecast"))
 	e.up = newMCPServer(t, legacy, "Bearer s3cret", "lookup", "forecast")
 	e.route = registry.Route{Key: "mixed", ToolServices: []registry.ToolService{
 		{Name: "native", URL: e.native.URL},
@@ -171,13 +172,13 @@ func TestRegistryFederated(t *testing.T) {
 	}
 
 	// Within ttlMs the server is not listed again; the native manifest is.
-	lists, nativeHits := e.up.lists.Load(), e.native.hits.Load()
+	lists, nativeHits := e.up.lists.Load(), e.native.Hits.Load()
 	e.clock.advance(30 * time.Second)
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if e.up.lists.Load() != lists || e.native.hits.Load() != nativeHits+1 {
-		t.Errorf("fresh listing: upstream lists %d → %d, native fetches %d → %d", lists, e.up.lists.Load(), nativeHits, e.native.hits.Load())
+	if e.up.lists.Load() != lists || e.native.Hits.Load() != nativeHits+1 {
+		t.Errorf("fresh listing: upstream lists %d → %d, native fetches %d → %d", lists, e.up.lists.Load(), nativeHits, e.native.Hits.Load())
 	}
 	// Once stale, it is listed, and a new tool shows.
 	e.up.set(false, "lookup", "forecast", "create")

@@ -1,6 +1,7 @@
 package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 
 	"bytes"
@@ -79,7 +80,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	if g := gauge(t, reg, "toolmesh_registry_ready"); g != 0 {
 		t.Fatalf("ready = %v with the Portal down", g)
 	}
-	up := New(Options{Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, toolsDoc("a_one"))}, Registerer: reg})
+	up := New(Options{Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, registrytest.ToolsDoc("a_one"))}, Registerer: reg})
 	if err := up.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestMetricsConflict(t *testing.T) {
 	}, []string{"other"}))
 	var logs bytes.Buffer
 	r := New(Options{
-		Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, toolsDoc("a_one"))}, Registerer: reg,
+		Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, registrytest.ToolsDoc("a_one"))}, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err := r.Start(t.Context()); err != nil {
