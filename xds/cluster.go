@@ -148,14 +148,9 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource()}
 		return c, cla, nil
 	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{}) // defaults: strict DNS, AUTO, every 5s
-	if err != nil {
+	if c.ClusterDiscoveryType, err = dnsDiscovery(); err != nil {
 		return nil, nil, err
 	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name:        dnsClusterType,
-		TypedConfig: dns,
-	}}
 	c.LoadAssignment = cla
 	return c, nil, nil
 }
@@ -166,6 +161,19 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 // respect_dns_ttl, dns_lookup_family, …) are deprecated in favour of this
 // extension, whose all_addresses_in_single_endpoint false is strict DNS.
 const dnsClusterType = "envoy.cluster.dns"
+
+// dnsDiscovery is the cluster_type of a cluster whose endpoints are DNS
+// names: the DnsCluster extension with its defaults (strict DNS, AUTO,
+// every 5s).
+func dnsDiscovery() (*clusterv3.Cluster_ClusterType, error) {
+	dns, err := pack(&dnsclusterv3.DnsCluster{})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
+		Name: dnsClusterType, TypedConfig: dns,
+	}}, nil
+}
 
 // loadAssignment is the Tool Service's single endpoint. The locality is
 // non-nil and both weights are 1, as gRPC's xDS client requires.

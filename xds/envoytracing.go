@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
-	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -121,13 +120,11 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
 		return c, nil
 	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{})
+	dns, err := dnsDiscovery()
 	if err != nil {
 		return nil, err
 	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name: dnsClusterType, TypedConfig: dns,
-	}}
+	c.ClusterDiscoveryType = dns
 	return c, nil
 }
 

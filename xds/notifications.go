@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -136,13 +135,11 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
 		return c, nil
 	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{})
+	dns, err := dnsDiscovery()
 	if err != nil {
 		return nil, err
 	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name: dnsClusterType, TypedConfig: dns,
-	}}
+	c.ClusterDiscoveryType = dns
 	return c, nil
 }
 
