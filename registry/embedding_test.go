@@ -349,7 +349,7 @@ func TestEmbeddingsFailureNeverBlocks(t *testing.T) {
 	if got := shortlistNames(t, snap.SearchTools("delete an invoice", 0)); len(got) == 0 || got[0] != "billing_invoice_delete" {
 		t.Fatalf("lexical answer while not ready = %v", got)
 	}
-	if got := counter(t, e.prom, "toolmesh_search_tool_embedding_failures_total", "service", "e"); got != 1 {
+	if got := registrytest.Counter(t, e.prom, "toolmesh_search_tool_embedding_failures_total", "service", "e"); got != 1 {
 		t.Fatalf("failures counter = %v, want 1", got)
 	}
 	e.emb.Fail(0)
@@ -416,7 +416,7 @@ func TestSearchToolsSemantic(t *testing.T) {
 			if want := lexical(q); !slices.Equal(got, want) {
 				t.Fatalf("fallback shortlist %v, want the lexical %v", got, want)
 			}
-			if n := counter(t, e.prom, "toolmesh_search_semantic_fallbacks_total", "reason", tc.reason); n != 1 {
+			if n := registrytest.Counter(t, e.prom, "toolmesh_search_semantic_fallbacks_total", "reason", tc.reason); n != 1 {
 				t.Fatalf("fallbacks{reason=%s} = %v, want 1", tc.reason, n)
 			}
 		})
@@ -503,26 +503,4 @@ func TestSnapshotEmbeddingsRoundTrip(t *testing.T) {
 			t.Errorf("%s: restore = %v, stored %v; want the snapshot without vectors", name, err, s != nil && s.search.stored != nil)
 		}
 	}
-}
-
-// counter is the counter name{label=value} in reg, 0 when absent.
-func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() = %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

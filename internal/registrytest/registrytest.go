@@ -1,8 +1,9 @@
-// Package registrytest holds the fakes the registry's tests (registry,
+// Package registrytest holds what the registry's tests (registry,
 // registry/refresher, registry/redisstore) share: a Portal or Tool Service
 // on 127.0.0.1 that a test can switch to fail, hang or return garbage, a
-// manifest builder and an event recorder. It imports nothing of the
-// registry, so the registry's own package tests can use it too.
+// manifest builder, an event recorder and a counter reader. It imports
+// nothing of the registry, so the registry's own package tests can use it
+// too.
 package registrytest
 
 import (
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Modes of a FakeServer.
@@ -127,4 +130,26 @@ func (r *Recorder) Count(prefix string) int {
 		}
 	}
 	return n
+}
+
+// Counter is the value of counter name{label=value} in reg, 0 when absent.
+func Counter(t testing.TB, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
