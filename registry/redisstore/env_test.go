@@ -1,12 +1,12 @@
 package redisstore
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -15,26 +15,6 @@ import (
 // The registry's refresher on a real Redis: a fake Portal and three fake
 // Tool Services on 127.0.0.1 (route alpha uses services a and shared; route
 // beta uses b and shared), driven only through the registry's public API.
-
-type recordingSource struct {
-	registry.Source
-	rec *registrytest.Recorder
-}
-
-func (s recordingSource) List(ctx context.Context) (*registry.Listing, error) {
-	s.rec.Add("list")
-	return s.Source.List(ctx)
-}
-
-type recordingFetcher struct {
-	registry.ManifestFetcher
-	rec *registrytest.Recorder
-}
-
-func (f recordingFetcher) Fetch(ctx context.Context, svc registry.ToolService) (*registry.Manifest, error) {
-	f.rec.Add("fetch " + svc.Name)
-	return f.ManifestFetcher.Fetch(ctx, svc)
-}
 
 // env is a registry on the fake Portal and Tool Services.
 type env struct {
@@ -79,16 +59,5 @@ func (e *env) start(t *testing.T) {
 
 func (e *env) route(t *testing.T, key string) registry.RouteStatus {
 	t.Helper()
-	return routeStatus(t, e.reg, key)
-}
-
-func routeStatus(t testing.TB, reg *refresher.Registry, key string) registry.RouteStatus {
-	t.Helper()
-	for _, rs := range reg.Health().Routes {
-		if rs.Key == key {
-			return rs
-		}
-	}
-	t.Fatalf("route %q not in health %+v", key, reg.Health())
-	return registry.RouteStatus{}
+	return refreshtest.RouteStatus(t, e.reg, key)
 }

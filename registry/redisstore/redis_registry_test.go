@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -81,8 +82,8 @@ func TestRegistryRedisStartOrder(t *testing.T) {
 	srv := startRedis(t, "")
 	rec := &registrytest.Recorder{}
 	e := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
-		o.Source = recordingSource{o.Source, rec}
-		o.Fetcher = recordingFetcher{o.Fetcher, rec}
+		o.Source = refreshtest.RecordingSource{Source: o.Source, Rec: rec}
+		o.Fetcher = refreshtest.RecordingFetcher{ManifestFetcher: o.Fetcher, Rec: rec}
 	})
 	e.start(t)
 	events := rec.List()
@@ -148,20 +149,20 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 	if tool, _ := snap.Lookup("a_one"); tool == nil || tool.ValidateArguments([]byte(`{}`)) != nil {
 		t.Error("a restored tool must validate")
 	}
-	if st := routeStatus(t, reg, "alpha"); !st.Restored || st.StoreError != "" {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); !st.Restored || st.StoreError != "" {
 		t.Errorf("alpha = %+v, want restored", st)
 	}
-	if st := routeStatus(t, reg, "beta"); st.Restored || !strings.Contains(st.StoreError, "load: ") || reg.Snapshot("beta") != nil {
+	if st := refreshtest.RouteStatus(t, reg, "beta"); st.Restored || !strings.Contains(st.StoreError, "load: ") || reg.Snapshot("beta") != nil {
 		t.Errorf("beta = %+v, want its garbage reported and no snapshot", st)
 	}
 	<-gate.entered
-	if st := routeStatus(t, reg, "alpha"); !st.Restored || st.LastRefresh != nil {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); !st.Restored || st.LastRefresh != nil {
 		t.Fatalf("alpha = %+v: refreshed while every fetch is held", st)
 	}
 
 	close(gate.release)
 	waitFor(t, 10*time.Second, "the first refresh", func() (bool, string) {
-		alpha, beta := routeStatus(t, reg, "alpha"), routeStatus(t, reg, "beta")
+		alpha, beta := refreshtest.RouteStatus(t, reg, "alpha"), refreshtest.RouteStatus(t, reg, "beta")
 		if alpha.Restored || alpha.LastRefresh == nil {
 			return false, fmt.Sprintf("alpha = %+v", alpha)
 		}

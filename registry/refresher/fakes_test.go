@@ -1,36 +1,16 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/internal/registrytest"
-	"github.com/toolmesh/toolmesh/registry"
-
 	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
+	"github.com/toolmesh/toolmesh/registry"
 )
-
-type recordingSource struct {
-	registry.Source
-	rec *registrytest.Recorder
-}
-
-func (s recordingSource) List(ctx context.Context) (*registry.Listing, error) {
-	s.rec.Add("list")
-	return s.Source.List(ctx)
-}
-
-type recordingFetcher struct {
-	registry.ManifestFetcher
-	rec *registrytest.Recorder
-}
-
-func (f recordingFetcher) Fetch(ctx context.Context, svc registry.ToolService) (*registry.Manifest, error) {
-	f.rec.Add("fetch " + svc.Name)
-	return f.ManifestFetcher.Fetch(ctx, svc)
-}
 
 // jsonStore persists snapshots in their JSON form, as the Redis store will,
 // and can be switched to fail.

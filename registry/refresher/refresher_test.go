@@ -1,6 +1,7 @@
 package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 
@@ -41,8 +42,8 @@ func newEnv(t *testing.T, options ...func(*Options)) *env {
 	e.portal = registrytest.NewFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	e.store = newJSONStore(e.rec)
 	opts := Options{
-		Source:       recordingSource{registry.NewHTTPSource(e.portal.URL, e.portal.Client()), e.rec},
-		Fetcher:      recordingFetcher{registry.NewHTTPFetcher(e.a.Client(), 0), e.rec},
+		Source:       refreshtest.RecordingSource{Source: registry.NewHTTPSource(e.portal.URL, e.portal.Client()), Rec: e.rec},
+		Fetcher:      refreshtest.RecordingFetcher{ManifestFetcher: registry.NewHTTPFetcher(e.a.Client(), 0), Rec: e.rec},
 		Store:        e.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
@@ -68,18 +69,7 @@ func (e *env) start(t *testing.T) {
 
 func (e *env) route(t *testing.T, key string) registry.RouteStatus {
 	t.Helper()
-	return routeStatus(t, e.reg, key)
-}
-
-func routeStatus(t testing.TB, reg *Registry, key string) registry.RouteStatus {
-	t.Helper()
-	for _, rs := range reg.Health().Routes {
-		if rs.Key == key {
-			return rs
-		}
-	}
-	t.Fatalf("route %q not in health %+v", key, reg.Health())
-	return registry.RouteStatus{}
+	return refreshtest.RouteStatus(t, e.reg, key)
 }
 
 func TestRegistryStart(t *testing.T) {
@@ -325,7 +315,7 @@ func TestRegistryWarmStart(t *testing.T) {
 	if tool, res := got.Lookup("a_one"); res != mcp.ToolFound || tool.Cluster != "toolsvc_a" {
 		t.Errorf("warm snapshot lookup = %v %+v", res, tool)
 	}
-	if st := routeStatus(t, reg, "alpha"); st.LastError == "" || st.SnapshotVersion != want.Version {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); st.LastError == "" || st.SnapshotVersion != want.Version {
 		t.Errorf("alpha status = %+v", st)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
@@ -22,7 +23,7 @@ func TestRegistryWarmStartSkipsForeignServices(t *testing.T) {
 	if second.reg.Snapshot("alpha") != nil {
 		t.Error("a stored snapshot of other tool services was served")
 	}
-	if st := routeStatus(t, second.reg, "alpha"); !strings.Contains(st.StoreError, "no longer lists") {
+	if st := refreshtest.RouteStatus(t, second.reg, "alpha"); !strings.Contains(st.StoreError, "no longer lists") {
 		t.Errorf("alpha = %+v", st)
 	}
 	if second.reg.Snapshot("beta") == nil {
