@@ -175,6 +175,21 @@ func dnsDiscovery() (*clusterv3.Cluster_ClusterType, error) {
 	}}, nil
 }
 
+// staticOrDNS makes c, whose load assignment lists its endpoints, STATIC
+// when every endpoint is an IP address, else a DNS cluster.
+func staticOrDNS(c *clusterv3.Cluster, static bool) (*clusterv3.Cluster, error) {
+	if static {
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		return c, nil
+	}
+	dns, err := dnsDiscovery()
+	if err != nil {
+		return nil, err
+	}
+	c.ClusterDiscoveryType = dns
+	return c, nil
+}
+
 // loadAssignment is the Tool Service's single endpoint. The locality is
 // non-nil and both weights are 1, as gRPC's xDS client requires.
 func loadAssignment(u upstream) *endpointv3.ClusterLoadAssignment {

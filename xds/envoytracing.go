@@ -116,16 +116,8 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 			}},
 		},
 	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
-		return c, nil
-	}
-	dns, err := dnsDiscovery()
-	if err != nil {
-		return nil, err
-	}
-	c.ClusterDiscoveryType = dns
-	return c, nil
+	_, notIP := netip.ParseAddr(host)
+	return staticOrDNS(c, notIP == nil)
 }
 
 // insertCluster inserts c into clusters, which are sorted by name, keeping

@@ -131,16 +131,7 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}},
 		},
 	}
-	if static {
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
-		return c, nil
-	}
-	dns, err := dnsDiscovery()
-	if err != nil {
-		return nil, err
-	}
-	c.ClusterDiscoveryType = dns
-	return c, nil
+	return staticOrDNS(c, static)
 }
 
 // notificationsRoute sends what the extproc server marked for the
