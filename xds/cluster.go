@@ -14,6 +14,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -254,6 +255,12 @@ func upstreamTLS(u upstream) (*corev3.TransportSocket, error) {
 		},
 	}
 	ctx.Sni = sni
+	return tlsTransportSocket(ctx)
+}
+
+// tlsTransportSocket is the TLS transport socket with context ctx (an
+// UpstreamTlsContext or a DownstreamTlsContext).
+func tlsTransportSocket(ctx proto.Message) (*corev3.TransportSocket, error) {
 	a, err := pack(ctx)
 	if err != nil {
 		return nil, err
