@@ -10,9 +10,11 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +75,7 @@ func newStack(t *testing.T, services map[string]string, tlsOpts *xds.DownstreamT
 	t.Helper()
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core"}
 	manifests := map[string]*registry.Manifest{}
-	for _, name := range sortedKeysOf(services) {
+	for _, name := range slices.Sorted(maps.Keys(services)) {
 		route.ToolServices = append(route.ToolServices, registry.ToolService{Name: name, URL: services[name]})
 		manifests[name] = &registry.Manifest{Tools: []registry.ManifestTool{{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}}}
 	}
