@@ -239,7 +239,7 @@ func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 	}
 
 	for k, kind := range []authz.Kind{authz.KindResource, authz.KindResource, authz.KindPrompt} {
-		all := itemsOf(r.snap, mcp.ItemKind(k))
+		all := r.snap.Items(mcp.ItemKind(k))
 		vi := &v.items[k]
 		if vi.governed = r.pol.Governs(kind); !vi.governed {
 			continue
@@ -257,16 +257,6 @@ func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 
 // listMethods are the methods whose decision lists of each item kind show.
 var listMethods = [3]string{"resources/read", "resources/read", "prompts/get"}
-
-func itemsOf(s *registry.Snapshot, k mcp.ItemKind) []*registry.FederatedItem {
-	switch k {
-	case mcp.ItemResources:
-		return s.Resources
-	case mcp.ItemResourceTemplates:
-		return s.ResourceTemplates
-	}
-	return s.Prompts
-}
 
 // itemDecision decides one resource (by URI or template) or prompt.
 func itemDecision(pol *authz.Route, kind authz.Kind, in *authz.Input, method, key string) authz.Decision {

@@ -43,7 +43,8 @@ func (s *Snapshot) Offers() mcp.Offers {
 	return o
 }
 
-func (s *Snapshot) items(kind mcp.ItemKind) []*FederatedItem {
+// Items are the snapshot's federated items of kind, in key order.
+func (s *Snapshot) Items(kind mcp.ItemKind) []*FederatedItem {
 	switch kind {
 	case mcp.ItemResources:
 		return s.Resources
@@ -59,7 +60,7 @@ func (s *Snapshot) items(kind mcp.ItemKind) []*FederatedItem {
 // tools/list cursors do. Prompts carry the name clients see (with the
 // service's toolPrefix).
 func (s *Snapshot) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
-	return PageItems(s.items(kind), kind, cursor, s.PageSize())
+	return PageItems(s.Items(kind), kind, cursor, s.PageSize())
 }
 
 // PageItems serves one page of items (in key order) after cursor, with at
