@@ -2,20 +2,16 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // bearerTransport adds the client's access token to every request, as an
@@ -37,23 +33,8 @@ func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // challenge that points at the route's protected-resource metadata, which
 // the gateway serves.
 func TestGoSDKClientWithBearerToken(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: key, KeyID: "e2e-1", Algorithm: "ES256", Use: "sig"}
-	var idpURL string
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/oauth-authorization-server/tenant", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": idpURL + "/tenant", "jwks_uri": idpURL + "/keys"})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk.Public()}})
-	})
-	idp := httptest.NewServer(mux)
-	t.Cleanup(idp.Close)
-	idpURL = idp.URL
-	issuer := idp.URL + "/tenant"
+	key := authtest.NewECKey(t, "e2e-1")
+	issuer := authtest.NewIssuer(t, "/tenant", key).URL
 
 	core := newToolService(t, "alpha", standardTools(""))
 	portal := writePortal(t, portalRoute{Key: "core", Services: []*toolService{core}})
@@ -64,17 +45,8 @@ func TestGoSDKClientWithBearerToken(t *testing.T) {
 	}
 	gw := startGateway(t, portal, "--config", cfg)
 
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jwk}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims, _ := json.Marshal(map[string]any{"iss": issuer, "sub": "e2e-user", "aud": "https://mcp.example.com/mcp/core",
+	token := key.Sign(t, map[string]any{"iss": issuer, "sub": "e2e-user", "aud": "https://mcp.example.com/mcp/core",
 		"exp": time.Now().Add(time.Hour).Unix(), "scope": "mcp:tools"})
-	obj, err := signer.Sign(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ := obj.CompactSerialize()
 
 	for _, tc := range []struct{ name, pin, want string }{
 		{"stateless-default", "", "2026-07-28"},

@@ -2,12 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // TestGoSDKClientsWithRoles: two official go-sdk clients, one with an
@@ -26,23 +21,8 @@ import (
 // tools only admins may call, and calling one fails exactly as calling a
 // tool that does not exist; the admin sees and calls it.
 func TestGoSDKClientsWithRoles(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: key, KeyID: "e2e-roles", Algorithm: "ES256", Use: "sig"}
-	var idpURL string
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/oauth-authorization-server/realms/tools", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": idpURL + "/realms/tools", "jwks_uri": idpURL + "/keys"})
-	})
-	mux.HandleFunc("/keys", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk.Public()}})
-	})
-	idp := httptest.NewServer(mux)
-	t.Cleanup(idp.Close)
-	idpURL = idp.URL
-	issuer := idp.URL + "/realms/tools"
+	key := authtest.NewECKey(t, "e2e-roles")
+	issuer := authtest.NewIssuer(t, "/realms/tools", key).URL
 
 	// standardTools: add is read-only; the others declare no hints, so
 	// they are destructive as the MCP specification says to assume.
@@ -69,19 +49,9 @@ policies:
 	}
 	gw := startGateway(t, portal, "--config", cfg)
 
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jwk}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	token := func(sub, role string) string {
-		claims, _ := json.Marshal(map[string]any{"iss": issuer, "sub": sub, "aud": "https://mcp.example.com/mcp/core",
+		return key.Sign(t, map[string]any{"iss": issuer, "sub": sub, "aud": "https://mcp.example.com/mcp/core",
 			"exp": time.Now().Add(time.Hour).Unix(), "scope": "mcp:tools", "roles": []string{role}})
-		obj, err := signer.Sign(claims)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, _ := obj.CompactSerialize()
-		return s
 	}
 	adminTok, devTok := token("ann", "admin"), token("dan", "dev")
 

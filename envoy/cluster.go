@@ -227,6 +227,54 @@ func compileEndpoints(cla *endpointv3.ClusterLoadAssignment) ([]hostSet, error) 
 	return out, nil
 }
 
+// tlsCertificates and validationContext read what upstream and downstream
+// contexts share, as Envoy's one CommonTlsContext reader serves both
+// (source/common/tls/context_config_impl.cc): the inline tls_certificates,
+// and the inline validation_context (nil when there is none).
+func tlsCertificates(common *tlsv3.CommonTlsContext) ([]tls.Certificate, error) {
+	var certs []tls.Certificate
+	for _, c := range common.GetTlsCertificates() {
+		chain, err := dataSource(c.GetCertificateChain())
+		if err != nil {
+			return nil, err
+		}
+		key, err := dataSource(c.GetPrivateKey())
+		if err != nil {
+			return nil, err
+		}
+		pair, err := tls.X509KeyPair([]byte(chain), []byte(key))
+		if err != nil {
+			return nil, fmt.Errorf("tls certificate: %w", err)
+		}
+		certs = append(certs, pair)
+	}
+	return certs, nil
+}
+
+func validationContext(common *tlsv3.CommonTlsContext) (*tlsv3.CertificateValidationContext, error) {
+	switch v := common.GetValidationContextType().(type) {
+	case nil:
+		return nil, nil
+	case *tlsv3.CommonTlsContext_ValidationContext:
+		return v.ValidationContext, nil
+	default:
+		return nil, fmt.Errorf("validation context %T is not emulated", v)
+	}
+}
+
+// trustedCAPool is the pool of a validation context's trusted_ca.
+func trustedCAPool(vc *tlsv3.CertificateValidationContext) (*x509.CertPool, error) {
+	ca, err := dataSource(vc.GetTrustedCa())
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(ca)) {
+		return nil, errors.New("trusted_ca: no certificates")
+	}
+	return pool, nil
+}
+
 // compileUpstreamTLS emulates the upstream TLS transport socket: SNI only
 // when sni is set; the server certificate is verified against trusted_ca
 // only when a validation context has one (Envoy does not verify upstream
@@ -242,39 +290,21 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 			cfg.NextProtos = []string{"h2"}
 		}
 	}
-	for _, c := range common.GetTlsCertificates() {
-		chain, err := dataSource(c.GetCertificateChain())
-		if err != nil {
-			return nil, err
-		}
-		key, err := dataSource(c.GetPrivateKey())
-		if err != nil {
-			return nil, err
-		}
-		pair, err := tls.X509KeyPair([]byte(chain), []byte(key))
-		if err != nil {
-			return nil, fmt.Errorf("tls certificate: %w", err)
-		}
-		cfg.Certificates = append(cfg.Certificates, pair)
+	certs, err := tlsCertificates(common)
+	if err != nil {
+		return nil, err
 	}
-	var vc *tlsv3.CertificateValidationContext
-	switch v := common.GetValidationContextType().(type) {
-	case nil:
-	case *tlsv3.CommonTlsContext_ValidationContext:
-		vc = v.ValidationContext
-	default:
-		return nil, fmt.Errorf("validation context %T is not emulated", v)
+	cfg.Certificates = certs
+	vc, err := validationContext(common)
+	if err != nil {
+		return nil, err
 	}
 	if vc.GetTrustedCa() == nil {
 		return cfg, nil
 	}
-	ca, err := dataSource(vc.GetTrustedCa())
+	pool, err := trustedCAPool(vc)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(ca)) {
-		return nil, errors.New("trusted_ca: no certificates")
 	}
 	var sans []sanMatcher
 	for _, m := range vc.GetMatchTypedSubjectAltNames() {

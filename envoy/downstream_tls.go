@@ -2,7 +2,6 @@ package envoy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,31 +70,17 @@ func compileDownstreamTLS(d *tlsv3.DownstreamTlsContext) (*tls.Config, error) {
 		return nil, fmt.Errorf("alpn_protocols %v: only http/1.1 is emulated downstream", alpn)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: downstreamALPN(common.GetAlpnProtocols())}
-	for _, c := range common.GetTlsCertificates() {
-		chain, err := dataSource(c.GetCertificateChain())
-		if err != nil {
-			return nil, err
-		}
-		key, err := dataSource(c.GetPrivateKey())
-		if err != nil {
-			return nil, err
-		}
-		pair, err := tls.X509KeyPair([]byte(chain), []byte(key))
-		if err != nil {
-			return nil, fmt.Errorf("tls certificate: %w", err)
-		}
-		cfg.Certificates = append(cfg.Certificates, pair)
+	certs, err := tlsCertificates(common)
+	if err != nil {
+		return nil, err
 	}
+	cfg.Certificates = certs
 	if len(cfg.Certificates) == 0 {
 		return nil, errors.New("no tls_certificates")
 	}
-	var vc *tlsv3.CertificateValidationContext
-	switch v := common.GetValidationContextType().(type) {
-	case nil:
-	case *tlsv3.CommonTlsContext_ValidationContext:
-		vc = v.ValidationContext
-	default:
-		return nil, fmt.Errorf("validation context %T is not emulated", v)
+	vc, err := validationContext(common)
+	if err != nil {
+		return nil, err
 	}
 	if len(vc.GetMatchTypedSubjectAltNames()) > 0 || len(vc.GetMatchSubjectAltNames()) > 0 || vc.GetCrl() != nil ||
 		len(vc.GetVerifyCertificateHash()) > 0 || len(vc.GetVerifyCertificateSpki()) > 0 {
@@ -108,13 +93,9 @@ func compileDownstreamTLS(d *tlsv3.DownstreamTlsContext) (*tls.Config, error) {
 		}
 		return cfg, nil
 	}
-	ca, err := dataSource(vc.GetTrustedCa())
+	pool, err := trustedCAPool(vc)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(ca)) {
-		return nil, errors.New("trusted_ca: no certificates")
 	}
 	cfg.ClientCAs = pool
 	cfg.ClientAuth = downstreamClientAuth(require)

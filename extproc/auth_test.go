@@ -1,13 +1,6 @@
 package extproc
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -20,45 +13,23 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // authIDP is an issuer on 127.0.0.1 with one RSA and one P-256 key,
 // serving RFC 8414 metadata and its JWKS.
 type authIDP struct {
 	issuer string
-	keys   map[jose.SignatureAlgorithm]jose.JSONWebKey // private, by alg
+	keys   map[jose.SignatureAlgorithm]*authtest.Key
 }
 
 func newAuthIDP(t *testing.T) *authIDP {
 	t.Helper()
-	rk, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
+	rk, ek := authtest.NewRSAKey(t, "r1"), authtest.NewECKey(t, "e1")
+	return &authIDP{
+		issuer: authtest.NewIssuer(t, "/idp", rk, ek).URL,
+		keys:   map[jose.SignatureAlgorithm]*authtest.Key{jose.RS256: rk, jose.ES256: ek},
 	}
-	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &authIDP{keys: map[jose.SignatureAlgorithm]jose.JSONWebKey{
-		jose.RS256: {Key: rk, KeyID: "r1", Algorithm: "RS256", Use: "sig"},
-		jose.ES256: {Key: ek, KeyID: "e1", Algorithm: "ES256", Use: "sig"},
-	}}
-	mux := http.NewServeMux()
-	var srv *httptest.Server
-	mux.HandleFunc("/.well-known/oauth-authorization-server/idp", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": p.issuer, "jwks_uri": srv.URL + "/jwks"})
-	})
-	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
-		var set jose.JSONWebKeySet
-		for _, k := range p.keys {
-			set.Keys = append(set.Keys, k.Public())
-		}
-		_ = json.NewEncoder(w).Encode(set)
-	})
-	srv = httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	p.issuer = srv.URL + "/idp"
-	return p
 }
 
 func (p *authIDP) token(t *testing.T, alg jose.SignatureAlgorithm, mod func(map[string]any)) string {
@@ -68,17 +39,7 @@ func (p *authIDP) token(t *testing.T, alg jose.SignatureAlgorithm, mod func(map[
 	if mod != nil {
 		mod(claims)
 	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: p.keys[alg]}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(claims)
-	obj, err := s.Sign(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _ := obj.CompactSerialize()
-	return tok
+	return p.keys[alg].Sign(t, claims)
 }
 
 func newAuthEnv(t *testing.T, p *authIDP) *testEnv {

@@ -10,9 +10,11 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,11 +75,20 @@ func newStack(t *testing.T, services map[string]string, tlsOpts *xds.DownstreamT
 	t.Helper()
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core"}
 	manifests := map[string]*registry.Manifest{}
-	for _, name := range sortedKeysOf(services) {
+	for _, name := range slices.Sorted(maps.Keys(services)) {
 		route.ToolServices = append(route.ToolServices, registry.ToolService{Name: name, URL: services[name]})
 		manifests[name] = &registry.Manifest{Tools: []registry.ManifestTool{{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}}}
 	}
 	env := newTestEnv(t, Config{}, testRoutes{"/mcp/core": {key: "core", snap: buildSnapshot(t, route, manifests)}})
+	front := serveThroughDataPlane(t, env, route, xds.Options{DownstreamTLS: tlsOpts})
+	return &stack{srv: env.srv, logs: env.logs, front: front}
+}
+
+// serveThroughDataPlane serves env's extproc server on 127.0.0.1 and, in
+// front of it, the local data plane programmed with route under opts: the
+// returned listener is TLS when opts.DownstreamTLS is set.
+func serveThroughDataPlane(t *testing.T, env *testEnv, route registry.Route, opts xds.Options) *httptest.Server {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +98,7 @@ func newStack(t *testing.T, services map[string]string, tlsOpts *xds.DownstreamT
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 
-	res, err := xds.Translate([]registry.Route{route}, xds.Options{DownstreamTLS: tlsOpts})
+	res, err := xds.Translate([]registry.Route{route}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +111,14 @@ func newStack(t *testing.T, services map[string]string, tlsOpts *xds.DownstreamT
 		t.Fatal(err)
 	}
 	front := httptest.NewUnstartedServer(dp)
-	if tlsOpts != nil {
+	if opts.DownstreamTLS != nil {
 		front.TLS = dp.TLSConfig()
 		front.StartTLS()
 	} else {
 		front.Start()
 	}
 	t.Cleanup(front.Close)
-	return &stack{srv: env.srv, logs: env.logs, front: front}
+	return front
 }
 
 // call sends a tools/call of tool through the data plane and returns the

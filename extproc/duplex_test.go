@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,9 +12,7 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
 
-	dataplane "github.com/toolmesh/toolmesh/envoy"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -66,28 +63,7 @@ func duplexStack(t *testing.T, url string, requestTimeout time.Duration, cfg Con
 		MCP:   &registry.MCPManifest{ProtocolVersion: mcp.Version20260728},
 	}})
 	env := newTestEnv(t, cfg, testRoutes{"/mcp/core": {key: "core", snap: snap}})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(env.srv.GRPCServerOptions()...)
-	env.srv.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	res, err := xds.Translate([]registry.Route{route}, xds.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dp, err := dataplane.New(dataplane.Options{ExtProcTarget: lis.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dp.Close() })
-	if err := dp.Apply(res.ByType()); err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(dp)
-	t.Cleanup(front.Close)
+	front := serveThroughDataPlane(t, env, route, xds.Options{})
 	return front, env
 }
 

@@ -271,6 +271,21 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			f.headers.Set(mcpParamPrefix+p.Key, p.Value)
 		}
 	}
+	tool := ""
+	if call != nil {
+		tool = call.Tool
+	}
+	resp := x.toMCPServer(svc, f.headers, auth, tool, up, meta)
+	x.fed, x.routed, x.outcome = f, true, outcomeRouted
+	return resp
+}
+
+// toMCPServer sends the request, with body up, to the MCP server svc at its
+// base path: the routing headers, tool (when it is a tools/call), trace
+// headers and h (the protocol and credential headers) set, and every
+// protocol or credential header h lacks removed. Federated requests and
+// relayed answers go this one way.
+func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map[string]string, tool string, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	_, _, _, basePath, _ := svc.Endpoint()
 	if basePath == "" {
 		basePath = "/"
@@ -283,20 +298,19 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		setHeader("accept", "application/json, text/event-stream"),
 		setHeader(registry.RouteHeader, x.routeKey),
 	}
-	if call != nil {
-		set = append(set, setHeader(registry.ToolHeader, call.Tool))
+	if tool != "" {
+		set = append(set, setHeader(registry.ToolHeader, tool))
 	}
 	set = append(set, x.traceHeaders()...)
-	for _, k := range sortedHeaderKeys(f.headers) {
-		set = append(set, setHeader(strings.ToLower(k), f.headers.Get(k)))
+	for _, k := range sortedHeaderKeys(h) {
+		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
 	}
 	remove := []string{"accept-encoding", registry.ToolVersionHeader}
 	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
-		if f.headers.Get(k) == "" && !slices.Contains(remove, k) {
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
 			remove = append(remove, k)
 		}
 	}
-	x.fed, x.routed, x.outcome = f, true, outcomeRouted
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{

@@ -18,7 +18,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -366,11 +365,7 @@ func TestFederatedResponses(t *testing.T) {
 		if hr.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
 			t.Fatalf("no STREAMED override: %v", hr)
 		}
-		chunk := func(s string, eos bool) string {
-			r := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-				ResponseBody: &extprocv3.HttpBody{Body: []byte(s), EndOfStream: eos}}})
-			return string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
-		}
+		chunk := v.responseChunk
 		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`
 		if got := chunk("id: 1\ndata: "+progress+"\n\ndata: {\"jsonrpc\":\"2.0\",", false); got != "id: 1\ndata: "+progress+"\n\n" {
 			t.Errorf("first chunk %q", got)
@@ -569,19 +564,11 @@ func TestFederatedCredentialsUnreadable(t *testing.T) {
 // the server sent it and only the response event goes through the filter.
 func TestFederatedResultFiltersStreamed(t *testing.T) {
 	ls := newLegacyServer(t)
-	cfg, err := filters.ParseConfig([]byte(`
+	set := buildFilters(t, `
 definitions:
   - {name: ssn, type: redact, config: {patterns: ['\b\d{3}-\d{2}-\d{4}\b']}}
 defaults: [ssn]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := filters.Build(t.Context(), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
+`)
 	env := newTestEnv(t, Config{Filters: set}, federatedRoutes(t, ls.URL))
 	// Same era, same id: only the filter makes the gateway cut the stream
 	// into events.
@@ -595,11 +582,7 @@ defaults: [ssn]
 	if hr.GetModeOverride().GetResponseBodyMode().String() != "STREAMED" {
 		t.Fatalf("no STREAMED override: %v", hr)
 	}
-	chunk := func(s string, eos bool) string {
-		r := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: []byte(s), EndOfStream: eos}}})
-		return string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
-	}
+	chunk := v.responseChunk
 	progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"message":"found 123-45-6789"}}`
 	if got := chunk("data: "+progress+"\n\n", false); got != "data: "+progress+"\n\n" {
 		t.Errorf("progress event %q, want it unchanged", got)

@@ -64,7 +64,7 @@ func filterSnapshot(t *testing.T) *registry.Snapshot {
 
 func filterSet(t *testing.T, callTimeout string) *filters.Set {
 	t.Helper()
-	cfg, err := filters.ParseConfig(fmt.Appendf(nil, `
+	return buildFilters(t, fmt.Sprintf(`
 wasmCacheDir: %[6]s
 definitions:
   - {name: schema, type: input_schema}
@@ -83,15 +83,6 @@ definitions:
 defaults: [schema, deny-etc, policy-header, redact, misbehave]
 `, wasmtest.Module(t, "deny-argument"), wasmtest.Module(t, "add-header"), wasmtest.Module(t, "redact-result"),
 		wasmtest.Module(t, "misbehave"), callTimeout, wasmCache))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := filters.Build(t.Context(), cfg, nil, nil)
-	if err != nil {
-		t.Fatalf("build filters: %v", err)
-	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
-	return set
 }
 
 // callThrough sends a tools/call in era ("legacy" or "stateless") through a
@@ -238,19 +229,11 @@ func TestFilterReloadMidTraffic(t *testing.T) {
 // TestACLHidesTools: tools a route's tool_acl refuses are neither listed (in
 // either era, on every page) nor callable, and unrefused ones are.
 func TestACLHidesTools(t *testing.T) {
-	cfg, err := filters.ParseConfig([]byte(`
+	set := buildFilters(t, `
 definitions:
   - {name: acl, type: tool_acl, config: {deny: ["get_*"]}}
 defaults: [acl]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := filters.Build(t.Context(), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
+`)
 	snap := filterSnapshot(t)
 	paged := buildSnapshot(t, registry.Route{Key: "paged", Catalog: &registry.Catalog{PageSize: 1}, ToolServices: []registry.ToolService{
 		{Name: "files", URL: "http://files.tools.svc:8080"},
@@ -394,4 +377,20 @@ schemaValidationOff: [raw]
 			}
 		})
 	}
+}
+
+// buildFilters builds the filter set of a filters configuration document,
+// closed when the test ends.
+func buildFilters(t *testing.T, doc string) *filters.Set {
+	t.Helper()
+	cfg, err := filters.ParseConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := filters.Build(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatalf("build filters: %v", err)
+	}
+	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	return set
 }

@@ -250,6 +250,15 @@ func respBody(body string) *extprocv3.ProcessingRequest {
 		ResponseBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}}
 }
 
+// responseChunk sends one chunk of a streamed response body and returns
+// the body the server replaced it with.
+func (v *envoy) responseChunk(s string, eos bool) string {
+	v.t.Helper()
+	r := v.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+		ResponseBody: &extprocv3.HttpBody{Body: []byte(s), EndOfStream: eos}}})
+	return string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
+}
+
 // setOf returns the header mutation's set headers as key → value, failing
 // on a header set twice, with value instead of raw_value, or without
 // OVERWRITE_IF_EXISTS_OR_ADD.

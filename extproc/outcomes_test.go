@@ -238,19 +238,11 @@ func TestOutcomeLabels(t *testing.T) {
 // arguments of the "denied" case; the input_schema filter runs implicitly.
 func outcomeFilters(t *testing.T) *filters.Set {
 	t.Helper()
-	cfg, err := filters.ParseConfig([]byte(`
+	set := buildFilters(t, `
 definitions:
   - {name: size, type: argument_size, config: {maxBytes: 30}}
 defaults: [size]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := filters.Build(t.Context(), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
+`)
 	return set
 }
 

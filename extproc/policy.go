@@ -239,7 +239,7 @@ func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 	}
 
 	for k, kind := range []authz.Kind{authz.KindResource, authz.KindResource, authz.KindPrompt} {
-		all := itemsOf(r.snap, mcp.ItemKind(k))
+		all := r.snap.Items(mcp.ItemKind(k))
 		vi := &v.items[k]
 		if vi.governed = r.pol.Governs(kind); !vi.governed {
 			continue
@@ -257,16 +257,6 @@ func newPolicyView(r *policyRoute, in *authz.Input) *policyView {
 
 // listMethods are the methods whose decision lists of each item kind show.
 var listMethods = [3]string{"resources/read", "resources/read", "prompts/get"}
-
-func itemsOf(s *registry.Snapshot, k mcp.ItemKind) []*registry.FederatedItem {
-	switch k {
-	case mcp.ItemResources:
-		return s.Resources
-	case mcp.ItemResourceTemplates:
-		return s.ResourceTemplates
-	}
-	return s.Prompts
-}
 
 // itemDecision decides one resource (by URI or template) or prompt.
 func itemDecision(pol *authz.Route, kind authz.Kind, in *authz.Input, method, key string) authz.Decision {
@@ -451,37 +441,7 @@ func (c *requestView) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, strin
 		return c.inner.ItemsPage(kind, cursor)
 	}
 	c.st.listed, c.st.listHidden = true, vi.hidden
-	items := vi.list
-	start := 0
-	if cursor != "" {
-		last, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(cursor) > 200 || len(last) == 0 {
-			return nil, "", false
-		}
-		start = sort.Search(len(items), func(i int) bool { return items[i].Key > string(last) })
-	}
-	end := len(items)
-	if size := c.v.r.snap.PageSize(); size > 0 && start+size < end {
-		end = start + size
-	}
-	b := []byte{'['}
-	for i, it := range items[start:end] {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		raw := []byte(it.Raw)
-		if kind == mcp.ItemPrompts && it.Key != it.UpstreamName {
-			name, _ := json.Marshal(it.Key)
-			raw = mcp.SetMember(raw, "name", name)
-		}
-		b = append(b, raw...)
-	}
-	b = append(b, ']')
-	next := ""
-	if end < len(items) {
-		next = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].Key))
-	}
-	return b, next, true
+	return registry.PageItems(vi.list, kind, cursor, c.v.r.snap.PageSize())
 }
 
 // policyCatalog returns the catalog a request of a route with policies

@@ -3,11 +3,8 @@ package extproc
 import (
 	"log/slog"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
@@ -96,39 +93,10 @@ func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) 
 		h.Set(mcp.HeaderSessionID, t.Session)
 	}
 	up := mcp.SetMember(body, "id", t.ID)
-	_, _, _, basePath, _ := svc.Endpoint()
-	if basePath == "" {
-		basePath = "/"
-	}
-	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
-		setHeader(":path", basePath),
-		setHeader("content-type", contentTypeJSON),
-		setHeader("content-length", strconv.Itoa(len(up))),
-		setHeader("accept", "application/json, text/event-stream"),
-		setHeader(registry.RouteHeader, x.routeKey),
-	}
-	set = append(set, x.traceHeaders()...)
-	for _, k := range sortedHeaderKeys(h) {
-		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
-	}
-	remove := []string{"accept-encoding", registry.ToolVersionHeader}
-	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
-		if h.Get(k) == "" && !slices.Contains(remove, k) {
-			remove = append(remove, k)
-		}
-	}
+	resp := x.toMCPServer(svc, h, auth, "", up, nil)
 	// It ends like a routed call, with the outcome of what came back.
 	x.relayed, x.routed, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
-	return &extprocv3.ProcessingResponse{
-		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
-			Response: &extprocv3.CommonResponse{
-				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
-				BodyMutation:    replaceBody(up),
-				ClearRouteCache: true, // honoured because a header mutation comes with it
-			},
-		}},
-	}
+	return resp
 }
 
 // relayResponseHeaders passes the server's answer to a relayed response

@@ -318,27 +318,29 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 	for {
 		req, err := stream.Recv()
 		if err != nil {
-			if endOfStream(err) {
-				return nil
-			}
-			x.streamErr = err
-			return err
+			return x.endStream(err)
 		}
 		resp := x.next(req)
 		if resp == nil {
 			continue
 		}
 		if err := stream.SendMsg(resp); err != nil {
-			if endOfStream(err) {
-				return nil
-			}
-			x.streamErr = err
-			return err
+			return x.endStream(err)
 		}
 		if x.fed != nil && x.fed.duplex != nil {
 			return x.serveDuplex(stream)
 		}
 	}
+}
+
+// endStream is how a stream ends on a Recv or Send error: nil when the
+// peer closed it, else the error, kept for the stream's log line.
+func (x *exchange) endStream(err error) error {
+	if endOfStream(err) {
+		return nil
+	}
+	x.streamErr = err
+	return err
 }
 
 // serveDuplex serves the rest of a stream whose response body is
@@ -374,11 +376,7 @@ func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer)
 		select {
 		case r := <-ch:
 			if r.err != nil {
-				if endOfStream(r.err) {
-					return nil
-				}
-				x.streamErr = r.err
-				return r.err
+				return x.endStream(r.err)
 			}
 			resp = x.next(r.req)
 		case <-timer.C:
@@ -390,11 +388,7 @@ func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer)
 			continue
 		}
 		if err := stream.SendMsg(resp); err != nil {
-			if endOfStream(err) {
-				return nil
-			}
-			x.streamErr = err
-			return err
+			return x.endStream(err)
 		}
 	}
 }

@@ -45,7 +45,7 @@ func tracedEnv(t *testing.T, cfg Config, routes Routes, sampler sdktrace.Sampler
 // stage.
 func tracingFilters(t *testing.T) *filters.Set {
 	t.Helper()
-	cfg, err := filters.ParseConfig(fmt.Appendf(nil, `
+	return buildFilters(t, fmt.Sprintf(`
 wasmCacheDir: %[3]s
 definitions:
   - {name: schema, type: input_schema}
@@ -57,15 +57,6 @@ definitions:
     config: {path: %[2]s, stages: [result], poolSize: 1}
 defaults: [schema, policy-header, redact]
 `, wasmtest.Module(t, "add-header"), wasmtest.Module(t, "redact-result"), wasmCache))
-	if err != nil {
-		t.Fatal(err)
-	}
-	set, err := filters.Build(t.Context(), cfg, nil, nil)
-	if err != nil {
-		t.Fatalf("build filters: %v", err)
-	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
-	return set
 }
 
 func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) (string, bool) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -105,7 +106,7 @@ func (u UpstreamAuth) Validate() error {
 		}
 		return false
 	}
-	for _, svc := range sortedKeysOf(u.Services) {
+	for _, svc := range slices.Sorted(maps.Keys(u.Services)) {
 		a := u.Services[svc]
 		if a.Credential == "" && !a.ForwardToken && len(a.ForwardClaims) == 0 {
 			bad(svc, "credential", "the entry sends nothing: set credential, forwardClaims or forwardToken")
@@ -126,7 +127,7 @@ func (u UpstreamAuth) Validate() error {
 			bad(svc, "prefix", "must not contain control characters")
 		}
 		seen := map[string]bool{}
-		for _, h := range sortedKeysOf(a.ForwardClaims) {
+		for _, h := range slices.Sorted(maps.Keys(a.ForwardClaims)) {
 			field := "forwardClaims." + h
 			if !checkName(svc, field, h) {
 				continue
@@ -246,15 +247,6 @@ func headerText(s string) bool {
 	return true
 }
 
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // noCredentials answers a call whose upstreamAuth credential cannot be
 // read: it is not sent without it.
 func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *extprocv3.ProcessingResponse {
@@ -271,7 +263,7 @@ func (x *exchange) claimHeaderNames(service string) []string {
 	if u == nil {
 		return nil
 	}
-	return sortedKeysOf(u.Services[service].ForwardClaims)
+	return slices.Sorted(maps.Keys(u.Services[service].ForwardClaims))
 }
 
 // unsetAuthHeaders are the headers of service's upstreamAuth entry that
@@ -287,7 +279,7 @@ func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []str
 		return nil
 	}
 	var out []string
-	names := sortedKeysOf(a.ForwardClaims)
+	names := slices.Sorted(maps.Keys(a.ForwardClaims))
 	if a.Credential != "" || a.ForwardToken {
 		names = append(names, a.header())
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry/search"
 	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
@@ -21,7 +22,7 @@ import (
 // catalogManifest, refreshed by cycle, and an embedding service "e" on
 // 127.0.0.1.
 type embedEnv struct {
-	portal, svc *fakeServer
+	portal, svc *registrytest.FakeServer
 	emb         *embedtest.Server
 	store       *jsonStore
 	prom        *prometheus.Registry
@@ -46,15 +47,15 @@ func newEmbedEnvRoute(t *testing.T, store *jsonStore, emb *embedtest.Server, svc
 		t.Cleanup(func() { e.emb.Close() })
 	}
 	if e.store == nil {
-		e.store = newJSONStore(&recorder{})
+		e.store = newJSONStore(&registrytest.Recorder{})
 	}
-	e.svc = newFakeServer(t, "/manifest", catalogManifest())
+	e.svc = registrytest.NewFakeServer(t, "/manifest", catalogManifest())
 	cat := `{"mode":"search"}`
 	if catalogEmbedding != "" {
 		cat = `{"mode":"search","embedding":` + catalogEmbedding + `}`
 	}
 	route := fmt.Sprintf(`{"key":"big","catalog":%s,"toolServices":[{"name":"s","url":%q}]}`, cat, e.svc.URL)
-	e.portal = newFakeServer(t, "/v1/routes", `{"routes":[`+route+`]}`)
+	e.portal = registrytest.NewFakeServer(t, "/v1/routes", `{"routes":[`+route+`]}`)
 	svc.URL = e.emb.URL
 	if svc.Model == "" {
 		svc.Model = "m1"
@@ -199,7 +200,7 @@ func TestEmbeddingsComputedBatchedAndCached(t *testing.T) {
 	}
 
 	// One description changes: only that tool is embedded.
-	e.svc.set(modeOK, strings.Replace(catalogManifest(), "Delete a invoice for good.", "Remove an invoice forever.", 1))
+	e.svc.Set(registrytest.ModeOK, strings.Replace(catalogManifest(), "Delete a invoice for good.", "Remove an invoice forever.", 1))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestEmbeddingsWarmStartAndModelChange(t *testing.T) {
 
 	// Same model, same store, Tool Service down: served from the store.
 	second := newEmbedEnv(t, first.store, first.emb, EmbeddingService{})
-	second.svc.set(modeFail, "")
+	second.svc.Set(registrytest.ModeFail, "")
 	second.start(t)
 	snap := second.reg.Snapshot("big")
 	if snap == nil || !snap.lazy {
@@ -249,7 +250,7 @@ func TestEmbeddingsWarmStartAndModelChange(t *testing.T) {
 
 	// Another model: every vector is computed again, under that model.
 	third := newEmbedEnv(t, first.store, first.emb, EmbeddingService{Model: "m2"})
-	third.svc.set(modeFail, "")
+	third.svc.Set(registrytest.ModeFail, "")
 	third.start(t)
 	snap = third.reg.Snapshot("big")
 	third.wait()
@@ -348,7 +349,7 @@ func TestEmbeddingsFailureNeverBlocks(t *testing.T) {
 	if got := shortlistNames(t, snap.SearchTools("delete an invoice", 0)); len(got) == 0 || got[0] != "billing_invoice_delete" {
 		t.Fatalf("lexical answer while not ready = %v", got)
 	}
-	if got := counter(t, e.prom, "toolmesh_search_tool_embedding_failures_total", "service", "e"); got != 1 {
+	if got := registrytest.Counter(t, e.prom, "toolmesh_search_tool_embedding_failures_total", "service", "e"); got != 1 {
 		t.Fatalf("failures counter = %v, want 1", got)
 	}
 	e.emb.Fail(0)
@@ -415,7 +416,7 @@ func TestSearchToolsSemantic(t *testing.T) {
 			if want := lexical(q); !slices.Equal(got, want) {
 				t.Fatalf("fallback shortlist %v, want the lexical %v", got, want)
 			}
-			if n := counter(t, e.prom, "toolmesh_search_semantic_fallbacks_total", "reason", tc.reason); n != 1 {
+			if n := registrytest.Counter(t, e.prom, "toolmesh_search_semantic_fallbacks_total", "reason", tc.reason); n != 1 {
 				t.Fatalf("fallbacks{reason=%s} = %v, want 1", tc.reason, n)
 			}
 		})
@@ -502,26 +503,4 @@ func TestSnapshotEmbeddingsRoundTrip(t *testing.T) {
 			t.Errorf("%s: restore = %v, stored %v; want the snapshot without vectors", name, err, s != nil && s.search.stored != nil)
 		}
 	}
-}
-
-// counter is the counter name{label=value} in reg, 0 when absent.
-func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() = %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

@@ -43,7 +43,8 @@ func (s *Snapshot) Offers() mcp.Offers {
 	return o
 }
 
-func (s *Snapshot) items(kind mcp.ItemKind) []*FederatedItem {
+// Items are the snapshot's federated items of kind, in key order.
+func (s *Snapshot) Items(kind mcp.ItemKind) []*FederatedItem {
 	switch kind {
 	case mcp.ItemResources:
 		return s.Resources
@@ -59,7 +60,14 @@ func (s *Snapshot) items(kind mcp.ItemKind) []*FederatedItem {
 // tools/list cursors do. Prompts carry the name clients see (with the
 // service's toolPrefix).
 func (s *Snapshot) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
-	items := s.items(kind)
+	return PageItems(s.Items(kind), kind, cursor, s.PageSize())
+}
+
+// PageItems serves one page of items (in key order) after cursor, with at
+// most pageSize items (0: all), and the cursor of the next page ("" on the
+// last). ok is false for a cursor this did not issue. It is the paging of
+// [Snapshot.ItemsPage], shared with views that page a subset of the items.
+func PageItems(items []*FederatedItem, kind mcp.ItemKind, cursor string, pageSize int) (page []byte, next string, ok bool) {
 	start := 0
 	if cursor != "" {
 		last, err := base64.RawURLEncoding.DecodeString(cursor)
@@ -69,8 +77,8 @@ func (s *Snapshot) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, 
 		start = sort.Search(len(items), func(i int) bool { return items[i].Key > string(last) })
 	}
 	end := len(items)
-	if s.pageSize > 0 && s.search == nil && start+s.pageSize < end {
-		end = start + s.pageSize
+	if pageSize > 0 && start+pageSize < end {
+		end = start + pageSize
 	}
 	b := []byte{'['}
 	for i, it := range items[start:end] {
@@ -85,7 +93,6 @@ func (s *Snapshot) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, 
 		b = append(b, raw...)
 	}
 	b = append(b, ']')
-	next := ""
 	if end < len(items) {
 		next = base64.RawURLEncoding.EncodeToString([]byte(items[end-1].Key))
 	}

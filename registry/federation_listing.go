@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -182,7 +183,7 @@ func (c CredentialSource) Read() (string, error) {
 // every name well formed, every source exactly one of file and env.
 func CheckCredentials(creds map[string]CredentialSource) error {
 	var errs []error
-	for _, name := range sortedKeysOf(creds) {
+	for _, name := range slices.Sorted(maps.Keys(creds)) {
 		if !credentialRE.MatchString(name) {
 			errs = append(errs, fmt.Errorf("credentials.%s: name must match %s", name, credentialRE))
 		}
@@ -191,15 +192,6 @@ func CheckCredentials(creds map[string]CredentialSource) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // upstreamHeaders resolves a federated service's headers from creds. The

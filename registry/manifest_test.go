@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
 func TestDecodeManifest(t *testing.T) {
@@ -53,7 +55,7 @@ func TestDecodeManifest(t *testing.T) {
 }
 
 func TestHTTPFetcher(t *testing.T) {
-	doc := toolsDoc("a", "b")
+	doc := registrytest.ToolsDoc("a", "b")
 	tests := []struct {
 		name    string
 		mode    string
@@ -62,19 +64,19 @@ func TestHTTPFetcher(t *testing.T) {
 		timeout time.Duration
 		want    string // error substring; "" means success
 	}{
-		{name: "ok", mode: modeOK, body: doc},
-		{name: "exactly at the limit", mode: modeOK, body: doc, max: int64(len(doc))},
-		{name: "over the limit", mode: modeOK, body: doc, max: int64(len(doc)) - 1, want: "larger than"},
-		{name: "server error", mode: modeFail, want: `status 500: "upstream exploded"`},
-		{name: "html", mode: modeHTML, want: `content type "text/html", want application/json`},
-		{name: "garbage", mode: modeGarbage, want: "decode manifest"},
-		{name: "not a manifest", mode: modeOK, body: `{"routes":[]}`, want: `missing "tools"`},
-		{name: "hang", mode: modeHang, timeout: 200 * time.Millisecond, want: "context deadline exceeded"},
+		{name: "ok", mode: registrytest.ModeOK, body: doc},
+		{name: "exactly at the limit", mode: registrytest.ModeOK, body: doc, max: int64(len(doc))},
+		{name: "over the limit", mode: registrytest.ModeOK, body: doc, max: int64(len(doc)) - 1, want: "larger than"},
+		{name: "server error", mode: registrytest.ModeFail, want: `status 500: "upstream exploded"`},
+		{name: "html", mode: registrytest.ModeHTML, want: `content type "text/html", want application/json`},
+		{name: "garbage", mode: registrytest.ModeGarbage, want: "decode manifest"},
+		{name: "not a manifest", mode: registrytest.ModeOK, body: `{"routes":[]}`, want: `missing "tools"`},
+		{name: "hang", mode: registrytest.ModeHang, timeout: 200 * time.Millisecond, want: "context deadline exceeded"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFakeServer(t, "/base/manifest.json", doc)
-			srv.set(tc.mode, tc.body)
+			srv := registrytest.NewFakeServer(t, "/base/manifest.json", doc)
+			srv.Set(tc.mode, tc.body)
 			ctx := t.Context()
 			if tc.timeout > 0 {
 				var cancel context.CancelFunc
@@ -99,7 +101,7 @@ func TestHTTPFetcher(t *testing.T) {
 	}
 	t.Run("default limit", func(t *testing.T) {
 		big := `{"tools":[],"pad":"` + strings.Repeat("x", DefaultMaxManifestBytes) + `"}`
-		srv := newFakeServer(t, "/manifest", big)
+		srv := registrytest.NewFakeServer(t, "/manifest", big)
 		_, err := NewHTTPFetcher(nil, 0).Fetch(t.Context(), ToolService{Name: "big", URL: srv.URL})
 		if err == nil || !strings.Contains(err.Error(), "larger than 4194304 bytes") {
 			t.Fatalf("Fetch() = %v, want the 4 MiB default limit", err)

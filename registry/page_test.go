@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
 // pagedSnapshot builds a route of one Tool Service with the named tools and
@@ -17,7 +19,7 @@ func pagedSnapshot(t testing.TB, pageSize int, names ...string) *Snapshot {
 	if pageSize >= 0 {
 		r.Catalog = &Catalog{PageSize: pageSize}
 	}
-	return mustBuild(t, r, map[string]*Manifest{"s": mustManifest(t, toolsDoc(names...))})
+	return mustBuild(t, r, map[string]*Manifest{"s": mustManifest(t, registrytest.ToolsDoc(names...))})
 }
 
 func toolNamesN(n int) []string {

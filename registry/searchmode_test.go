@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -241,7 +242,7 @@ func TestSearchToolsShortlist(t *testing.T) {
 // meta-tool is rejected (one name, one meaning); in full mode it is an
 // ordinary tool.
 func TestSearchModeReservedNames(t *testing.T) {
-	doc := toolsDoc("call_tool", "search_tools", "weather")
+	doc := registrytest.ToolsDoc("call_tool", "search_tools", "weather")
 	full := searchSnapshot(t, nil, doc)
 	if got := toolNames(full); !slices.Equal(got, []string{"call_tool", "search_tools", "weather"}) {
 		t.Fatalf("full mode tools = %v", got)
@@ -261,7 +262,7 @@ func TestSearchModeReservedNames(t *testing.T) {
 	}
 	// Reserved names are not ambiguous either, even when claimed twice.
 	r := Route{Key: "big", Catalog: &Catalog{Mode: "search"}, ToolServices: []ToolService{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}}
-	two := mustBuild(t, r, map[string]*Manifest{"a": mustManifest(t, doc), "b": mustManifest(t, toolsDoc("call_tool", "weather"))})
+	two := mustBuild(t, r, map[string]*Manifest{"a": mustManifest(t, doc), "b": mustManifest(t, registrytest.ToolsDoc("call_tool", "weather"))})
 	if len(two.Ambiguous) != 1 || two.Ambiguous[0] != "weather" || len(two.Rejected) != 3 {
 		t.Errorf("ambiguous = %v, rejected = %+v", two.Ambiguous, two.Rejected)
 	}
@@ -273,7 +274,7 @@ func TestSearchModeAmbiguousNotSearchable(t *testing.T) {
 	r := Route{Key: "big", Catalog: &Catalog{Mode: "search"}, ToolServices: []ToolService{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}}
 	s := mustBuild(t, r, map[string]*Manifest{
 		"a": mustManifest(t, catalogManifest()),
-		"b": mustManifest(t, toolsDoc("billing_invoice_create")),
+		"b": mustManifest(t, registrytest.ToolsDoc("billing_invoice_create")),
 	})
 	names := shortlistNames(t, s.SearchTools("create an invoice", 0))
 	if len(names) == 0 || slices.Contains(names, "billing_invoice_create") {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
 func TestHTTPSource(t *testing.T) {
@@ -14,19 +16,19 @@ func TestHTTPSource(t *testing.T) {
 		name, mode, body, want string
 		strict                 bool
 	}{
-		{name: "ok", mode: modeOK, body: listing},
-		{name: "server error", mode: modeFail, want: "status 500"},
-		{name: "html", mode: modeHTML, want: "content type"},
-		{name: "garbage", mode: modeGarbage, want: "decode listing"},
-		{name: "invalid listing", mode: modeOK, body: `{"routes":[{"key":"Core","toolServices":[{"name":"a","url":"http://a"}]}]}`, want: `route "Core": key`},
-		{name: "unknown field ignored", mode: modeOK, body: `{"routes":[{"key":"core","next":"x","toolServices":[{"name":"a","url":"http://a"}]}]}`},
-		{name: "unknown field strict", mode: modeOK, body: `{"routes":[],"next":"x"}`, want: `/v1/routes:1:14: next: unknown field "next"`, strict: true},
-		{name: "yaml over http", mode: modeOK, body: "routes: []\n", want: "body is not a JSON object"},
+		{name: "ok", mode: registrytest.ModeOK, body: listing},
+		{name: "server error", mode: registrytest.ModeFail, want: "status 500"},
+		{name: "html", mode: registrytest.ModeHTML, want: "content type"},
+		{name: "garbage", mode: registrytest.ModeGarbage, want: "decode listing"},
+		{name: "invalid listing", mode: registrytest.ModeOK, body: `{"routes":[{"key":"Core","toolServices":[{"name":"a","url":"http://a"}]}]}`, want: `route "Core": key`},
+		{name: "unknown field ignored", mode: registrytest.ModeOK, body: `{"routes":[{"key":"core","next":"x","toolServices":[{"name":"a","url":"http://a"}]}]}`},
+		{name: "unknown field strict", mode: registrytest.ModeOK, body: `{"routes":[],"next":"x"}`, want: `/v1/routes:1:14: next: unknown field "next"`, strict: true},
+		{name: "yaml over http", mode: registrytest.ModeOK, body: "routes: []\n", want: "body is not a JSON object"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFakeServer(t, "/v1/routes", listing)
-			srv.set(tc.mode, tc.body)
+			srv := registrytest.NewFakeServer(t, "/v1/routes", listing)
+			srv.Set(tc.mode, tc.body)
 			src := NewHTTPSource(srv.URL+"/", srv.Client())
 			src.Decoder.Strict = tc.strict
 			l, err := src.List(t.Context())

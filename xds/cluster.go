@@ -14,6 +14,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -148,14 +149,9 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsConfigSource()}
 		return c, cla, nil
 	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{}) // defaults: strict DNS, AUTO, every 5s
-	if err != nil {
+	if c.ClusterDiscoveryType, err = dnsDiscovery(); err != nil {
 		return nil, nil, err
 	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name:        dnsClusterType,
-		TypedConfig: dns,
-	}}
 	c.LoadAssignment = cla
 	return c, nil, nil
 }
@@ -166,6 +162,34 @@ func buildCluster(u upstream) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssign
 // respect_dns_ttl, dns_lookup_family, …) are deprecated in favour of this
 // extension, whose all_addresses_in_single_endpoint false is strict DNS.
 const dnsClusterType = "envoy.cluster.dns"
+
+// dnsDiscovery is the cluster_type of a cluster whose endpoints are DNS
+// names: the DnsCluster extension with its defaults (strict DNS, AUTO,
+// every 5s).
+func dnsDiscovery() (*clusterv3.Cluster_ClusterType, error) {
+	dns, err := pack(&dnsclusterv3.DnsCluster{})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
+		Name: dnsClusterType, TypedConfig: dns,
+	}}, nil
+}
+
+// staticOrDNS makes c, whose load assignment lists its endpoints, STATIC
+// when every endpoint is an IP address, else a DNS cluster.
+func staticOrDNS(c *clusterv3.Cluster, static bool) (*clusterv3.Cluster, error) {
+	if static {
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+		return c, nil
+	}
+	dns, err := dnsDiscovery()
+	if err != nil {
+		return nil, err
+	}
+	c.ClusterDiscoveryType = dns
+	return c, nil
+}
 
 // loadAssignment is the Tool Service's single endpoint. The locality is
 // non-nil and both weights are 1, as gRPC's xDS client requires.
@@ -231,6 +255,12 @@ func upstreamTLS(u upstream) (*corev3.TransportSocket, error) {
 		},
 	}
 	ctx.Sni = sni
+	return tlsTransportSocket(ctx)
+}
+
+// tlsTransportSocket is the TLS transport socket with context ctx (an
+// UpstreamTlsContext or a DownstreamTlsContext).
+func tlsTransportSocket(ctx proto.Message) (*corev3.TransportSocket, error) {
 	a, err := pack(ctx)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -52,7 +51,7 @@ func downstreamTransportSocket(t *DownstreamTLS) (*corev3.TransportSocket, error
 	file := func(p string) *corev3.DataSource {
 		return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: p}}
 	}
-	a, err := pack(&tlsv3.DownstreamTlsContext{
+	return tlsTransportSocket(&tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: wrapperspb.Bool(true),
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			AlpnProtocols: []string{"h2", "http/1.1"},
@@ -65,11 +64,4 @@ func downstreamTransportSocket(t *DownstreamTLS) (*corev3.TransportSocket, error
 			}},
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &corev3.TransportSocket{
-		Name:       wellknown.TransportSocketTLS,
-		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a},
-	}, nil
 }

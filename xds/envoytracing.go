@@ -2,10 +2,8 @@ package xds
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
-	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -55,12 +52,8 @@ func (t *EnvoyTracing) check() error {
 	if t == nil {
 		return nil
 	}
-	host, port, err := net.SplitHostPort(t.Collector)
-	if err != nil || host == "" {
-		return fmt.Errorf("options: EnvoyTracing.Collector %q is not host:port", t.Collector)
-	}
-	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		return fmt.Errorf("options: EnvoyTracing.Collector %q: port must be 1 to 65535", t.Collector)
+	if _, _, err := hostPort("EnvoyTracing.Collector", t.Collector); err != nil {
+		return err
 	}
 	if t.SamplingPercent < 0 || t.SamplingPercent > 100 {
 		return fmt.Errorf("options: EnvoyTracing.SamplingPercent %g is not between 0 and 100", t.SamplingPercent)
@@ -103,8 +96,7 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 	if t == nil {
 		return nil, nil
 	}
-	host, portStr, _ := net.SplitHostPort(t.Collector) // checked by Options.check
-	port, _ := strconv.ParseUint(portStr, 10, 16)
+	host, port, _ := hostPort("", t.Collector) // checked by Options.check
 	hpo, err := httpProtocolOptions(true, time.Hour)
 	if err != nil {
 		return nil, err
@@ -118,24 +110,14 @@ func buildCollectorCluster(opts Options) (*clusterv3.Cluster, error) {
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{
 				LbEndpoints: []*endpointv3.LbEndpoint{{
 					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-						Address: socketAddress(host, uint32(port)),
+						Address: socketAddress(host, port),
 					}},
 				}},
 			}},
 		},
 	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
-		return c, nil
-	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{})
-	if err != nil {
-		return nil, err
-	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name: dnsClusterType, TypedConfig: dns,
-	}}
-	return c, nil
+	_, notIP := netip.ParseAddr(host)
+	return staticOrDNS(c, notIP == nil)
 }
 
 // insertCluster inserts c into clusters, which are sorted by name, keeping

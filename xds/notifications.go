@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -61,12 +60,9 @@ func (n *Notifications) check() error {
 	}
 	ips := 0
 	for _, a := range n.Addresses {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || host == "" {
-			return fmt.Errorf("options: notifications address %q is not host:port", a)
-		}
-		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-			return fmt.Errorf("options: notifications address %q: port must be 1 to 65535", a)
+		host, _, err := hostPort("notifications address", a)
+		if err != nil {
+			return err
 		}
 		if _, err := netip.ParseAddr(host); err == nil {
 			ips++
@@ -76,6 +72,20 @@ func (n *Notifications) check() error {
 		return fmt.Errorf("options: notifications addresses %q mix IP addresses and DNS names", n.Addresses)
 	}
 	return nil
+}
+
+// hostPort splits an option's host:port (field names the option in the
+// error): the host must be set and the port 1 to 65535.
+func hostPort(field, addr string) (host string, port uint32, err error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return "", 0, fmt.Errorf("options: %s %q is not host:port", field, addr)
+	}
+	p, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, fmt.Errorf("options: %s %q: port must be 1 to 65535", field, addr)
+	}
+	return host, uint32(p), nil
 }
 
 // buildNotificationsCluster is the notifications cluster, nil without
@@ -96,14 +106,13 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 	eps := make([]*endpointv3.LbEndpoint, 0, len(n.Addresses))
 	static := true
 	for _, a := range n.Addresses {
-		host, portStr, _ := net.SplitHostPort(a) // checked by Options.check
-		port, _ := strconv.ParseUint(portStr, 10, 16)
+		host, port, _ := hostPort("", a) // checked by Options.check
 		if _, err := netip.ParseAddr(host); err != nil {
 			static = false
 		}
 		eps = append(eps, &endpointv3.LbEndpoint{
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: socketAddress(host, uint32(port)),
+				Address: socketAddress(host, port),
 			}},
 		})
 	}
@@ -122,18 +131,7 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}},
 		},
 	}
-	if static {
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
-		return c, nil
-	}
-	dns, err := pack(&dnsclusterv3.DnsCluster{})
-	if err != nil {
-		return nil, err
-	}
-	c.ClusterDiscoveryType = &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{
-		Name: dnsClusterType, TypedConfig: dns,
-	}}
-	return c, nil
+	return staticOrDNS(c, static)
 }
 
 // notificationsRoute sends what the extproc server marked for the

@@ -1,13 +1,6 @@
 package main
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // TestAuthThroughTheDataPlane runs `toolmesh run` with a route that needs a
@@ -30,23 +23,8 @@ import (
 // reloads the auth block, keeping the last good one when the new one is
 // invalid.
 func TestAuthThroughTheDataPlane(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jwk := jose.JSONWebKey{Key: key, KeyID: "k1", Algorithm: "RS256", Use: "sig"}
-	var idpURL string
-	idp := http.NewServeMux()
-	idp.HandleFunc("/.well-known/oauth-authorization-server/realm", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": idpURL + "/realm", "jwks_uri": idpURL + "/jwks"})
-	})
-	idp.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{jwk.Public()}})
-	})
-	idpSrv := httptest.NewServer(idp)
-	t.Cleanup(idpSrv.Close)
-	idpURL = idpSrv.URL
-	issuer := idpURL + "/realm"
+	key := authtest.NewRSAKey(t, "k1")
+	issuer := authtest.NewIssuer(t, "/realm", key).URL
 
 	var calls atomic.Int64
 	svc := http.NewServeMux()
@@ -85,26 +63,11 @@ func TestAuthThroughTheDataPlane(t *testing.T) {
 		if mod != nil {
 			mod(c)
 		}
-		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jwk}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.Marshal(c)
-		obj, err := s.Sign(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, _ := obj.CompactSerialize()
-		return tok
+		return key.Sign(t, c)
 	}
-	enc := base64.RawURLEncoding
-	claims, _ := json.Marshal(map[string]any{"iss": issuer, "aud": "https://mcp.example.com/mcp/r", "exp": time.Now().Add(time.Hour).Unix(), "scope": "mcp:tools"})
-	none := enc.EncodeToString([]byte(`{"alg":"none","kid":"k1"}`)) + "." + enc.EncodeToString(claims) + "."
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	hsIn := enc.EncodeToString([]byte(`{"alg":"HS256","kid":"k1"}`)) + "." + enc.EncodeToString(claims)
-	mac := hmac.New(sha256.New, der)
-	mac.Write([]byte(hsIn))
-	hs := hsIn + "." + enc.EncodeToString(mac.Sum(nil))
+	claims := map[string]any{"iss": issuer, "aud": "https://mcp.example.com/mcp/r", "exp": time.Now().Add(time.Hour).Unix(), "scope": "mcp:tools"}
+	none := authtest.RawToken(map[string]any{"alg": "none", "kid": "k1"}, claims, nil)
+	hs := authtest.HS256WithPublicKey(t, key, map[string]any{"alg": "HS256", "kid": "k1"}, claims)
 
 	const meta = `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp/r"`
 	invalid := func(d string) string { return `Bearer error="invalid_token", error_description="` + d + `", ` + meta }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,19 +18,11 @@ import (
 // returns the data plane's base URL.
 func startToolService(t *testing.T, cluster string, invoke http.HandlerFunc) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /manifest", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"tools":[{"name":"t","version":"1","description":"A test tool.",
-			"inputSchema":{"type":"object"},"path":"/tools/t"}]}`)
-	})
-	mux.HandleFunc("POST /tools/t", invoke)
-	svc := httptest.NewServer(mux)
-	t.Cleanup(svc.Close)
+	svcURL := toolServer(t, "t", invoke)
 	if cluster != "" {
 		cluster = `,"cluster":` + cluster
 	}
-	doc := `{"routes":[{"key":"r","toolServices":[{"name":"svc","url":"` + svc.URL + `"` + cluster + `}]}]}`
+	doc := `{"routes":[{"key":"r","toolServices":[{"name":"svc","url":"` + svcURL + `"` + cluster + `}]}]}`
 	portal := filepath.Join(t.TempDir(), "portal.json")
 	if err := os.WriteFile(portal, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

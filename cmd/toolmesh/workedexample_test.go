@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // docIssuer is the issuer of the worked example in docs/authorization.md;
@@ -51,27 +49,13 @@ func workedExampleYAML(t *testing.T) string {
 // RS256 tokens signed with go-jose.
 type exampleIdP struct {
 	issuer string
-	jwk    jose.JSONWebKey
+	key    *authtest.Key
 }
 
 func startExampleIdP(t *testing.T) *exampleIdP {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &exampleIdP{jwk: jose.JSONWebKey{Key: key, KeyID: "example-1", Algorithm: "RS256", Use: "sig"}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/oauth-authorization-server/realms/tools", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": p.issuer, "jwks_uri": strings.TrimSuffix(p.issuer, "/realms/tools") + "/jwks"})
-	})
-	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{p.jwk.Public()}})
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	p.issuer = srv.URL + "/realms/tools"
-	return p
+	key := authtest.NewRSAKey(t, "example-1")
+	return &exampleIdP{issuer: authtest.NewIssuer(t, "/realms/tools", key).URL, key: key}
 }
 
 // token signs an access token of sub for route core with claims extra.
@@ -82,20 +66,7 @@ func (p *exampleIdP) token(t *testing.T, sub string, extra map[string]any) strin
 	for k, v := range extra {
 		c[k] = v
 	}
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.jwk}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(c)
-	obj, err := s.Sign(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := obj.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return p.key.Sign(t, c)
 }
 
 // crmService is the example's Tool Service: delete_customer is

@@ -16,18 +16,18 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/internal/hmactoken"
 )
 
 // Limits of the configuration.
 const (
 	// MinKeyBytes is the shortest HMAC key accepted (RFC 2104 section 3:
 	// at least the hash output, 32 bytes for SHA-256).
-	MinKeyBytes = 32
+	MinKeyBytes = hmactoken.MinKeyBytes
 	// DefaultTTL is how long an approval request stays answerable.
 	DefaultTTL = 5 * time.Minute
 	// MinTTL and MaxTTL bound TTL: long enough for a person to read and
@@ -37,9 +37,6 @@ const (
 	// DefaultAnnotation is what a route entry without annotations matches.
 	DefaultAnnotation = "destructiveHint"
 )
-
-// keyIDPattern keeps key ids short and free of the state's separator.
-var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
 // Key is one HMAC-SHA256 key.
 type Key struct {
@@ -83,33 +80,28 @@ type Config struct {
 // Approver decides and mints/verifies states. It is immutable: a new
 // configuration builds a new Approver, swapped in atomically.
 type Approver struct {
-	signer Key
-	keys   map[string][]byte
+	keys   *hmactoken.Keys
 	ttl    time.Duration
 	routes map[string]Rule
 	def    *Rule
 	now    func() time.Time
 }
 
+func hmacKeys(keys []Key) []hmactoken.Key {
+	out := make([]hmactoken.Key, len(keys))
+	for i, k := range keys {
+		out[i] = hmactoken.Key(k)
+	}
+	return out
+}
+
 // New validates cfg and builds its Approver. Errors name the field.
 func New(cfg Config) (*Approver, error) {
-	if len(cfg.Keys) == 0 {
-		return nil, errors.New("approval.keys: at least one key is required")
+	keys, err := hmactoken.New("approval.keys", macLabel, hmacKeys(cfg.Keys))
+	if err != nil {
+		return nil, err
 	}
-	a := &Approver{keys: make(map[string][]byte, len(cfg.Keys)), ttl: cfg.TTL, now: cfg.Now}
-	for i, k := range cfg.Keys {
-		if !keyIDPattern.MatchString(k.ID) {
-			return nil, fmt.Errorf("approval.keys[%d].id %q: 1 to 32 of A-Z a-z 0-9 _ -", i, k.ID)
-		}
-		if _, dup := a.keys[k.ID]; dup {
-			return nil, fmt.Errorf("approval.keys[%d].id %q: duplicate key id", i, k.ID)
-		}
-		if len(k.Secret) < MinKeyBytes {
-			return nil, fmt.Errorf("approval.keys[%d] (id %s): the key has %d bytes, at least %d are required", i, k.ID, len(k.Secret), MinKeyBytes)
-		}
-		a.keys[k.ID] = slices.Clone(k.Secret)
-	}
-	a.signer = Key{ID: cfg.Keys[0].ID, Secret: a.keys[cfg.Keys[0].ID]}
+	a := &Approver{keys: keys, ttl: cfg.TTL, now: cfg.Now}
 	if a.ttl == 0 {
 		a.ttl = DefaultTTL
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/internal/hmactoken"
 )
 
 // The requestState is
@@ -102,12 +103,11 @@ func (a *Approver) Mint(b Binding) (string, error) {
 	}
 	now := a.now()
 	p, err := json.Marshal(statePayload{Route: b.Route, Tool: b.Tool, Service: b.Service, Args: h,
-		Caller: callerHash(b.Caller), Issued: now.Unix(), Expires: now.Add(a.ttl).Unix()})
+		Caller: hmactoken.CallerHash(b.Caller), Issued: now.Unix(), Expires: now.Add(a.ttl).Unix()})
 	if err != nil {
 		return "", err
 	}
-	body := b64.EncodeToString(p)
-	return statePrefix + a.signer.ID + "." + body + "." + b64.EncodeToString(mac(a.signer.Secret, a.signer.ID, body)), nil
+	return statePrefix + a.keys.Seal(p), nil
 }
 
 // Verify checks that state was minted by a configured key, has not expired,
@@ -128,7 +128,7 @@ func (a *Approver) Verify(state string, b Binding) error {
 		return refuse(ReasonOtherTool)
 	case p.Service != b.Service:
 		return refuse(ReasonOtherService)
-	case p.Caller != callerHash(b.Caller):
+	case p.Caller != hmactoken.CallerHash(b.Caller):
 		return refuse(ReasonOtherCaller)
 	}
 	h, err := ArgsHash(b.Args)
@@ -143,34 +143,16 @@ func (a *Approver) Verify(state string, b Binding) error {
 
 // open authenticates state and decodes its payload.
 func (a *Approver) open(state string) (*statePayload, error) {
-	p, err := parseState(state, func(kid string) []byte { return a.keys[kid] })
-	return p, err
-}
-
-// parseState splits, authenticates and decodes a state; key returns the
-// secret of a key id, nil when unknown.
-func parseState(state string, key func(kid string) []byte) (*statePayload, error) {
 	if len(state) > MaxStateBytes || !strings.HasPrefix(state, statePrefix) {
 		return nil, refuse(ReasonMalformed)
 	}
-	parts := strings.Split(state[len(statePrefix):], ".")
-	if len(parts) != 3 || !keyIDPattern.MatchString(parts[0]) {
-		return nil, refuse(ReasonMalformed)
-	}
-	kid, body, sig := parts[0], parts[1], parts[2]
-	secret := key(kid)
-	if secret == nil {
+	raw, err := a.keys.Open(state[len(statePrefix):])
+	switch {
+	case errors.Is(err, hmactoken.ErrUnknownKey):
 		return nil, refuse(ReasonUnknownKey)
-	}
-	got, err := b64.Strict().DecodeString(sig)
-	if err != nil || len(got) != sha256.Size {
-		return nil, refuse(ReasonMalformed)
-	}
-	if !hmac.Equal(got, mac(secret, kid, body)) {
+	case errors.Is(err, hmactoken.ErrSignature):
 		return nil, refuse(ReasonBadSignature)
-	}
-	raw, err := b64.Strict().DecodeString(body)
-	if err != nil {
+	case err != nil:
 		return nil, refuse(ReasonMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -180,15 +162,6 @@ func parseState(state string, key func(kid string) []byte) (*statePayload, error
 		return nil, refuse(ReasonMalformed)
 	}
 	return &p, nil
-}
-
-func mac(secret []byte, kid, body string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(macLabel))
-	m.Write([]byte(kid))
-	m.Write([]byte{'.'})
-	m.Write([]byte(body))
-	return m.Sum(nil)
 }
 
 // IsGatewayState reports whether s has the shape of a state this package
@@ -208,14 +181,6 @@ func CallerKey(c *identity.Caller) string {
 	}
 	b.WriteString("\x00mesh=" + c.MeshID)
 	return b.String()
-}
-
-func callerHash(key string) string {
-	if key == "" {
-		return ""
-	}
-	h := sha256.Sum256([]byte(key))
-	return b64.EncodeToString(h[:])
 }
 
 // ArgsHash is the base64url SHA-256 of the canonical form of an arguments

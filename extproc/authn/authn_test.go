@@ -10,6 +10,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 const (
@@ -20,18 +21,18 @@ const (
 
 type fixture struct {
 	a   *Authenticator
-	idp *idp
+	idp *authtest.Issuer
 	clk *clock
-	rsa *testKey
-	ec  *testKey
+	rsa *authtest.Key
+	ec  *authtest.Key
 }
 
 func newFixture(t *testing.T, mode Mode) *fixture {
 	t.Helper()
-	f := &fixture{clk: newClock(), rsa: newRSAKey(t, "rsa-1"), ec: newECKey(t, "ec-1")}
-	f.idp = newIDP(t, "/realms/tools", f.rsa, f.ec)
+	f := &fixture{clk: newClock(), rsa: authtest.NewRSAKey(t, "rsa-1"), ec: authtest.NewECKey(t, "ec-1")}
+	f.idp = authtest.NewIssuer(t, "/realms/tools", f.rsa, f.ec)
 	f.a = New(Options{Now: f.clk.now, MinRefreshInterval: time.Minute})
-	cfg := &Config{Default: &Profile{Mode: mode, Issuers: []Issuer{{Issuer: f.idp.issuer}}, Scopes: []string{"mcp:tools"}}}
+	cfg := &Config{Default: &Profile{Mode: mode, Issuers: []Issuer{{Issuer: f.idp.URL}}, Scopes: []string{"mcp:tools"}}}
 	if err := f.a.Apply(base, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func newFixture(t *testing.T, mode Mode) *fixture {
 // claims are valid claims for the route, changed by mod.
 func (f *fixture) claims(mod func(map[string]any)) map[string]any {
 	c := map[string]any{
-		"iss": f.idp.issuer, "sub": "alice", "aud": base + pub,
+		"iss": f.idp.URL, "sub": "alice", "aud": base + pub,
 		"exp": f.clk.unix(time.Hour), "iat": f.clk.unix(-time.Minute), "nbf": f.clk.unix(-time.Minute),
 		"scope": "mcp:tools mcp:read", "roles": []any{"admin"},
 	}
@@ -66,15 +67,15 @@ const metaURL = `resource_metadata="https://mcp.example.com/.well-known/oauth-pr
 
 func TestAuthenticateValid(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	for _, k := range []*testKey{f.rsa, f.ec} {
-		t.Run(string(k.alg), func(t *testing.T) {
-			tok := k.sign(t, f.claims(nil))
+	for _, k := range []*authtest.Key{f.rsa, f.ec} {
+		t.Run(string(k.Alg), func(t *testing.T) {
+			tok := k.SignAccessToken(t, f.claims(nil))
 			res := f.auth(t, "Bearer "+tok, "")
 			if res.Status != 0 || res.Caller == nil || res.Label != ResultOK {
 				t.Fatalf("result = %+v", res)
 			}
 			c := res.Caller
-			if !c.Authenticated || c.Issuer != f.idp.issuer || c.Subject != "alice" || c.Token != tok ||
+			if !c.Authenticated || c.Issuer != f.idp.URL || c.Subject != "alice" || c.Token != tok ||
 				strings.Join(c.Scopes, ",") != "mcp:tools,mcp:read" || strings.Join(c.Audience, ",") != base+pub ||
 				c.Expiry.Unix() != f.clk.unix(time.Hour) || c.Claims["roles"].([]any)[0] != "admin" {
 				t.Fatalf("caller = %+v", c)
@@ -82,7 +83,7 @@ func TestAuthenticateValid(t *testing.T) {
 		})
 	}
 	// scp as a list, aud as a list, lower-case scheme.
-	tok := f.ec.sign(t, f.claims(func(c map[string]any) {
+	tok := f.ec.SignAccessToken(t, f.claims(func(c map[string]any) {
 		delete(c, "scope")
 		c["scp"] = []any{"mcp:tools"}
 		c["aud"] = []any{"other", "HTTPS://MCP.example.com" + pub}
@@ -99,8 +100,8 @@ func TestAuthenticateRejects(t *testing.T) {
 	invalid := func(desc string) string {
 		return `Bearer error="invalid_token", error_description="` + desc + `", ` + metaURL
 	}
-	other := newRSAKey(t, "rsa-1") // same kid, another key
-	big := f.rsa.sign(t, f.claims(func(c map[string]any) { c["pad"] = strings.Repeat("x", 9000) }))
+	other := authtest.NewRSAKey(t, "rsa-1") // same kid, another key
+	big := f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["pad"] = strings.Repeat("x", 9000) }))
 	cases := []struct {
 		name, authz, query string
 		status             int
@@ -108,45 +109,45 @@ func TestAuthenticateRejects(t *testing.T) {
 	}{
 		{"missing", "", "", 401, `Bearer scope="mcp:tools", ` + metaURL, ResultMissing},
 		{"basic scheme", "Basic YWxpY2U6cHc=", "", 401, `Bearer scope="mcp:tools", ` + metaURL, ResultMissing},
-		{"expired", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["exp"] = f.clk.unix(-2 * time.Minute) })), "",
+		{"expired", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["exp"] = f.clk.unix(-2 * time.Minute) })), "",
 			401, invalid("the token has expired"), ResultInvalid},
-		{"no exp", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { delete(c, "exp") })), "",
+		{"no exp", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { delete(c, "exp") })), "",
 			401, invalid("the token has no expiry"), ResultInvalid},
-		{"not yet valid", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["nbf"] = f.clk.unix(2 * time.Minute) })), "",
+		{"not yet valid", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["nbf"] = f.clk.unix(2 * time.Minute) })), "",
 			401, invalid("the token is not valid yet"), ResultInvalid},
-		{"issued in the future", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["iat"] = f.clk.unix(10 * time.Minute) })), "",
+		{"issued in the future", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["iat"] = f.clk.unix(10 * time.Minute) })), "",
 			401, invalid("the token is not valid yet"), ResultInvalid},
-		{"wrong aud", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["aud"] = base + "/mcp/other" })), "",
+		{"wrong aud", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["aud"] = base + "/mcp/other" })), "",
 			401, invalid("the token is not for this resource"), ResultInvalid},
-		{"aud path case differs", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["aud"] = base + "/MCP/core" })), "",
+		{"aud path case differs", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["aud"] = base + "/MCP/core" })), "",
 			401, invalid("the token is not for this resource"), ResultInvalid},
-		{"no aud", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { delete(c, "aud") })), "",
+		{"no aud", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { delete(c, "aud") })), "",
 			401, invalid("the token is not for this resource"), ResultInvalid},
-		{"wrong iss", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["iss"] = f.idp.issuer + "/" })), "",
+		{"wrong iss", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["iss"] = f.idp.URL + "/" })), "",
 			401, invalid("the token's issuer is not trusted"), ResultInvalid},
-		{"alg none", "Bearer " + rawToken(map[string]any{"alg": "none", "kid": "rsa-1"}, f.claims(nil), nil), "",
+		{"alg none", "Bearer " + authtest.RawToken(map[string]any{"alg": "none", "kid": "rsa-1"}, f.claims(nil), nil), "",
 			401, invalid("the token's signature algorithm is not accepted"), ResultInvalid},
 		{"HS256 keyed with the public key", "Bearer " + hs256WithPublicKey(t, f.rsa, f.claims(nil)), "",
 			401, invalid("the token's signature algorithm is not accepted"), ResultInvalid},
-		{"RS256 header on the EC key", "Bearer " + rawToken(map[string]any{"alg": "RS256", "kid": "ec-1"}, f.claims(nil),
+		{"RS256 header on the EC key", "Bearer " + authtest.RawToken(map[string]any{"alg": "RS256", "kid": "ec-1"}, f.claims(nil),
 			func(string) []byte { return make([]byte, 256) }), "",
 			401, invalid("the token's signature algorithm is not accepted"), ResultInvalid},
-		{"signed by another key", "Bearer " + other.sign(t, f.claims(nil)), "",
+		{"signed by another key", "Bearer " + other.SignAccessToken(t, f.claims(nil)), "",
 			401, invalid("the token's signature is invalid"), ResultInvalid},
-		{"unknown kid after refresh", "Bearer " + newECKey(t, "nobody").sign(t, f.claims(nil)), "",
+		{"unknown kid after refresh", "Bearer " + authtest.NewECKey(t, "nobody").SignAccessToken(t, f.claims(nil)), "",
 			401, invalid("the token's signing key is unknown"), ResultInvalid},
 		{"malformed", "Bearer not-a-jwt", "", 401, invalid("the token is not a signed JWT"), ResultInvalid},
 		{"malformed base64", "Bearer a.b.c", "", 401, invalid("the token is not a signed JWT"), ResultInvalid},
-		{"claims not an object", "Bearer " + rawToken(map[string]any{"alg": "RS256"}, nil, nil), "",
+		{"claims not an object", "Bearer " + authtest.RawToken(map[string]any{"alg": "RS256"}, nil, nil), "",
 			401, invalid("the token's claims are malformed"), ResultInvalid},
 		{"oversized", "Bearer " + big, "", 401, invalid("the token is too large"), ResultInvalid},
 		{"token in query", "", "x=1&access_token=abc", 400,
 			`Bearer error="invalid_request", error_description="access tokens are accepted in the Authorization header only", ` + metaURL, ResultInvalidRequest},
-		{"token in query and header", "Bearer " + f.rsa.sign(t, f.claims(nil)), "access%5Ftoken=abc", 400,
+		{"token in query and header", "Bearer " + f.rsa.SignAccessToken(t, f.claims(nil)), "access%5Ftoken=abc", 400,
 			`Bearer error="invalid_request", error_description="access tokens are accepted in the Authorization header only", ` + metaURL, ResultInvalidRequest},
-		{"missing scope", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["scope"] = "mcp:read" })), "",
+		{"missing scope", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["scope"] = "mcp:read" })), "",
 			403, `Bearer error="insufficient_scope", error_description="the token lacks a required scope", scope="mcp:tools", ` + metaURL, ResultInsufficientScope},
-		{"scope claim of the wrong type", "Bearer " + f.rsa.sign(t, f.claims(func(c map[string]any) { c["scope"] = 7 })), "",
+		{"scope claim of the wrong type", "Bearer " + f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["scope"] = 7 })), "",
 			401, invalid("the token's claims are malformed"), ResultInvalid},
 	}
 	for _, tc := range cases {
@@ -176,12 +177,12 @@ func TestModes(t *testing.T) {
 	if res := f.auth(t, "Bearer garbage", ""); res.Status != 401 {
 		t.Fatalf("optional, bad token: %+v", res)
 	}
-	if res := f.auth(t, "Bearer "+f.ec.sign(t, f.claims(nil)), ""); res.Status != 0 || res.Caller == nil {
+	if res := f.auth(t, "Bearer "+f.ec.SignAccessToken(t, f.claims(nil)), ""); res.Status != 0 || res.Caller == nil {
 		t.Fatalf("optional, good token: %+v", res)
 	}
 	// Route profiles replace the default; off ignores everything.
 	cfg := &Config{
-		Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer}}},
+		Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.URL}}},
 		Routes:  map[string]*Profile{"public": {Mode: ModeOff}},
 	}
 	if err := f.a.Apply(base, cfg); err != nil {
@@ -204,20 +205,20 @@ func TestModes(t *testing.T) {
 
 func TestAudienceOverride(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	if err := f.a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer}}, Audience: "api://tools"}}); err != nil {
+	if err := f.a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.URL}}, Audience: "api://tools"}}); err != nil {
 		t.Fatal(err)
 	}
-	if res := f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(nil)), ""); res.Status != 401 {
+	if res := f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(nil)), ""); res.Status != 401 {
 		t.Fatalf("resource URI when audience is set: %+v", res)
 	}
-	if res := f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(func(c map[string]any) { c["aud"] = "api://tools" })), ""); res.Status != 0 {
+	if res := f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["aud"] = "api://tools" })), ""); res.Status != 0 {
 		t.Fatalf("configured audience: %+v", res)
 	}
 }
 
 func TestClockSkew(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	tok := f.rsa.sign(t, f.claims(func(c map[string]any) { c["exp"] = f.clk.unix(0) }))
+	tok := f.rsa.SignAccessToken(t, f.claims(func(c map[string]any) { c["exp"] = f.clk.unix(0) }))
 	f.clk.advance(59 * time.Second)
 	if res := f.auth(t, "Bearer "+tok, ""); res.Status != 0 {
 		t.Fatalf("within the 60s skew: %+v", res)
@@ -230,17 +231,17 @@ func TestClockSkew(t *testing.T) {
 
 func TestAlgorithmAllowList(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	if err := f.a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer, Algorithms: []string{"ES256"}}}}}); err != nil {
+	if err := f.a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.URL, Algorithms: []string{"ES256"}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if res := f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(nil)), ""); res.Status != 401 || !strings.Contains(res.Challenge, "algorithm") {
+	if res := f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(nil)), ""); res.Status != 401 || !strings.Contains(res.Challenge, "algorithm") {
 		t.Fatalf("RS256 outside the list: %+v", res)
 	}
-	if res := f.auth(t, "Bearer "+f.ec.sign(t, f.claims(nil)), ""); res.Status != 0 {
+	if res := f.auth(t, "Bearer "+f.ec.SignAccessToken(t, f.claims(nil)), ""); res.Status != 0 {
 		t.Fatalf("ES256: %+v", res)
 	}
 	for _, alg := range []string{"none", "HS256", "HS512", "RSA1_5"} {
-		err := Validate(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer, Algorithms: []string{alg}}}}})
+		err := Validate(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.URL, Algorithms: []string{alg}}}}})
 		if err == nil || !strings.Contains(err.Error(), "auth.default.issuers[0].algorithms") {
 			t.Fatalf("%s: err = %v", alg, err)
 		}
@@ -252,24 +253,24 @@ func TestAlgorithmAllowList(t *testing.T) {
 // not once the set is refetched, and the refetch is rate limited.
 func TestRotation(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	if res := f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(nil)), ""); res.Status != 0 {
+	if res := f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(nil)), ""); res.Status != 0 {
 		t.Fatalf("before rotation: %+v", res)
 	}
-	hits := f.idp.jwksHits.Load()
-	next := newRSAKey(t, "rsa-2")
-	f.idp.setKeys(next, f.ec)
+	hits := f.idp.JWKSHits.Load()
+	next := authtest.NewRSAKey(t, "rsa-2")
+	f.idp.SetKeys(next, f.ec)
 	// Within the rate limit no refetch happens: the new kid is unknown.
-	if res := f.auth(t, "Bearer "+next.sign(t, f.claims(nil)), ""); res.Status != 401 {
+	if res := f.auth(t, "Bearer "+next.SignAccessToken(t, f.claims(nil)), ""); res.Status != 401 {
 		t.Fatalf("rate limited: %+v", res)
 	}
-	if got := f.idp.jwksHits.Load(); got != hits {
+	if got := f.idp.JWKSHits.Load(); got != hits {
 		t.Fatalf("JWKS fetched %d times within the rate limit", got-hits)
 	}
 	f.clk.advance(time.Minute)
-	if res := f.auth(t, "Bearer "+next.sign(t, f.claims(nil)), ""); res.Status != 0 {
+	if res := f.auth(t, "Bearer "+next.SignAccessToken(t, f.claims(nil)), ""); res.Status != 0 {
 		t.Fatalf("after rotation: %+v", res)
 	}
-	if res := f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(nil)), ""); res.Status != 401 || !strings.Contains(res.Challenge, "unknown") {
+	if res := f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(nil)), ""); res.Status != 401 || !strings.Contains(res.Challenge, "unknown") {
 		t.Fatalf("retired key: %+v", res)
 	}
 }
@@ -278,11 +279,11 @@ func TestRotation(t *testing.T) {
 // most one fetch per rate-limit interval.
 func TestUnknownKidFlood(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	f.auth(t, "Bearer "+f.rsa.sign(t, f.claims(nil)), "") // keys loaded
+	f.auth(t, "Bearer "+f.rsa.SignAccessToken(t, f.claims(nil)), "") // keys loaded
 	f.clk.advance(time.Minute)
-	before := f.idp.jwksHits.Load()
-	bad := newECKey(t, "ghost")
-	tok := "Bearer " + bad.sign(t, f.claims(nil))
+	before := f.idp.JWKSHits.Load()
+	bad := authtest.NewECKey(t, "ghost")
+	tok := "Bearer " + bad.SignAccessToken(t, f.claims(nil))
 	done := make(chan Result)
 	for range 50 {
 		go func() { done <- f.auth(t, tok, "") }()
@@ -292,7 +293,7 @@ func TestUnknownKidFlood(t *testing.T) {
 			t.Errorf("ghost kid: %+v", res)
 		}
 	}
-	if got := f.idp.jwksHits.Load() - before; got != 1 {
+	if got := f.idp.JWKSHits.Load() - before; got != 1 {
 		t.Fatalf("50 unknown-kid requests made %d JWKS fetches, want 1", got)
 	}
 }
@@ -300,11 +301,11 @@ func TestUnknownKidFlood(t *testing.T) {
 func TestJWKSDown(t *testing.T) {
 	t.Run("cached keys keep working", func(t *testing.T) {
 		f := newFixture(t, ModeRequired)
-		tok := "Bearer " + f.rsa.sign(t, f.claims(nil))
+		tok := "Bearer " + f.rsa.SignAccessToken(t, f.claims(nil))
 		if res := f.auth(t, tok, ""); res.Status != 0 {
 			t.Fatalf("%+v", res)
 		}
-		f.idp.down.Store(true)
+		f.idp.Down.Store(true)
 		f.clk.advance(10 * time.Minute) // past the refresh interval: a background refresh fails
 		for range 3 {
 			if res := f.auth(t, tok, ""); res.Status != 0 {
@@ -314,20 +315,20 @@ func TestJWKSDown(t *testing.T) {
 	})
 	t.Run("none ever fetched fails closed", func(t *testing.T) {
 		clk := newClock()
-		k := newRSAKey(t, "k")
-		p := newIDP(t, "", k)
-		p.down.Store(true)
+		k := authtest.NewRSAKey(t, "k")
+		p := authtest.NewIssuer(t, "", k)
+		p.Down.Store(true)
 		a := New(Options{Now: clk.now})
-		if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.issuer}}}}); err != nil {
+		if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.URL}}}}); err != nil {
 			t.Fatal(err)
 		}
-		tok := k.sign(t, map[string]any{"iss": p.issuer, "aud": base + pub, "exp": clk.unix(time.Hour)})
+		tok := k.SignAccessToken(t, map[string]any{"iss": p.URL, "aud": base + pub, "exp": clk.unix(time.Hour)})
 		res := a.Authenticate(t.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1})
 		if res.Status != 503 || res.Caller != nil || res.Label != ResultUnavailable || res.Challenge != "" {
 			t.Fatalf("%+v", res)
 		}
 		// The identity provider comes back: the next request past the rate limit works.
-		p.down.Store(false)
+		p.Down.Store(false)
 		clk.advance(time.Minute)
 		res = a.Authenticate(t.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1})
 		if res.Status != 0 {
@@ -349,19 +350,19 @@ func TestDiscovery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock()
-			k := newECKey(t, "k")
-			p := newIDP(t, tc.path, k)
-			p.oidcOnly = tc.oidcOnly
+			k := authtest.NewECKey(t, "k")
+			p := authtest.NewIssuer(t, tc.path, k)
+			p.OIDCOnly = tc.oidcOnly
 			a := New(Options{Now: clk.now})
-			if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.issuer}}}}); err != nil {
+			if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.URL}}}}); err != nil {
 				t.Fatal(err)
 			}
-			tok := k.sign(t, map[string]any{"iss": p.issuer, "aud": base + pub, "exp": clk.unix(time.Hour)})
+			tok := k.SignAccessToken(t, map[string]any{"iss": p.URL, "aud": base + pub, "exp": clk.unix(time.Hour)})
 			res := a.Authenticate(t.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1})
 			if res.Status != 0 {
 				t.Fatalf("%+v", res)
 			}
-			if n, ok := p.hitsByURL.Load(tc.want); !ok || n.(interface{ Load() int64 }).Load() == 0 {
+			if p.Hits(tc.want) == 0 {
 				t.Fatalf("metadata not read at %s", tc.want)
 			}
 		})
@@ -375,28 +376,28 @@ func TestDiscovery(t *testing.T) {
 
 func TestJWKSURLAndFile(t *testing.T) {
 	clk := newClock()
-	k := newRSAKey(t, "k")
-	p := newIDP(t, "/x", k)
+	k := authtest.NewRSAKey(t, "k")
+	p := authtest.NewIssuer(t, "/x", k)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "jwks.json")
-	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.jwk()}})
+	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.JWK()}})
 	if err := os.WriteFile(file, set, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, is := range []Issuer{
 		{Issuer: "https://idp.example.com/file", JWKSFile: file},
-		{Issuer: "https://idp.example.com/url", JWKSURL: p.srv.URL + "/keys"},
+		{Issuer: "https://idp.example.com/url", JWKSURL: p.Server.URL + "/keys"},
 	} {
 		a := New(Options{Now: clk.now})
 		if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{is}}}); err != nil {
 			t.Fatal(err)
 		}
-		tok := k.sign(t, map[string]any{"iss": is.Issuer, "aud": base + pub, "exp": clk.unix(time.Hour)})
+		tok := k.SignAccessToken(t, map[string]any{"iss": is.Issuer, "aud": base + pub, "exp": clk.unix(time.Hour)})
 		if res := a.Authenticate(t.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1}); res.Status != 0 {
 			t.Fatalf("%s: %+v", is.Issuer, res)
 		}
 	}
-	if p.metaHits.Load() != 0 {
+	if p.MetaHits.Load() != 0 {
 		t.Fatal("jwksUrl still discovered the metadata")
 	}
 	// A jwksFile that does not parse fails Apply; the configuration in force stays.
@@ -411,7 +412,7 @@ func TestJWKSURLAndFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "auth.default.issuers[0].jwksFile") {
 		t.Fatalf("bad file: %v", err)
 	}
-	tok := k.sign(t, map[string]any{"iss": "https://idp.example.com/file", "aud": base + pub, "exp": clk.unix(time.Hour)})
+	tok := k.SignAccessToken(t, map[string]any{"iss": "https://idp.example.com/file", "aud": base + pub, "exp": clk.unix(time.Hour)})
 	if res := a.Authenticate(t.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1}); res.Status != 0 {
 		t.Fatalf("last good config not in force: %+v", res)
 	}
@@ -423,7 +424,7 @@ func TestMetadata(t *testing.T) {
 	if !ok {
 		t.Fatal("no metadata")
 	}
-	want := `{"resource":"https://mcp.example.com/mcp/core","authorization_servers":["` + f.idp.issuer +
+	want := `{"resource":"https://mcp.example.com/mcp/core","authorization_servers":["` + f.idp.URL +
 		`"],"scopes_supported":["mcp:tools"],"bearer_methods_supported":["header"]}`
 	if string(doc) != want {
 		t.Fatalf("metadata\n %s\nwant\n %s", doc, want)

@@ -3,6 +3,8 @@ package authn
 import (
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // BenchmarkAuthenticate is validation with the key cached: no I/O.
@@ -21,22 +23,22 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			clk := newClock()
-			k := newRSAKey(b, "k")
+			k := authtest.NewRSAKey(b, "k")
 			if alg == "ES256" {
-				k = newECKey(b, "k")
+				k = authtest.NewECKey(b, "k")
 			}
-			p := newIDP(b, "/realms/tools", k)
+			p := authtest.NewIssuer(b, "/realms/tools", k)
 			a := New(Options{Now: clk.now})
-			if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.issuer}}, Scopes: []string{"mcp:tools"}}}); err != nil {
+			if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.URL}}, Scopes: []string{"mcp:tools"}}}); err != nil {
 				b.Fatal(err)
 			}
-			tok := k.sign(b, map[string]any{"iss": p.issuer, "sub": "alice", "aud": base + pub,
+			tok := k.SignAccessToken(b, map[string]any{"iss": p.URL, "sub": "alice", "aud": base + pub,
 				"exp": clk.unix(time.Hour), "iat": clk.unix(0), "scope": "mcp:tools mcp:read"})
 			r := &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + tok, AuthorizationCount: 1}
 			if res := a.Authenticate(b.Context(), r); res.Status != 0 {
 				b.Fatalf("%+v", res)
 			}
-			hits := p.jwksHits.Load()
+			hits := p.JWKSHits.Load()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
@@ -49,7 +51,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if p.jwksHits.Load() != hits {
+			if p.JWKSHits.Load() != hits {
 				b.Fatal("the JWKS was fetched on the hot path")
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // FuzzAuthenticate feeds arbitrary Authorization values and queries to the
@@ -11,18 +13,18 @@ import (
 // by the issuer's key may produce a caller.
 func FuzzAuthenticate(f *testing.F) {
 	clk := newClock()
-	k := newECKey(f, "k")
-	p := newIDP(f, "", k)
+	k := authtest.NewECKey(f, "k")
+	p := authtest.NewIssuer(f, "", k)
 	a := New(Options{Now: clk.now, MinRefreshInterval: time.Hour})
-	if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.issuer}}}}); err != nil {
+	if err := a.Apply(base, &Config{Default: &Profile{Issuers: []Issuer{{Issuer: p.URL}}}}); err != nil {
 		f.Fatal(err)
 	}
-	good := k.sign(f, map[string]any{"iss": p.issuer, "aud": base + pub, "exp": clk.unix(time.Hour)})
+	good := k.SignAccessToken(f, map[string]any{"iss": p.URL, "aud": base + pub, "exp": clk.unix(time.Hour)})
 	if res := a.Authenticate(f.Context(), &Request{Route: route, PublicPath: pub, Authorization: "Bearer " + good, AuthorizationCount: 1}); res.Status != 0 {
 		f.Fatalf("seed token: %+v", res)
 	}
 	f.Add("Bearer "+good, "")
-	f.Add("Bearer "+rawToken(map[string]any{"alg": "none"}, map[string]any{"iss": p.issuer}, nil), "")
+	f.Add("Bearer "+authtest.RawToken(map[string]any{"alg": "none"}, map[string]any{"iss": p.URL}, nil), "")
 	f.Add("Bearer e30.e30.", "access_token=x")
 	f.Add("Bearer ..", "a=b&c")
 	f.Add("bearer    x.y.z", "%zz=1")

@@ -11,17 +11,13 @@ package relay
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/hmactoken"
 )
 
 // The token is
@@ -38,18 +34,13 @@ const (
 	MaxTokenBytes = 2048
 	// MinKeyBytes is the shortest key accepted (RFC 2104 section 3: at
 	// least the hash output).
-	MinKeyBytes = 32
+	MinKeyBytes = hmactoken.MinKeyBytes
 	// TTL is how long a token is accepted. The request it stands for is
 	// bounded by the route timeout; an answer later than that reaches a
 	// server that no longer waits for it.
 	TTL = time.Hour
 	// maxIDBytes bounds the server's id kept in a token.
 	maxIDBytes = 256
-)
-
-var (
-	b64          = base64.RawURLEncoding
-	keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 )
 
 // Key is one HMAC-SHA256 key.
@@ -83,36 +74,26 @@ type payload struct {
 // Keys mints and opens tokens. It is immutable; a new configuration builds
 // new Keys, swapped in atomically.
 type Keys struct {
-	signer Key
-	keys   map[string][]byte
-	now    func() time.Time
+	keys *hmactoken.Keys
+	now  func() time.Time
 	// Generated is true for a key made at start: valid on this replica only.
 	Generated bool
 }
 
 // New validates keys (the first signs, every one verifies). now may be nil.
 func New(keys []Key, now func() time.Time) (*Keys, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("relayKeys: at least one key is required")
+	hk := make([]hmactoken.Key, len(keys))
+	for i, key := range keys {
+		hk[i] = hmactoken.Key(key)
+	}
+	set, err := hmactoken.New("relayKeys", macLabel, hk)
+	if err != nil {
+		return nil, err
 	}
 	if now == nil {
 		now = time.Now
 	}
-	k := &Keys{keys: make(map[string][]byte, len(keys)), now: now}
-	for i, key := range keys {
-		if !keyIDPattern.MatchString(key.ID) {
-			return nil, fmt.Errorf("relayKeys[%d].id %q: 1 to 32 of A-Z a-z 0-9 _ -", i, key.ID)
-		}
-		if _, dup := k.keys[key.ID]; dup {
-			return nil, fmt.Errorf("relayKeys[%d].id %q: duplicate key id", i, key.ID)
-		}
-		if len(key.Secret) < MinKeyBytes {
-			return nil, fmt.Errorf("relayKeys[%d] (id %s): the key has %d bytes, at least %d are required", i, key.ID, len(key.Secret), MinKeyBytes)
-		}
-		k.keys[key.ID] = slices.Clone(key.Secret)
-	}
-	k.signer = Key{ID: keys[0].ID, Secret: k.keys[keys[0].ID]}
-	return k, nil
+	return &Keys{keys: set, now: now}, nil
 }
 
 // Generate returns Keys with one random key: tokens verify on this process
@@ -131,12 +112,11 @@ func (k *Keys) Mint(t Target) (json.RawMessage, error) {
 		return nil, errors.New("relay: the server's id is empty or too long")
 	}
 	p, err := json.Marshal(payload{Route: t.Route, Service: t.Service, Version: t.Version, Session: t.Session,
-		ID: t.ID, Caller: callerHash(t.Caller), Expires: k.now().Add(TTL).Unix()})
+		ID: t.ID, Caller: hmactoken.CallerHash(t.Caller), Expires: k.now().Add(TTL).Unix()})
 	if err != nil {
 		return nil, err
 	}
-	body := b64.EncodeToString(p)
-	tok := prefix + k.signer.ID + "." + body + "." + b64.EncodeToString(mac(k.signer.Secret, k.signer.ID, body))
+	tok := prefix + k.keys.Seal(p)
 	return json.Marshal(tok)
 }
 
@@ -162,24 +142,13 @@ func (k *Keys) Open(id json.RawMessage, route, caller string) (*Target, error) {
 	if len(id) > MaxTokenBytes || json.Unmarshal(id, &tok) != nil || !strings.HasPrefix(tok, prefix) {
 		return nil, ErrMalformed
 	}
-	parts := strings.Split(tok[len(prefix):], ".")
-	if len(parts) != 3 || !keyIDPattern.MatchString(parts[0]) {
-		return nil, ErrMalformed
-	}
-	kid, body, sig := parts[0], parts[1], parts[2]
-	secret := k.keys[kid]
-	if secret == nil {
+	raw, err := k.keys.Open(tok[len(prefix):])
+	switch {
+	case errors.Is(err, hmactoken.ErrUnknownKey):
 		return nil, ErrUnknownKey
-	}
-	got, err := b64.Strict().DecodeString(sig)
-	if err != nil || len(got) != sha256.Size {
-		return nil, ErrMalformed
-	}
-	if !hmac.Equal(got, mac(secret, kid, body)) {
+	case errors.Is(err, hmactoken.ErrSignature):
 		return nil, ErrSignature
-	}
-	raw, err := b64.Strict().DecodeString(body)
-	if err != nil {
+	case err != nil:
 		return nil, ErrMalformed
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -193,25 +162,8 @@ func (k *Keys) Open(id json.RawMessage, route, caller string) (*Target, error) {
 		return nil, ErrExpired
 	case p.Route != route:
 		return nil, ErrOtherRoute
-	case p.Caller != callerHash(caller):
+	case p.Caller != hmactoken.CallerHash(caller):
 		return nil, ErrOtherCaller
 	}
 	return &Target{Route: p.Route, Service: p.Service, Version: p.Version, Session: p.Session, ID: p.ID, Caller: caller}, nil
-}
-
-func mac(secret []byte, kid, body string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(macLabel))
-	m.Write([]byte(kid))
-	m.Write([]byte{'.'})
-	m.Write([]byte(body))
-	return m.Sum(nil)
-}
-
-func callerHash(key string) string {
-	if key == "" {
-		return ""
-	}
-	h := sha256.Sum256([]byte(key))
-	return b64.EncodeToString(h[:])
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/scalegen"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -51,7 +52,7 @@ func BenchmarkScaleWarmStart(b *testing.B) {
 				heap = float64(scalegen.HeapInUse()) - float64(base)
 				for _, rt := range c.Listing.Routes {
 					if _, got, ok := reg.Lookup(rt.Path()); !ok || got == nil || got.Version != snaps[rt.Key] {
-						b.Fatalf("route %s not served from Redis: %+v", rt.Key, routeStatus(b, reg, rt.Key))
+						b.Fatalf("route %s not served from Redis: %+v", rt.Key, refreshtest.RouteStatus(b, reg, rt.Key))
 					}
 				}
 				cancel()
@@ -88,7 +89,7 @@ func seedScale(b *testing.B, srv *redisServer, c *scalegen.Catalog) map[string]s
 	for _, rt := range c.Listing.Routes {
 		s := reg.Snapshot(rt.Key)
 		if s == nil {
-			b.Fatalf("route %s not built: %+v", rt.Key, routeStatus(b, reg, rt.Key))
+			b.Fatalf("route %s not built: %+v", rt.Key, refreshtest.RouteStatus(b, reg, rt.Key))
 		}
 		snaps = append(snaps, s)
 		versions[rt.Key] = s.Version

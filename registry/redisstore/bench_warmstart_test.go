@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 )
@@ -114,7 +115,7 @@ func BenchmarkWarmStart1000Routes(b *testing.B) {
 		b.StopTimer()
 		for _, s := range snaps {
 			if _, got, ok := reg.Lookup("/mcp/" + s.Route); !ok || got == nil || got.Version != s.Version {
-				b.Fatalf("route %s not served from Redis: %+v", s.Route, routeStatus(b, reg, s.Route))
+				b.Fatalf("route %s not served from Redis: %+v", s.Route, refreshtest.RouteStatus(b, reg, s.Route))
 			}
 		}
 		// The first cycle goes on in the background until ctx is done; a

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +34,4 @@ func toolNames(s *registry.Snapshot) []string {
 		names = append(names, t.Name)
 	}
 	return names
-}
-
-// toolsDoc is a manifest with one trivial tool per name.
-func toolsDoc(names ...string) string {
-	var entries []string
-	for _, n := range names {
-		entries = append(entries, fmt.Sprintf(`{"name":%q,"version":"1","inputSchema":{"type":"object"}}`, n))
-	}
-	return `{"tools":[` + strings.Join(entries, ",") + `]}`
 }

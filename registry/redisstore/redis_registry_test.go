@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 )
@@ -17,11 +19,11 @@ import (
 // recordingRedis logs the refresher's calls to a RedisStore.
 type recordingRedis struct {
 	*RedisStore
-	rec *recorder
+	rec *registrytest.Recorder
 }
 
 func (s recordingRedis) LoadMany(ctx context.Context, routes []string) ([]*registry.Snapshot, []error) {
-	s.rec.add("load " + strings.Join(routes, ","))
+	s.rec.Add("load " + strings.Join(routes, ","))
 	return s.RedisStore.LoadMany(ctx, routes)
 }
 
@@ -30,17 +32,17 @@ func (s recordingRedis) Sync(ctx context.Context, snaps []*registry.Snapshot) []
 	for _, sn := range snaps {
 		names = append(names, sn.Route)
 	}
-	s.rec.add("sync " + strings.Join(names, ","))
+	s.rec.Add("sync " + strings.Join(names, ","))
 	return s.RedisStore.Sync(ctx, snaps)
 }
 
 func (s recordingRedis) LoadListing(ctx context.Context) (*registry.Listing, error) {
-	s.rec.add("load-listing")
+	s.rec.Add("load-listing")
 	return s.RedisStore.LoadListing(ctx)
 }
 
 func (s recordingRedis) SaveListing(ctx context.Context, l *registry.Listing) error {
-	s.rec.add("save-listing")
+	s.rec.Add("save-listing")
 	return s.RedisStore.SaveListing(ctx, l)
 }
 
@@ -70,7 +72,7 @@ func (g *gateFetcher) Fetch(ctx context.Context, svc registry.ToolService) (*reg
 }
 
 // withRedis makes an env use a recording Redis store on srv.
-func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions) func(*refresher.Options) {
+func withRedis(t *testing.T, srv *redisServer, rec *registrytest.Recorder, ropts RedisOptions) func(*refresher.Options) {
 	return func(o *refresher.Options) {
 		o.Store = recordingRedis{newRedisStore(t, srv, ropts), rec}
 	}
@@ -78,13 +80,13 @@ func withRedis(t *testing.T, srv *redisServer, rec *recorder, ropts RedisOptions
 
 func TestRegistryRedisStartOrder(t *testing.T) {
 	srv := startRedis(t, "")
-	rec := &recorder{}
+	rec := &registrytest.Recorder{}
 	e := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
-		o.Source = recordingSource{o.Source, rec}
-		o.Fetcher = recordingFetcher{o.Fetcher, rec}
+		o.Source = refreshtest.RecordingSource{Source: o.Source, Rec: rec}
+		o.Fetcher = refreshtest.RecordingFetcher{ManifestFetcher: o.Fetcher, Rec: rec}
 	})
 	e.start(t)
-	events := rec.list()
+	events := rec.List()
 	want := []string{"list", "load alpha,beta", "save-listing"}
 	if len(events) < 6 || !slices.Equal(events[:3], want) || events[len(events)-1] != "sync alpha,beta" {
 		t.Fatalf("events = %q, want %q, then the fetches, then one sync", events, want)
@@ -116,7 +118,7 @@ func TestRegistryRedisStartOrder(t *testing.T) {
 
 func TestRegistryRedisWarmStart(t *testing.T) {
 	srv := startRedis(t, "")
-	first := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}))
+	first := newEnv(t, withRedis(t, srv, &registrytest.Recorder{}, RedisOptions{}))
 	first.start(t)
 	want := first.reg.Snapshot("alpha")
 	c := srv.client()
@@ -126,7 +128,7 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 	// A new process: the Portal answers; the Tool Services answer only when
 	// the test lets them.
 	gate := newGateFetcher(registry.NewHTTPFetcher(nil, 0))
-	second := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}), func(o *refresher.Options) {
+	second := newEnv(t, withRedis(t, srv, &registrytest.Recorder{}, RedisOptions{}), func(o *refresher.Options) {
 		o.Source = registry.NewHTTPSource(first.portal.URL, nil)
 		o.Fetcher = gate
 		o.FetchTimeout = 30 * time.Second
@@ -147,20 +149,20 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 	if tool, _ := snap.Lookup("a_one"); tool == nil || tool.ValidateArguments([]byte(`{}`)) != nil {
 		t.Error("a restored tool must validate")
 	}
-	if st := routeStatus(t, reg, "alpha"); !st.Restored || st.StoreError != "" {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); !st.Restored || st.StoreError != "" {
 		t.Errorf("alpha = %+v, want restored", st)
 	}
-	if st := routeStatus(t, reg, "beta"); st.Restored || !strings.Contains(st.StoreError, "load: ") || reg.Snapshot("beta") != nil {
+	if st := refreshtest.RouteStatus(t, reg, "beta"); st.Restored || !strings.Contains(st.StoreError, "load: ") || reg.Snapshot("beta") != nil {
 		t.Errorf("beta = %+v, want its garbage reported and no snapshot", st)
 	}
 	<-gate.entered
-	if st := routeStatus(t, reg, "alpha"); !st.Restored || st.LastRefresh != nil {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); !st.Restored || st.LastRefresh != nil {
 		t.Fatalf("alpha = %+v: refreshed while every fetch is held", st)
 	}
 
 	close(gate.release)
 	waitFor(t, 10*time.Second, "the first refresh", func() (bool, string) {
-		alpha, beta := routeStatus(t, reg, "alpha"), routeStatus(t, reg, "beta")
+		alpha, beta := refreshtest.RouteStatus(t, reg, "alpha"), refreshtest.RouteStatus(t, reg, "beta")
 		if alpha.Restored || alpha.LastRefresh == nil {
 			return false, fmt.Sprintf("alpha = %+v", alpha)
 		}
@@ -177,15 +179,15 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 
 func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 	srv := startRedis(t, "")
-	first := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{}))
+	first := newEnv(t, withRedis(t, srv, &registrytest.Recorder{}, RedisOptions{}))
 	first.start(t)
 
-	rec := &recorder{}
+	rec := &registrytest.Recorder{}
 	second := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
 		o.Fetcher = newGateFetcher(registry.NewHTTPFetcher(nil, 0)) // Tool Services hang too
 		o.ReadyAfterWarmStart = true
 	})
-	second.portal.set(modeFail, "")
+	second.portal.Set(registrytest.ModeFail, "")
 	if err := second.reg.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 	if !reg.Ready() {
 		t.Fatalf("not ready: %+v", reg.Health())
 	}
-	if events := rec.list(); !slices.Equal(events, []string{"load-listing", "load alpha,beta"}) {
+	if events := rec.List(); !slices.Equal(events, []string{"load-listing", "load alpha,beta"}) {
 		t.Errorf("store events = %q", events)
 	}
 	for path, key := range map[string]string{"/mcp/alpha": "alpha", "/tools/beta": "beta"} {
@@ -208,7 +210,7 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 	}
 
 	// The Portal comes back without alpha: now, and only now, alpha goes.
-	second.portal.set(modeOK, second.listing(second.betaDef))
+	second.portal.Set(registrytest.ModeOK, second.listing(second.betaDef))
 	_ = reg.Refresh(t.Context()) // its held fetches time out; the listing is what counts
 	if _, _, ok := reg.Lookup("/mcp/alpha"); ok {
 		t.Error("alpha still served after a successful listing dropped it")
@@ -219,8 +221,8 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 
 	// No stored listing: nothing to serve, and Start still returns.
 	empty := startRedis(t, "")
-	third := newEnv(t, withRedis(t, empty, &recorder{}, RedisOptions{}))
-	third.portal.set(modeFail, "")
+	third := newEnv(t, withRedis(t, empty, &registrytest.Recorder{}, RedisOptions{}))
+	third.portal.Set(registrytest.ModeFail, "")
 	third.start(t)
 	if third.reg.Ready() || len(third.reg.Routes()) != 0 || third.reg.Health().ListingRestored {
 		t.Errorf("health = %+v", third.reg.Health())
@@ -230,13 +232,13 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 func TestRegistryRedisRestart(t *testing.T) {
 	srv := startRedis(t, "")
 	metrics := prometheus.NewRegistry()
-	e := newEnv(t, withRedis(t, srv, &recorder{}, RedisOptions{OpTimeout: 200 * time.Millisecond, Registerer: metrics}), func(o *refresher.Options) {
+	e := newEnv(t, withRedis(t, srv, &registrytest.Recorder{}, RedisOptions{OpTimeout: 200 * time.Millisecond, Registerer: metrics}), func(o *refresher.Options) {
 		o.FetchTimeout = 2 * time.Second
 	})
 	e.start(t)
 
 	srv.stop()
-	e.a.set(modeOK, toolsDoc("a_new"))
+	e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc("a_new"))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatalf("Refresh with Redis down = %v; Redis must not fail a refresh", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -20,7 +21,7 @@ import (
 func routeSnap(t testing.TB, key string, tools ...string) *registry.Snapshot {
 	t.Helper()
 	r := registry.Route{Key: key, ToolServices: []registry.ToolService{{Name: "svc-" + key, URL: "http://svc-" + key}}}
-	return mustBuild(t, r, map[string]*registry.Manifest{"svc-" + key: mustManifest(t, toolsDoc(tools...))})
+	return mustBuild(t, r, map[string]*registry.Manifest{"svc-" + key: mustManifest(t, registrytest.ToolsDoc(tools...))})
 }
 
 func redisOps(t testing.TB, reg *prometheus.Registry, op, outcome string) float64 {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -104,7 +106,7 @@ func (s *mcpServer) serve(w http.ResponseWriter, r *http.Request) {
 // federationEnv is a registry over a static listing with one native Tool
 // Service and one MCP server, on a fake clock.
 type federationEnv struct {
-	native *fakeServer
+	native *registrytest.FakeServer
 	up     *mcpServer
 	clock  *clock
 	store  *jsonStore
@@ -115,8 +117,8 @@ type federationEnv struct {
 func newFederationEnv(t *testing.T, legacy bool) *federationEnv {
 	t.Helper()
 	t.Setenv("TOOLMESH_TEST_UPSTREAM_TOKEN", "s3cret")
-	e := &federationEnv{clock: newClock(), store: newJSONStore(&recorder{})}
-	e.native = newFakeServer(t, "/manifest", toolsDoc("forecast"))
+	e := &federationEnv{clock: newClock(), store: newJSONStore(&registrytest.Recorder{})}
+	e.native = registrytest.NewFakeServer(t, "/manifest", registrytest.ToolsDoc("forecast"))
 	e.up = newMCPServer(t, legacy, "Bearer s3cret", "lookup", "forecast")
 	e.route = registry.Route{Key: "mixed", ToolServices: []registry.ToolService{
 		{Name: "native", URL: e.native.URL},
@@ -154,7 +156,7 @@ func TestRegistryFederated(t *testing.T) {
 	if got := toolNames(snap); !slices.Equal(got, []string{"forecast", "up_forecast", "up_lookup"}) {
 		t.Fatalf("tools %v", got)
 	}
-	st := routeStatus(t, e.reg, "mixed")
+	st := refreshtest.RouteStatus(t, e.reg, "mixed")
 	if len(st.Services) != 2 {
 		t.Fatalf("services %+v", st.Services)
 	}
@@ -171,13 +173,13 @@ func TestRegistryFederated(t *testing.T) {
 	}
 
 	// Within ttlMs the server is not listed again; the native manifest is.
-	lists, nativeHits := e.up.lists.Load(), e.native.hits.Load()
+	lists, nativeHits := e.up.lists.Load(), e.native.Hits.Load()
 	e.clock.advance(30 * time.Second)
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if e.up.lists.Load() != lists || e.native.hits.Load() != nativeHits+1 {
-		t.Errorf("fresh listing: upstream lists %d → %d, native fetches %d → %d", lists, e.up.lists.Load(), nativeHits, e.native.hits.Load())
+	if e.up.lists.Load() != lists || e.native.Hits.Load() != nativeHits+1 {
+		t.Errorf("fresh listing: upstream lists %d → %d, native fetches %d → %d", lists, e.up.lists.Load(), nativeHits, e.native.Hits.Load())
 	}
 	// Once stale, it is listed, and a new tool shows.
 	e.up.set(false, "lookup", "forecast", "create")
@@ -202,7 +204,7 @@ func TestRegistryFederated(t *testing.T) {
 	if got := e.reg.Snapshot("mixed"); got != snap {
 		t.Errorf("snapshot replaced after a failed listing: %v", toolNames(got))
 	}
-	st = routeStatus(t, e.reg, "mixed")
+	st = refreshtest.RouteStatus(t, e.reg, "mixed")
 	if u := st.Services[1]; !strings.Contains(u.LastError, `list MCP server "up" at `) || !strings.Contains(u.LastError, "server/discover: status 500") || u.Tools != 3 {
 		t.Errorf("mcp line after failure %+v", u)
 	}
@@ -216,8 +218,8 @@ func TestRegistryFederated(t *testing.T) {
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if e.up.lists.Load() != before+1 || routeStatus(t, e.reg, "mixed").Services[1].LastError != "" {
-		t.Errorf("no re-list after a failure: lists %d → %d, %+v", before, e.up.lists.Load(), routeStatus(t, e.reg, "mixed").Services[1])
+	if e.up.lists.Load() != before+1 || refreshtest.RouteStatus(t, e.reg, "mixed").Services[1].LastError != "" {
+		t.Errorf("no re-list after a failure: lists %d → %d, %+v", before, e.up.lists.Load(), refreshtest.RouteStatus(t, e.reg, "mixed").Services[1])
 	}
 
 	// Warm start: a new process with the same store serves the federated
@@ -234,7 +236,7 @@ func TestRegistryFederated(t *testing.T) {
 	if tl, res := got.Lookup("up_create"); res != mcp.ToolFound || !tl.Federated() || tl.UpstreamName != "create" {
 		t.Errorf("warm-started up_create = %v %+v", res, tl)
 	}
-	if u := routeStatus(t, reg2, "mixed").Services[1]; u.Era != "stateless" || u.Tools != 3 || u.LastError == "" {
+	if u := refreshtest.RouteStatus(t, reg2, "mixed").Services[1]; u.Era != "stateless" || u.Tools != 3 || u.LastError == "" {
 		t.Errorf("warm-started mcp line %+v", u)
 	}
 }
@@ -246,7 +248,7 @@ func TestRegistryFederatedLegacyRelist(t *testing.T) {
 	if err := e.reg.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	u := routeStatus(t, e.reg, "mixed").Services[1]
+	u := refreshtest.RouteStatus(t, e.reg, "mixed").Services[1]
 	if u.Era != "legacy" || u.ProtocolVersion != "2025-06-18" || u.Server != "old-upstream 0.1" || u.FreshUntil != nil {
 		t.Errorf("legacy mcp line %+v", u)
 	}
@@ -266,7 +268,7 @@ func TestRegistryFederatedMissingCredential(t *testing.T) {
 	if err := e.reg.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	st := routeStatus(t, e.reg, "mixed")
+	st := refreshtest.RouteStatus(t, e.reg, "mixed")
 	want := `list MCP server "up": headers.Authorization: credential "up-token" is not defined in the toolmesh config file (credentials)`
 	if st.SnapshotVersion != "" || !strings.Contains(st.Services[1].LastError, want) || !strings.Contains(st.LastError, want) {
 		t.Errorf("status %+v, want %q", st, want)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
 // TestHealthAges: snapshotAge counts from when the content was built and a
@@ -27,7 +28,7 @@ func TestHealthAges(t *testing.T) {
 		t.Errorf("after an unchanged refresh: snapshotAge %q (want 1m30s), lastSuccessAge %q (want 30s)", a.SnapshotAge, a.LastSuccessAge)
 	}
 
-	e.a.set(modeHang, "")
+	e.a.Set(registrytest.ModeHang, "")
 	if err := e.reg.Refresh(t.Context()); err == nil { // t0+1m30s: fails
 		t.Fatal("Refresh() with a hanging service succeeded")
 	}
@@ -40,7 +41,7 @@ func TestHealthAges(t *testing.T) {
 		t.Errorf("lastError names the URL %d times, want once: %s", n, a.LastError)
 	}
 
-	e.a.set(modeOK, toolsDoc("a_one", "a_two", "a_three"))
+	e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc("a_one", "a_two", "a_three"))
 	if err := e.reg.Refresh(t.Context()); err != nil { // t0+2m30s: new content
 		t.Fatal(err)
 	}
@@ -52,14 +53,14 @@ func TestHealthAges(t *testing.T) {
 
 // TestHealthLastErrorNamesURLOnce covers each way a manifest GET fails.
 func TestHealthLastErrorNamesURLOnce(t *testing.T) {
-	for _, mode := range []string{modeHang, modeFail, modeHTML, "closed"} {
+	for _, mode := range []string{registrytest.ModeHang, registrytest.ModeFail, registrytest.ModeHTML, "closed"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
 			e.start(t)
 			if mode == "closed" {
 				e.a.Close() // connection refused
 			} else {
-				e.a.set(mode, "")
+				e.a.Set(mode, "")
 			}
 			if err := e.reg.Refresh(t.Context()); err == nil {
 				t.Fatal("Refresh() succeeded")
@@ -80,9 +81,9 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Registerer = reg })
 	// alpha: a has a bad schema and shares "dup" with shared; beta gets
 	// "dup" from shared only.
-	e.a.set(modeOK, `{"tools":[{"name":"a_one","inputSchema":{"type":"object"}},`+
+	e.a.Set(registrytest.ModeOK, `{"tools":[{"name":"a_one","inputSchema":{"type":"object"}},`+
 		`{"name":"a_bad","inputSchema":{"type":"string"}},{"name":"dup","inputSchema":{"type":"object"}}]}`)
-	e.shared.set(modeOK, toolsDoc("s_one", "dup"))
+	e.shared.Set(registrytest.ModeOK, registrytest.ToolsDoc("s_one", "dup"))
 	e.start(t)
 
 	a := e.route(t, "alpha")
@@ -99,7 +100,7 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 		t.Errorf("gauges = %v, want %v", got, want)
 	}
 
-	e.portal.set(modeOK, e.listing(e.betaDef))
+	e.portal.Set(registrytest.ModeOK, e.listing(e.betaDef))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -84,7 +85,7 @@ func TestRegistryKeepsRoutesOnInvalidFile(t *testing.T) {
 func TestCatalogOverrides(t *testing.T) {
 	e := newEnv(t)
 	e.alphaDef = strings.Replace(e.alphaDef, `"key":"alpha"`, `"key":"alpha","catalog":{"mode":"full","pageSize":2}`, 1)
-	e.portal.set(modeOK, e.listing(e.alphaDef, e.betaDef))
+	e.portal.Set(registrytest.ModeOK, e.listing(e.alphaDef, e.betaDef))
 
 	for _, tc := range []struct {
 		overrides map[string]registry.Catalog

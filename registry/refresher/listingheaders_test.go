@@ -2,9 +2,10 @@ package refresher
 
 import (
 	"errors"
-	"github.com/toolmesh/toolmesh/registry"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestListingHeaders: a listing sends the extra headers SetListingHeaders

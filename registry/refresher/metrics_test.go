@@ -1,6 +1,7 @@
 package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 
 	"bytes"
@@ -45,27 +46,6 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return -1
 }
 
-func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather() = %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // TestMetricsSharedRegistry: two Registries on one Prometheus registry (a
 // reload, or two servers in one process) do not panic; they count in the
 // same series, and the state gauges follow the newest Registry.
@@ -79,7 +59,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	if g := gauge(t, reg, "toolmesh_registry_ready"); g != 0 {
 		t.Fatalf("ready = %v with the Portal down", g)
 	}
-	up := New(Options{Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, toolsDoc("a_one"))}, Registerer: reg})
+	up := New(Options{Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, registrytest.ToolsDoc("a_one"))}, Registerer: reg})
 	if err := up.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +69,8 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	if g := gauge(t, reg, "toolmesh_registry_ready"); g != 1 {
 		t.Errorf("ready = %v, want the newest Registry's 1", g)
 	}
-	if f, s := counter(t, reg, "toolmesh_registry_listings_total", "outcome", "failure"),
-		counter(t, reg, "toolmesh_registry_listings_total", "outcome", "success"); f != 1 || s != 1 {
+	if f, s := registrytest.Counter(t, reg, "toolmesh_registry_listings_total", "outcome", "failure"),
+		registrytest.Counter(t, reg, "toolmesh_registry_listings_total", "outcome", "success"); f != 1 || s != 1 {
 		t.Errorf("listings: failure %v, success %v; want one of each in the shared series", f, s)
 	}
 }
@@ -104,7 +84,7 @@ func TestMetricsConflict(t *testing.T) {
 	}, []string{"other"}))
 	var logs bytes.Buffer
 	r := New(Options{
-		Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, toolsDoc("a_one"))}, Registerer: reg,
+		Source: oneRouteSource{}, Fetcher: oneManifestFetcher{mustManifest(t, registrytest.ToolsDoc("a_one"))}, Registerer: reg,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err := r.Start(t.Context()); err != nil {

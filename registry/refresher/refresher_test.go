@@ -1,6 +1,8 @@
 package refresher
 
 import (
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
 
 	"context"
@@ -20,9 +22,9 @@ import (
 // env is a fake Portal and three fake Tool Services on 127.0.0.1:
 // route alpha uses services a and shared; route beta uses b and shared.
 type env struct {
-	portal            *fakeServer
-	a, b, shared      *fakeServer
-	rec               *recorder
+	portal            *registrytest.FakeServer
+	a, b, shared      *registrytest.FakeServer
+	rec               *registrytest.Recorder
 	store             *jsonStore
 	clock             *clock
 	reg               *Registry
@@ -31,17 +33,17 @@ type env struct {
 
 func newEnv(t *testing.T, options ...func(*Options)) *env {
 	t.Helper()
-	e := &env{rec: &recorder{}, clock: newClock()}
-	e.a = newFakeServer(t, "/manifest", toolsDoc("a_one", "a_two"))
-	e.b = newFakeServer(t, "/manifest", toolsDoc("b_one"))
-	e.shared = newFakeServer(t, "/manifest", toolsDoc("s_one"))
+	e := &env{rec: &registrytest.Recorder{}, clock: newClock()}
+	e.a = registrytest.NewFakeServer(t, "/manifest", registrytest.ToolsDoc("a_one", "a_two"))
+	e.b = registrytest.NewFakeServer(t, "/manifest", registrytest.ToolsDoc("b_one"))
+	e.shared = registrytest.NewFakeServer(t, "/manifest", registrytest.ToolsDoc("s_one"))
 	e.alphaDef = fmt.Sprintf(`{"key":"alpha","toolServices":[{"name":"a","url":%q},{"name":"shared","url":%q}]}`, e.a.URL, e.shared.URL)
 	e.betaDef = fmt.Sprintf(`{"key":"beta","publicPath":"/tools/beta","toolServices":[{"name":"b","url":%q},{"name":"shared","url":%q}]}`, e.b.URL, e.shared.URL)
-	e.portal = newFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
+	e.portal = registrytest.NewFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	e.store = newJSONStore(e.rec)
 	opts := Options{
-		Source:       recordingSource{registry.NewHTTPSource(e.portal.URL, e.portal.Client()), e.rec},
-		Fetcher:      recordingFetcher{registry.NewHTTPFetcher(e.a.Client(), 0), e.rec},
+		Source:       refreshtest.RecordingSource{Source: registry.NewHTTPSource(e.portal.URL, e.portal.Client()), Rec: e.rec},
+		Fetcher:      refreshtest.RecordingFetcher{ManifestFetcher: registry.NewHTTPFetcher(e.a.Client(), 0), Rec: e.rec},
 		Store:        e.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
@@ -67,18 +69,7 @@ func (e *env) start(t *testing.T) {
 
 func (e *env) route(t *testing.T, key string) registry.RouteStatus {
 	t.Helper()
-	return routeStatus(t, e.reg, key)
-}
-
-func routeStatus(t testing.TB, reg *Registry, key string) registry.RouteStatus {
-	t.Helper()
-	for _, rs := range reg.Health().Routes {
-		if rs.Key == key {
-			return rs
-		}
-	}
-	t.Fatalf("route %q not in health %+v", key, reg.Health())
-	return registry.RouteStatus{}
+	return refreshtest.RouteStatus(t, e.reg, key)
 }
 
 func TestRegistryStart(t *testing.T) {
@@ -91,7 +82,7 @@ func TestRegistryStart(t *testing.T) {
 	}
 	e.start(t)
 
-	events := e.rec.list()
+	events := e.rec.List()
 	if events[0] != "list" || !slices.Contains(events, "load alpha") || !slices.Contains(events, "load beta") {
 		t.Fatalf("events = %q", events)
 	}
@@ -100,7 +91,7 @@ func TestRegistryStart(t *testing.T) {
 	if firstFetch < lastLoad {
 		t.Errorf("start-up order must be listing, warm start, manifests: %q", events)
 	}
-	if n := e.shared.hits.Load(); n != 1 {
+	if n := e.shared.Hits.Load(); n != 1 {
 		t.Errorf("shared service fetched %d times in one cycle, want 1", n)
 	}
 	if !e.reg.Ready() {
@@ -145,14 +136,14 @@ func TestRegistryStart(t *testing.T) {
 }
 
 func TestRegistryRouteIsolation(t *testing.T) {
-	for _, mode := range []string{modeFail, modeHang, modeGarbage, modeHTML} {
+	for _, mode := range []string{registrytest.ModeFail, registrytest.ModeHang, registrytest.ModeGarbage, registrytest.ModeHTML} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
 			e.start(t)
 			alpha, beta := e.reg.Snapshot("alpha"), e.reg.Snapshot("beta")
 
-			e.a.set(mode, "")
-			e.b.set(modeOK, toolsDoc("b_one", "b_two"))
+			e.a.Set(mode, "")
+			e.b.Set(registrytest.ModeOK, registrytest.ToolsDoc("b_one", "b_two"))
 			e.clock.advance(time.Minute)
 			err := e.reg.Refresh(t.Context())
 			if err == nil || !strings.Contains(err.Error(), `route "alpha"`) || strings.Contains(err.Error(), `route "beta"`) {
@@ -181,7 +172,7 @@ func TestRegistryRouteIsolation(t *testing.T) {
 			if bs := e.route(t, "beta"); bs.LastError != "" || bs.SnapshotVersion != nb.Version {
 				t.Errorf("beta status = %+v", bs)
 			}
-			if n := e.shared.hits.Load(); n != 2 {
+			if n := e.shared.Hits.Load(); n != 2 {
 				t.Errorf("shared service fetched %d times in two cycles, want 2", n)
 			}
 			stored, err := registry.UnmarshalSnapshot(e.store.data["beta"])
@@ -189,7 +180,7 @@ func TestRegistryRouteIsolation(t *testing.T) {
 				t.Errorf("beta's new snapshot not saved: %v", err)
 			}
 
-			e.a.set(modeOK, "")
+			e.a.Set(registrytest.ModeOK, "")
 			if err := e.reg.Refresh(t.Context()); err != nil {
 				t.Fatalf("Refresh() after recovery = %v", err)
 			}
@@ -205,12 +196,12 @@ func TestRegistryRouteIsolation(t *testing.T) {
 
 func TestRegistryPortalFailure(t *testing.T) {
 	for _, tc := range []struct{ name, mode, body string }{
-		{"server error", modeFail, ""},
-		{"hang", modeHang, ""},
-		{"garbage", modeGarbage, ""},
-		{"invalid listing", modeOK, `{"routes":[{"key":"BAD","toolServices":[]}]}`},
-		{"empty object", modeOK, `{}`},
-		{"listing with no routes", modeOK, `{"routes":[]}`},
+		{"server error", registrytest.ModeFail, ""},
+		{"hang", registrytest.ModeHang, ""},
+		{"garbage", registrytest.ModeGarbage, ""},
+		{"invalid listing", registrytest.ModeOK, `{"routes":[{"key":"BAD","toolServices":[]}]}`},
+		{"empty object", registrytest.ModeOK, `{}`},
+		{"listing with no routes", registrytest.ModeOK, `{"routes":[]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -220,8 +211,8 @@ func TestRegistryPortalFailure(t *testing.T) {
 			ch, unsubscribe := e.reg.Subscribe()
 			defer unsubscribe()
 
-			e.portal.set(tc.mode, tc.body)
-			e.b.set(modeOK, toolsDoc("b_new"))
+			e.portal.Set(tc.mode, tc.body)
+			e.b.Set(registrytest.ModeOK, registrytest.ToolsDoc("b_new"))
 			err := e.reg.Refresh(t.Context())
 			if err == nil || !strings.Contains(err.Error(), "portal listing") {
 				t.Fatalf("Refresh() = %v", err)
@@ -246,7 +237,7 @@ func TestRegistryPortalFailure(t *testing.T) {
 			}
 
 			// A successful listing without alpha removes it, and only then.
-			e.portal.set(modeOK, e.listing(e.betaDef))
+			e.portal.Set(registrytest.ModeOK, e.listing(e.betaDef))
 			if err := e.reg.Refresh(t.Context()); err != nil {
 				t.Fatalf("Refresh() = %v", err)
 			}
@@ -256,7 +247,7 @@ func TestRegistryPortalFailure(t *testing.T) {
 			if got := e.reg.Routes(); len(got) != 1 || got[0].Key != "beta" {
 				t.Errorf("Routes() = %+v", got)
 			}
-			if e.store.data["alpha"] != nil || e.rec.count("delete alpha") != 1 {
+			if e.store.data["alpha"] != nil || e.rec.Count("delete alpha") != 1 {
 				t.Error("alpha's stored snapshot not deleted")
 			}
 			h = e.reg.Health()
@@ -269,7 +260,7 @@ func TestRegistryPortalFailure(t *testing.T) {
 
 func TestRegistryNoSnapshotYet(t *testing.T) {
 	e := newEnv(t)
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	e.start(t) // Start records failures; it does not return them
 	if _, snap, ok := e.reg.Lookup("/mcp/alpha"); !ok || snap != nil {
 		t.Fatalf("Lookup(/mcp/alpha) = %v %v, want a known route without a snapshot", snap, ok)
@@ -283,8 +274,8 @@ func TestRegistryNoSnapshotYet(t *testing.T) {
 	}
 
 	e2 := newEnv(t)
-	e2.a.set(modeFail, "")
-	e2.b.set(modeFail, "")
+	e2.a.Set(registrytest.ModeFail, "")
+	e2.b.Set(registrytest.ModeFail, "")
 	e2.start(t)
 	if e2.reg.Ready() {
 		t.Error("ready without any snapshot")
@@ -301,9 +292,9 @@ func TestRegistryWarmStart(t *testing.T) {
 
 	// A new process with the same store: the Portal answers, the Tool
 	// Services are down. It serves the stored snapshots.
-	first.a.set(modeFail, "")
-	first.b.set(modeFail, "")
-	first.shared.set(modeFail, "")
+	first.a.Set(registrytest.ModeFail, "")
+	first.b.Set(registrytest.ModeFail, "")
+	first.shared.Set(registrytest.ModeFail, "")
 	reg := New(Options{
 		Source:       registry.NewHTTPSource(first.portal.URL, nil),
 		Fetcher:      registry.NewHTTPFetcher(nil, 0),
@@ -324,7 +315,7 @@ func TestRegistryWarmStart(t *testing.T) {
 	if tool, res := got.Lookup("a_one"); res != mcp.ToolFound || tool.Cluster != "toolsvc_a" {
 		t.Errorf("warm snapshot lookup = %v %+v", res, tool)
 	}
-	if st := routeStatus(t, reg, "alpha"); st.LastError == "" || st.SnapshotVersion != want.Version {
+	if st := refreshtest.RouteStatus(t, reg, "alpha"); st.LastError == "" || st.SnapshotVersion != want.Version {
 		t.Errorf("alpha status = %+v", st)
 	}
 }
@@ -341,7 +332,7 @@ func TestRegistryStoreFailure(t *testing.T) {
 		t.Errorf("alpha status = %+v, want the store error shown apart from refresh errors", st)
 	}
 	e.store.setFail(false)
-	e.a.set(modeOK, toolsDoc("a_three"))
+	e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc("a_three"))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +356,7 @@ func TestRegistrySubscribe(t *testing.T) {
 	default:
 	}
 
-	saves := e.rec.count("save ")
+	saves := e.rec.Count("save ")
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -374,11 +365,11 @@ func TestRegistrySubscribe(t *testing.T) {
 		t.Fatal("notified although nothing changed")
 	default:
 	}
-	if n := e.rec.count("save "); n != saves {
+	if n := e.rec.Count("save "); n != saves {
 		t.Errorf("saved %d times for an unchanged refresh", n-saves)
 	}
 
-	e.portal.set(modeOK, e.listing(strings.Replace(e.alphaDef, `"key":"alpha"`, `"key":"alpha","description":"new"`, 1), e.betaDef))
+	e.portal.Set(registrytest.ModeOK, e.listing(strings.Replace(e.alphaDef, `"key":"alpha"`, `"key":"alpha","description":"new"`, 1), e.betaDef))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +379,7 @@ func TestRegistrySubscribe(t *testing.T) {
 		t.Fatal("no notification after a listing change")
 	}
 
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	if err := e.reg.Refresh(t.Context()); err == nil {
 		t.Fatal("want alpha's failure reported")
 	}
@@ -399,7 +390,7 @@ func TestRegistrySubscribe(t *testing.T) {
 	}
 
 	unsubscribe()
-	e.a.set(modeOK, toolsDoc("a_new"))
+	e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc("a_new"))
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +410,7 @@ func TestRegistryRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { e.reg.Run(ctx); close(done) }()
-	e.b.set(modeOK, toolsDoc("b_run"))
+	e.b.Set(registrytest.ModeOK, registrytest.ToolsDoc("b_run"))
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
@@ -434,7 +425,7 @@ func TestRegistryRun(t *testing.T) {
 
 func TestRegistryStartCanceled(t *testing.T) {
 	e := newEnv(t)
-	e.portal.set(modeHang, "")
+	e.portal.Set(registrytest.ModeHang, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := e.reg.Start(ctx); err == nil {
@@ -469,7 +460,7 @@ func BenchmarkLookup(b *testing.B) {
 	for i := range 100 {
 		name := fmt.Sprintf("r%03d", i)
 		l.Routes = append(l.Routes, registry.Route{Key: name, ToolServices: []registry.ToolService{{Name: name, URL: "http://" + name}}})
-		f[name] = mustManifest(b, toolsDoc("tool_a", "tool_b", "tool_c"))
+		f[name] = mustManifest(b, registrytest.ToolsDoc("tool_a", "tool_b", "tool_c"))
 	}
 	reg := New(Options{Source: staticSource{l}, Fetcher: f})
 	if err := reg.Start(b.Context()); err != nil || !reg.Ready() {
@@ -513,9 +504,9 @@ func TestRegistryConcurrentReaders(t *testing.T) {
 		})
 	}
 	for i := range 5 {
-		e.a.set(modeOK, toolsDoc(fmt.Sprintf("a_%d", i)))
+		e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc(fmt.Sprintf("a_%d", i)))
 		if i%2 == 1 {
-			e.a.set(modeFail, "")
+			e.a.Set(registrytest.ModeFail, "")
 		}
 		_ = e.reg.Refresh(t.Context())
 	}
@@ -533,7 +524,7 @@ func TestRegistryMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	e := newEnv(t, func(o *Options) { o.Registerer = reg })
 	e.start(t)
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	e.clock.advance(time.Minute)
 	_ = e.reg.Refresh(t.Context())
 	families, err := reg.Gather()
@@ -577,7 +568,7 @@ func TestRegistryMetrics(t *testing.T) {
 func TestRegistryAllowEmptyListing(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.AllowEmptyListing = true })
 	e.start(t)
-	e.portal.set(modeOK, `{"routes":[]}`)
+	e.portal.Set(registrytest.ModeOK, `{"routes":[]}`)
 	if err := e.reg.Refresh(t.Context()); err != nil {
 		t.Fatalf("Refresh() = %v", err)
 	}

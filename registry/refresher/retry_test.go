@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 )
 
 // retryIn returns how long after now the route's retry is scheduled, or -1
@@ -40,7 +42,7 @@ func TestRetryBackoffSchedule(t *testing.T) {
 		o.RetryBackoff = time.Second
 		o.Jitter = func() float64 { return jitter }
 	})
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	e.start(t)
 	if d := e.retryIn(t, "beta"); d != -1 {
 		t.Fatalf("beta succeeded but has a retry in %s", d)
@@ -53,11 +55,11 @@ func TestRetryBackoffSchedule(t *testing.T) {
 	for i := range want {
 		got = append(got, e.retryIn(t, "alpha"))
 		if i < len(want)-1 {
-			aHits, bHits := e.a.hits.Load(), e.b.hits.Load()
+			aHits, bHits := e.a.Hits.Load(), e.b.Hits.Load()
 			e.retryNow(t, "alpha")
-			if e.a.hits.Load() != aHits+1 || e.b.hits.Load() != bHits {
+			if e.a.Hits.Load() != aHits+1 || e.b.Hits.Load() != bHits {
 				t.Fatalf("retry %d fetched a %d and b %d times; want only alpha's services once",
-					i+1, e.a.hits.Load()-aHits, e.b.hits.Load()-bHits)
+					i+1, e.a.Hits.Load()-aHits, e.b.Hits.Load()-bHits)
 			}
 		}
 	}
@@ -66,20 +68,20 @@ func TestRetryBackoffSchedule(t *testing.T) {
 	}
 
 	// Nothing is due before the retry time: no fetch, no listing.
-	fetches, lists := e.rec.count("fetch "), e.rec.count("list")
+	fetches, lists := e.rec.Count("fetch "), e.rec.Count("list")
 	e.clock.advance(e.retryIn(t, "alpha") - time.Millisecond)
 	_ = e.reg.retryDue(t.Context())
-	if e.rec.count("fetch ") != fetches || e.rec.count("list") != lists {
+	if e.rec.Count("fetch ") != fetches || e.rec.Count("list") != lists {
 		t.Error("retryDue fetched or listed before anything was due")
 	}
 
 	// A success resets the schedule; the next failure starts over at 1s.
-	e.a.set(modeOK, "")
+	e.a.Set(registrytest.ModeOK, "")
 	e.retryNow(t, "alpha")
 	if st := e.route(t, "alpha"); st.NextRetryAt != nil || st.LastError != "" || st.SnapshotVersion == "" {
 		t.Fatalf("alpha after a successful retry = %+v", st)
 	}
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	_ = e.reg.Refresh(t.Context())
 	if d := e.retryIn(t, "alpha"); d != want[0] {
 		t.Errorf("first wait after a success = %s, want %s", d, want[0])
@@ -103,7 +105,7 @@ func TestRetryPortalListing(t *testing.T) {
 		o.RetryBackoff = 2 * time.Second
 		o.Jitter = func() float64 { return 0 }
 	})
-	e.portal.set(modeFail, "")
+	e.portal.Set(registrytest.ModeFail, "")
 	e.start(t)
 	if e.reg.Ready() || len(e.reg.Routes()) != 0 {
 		t.Fatal("routes without a listing")
@@ -116,13 +118,13 @@ func TestRetryPortalListing(t *testing.T) {
 		}
 		d := h.PortalNextRetryAt.Sub(e.clock.now())
 		waits = append(waits, d)
-		lists := e.rec.count("list")
+		lists := e.rec.Count("list")
 		e.clock.advance(d)
 		if d == 8*time.Second {
-			e.portal.set(modeOK, "")
+			e.portal.Set(registrytest.ModeOK, "")
 		}
 		_ = e.reg.retryDue(t.Context())
-		if e.rec.count("list") != lists+1 {
+		if e.rec.Count("list") != lists+1 {
 			t.Fatalf("retry %d did not list the portal", len(waits))
 		}
 	}
@@ -147,12 +149,12 @@ func TestRunReadyBeforeInterval(t *testing.T) {
 				o.RetryBackoffMax = 50 * time.Millisecond
 				o.Now = nil // Run schedules with the real clock
 			})
-			failing := []*fakeServer{e.a, e.b, e.shared}
+			failing := []*registrytest.FakeServer{e.a, e.b, e.shared}
 			if down == "portal" {
-				failing = []*fakeServer{e.portal}
+				failing = []*registrytest.FakeServer{e.portal}
 			}
 			for _, f := range failing {
-				f.set(modeFail, "")
+				f.Set(registrytest.ModeFail, "")
 			}
 			e.start(t)
 			if e.reg.Ready() {
@@ -167,15 +169,15 @@ func TestRunReadyBeforeInterval(t *testing.T) {
 
 			// Let Run fail at least twice more before the peer comes up.
 			bound := time.After(20 * time.Second)
-			for failing[0].hits.Load() < 3 {
+			for failing[0].Hits.Load() < 3 {
 				select {
 				case <-bound:
-					t.Fatalf("Run did not retry: %d attempts", failing[0].hits.Load())
+					t.Fatalf("Run did not retry: %d attempts", failing[0].Hits.Load())
 				case <-time.After(5 * time.Millisecond):
 				}
 			}
 			for _, f := range failing {
-				f.set(modeOK, "")
+				f.Set(registrytest.ModeOK, "")
 			}
 			for !e.reg.Ready() || len(e.reg.Health().RoutesWithoutSnapshot) != 0 {
 				select {
@@ -203,13 +205,13 @@ func TestRunPicksUpRetriesScheduledElsewhere(t *testing.T) {
 	go func() { e.reg.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	e.a.set(modeFail, "")
+	e.a.Set(registrytest.ModeFail, "")
 	if err := e.reg.Refresh(t.Context()); err == nil {
 		t.Fatal("Refresh() succeeded with a down")
 	}
 	ch, unsubscribe := e.reg.Subscribe()
 	defer unsubscribe()
-	e.a.set(modeOK, toolsDoc("a_back"))
+	e.a.Set(registrytest.ModeOK, registrytest.ToolsDoc("a_back"))
 	bound := time.After(20 * time.Second)
 	for !slices.Contains(toolNames(e.reg.Snapshot("alpha")), "a_back") {
 		select {

@@ -3,6 +3,7 @@ package refresher
 import (
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -14,7 +15,7 @@ func TestRefreshSpans(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
 	e := newEnv(t, func(o *Options) { o.TracerProvider = tp })
-	e.b.set(modeFail, "")
+	e.b.Set(registrytest.ModeFail, "")
 	e.start(t)
 
 	var cycle sdktrace.ReadOnlySpan
