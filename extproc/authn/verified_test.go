@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/authtest"
 )
 
 // TestVerifiedTokenCache: a token verified once is not verified again
@@ -13,7 +15,7 @@ import (
 // without its key refuses it.
 func TestVerifiedTokenCache(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	tok := "Bearer " + f.rsa.sign(t, f.claims(nil))
+	tok := "Bearer " + f.rsa.SignAccessToken(t, f.claims(nil))
 	first := f.auth(t, tok, "")
 	if first.Status != 0 {
 		t.Fatalf("first: %+v", first)
@@ -37,14 +39,14 @@ func TestVerifiedTokenCache(t *testing.T) {
 
 	// A key set refreshed without the token's key: verified again, refused.
 	f2 := newFixture(t, ModeRequired)
-	tok2 := "Bearer " + f2.rsa.sign(t, f2.claims(nil))
+	tok2 := "Bearer " + f2.rsa.SignAccessToken(t, f2.claims(nil))
 	if res := f2.auth(t, tok2, ""); res.Status != 0 {
 		t.Fatalf("before rotation: %+v", res)
 	}
-	f2.idp.setKeys(newRSAKey(t, "rsa-2"), f2.ec)
+	f2.idp.SetKeys(authtest.NewRSAKey(t, "rsa-2"), f2.ec)
 	f2.clk.advance(time.Minute)
 	// A token with an unknown kid makes the gateway refetch the JWKS.
-	if res := f2.auth(t, "Bearer "+newRSAKey(t, "rsa-3").sign(t, f2.claims(nil)), ""); res.Status != 401 {
+	if res := f2.auth(t, "Bearer "+authtest.NewRSAKey(t, "rsa-3").SignAccessToken(t, f2.claims(nil)), ""); res.Status != 401 {
 		t.Fatalf("unknown kid: %+v", res)
 	}
 	if res := f2.auth(t, tok2, ""); res.Status != 401 || !strings.Contains(res.Challenge, "unknown") {
@@ -56,15 +58,15 @@ func TestVerifiedTokenCache(t *testing.T) {
 // not accepted on a route that trusts another issuer.
 func TestVerifiedTokenOtherRoute(t *testing.T) {
 	f := newFixture(t, ModeRequired)
-	other := newIDP(t, "/realms/other", newRSAKey(t, "o-1"))
+	other := authtest.NewIssuer(t, "/realms/other", authtest.NewRSAKey(t, "o-1"))
 	cfg := &Config{
-		Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.issuer}}, Scopes: []string{"mcp:tools"}},
-		Routes:  map[string]*Profile{"strict": {Issuers: []Issuer{{Issuer: other.issuer}}}},
+		Default: &Profile{Issuers: []Issuer{{Issuer: f.idp.URL}}, Scopes: []string{"mcp:tools"}},
+		Routes:  map[string]*Profile{"strict": {Issuers: []Issuer{{Issuer: other.URL}}}},
 	}
 	if err := f.a.Apply(base, cfg); err != nil {
 		t.Fatal(err)
 	}
-	tok := "Bearer " + f.rsa.sign(t, f.claims(nil))
+	tok := "Bearer " + f.rsa.SignAccessToken(t, f.claims(nil))
 	if res := f.auth(t, tok, ""); res.Status != 0 {
 		t.Fatalf("route core: %+v", res)
 	}
