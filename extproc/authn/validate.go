@@ -242,8 +242,8 @@ func (a *Authenticator) verifiedClaims(ctx context.Context, p *profile, token st
 	if !slices.Contains(is.algs, jws.alg) {
 		return nil, "", errAlgorithm
 	}
-	ks := is.keys.keys.Load() // before verify: a set swapped meanwhile only costs a miss
-	if f := a.verify(ctx, is, jws); f != nil {
+	ks, f := a.verify(ctx, is, jws)
+	if f != nil {
 		return nil, "", f
 	}
 	if exp, ok, bad := numericDate(claims, "exp"); ok && !bad && ks != nil {
@@ -256,12 +256,13 @@ func (a *Authenticator) verifiedClaims(ctx context.Context, p *profile, token st
 // cache lacks triggers one refetch (single flight, rate limited) before
 // the token is refused; so does a cache that was never filled, which is a
 // 503 if it stays empty: the gateway, not the token, is at fault.
-func (a *Authenticator) verify(ctx context.Context, is *issuer, jws *compactJWS) *failure {
+// It returns the key set whose key verified the token.
+func (a *Authenticator) verify(ctx context.Context, is *issuer, jws *compactJWS) (*keySet, *failure) {
 	ks := is.keys.current()
 	if ks == nil {
 		is.keys.wait(ctx)
 		if ks = is.keys.keys.Load(); ks == nil {
-			return errKeysNotFetched
+			return nil, errKeysNotFetched
 		}
 	}
 	cands := ks.all
@@ -270,10 +271,10 @@ func (a *Authenticator) verify(ctx context.Context, is *issuer, jws *compactJWS)
 		if cands == nil {
 			is.keys.wait(ctx)
 			if ks2 := is.keys.keys.Load(); ks2 != nil {
-				cands = ks2.byKID[jws.kid]
+				ks, cands = ks2, ks2.byKID[jws.kid]
 			}
 			if cands == nil {
-				return errUnknownKey
+				return nil, errUnknownKey
 			}
 		}
 	}
@@ -284,13 +285,13 @@ func (a *Authenticator) verify(ctx context.Context, is *issuer, jws *compactJWS)
 		}
 		fits = true
 		if jws.verifySig(jws.alg, k.Key) {
-			return nil
+			return ks, nil
 		}
 	}
 	if !fits {
-		return errAlgorithm // no key of this kid is for this algorithm
+		return nil, errAlgorithm // no key of this kid is for this algorithm
 	}
-	return errSignature
+	return nil, errSignature
 }
 
 // numericDate reads a NumericDate claim (RFC 7519 section 2): ok when
