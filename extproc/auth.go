@@ -19,8 +19,8 @@ const detailsUnauthenticated = "toolmesh_unauthenticated"
 // refused request is routed. nil means go on.
 func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
 	a := x.s.cfg.Auth
-	if a == nil {
-		return nil
+	if a == nil || !a.Enabled(route) {
+		return nil // an open route reads no header for it
 	}
 	r := authn.Request{Route: route, PublicPath: x.req.Path}
 	for _, h := range x.headers.GetHeaders() {
