@@ -19,10 +19,16 @@ const maxVerified = 10000
 // its issuer's key set is the one that verified it, so a refreshed JWKS
 // (a removed key) verifies again. Reads take no lock.
 type verifiedTokens struct {
-	m        sync.Map // token → *verifiedToken
-	n        atomic.Int64
-	sweeping atomic.Bool
+	m         sync.Map // token → *verifiedToken
+	n         atomic.Int64
+	sweeping  atomic.Bool
+	lastSweep atomic.Int64 // unix nanoseconds of the last sweep
 }
+
+// sweepEvery spaces sweeps: with the cache full of tokens still valid, a
+// sweep frees nothing, and each new token must not pay for a walk of
+// every entry.
+const sweepEvery = time.Second
 
 type verifiedToken struct {
 	src    *keySource
@@ -60,10 +66,11 @@ func (v *verifiedTokens) put(token string, t *verifiedToken, now time.Time) {
 }
 
 func (v *verifiedTokens) sweep(now time.Time) {
-	if !v.sweeping.CompareAndSwap(false, true) {
-		return // another request sweeps
+	if now.UnixNano()-v.lastSweep.Load() < int64(sweepEvery) || !v.sweeping.CompareAndSwap(false, true) {
+		return // swept a moment ago, or another request sweeps
 	}
 	defer v.sweeping.Store(false)
+	v.lastSweep.Store(now.UnixNano())
 	v.m.Range(func(k, e any) bool {
 		t := e.(*verifiedToken)
 		if !now.Before(t.exp) || t.keys != t.src.keys.Load() {

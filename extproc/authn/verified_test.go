@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,5 +74,36 @@ func TestVerifiedTokenOtherRoute(t *testing.T) {
 	r := &Request{Route: "strict", PublicPath: "/mcp/strict", Authorization: tok, AuthorizationCount: 1}
 	if res := f.a.Authenticate(t.Context(), r); res.Status != 401 || !strings.Contains(res.Challenge, "issuer") {
 		t.Fatalf("route strict: %+v", res)
+	}
+}
+
+// TestVerifiedTokensBound: a full cache keeps no more tokens; a sweep, at
+// most once per sweepEvery, drops the expired ones and makes room.
+func TestVerifiedTokensBound(t *testing.T) {
+	var v verifiedTokens
+	src := &keySource{}
+	ks := &keySet{}
+	src.keys.Store(ks)
+	now := time.Unix(1_800_000_000, 0)
+	for i := range maxVerified {
+		v.put(fmt.Sprint("t", i), &verifiedToken{src: src, keys: ks, exp: now.Add(time.Minute)}, now)
+	}
+	v.put("extra", &verifiedToken{src: src, keys: ks, exp: now.Add(time.Hour)}, now)
+	if v.get("extra") != nil || v.n.Load() != maxVerified {
+		t.Fatalf("a full cache took another token (%d entries)", v.n.Load())
+	}
+	later := now.Add(2 * time.Minute) // every entry expired
+	v.put("extra", &verifiedToken{src: src, keys: ks, exp: later.Add(time.Hour)}, later)
+	if v.get("extra") == nil || v.n.Load() != 1 {
+		t.Fatalf("after the sweep: %d entries, extra kept %v", v.n.Load(), v.get("extra") != nil)
+	}
+	for i := range maxVerified - 1 {
+		v.put(fmt.Sprint("u", i), &verifiedToken{src: src, keys: ks, exp: later.Add(time.Minute)}, later)
+	}
+	// Full again, nothing expired: within sweepEvery no walk happens.
+	last := v.lastSweep.Load()
+	v.put("more", &verifiedToken{src: src, keys: ks, exp: later.Add(time.Hour)}, later.Add(sweepEvery/2))
+	if v.lastSweep.Load() != last || v.get("more") != nil {
+		t.Fatal("a second sweep within sweepEvery, or a token past the bound")
 	}
 }
