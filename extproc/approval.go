@@ -58,8 +58,12 @@ func (s *Server) SetApproval(a *approval.Approver) { s.approval.Store(a) }
 // "may", so the call is not routed early. The body phase decides with the
 // configuration it loads itself.
 func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
+	a := x.s.approval.Load()
+	if a == nil {
+		return false // no approval configured: nothing to build per call
+	}
 	v := strings.TrimSpace(x.req.ProtocolVersion)
-	need, _ := x.s.approval.Load().Needs(x.routeKey, approvalTool(t),
+	need, _ := a.Needs(x.routeKey, approvalTool(t),
 		approval.Call{HeadersOnly: true, Era: v, EraKind: mcp.EraOf(v).String()})
 	return need
 }
