@@ -14,31 +14,66 @@ import (
 // OpTimeout), runs after the state it concerns is published, and only ever
 // records its failures: the Store never stops serving or refreshing.
 
+// warmStartChunk is how many routes the warm start loads, restores and
+// publishes at a time. Each chunk has its own FetchTimeout, so the bound
+// is on the Store's responsiveness, not on the size of the catalog. With
+// one bound on the whole phase, a gateway of 10,000 routes (over a minute
+// of loading and decoding on two cores) would have restored only the routes
+// loaded within the default 10 s. Chunks also bound the stored bytes held
+// at once and let the first routes serve before the last are read.
+const warmStartChunk = 256
+
 // warmStart loads a stored snapshot for every listed route that has none, so
 // a cold start can serve before the Tool Services answer. The loads run
 // concurrently (at most StoreWorkers at once, or in a few round trips for a
-// BatchStore), and the whole phase is bounded by one FetchTimeout.
+// BatchStore), warmStartChunk routes at a time, each chunk bounded by one
+// FetchTimeout and published when loaded. A chunk that runs out of time ends
+// the warm start: a Store that slow is not worth waiting for, and the
+// remaining routes are built from their Tool Services as usual.
 func (r *Registry) warmStart(ctx context.Context) {
-	old := r.state.Load()
 	var keys []string
+	old := r.state.Load()
 	for _, rt := range old.routes {
 		if old.entries[rt.Key].snap == nil {
 			keys = append(keys, rt.Key)
 		}
 	}
-	if len(keys) == 0 {
-		return
+	loaded := 0
+	for len(keys) > 0 {
+		part := keys[:min(warmStartChunk, len(keys))]
+		keys = keys[len(part):]
+		wctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+		snaps, errs := r.loadMany(wctx, part)
+		timedOut := wctx.Err() != nil
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		loaded += r.restoreChunk(part, snaps, errs)
+		if timedOut && len(keys) > 0 {
+			r.log.Warn("warm start stopped: the store did not answer within fetchTimeout; the remaining routes are built from their tool services",
+				"restored", loaded, "remaining", len(keys), "fetchTimeout", r.opts.FetchTimeout)
+			break
+		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
-	snaps, errs := r.loadMany(wctx, keys)
-	cancel()
-	if ctx.Err() != nil {
-		return
+	if loaded > 0 {
+		r.log.Info("warm start from stored snapshots", "routes", loaded)
 	}
+}
+
+// restoreChunk publishes the stored snapshots loaded for keys (snaps[i] and
+// errs[i] belong to keys[i]) on the current state and returns how many it
+// restored. A route built meanwhile (a refresh cannot run before Start
+// returns, but the listing may have changed the entry) keeps its snapshot.
+func (r *Registry) restoreChunk(keys []string, snaps []*registry.Snapshot, errs []error) int {
+	old := r.state.Load()
 	var st *state
 	loaded := 0
 	for i, key := range keys {
 		e := old.entries[key]
+		if e == nil || e.snap != nil {
+			continue
+		}
 		cp := *e
 		snap, err := snaps[i], errs[i]
 		switch {
@@ -65,21 +100,20 @@ func (r *Registry) warmStart(ctx context.Context) {
 		}
 		st.entries[key] = &cp
 	}
-	if loaded > 0 {
-		r.log.Info("warm start from stored snapshots", "routes", loaded, "of", len(keys))
+	if st == nil {
+		return loaded
 	}
-	if st != nil {
-		st.index()
-		r.publish(st, loaded > 0)
-		// Stored tool embeddings are restored now, without a call.
-		var restored []*registry.Snapshot
-		for _, key := range keys {
-			if e := st.entries[key]; e.restored && e.snap != nil {
-				restored = append(restored, e.snap)
-			}
+	st.index()
+	r.publish(st, loaded > 0)
+	// Stored tool embeddings are restored now, without a call.
+	var restored []*registry.Snapshot
+	for _, key := range keys {
+		if e := st.entries[key]; e.restored && e.snap != nil {
+			restored = append(restored, e.snap)
 		}
-		r.embedSnapshots(restored, nil)
 	}
+	r.embedSnapshots(restored, nil)
+	return loaded
 }
 
 // servicesListed reports whether every Tool Service of snap is still one of
