@@ -1,0 +1,167 @@
+package envoy
+
+import (
+	"sync"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// extProcCodec is grpc-go's proto codec for the data plane's ext_proc
+// streams, except that the body of a large ImmediateResponse is neither
+// copied out of the received message nor allocated per request. Envoy
+// parses the message from its own buffers and sends the body from there
+// (Filter::sendImmediateResponse,
+// source/extensions/filters/http/ext_proc/ext_proc.cc); here grpc-go's codec
+// would join the frames into a new buffer and protobuf copy the bytes field
+// out of it again: two copies and an allocation of what can be a
+// multi-megabyte tools/list page. Instead the frames are joined into a
+// buffer the exchange holds until its response is written, taken from a
+// pool, and the body is a slice of it. The message decoded is the same:
+// only where its body lives differs.
+type extProcCodec struct {
+	encoding.CodecV2
+	held *heldBuffers // the exchange's
+}
+
+// protoCodec is grpc-go's proto codec.
+var protoCodec = func() encoding.CodecV2 {
+	c := encoding.GetCodecV2(grpcproto.Name)
+	if c == nil { // grpc-go registers it in an init of the proto package
+		panic("envoy: grpc-go's proto codec is not registered")
+	}
+	return c
+}()
+
+// aliasMin is the message size from which an ImmediateResponse body is
+// left in the received buffer.
+const aliasMin = 16 << 10
+
+// Field numbers, read from the descriptors.
+var (
+	fieldImmediate = (&extprocv3.ProcessingResponse{}).ProtoReflect().Descriptor().
+			Fields().ByName("immediate_response").Number()
+	fieldBody = (&extprocv3.ImmediateResponse{}).ProtoReflect().Descriptor().
+			Fields().ByName("body").Number()
+)
+
+func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	resp, ok := v.(*extprocv3.ProcessingResponse)
+	if !ok || data.Len() < aliasMin || c.held == nil {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	b := c.held.get(data.Len())
+	data.CopyTo(b)
+	return unmarshalAliasingBody(b, resp)
+}
+
+// heldBuffers are the receive buffers of one exchange's large ext_proc
+// messages: what was decoded from them may be in use until the exchange
+// has written its response, and then they go back to the pool. A stream's
+// reader goroutine (full duplex) may still decode after that: its buffer is
+// then left to the garbage collector.
+type heldBuffers struct {
+	mu       sync.Mutex
+	bufs     []*[]byte
+	released bool
+}
+
+// maxPooledBuffer bounds the buffers kept in the pool.
+const maxPooledBuffer = maxExtProcMessage
+
+var receiveBufs sync.Pool // *[]byte
+
+// get returns a buffer of n bytes held until release.
+func (h *heldBuffers) get(n int) []byte {
+	bp, _ := receiveBufs.Get().(*[]byte)
+	if bp == nil || cap(*bp) < n {
+		b := make([]byte, n)
+		bp = &b
+	}
+	h.mu.Lock()
+	if !h.released {
+		h.bufs = append(h.bufs, bp)
+	}
+	h.mu.Unlock()
+	return (*bp)[:n]
+}
+
+// release returns the held buffers to the pool; nothing decoded from them
+// may be used afterwards.
+func (h *heldBuffers) release() {
+	h.mu.Lock()
+	bufs := h.bufs
+	h.bufs, h.released = nil, true
+	h.mu.Unlock()
+	for _, bp := range bufs {
+		if cap(*bp) <= maxPooledBuffer {
+			receiveBufs.Put(bp)
+		}
+	}
+}
+
+// unmarshalAliasingBody is proto.Unmarshal(b, resp), except that when b
+// holds one immediate_response with one body field, the body is a slice of
+// b. Anything else (no body, fields repeated, which protobuf merges or
+// overrides) is decoded by proto.Unmarshal alone.
+func unmarshalAliasingBody(b []byte, resp *extprocv3.ProcessingResponse) error {
+	imStart, imVal, imEnd, ok := soleField(b, fieldImmediate)
+	if !ok {
+		return proto.Unmarshal(b, resp)
+	}
+	inner := b[imVal:imEnd]
+	bodyStart, bodyVal, bodyEnd, ok := soleField(inner, fieldBody)
+	if !ok {
+		return proto.Unmarshal(b, resp)
+	}
+	// b without the body field: the immediate_response field rewritten
+	// with its new length.
+	innerLen := len(inner) - (bodyEnd - bodyStart)
+	rest := make([]byte, 0, len(b)-(bodyEnd-bodyStart))
+	rest = append(rest, b[:imStart]...)
+	rest = protowire.AppendTag(rest, fieldImmediate, protowire.BytesType)
+	rest = protowire.AppendVarint(rest, uint64(innerLen))
+	rest = append(rest, inner[:bodyStart]...)
+	rest = append(rest, inner[bodyEnd:]...)
+	rest = append(rest, b[imEnd:]...)
+	if err := proto.Unmarshal(rest, resp); err != nil {
+		return err
+	}
+	ir := resp.GetImmediateResponse()
+	if ir == nil { // a later member of the response oneof replaced it
+		return proto.Unmarshal(b, resp)
+	}
+	ir.Body = inner[bodyVal:bodyEnd:bodyEnd]
+	return nil
+}
+
+// soleField finds the one occurrence of field num, of wire type bytes, in
+// the message b: where its tag starts, where its value starts and where it
+// ends. ok is false when b does not parse, or the field is absent, present
+// more than once, or of another wire type.
+func soleField(b []byte, num protowire.Number) (start, val, end int, ok bool) {
+	found := false
+	for off := 0; off < len(b); {
+		n, typ, tagLen := protowire.ConsumeTag(b[off:])
+		if tagLen < 0 {
+			return 0, 0, 0, false
+		}
+		fieldLen := protowire.ConsumeFieldValue(n, typ, b[off+tagLen:])
+		if fieldLen < 0 {
+			return 0, 0, 0, false
+		}
+		if n == num {
+			if found || typ != protowire.BytesType {
+				return 0, 0, 0, false
+			}
+			_, lenLen := protowire.ConsumeVarint(b[off+tagLen:])
+			start, val, end, found = off, off+tagLen+lenLen, off+tagLen+fieldLen, true
+		}
+		off += tagLen + fieldLen
+	}
+	return start, val, end, found
+}
