@@ -13,8 +13,11 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 
+	"github.com/toolmesh/toolmesh/internal/extprocwire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -226,7 +229,7 @@ func listSeqAccepting(acceptEncoding string) []*extprocv3.ProcessingRequest {
 // 1 is toolmesh's own cost.
 func BenchmarkToolsList10k(b *testing.B) {
 	srv := benchServer(b, 10_000)
-	client := serve(b, srv.GRPCServerOptions(), srv.Register)
+	client := serve(b, srv.GRPCServerOptions(), srv.Register, envoyDecoding())
 	for _, enc := range listEncodings {
 		b.Run("encoding="+enc.name, func(b *testing.B) {
 			seq := listSeqAccepting(enc.acceptEncoding)
@@ -322,7 +325,37 @@ func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorC
 	}
 	return serve(b, opts.GRPCServerOptions(), func(gs *grpc.Server) {
 		extprocv3.RegisterExternalProcessorServer(gs, floorServer{answer: answer})
-	})
+	}, envoyDecoding())
+}
+
+// envoyDecoding makes a benchmark client decode as Envoy and the local
+// data plane do (envoy/extproc_codec.go): a large ImmediateResponse is
+// joined into a receive buffer kept across requests and its body left in
+// it, not allocated and copied again per request by protobuf. The buffer
+// is reused by the next large message, so the client must run one stream
+// at a time and be done with a reply before it receives the next one, as
+// the benchmarks are.
+func envoyDecoding() grpc.DialOption {
+	c := &envoyCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
+	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(c))
+}
+
+type envoyCodec struct {
+	encoding.CodecV2
+	buf []byte
+}
+
+func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	resp, ok := v.(*extprocv3.ProcessingResponse)
+	if !ok || data.Len() < 16<<10 {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	if cap(c.buf) < data.Len() {
+		c.buf = make([]byte, data.Len())
+	}
+	b := c.buf[:data.Len()]
+	data.CopyTo(b)
+	return extprocwire.UnmarshalAliasingBody(b, resp)
 }
 
 func BenchmarkToolsCall(b *testing.B) {

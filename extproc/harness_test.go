@@ -126,7 +126,7 @@ func newTestEnv(t testing.TB, cfg Config, routes Routes) *testEnv {
 const envoyHTTP2Window = 256 << 20
 
 // serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
-func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
+func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) extprocv3.ExternalProcessorClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,10 +136,11 @@ func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) 
 	register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(),
+	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
-		grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+	}, dial...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
