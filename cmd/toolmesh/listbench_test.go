@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -206,4 +207,70 @@ func (f *listBench) do(c *listClient) (time.Duration, error) {
 		return 0, fmt.Errorf("not the whole list of %d tools: %d bytes, ends %q", f.tools, len(out), out[max(0, len(out)-200):])
 	}
 	return d, nil
+}
+
+// TestToolsListGzipThroughRun lists a route large enough to be answered
+// gzip-coded through `toolmesh run` with net/http clients: the default
+// transport (which asks for gzip and decompresses transparently) gets the
+// same list as a client asking for no coding, and a client refusing gzip
+// gets it uncompressed; both codings say Vary: Accept-Encoding.
+func TestToolsListGzipThroughRun(t *testing.T) {
+	f := newListBench(t, 200) // about 45 KB of tools, above mcp.GzipMinBytes
+	list := func(tr *http.Transport, acceptEncoding string) (*http.Response, []byte) {
+		t.Helper()
+		t.Cleanup(tr.CloseIdleConnections)
+		const body = `{"jsonrpc":"2.0","id":"l","method":"tools/list"}`
+		req, _ := http.NewRequest(http.MethodPost, f.gw+"/mcp/big", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		if acceptEncoding != "" {
+			req.Header.Set("Accept-Encoding", acceptEncoding)
+		}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %.200s", resp.StatusCode, b)
+		}
+		return resp, b
+	}
+	identityResp, identity := list(&http.Transport{DisableCompression: true}, "")
+	if ce := identityResp.Header.Get("Content-Encoding"); ce != "" {
+		t.Fatalf("no Accept-Encoding: Content-Encoding %q", ce)
+	}
+	if n := strings.Count(string(identity), `"name":"tool_`); n != 200 {
+		t.Fatalf("the identity list has %d tools", n)
+	}
+
+	gzResp, decoded := list(&http.Transport{}, "")
+	if !gzResp.Uncompressed {
+		t.Fatal("net/http's transport got no gzip-coded answer to its Accept-Encoding: gzip")
+	}
+	if !bytes.Equal(decoded, identity) {
+		t.Fatalf("the decompressed list differs from the identity one:\n%.300s\n%.300s", decoded, identity)
+	}
+
+	refusedResp, refused := list(&http.Transport{DisableCompression: true}, "gzip;q=0, identity")
+	if ce := refusedResp.Header.Get("Content-Encoding"); ce != "" || !bytes.Equal(refused, identity) {
+		t.Fatalf("gzip;q=0: Content-Encoding %q", ce)
+	}
+
+	// Vary on both codings; the transport removed Content-Encoding from
+	// the decompressed one, so ask again for the raw answer.
+	rawResp, raw := list(&http.Transport{DisableCompression: true}, "gzip")
+	if rawResp.Header.Get("Content-Encoding") != "gzip" || len(raw) >= len(identity)/2 {
+		t.Fatalf("raw gzip answer: Content-Encoding %q, %d B for %d B", rawResp.Header.Get("Content-Encoding"), len(raw), len(identity))
+	}
+	for name, r := range map[string]*http.Response{"identity": identityResp, "gzip": rawResp} {
+		if v := r.Header.Get("Vary"); v != "Accept-Encoding" {
+			t.Errorf("%s answer: Vary %q", name, v)
+		}
+	}
 }
