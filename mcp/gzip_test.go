@@ -333,3 +333,21 @@ func TestGzipBuiltOnce(t *testing.T) {
 		t.Fatalf("%d compressions after a later request, want 1", n)
 	}
 }
+
+// BenchmarkGzipBuild is the one-time compression of a 10,000-tool page,
+// paid by the first request for it that accepts gzip.
+func BenchmarkGzipBuild(b *testing.B) {
+	tools := make([]Tool, 10_000)
+	for i := range tools {
+		tools[i] = testTool("tool_" + strconv.Itoa(i))
+		tools[i].Description = "Looks up things of kind " + strconv.Itoa(i) + " and returns them as JSON."
+	}
+	items, err := EncodeTools(tools)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(items)))
+	for b.Loop() {
+		NewSharedItems(items).deflated()
+	}
+}
