@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"weak"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
@@ -348,4 +349,44 @@ func BenchmarkToolsList10kServer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestGzipCopyGoesWithSnapshot checks that a page's compressed copy is held
+// by its snapshot only: once a server answered gzip-coded from a snapshot
+// and the snapshot is no longer served, nothing keeps the copy.
+func TestGzipCopyGoesWithSnapshot(t *testing.T) {
+	page := servedGzip(t)
+	for range 3 {
+		runtime.GC()
+	}
+	if page.Value() != nil {
+		t.Fatal("the page and its compressed copy outlive their snapshot")
+	}
+}
+
+// servedGzip answers a gzip tools/list from a snapshot that nothing else
+// holds and returns a weak pointer to the page it compressed.
+func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
+	snap := benchSnapshot(t, 300)
+	_, shared, _, _ := snap.ToolsPageShared("")
+	if shared == nil {
+		t.Fatal("the unpaged list is not shared")
+	}
+	srv, err := New(Config{}, testRoutes{"/mcp/core": {key: "core", snap: snap}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.GRPCServerOptions()
+	x := srv.newExchange(context.Background())
+	defer x.finish()
+	seq := listRequest("1", false, "accept-encoding", "gzip")
+	x.next(seq[0])
+	m, ok := x.next(seq[1]).(*wireMessage)
+	if !ok {
+		t.Fatal("the answer is not prepared")
+	}
+	if r, err := m.message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
+		t.Fatalf("not a gzip answer (%v)", err)
+	}
+	return weak.Make(shared)
 }
