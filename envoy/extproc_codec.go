@@ -46,16 +46,30 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok || data.Len() < aliasMin || c.held == nil {
 		return c.CodecV2.Unmarshal(data, v)
 	}
-	b := c.held.get(data.Len())
+	h := c.held
+	// Held while decoding: release waits, so no buffer goes back to the
+	// pool while it is being read or written.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		// The exchange is over (a full-duplex reader still running): what
+		// this decodes is dropped, from a buffer of its own.
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	bp, _ := receiveBufs.Get().(*[]byte)
+	if bp == nil || cap(*bp) < data.Len() {
+		b := make([]byte, data.Len())
+		bp = &b
+	}
+	h.bufs = append(h.bufs, bp)
+	b := (*bp)[:data.Len()]
 	data.CopyTo(b)
 	return extprocwire.UnmarshalAliasingBody(b, resp)
 }
 
 // heldBuffers are the receive buffers of one exchange's large ext_proc
 // messages: what was decoded from them may be in use until the exchange
-// has written its response, and then they go back to the pool. A stream's
-// reader goroutine (full duplex) may still decode after that: its buffer is
-// then left to the garbage collector.
+// has written its response, and then they go back to the pool.
 type heldBuffers struct {
 	mu       sync.Mutex
 	bufs     []*[]byte
@@ -67,23 +81,8 @@ const maxPooledBuffer = maxExtProcMessage
 
 var receiveBufs sync.Pool // *[]byte
 
-// get returns a buffer of n bytes held until release.
-func (h *heldBuffers) get(n int) []byte {
-	bp, _ := receiveBufs.Get().(*[]byte)
-	if bp == nil || cap(*bp) < n {
-		b := make([]byte, n)
-		bp = &b
-	}
-	h.mu.Lock()
-	if !h.released {
-		h.bufs = append(h.bufs, bp)
-	}
-	h.mu.Unlock()
-	return (*bp)[:n]
-}
-
-// release returns the held buffers to the pool; nothing decoded from them
-// may be used afterwards.
+// release returns the held buffers to the pool, once any decode under way
+// is done; nothing decoded from them may be used afterwards.
 func (h *heldBuffers) release() {
 	h.mu.Lock()
 	bufs := h.bufs

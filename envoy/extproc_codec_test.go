@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -61,7 +62,7 @@ func TestExtProcCodecHeld(t *testing.T) {
 		t.Fatal("release kept the buffers")
 	}
 	// A message decoded after the release (a full-duplex reader still
-	// running) keeps its buffer: it never goes back to the pool.
+	// running) is decoded on its own: nothing more is held.
 	if err := c.Unmarshal(data, &extprocv3.ProcessingResponse{}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,5 +73,39 @@ func TestExtProcCodecHeld(t *testing.T) {
 	small, _ := proto.Marshal(&extprocv3.ProcessingResponse{})
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(small)}, &extprocv3.ProcessingResponse{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExtProcCodecReleaseDuringDecode releases an exchange's buffers while
+// its streams still decode (a full-duplex reader outliving the exchange):
+// run with -race, no buffer is reused while a decode reads it.
+func TestExtProcCodecReleaseDuringDecode(t *testing.T) {
+	plain := immediateWire(t, bytes.Repeat([]byte("x"), 100_000))
+	var data mem.BufferSlice
+	for off := 0; off < len(plain); off += 16 << 10 {
+		data = append(data, mem.SliceBuffer(plain[off:min(off+16<<10, len(plain))]))
+	}
+	for range 20 {
+		var held heldBuffers
+		c := extProcCodec{CodecV2: protoCodec, held: &held}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				resp := &extprocv3.ProcessingResponse{}
+				if err := c.Unmarshal(data, resp); err != nil || len(resp.GetImmediateResponse().GetBody()) != 100_000 {
+					t.Errorf("decode: %v", err)
+				}
+			})
+		}
+		held.release()
+		// Another exchange takes the pool's buffers meanwhile.
+		var next heldBuffers
+		wg.Go(func() {
+			if err := (extProcCodec{CodecV2: protoCodec, held: &next}).Unmarshal(data, &extprocv3.ProcessingResponse{}); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		next.release()
 	}
 }
