@@ -174,8 +174,9 @@ func crcCombine(crcA, crcB, shiftB uint32) uint32 { return crcMul(shiftB, crcA) 
 // when neither is listed, "*" with a weight above 0; and gzip not weighted
 // below an explicitly listed identity. Codings are case-insensitive;
 // elements with a malformed weight are ignored; a coding listed twice counts
-// with its lower weight, so a refusal (q=0) is never overridden. An absent
-// or empty header asks for no coding.
+// with its lower weight, so a refusal (q=0) is never overridden. An empty
+// header asks for no coding; so, here, does an absent one (RFC 9110 would
+// allow any coding, but a client that decompresses says so).
 func AcceptsGzip(v string) bool {
 	const unlisted = -1
 	gzip, star, identity := unlisted, unlisted, unlisted // weights in thousandths
