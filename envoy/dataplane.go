@@ -189,5 +189,6 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
 		meta: map[string]*structpb.Struct{},
 	}
+	defer x.held.release() // the response is written: no ImmediateResponse body is used after
 	x.serve()
 }

@@ -46,6 +46,9 @@ type exchange struct {
 
 	filters []*extProcRun
 	started bool // response headers went to the client
+	// held are the buffers large ext_proc messages were decoded in
+	// (extProcCodec); released once the response is written.
+	held heldBuffers
 }
 
 // maxBufferLimit caps configured buffer limits so they fit an int64.

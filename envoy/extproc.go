@@ -30,7 +30,7 @@ import (
 const maxExtProcMessage = 64 << 20
 
 // extProcCallOptions apply maxExtProcMessage to every stream; made once,
-// as each option is an allocation.
+// as each option is an allocation. open adds the exchange's extProcCodec.
 var extProcCallOptions = []grpc.CallOption{
 	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
 }
@@ -144,7 +144,9 @@ func (e *extProcRun) open() *localReply {
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
-	st, err := client.Process(ctx, extProcCallOptions...)
+	opts := append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)],
+		grpc.ForceCodecV2(extProcCodec{CodecV2: protoCodec, held: &e.x.held}))
+	st, err := client.Process(ctx, opts...)
 	if err != nil {
 		cancel()
 		return e.onGrpcError(err)

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +13,11 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 
+	"github.com/toolmesh/toolmesh/internal/extprocwire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -50,12 +55,19 @@ func benchSnapshot(b testing.TB, n int) *registry.Snapshot {
 // benchClient starts the toolmesh server over a snapshot of n tools.
 func benchClient(b *testing.B, n int) extprocv3.ExternalProcessorClient {
 	b.Helper()
+	srv := benchServer(b, n)
+	return serve(b, srv.GRPCServerOptions(), srv.Register)
+}
+
+// benchServer is a toolmesh server over a snapshot of n tools.
+func benchServer(b *testing.B, n int) *Server {
+	b.Helper()
 	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(b, n)}}
 	srv, err := New(Config{}, routes, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return serve(b, srv.GRPCServerOptions(), srv.Register)
+	return srv
 }
 
 // echoServer is the baseline: an ext_proc server that does nothing.
@@ -117,46 +129,64 @@ func runRequests(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*
 }
 
 // runSequences is runRequests cycling through seqs, one per iteration. It
-// also reports the p50 and p99 of one request, stream opening included.
+// also reports the p50 and p99 of one request, stream opening included, and
+// returns the requests' durations, sorted.
 func runSequences(b *testing.B, client extprocv3.ExternalProcessorClient, seqs [][]*extprocv3.ProcessingRequest,
-	check func(*extprocv3.ProcessingResponse) bool) {
+	check func(*extprocv3.ProcessingResponse) bool) []time.Duration {
 	b.Helper()
-	ctx := b.Context()
 	var durs []time.Duration
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		seq := seqs[i%len(seqs)]
-		start := time.Now()
-		stream, err := client.Process(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var last *extprocv3.ProcessingResponse
-		for _, req := range seq {
-			if err := stream.Send(req); err != nil {
-				b.Fatal(err)
-			}
-			if last, err = stream.Recv(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		durs = append(durs, time.Since(start))
-		if !check(last) {
-			b.Fatalf("unexpected last reply %v", last)
-		}
-		if err := stream.CloseSend(); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
-			b.Fatalf("stream end: %v", err)
-		}
+		durs = append(durs, timeRequest(b, client, seqs[i%len(seqs)], check))
 	}
-	if len(durs) > 0 {
-		slices.Sort(durs)
-		b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "p50-ns")
-		b.ReportMetric(float64(durs[len(durs)*99/100].Nanoseconds()), "p99-ns")
-	}
+	reportPercentiles(b, durs, "")
+	return durs
 }
+
+// timeRequest runs one stream carrying seq and returns how long it took
+// until the last reply arrived.
+func timeRequest(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*extprocv3.ProcessingRequest,
+	check func(*extprocv3.ProcessingResponse) bool) time.Duration {
+	start := time.Now()
+	stream, err := client.Process(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last *extprocv3.ProcessingResponse
+	for _, req := range seq {
+		if err := stream.Send(req); err != nil {
+			b.Fatal(err)
+		}
+		if last, err = stream.Recv(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d := time.Since(start)
+	if !check(last) {
+		b.Fatalf("unexpected last reply %v", last)
+	}
+	if err := stream.CloseSend(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		b.Fatalf("stream end: %v", err)
+	}
+	return d
+}
+
+// reportPercentiles sorts durs and reports their p50 and p99 as
+// <prefix>p50-ns and <prefix>p99-ns.
+func reportPercentiles(b *testing.B, durs []time.Duration, prefix string) {
+	if len(durs) == 0 {
+		return
+	}
+	slices.Sort(durs)
+	b.ReportMetric(float64(p50(durs).Nanoseconds()), prefix+"p50-ns")
+	b.ReportMetric(float64(p99(durs).Nanoseconds()), prefix+"p99-ns")
+}
+
+func p50(sorted []time.Duration) time.Duration { return sorted[len(sorted)/2] }
+func p99(sorted []time.Duration) time.Duration { return sorted[len(sorted)*99/100] }
 
 func isImmediate(r *extprocv3.ProcessingResponse) bool {
 	return r.GetImmediateResponse().GetStatus().GetCode() == 200
@@ -172,8 +202,160 @@ func BenchmarkToolsList(b *testing.B) {
 	runRequests(b, benchClient(b, 10), listSeq, isImmediate)
 }
 
+// listEncodings are the codings a tools/list client asks for: none (an
+// Envoy client without Accept-Encoding), and gzip, which most MCP clients'
+// HTTP stacks send.
+var listEncodings = []struct{ name, acceptEncoding string }{
+	{"identity", ""},
+	{"gzip", "gzip, deflate"},
+}
+
+// listSeqAccepting is listSeq with the given Accept-Encoding ("" for none).
+func listSeqAccepting(acceptEncoding string) []*extprocv3.ProcessingRequest {
+	if acceptEncoding == "" {
+		return listSeq
+	}
+	return []*extprocv3.ProcessingRequest{
+		reqHeaders(false, post("/mcp/core", len(listBody), "mcp-protocol-version", "2025-11-25",
+			"accept-encoding", acceptEncoding)...),
+		reqBody(listBody),
+	}
+}
+
+// BenchmarkToolsList10k lists a 10,000-tool route through the ext_proc
+// stream, uncompressed and gzip-coded. After the timed loop it runs as many
+// requests against the floor server (floorServer) answering the same bytes,
+// and reports the floor's p50/p99 and the ratios to it: what is left above
+// 1 is toolmesh's own cost.
 func BenchmarkToolsList10k(b *testing.B) {
-	runRequests(b, benchClient(b, 10_000), listSeq, isImmediate)
+	srv := benchServer(b, 10_000)
+	client := serve(b, srv.GRPCServerOptions(), srv.Register, envoyDecoding())
+	for _, enc := range listEncodings {
+		b.Run("encoding="+enc.name, func(b *testing.B) {
+			seq := listSeqAccepting(enc.acceptEncoding)
+			answer := preparedAnswer(b, srv, seq, enc.acceptEncoding != "")
+			floor := floorClient(b, answer)
+			durs := runSequences(b, client, [][]*extprocv3.ProcessingRequest{seq}, isImmediate)
+			floorDurs := make([]time.Duration, 0, len(durs))
+			for range len(durs) {
+				floorDurs = append(floorDurs, timeRequest(b, floor, seq, isImmediate))
+			}
+			reportPercentiles(b, floorDurs, "floor-")
+			if len(durs) > 0 {
+				b.ReportMetric(float64(p50(durs))/float64(p50(floorDurs)), "p50/floor")
+				b.ReportMetric(float64(p99(durs))/float64(p99(floorDurs)), "p99/floor")
+				b.ReportMetric(float64(answer.bufs.Len()), "msg-B")
+			}
+		})
+	}
+}
+
+// BenchmarkToolsList10kFloor is the physical floor of BenchmarkToolsList10k:
+// a bare ext_proc server with toolmesh's gRPC options that answers the same
+// two messages with a CommonResponse and the 10,000-tool answer marshalled
+// beforehand, so its cost is gRPC transport and the client's decoding only.
+func BenchmarkToolsList10kFloor(b *testing.B) {
+	srv := benchServer(b, 10_000)
+	srv.GRPCServerOptions() // prepared answers
+	for _, enc := range listEncodings {
+		b.Run("encoding="+enc.name, func(b *testing.B) {
+			seq := listSeqAccepting(enc.acceptEncoding)
+			floor := floorClient(b, preparedAnswer(b, srv, seq, enc.acceptEncoding != ""))
+			runRequests(b, floor, seq, isImmediate)
+		})
+	}
+}
+
+// preparedAnswer is srv's answer to seq, in one buffer; gzip says whether
+// it must be gzip-coded. Asking for it also builds what the server builds
+// on first use.
+func preparedAnswer(b *testing.B, srv *Server, seq []*extprocv3.ProcessingRequest, gzip bool) *wireMessage {
+	b.Helper()
+	x := srv.newExchange(context.Background())
+	defer x.finish()
+	x.next(seq[0])
+	m, ok := x.next(seq[1]).(*wireMessage)
+	if !ok {
+		b.Fatal("the answer is not prepared")
+	}
+	resp, err := m.message()
+	if err != nil {
+		b.Fatal(err)
+	}
+	coded := false
+	for _, h := range resp.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+		coded = coded || (h.GetHeader().GetKey() == "content-encoding" && string(h.GetHeader().GetRawValue()) == "gzip")
+	}
+	if coded != gzip {
+		b.Fatalf("gzip-coded %v, want %v", coded, gzip)
+	}
+	return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(m.bufs.Materialize())}}
+}
+
+// floorServer answers request headers with a CommonResponse and anything
+// else with answer, sent as marshalled.
+type floorServer struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	answer *wireMessage
+}
+
+func (f floorServer) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
+	headers := requestHeadersResponse(&extprocv3.CommonResponse{})
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		var resp any = f.answer
+		if _, ok := req.GetRequest().(*extprocv3.ProcessingRequest_RequestHeaders); ok {
+			resp = headers
+		}
+		if err := stream.SendMsg(resp); err != nil {
+			return nil
+		}
+	}
+}
+
+// floorClient starts a floorServer with toolmesh's gRPC server options.
+func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorClient {
+	b.Helper()
+	opts, err := New(Config{}, testRoutes{}, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return serve(b, opts.GRPCServerOptions(), func(gs *grpc.Server) {
+		extprocv3.RegisterExternalProcessorServer(gs, floorServer{answer: answer})
+	}, envoyDecoding())
+}
+
+// envoyDecoding makes a benchmark client decode as Envoy and the local
+// data plane do (envoy/extproc_codec.go): a large ImmediateResponse is
+// joined into a receive buffer kept across requests and its body left in
+// it, not allocated and copied again per request by protobuf. The buffer
+// is reused by the next large message, so the client must run one stream
+// at a time and be done with a reply before it receives the next one, as
+// the benchmarks are.
+func envoyDecoding() grpc.DialOption {
+	c := &envoyCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
+	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(c))
+}
+
+type envoyCodec struct {
+	encoding.CodecV2
+	buf []byte
+}
+
+func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	resp, ok := v.(*extprocv3.ProcessingResponse)
+	if !ok || data.Len() < 16<<10 {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	if cap(c.buf) < data.Len() {
+		c.buf = make([]byte, data.Len())
+	}
+	b := c.buf[:data.Len()]
+	data.CopyTo(b)
+	return extprocwire.UnmarshalAliasingBody(b, resp)
 }
 
 func BenchmarkToolsCall(b *testing.B) {

@@ -117,8 +117,16 @@ func newTestEnv(t testing.TB, cfg Config, routes Routes) *testEnv {
 	return &testEnv{srv: srv, reg: reg, logs: logs, client: serve(t, srv.GRPCServerOptions(), srv.Register)}
 }
 
+// envoyHTTP2Window is Envoy's default HTTP/2 stream and connection window
+// (DEFAULT_INITIAL_STREAM_WINDOW_SIZE and DEFAULT_INITIAL_CONNECTION_WINDOW_SIZE
+// in source/common/http/http_option_limits.h: 256 MiB), which the local
+// data plane's ext_proc client also uses (envoy/rules.go): the client side
+// here stands in for Envoy, so a large answer is not paced by
+// WINDOW_UPDATEs Envoy would not need.
+const envoyHTTP2Window = 256 << 20
+
 // serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
-func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
+func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) extprocv3.ExternalProcessorClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -128,9 +136,11 @@ func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) 
 	register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(),
+	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+	}, dial...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -144,7 +144,7 @@ type policyView struct {
 
 	// tools/list, full mode: the visible tools, paged.
 	names []string
-	pages [][]byte
+	pages []*mcp.SharedItems
 	offs  [][]int
 	nexts []string
 	size  int
@@ -293,7 +293,7 @@ func (v *policyView) page(tools []policyTool, visible []int, size int) {
 			v.names[start+i] = tools[j].t.Name
 		}
 		b = append(b, ']')
-		v.pages = append(v.pages, b)
+		v.pages = append(v.pages, mcp.NewSharedItems(b))
 		v.bytes += int64(len(b))
 		v.offs = append(v.offs, offs)
 		next := ""
@@ -347,17 +347,26 @@ var _ fullCatalog = (*requestView)(nil)
 
 // ToolsPage implements [mcp.Catalog].
 func (c *requestView) ToolsPage(cursor string) ([]byte, string, bool) {
+	tools, _, next, ok := c.ToolsPageShared(cursor)
+	return tools, next, ok
+}
+
+var _ mcp.SharedPageCatalog = (*requestView)(nil)
+
+// ToolsPageShared implements [mcp.SharedPageCatalog]: the view's pages are
+// shared, as are the inner catalog's when no tool policy applies.
+func (c *requestView) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if c.inner.SearchMode() || c.v.pages == nil { // the meta-tools, or no tool policy
-		return c.inner.ToolsPage(cursor)
+		return toolsPageShared(c.inner, cursor)
 	}
 	v := c.v
 	c.st.listed, c.st.listHidden = true, len(v.hidden)
 	if cursor == "" {
-		return v.pages[0], v.nexts[0], true
+		return v.pages[0].JSON, v.pages[0], v.nexts[0], true
 	}
 	last, ok := decodeViewCursor(cursor)
 	if !ok {
-		return nil, "", false
+		return nil, nil, "", false
 	}
 	n := len(v.names)
 	start := sort.SearchStrings(v.names, last)
@@ -365,14 +374,22 @@ func (c *requestView) ToolsPage(cursor string) ([]byte, string, bool) {
 		start++
 	}
 	if start >= n {
-		return []byte("[]"), "", true
+		return []byte("[]"), nil, "", true
 	}
 	p, k := start/v.size, start%v.size
-	page := v.pages[p]
 	if k > 0 {
-		page = append([]byte{'['}, page[v.offs[p][k]:]...)
+		return append([]byte{'['}, v.pages[p].JSON[v.offs[p][k]:]...), nil, v.nexts[p], true
 	}
-	return page, v.nexts[p], true
+	return v.pages[p].JSON, v.pages[p], v.nexts[p], true
+}
+
+// toolsPageShared is cat's page with its SharedItems when cat keeps them.
+func toolsPageShared(cat mcp.Catalog, cursor string) ([]byte, *mcp.SharedItems, string, bool) {
+	if sc, ok := cat.(mcp.SharedPageCatalog); ok {
+		return sc.ToolsPageShared(cursor)
+	}
+	tools, next, ok := cat.ToolsPage(cursor)
+	return tools, nil, next, ok
 }
 
 // Resolve implements [mcp.Catalog]: a hidden tool is unknown.

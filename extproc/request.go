@@ -43,7 +43,7 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 	x.headers = hm
 	debug := x.s.log.Enabled(x.ctx, slog.LevelDebug)
 	r := &x.req
-	var accept []string
+	var accept, encodings []string
 	for _, h := range hm.GetHeaders() {
 		key := h.GetKey()
 		v := headerValue(h)
@@ -70,6 +70,8 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 		case "accept":
 			r.HasAccept = true
 			accept = append(accept, v)
+		case "accept-encoding":
+			encodings = append(encodings, v)
 		case "mcp-protocol-version":
 			if !r.HasProtocolVersion {
 				r.ProtocolVersion, r.HasProtocolVersion = v, true
@@ -105,12 +107,21 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			}
 		}
 	}
-	if len(accept) == 1 {
-		r.Accept = accept[0]
-	} else if len(accept) > 1 {
-		r.Accept = strings.Join(accept, ", ")
-	}
+	r.Accept = joinValues(accept)
+	r.AcceptEncoding = joinValues(encodings)
 	return owned
+}
+
+// joinValues is the field value of a header sent on several lines (RFC 9110
+// §5.3): the lines joined with ", ".
+func joinValues(vs []string) string {
+	switch len(vs) {
+	case 0:
+		return ""
+	case 1:
+		return vs[0]
+	}
+	return strings.Join(vs, ", ")
 }
 
 // requestHeaders resolves the route, applies the header rules, and either

@@ -22,12 +22,12 @@ type visibleCatalog struct {
 }
 
 type visiblePage struct {
-	tools []byte
+	tools *mcp.SharedItems
 	next  string
 }
 
 var (
-	_ mcp.Catalog           = (*visibleCatalog)(nil)
+	_ mcp.SharedPageCatalog = (*visibleCatalog)(nil)
 	_ mcp.ParamHeaderSource = (*visibleCatalog)(nil)
 	_ mcp.MetaToolCatalog   = (*visibleCatalog)(nil)
 	_ mcp.FederatedCatalog  = (*visibleCatalog)(nil)
@@ -56,11 +56,16 @@ func newVisibleCatalog(snap *registry.Snapshot, chain *filters.Chain) *visibleCa
 	vc := &visibleCatalog{snap: snap, chain: chain, pages: map[string]visiblePage{}}
 	for cursor, seen := "", map[string]bool{}; !seen[cursor]; {
 		seen[cursor] = true
-		tools, next, ok := snap.ToolsPage(cursor)
+		tools, shared, next, ok := snap.ToolsPageShared(cursor)
 		if !ok {
 			break
 		}
-		vc.pages[cursor] = visiblePage{tools: vc.filter(tools), next: next}
+		// A page the chain hides nothing of stays the snapshot's, with
+		// its compressed form.
+		if kept := vc.filter(tools); shared == nil || len(kept) != len(tools) {
+			shared = mcp.NewSharedItems(kept)
+		}
+		vc.pages[cursor] = visiblePage{tools: shared, next: next}
 		if next == "" {
 			break
 		}
@@ -96,15 +101,22 @@ func (c *visibleCatalog) filter(tools []byte) []byte {
 
 // ToolsPage implements [mcp.Catalog.ToolsPage].
 func (c *visibleCatalog) ToolsPage(cursor string) ([]byte, string, bool) {
+	tools, _, next, ok := c.ToolsPageShared(cursor)
+	return tools, next, ok
+}
+
+// ToolsPageShared implements [mcp.SharedPageCatalog]: the pages of the
+// snapshot's own cursors are shared.
+func (c *visibleCatalog) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if p, ok := c.pages[cursor]; ok {
-		return p.tools, p.next, true
+		return p.tools.JSON, p.tools, p.next, true
 	}
 	// A cursor of an older snapshot: the snapshot decides, then filter.
 	tools, next, ok := c.snap.ToolsPage(cursor)
 	if !ok {
-		return nil, "", false
+		return nil, nil, "", false
 	}
-	return c.filter(tools), next, true
+	return c.filter(tools), nil, next, true
 }
 
 // Resolve implements [mcp.Catalog.Resolve]: a refused tool is unknown.

@@ -80,13 +80,15 @@ func wireImmediate(r *mcp.Reply, details string) (*wireMessage, error) {
 	}
 	innerLen := len(inner) + protowire.SizeTag(fieldBody) + protowire.SizeBytes(n)
 
-	var bufs mem.BufferSlice
-	small := 0 // bytes of the small parts, copied into the envelope
+	small, shared := 0, 0 // bytes of the small parts, copied into the envelope; count of the others
 	for _, p := range r.Parts {
 		if len(p) < sharedPart {
 			small += len(p)
+		} else {
+			shared++
 		}
 	}
+	bufs := make(mem.BufferSlice, 0, 2*shared+1)
 	cur := make([]byte, 0, 2*tagLenMax+len(inner)+small+len(r.Body)+len(answeredMetadataWire))
 	cur = protowire.AppendTag(cur, fieldImmediate, protowire.BytesType)
 	cur = protowire.AppendVarint(cur, uint64(innerLen))

@@ -2,11 +2,14 @@ package extproc
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"weak"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
@@ -95,18 +98,18 @@ func FuzzWireImmediate(f *testing.F) {
 }
 
 // listRequest is a tools/list request of the given era with JSON-RPC id id.
-func listRequest(id string, stateless bool) []*extprocv3.ProcessingRequest {
+func listRequest(id string, stateless bool, extra ...string) []*extprocv3.ProcessingRequest {
 	if !stateless {
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}`
 		return []*extprocv3.ProcessingRequest{
-			reqHeaders(false, post("/mcp/core", len(body), "mcp-protocol-version", "2025-11-25")...),
+			reqHeaders(false, post("/mcp/core", len(body), append([]string{"mcp-protocol-version", "2025-11-25"}, extra...)...)...),
 			reqBody(body),
 		}
 	}
 	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	return []*extprocv3.ProcessingRequest{
-		reqHeaders(false, post("/mcp/core", len(body), "mcp-protocol-version", "2026-07-28", "mcp-method", "tools/list")...),
+		reqHeaders(false, post("/mcp/core", len(body), append([]string{"mcp-protocol-version", "2026-07-28", "mcp-method", "tools/list"}, extra...)...)...),
 		reqBody(body),
 	}
 }
@@ -153,9 +156,79 @@ func TestToolsListPrepared(t *testing.T) {
 	}
 }
 
+// TestToolsListGzipPrepared checks that a client accepting gzip gets, in
+// both eras, the prepared answer a server building every
+// ProcessingResponse gives, gzip-coded, and that it decompresses to the
+// identity answer; and that a client refusing gzip gets the identity answer.
+func TestToolsListGzipPrepared(t *testing.T) {
+	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, 300)}}
+	prepared, err := New(Config{}, routes, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared.GRPCServerOptions()
+	built, err := New(Config{}, routes, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(srv *Server, seq []*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+		x := srv.newExchange(context.Background())
+		defer x.finish()
+		x.handle(seq[0])
+		switch m := x.next(seq[1]).(type) {
+		case *wireMessage:
+			r, err := m.message()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		case *extprocv3.ProcessingResponse:
+			return m
+		default:
+			t.Fatalf("answer %T", m)
+		}
+		return nil
+	}
+	for _, stateless := range []bool{false, true} {
+		for _, id := range []string{"1", strconv.Quote(strings.Repeat("q", 300))} {
+			identity := answer(prepared, listRequest(id, stateless))
+			plain := identity.GetImmediateResponse().GetBody()
+			if !hasHeader(identity, "vary", "Accept-Encoding") || hasHeader(identity, "content-encoding", "gzip") {
+				t.Fatalf("identity answer headers %v", identity.GetImmediateResponse().GetHeaders())
+			}
+			for _, ae := range []string{"gzip", "deflate, gzip;q=0.8"} {
+				seq := listRequest(id, stateless, "accept-encoding", ae)
+				got, want := answer(prepared, seq), answer(built, seq)
+				if !proto.Equal(got, want) {
+					t.Fatalf("stateless %v id %s: prepared gzip answer differs from the built one", stateless, id)
+				}
+				if !hasHeader(got, "content-encoding", "gzip") || !hasHeader(got, "vary", "Accept-Encoding") {
+					t.Fatalf("gzip answer headers %v", got.GetImmediateResponse().GetHeaders())
+				}
+				zr, err := gzip.NewReader(bytes.NewReader(got.GetImmediateResponse().GetBody()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				dec, err := io.ReadAll(zr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(dec, plain) {
+					t.Fatalf("stateless %v id %s: decompressed answer differs from the identity one", stateless, id)
+				}
+			}
+			refused := answer(prepared, listRequest(id, stateless, "accept-encoding", "gzip;q=0, identity"))
+			if !proto.Equal(refused, identity) {
+				t.Fatalf("gzip;q=0: not the identity answer")
+			}
+		}
+	}
+}
+
 // listCost is the allocations and bytes allocated by the server answering
-// one tools/list on a route of n tools (gRPC left out).
-func listCost(t *testing.T, n int, wire bool) (allocs float64, bytesPerOp uint64) {
+// one tools/list on a route of n tools (gRPC left out), to a client that
+// asks for no coding, or for gzip.
+func listCost(t *testing.T, n int, wire, gzip bool) (allocs float64, bytesPerOp uint64) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, n)}}
 	srv, err := New(Config{}, routes, nil, nil)
 	if err != nil {
@@ -165,13 +238,27 @@ func listCost(t *testing.T, n int, wire bool) (allocs float64, bytesPerOp uint64
 		srv.GRPCServerOptions()
 	}
 	seq := listRequest("1", false)
-	run := func() {
+	if gzip {
+		seq = listSeqAccepting("gzip")
+	}
+	answer := func() any {
 		x := srv.newExchange(context.Background())
+		defer x.finish()
 		x.next(seq[0])
-		if x.next(seq[1]) == nil {
+		return x.next(seq[1])
+	}
+	// The first answer builds what is built once (the gzip form).
+	if m, ok := answer().(*wireMessage); wire && !ok {
+		t.Fatal("the answer is not prepared")
+	} else if wire && gzip && n >= 1000 {
+		if r, err := m.message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
+			t.Fatalf("%d tools: not gzip-coded (%v)", n, err)
+		}
+	}
+	run := func() {
+		if answer() == nil {
 			t.Fatal("no answer")
 		}
-		x.finish()
 	}
 	const runs = 50
 	allocs = testing.AllocsPerRun(runs, run)
@@ -185,31 +272,44 @@ func listCost(t *testing.T, n int, wire bool) (allocs float64, bytesPerOp uint64
 }
 
 // TestToolsListCostFlat checks that answering a 10,000-tool tools/list
-// allocates as often, and about as much, as a 100-tool one: the list is
-// not copied or encoded per request. The same measure without prepared
-// answers shows it would see a copy of the list.
+// allocates as often, and about as much, as a 100-tool one, uncompressed
+// and gzip-coded: the list is not copied, encoded or compressed per
+// request. The same measure without prepared answers shows it would see a
+// copy of the list.
 func TestToolsListCostFlat(t *testing.T) {
 	list, _, _ := benchSnapshot(t, 10_000).ToolsPage("")
 	listSize := len(list)
-	smallAllocs, smallBytes := listCost(t, 100, true)
-	bigAllocs, bigBytes := listCost(t, 10_000, true)
-	t.Logf("prepared: 100 tools %.0f allocs %d B, 10k tools %.0f allocs %d B (list %d B)",
-		smallAllocs, smallBytes, bigAllocs, bigBytes, listSize)
-	if bigAllocs > smallAllocs+2 {
-		t.Errorf("10k tools: %.0f allocations per request, 100 tools: %.0f", bigAllocs, smallAllocs)
-	}
-	if bigBytes > smallBytes+uint64(listSize)/20 {
-		t.Errorf("10k tools: %d B per request, 100 tools: %d B; the list is %d B", bigBytes, smallBytes, listSize)
+	for _, gzip := range []bool{false, true} {
+		smallAllocs, smallBytes := listCost(t, 100, true, gzip)
+		bigAllocs, bigBytes := listCost(t, 10_000, true, gzip)
+		t.Logf("prepared, gzip %v: 100 tools %.0f allocs %d B, 10k tools %.0f allocs %d B (list %d B)",
+			gzip, smallAllocs, smallBytes, bigAllocs, bigBytes, listSize)
+		if bigAllocs > smallAllocs+2 {
+			t.Errorf("gzip %v: 10k tools: %.0f allocations per request, 100 tools: %.0f", gzip, bigAllocs, smallAllocs)
+		}
+		if bigBytes > smallBytes+uint64(listSize)/20 {
+			t.Errorf("gzip %v: 10k tools: %d B per request, 100 tools: %d B; the list is %d B", gzip, bigBytes, smallBytes, listSize)
+		}
 	}
 
 	// Negative control: built answers copy the list at least once (less
 	// the 100-tool list).
-	_, builtSmall := listCost(t, 100, false)
-	_, builtBig := listCost(t, 10_000, false)
+	_, builtSmall := listCost(t, 100, false, false)
+	_, builtBig := listCost(t, 10_000, false, false)
 	t.Logf("built: 100 tools %d B, 10k tools %d B", builtSmall, builtBig)
 	if builtBig < builtSmall+uint64(listSize)*9/10 {
 		t.Errorf("the measure misses the copy of built answers: %d B vs %d B, list %d B", builtBig, builtSmall, listSize)
 	}
+}
+
+// hasHeader reports whether an ImmediateResponse sets header key to value.
+func hasHeader(r *extprocv3.ProcessingResponse, key, value string) bool {
+	for _, h := range r.GetImmediateResponse().GetHeaders().GetSetHeaders() {
+		if h.GetHeader().GetKey() == key && string(h.GetHeader().GetRawValue()) == value {
+			return true
+		}
+	}
+	return false
 }
 
 // BenchmarkToolsList10kServer is the server's own work for one 10,000-tool
@@ -249,4 +349,44 @@ func BenchmarkToolsList10kServer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestGzipCopyGoesWithSnapshot checks that a page's compressed copy is held
+// by its snapshot only: once a server answered gzip-coded from a snapshot
+// and the snapshot is no longer served, nothing keeps the copy.
+func TestGzipCopyGoesWithSnapshot(t *testing.T) {
+	page := servedGzip(t)
+	for range 3 {
+		runtime.GC()
+	}
+	if page.Value() != nil {
+		t.Fatal("the page and its compressed copy outlive their snapshot")
+	}
+}
+
+// servedGzip answers a gzip tools/list from a snapshot that nothing else
+// holds and returns a weak pointer to the page it compressed.
+func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
+	snap := benchSnapshot(t, 300)
+	_, shared, _, _ := snap.ToolsPageShared("")
+	if shared == nil {
+		t.Fatal("the unpaged list is not shared")
+	}
+	srv, err := New(Config{}, testRoutes{"/mcp/core": {key: "core", snap: snap}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.GRPCServerOptions()
+	x := srv.newExchange(context.Background())
+	defer x.finish()
+	seq := listRequest("1", false, "accept-encoding", "gzip")
+	x.next(seq[0])
+	m, ok := x.next(seq[1]).(*wireMessage)
+	if !ok {
+		t.Fatal("the answer is not prepared")
+	}
+	if r, err := m.message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
+		t.Fatalf("not a gzip answer (%v)", err)
+	}
+	return weak.Make(shared)
 }

@@ -42,6 +42,7 @@ type HTTPRequest struct {
 	ContentType        string
 	Accept             string
 	HasAccept          bool
+	AcceptEncoding     string // Accept-Encoding, several lines joined with ", "
 	ProtocolVersion    string // MCP-Protocol-Version
 	HasProtocolVersion bool
 	McpMethod          string // Mcp-Method
@@ -125,6 +126,18 @@ type Catalog interface {
 	ToolsPage(cursor string) (tools []byte, next string, ok bool)
 	// Resolve says whether name names exactly one active tool.
 	Resolve(name string) Resolution
+}
+
+// SharedPageCatalog is a Catalog that keeps its tools/list pages as
+// SharedItems, built once and shared by the requests that list them, so a
+// large page can be answered gzip-compressed without compressing it per
+// request.
+type SharedPageCatalog interface {
+	Catalog
+	// ToolsPageShared is ToolsPage, with the page's SharedItems when the
+	// page is one the catalog keeps; shared is nil for a page made for this
+	// request (such as one starting mid-page), which is answered uncompressed.
+	ToolsPageShared(cursor string) (tools []byte, shared *SharedItems, next string, ok bool)
 }
 
 // Config configures the protocol answers and HTTP rules.

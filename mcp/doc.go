@@ -38,6 +38,11 @@
 //   - An empty Accept header counts as absent; a media range weighted q=0
 //     does not count. text/* is not accepted: only the ranges that admit an
 //     application/json or text/event-stream answer are.
+//   - A tools/list page of GzipMinBytes or more that the catalog shares
+//     (SharedPageCatalog) is answered gzip-coded when Accept-Encoding
+//     accepts gzip (AcceptsGzip), with Vary: Accept-Encoding in both
+//     codings; without the header it is not compressed, although RFC 9110
+//     would allow it: a client that can decompress says so.
 //   - A request id of the wrong type (null, boolean, object, array) makes the
 //     request invalid (-32600, id null). Every Invalid Request (-32600)
 //     answers with id null, as docs/contracts/mcp.md says, even when the id was readable;

@@ -343,17 +343,25 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 		return *bad
 	}
 	var tools []byte
+	var shared *SharedItems
 	var next string
-	if cat != nil {
-		var ok bool
-		if tools, next, ok = cat.ToolsPage(cursor); !ok {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
-		}
-	} else if cursor != "" {
+	var ok bool
+	switch c := cat.(type) {
+	case nil:
+		ok = cursor == ""
+	case SharedPageCatalog:
+		tools, shared, next, ok = c.ToolsPageShared(cursor)
+	default:
+		tools, next, ok = c.ToolsPage(cursor)
+	}
+	if !ok {
 		return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
 	}
 	if len(tools) == 0 {
 		tools = []byte("[]")
+	}
+	if shared != nil && len(shared.JSON) >= GzipMinBytes {
+		return s.listPageGzip(q, "tools", shared, next)
 	}
 
 	return s.listPage(q, "tools", tools, next)
@@ -365,7 +373,24 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 // envelope is written per request; items is passed on as its own part,
 // never copied here.
 func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
-	head := make([]byte, 0, 64+len(q.id)+len(member))
+	head, tail := s.listEnvelope(q, member, next)
+	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Parts: [][]byte{head, items, tail}})
+}
+
+// listPageGzip is listPage for a large shared page: gzip-coded when the
+// request accepts gzip, and in either coding marked as varying with
+// Accept-Encoding.
+func (s *Server) listPageGzip(q *request, member string, items *SharedItems, next string) Outcome {
+	head, tail := s.listEnvelope(q, member, next)
+	if !AcceptsGzip(q.r.AcceptEncoding) {
+		return reply(&Reply{Status: 200, Headers: varyHeaders(), Parts: [][]byte{head, items.JSON, tail}})
+	}
+	return reply(&Reply{Status: 200, Headers: gzipHeaders(), Parts: items.gzipParts(head, tail)})
+}
+
+// listEnvelope is a list page's JSON around its items.
+func (s *Server) listEnvelope(q *request, member string, next string) (head, tail []byte) {
+	head = make([]byte, 0, 64+len(q.id)+len(member))
 	head = appendEnvelope(head, q.id)
 	head = append(head, `"result":{`...)
 	if q.era == EraStateless {
@@ -374,7 +399,7 @@ func (s *Server) listPage(q *request, member string, items []byte, next string) 
 	head = appendString(head, member)
 	head = append(head, ':')
 
-	tail := make([]byte, 0, 32+len(next)+len(s.listTail))
+	tail = make([]byte, 0, 32+len(next)+len(s.listTail))
 	if next != "" {
 		tail = append(tail, `,"nextCursor":`...)
 		tail = appendString(tail, next)
@@ -384,8 +409,7 @@ func (s *Server) listPage(q *request, member string, items []byte, next string) 
 	} else {
 		tail = append(tail, '}')
 	}
-	tail = append(tail, '}')
-	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Parts: [][]byte{head, items, tail}})
+	return head, append(tail, '}')
 }
 
 func (s *Server) toolsCall(q *request, cat Catalog) Outcome {

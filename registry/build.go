@@ -568,7 +568,8 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 		list[i] = t.Tool
 	}
 	// Every raw field was compacted and checked, so encoding cannot fail.
-	s.toolsJSON, _ = mcp.EncodeTools(list)
+	toolsJSON, _ := mcp.EncodeTools(list)
+	s.toolsJSON = mcp.NewSharedItems(toolsJSON)
 	s.federate(in)
 	if searchMode {
 		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)

@@ -94,7 +94,7 @@ func cursorTag(version string) [cursorTagLen]byte {
 // copy of a tail.
 type pages struct {
 	once  sync.Once
-	pages [][]byte
+	pages []*mcp.SharedItems
 	offs  [][]int
 }
 
@@ -118,7 +118,7 @@ func (s *Snapshot) paged() *pages {
 				page.Write(one[1 : len(one)-1])
 			}
 			page.WriteByte(']')
-			pg.pages = append(pg.pages, page.Bytes())
+			pg.pages = append(pg.pages, mcp.NewSharedItems(page.Bytes()))
 			pg.offs = append(pg.offs, offs)
 		}
 	})
@@ -133,36 +133,47 @@ func (s *Snapshot) paged() *pages {
 // snapshot continues. ok is false for a cursor that this package did not
 // issue, or that names a position this snapshot contradicts.
 func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
+	tools, _, next, ok := s.ToolsPageShared(cursor)
+	return tools, next, ok
+}
+
+var _ mcp.SharedPageCatalog = (*Snapshot)(nil)
+
+// ToolsPageShared implements [mcp.SharedPageCatalog]: the unpaged list and
+// the pages cut once are shared; the meta-tools, a page that starts mid-way
+// and the rest of a list whose paging was turned off are not.
+func (s *Snapshot) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if s.search != nil {
 		// Search mode lists the two meta-tools on one page; no cursor of
 		// this snapshot exists, so any cursor is invalid.
 		if cursor != "" {
-			return nil, "", false
+			return nil, nil, "", false
 		}
-		return s.search.list, "", true
+		return s.search.list, nil, "", true
 	}
 	n, size := len(s.Tools), s.pageSize
 	if cursor == "" {
 		if size <= 0 || size >= n {
-			return s.toolsJSON, "", true
+			return s.toolsJSON.JSON, s.toolsJSON, "", true
 		}
-		return s.paged().pages[0], s.cursorAt(size), true
+		first := s.paged().pages[0]
+		return first.JSON, first, s.cursorAt(size), true
 	}
 	c, ok := decodeCursor(cursor)
 	if !ok {
-		return nil, "", false
+		return nil, nil, "", false
 	}
 	var start int
 	if c.tag == s.tag {
 		if c.offset >= n || s.Tools[c.offset-1].Name != c.last {
-			return nil, "", false
+			return nil, nil, "", false
 		}
 		start = c.offset
 	} else {
 		start = sort.Search(n, func(i int) bool { return s.Tools[i].Name > c.last })
 	}
 	if start >= n {
-		return []byte("[]"), "", true
+		return []byte("[]"), nil, "", true
 	}
 	if size <= 0 {
 		// Paging was turned off since the cursor was issued: the rest in one.
@@ -171,19 +182,20 @@ func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
 			list = append(list, t.Tool)
 		}
 		page, _ := mcp.EncodeTools(list)
-		return page, "", true
+		return page, nil, "", true
 	}
 	pg := s.paged()
 	p, k := start/size, start%size
-	page := pg.pages[p]
+	shared := pg.pages[p]
+	page := shared.JSON
 	if k > 0 {
-		page = append([]byte{'['}, page[pg.offs[p][k]:]...)
+		page, shared = append([]byte{'['}, page[pg.offs[p][k]:]...), nil
 	}
 	next := ""
 	if end := (p + 1) * size; end < n {
 		next = s.cursorAt(end)
 	}
-	return page, next, true
+	return page, shared, next, true
 }
 
 // cursorAt is the cursor of the page that starts at Tools[offset].

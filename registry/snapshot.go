@@ -104,7 +104,7 @@ type Snapshot struct {
 
 	byName    map[string]*Tool
 	ambiguous map[string]bool
-	toolsJSON []byte // the tools/list array, serialized once
+	toolsJSON *mcp.SharedItems // the tools/list array, serialized once
 
 	// Paging (ADR 0004): pageSize from the route's effective catalog (0: no
 	// paging), pages cut on first use, tag naming this snapshot in cursors.

@@ -1,0 +1,96 @@
+package envoy
+
+import (
+	"sync"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+
+	"github.com/toolmesh/toolmesh/internal/extprocwire"
+)
+
+// extProcCodec is grpc-go's proto codec for the data plane's ext_proc
+// streams, except that the body of a large ImmediateResponse is neither
+// copied out of the received message nor allocated per request. Envoy
+// parses the message from its own buffers and sends the body from there
+// (Filter::sendImmediateResponse,
+// source/extensions/filters/http/ext_proc/ext_proc.cc); here grpc-go's codec
+// would join the frames into a new buffer and protobuf copy the bytes field
+// out of it again: two copies and an allocation of what can be a
+// multi-megabyte tools/list page. Instead the frames are joined into a
+// buffer the exchange holds until its response is written, taken from a
+// pool, and the body is a slice of it. The message decoded is the same:
+// only where its body lives differs.
+type extProcCodec struct {
+	encoding.CodecV2
+	held *heldBuffers // the exchange's
+}
+
+// protoCodec is grpc-go's proto codec.
+var protoCodec = func() encoding.CodecV2 {
+	c := encoding.GetCodecV2(grpcproto.Name)
+	if c == nil { // grpc-go registers it in an init of the proto package
+		panic("envoy: grpc-go's proto codec is not registered")
+	}
+	return c
+}()
+
+// aliasMin is the message size from which an ImmediateResponse body is
+// left in the received buffer.
+const aliasMin = 16 << 10
+
+func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	resp, ok := v.(*extprocv3.ProcessingResponse)
+	if !ok || data.Len() < aliasMin || c.held == nil {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	h := c.held
+	// Held while decoding: release waits, so no buffer goes back to the
+	// pool while it is being read or written.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		// The exchange is over (a full-duplex reader still running): what
+		// this decodes is dropped, from a buffer of its own.
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	bp, _ := receiveBufs.Get().(*[]byte)
+	if bp == nil || cap(*bp) < data.Len() {
+		b := make([]byte, data.Len())
+		bp = &b
+	}
+	h.bufs = append(h.bufs, bp)
+	b := (*bp)[:data.Len()]
+	data.CopyTo(b)
+	return extprocwire.UnmarshalAliasingBody(b, resp)
+}
+
+// heldBuffers are the receive buffers of one exchange's large ext_proc
+// messages: what was decoded from them may be in use until the exchange
+// has written its response, and then they go back to the pool.
+type heldBuffers struct {
+	mu       sync.Mutex
+	bufs     []*[]byte
+	released bool
+}
+
+// maxPooledBuffer bounds the buffers kept in the pool.
+const maxPooledBuffer = maxExtProcMessage
+
+var receiveBufs sync.Pool // *[]byte
+
+// release returns the held buffers to the pool, once any decode under way
+// is done; nothing decoded from them may be used afterwards.
+func (h *heldBuffers) release() {
+	h.mu.Lock()
+	bufs := h.bufs
+	h.bufs, h.released = nil, true
+	h.mu.Unlock()
+	for _, bp := range bufs {
+		if cap(*bp) <= maxPooledBuffer {
+			receiveBufs.Put(bp)
+		}
+	}
+}
