@@ -63,6 +63,19 @@ func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
 func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
 	d.chunks++
+	if b.GetEndOfStream() {
+		d.ended = true
+	}
+	if t := x.fed.sse; t != nil {
+		// A stream the gateway rewrites (duplexresp.go): its complete
+		// events are translated as they come (fedStreamMessage notes the
+		// response to the request), an incomplete one waits in t.
+		out := t.feed(b.GetBody(), b.GetEndOfStream())
+		if d.expired && !d.seen && !d.ended {
+			return x.duplexEnd(out)
+		}
+		return streamedResponse(out, b.GetEndOfStream())
+	}
 	if d.seen {
 		return streamedResponse(b.GetBody(), b.GetEndOfStream())
 	}
@@ -86,7 +99,6 @@ func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if b.GetEndOfStream() {
 		out = append(out, d.buf...)
 		d.buf = nil
-		d.ended = true
 		return streamedResponse(out, true)
 	}
 	if d.expired && !d.seen {
