@@ -134,12 +134,15 @@ func mixedStack(t *testing.T, legacyURL, nativeURL string, requestTimeout time.D
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{
 		{Name: "old", URL: legacyURL + "/mcp", Protocol: registry.ProtocolMCP, Cluster: cl},
 		{Name: "nat", URL: nativeURL},
+		// Nothing listens there: Envoy answers itself (503).
+		{Name: "gone", URL: "http://127.0.0.1:1"},
 	}}
 	obj := json.RawMessage(`{"type":"object"}`)
 	snap := buildSnapshot(t, route, map[string]*registry.Manifest{
 		"old": {Tools: []registry.ManifestTool{{Name: "slow", InputSchema: obj}},
 			MCP: &registry.MCPManifest{ProtocolVersion: mcp.Version20251125}},
-		"nat": {Tools: []registry.ManifestTool{{Name: "nat", InputSchema: obj}}},
+		"nat":  {Tools: []registry.ManifestTool{{Name: "nat", InputSchema: obj}}},
+		"gone": {Tools: []registry.ManifestTool{{Name: "gone", InputSchema: obj}}},
 	})
 	cfg.MaxResponseBytes = testResponseLimit
 	env := newTestEnv(t, cfg, testRoutes{"/mcp/core": {key: "core", snap: snap}})
@@ -311,7 +314,8 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 // in order, the result filtered), JSON answers of the federated server
 // (also its HTTP 500 mapped to an isError result) and of the native Tool
 // Service (its 503 mapped, and a reply past the response limit answered as
-// too large). Only content-length differs: a body Envoy streams has none.
+// too large), and Envoy's own local reply for a Tool Service it cannot
+// reach. Only content-length differs: a body Envoy streams has none.
 func TestDuplexResponsesUnchanged(t *testing.T) {
 	srv := newSessionServer(t)
 	nat := nativeService(t)
@@ -329,6 +333,7 @@ func TestDuplexResponsesUnchanged(t *testing.T) {
 		{"native 503", "nat", `{"a":"fail"}`, mcp.EraStateless, true, `"isError":true`},
 		{"native too large", "nat", `{"a":"big"}`, mcp.EraLegacy, true, "too large"},
 		{"native progress stream", "nat", `{"a":"progress"}`, mcp.EraLegacy, false, `"text":"done"`},
+		{"Envoy's local reply (connect failure)", "gone", `{}`, mcp.EraLegacy, true, `"isError":true`},
 	}
 	type answer struct {
 		status      int
@@ -438,5 +443,50 @@ func TestDuplexBufferedAnswer(t *testing.T) {
 	}
 	if got.String() != want {
 		t.Errorf("streamed body (%d bytes) differs from the buffered one (%d bytes)", got.Len(), len(want))
+	}
+}
+
+// TestDuplexSessionExpired: on a FULL_DUPLEX_STREAMED route, the result of
+// a call re-issued after a 404 of the gateway's session (made at the
+// response headers) waits for the first body chunk, since Envoy takes a
+// body response only once it sent one; then the headers reply (HTTP 200,
+// JSON, no content-length) and the result with end_of_stream follow.
+func TestDuplexSessionExpired(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{FederatedStreamTimeout: time.Hour}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	v := env.open(t)
+	defer v.close()
+	if rh := v.send(reqHeaders(false, post("/mcp/fed", len(body))...)); rh.GetModeOverride() == nil {
+		t.Fatal("no override at the request headers")
+	}
+	v.send(reqBody(body))
+	ls.live.Store("") // the server restarts
+	for _, m := range []*extprocv3.ProcessingRequest{
+		respHeaders(false, ":status", "404", "content-type", "text/plain"),
+		{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("session not found\n"), EndOfStream: true}}},
+	} {
+		if err := v.stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := v.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set := setOf(t, r.GetResponseHeaders().GetResponse().GetHeaderMutation()); r.GetResponseHeaders() == nil ||
+		r.GetResponseHeaders().GetResponse().GetStatus() != extprocv3.CommonResponse_CONTINUE || set[":status"] != "200" {
+		t.Fatalf("first message %v: want the headers reply", r)
+	}
+	r, err = v.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+	if sr == nil || !sr.GetEndOfStream() {
+		t.Fatalf("second message %v: want the streamed result", r)
+	}
+	if res := decodeResult(t, sr.GetBody(), "8"); res.IsError || res.Content[0].Text != "again" {
+		t.Errorf("result %+v", res)
 	}
 }
