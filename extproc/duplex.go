@@ -21,10 +21,13 @@ import (
 // client's stream and closes the upstream request
 // (docs/decisions/0013-federated-stream-deadline.md, envoy/rules.go).
 //
-// Only streams that pass unchanged use it: a chunk that reaches Envoy while
-// the response-headers reply is on its way goes on to the client without
-// the server (ADR 0013), which is harmless only when the gateway would
-// have passed it unchanged anyway.
+// An override in the response-headers reply suits only streams that pass
+// unchanged: a chunk that reaches Envoy while that reply is on its way goes
+// on to the client without the server (ADR 0013), which is harmless only
+// when the gateway would have passed it unchanged anyway. On a route with
+// federated servers the request-headers reply sets the mode instead
+// (duplexresp.go), so streams the gateway translates, remaps or filters
+// get the deadline too (duplexChunk, with fedCall.sse).
 
 // duplexStream is the state of one such stream.
 type duplexStream struct {

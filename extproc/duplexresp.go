@@ -66,12 +66,14 @@ const maxStreamedBody = 64 << 10
 type duplexResponse struct {
 	stream bool                      // chunks are answered as they come
 	mut    *extprocv3.HeaderMutation // the held headers reply's mutation
-	ready  []byte                    // a result made at the headers, sent with the first chunk
-	hasRdy bool
-	body   []byte // the body collected so far
-	over   bool   // the body passed the response size limit
-	chunks int
-	done   bool // end_of_stream was sent
+	// ready is a result made at the headers (readyAtHeaders), sent with
+	// the first chunk.
+	ready          []byte
+	readyAtHeaders bool
+	body           []byte // the body collected so far
+	over           bool   // the body passed the response size limit
+	chunks         int
+	done           bool // end_of_stream was sent
 }
 
 // duplexRequest adds the mode_override to a request-headers reply on a
@@ -138,7 +140,7 @@ func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	case cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE:
 		// A result made now (reissue): Envoy takes a body response only
 		// once it sent a chunk, so it goes with the first one.
-		x.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), hasRdy: true}
+		x.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), readyAtHeaders: true}
 		return nil
 	case x.streaming || x.resultSent || !x.routed || x.listening:
 		x.dx = &duplexResponse{stream: true}
@@ -162,7 +164,7 @@ func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	d.chunks++
 	switch {
-	case d.hasRdy:
+	case d.readyAtHeaders:
 		return x.duplexFinal(d.mut, d.ready)
 	case d.stream:
 		if x.fed != nil && x.fed.duplex != nil {
@@ -190,10 +192,11 @@ func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	// The whole answer (or enough of it): the buffered logic, unchanged.
 	r := x.unwire(x.responseBodyPhase(&extprocv3.HttpBody{Body: d.body, EndOfStream: true}))
-	cr := r.GetResponseBody().GetResponse()
 	if r.GetResponseBody() == nil {
-		return r // an ImmediateResponse
+		d.done = true
+		return r // an ImmediateResponse: Envoy's local reply, the headers still held
 	}
+	cr := r.GetResponseBody().GetResponse()
 	body := d.body
 	if bm := cr.GetBodyMutation(); bm != nil {
 		body = mutatedBody(bm, body)
