@@ -17,10 +17,22 @@ import (
 // TestFederatedStreamDeadlineSDK: a go-sdk server's tool that reports
 // progress and then never answers, behind a gateway with
 // federatedStreamTimeout below the route timeout (ADR 0013). The go-sdk
-// client (same era, so the stream passes unchanged) gets the progress
-// notification and then, instead of a broken stream at the route timeout,
-// a failed tool result; the server's handler sees its request end.
+// client gets the progress notification and then, instead of a broken
+// stream at the route timeout, a failed tool result; the server's handler
+// sees its request end. Stateless, the stream passes unchanged; with
+// sessions, the gateway calls the server in its shared session with ids of
+// its own, so the stream is remapped on its way.
 func TestFederatedStreamDeadlineSDK(t *testing.T) {
+	for _, stateless := range []bool{true, false} {
+		name := "stateless server, stream passed unchanged"
+		if !stateless {
+			name = "server with sessions, ids remapped"
+		}
+		t.Run(name, func(t *testing.T) { stalledSDKCall(t, stateless) })
+	}
+}
+
+func stalledSDKCall(t *testing.T, stateless bool) {
 	// The tool waits until the test ends: whether go-sdk cancels a tool's
 	// context when its HTTP request goes away is not what is tested here.
 	stop := make(chan struct{})
@@ -36,7 +48,7 @@ func TestFederatedStreamDeadlineSDK(t *testing.T) {
 			}
 			return nil, nil, errors.New("stopped")
 		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: true})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: stateless})
 	// released reports a request whose connection went away while its
 	// handler still ran: the gateway closed the upstream request.
 	released := make(chan struct{}, 4)

@@ -290,6 +290,18 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Read
 	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
 	for i := len(x.filters) - 1; i >= 0; i-- {
 		f := x.filters[i]
+		if f.duplexBeforeHeaders(eos) {
+			b, lr, err := f.duplexHeaders(h, body)
+			if err != nil {
+				return
+			}
+			if lr != nil {
+				x.sendLocalReply(*lr)
+				return
+			}
+			body = b
+			continue
+		}
 		repl, didReplace, lr, err := f.encodeHeaders(h, eos)
 		if err != nil {
 			return

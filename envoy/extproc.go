@@ -231,7 +231,15 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 	}
 	deadline := time.Now().Add(e.f.messageTimeout)
 	for {
-		resp, ok, err := e.recvBy(deadline)
+		var resp *extprocv3.ProcessingResponse
+		ok, err := true, error(nil)
+		if e.duplexDirection(state) {
+			// ProcessorState::onStartProcessorCall starts no message
+			// timer when the direction's body mode is FULL_DUPLEX_STREAMED.
+			resp, err = e.stream.Recv()
+		} else {
+			resp, ok, err = e.recvBy(deadline)
+		}
 		if !ok {
 			// Filter::onMessageTimeout.
 			e.x.log.Debug("ext_proc message timeout", "filter", e.f.name)
@@ -285,6 +293,21 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 		}
 		return resp, nil, nil
 	}
+}
+
+// duplexDirection reports whether the direction of state has its body in
+// FULL_DUPLEX_STREAMED (only the response's can be: rules.go).
+func (e *extProcRun) duplexDirection(state waitState) bool {
+	return (state == waitResponseHeaders || state == waitResponseBody) &&
+		e.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+}
+
+// duplexBeforeHeaders reports whether a response with a body meets a
+// FULL_DUPLEX_STREAMED response body mode before its headers are sent (a
+// request-headers mode_override): duplexHeaders serves it.
+func (e *extProcRun) duplexBeforeHeaders(eos bool) bool {
+	return !eos && !e.complete && e.duplexDirection(waitResponseHeaders) &&
+		e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
 }
 
 // recvBy receives the next message unless the deadline passes first;

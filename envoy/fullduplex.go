@@ -6,6 +6,7 @@ import (
 	"io"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/status"
 )
 
 // duplexReader is a response body in FULL_DUPLEX_STREAMED mode, entered
@@ -34,6 +35,17 @@ type duplexReader struct {
 	bodyReceived bool // ProcessorState::bodyReceived: a chunk went to the server
 	streaming    bool // callback state StreamedBodyCallback
 	passThrough  bool // processing completed: chunks go on without the server
+
+	// A body FULL_DUPLEX_STREAMED before its headers were sent (a
+	// request-headers mode_override; duplexHeaders): awaitHeaders while the
+	// headers reply is outstanding (callback state HeadersCallback, chunks
+	// still sent), holdHeaders until the headers go on to the client, h
+	// the held headers, lr the local reply that a failure meanwhile is.
+	awaitHeaders bool
+	holdHeaders  bool
+	replaced     bool // CONTINUE_AND_REPLACE: the rest of the body is drained
+	h            *headerMap
+	lr           *localReply
 }
 
 type duplexChunk struct {
@@ -156,6 +168,13 @@ func (d *duplexReader) chunk(c duplexChunk) {
 		return
 	}
 	d.srcDone = c.eos
+	if d.replaced {
+		// onData: bodyReplaced drains what the upstream still sends.
+		if c.eos {
+			d.finish(nil)
+		}
+		return
+	}
 	if d.passThrough || d.e.complete {
 		// processing_complete_: onData continues without the server.
 		d.out = append(d.out, c.data...)
@@ -172,14 +191,21 @@ func (d *duplexReader) chunk(c duplexChunk) {
 		return
 	}
 	// sendBodyChunk → onStartProcessorCall(StreamedBodyCallback), with no
-	// message timer in this mode.
-	d.streaming = true
+	// message timer in this mode; while the headers reply is outstanding
+	// the state stays HeadersCallback (handleDataStreamedModeBase).
+	if !d.awaitHeaders {
+		d.streaming = true
+	}
 }
 
 // response is Filter::onReceiveMessage for a filter whose response body mode
 // is FULL_DUPLEX_STREAMED.
 func (d *duplexReader) response(r duplexResp) {
 	e := d.e
+	if d.awaitHeaders {
+		d.headersResponse(r)
+		return
+	}
 	if r.err != nil {
 		if e.x.ctx.Err() != nil {
 			e.close()
@@ -201,9 +227,8 @@ func (d *duplexReader) response(r duplexResp) {
 			d.passThrough = true
 			return
 		}
-		e.complete = true
-		e.close()
-		d.finish(errStreamFailed)
+		st := status.Convert(r.err)
+		d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
 		return
 	}
 	resp := r.resp
@@ -240,6 +265,9 @@ func (d *duplexReader) response(r duplexResp) {
 	// handleDuplexStreamedBodyResponse: the body is injected downstream;
 	// end_of_stream ends the response (closeGrpcStreamIfLastRespReceived
 	// closes the gRPC stream).
+	// injectEncodedDataToFilterChain continues headers still held first
+	// (source/common/http/filter_manager.cc).
+	d.holdHeaders = false
 	d.out = append(d.out, sr.GetBody()...)
 	if sr.GetEndOfStream() {
 		d.streaming = false
@@ -259,9 +287,132 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 	if !d.bodyReceived && (e.failureModeAllow || !failCloseSpurious) {
 		e.finishAndContinue()
 		d.passThrough = true
+		d.awaitHeaders, d.holdHeaders = false, false
 		return
 	}
+	d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(msg)})
+}
+
+// fail ends processing with a local reply: sent as such while the
+// response headers are held, a reset once they left
+// (FilterManager::sendLocalReply).
+func (d *duplexReader) fail(lr *localReply) {
+	e := d.e
 	e.complete = true
 	e.close()
+	if d.holdHeaders {
+		d.lr = lr
+	}
+	d.awaitHeaders = false
 	d.finish(errStreamFailed)
+}
+
+// duplexHeaders is Filter::encodeHeaders for a response whose body mode is
+// FULL_DUPLEX_STREAMED before its headers are sent: a mode_override in the
+// request-headers reply (rules.go, "FULL_DUPLEX_STREAMED response
+// bodies"). The headers go to the server and the body chunks follow as they
+// arrive, without waiting for the headers reply and without a message
+// timer; the headers leave once the reply came (and, when the whole body
+// was sent before it, once the server streams body back). It returns the
+// client's body, or the local reply a failure before that is.
+func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *localReply, error) {
+	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.toProto(e.f.forward), EndOfStream: false},
+	}}); lr != nil {
+		return nil, lr, nil
+	}
+	if e.complete {
+		return src, nil, nil
+	}
+	// shouldRemoveContentLength: always in this mode.
+	if shouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.allowCL) {
+		h.del("content-length")
+	}
+	d := e.newDuplexReader(src)
+	d.awaitHeaders, d.holdHeaders, d.h = true, true, h
+	for (d.awaitHeaders || (d.holdHeaders && d.srcDone && d.streaming)) && !d.done && d.err == nil {
+		d.step()
+	}
+	if d.lr != nil {
+		return nil, d.lr, nil
+	}
+	if errors.Is(d.err, errAbort) {
+		return nil, nil, errAbort
+	}
+	d.holdHeaders = false
+	return d, nil, nil
+}
+
+// headersResponse is Filter::onReceiveMessage while the response-headers
+// reply is outstanding in FULL_DUPLEX_STREAMED.
+func (d *duplexReader) headersResponse(r duplexResp) {
+	e := d.e
+	if r.err != nil {
+		switch {
+		case e.x.ctx.Err() != nil:
+			e.close()
+			d.finish(errAbort)
+		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.failureModeAllow):
+			// onGrpcClose (or onGrpcError with failure_mode_allow while
+			// Filter::failureModeAllow() still holds): clearAsyncState
+			// continues the headers unchanged; the chunks sent are lost.
+			e.finishAndContinue()
+			d.passThrough = true
+			d.awaitHeaders, d.holdHeaders = false, false
+		default:
+			st := status.Convert(r.err)
+			d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
+		}
+		return
+	}
+	resp := r.resp
+	if resp.GetOverrideMessageTimeout() != nil {
+		return // onNewTimeout: no timer runs in this mode
+	}
+	switch rr := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_ResponseHeaders:
+		e.setMetadata(resp)
+		cr := rr.ResponseHeaders.GetResponse()
+		if err := e.applyCommonHeaders(cr, d.h, e.mode.GetResponseBodyMode(), true); err != nil {
+			d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(err.Error())})
+			return
+		}
+		d.awaitHeaders = false
+		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
+			// handleHeadersResponse: the body is replaced, the mode is NONE
+			// and the stream closes (closeGrpcStreamIfLastRespReceived);
+			// what the upstream still sends is drained. [choice] Not used
+			// by toolmesh in this mode.
+			d.h.del("content-length")
+			d.out = applyBodyMutation(cr.GetBodyMutation(), nil)
+			d.replaced, d.holdHeaders = true, false
+			e.finishAndContinue()
+			if d.srcDone {
+				d.finish(nil)
+			}
+			return
+		}
+		// getCallbackStateAfterHeaderResp: StreamedBodyCallback once a
+		// chunk was sent. The headers continue now unless the whole body
+		// was sent already (complete_body_available_): then the first
+		// streamed response (or its end) continues them.
+		d.streaming = d.bodyReceived
+		if !(d.srcDone && d.streaming) {
+			d.holdHeaders = false
+		}
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		if lr := e.immediate(resp); lr != nil {
+			d.lr = lr
+			d.awaitHeaders = false
+			d.finish(errStreamFailed)
+			return
+		}
+		d.passThrough = true // disable_immediate_response with fail open
+		d.awaitHeaders, d.holdHeaders = false, false
+	default:
+		// A body response before the headers reply: isValidBodyCallbackState
+		// is false in HeadersCallback.
+		e.setMetadata(resp)
+		d.spurious(resp, spuriousKind(resp))
+	}
 }

@@ -5,17 +5,21 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // duplexEntry is the allowed_override_modes entry of an override to a
@@ -90,6 +94,23 @@ func (s *duplexServer) Process(ps extprocv3.ExternalProcessor_ProcessServer) err
 func startDuplexEnv(t *testing.T, s *duplexServer, allowed []*extprocfilterv3.ProcessingMode, upAddr string) *env {
 	t.Helper()
 	s.ended = make(chan struct{}, 10)
+	cfg := defaultExtProc()
+	cfg.AllowedOverrideModes = allowed
+	return startExtProcEnv(t, s, cfg, upAddr)
+}
+
+// startEarlyDuplexEnv is startDuplexEnv for an earlyDuplexServer, with a
+// message_timeout shorter than the server's wait before its headers reply.
+func startEarlyDuplexEnv(t *testing.T, s *earlyDuplexServer, allowed []*extprocfilterv3.ProcessingMode, up *upstream) *env {
+	t.Helper()
+	cfg := defaultExtProc()
+	cfg.AllowedOverrideModes = allowed
+	cfg.MessageTimeout = durationpb.New(100 * time.Millisecond)
+	return startExtProcEnv(t, s, cfg, up.addr())
+}
+
+func startExtProcEnv(t *testing.T, s extprocv3.ExternalProcessorServer, cfg *extprocfilterv3.ExternalProcessor, upAddr string) *env {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +124,6 @@ func startDuplexEnv(t *testing.T, s *duplexServer, allowed []*extprocfilterv3.Pr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	cfg := defaultExtProc()
-	cfg.AllowedOverrideModes = allowed
 	dp, err := New(Options{ExtProcConn: cc})
 	if err != nil {
 		t.Fatal(err)
@@ -263,5 +282,129 @@ func TestFullDuplexOverrideNotAllowed(t *testing.T) {
 	}
 	if !gotBuffered {
 		t.Error("the body did not arrive whole (BUFFERED)")
+	}
+}
+
+// earlyDuplexServer switches the response body to FULL_DUPLEX_STREAMED in
+// its request-headers reply and answers the response with respond, which
+// gets every response message (headers first) and may send any messages
+// at any time.
+type earlyDuplexServer struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	respond func(send func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest)
+}
+
+func (s *earlyDuplexServer) Process(ps extprocv3.ExternalProcessor_ProcessServer) error {
+	send := func(r *extprocv3.ProcessingResponse) { _ = ps.Send(r) }
+	for {
+		req, err := ps.Recv()
+		if err != nil {
+			return nil
+		}
+		switch req.GetRequest().(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			resp := reqHeadersResp(nil)
+			resp.ModeOverride = duplexOverride()
+			send(resp)
+		case *extprocv3.ProcessingRequest_RequestBody:
+			send(reqBodyResp(nil))
+		default:
+			s.respond(send, req)
+		}
+	}
+}
+
+// TestFullDuplexFromRequestHeaders follows rules.go, "FULL_DUPLEX_STREAMED
+// response bodies", for an override in the request-headers reply: the
+// response headers and then each chunk go to the server as they arrive,
+// without waiting for the headers reply and without a message timer, so
+// the server may answer the headers only after it saw the body; its
+// header mutation applies to the held headers (content-length removed);
+// a body response before the headers reply is a spurious message, and
+// like an ImmediateResponse then, a local reply since no headers left.
+func TestFullDuplexFromRequestHeaders(t *testing.T) {
+	const part = "data: one\n\n"
+	// headersAfter answers the headers (and ends the body with body) at
+	// the first chunk, or atEOS at the last one.
+	headersAfter := func(atEOS bool, body string) func(func(*extprocv3.ProcessingResponse), *extprocv3.ProcessingRequest) {
+		seen := 0
+		return func(send func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest) {
+			b := req.GetResponseBody()
+			if b == nil {
+				return // the headers reply waits for the body
+			}
+			seen++
+			if b.GetEndOfStream() == atEOS && (atEOS || seen == 1) {
+				// Longer than message_timeout: no timer runs.
+				time.Sleep(300 * time.Millisecond)
+				send(respHeadersResp(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+					SetHeaders: []*corev3.HeaderValueOption{set("x-chunks-seen", strconv.Itoa(seen)), set("content-length", "99")}}}))
+				send(streamedBody(body, true))
+			}
+		}
+	}
+	tests := []struct {
+		name         string
+		hang         bool // the upstream sends part and waits; else part, "data: two\n\n", end
+		respond      func(func(*extprocv3.ProcessingResponse), *extprocv3.ProcessingRequest)
+		wantStatus   int
+		wantBody     string
+		wantSeen     string // x-chunks-seen; "eos": at least one, at the end
+		wantUpClosed bool
+	}{
+		{name: "headers reply after the first chunk, the upstream still open", hang: true,
+			respond: headersAfter(false, "data: end\n\n"), wantStatus: 200, wantBody: "data: end\n\n", wantSeen: "1", wantUpClosed: true},
+		{name: "headers reply after the whole body",
+			respond: headersAfter(true, "DATA"), wantStatus: 200, wantBody: "DATA", wantSeen: "eos"},
+		{name: "a body response before the headers reply is a local reply", hang: true,
+			respond: func(send func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest) {
+				if req.GetResponseBody() != nil {
+					send(streamedBody("early", true))
+				}
+			}, wantStatus: 500, wantUpClosed: true},
+		{name: "an ImmediateResponse while the headers are held is a local reply", hang: true,
+			respond: func(send func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest) {
+				if req.GetResponseBody() != nil {
+					send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+						ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_Conflict}, Body: []byte("held")}}})
+				}
+			}, wantStatus: 409, wantBody: "held", wantUpClosed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			upClosed := make(chan struct{}, 1)
+			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, part)
+				w.(http.Flusher).Flush()
+				if !tt.hang {
+					_, _ = io.WriteString(w, "data: two\n\n")
+					return
+				}
+				<-r.Context().Done()
+				upClosed <- struct{}{}
+			})
+			allowed := []*extprocfilterv3.ProcessingMode{duplexEntry()}
+			e := startEarlyDuplexEnv(t, &earlyDuplexServer{respond: tt.respond}, allowed, up)
+			got := e.do("POST", "/", "{}", map[string]string{"content-type": "application/json"})
+			if got.status != tt.wantStatus || (tt.wantBody != "" && got.body != tt.wantBody) {
+				t.Fatalf("got %d %q, want %d %q", got.status, got.body, tt.wantStatus, tt.wantBody)
+			}
+			if tt.wantSeen != "" {
+				if s := got.header.Get("x-chunks-seen"); s != tt.wantSeen && (tt.wantSeen != "eos" || s == "" || s == "0") {
+					t.Errorf("x-chunks-seen %q, want %q: the headers reply came after that many chunks", s, tt.wantSeen)
+				}
+				if cl := got.header.Get("Content-Length"); cl != "" {
+					t.Errorf("content-length %q: not removed in FULL_DUPLEX_STREAMED", cl)
+				}
+			}
+			if tt.wantUpClosed {
+				select {
+				case <-upClosed:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the upstream request was not closed")
+				}
+			}
+		})
 	}
 }

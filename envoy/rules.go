@@ -701,8 +701,8 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
 
-// FULL_DUPLEX_STREAMED response bodies, entered only through a
-// mode_override in the response-headers reply (fullduplex.go). Read in
+// FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
+// the request-headers or the response-headers reply (fullduplex.go). Read in
 // source/extensions/filters/http/ext_proc/ext_proc.cc and processor_state.cc
 // on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify]:
 //   - The override is honoured like any other (Filter::onReceiveMessage):
@@ -710,6 +710,32 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     FULL_DUPLEX_STREAMED; the effective override must still match an
 //     allowed_override_modes entry. Nothing checks that the override's
 //     trailer mode is SEND, which processing_mode.proto asks of the mode.
+//     It is taken while either direction waits for a headers reply
+//     (inHeaderProcessState) and set on both directions, so one in the
+//     request-headers reply keeps the request body as it names it
+//     (BUFFERED) and fixes the response body mode before the response.
+//   - Set before the response (duplexHeaders): onHeaders sends the response
+//     headers and holds them; the message has no timer either
+//     (onStartProcessorCall checks the direction's body mode). Each chunk
+//     goes to the server at once while the headers reply is outstanding
+//     (onData: FULL_DUPLEX_STREAMED is sent in HeadersCallback;
+//     handleDataStreamedModeBase keeps that state), so a server may answer
+//     the headers after it saw body. The headers reply applies its mutation
+//     to the held headers (content-length removed and not settable:
+//     shouldRemoveContentLength) and moves to StreamedBodyCallback once a
+//     chunk was sent (getCallbackStateAfterHeaderResp); the headers then
+//     continue, unless the whole body was sent already
+//     (complete_body_available_: sendBufferedDataInStreamedMode, no
+//     continue), in which case the first streamed response continues them
+//     (ActiveStreamEncoderFilter::injectEncodedDataToFilterChain in
+//     source/common/http/filter_manager.cc does headers first). A body
+//     response while the headers reply is outstanding is spurious
+//     (isValidBodyCallbackState), and that, a gRPC error (failureModeAllow()
+//     is false once a chunk went) or an ImmediateResponse is a local reply,
+//     sent as such because no headers left. A clean close continues the
+//     headers unchanged without the server. [choice] A CONTINUE_AND_REPLACE
+//     headers reply replaces the body and the rest of the upstream's is
+//     drained; toolmesh does not use it in this mode.
 //   - Each upstream chunk goes to the server and is drained
 //     (handleDataStreamedModeBase): nothing reaches the client but what the
 //     server's StreamedBodyResponse messages carry
@@ -742,10 +768,11 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     BUFFERED) and, after an override to FULL_DUPLEX_STREAMED, continues
 //     to the next filter without the server (handleHeadersResponse: "There
 //     is no buffered data in this mode", continueIfNecessary) unless the
-//     body is complete by then. [choice] The local data plane reads the
-//     upstream body only after the headers reply, so that case does not
-//     arise here: every chunk goes to the server. toolmesh's extproc server
-//     uses the mode only where such a chunk would pass unchanged anyway
+//     body is complete by then. [choice] For an override in the
+//     response-headers reply the local data plane reads the upstream body
+//     only after the headers reply, so that case does not arise here: every
+//     chunk goes to the server. toolmesh's extproc server overrides at the
+//     request headers where a chunk must not bypass it
 //     (docs/decisions/0013-federated-stream-deadline.md).
 //   - FULL_DUPLEX_STREAMED request bodies (an override at request headers)
 //     are not emulated: such an override is ignored and logged.

@@ -21,10 +21,13 @@ import (
 // client's stream and closes the upstream request
 // (docs/decisions/0013-federated-stream-deadline.md, envoy/rules.go).
 //
-// Only streams that pass unchanged use it: a chunk that reaches Envoy while
-// the response-headers reply is on its way goes on to the client without
-// the server (ADR 0013), which is harmless only when the gateway would
-// have passed it unchanged anyway.
+// An override in the response-headers reply suits only streams that pass
+// unchanged: a chunk that reaches Envoy while that reply is on its way goes
+// on to the client without the server (ADR 0013), which is harmless only
+// when the gateway would have passed it unchanged anyway. On a route with
+// federated servers the request-headers reply sets the mode instead
+// (duplexresp.go), so streams the gateway translates, remaps or filters
+// get the deadline too (duplexChunk, with fedCall.sse).
 
 // duplexStream is the state of one such stream.
 type duplexStream struct {
@@ -63,6 +66,19 @@ func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
 func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
 	d.chunks++
+	if b.GetEndOfStream() {
+		d.ended = true
+	}
+	if t := x.fed.sse; t != nil {
+		// A stream the gateway rewrites (duplexresp.go): its complete
+		// events are translated as they come (fedStreamMessage notes the
+		// response to the request), an incomplete one waits in t.
+		out := t.feed(b.GetBody(), b.GetEndOfStream())
+		if d.expired && !d.seen && !d.ended {
+			return x.duplexEnd(out)
+		}
+		return streamedResponse(out, b.GetEndOfStream())
+	}
 	if d.seen {
 		return streamedResponse(b.GetBody(), b.GetEndOfStream())
 	}
@@ -86,7 +102,6 @@ func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if b.GetEndOfStream() {
 		out = append(out, d.buf...)
 		d.buf = nil
-		d.ended = true
 		return streamedResponse(out, true)
 	}
 	if d.expired && !d.seen {

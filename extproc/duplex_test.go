@@ -198,9 +198,12 @@ func TestDuplexChunks(t *testing.T) {
 	env := newTestEnv(t, Config{FederatedStreamTimeout: time.Hour}, federatedRoutes(t, "http://127.0.0.1:1"))
 	v, _ := routeCall(t, env, call, stateless("tools/call", "gh_search")...)
 	defer v.close()
+	// The body is FULL_DUPLEX_STREAMED since the request headers
+	// (TestDuplexOverrideAtRequestHeaders): the headers reply overrides
+	// nothing.
 	hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
-	if got := hr.GetModeOverride().GetResponseBodyMode(); got != extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-		t.Fatalf("mode override %v", hr.GetModeOverride())
+	if hr.GetResponseHeaders() == nil || hr.GetModeOverride() != nil {
+		t.Fatalf("response headers reply %v", hr)
 	}
 	steps := []struct {
 		chunk    string
@@ -240,31 +243,56 @@ func TestDuplexChunks(t *testing.T) {
 	}
 }
 
-// TestDuplexOnlyForPassThrough: with federatedStreamTimeout set, a stream
-// the gateway rewrites (here a legacy client of a 2026-07-28 server) stays
-// STREAMED, since a chunk racing the headers reply would bypass the
-// rewrite in FULL_DUPLEX_STREAMED (ADR 0013); a non-tools/call stream
-// stays NONE.
-func TestDuplexOnlyForPassThrough(t *testing.T) {
-	env := newTestEnv(t, Config{FederatedStreamTimeout: time.Hour}, federatedRoutes(t, "http://127.0.0.1:1"))
+// TestDuplexOverrideAtRequestHeaders: with federatedStreamTimeout set, the
+// request-headers reply of every POST on a route with a federated MCP
+// server switches the response body to FULL_DUPLEX_STREAMED (request body
+// BUFFERED, response trailers SEND: the listener's allowed entry), so no
+// chunk can race a response-headers reply (ADR 0013); the response-headers
+// reply then overrides nothing, whether the stream passes unchanged, is
+// translated, or is not a tools/call. A route without federated servers,
+// and any route without the setting, get no override.
+func TestDuplexOverrideAtRequestHeaders(t *testing.T) {
+	call2026 := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`
 	for _, tc := range []struct {
-		name, body string
-		extra      []string
-		want       extprocfilterv3.ProcessingMode_BodySendMode
+		name    string
+		timeout time.Duration
+		path    string
+		body    string
+		extra   []string
+		want    bool
 	}{
-		{"same era tools/call", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},` + meta2026 + `}}`,
-			stateless("tools/call", "gh_search"), extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED},
-		{"legacy client, translated", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`,
-			nil, extprocfilterv3.ProcessingMode_STREAMED},
-		{"resources/read", `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"gh://readme",` + meta2026 + `}}`,
-			stateless("resources/read", "gh://readme"), extprocfilterv3.ProcessingMode_NONE},
+		{"same era tools/call", time.Hour, "/mcp/fed", call2026, stateless("tools/call", "gh_search"), true},
+		{"legacy client, translated", time.Hour, "/mcp/fed", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{}}}`, nil, true},
+		{"resources/read", time.Hour, "/mcp/fed", `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"gh://readme",` + meta2026 + `}}`,
+			stateless("resources/read", "gh://readme"), true},
+		{"without the setting", 0, "/mcp/fed", call2026, stateless("tools/call", "gh_search"), false},
+		{"route without federated servers", time.Hour, "/mcp/core", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{}}}`, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, _ := routeCall(t, env, tc.body, tc.extra...)
+			routes := federatedRoutes(t, "http://127.0.0.1:1")
+			routes["/mcp/core"] = testTable(t)["/mcp/core"]
+			env := newTestEnv(t, Config{FederatedStreamTimeout: tc.timeout}, routes)
+			v := env.open(t)
 			defer v.close()
+			rh := v.send(reqHeaders(false, post(tc.path, len(tc.body), tc.extra...)...))
+			mo := rh.GetModeOverride()
+			if !tc.want {
+				if mo != nil {
+					t.Fatalf("request headers reply overrides %v", mo)
+				}
+				return
+			}
+			if mo.GetResponseBodyMode() != extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED ||
+				mo.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_BUFFERED ||
+				mo.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND || rh.GetRequestHeaders() == nil {
+				t.Fatalf("request headers reply %v", rh)
+			}
+			if r := v.send(reqBody(tc.body)); r.GetRequestBody() == nil {
+				t.Fatalf("not routed: %v", r)
+			}
 			hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
-			if got := hr.GetModeOverride().GetResponseBodyMode(); hr.GetModeOverride() == nil || got != tc.want {
-				t.Errorf("mode override %v, want response body %v", hr.GetModeOverride(), tc.want)
+			if hr.GetResponseHeaders() == nil || hr.GetModeOverride() != nil {
+				t.Fatalf("response headers reply %v", hr)
 			}
 		})
 	}

@@ -106,6 +106,13 @@ type exchange struct {
 	tr        exchangeTrace
 
 	prepared *wireMessage // the answer when dispatch returned sendPrepared
+
+	// duplexResp: the request-headers reply switched the response body to
+	// FULL_DUPLEX_STREAMED (duplexresp.go); dx is that response's state,
+	// queued the messages to send after the current answer.
+	duplexResp bool
+	dx         *duplexResponse
+	queued     []*extprocv3.ProcessingResponse
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
@@ -173,8 +180,8 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 			return requestHeadersResponse(&extprocv3.CommonResponse{})
 		}
 		x.headersDone = true
-		x.attributes = req.GetAttributes() // Envoy's request_attributes ride on the first message
-		return x.requestHeaders(r.RequestHeaders)
+		x.attributes = req.GetAttributes()                         // Envoy's request_attributes ride on the first message
+		return x.duplexRequest(x.requestHeaders(r.RequestHeaders)) // duplexresp.go
 	case *extprocv3.ProcessingRequest_RequestBody:
 		if !x.headersDone {
 			// request_header_mode is not SEND: without the headers phase
@@ -198,48 +205,73 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		if x.relayed {
-			return x.relayResponseHeaders(r.ResponseHeaders)
+		if x.duplexResp {
+			return x.duplexHeaders(r.ResponseHeaders) // duplexresp.go
 		}
-		if !x.routed {
-			// Nothing was routed, so there is nothing to translate.
-			return continueResponseHeaders
-		}
-		if kind := localReplyKind(r.ResponseHeaders); kind != "" {
-			return x.localReplyHeaders(kind)
-		}
-		if x.fed != nil {
-			return x.fedResponseHeaders(r.ResponseHeaders)
-		}
-		if x.listening {
-			return x.streamResponseHeaders(r.ResponseHeaders)
-		}
-		return x.responseHeaders(r.ResponseHeaders)
+		return x.responseHeadersPhase(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		if x.progress != nil && x.streaming {
-			// Every chunk is rewritten, after the result too: the raw
-			// frames must never reach the client.
-			return x.progressBody(r.ResponseBody)
+		if x.duplexResp {
+			return x.duplexBody(r.ResponseBody)
 		}
-		if x.fed != nil && x.streaming {
-			return x.fedResponseBody(r.ResponseBody)
-		}
-		if !x.routed || x.resultSent || x.listening {
-			return continueResponseBody
-		}
-		if x.fed != nil {
-			return x.fedResponseBody(r.ResponseBody)
-		}
-		return x.responseBody(r.ResponseBody)
+		return x.responseBodyPhase(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-			ResponseTrailers: &extprocv3.TrailersResponse{}}}
+		if x.duplexResp {
+			return x.duplexTrailers()
+		}
+		return responseTrailersResponse
 	default:
 		// A message kind this server does not know (a newer Envoy); it
 		// expects no answer we could give correctly.
 		x.anomaly("unknown processing request", slog.String("type", typeName(r)))
 		return nil
 	}
+}
+
+// responseTrailersResponse answers response trailers: they pass untouched.
+var responseTrailersResponse = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
+	ResponseTrailers: &extprocv3.TrailersResponse{}}}
+
+// responseHeadersPhase answers the response headers as the configured
+// (BUFFERED) response body mode expects: the reply may switch the body to
+// STREAMED or NONE (mode_override) or replace it.
+func (x *exchange) responseHeadersPhase(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if x.relayed {
+		return x.relayResponseHeaders(h)
+	}
+	if !x.routed {
+		// Nothing was routed, so there is nothing to translate.
+		return continueResponseHeaders
+	}
+	if kind := localReplyKind(h); kind != "" {
+		return x.localReplyHeaders(kind)
+	}
+	if x.fed != nil {
+		return x.fedResponseHeaders(h)
+	}
+	if x.listening {
+		return x.streamResponseHeaders(h)
+	}
+	return x.responseHeaders(h)
+}
+
+// responseBodyPhase answers a response body message: the whole body when
+// BUFFERED, one chunk when the headers reply switched it to STREAMED.
+func (x *exchange) responseBodyPhase(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if x.progress != nil && x.streaming {
+		// Every chunk is rewritten, after the result too: the raw
+		// frames must never reach the client.
+		return x.progressBody(b)
+	}
+	if x.fed != nil && x.streaming {
+		return x.fedResponseBody(b)
+	}
+	if !x.routed || x.resultSent || x.listening {
+		return continueResponseBody
+	}
+	if x.fed != nil {
+		return x.fedResponseBody(b)
+	}
+	return x.responseBody(b)
 }
 
 // anomaly logs a message sequence Envoy should not send with the settings of

@@ -390,12 +390,20 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		// need translating or the result filtering; otherwise the body
 		// passes without ext_proc.
 		resp.ModeOverride = passThroughOverride()
+		t := x.s.cfg.FederatedStreamTimeout
+		deadline := t > 0 && f.method == "tools/call" && x.call != nil
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = &sseTranslator{fn: x.fedStreamMessage}
 			resp.ModeOverride = streamOverride()
-		} else if t := x.s.cfg.FederatedStreamTimeout; t > 0 && f.method == "tools/call" && x.call != nil {
+			if deadline && x.duplexResp {
+				// The body is FULL_DUPLEX_STREAMED since the request
+				// headers (duplexresp.go): this server can end it too.
+				f.duplex = &duplexStream{deadline: x.start.Add(t)}
+			}
+		} else if deadline {
 			// A stream this server can end before the route timeout
-			// (duplex.go).
+			// (duplex.go). Without duplexResp the override comes now,
+			// which only a stream that passes unchanged may take (ADR 0013).
 			f.duplex = &duplexStream{deadline: x.start.Add(t)}
 			resp.ModeOverride = duplexOverride()
 		}
@@ -495,6 +503,9 @@ func (x *exchange) fedFiltered(msg []byte) []byte {
 func (x *exchange) fedStreamMessage(data []byte) []byte {
 	out := x.clientMessage(data)
 	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
+		if d := x.fed.duplex; d != nil {
+			d.seen = true // no deadline after the response (duplex.go)
+		}
 		return x.fedFiltered(out)
 	}
 	return out

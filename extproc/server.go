@@ -320,11 +320,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 		if err != nil {
 			return x.endStream(err)
 		}
-		resp := x.next(req)
-		if resp == nil {
-			continue
-		}
-		if err := stream.SendMsg(resp); err != nil {
+		if err := x.send(stream, x.next(req)); err != nil {
 			return x.endStream(err)
 		}
 		if x.fed != nil && x.fed.duplex != nil {
@@ -384,13 +380,26 @@ func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer)
 				resp = m
 			}
 		}
-		if resp == nil {
-			continue
-		}
-		if err := stream.SendMsg(resp); err != nil {
+		if err := x.send(stream, resp); err != nil {
 			return x.endStream(err)
 		}
 	}
+}
+
+// send sends resp (nil: nothing) and then the messages queued behind it
+// (duplexresp.go).
+func (x *exchange) send(stream extprocv3.ExternalProcessor_ProcessServer, resp any) error {
+	if resp != nil {
+		if err := stream.SendMsg(resp); err != nil {
+			return err
+		}
+	}
+	for _, m := range x.takeQueued() {
+		if err := stream.SendMsg(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // endOfStream reports whether err is Envoy closing the stream: after an

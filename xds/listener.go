@@ -213,7 +213,9 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 	// streams the body back and may end it on its own. Envoy honours an
 	// override to FULL_DUPLEX_STREAMED when the configured mode is not
 	// that mode (ext_proc.cc onReceiveMessage); processing_mode.proto asks
-	// for trailers SEND in it.
+	// for trailers SEND in it. The same entry serves the override in the
+	// request-headers reply (routes with federated servers): request
+	// header mode is not compared, and the rest is this effective mode.
 	duplex := proto.Clone(mode).(*extprocfilterv3.ProcessingMode)
 	duplex.ResponseBodyMode = extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 	duplex.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SEND

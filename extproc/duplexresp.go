@@ -1,0 +1,314 @@
+package extproc
+
+import (
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// With a federatedStreamTimeout, a route that has federated MCP servers
+// gets its response bodies in FULL_DUPLEX_STREAMED from the start: the
+// request-headers reply carries the mode_override, so no body chunk can
+// reach Envoy in another mode while a response-headers reply is on its way
+// (the race of docs/decisions/0013-federated-stream-deadline.md, point 6),
+// and a stream the gateway translates, remaps or filters can be ended here
+// like one that passes unchanged (duplex.go).
+//
+// What Envoy does then (source/extensions/filters/http/ext_proc/ext_proc.cc
+// and processor_state.cc, read on a recent envoyproxy/envoy main, not the
+// v1.40.0 tag [verify]; envoy/rules.go, "FULL_DUPLEX_STREAMED response
+// bodies"):
+//   - Filter::onReceiveMessage takes a mode_override while either direction
+//     waits for a headers reply (inHeaderProcessState), the request's
+//     included, and sets it on both directions: the request body stays
+//     BUFFERED (the override repeats it), the response body becomes
+//     FULL_DUPLEX_STREAMED. The effective mode (effectiveModeOverride: DEFAULT
+//     header and trailer modes from processing_mode) is the listener's
+//     allowed entry (xds/listener.go buildExtProc), the one a response-headers
+//     override has always used.
+//   - ProcessorState::onStartProcessorCall starts no message timer when the
+//     direction's body mode is FULL_DUPLEX_STREAMED: the response headers
+//     and every chunk wait for this server without a message timeout.
+//   - Filter::onData sends each chunk at once, also while the headers reply
+//     is outstanding (the callback state stays HeadersCallback), and drains
+//     it; so the response headers reply may wait here until the body has
+//     come. A body response before the headers reply is spurious
+//     (isValidBodyCallbackState), which is a local reply: the server keeps
+//     the headers-body order (processing_mode.proto: "The server response
+//     has to maintain the headers-body-trailers ordering").
+//   - The headers reply applies its header mutation to the held headers
+//     (content-length is removed in this mode, and not set by a mutation:
+//     shouldRemoveContentLength); after it a StreamedBodyResponse is applied
+//     once a chunk was sent (getCallbackStateAfterHeaderResp:
+//     StreamedBodyCallback when bodyReceived), and end_of_stream ends the
+//     response (handleDuplexStreamedBodyResponse).
+//
+// So every response of such a route comes here in chunks, JSON answers and
+// Envoy's local replies included. An answer the configured BUFFERED mode
+// would have taken whole is collected here instead: its headers reply is
+// held, and at its end the usual buffered logic (responseBodyPhase) runs
+// and its result goes out as the headers reply and the body, in
+// StreamedBodyResponse messages with end_of_stream. An event stream, and a
+// body that passes as it is, get their headers reply at once and the
+// STREAMED logic chunk by chunk.
+
+// maxStreamedBody is the most body one StreamedBodyResponse carries
+// (processing_mode.proto, FULL_DUPLEX_STREAMED: the server may split the
+// body into chunks; external_processor.proto StreamedBodyResponse
+// recommends chunks of at most 64 KiB).
+const maxStreamedBody = 64 << 10
+
+// duplexResponse is the state of one response in FULL_DUPLEX_STREAMED.
+type duplexResponse struct {
+	stream bool                      // chunks are answered as they come
+	mut    *extprocv3.HeaderMutation // the held headers reply's mutation
+	// ready is a result made at the headers (readyAtHeaders), sent with
+	// the first chunk.
+	ready          []byte
+	readyAtHeaders bool
+	body           []byte // the body collected so far
+	over           bool   // the body passed the response size limit
+	chunks         int
+	done           bool // end_of_stream was sent
+}
+
+// duplexRequest adds the mode_override to a request-headers reply on a
+// route whose federated streams this server must be able to end (with a
+// federatedStreamTimeout set): any federated MCP server's stream may need
+// translating (a client of the other era), its ids remapping (the shared
+// legacy session) or its result filtering, and in the 2025-11-25 era the
+// method is in the body, so every POST of the route gets it.
+func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	rh, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_RequestHeaders)
+	if !ok || resp.GetModeOverride() != nil || !x.duplexRoute() {
+		return resp
+	}
+	x.duplexResp = true
+	// A copy: resp may be shared (removeClusterHeader).
+	return &extprocv3.ProcessingResponse{Response: rh, DynamicMetadata: resp.GetDynamicMetadata(), ModeOverride: duplexOverride()}
+}
+
+// duplexRoute reports whether this request's response body goes
+// FULL_DUPLEX_STREAMED (duplexRequest).
+func (x *exchange) duplexRoute() bool {
+	if x.s.cfg.FederatedStreamTimeout <= 0 || x.snap == nil || x.req.Method != "POST" {
+		return false
+	}
+	return slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
+		return svc.Protocol == registry.ProtocolMCP
+	})
+}
+
+// unwire returns a prepared wire-format answer as a message.
+func (x *exchange) unwire(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	if r != sendPrepared {
+		return r
+	}
+	m := x.prepared
+	x.prepared = nil
+	out, err := m.message()
+	if err != nil {
+		panic(err) // written here: a bug, caught per request
+	}
+	return out
+}
+
+// duplexHeaders answers the response headers: at once for a stream or a
+// body that passes, held for an answer taken whole.
+func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	r := x.unwire(x.responseHeadersPhase(h))
+	hr := r.GetResponseHeaders()
+	if hr == nil {
+		return r // an ImmediateResponse: Envoy's local reply, the headers not sent yet
+	}
+	if r.GetModeOverride() != nil {
+		// The body is FULL_DUPLEX_STREAMED already; an override now would
+		// be honoured (the configured mode is not that one) and lose the
+		// chunks Envoy has sent meanwhile.
+		r = &extprocv3.ProcessingResponse{Response: r.GetResponse(), DynamicMetadata: r.GetDynamicMetadata()}
+	}
+	if h.GetEndOfStream() {
+		x.dx = &duplexResponse{done: true}
+		return r // no body: as in any mode
+	}
+	cr := hr.GetResponse()
+	switch {
+	case cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE:
+		// A result made now (reissue): Envoy takes a body response only
+		// once it sent a chunk, so it goes with the first one.
+		x.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), readyAtHeaders: true}
+		return nil
+	case x.streaming || x.resultSent || !x.routed || x.listening:
+		x.dx = &duplexResponse{stream: true}
+		return r
+	}
+	x.dx = &duplexResponse{mut: cr.GetHeaderMutation()}
+	return nil
+}
+
+// duplexBody answers one chunk.
+func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	d := x.dx
+	if d == nil {
+		// No response headers came (response_header_mode is not SEND).
+		x.anomaly("response_body before response_headers")
+		d = &duplexResponse{stream: true}
+		x.dx = d
+	}
+	if d.done {
+		return nil // after end_of_stream Envoy takes nothing more
+	}
+	d.chunks++
+	switch {
+	case d.readyAtHeaders:
+		return x.duplexFinal(d.mut, d.ready)
+	case d.stream:
+		if x.fed != nil && x.fed.duplex != nil {
+			if x.fed.duplex.ended {
+				return nil // the deadline ended it
+			}
+			r := x.duplexChunk(b) // with the deadline (duplex.go)
+			d.done = x.fed.duplex.ended
+			return r
+		}
+		r := asStreamed(x.unwire(x.responseBodyPhase(b)), b)
+		d.done = r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream()
+		return r
+	}
+	if !d.over {
+		d.body = append(d.body, b.GetBody()...)
+		// One byte past the limit is enough for the buffered logic to
+		// answer "too large"; the rest is not kept.
+		if int64(len(d.body)) > x.s.cfg.MaxResponseBytes {
+			d.body, d.over = d.body[:x.s.cfg.MaxResponseBytes+1], true
+		}
+	}
+	if !b.GetEndOfStream() && !d.over {
+		return nil
+	}
+	// The whole answer (or enough of it): the buffered logic, unchanged.
+	r := x.unwire(x.responseBodyPhase(&extprocv3.HttpBody{Body: d.body, EndOfStream: true}))
+	if r.GetResponseBody() == nil {
+		d.done = true
+		return r // an ImmediateResponse: Envoy's local reply, the headers still held
+	}
+	cr := r.GetResponseBody().GetResponse()
+	body := d.body
+	if bm := cr.GetBodyMutation(); bm != nil {
+		body = mutatedBody(bm, body)
+	}
+	return x.duplexFinal(mergeMutations(d.mut, cr.GetHeaderMutation()), body)
+}
+
+// duplexFinal answers the held response headers with mut and queues body,
+// in StreamedBodyResponse messages of at most maxStreamedBody, the last
+// with end_of_stream.
+func (x *exchange) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extprocv3.ProcessingResponse {
+	x.dx.done = true
+	for len(body) > maxStreamedBody {
+		x.queued = append(x.queued, streamedResponse(body[:maxStreamedBody], false))
+		body = body[maxStreamedBody:]
+	}
+	x.queued = append(x.queued, streamedResponse(body, true))
+	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)})
+}
+
+// duplexTrailers answers response trailers. They mark the end of the body
+// (its last chunk came without end_of_stream), so what the body still owes
+// is sent first; in FULL_DUPLEX_STREAMED Envoy takes a trailers reply while
+// it waits for body responses (ProcessorState::handleTrailersResponse).
+// [verify] toolmesh's upstreams send no trailers over HTTP/1.1, and the
+// local data plane never sends them.
+func (x *exchange) duplexTrailers() *extprocv3.ProcessingResponse {
+	if x.dx == nil || x.dx.done {
+		return responseTrailersResponse
+	}
+	end := x.duplexBody(&extprocv3.HttpBody{EndOfStream: true})
+	if end == nil {
+		return responseTrailersResponse
+	}
+	x.queued = append(x.queued, responseTrailersResponse)
+	return end
+}
+
+// takeQueued returns and clears the messages queued behind an answer.
+func (x *exchange) takeQueued() []*extprocv3.ProcessingResponse {
+	q := x.queued
+	x.queued = nil
+	return q
+}
+
+// asStreamed turns a STREAMED chunk answer into FULL_DUPLEX_STREAMED's: the
+// chunk after its body mutation, with the chunk's end_of_stream.
+func asStreamed(r *extprocv3.ProcessingResponse, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	rb := r.GetResponseBody()
+	if rb == nil || rb.GetResponse().GetBodyMutation().GetStreamedResponse() != nil {
+		return r
+	}
+	body := b.GetBody()
+	if bm := rb.GetResponse().GetBodyMutation(); bm != nil {
+		body = mutatedBody(bm, body)
+	}
+	return streamedResponse(body, b.GetEndOfStream())
+}
+
+// mutatedBody applies a body or clear_body mutation to body.
+func mutatedBody(bm *extprocv3.BodyMutation, body []byte) []byte {
+	switch m := bm.GetMutation().(type) {
+	case *extprocv3.BodyMutation_Body:
+		return m.Body
+	case *extprocv3.BodyMutation_ClearBody:
+		if m.ClearBody {
+			return nil
+		}
+	}
+	return body
+}
+
+// mergeMutations is a then b as one mutation: Envoy removes before it sets
+// (MutationUtils::applyHeaderMutations), so a header b removes or sets is
+// dropped from a's sets, and the removals of both stay.
+func mergeMutations(a, b *extprocv3.HeaderMutation) *extprocv3.HeaderMutation {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	out := &extprocv3.HeaderMutation{}
+	touched := map[string]bool{}
+	for _, k := range b.GetRemoveHeaders() {
+		touched[strings.ToLower(k)] = true
+	}
+	for _, h := range b.GetSetHeaders() {
+		touched[strings.ToLower(h.GetHeader().GetKey())] = true
+	}
+	for _, h := range a.GetSetHeaders() {
+		if !touched[strings.ToLower(h.GetHeader().GetKey())] {
+			out.SetHeaders = append(out.SetHeaders, h)
+		}
+	}
+	out.SetHeaders = append(out.SetHeaders, b.GetSetHeaders()...)
+	out.RemoveHeaders = append(append(out.RemoveHeaders, a.GetRemoveHeaders()...), b.GetRemoveHeaders()...)
+	return out
+}
+
+// withoutContentLength drops a content-length set: Envoy skips it in this
+// mode (shouldRemoveContentLength) and removes the upstream's, so the
+// client's response is sent without one.
+func withoutContentLength(m *extprocv3.HeaderMutation) *extprocv3.HeaderMutation {
+	if m == nil {
+		return nil
+	}
+	i := slices.IndexFunc(m.GetSetHeaders(), func(h *corev3.HeaderValueOption) bool {
+		return strings.EqualFold(h.GetHeader().GetKey(), "content-length")
+	})
+	if i < 0 {
+		return m
+	}
+	return &extprocv3.HeaderMutation{SetHeaders: slices.Delete(slices.Clone(m.GetSetHeaders()), i, i+1), RemoveHeaders: m.GetRemoveHeaders()}
+}
