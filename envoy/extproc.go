@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -51,6 +52,14 @@ type extProcCodec struct{ extprocpb.Codec }
 // Name is empty so that the content-type stays application/grpc, as
 // Envoy's gRPC client sends it; a codec's name would become a subtype.
 func (extProcCodec) Name() string { return "" }
+
+// Marshal writes a headersRequest itself (extproc_wire.go).
+func (c extProcCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*headersRequest); ok {
+		return marshalHeaders(r)
+	}
+	return c.Codec.Marshal(v)
+}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -203,8 +212,10 @@ func (e *extProcRun) onGrpcError(err error) *localReply {
 }
 
 // send sends one message (the first one carries protocol_config, as Envoy
-// ≥ 1.36 does) with the forwarded dynamic metadata.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
+// ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
+// comes with its header map, h, which is written into the message as it
+// is now (headersRequest); otherwise h is nil.
+func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
 	}
@@ -220,7 +231,13 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
 	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
-	if err := e.stream.Send(req); err != nil {
+	var err error
+	if h != nil {
+		err = e.stream.SendMsg(&headersRequest{req: req, h: h, forward: e.f.forward})
+	} else {
+		err = e.stream.Send(req)
+	}
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server already ended the stream; Recv reports how.
 			return nil
@@ -425,8 +442,8 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		return nil, nil
 	}
 	lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: x.reqH.toProto(e.f.forward), EndOfStream: eos},
-	}})
+		RequestHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
+	}}, x.reqH)
 	if lr != nil {
 		return lr, nil
 	}
@@ -501,7 +518,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
 	}
-	if lr := e.send(req); lr != nil || e.complete {
+	if lr := e.send(req, nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -560,7 +577,7 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
 	}
-	if lr := e.send(req); lr != nil || e.complete {
+	if lr := e.send(req, nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -616,8 +633,8 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		return nil, false, nil, nil
 	}
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.toProto(e.f.forward), EndOfStream: eos},
-	}}); lr != nil {
+		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
+	}}, h); lr != nil {
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {

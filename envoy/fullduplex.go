@@ -166,7 +166,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 	}
 	d.bodyReceived = true
 	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}})
+		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}}, nil)
 	if lr != nil {
 		d.finish(errStreamFailed)
 		return
