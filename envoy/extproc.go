@@ -100,6 +100,9 @@ type extProcRun struct {
 	// timer is the message timer, re-armed for every wait of the stream;
 	// nil before the first wait and after one whose timer fired.
 	timer *msgTimer
+	// hr carries each headers message to the codec, which encodes it
+	// within SendMsg; reused rather than allocated per message.
+	hr headersRequest
 }
 
 // msgTimer is a message timer and the race it decides: whether the answer
@@ -233,7 +236,9 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	e.timeoutUsed = false
 	var err error
 	if h != nil {
-		err = e.stream.SendMsg(&headersRequest{req: req, h: h, forward: e.f.forward})
+		e.hr = headersRequest{req: req, h: h, forward: e.f.forward}
+		err = e.stream.SendMsg(&e.hr)
+		e.hr = headersRequest{}
 	} else {
 		err = e.stream.Send(req)
 	}

@@ -158,7 +158,10 @@ var hopByHop = map[string]bool{
 // pseudo headers first, then the regular headers in lower case. Go does not
 // keep the order of distinct header names, so they are sorted.
 func requestHeaderMap(r *http.Request) *headerMap {
-	m := &headerMap{h: make([]header, 0, len(r.Header)+6)}
+	// Room for the pseudo-headers, the ones the connection manager adds
+	// (x-request-id, x-forwarded-*) and a filter's few, so the map is not
+	// copied to grow on every request.
+	m := &headerMap{h: make([]header, 0, len(r.Header)+16)}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -224,7 +227,7 @@ func sanitizeRequest(m *headerMap) {
 
 // responseHeaderMap converts an upstream response the same way.
 func responseHeaderMap(resp *http.Response) *headerMap {
-	m := &headerMap{h: make([]header, 0, len(resp.Header)+2)}
+	m := &headerMap{h: make([]header, 0, len(resp.Header)+8)}
 	m.add(":status", strconv.Itoa(resp.StatusCode))
 	addSorted(m, resp.Header)
 	if len(resp.TransferEncoding) > 0 && !m.has("transfer-encoding") {
