@@ -9,7 +9,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/mcp"
@@ -97,7 +96,7 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 	p.removeAuth = append(p.remove, "authorization")
 	p.removeAuth = p.removeAuth[:len(p.removeAuth):len(p.removeAuth)]
 	p.wire = newPlanWire(p, t)
-	p.early = &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(mustMarshal(earlyRoute(p.routing, nil)))}}
+	p.early = wireOf(mustMarshal(earlyRoute(p.routing, nil)))
 	return p
 }
 

@@ -24,7 +24,19 @@ import (
 
 // wireMessage is a ProcessingResponse already in protobuf wire format. Its
 // buffers may share memory with the snapshot: they are only ever read.
-type wireMessage struct{ bufs mem.BufferSlice }
+type wireMessage struct {
+	bufs mem.BufferSlice
+	one  [1]mem.Buffer // bufs' array for a message of one buffer (wireOf)
+}
+
+// wireOf is the message of the single buffer b, allocated with its
+// BufferSlice's array: gRPC only reads the slice, never writes to it.
+func wireOf(b []byte) *wireMessage {
+	m := &wireMessage{}
+	m.one[0] = mem.SliceBuffer(b)
+	m.bufs = m.one[:]
+	return m
+}
 
 // wireCodec is grpc-go's proto codec, except that a *wireMessage, which
 // only this package creates and only for responses, is sent as is, and
