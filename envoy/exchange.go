@@ -393,8 +393,12 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		status = http.StatusBadGateway
 	}
 	out := x.w.Header()
-	for k, v := range h.httpHeader() {
-		out[k] = v
+	if len(out) == 0 {
+		h.fillHTTPHeader(out)
+	} else {
+		for k, v := range h.httpHeader() {
+			out[k] = v
+		}
 	}
 	if !h.has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type

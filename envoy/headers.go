@@ -257,6 +257,14 @@ func addSorted(m *headerMap, h http.Header) {
 // pseudo and hop-by-hop headers.
 func (m *headerMap) httpHeader() http.Header {
 	out := make(http.Header, len(m.h))
+	m.fillHTTPHeader(out)
+	return out
+}
+
+// fillHTTPHeader is httpHeader written into out, which holds none of the
+// names yet (a response writer's fresh header map, filled without a map of
+// its own in between).
+func (m *headerMap) fillHTTPHeader(out http.Header) {
 	// The first value of each name is a one-element window on one shared
 	// array (capacity one: a second value copies), not an allocation each.
 	vals := make([]string, len(m.h))
@@ -272,7 +280,6 @@ func (m *headerMap) httpHeader() http.Header {
 		vals[i] = e.value
 		out[k] = vals[i : i+1 : i+1]
 	}
-	return out
 }
 
 // canonicalKeys caches http.CanonicalHeaderKey for the first
