@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
@@ -113,5 +114,21 @@ func TestHeadersRequestInvalidKey(t *testing.T) {
 		RequestHeaders: &extprocv3.HttpHeaders{}}}, h: h}
 	if _, err := hr.marshal(); err == nil {
 		t.Fatal("no error for a key that is not UTF-8")
+	}
+}
+
+// TestExtProcContentType: the data plane's codec has no name of its own,
+// so its streams carry application/grpc, as Envoy's gRPC client sends
+// them, not a subtype naming the codec.
+func TestExtProcContentType(t *testing.T) {
+	e := newEnv(t, continueAll, setup{extProc: defaultExtProc(), routes: []*routev3.Route{directRoute("/", 200, "ok")}})
+	if got := e.do("POST", "/", `{"a":1}`, map[string]string{"content-type": "application/json"}); got.status != 200 {
+		t.Fatalf("status %d: %s", got.status, got.body)
+	}
+	e.ext.waitEnded(t, 1)
+	e.ext.mu.Lock()
+	defer e.ext.mu.Unlock()
+	if len(e.ext.contentTypes) != 1 || e.ext.contentTypes[0] != "application/grpc" {
+		t.Errorf("content-type %q, want [application/grpc]", e.ext.contentTypes)
 	}
 }
