@@ -7,6 +7,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+
+	"github.com/toolmesh/toolmesh/internal/extprocpb"
 )
 
 // BenchmarkExtProcDecode decodes a 2.2 MB ImmediateResponse (a 10,000-tool
@@ -27,7 +29,7 @@ func BenchmarkExtProcDecode(b *testing.B) {
 				var held heldBuffers
 				var c encoding.CodecV2 = protoCodec
 				if name == "held" {
-					c = extProcCodec{CodecV2: protoCodec, held: &held}
+					c = extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &held}
 				}
 				if err := c.Unmarshal(data, &extprocv3.ProcessingResponse{}); err != nil {
 					b.Fatal(err)

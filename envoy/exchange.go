@@ -192,7 +192,7 @@ func (x *exchange) decodeBody() bool {
 		// onData drains the downstream body after CONTINUE_AND_REPLACE.
 		_, _ = io.Copy(io.Discard, x.r.Body)
 	} else {
-		buf, err := io.ReadAll(io.LimitReader(x.r.Body, int64(limit)+1))
+		buf, err := readUpTo(x.r.Body, int64(limit)+1, x.r.ContentLength)
 		if err != nil {
 			return false
 		}
@@ -319,7 +319,7 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Read
 		}
 		switch f.mode.GetResponseBodyMode() {
 		case extprocfilterv3.ProcessingMode_BUFFERED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
-			buf, err := io.ReadAll(io.LimitReader(body, int64(limit)+1))
+			buf, err := readUpTo(body, int64(limit)+1, contentLength(h))
 			if err != nil {
 				if x.ctx.Err() != nil {
 					return // the downstream went away
@@ -408,8 +408,12 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 		status = http.StatusBadGateway
 	}
 	out := x.w.Header()
-	for k, v := range h.httpHeader() {
-		out[k] = v
+	if len(out) == 0 {
+		h.fillHTTPHeader(out)
+	} else {
+		for k, v := range h.httpHeader() {
+			out[k] = v
+		}
 	}
 	if !h.has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
@@ -506,4 +510,45 @@ func newRequestID() string {
 // them (http.ResponseWriter.Write): a local reply's body can be megabytes.
 func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// readUpTo is io.ReadAll(io.LimitReader(r, n)): it reads r to its end or
+// to n bytes, whichever comes first. With the length the headers announce
+// (size; -1 when unknown) it reads into a buffer of that size instead of
+// growing one from 512 bytes; a body longer than announced goes on the
+// generic way, so the result never depends on the announcement.
+func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
+	if size < 0 || size >= n {
+		return io.ReadAll(io.LimitReader(r, n))
+	}
+	// One byte more than announced, so that the end is seen without
+	// growing the buffer.
+	buf := make([]byte, 0, size+1)
+	for {
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			rest, err := io.ReadAll(io.LimitReader(r, n-int64(len(buf))))
+			return append(buf, rest...), err
+		}
+	}
+}
+
+// contentLength is the content-length of h, -1 when absent or invalid.
+func contentLength(h *headerMap) int64 {
+	v, ok := h.get("content-length")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/internal/extprocpb"
 )
 
 // This file emulates one ext_proc filter instance on one HTTP stream
@@ -30,7 +32,8 @@ import (
 const maxExtProcMessage = 64 << 20
 
 // extProcCallOptions apply maxExtProcMessage to every stream; made once,
-// as each option is an allocation. open adds the exchange's extProcCodec.
+// as each option is an allocation. open adds the exchange's extProcCodec
+// (extproc_codec.go).
 var extProcCallOptions = []grpc.CallOption{
 	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
 }
@@ -74,6 +77,9 @@ type extProcRun struct {
 	// timer is the message timer, re-armed for every wait of the stream;
 	// nil before the first wait and after one whose timer fired.
 	timer *msgTimer
+	// hr carries each headers message to the codec, which encodes it
+	// within SendMsg; reused rather than allocated per message.
+	hr headersRequest
 }
 
 // msgTimer is a message timer and the race it decides: whether the answer
@@ -145,7 +151,7 @@ func (e *extProcRun) open() *localReply {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
 	opts := append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)],
-		grpc.ForceCodecV2(extProcCodec{CodecV2: protoCodec, held: &e.x.held}))
+		grpc.ForceCodecV2(extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &e.x.held}))
 	st, err := client.Process(ctx, opts...)
 	if err != nil {
 		cancel()
@@ -188,8 +194,10 @@ func (e *extProcRun) onGrpcError(err error) *localReply {
 }
 
 // send sends one message (the first one carries protocol_config, as Envoy
-// ≥ 1.36 does) with the forwarded dynamic metadata.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
+// ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
+// comes with its header map, h, which is written into the message as it
+// is now (headersRequest); otherwise h is nil.
+func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
 	}
@@ -205,7 +213,15 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest) *localReply {
 	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
-	if err := e.stream.Send(req); err != nil {
+	var err error
+	if h != nil {
+		e.hr = headersRequest{req: req, h: h, forward: e.f.forward}
+		err = e.stream.SendMsg(&e.hr)
+		e.hr = headersRequest{}
+	} else {
+		err = e.stream.Send(req)
+	}
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server already ended the stream; Recv reports how.
 			return nil
@@ -433,8 +449,8 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		return nil, nil
 	}
 	lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{Headers: x.reqH.toProto(e.f.forward), EndOfStream: eos},
-	}})
+		RequestHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
+	}}, x.reqH)
 	if lr != nil {
 		return lr, nil
 	}
@@ -509,7 +525,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
 	}
-	if lr := e.send(req); lr != nil || e.complete {
+	if lr := e.send(req, nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -568,7 +584,7 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
 	}
-	if lr := e.send(req); lr != nil || e.complete {
+	if lr := e.send(req, nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -624,8 +640,8 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		return nil, false, nil, nil
 	}
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.toProto(e.f.forward), EndOfStream: eos},
-	}}); lr != nil {
+		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
+	}}, h); lr != nil {
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {

@@ -8,6 +8,7 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 
+	"github.com/toolmesh/toolmesh/internal/extprocpb"
 	"github.com/toolmesh/toolmesh/internal/extprocwire"
 )
 
@@ -23,9 +24,29 @@ import (
 // buffer the exchange holds until its response is written, taken from a
 // pool, and the body is a slice of it. The message decoded is the same:
 // only where its body lives differs.
+//
+// Every other message is decoded by extprocpb without the generic
+// decoder's allocation per field (the same messages, proto.Equal): a
+// message and the strings in it live as long as the HTTP request, so they
+// may share the received bytes. Headers messages are written by
+// marshalHeaders (extproc_wire.go). Only an artefact of this stand-in is
+// made cheaper: Envoy decodes with its own C++ protobuf code, and what
+// reaches the wire is unchanged.
 type extProcCodec struct {
-	encoding.CodecV2
-	held *heldBuffers // the exchange's
+	extprocpb.Codec              // Alias: true
+	held            *heldBuffers // the exchange's
+}
+
+// Name is empty so that the content-type stays application/grpc, as
+// Envoy's gRPC client sends it; a codec's name would become a subtype.
+func (extProcCodec) Name() string { return "" }
+
+// Marshal writes a headersRequest itself (extproc_wire.go).
+func (c extProcCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*headersRequest); ok {
+		return marshalHeaders(r)
+	}
+	return c.Codec.Marshal(v)
 }
 
 // protoCodec is grpc-go's proto codec.
@@ -44,7 +65,7 @@ const aliasMin = 16 << 10
 func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	resp, ok := v.(*extprocv3.ProcessingResponse)
 	if !ok || data.Len() < aliasMin || c.held == nil {
-		return c.CodecV2.Unmarshal(data, v)
+		return c.Codec.Unmarshal(data, v)
 	}
 	h := c.held
 	// Held while decoding: release waits, so no buffer goes back to the
@@ -54,7 +75,7 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if h.released {
 		// The exchange is over (a full-duplex reader still running): what
 		// this decodes is dropped, from a buffer of its own.
-		return c.CodecV2.Unmarshal(data, v)
+		return c.Codec.Unmarshal(data, v)
 	}
 	bp, _ := receiveBufs.Get().(*[]byte)
 	if bp == nil || cap(*bp) < data.Len() {

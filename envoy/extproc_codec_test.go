@@ -10,6 +10,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/internal/extprocpb"
 )
 
 func immediateWire(t testing.TB, body []byte) []byte {
@@ -46,7 +48,7 @@ func TestExtProcCodecHeld(t *testing.T) {
 		data = append(data, mem.SliceBuffer(plain[off:min(off+16<<10, len(plain))]))
 	}
 	var held heldBuffers
-	c := extProcCodec{CodecV2: protoCodec, held: &held}
+	c := extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &held}
 	got := &extprocv3.ProcessingResponse{}
 	if err := c.Unmarshal(data, got); err != nil {
 		t.Fatal(err)
@@ -87,7 +89,7 @@ func TestExtProcCodecReleaseDuringDecode(t *testing.T) {
 	}
 	for range 20 {
 		var held heldBuffers
-		c := extProcCodec{CodecV2: protoCodec, held: &held}
+		c := extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &held}
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -101,7 +103,7 @@ func TestExtProcCodecReleaseDuringDecode(t *testing.T) {
 		// Another exchange takes the pool's buffers meanwhile.
 		var next heldBuffers
 		wg.Go(func() {
-			if err := (extProcCodec{CodecV2: protoCodec, held: &next}).Unmarshal(data, &extprocv3.ProcessingResponse{}); err != nil {
+			if err := (extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &next}).Unmarshal(data, &extprocv3.ProcessingResponse{}); err != nil {
 				t.Error(err)
 			}
 		})

@@ -9,8 +9,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
 
-// applyHeaderMutation is MutationUtils::applyHeaderMutations. Its error
-// texts are Envoy's own (capitalized, with periods), because they become the
+// applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
+// received message: its values are kept without copying, so nothing may
+// write to its bytes afterwards. Its error texts are Envoy's own (capitalized, with periods), because they become the
 // local reply's %RESPONSE_CODE_DETAILS%. lim is the header map's own
 // limits (headerLimits); the zero value checks none.
 func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
@@ -40,8 +41,10 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		if sh.GetHeader().GetValue() != "" && len(sh.GetHeader().GetRawValue()) > 0 {
 			return errors.New("Only one of value or raw_value in the HeaderValue message should be set.")
 		}
-		// Envoy reads raw_value (runtime flag send_header_raw_value).
-		value := string(sh.GetHeader().GetRawValue())
+		// Envoy reads raw_value (runtime flag send_header_raw_value). The
+		// mutation is part of a message received from the stream, which
+		// nothing writes to (bytesString), so its bytes are not copied.
+		value := bytesString(sh.GetHeader().GetRawValue())
 		if !validHeaderName(key) || !validHeaderValue(value) {
 			return errors.New("Invalid character in set_headers mutation.")
 		}

@@ -185,7 +185,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 	}
 	d.bodyReceived = true
 	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}})
+		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}}, nil)
 	if lr != nil {
 		d.finish(errStreamFailed)
 		return
@@ -317,8 +317,8 @@ func (d *duplexReader) fail(lr *localReply) {
 // client's body, or the local reply a failure before that is.
 func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *localReply, error) {
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{Headers: h.toProto(e.f.forward), EndOfStream: false},
-	}}); lr != nil {
+		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: false},
+	}}, h); lr != nil {
 		return nil, lr, nil
 	}
 	if e.complete {

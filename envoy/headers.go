@@ -158,7 +158,10 @@ var hopByHop = map[string]bool{
 // pseudo headers first, then the regular headers in lower case. Go does not
 // keep the order of distinct header names, so they are sorted.
 func requestHeaderMap(r *http.Request) *headerMap {
-	m := &headerMap{h: make([]header, 0, len(r.Header)+6)}
+	// Room for the pseudo-headers, the ones the connection manager adds
+	// (x-request-id, x-forwarded-*) and a filter's few, so the map is not
+	// copied to grow on every request.
+	m := &headerMap{h: make([]header, 0, len(r.Header)+16)}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -224,7 +227,7 @@ func sanitizeRequest(m *headerMap) {
 
 // responseHeaderMap converts an upstream response the same way.
 func responseHeaderMap(resp *http.Response) *headerMap {
-	m := &headerMap{h: make([]header, 0, len(resp.Header)+2)}
+	m := &headerMap{h: make([]header, 0, len(resp.Header)+8)}
 	m.add(":status", strconv.Itoa(resp.StatusCode))
 	addSorted(m, resp.Header)
 	if len(resp.TransferEncoding) > 0 && !m.has("transfer-encoding") {
@@ -254,6 +257,14 @@ func addSorted(m *headerMap, h http.Header) {
 // pseudo and hop-by-hop headers.
 func (m *headerMap) httpHeader() http.Header {
 	out := make(http.Header, len(m.h))
+	m.fillHTTPHeader(out)
+	return out
+}
+
+// fillHTTPHeader is httpHeader written into out, which holds none of the
+// names yet (a response writer's fresh header map, filled without a map of
+// its own in between).
+func (m *headerMap) fillHTTPHeader(out http.Header) {
 	// The first value of each name is a one-element window on one shared
 	// array (capacity one: a second value copies), not an allocation each.
 	vals := make([]string, len(m.h))
@@ -269,7 +280,6 @@ func (m *headerMap) httpHeader() http.Header {
 		vals[i] = e.value
 		out[k] = vals[i : i+1 : i+1]
 	}
-	return out
 }
 
 // canonicalKeys caches http.CanonicalHeaderKey for the first

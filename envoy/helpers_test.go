@@ -29,6 +29,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -64,15 +65,18 @@ type fakeExtProc struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	fn processFunc
 
-	mu      sync.Mutex
-	seen    []*extprocv3.ProcessingRequest
-	streams int
-	ended   chan struct{} // one value per finished stream
+	mu           sync.Mutex
+	seen         []*extprocv3.ProcessingRequest
+	streams      int
+	contentTypes []string      // of each stream, as the server received it
+	ended        chan struct{} // one value per finished stream
 }
 
 func (f *fakeExtProc) Process(ps extprocv3.ExternalProcessor_ProcessServer) error {
+	md, _ := metadata.FromIncomingContext(ps.Context())
 	f.mu.Lock()
 	f.streams++
+	f.contentTypes = append(f.contentTypes, md.Get("content-type")...)
 	f.mu.Unlock()
 	defer func() { f.ended <- struct{}{} }()
 	for {

@@ -311,14 +311,16 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 		}
 		return nil, classifyUpstreamError(err)
 	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { release(); tcancel() }}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release, cancel: tcancel}
 	return resp, nil
 }
 
-// releasingBody releases the circuit-breaker slot when the body is closed.
+// releasingBody releases the circuit-breaker slot and ends the try's
+// context when the body is closed.
 type releasingBody struct {
 	io.ReadCloser
 	release func()
+	cancel  context.CancelFunc
 	done    bool
 }
 
@@ -327,6 +329,7 @@ func (b *releasingBody) Close() error {
 	if !b.done {
 		b.done = true
 		b.release()
+		b.cancel()
 	}
 	return err
 }

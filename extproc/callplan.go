@@ -40,6 +40,10 @@ type toolPlan struct {
 	metaTool *structpb.Value
 
 	wire *planWire // the pieces in wire format (callwire.go)
+	// early is earlyRoute(routing) encoded: the request-headers reply that
+	// routes a call of the tool for a client that sent no x-toolmesh-*
+	// header. Shared by every such call; gRPC only reads it.
+	early *wireMessage
 }
 
 // toolPlans maps a tool (weakly: a snapshot's tools go when it does) to its
@@ -92,7 +96,23 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 	p.removeAuth = append(p.remove, "authorization")
 	p.removeAuth = p.removeAuth[:len(p.removeAuth):len(p.removeAuth)]
 	p.wire = newPlanWire(p, t)
+	p.early = wireOf(mustMarshal(earlyRoute(p.routing, nil)))
 	return p
+}
+
+// earlyRoute is the request-headers reply that routes a call to the
+// Tool Service: routing sets x-toolmesh-cluster and :path, and the client's
+// own x-toolmesh-* headers (owned, without the routing header, which is
+// being set) and its token go; the token is not the Tool Service's
+// (upstreamauth.go).
+func earlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.ProcessingResponse {
+	return requestHeadersResponse(&extprocv3.CommonResponse{
+		HeaderMutation: &extprocv3.HeaderMutation{
+			SetHeaders:    routing,
+			RemoveHeaders: append(without(owned, registry.ClusterHeader), "authorization"),
+		},
+		ClearRouteCache: true, // honoured because a header mutation comes with it
+	})
 }
 
 // routedCall is the request-body reply that sends a call of t to its Tool

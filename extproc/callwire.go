@@ -193,7 +193,7 @@ func routedCallWire(call *mcp.Call, p *toolPlan, args []byte, rerouted bool) *wi
 	b = append(b, id...)
 	b = append(b, w.meta...)
 	b = append(b, era...)
-	return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(b)}}
+	return wireOf(b)
 }
 
 // The fixed parts of a result's header mutation (resultHeaders): :status
@@ -237,5 +237,5 @@ func resultWire(out []byte) *wireMessage {
 		return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(b), mem.SliceBuffer(out)}}
 	}
 	b = append(b, out...)
-	return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(b)}}
+	return wireOf(b)
 }

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,5 +72,24 @@ func TestResultWire(t *testing.T) {
 		if !proto.Equal(built, got) {
 			t.Fatalf("result of %d bytes: prepared differs\nbuilt:    %.400v\nprepared: %.400v", len(out), prototext.Format(built), prototext.Format(got))
 		}
+	}
+}
+
+// TestEarlyRouteWire: the request-headers reply a plan holds encoded is the
+// one earlyRoute builds for a request without x-toolmesh-* headers.
+func TestEarlyRouteWire(t *testing.T) {
+	tool := &registry.Tool{Service: "s", Cluster: "toolsvc_s", Path: "/t", BasePath: "/base"}
+	tool.Name = "lookup"
+	p := newToolPlan("core", tool)
+	got, err := p.early.message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := earlyRoute(p.routing, nil)
+	if !proto.Equal(got, want) {
+		t.Fatalf("encoded\n%v\nbuilt\n%v", prototext.Format(got), prototext.Format(want))
+	}
+	if rm := want.GetRequestHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); !slices.Equal(rm, []string{"authorization"}) {
+		t.Errorf("removes %v, want the client's authorization only", rm)
 	}
 }

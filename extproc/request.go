@@ -183,14 +183,13 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		// reads its requestState and inputResponses: it is not routed here.
 		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.mayNeedApproval(t) && x.mayRouteEarly(name) {
 			x.headerRoute = t
-			return requestHeadersResponse(&extprocv3.CommonResponse{
-				HeaderMutation: &extprocv3.HeaderMutation{
-					SetHeaders: planFor(key, t).routing, // cluster and :path (callplan.go)
-					// The client's token is not the Tool Service's (upstreamauth.go).
-					RemoveHeaders: append(without(owned, registry.ClusterHeader), "authorization"),
-				},
-				ClearRouteCache: true, // honoured because a header mutation comes with it
-			})
+			p := planFor(key, t)
+			if len(owned) == 0 && x.s.wire.Load() {
+				// The usual case, encoded once per tool (callplan.go).
+				x.prepared = p.early
+				return sendPrepared
+			}
+			return earlyRoute(p.routing, owned)
 		}
 	}
 

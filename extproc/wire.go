@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/internal/extprocpb"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -23,17 +24,33 @@ import (
 
 // wireMessage is a ProcessingResponse already in protobuf wire format. Its
 // buffers may share memory with the snapshot: they are only ever read.
-type wireMessage struct{ bufs mem.BufferSlice }
+type wireMessage struct {
+	bufs mem.BufferSlice
+	one  [1]mem.Buffer // bufs' array for a message of one buffer (wireOf)
+}
+
+// wireOf is the message of the single buffer b, allocated with its
+// BufferSlice's array: gRPC only reads the slice, never writes to it.
+func wireOf(b []byte) *wireMessage {
+	m := &wireMessage{}
+	m.one[0] = mem.SliceBuffer(b)
+	m.bufs = m.one[:]
+	return m
+}
 
 // wireCodec is grpc-go's proto codec, except that a *wireMessage, which
-// only this package creates and only for responses, is sent as is.
-type wireCodec struct{ encoding.CodecV2 }
+// only this package creates and only for responses, is sent as is, and
+// that Envoy's messages are decoded by extprocpb (the entries of a header
+// map allocated together, common header names not allocated at all; every
+// value still its own copy, so a value kept longer keeps only itself
+// alive).
+type wireCodec struct{ extprocpb.Codec }
 
 func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(*wireMessage); ok {
 		return m.bufs, nil
 	}
-	return c.CodecV2.Marshal(v)
+	return c.Codec.Marshal(v)
 }
 
 func newWireCodec() wireCodec {
@@ -41,7 +58,7 @@ func newWireCodec() wireCodec {
 	if c == nil { // grpc-go registers it in an init of the proto package
 		panic("extproc: grpc-go's proto codec is not registered")
 	}
-	return wireCodec{c}
+	return wireCodec{extprocpb.Codec{CodecV2: c}}
 }
 
 // Field numbers, read from the descriptors rather than written down.

@@ -328,8 +328,25 @@ func stringValue(raw []byte) (string, bool) {
 			return s, true
 		}
 	}
+	if s, ok := commonValues[string(inner)]; ok {
+		return s, true
+	}
 	return string(inner), true
 }
+
+// commonValues are string values nearly every request carries (the
+// JSON-RPC version, the method, the protocol version), shared rather than
+// allocated per request.
+var commonValues = func() map[string]string {
+	m := map[string]string{"2.0": "2.0"}
+	for _, v := range append([]string{
+		"initialize", "notifications/initialized", "ping", "tools/list", "tools/call",
+		"server/discover", "subscriptions/listen",
+	}, supportedVersions...) {
+		m[v] = v
+	}
+	return m
+}()
 
 // Kinds of raw JSON values, by their first byte.
 func isObject(raw []byte) bool { return len(raw) > 0 && raw[0] == '{' }

@@ -1,0 +1,622 @@
+// Package extprocpb decodes the ext_proc messages of the common shapes
+// (headers and body messages, and the replies to them) with fewer
+// allocations than the generic, reflection-driven protobuf decoder: the
+// entries of a header map, a header mutation or a Struct are allocated
+// together, and in alias mode every string and bytes field points into the
+// received message instead of being copied. The result is the message
+// proto.Unmarshal returns (proto.Equal; TestDecodeMatchesProto and
+// FuzzDecode compare the two). A message with any field outside these
+// shapes (or invalid UTF-8, a singular message field repeated, an unknown
+// field) is decoded by proto.Unmarshal instead, so the fast path never has
+// to be complete to be correct.
+//
+// A message decoded in alias mode is read-only: its strings share memory
+// with its bytes fields, so writing into a bytes field in place would change
+// a string.
+package extprocpb
+
+import (
+	"math"
+	"unicode/utf8"
+	"unsafe"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// maxDepth bounds the nesting of Struct values decoded here; deeper ones go
+// to proto.Unmarshal, which has its own limit.
+const maxDepth = 32
+
+// decoder decodes one message. With alias, b belongs to the message from
+// then on and its strings and bytes fields point into it; without, each
+// string and bytes field is its own copy (or a constant, for a common
+// header name), so a value kept longer keeps only itself alive.
+type decoder struct{ alias bool }
+
+// UnmarshalResponse decodes b into m (reset first). With alias, b is
+// retained by m and must not be written to afterwards.
+func UnmarshalResponse(b []byte, m *extprocv3.ProcessingResponse, alias bool) error {
+	proto.Reset(m)
+	if len(b) > 0 && (decoder{alias}).decodeResponse(b, m) {
+		return nil
+	}
+	return proto.Unmarshal(b, m)
+}
+
+// UnmarshalRequest decodes b into m (reset first). With alias, b is
+// retained by m and must not be written to afterwards.
+func UnmarshalRequest(b []byte, m *extprocv3.ProcessingRequest, alias bool) error {
+	proto.Reset(m)
+	if len(b) > 0 && (decoder{alias}).decodeRequest(b, m) {
+		return nil
+	}
+	return proto.Unmarshal(b, m)
+}
+
+// field is one field of a message: its number, wire type and, for a
+// length-delimited field, its contents; for a varint or fixed64, v.
+type field struct {
+	num protowire.Number
+	typ protowire.Type
+	buf []byte
+	v   uint64
+}
+
+// next reads the field at the start of b and returns the rest; ok is false
+// on malformed input or a wire type other than varint, fixed64 and bytes.
+func next(b []byte) (f field, rest []byte, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return f, nil, false
+	}
+	b = b[n:]
+	f.num, f.typ = num, typ
+	switch typ {
+	case protowire.VarintType:
+		f.v, n = protowire.ConsumeVarint(b)
+	case protowire.Fixed64Type:
+		f.v, n = protowire.ConsumeFixed64(b)
+	case protowire.BytesType:
+		f.buf, n = protowire.ConsumeBytes(b)
+	default:
+		return f, nil, false
+	}
+	if n < 0 {
+		return f, nil, false
+	}
+	return f, b[n:], true
+}
+
+// str is a string field; ok is false when it is not valid UTF-8
+// (proto.Unmarshal then reports the error).
+func (d decoder) str(f field) (string, bool) {
+	if f.typ != protowire.BytesType || !utf8.Valid(f.buf) {
+		return "", false
+	}
+	if d.alias {
+		return unsafe.String(unsafe.SliceData(f.buf), len(f.buf)), true
+	}
+	if s, ok := commonNames[string(f.buf)]; ok {
+		return s, true
+	}
+	return string(f.buf), true
+}
+
+// bytes is a proto3 bytes field: nil when empty, as proto.Unmarshal leaves
+// it. An aliased one has its capacity clipped, so that an append cannot
+// overwrite what follows.
+func (d decoder) bytes(f field) []byte {
+	if len(f.buf) == 0 {
+		return nil
+	}
+	if d.alias {
+		return f.buf[:len(f.buf):len(f.buf)]
+	}
+	return append([]byte(nil), f.buf...)
+}
+
+// oneofBytes is a bytes member of a oneof: never nil, as proto.Unmarshal
+// sets it.
+func (d decoder) oneofBytes(f field) []byte {
+	if len(f.buf) == 0 {
+		return []byte{}
+	}
+	return d.bytes(f)
+}
+
+// commonNames are header names Envoy sends on most requests, shared rather
+// than allocated per message when strings are copied.
+var commonNames = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{
+		":authority", ":method", ":path", ":scheme", ":status", "accept", "accept-encoding",
+		"authorization", "content-length", "content-type", "date", "host", "user-agent",
+		"x-forwarded-for", "x-forwarded-proto", "x-request-id", "x-envoy-expected-rq-timeout-ms",
+		"x-envoy-upstream-service-time", "traceparent", "tracestate", "mcp-protocol-version",
+		"mcp-method", "mcp-name", "mcp-session-id", "server", "cache-control", "connection",
+	} {
+		m[n] = n
+	}
+	return m
+}()
+
+func (f field) isVarint() bool { return f.typ == protowire.VarintType }
+func (f field) isBytes() bool  { return f.typ == protowire.BytesType }
+
+// enum is an enum or int32 field as proto.Unmarshal stores it.
+func (f field) enum() int32 { return int32(f.v) }
+
+// ProcessingRequest: the headers and body messages, with protocol_config
+// and observability_mode.
+func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
+	var seen uint32
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
+			return false
+		}
+		seen |= 1 << f.num
+		b = rest
+		switch {
+		case f.num == 2 && f.isBytes() && m.Request == nil:
+			h := &extprocv3.HttpHeaders{}
+			if !d.decodeHttpHeaders(f.buf, h) {
+				return false
+			}
+			m.Request = &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: h}
+		case f.num == 3 && f.isBytes() && m.Request == nil:
+			h := &extprocv3.HttpHeaders{}
+			if !d.decodeHttpHeaders(f.buf, h) {
+				return false
+			}
+			m.Request = &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: h}
+		case f.num == 4 && f.isBytes() && m.Request == nil:
+			h := &extprocv3.HttpBody{}
+			if !d.decodeHttpBody(f.buf, h) {
+				return false
+			}
+			m.Request = &extprocv3.ProcessingRequest_RequestBody{RequestBody: h}
+		case f.num == 5 && f.isBytes() && m.Request == nil:
+			h := &extprocv3.HttpBody{}
+			if !d.decodeHttpBody(f.buf, h) {
+				return false
+			}
+			m.Request = &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: h}
+		case f.num == 10 && f.isVarint():
+			m.ObservabilityMode = f.v != 0
+		case f.num == 11 && f.isBytes():
+			pc := &extprocv3.ProtocolConfiguration{}
+			if !d.decodeProtocolConfig(f.buf, pc) {
+				return false
+			}
+			m.ProtocolConfig = pc
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d decoder) decodeProtocolConfig(b []byte, m *extprocv3.ProtocolConfiguration) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || !f.isVarint() {
+			return false
+		}
+		b = rest
+		switch f.num {
+		case 1:
+			m.RequestBodyMode = extprocfilterv3.ProcessingMode_BodySendMode(f.enum())
+		case 2:
+			m.ResponseBodyMode = extprocfilterv3.ProcessingMode_BodySendMode(f.enum())
+		case 3:
+			m.SendBodyWithoutWaitingForHeaderResponse = f.v != 0
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
+	var seen uint32
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
+			return false
+		}
+		seen |= 1 << f.num
+		b = rest
+		switch {
+		case f.num == 1 && f.isBytes():
+			hm := &corev3.HeaderMap{}
+			if !d.decodeHeaderMap(f.buf, hm) {
+				return false
+			}
+			m.Headers = hm
+		case f.num == 3 && f.isVarint():
+			m.EndOfStream = f.v != 0
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decodeHeaderMap allocates the map's HeaderValues together.
+func (d decoder) decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
+	n := 0
+	for rest := b; len(rest) > 0; n++ {
+		f, r, ok := next(rest)
+		if !ok || f.num != 1 || !f.isBytes() {
+			return false
+		}
+		rest = r
+	}
+	if n == 0 {
+		return true
+	}
+	vals := make([]corev3.HeaderValue, n)
+	m.Headers = make([]*corev3.HeaderValue, n)
+	for i := range n {
+		f, rest, _ := next(b)
+		b = rest
+		if !d.decodeHeaderValue(f.buf, &vals[i]) {
+			return false
+		}
+		m.Headers[i] = &vals[i]
+	}
+	return true
+}
+
+func (d decoder) decodeHeaderValue(b []byte, m *corev3.HeaderValue) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || !f.isBytes() {
+			return false
+		}
+		b = rest
+		switch f.num {
+		case 1:
+			if m.Key, ok = d.str(f); !ok {
+				return false
+			}
+		case 2:
+			if m.Value, ok = d.str(f); !ok {
+				return false
+			}
+		case 3:
+			m.RawValue = d.bytes(f)
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d decoder) decodeHttpBody(b []byte, m *extprocv3.HttpBody) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok {
+			return false
+		}
+		b = rest
+		switch {
+		case f.num == 1 && f.isBytes():
+			m.Body = d.bytes(f)
+		case f.num == 2 && f.isVarint():
+			m.EndOfStream = f.v != 0
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ProcessingResponse: the headers and body replies with their
+// CommonResponse, and dynamic_metadata.
+func (d decoder) decodeResponse(b []byte, m *extprocv3.ProcessingResponse) bool {
+	var seen uint32
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num > 31 || seen&(1<<f.num) != 0 || !f.isBytes() {
+			return false
+		}
+		seen |= 1 << f.num
+		b = rest
+		switch {
+		case f.num >= 1 && f.num <= 4 && m.Response == nil:
+			cr, ok := d.decodeWrappedCommon(f.buf)
+			if !ok {
+				return false
+			}
+			switch f.num {
+			case 1:
+				m.Response = &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{Response: cr}}
+			case 2:
+				m.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
+			case 3:
+				m.Response = &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{Response: cr}}
+			case 4:
+				m.Response = &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: cr}}
+			}
+		case f.num == 8:
+			st := &structpb.Struct{}
+			if !d.decodeStruct(f.buf, st, 0) {
+				return false
+			}
+			m.DynamicMetadata = st
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decodeWrappedCommon decodes a HeadersResponse or BodyResponse, whose
+// only field is response (1), a CommonResponse (nil when absent).
+func (d decoder) decodeWrappedCommon(b []byte) (*extprocv3.CommonResponse, bool) {
+	var cr *extprocv3.CommonResponse
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num != 1 || !f.isBytes() || cr != nil {
+			return nil, false
+		}
+		b = rest
+		cr = &extprocv3.CommonResponse{}
+		if !d.decodeCommon(f.buf, cr) {
+			return nil, false
+		}
+	}
+	return cr, true
+}
+
+func (d decoder) decodeCommon(b []byte, m *extprocv3.CommonResponse) bool {
+	var seen uint32
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
+			return false
+		}
+		seen |= 1 << f.num
+		b = rest
+		switch {
+		case f.num == 1 && f.isVarint():
+			m.Status = extprocv3.CommonResponse_ResponseStatus(f.enum())
+		case f.num == 2 && f.isBytes():
+			hm := &extprocv3.HeaderMutation{}
+			if !d.decodeHeaderMutation(f.buf, hm) {
+				return false
+			}
+			m.HeaderMutation = hm
+		case f.num == 3 && f.isBytes():
+			bm := &extprocv3.BodyMutation{}
+			if !d.decodeBodyMutation(f.buf, bm) {
+				return false
+			}
+			m.BodyMutation = bm
+		case f.num == 5 && f.isVarint():
+			m.ClearRouteCache = f.v != 0
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// setHeader is one set_headers element, allocated with the others.
+type setHeader struct {
+	o corev3.HeaderValueOption
+	v corev3.HeaderValue
+}
+
+func (d decoder) decodeHeaderMutation(b []byte, m *extprocv3.HeaderMutation) bool {
+	nset, nrm := 0, 0
+	for rest := b; len(rest) > 0; {
+		f, r, ok := next(rest)
+		if !ok || !f.isBytes() {
+			return false
+		}
+		switch f.num {
+		case 1:
+			nset++
+		case 2:
+			nrm++
+		default:
+			return false
+		}
+		rest = r
+	}
+	var sets []setHeader
+	if nset > 0 {
+		sets = make([]setHeader, nset)
+		m.SetHeaders = make([]*corev3.HeaderValueOption, 0, nset)
+	}
+	if nrm > 0 {
+		m.RemoveHeaders = make([]string, 0, nrm)
+	}
+	for len(b) > 0 {
+		f, rest, _ := next(b)
+		b = rest
+		if f.num == 2 {
+			s, ok := d.str(f)
+			if !ok {
+				return false
+			}
+			m.RemoveHeaders = append(m.RemoveHeaders, s)
+			continue
+		}
+		sh := &sets[len(m.SetHeaders)]
+		if !d.decodeHeaderValueOption(f.buf, sh) {
+			return false
+		}
+		m.SetHeaders = append(m.SetHeaders, &sh.o)
+	}
+	return true
+}
+
+func (d decoder) decodeHeaderValueOption(b []byte, sh *setHeader) bool {
+	var seen uint32
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
+			return false
+		}
+		seen |= 1 << f.num
+		b = rest
+		switch {
+		case f.num == 1 && f.isBytes():
+			if !d.decodeHeaderValue(f.buf, &sh.v) {
+				return false
+			}
+			sh.o.Header = &sh.v
+		case f.num == 3 && f.isVarint():
+			sh.o.AppendAction = corev3.HeaderValueOption_HeaderAppendAction(f.enum())
+		case f.num == 4 && f.isVarint():
+			sh.o.KeepEmptyValue = f.v != 0
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d decoder) decodeBodyMutation(b []byte, m *extprocv3.BodyMutation) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || m.Mutation != nil {
+			return false
+		}
+		b = rest
+		switch {
+		case f.num == 1 && f.isBytes():
+			m.Mutation = &extprocv3.BodyMutation_Body{Body: d.oneofBytes(f)}
+		case f.num == 2 && f.isVarint():
+			m.Mutation = &extprocv3.BodyMutation_ClearBody{ClearBody: f.v != 0}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decodeStruct decodes a google.protobuf.Struct: map entries of a string
+// key and a Value. A repeated key keeps the last value, as in
+// proto.Unmarshal; an entry without a value has an empty Value.
+func (d decoder) decodeStruct(b []byte, m *structpb.Struct, depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	n := 0
+	for rest := b; len(rest) > 0; n++ {
+		f, r, ok := next(rest)
+		if !ok || f.num != 1 || !f.isBytes() {
+			return false
+		}
+		rest = r
+	}
+	if n == 0 {
+		return true
+	}
+	m.Fields = make(map[string]*structpb.Value, n)
+	vals := make([]structpb.Value, n)
+	for i := range n {
+		f, rest, _ := next(b)
+		b = rest
+		key, haveValue := "", false
+		for e := f.buf; len(e) > 0; {
+			ef, r, ok := next(e)
+			if !ok || !ef.isBytes() {
+				return false
+			}
+			e = r
+			switch {
+			case ef.num == 1:
+				if key, ok = d.str(ef); !ok {
+					return false
+				}
+			case ef.num == 2 && !haveValue:
+				haveValue = true
+				if !d.decodeValue(ef.buf, &vals[i], depth+1) {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+		m.Fields[key] = &vals[i]
+	}
+	return true
+}
+
+func (d decoder) decodeValue(b []byte, m *structpb.Value, depth int) bool {
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || m.Kind != nil {
+			return false
+		}
+		b = rest
+		switch {
+		case f.num == 1 && f.isVarint():
+			m.Kind = &structpb.Value_NullValue{NullValue: structpb.NullValue(f.enum())}
+		case f.num == 2 && f.typ == protowire.Fixed64Type:
+			m.Kind = &structpb.Value_NumberValue{NumberValue: math.Float64frombits(f.v)}
+		case f.num == 3:
+			s, ok := d.str(f)
+			if !ok {
+				return false
+			}
+			m.Kind = &structpb.Value_StringValue{StringValue: s}
+		case f.num == 4 && f.isVarint():
+			m.Kind = &structpb.Value_BoolValue{BoolValue: f.v != 0}
+		case f.num == 5 && f.isBytes():
+			st := &structpb.Struct{}
+			if !d.decodeStruct(f.buf, st, depth+1) {
+				return false
+			}
+			m.Kind = &structpb.Value_StructValue{StructValue: st}
+		case f.num == 6 && f.isBytes():
+			lv := &structpb.ListValue{}
+			if !d.decodeList(f.buf, lv, depth+1) {
+				return false
+			}
+			m.Kind = &structpb.Value_ListValue{ListValue: lv}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (d decoder) decodeList(b []byte, m *structpb.ListValue, depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	n := 0
+	for rest := b; len(rest) > 0; n++ {
+		f, r, ok := next(rest)
+		if !ok || f.num != 1 || !f.isBytes() {
+			return false
+		}
+		rest = r
+	}
+	if n == 0 {
+		return true
+	}
+	vals := make([]structpb.Value, n)
+	m.Values = make([]*structpb.Value, n)
+	for i := range n {
+		f, rest, _ := next(b)
+		b = rest
+		if !d.decodeValue(f.buf, &vals[i], depth+1) {
+			return false
+		}
+		m.Values[i] = &vals[i]
+	}
+	return true
+}
