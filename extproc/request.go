@@ -184,8 +184,10 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.mayNeedApproval(t) && x.mayRouteEarly(name) {
 			x.headerRoute = t
 			p := planFor(key, t)
-			if len(owned) == 0 && x.s.wire.Load() {
-				// The usual case, encoded once per tool (callplan.go).
+			if len(owned) == 0 && x.s.wire.Load() && !x.duplexRoute() {
+				// The usual case, encoded once per tool (callplan.go). On a
+				// route whose responses go FULL_DUPLEX_STREAMED the reply
+				// also carries duplexRequest's mode_override.
 				x.prepared = p.early
 				return sendPrepared
 			}
