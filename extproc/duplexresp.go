@@ -95,7 +95,13 @@ func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.
 // duplexRoute reports whether this request's response body goes
 // FULL_DUPLEX_STREAMED (duplexRequest).
 func (x *exchange) duplexRoute() bool {
-	if x.s.cfg.FederatedStreamTimeout <= 0 || x.snap == nil || x.req.Method != "POST" {
+	if x.snap == nil || x.req.Method != "POST" {
+		return false
+	}
+	// An explicit federatedStreamTimeout asserts the listener allows the
+	// override, as in the release that introduced it; the default needs
+	// the listener to say so (routedeadline.go).
+	if x.s.cfg.FederatedStreamTimeout <= 0 && !x.routeDeadlineOn() {
 		return false
 	}
 	return slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
@@ -214,7 +220,7 @@ func (x *exchange) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extp
 		body = body[maxStreamedBody:]
 	}
 	x.queued = append(x.queued, streamedResponse(body, true))
-	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)})
+	return x.withoutRouteTimeout(responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)}))
 }
 
 // duplexTrailers answers response trailers. They mark the end of the body

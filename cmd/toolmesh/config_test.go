@@ -134,6 +134,7 @@ retryBackoff: 1ms
 retryBackoffMax: 5ms
 messageTimeout: 2h
 federatedStreamTimeout: 48h
+federatedStreamDeadline: never
 maxBodyBytes: -1
 allowedOrigins: [""]
 logLevel: loud
@@ -142,7 +143,7 @@ grpcKeepaliveTime: 10ms
 grpcKeepaliveTimeout: 0s
 drainDelay: 10m
 `)}, wantErr: []string{"portal:", "listen (--listen):", "adminListen (--admin-listen):", "xdsListen (--xds-listen):", "refreshInterval:", "retryBackoff:", "retryBackoffMax:", "messageTimeout:",
-			"federatedStreamTimeout:", "maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
+			"federatedStreamTimeout:", "federatedStreamDeadline:", "maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
 		// Envoy pings every 30s (envoy/*.yaml connection_keepalive); a MinTime
 		// at or above it, or 0 (grpc-go's 5m default), closes its connections.
 		{name: "keepalive min time at the bootstrap interval", args: []string{"--grpc-keepalive-min-time", "30s"},
