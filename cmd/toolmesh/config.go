@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,7 +115,7 @@ type Config struct {
 	// listener allows it) or "off" (only FederatedStreamTimeout, if set,
 	// ends it; otherwise the route timeout resets it, as in earlier
 	// releases).
-	FederatedStreamDeadline string `json:"federatedStreamDeadline,omitempty"`
+	FederatedStreamDeadline deadlineMode `json:"federatedStreamDeadline,omitempty"`
 	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
 	// xDS (default 5s; Envoy's own 200ms default is too short).
 	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
@@ -292,6 +293,24 @@ const (
 )
 
 // defaultConfig is the configuration with no file and no flags.
+// deadlineMode is federatedStreamDeadline's value. YAML 1.1, which the
+// config file is read as, turns an unquoted off into false: that is "off"
+// too, so that the documented spelling works without quotes.
+type deadlineMode string
+
+func (m *deadlineMode) UnmarshalJSON(b []byte) error {
+	if string(b) == "false" {
+		*m = "off"
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("federatedStreamDeadline must be route or off: %s", b)
+	}
+	*m = deadlineMode(s)
+	return nil
+}
+
 func defaultConfig() Config {
 	return Config{
 		Listen:                  "127.0.0.1:8080",

@@ -116,6 +116,13 @@ logFormat: json
 				c.LogLevel = "warn"
 				c.LogFormat = "json"
 			})},
+		// YAML 1.1 reads an unquoted off as false.
+		{name: "deadline off, unquoted", args: []string{"--config", write("off.yaml", "federatedStreamDeadline: off\n")},
+			want: withDefaults(func(c *Config) { c.FederatedStreamDeadline = "off" })},
+		{name: "deadline off, quoted", args: []string{"--config", write("offq.yaml", "federatedStreamDeadline: \"off\"\n")},
+			want: withDefaults(func(c *Config) { c.FederatedStreamDeadline = "off" })},
+		{name: "deadline on", args: []string{"--config", write("on.yaml", "federatedStreamDeadline: on\n")},
+			wantErr: []string{"federatedStreamDeadline must be route or off"}},
 		{name: "unknown field", args: []string{"--config", write("unknown.yaml", "listen: 127.0.0.1:1\nrefreshIntervall: 5s\n")},
 			wantErr: []string{`unknown field "refreshIntervall"`}},
 		{name: "bad duration", args: []string{"--config", write("dur.yaml", "refreshInterval: soon\n")},
