@@ -15,24 +15,30 @@ import (
 )
 
 // TestFederatedStreamDeadlineSDK: a go-sdk server's tool that reports
-// progress and then never answers, behind a gateway with
-// federatedStreamTimeout below the route timeout (ADR 0013). The go-sdk
-// client gets the progress notification and then, instead of a broken
-// stream at the route timeout, a failed tool result; the server's handler
-// sees its request end. Stateless, the stream passes unchanged; with
-// sessions, the gateway calls the server in its shared session with ids of
-// its own, so the stream is remapped on its way.
+// progress and then never answers, behind a gateway with no setting: the
+// route timeout (the Tool Service's requestTimeout, 2s) less a margin is
+// the deadline (ADR 0013). The go-sdk client gets the progress
+// notification and then, instead of a broken stream at the route timeout,
+// a failed tool result; the server's handler sees its request end.
+// Stateless, the stream passes unchanged; with sessions, the gateway calls
+// the server in its shared session with ids of its own, so the stream is
+// remapped on its way. The control: with federatedStreamDeadline off the
+// route timeout breaks the stream, which the client reports as an error.
 func TestFederatedStreamDeadlineSDK(t *testing.T) {
-	for _, stateless := range []bool{true, false} {
-		name := "stateless server, stream passed unchanged"
-		if !stateless {
-			name = "server with sessions, ids remapped"
-		}
-		t.Run(name, func(t *testing.T) { stalledSDKCall(t, stateless) })
+	for _, tc := range []struct {
+		name      string
+		stateless bool
+		off       bool
+	}{
+		{name: "stateless server, stream passed unchanged", stateless: true},
+		{name: "server with sessions, ids remapped", stateless: false},
+		{name: "switched off: the route timeout breaks the stream", stateless: true, off: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { stalledSDKCall(t, tc.stateless, tc.off) })
 	}
 }
 
-func stalledSDKCall(t *testing.T, stateless bool) {
+func stalledSDKCall(t *testing.T, stateless, off bool) {
 	// The tool waits until the test ends: whether go-sdk cancels a tool's
 	// context when its HTTP request goes away is not what is tested here.
 	stop := make(chan struct{})
@@ -71,9 +77,9 @@ func stalledSDKCall(t *testing.T, stateless bool) {
 	t.Cleanup(func() { close(stop) })
 
 	dir := t.TempDir()
-	// The route timeout is a minute: the call must end long before it.
+	// The route timeout: the call must end just before it.
 	listing := map[string]any{"routes": []any{map[string]any{"key": "fed", "toolServices": []any{
-		map[string]any{"name": "staller", "protocol": "mcp", "url": up.URL, "cluster": map[string]any{"requestTimeout": "60s"}},
+		map[string]any{"name": "staller", "protocol": "mcp", "url": up.URL, "cluster": map[string]any{"requestTimeout": "2s"}},
 	}}}}
 	b, _ := json.Marshal(listing)
 	portal := filepath.Join(dir, "portal.json")
@@ -81,7 +87,11 @@ func stalledSDKCall(t *testing.T, stateless bool) {
 	if err := os.WriteFile(portal, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, []byte("federatedStreamTimeout: 1s\n"), 0o600); err != nil {
+	conf := "" // no setting: the default deadline
+	if off {
+		conf = "federatedStreamDeadline: off\n"
+	}
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	gw := startGateway(t, portal, "--config", cfg)
@@ -102,6 +112,12 @@ func stalledSDKCall(t *testing.T, stateless bool) {
 	params := &sdk.CallToolParams{Name: "stall", Arguments: map[string]any{}}
 	params.SetProgressToken("p-stall")
 	res, err := cs.CallTool(ctx, params)
+	if off {
+		if err == nil {
+			t.Fatalf("stall: result %+v, want a transport error (the route timeout's reset)", res)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatalf("stall: %v (want a failed tool result, not a transport error)", err)
 	}

@@ -585,6 +585,11 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // path-normalization replies of checkDownstream also go through the HCM
 // local_reply_config (localreply.go).
 //
+// ext_proc grpc_service.initial_metadata goes as request metadata on every
+// ext_proc stream: Envoy's gRPC client adds it to the stream's headers
+// (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize,
+// metadata_parser_ built from initial_metadata; extproc.go open).
+//
 // ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
 // read in a release with allowed_override_modes, status_on_error and
 // graceful gRPC close, not in the v1.40.0 tag itself [verify]). Every
@@ -656,6 +661,11 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     cluster_not_found, empty body. [verify]
 //   - direct_response: a local reply (details direct_response) with the
 //     route's response_headers_to_add.
+//   - response_headers_to_add (route, virtual host, route configuration) on
+//     an upstream response: added before the encoder filters run
+//     (Filter::onUpstreamHeaders: route_entry_->finalizeResponseHeaders,
+//     then callbacks_->encodeHeaders), so ext_proc's response_headers
+//     message carries them (exchange.go encode).
 //   - No healthy endpoint: 503, flag UH, body "no healthy upstream".
 //   - Circuit breaker overflow (max_requests, max_pending_requests,
 //     max_retries when a retry is wanted): 503, flag UO.

@@ -89,6 +89,14 @@ func newStack(t *testing.T, services map[string]string, tlsOpts *xds.DownstreamT
 // returned listener is TLS when opts.DownstreamTLS is set.
 func serveThroughDataPlane(t *testing.T, env *testEnv, route registry.Route, opts xds.Options) *httptest.Server {
 	t.Helper()
+	return serveThroughDataPlaneEdited(t, env, route, opts, nil)
+}
+
+// serveThroughDataPlaneEdited is serveThroughDataPlane with the translated
+// resources changed by edit before the data plane gets them (nil: as
+// translated).
+func serveThroughDataPlaneEdited(t *testing.T, env *testEnv, route registry.Route, opts xds.Options, edit func(*xds.Resources)) *httptest.Server {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +109,9 @@ func serveThroughDataPlane(t *testing.T, env *testEnv, route registry.Route, opt
 	res, err := xds.Translate([]registry.Route{route}, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(res)
 	}
 	dp, err := dataplane.New(dataplane.Options{ExtProcTarget: lis.Addr().String()})
 	if err != nil {

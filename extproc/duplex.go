@@ -12,9 +12,10 @@ import (
 
 // A federated server's event stream that answers a tools/call and passes
 // unchanged would pass without ext_proc (passThroughOverride); past the
-// route timeout Envoy could then only reset it. With a
-// federatedStreamTimeout the response-headers reply switches the body to
-// FULL_DUPLEX_STREAMED instead: every chunk comes here and goes back as a
+// route timeout Envoy could then only reset it. With a deadline (the route
+// timeout less a margin, or federatedStreamTimeout: routedeadline.go) the
+// body is FULL_DUPLEX_STREAMED instead (from the request-headers reply,
+// duplexresp.go, or else the response-headers reply): every chunk comes here and goes back as a
 // StreamedBodyResponse, and when the deadline passes before the server's
 // response to the request, the stream is ended from here with that response
 // as an isError "timeout" result and end_of_stream. Envoy then completes the

@@ -23,7 +23,8 @@ const progressEvent = `{"jsonrpc":"2.0","method":"notifications/progress","param
 // stallingServer is a 2026-07-28 MCP server whose tool "slow" answers with
 // an event stream: one progress event, then either its response
 // (arguments {"mode":"finish"}) or nothing until the request goes away
-// ({"mode":"hang"}), which it reports on closed.
+// ({"mode":"hang"}), which it reports on closed; {"mode":"spoof"} hangs
+// too, after sending registry.RouteTimeoutHeader itself.
 func stallingServer(t *testing.T) (*httptest.Server, chan struct{}) {
 	closed := make(chan struct{}, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -37,6 +38,10 @@ func stallingServer(t *testing.T) (*httptest.Server, chan struct{}) {
 		}
 		_ = json.NewDecoder(r.Body).Decode(&m)
 		w.Header().Set("Content-Type", "text/event-stream")
+		if m.Params.Arguments.Mode == "spoof" {
+			// A server claiming a route timeout of 10 minutes, then hanging.
+			w.Header().Set(registry.RouteTimeoutHeader, "600000")
+		}
 		_, _ = io.WriteString(w, "event: message\ndata: "+progressEvent+"\n\n")
 		w.(http.Flusher).Flush()
 		if m.Params.Arguments.Mode == "finish" {
@@ -54,6 +59,13 @@ func stallingServer(t *testing.T) (*httptest.Server, chan struct{}) {
 // the local data plane; requestTimeout is the route timeout.
 func duplexStack(t *testing.T, url string, requestTimeout time.Duration, cfg Config) (*httptest.Server, *testEnv) {
 	t.Helper()
+	return duplexStackWith(t, url, requestTimeout, cfg, xds.Options{}, nil)
+}
+
+// duplexStackWith is duplexStack with xDS options and an edit of the
+// translated resources (serveThroughDataPlaneEdited).
+func duplexStackWith(t *testing.T, url string, requestTimeout time.Duration, cfg Config, opts xds.Options, edit func(*xds.Resources)) (*httptest.Server, *testEnv) {
+	t.Helper()
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{{
 		Name: "fed", URL: url + "/mcp", Protocol: registry.ProtocolMCP,
 		Cluster: &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)},
@@ -63,7 +75,7 @@ func duplexStack(t *testing.T, url string, requestTimeout time.Duration, cfg Con
 		MCP:   &registry.MCPManifest{ProtocolVersion: mcp.Version20260728},
 	}})
 	env := newTestEnv(t, cfg, testRoutes{"/mcp/core": {key: "core", snap: snap}})
-	front := serveThroughDataPlane(t, env, route, xds.Options{})
+	front := serveThroughDataPlaneEdited(t, env, route, opts, edit)
 	return front, env
 }
 
@@ -89,8 +101,9 @@ func sseEvents(body io.Reader) (events []string, err error) {
 // with the progress event, then an isError "timeout" result carrying the
 // request id, then a clean end of stream, before the route timeout; the
 // upstream request is closed. A stream that finishes is unchanged. Without
-// federatedStreamTimeout the stall lasts until the route timeout, which can
-// only reset the stream (the control case).
+// federatedStreamTimeout and with federatedStreamDeadline off the stall
+// lasts until the route timeout, which can only reset the stream (the
+// control case).
 func TestFederatedStreamDeadline(t *testing.T) {
 	up, closed := stallingServer(t)
 	tests := []struct {
@@ -109,12 +122,14 @@ func TestFederatedStreamDeadline(t *testing.T) {
 			wantLast: "tool slow failed: timeout", wantIsError: true, wantUpClosed: true, wantOutcome: callTimeout},
 		{name: "a stream that finishes is unchanged", mode: "finish",
 			timeout: time.Minute, requestTimeout: time.Minute, wantLast: `"text":"done"`, wantOutcome: callOK},
-		{name: "without the setting the route timeout resets the stream", mode: "hang",
+		{name: "switched off, without the setting, the route timeout resets the stream", mode: "hang",
 			requestTimeout: 500 * time.Millisecond, wantReset: true, wantUpClosed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			front, env := duplexStack(t, up.URL, tt.requestTimeout, Config{FederatedStreamTimeout: tt.timeout})
+			// No timeout: federatedStreamDeadline off, the behaviour of
+			// earlier releases (TestRouteStreamDeadline has the default).
+			front, env := duplexStack(t, up.URL, tt.requestTimeout, Config{FederatedStreamTimeout: tt.timeout, FederatedStreamDeadlineOff: tt.timeout == 0})
 			body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"mode":"` + tt.mode + `"},` + meta2026 + `}}`
 			req, err := http.NewRequestWithContext(t.Context(), "POST", front.URL+"/mcp/core", strings.NewReader(body))
 			if err != nil {

@@ -10,8 +10,9 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// With a federatedStreamTimeout, a route that has federated MCP servers
-// gets its response bodies in FULL_DUPLEX_STREAMED from the start: the
+// With the route deadline (routedeadline.go: by default, where the listener
+// allows it) or a federatedStreamTimeout, a route that has federated MCP
+// servers gets its response bodies in FULL_DUPLEX_STREAMED from the start: the
 // request-headers reply carries the mode_override, so no body chunk can
 // reach Envoy in another mode while a response-headers reply is on its way
 // (the race of docs/decisions/0013-federated-stream-deadline.md, point 6),
@@ -77,8 +78,8 @@ type duplexResponse struct {
 }
 
 // duplexRequest adds the mode_override to a request-headers reply on a
-// route whose federated streams this server must be able to end (with a
-// federatedStreamTimeout set): any federated MCP server's stream may need
+// route whose federated streams this server must be able to end (the route
+// deadline or a federatedStreamTimeout, duplexRoute): any federated MCP server's stream may need
 // translating (a client of the other era), its ids remapping (the shared
 // legacy session) or its result filtering, and in the 2025-11-25 era the
 // method is in the body, so every POST of the route gets it.
@@ -95,7 +96,13 @@ func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.
 // duplexRoute reports whether this request's response body goes
 // FULL_DUPLEX_STREAMED (duplexRequest).
 func (x *exchange) duplexRoute() bool {
-	if x.s.cfg.FederatedStreamTimeout <= 0 || x.snap == nil || x.req.Method != "POST" {
+	if x.snap == nil || x.req.Method != "POST" {
+		return false
+	}
+	// An explicit federatedStreamTimeout asserts the listener allows the
+	// override, as in the release that introduced it; the default needs
+	// the listener to say so (routedeadline.go).
+	if x.s.cfg.FederatedStreamTimeout <= 0 && !x.routeDeadlineOn() {
 		return false
 	}
 	return slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
@@ -214,7 +221,7 @@ func (x *exchange) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extp
 		body = body[maxStreamedBody:]
 	}
 	x.queued = append(x.queued, streamedResponse(body, true))
-	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)})
+	return x.withoutRouteTimeout(responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)}))
 }
 
 // duplexTrailers answers response trailers. They mark the end of the body

@@ -130,6 +130,13 @@ const testResponseLimit = 100 << 10
 // requestTimeout is the MCP servers' route timeout.
 func mixedStack(t *testing.T, legacyURL, nativeURL string, requestTimeout time.Duration, cfg Config) (*httptest.Server, *testEnv) {
 	t.Helper()
+	return mixedStackWith(t, legacyURL, nativeURL, requestTimeout, cfg, nil)
+}
+
+// mixedStackWith is mixedStack with an edit of the translated resources
+// (serveThroughDataPlaneEdited).
+func mixedStackWith(t *testing.T, legacyURL, nativeURL string, requestTimeout time.Duration, cfg Config, edit func(*xds.Resources)) (*httptest.Server, *testEnv) {
+	t.Helper()
 	cl := &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)}
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{
 		{Name: "old", URL: legacyURL + "/mcp", Protocol: registry.ProtocolMCP, Cluster: cl},
@@ -146,7 +153,7 @@ func mixedStack(t *testing.T, legacyURL, nativeURL string, requestTimeout time.D
 	})
 	cfg.MaxResponseBytes = testResponseLimit
 	env := newTestEnv(t, cfg, testRoutes{"/mcp/core": {key: "core", snap: snap}})
-	return serveThroughDataPlane(t, env, route, xds.Options{}), env
+	return serveThroughDataPlaneEdited(t, env, route, xds.Options{}, edit), env
 }
 
 // clientCall is a tools/call of tool with arguments args and progress token
@@ -208,8 +215,9 @@ defaults: [hide]
 // progress event as the client gets it (its progress token), then the
 // isError "timeout" result for the client's id in the client's era (through
 // the route's result filters), then a clean end; the server's request is
-// closed and the call counts as timeout. Without the setting the route
-// timeout resets the same stream (the control case).
+// closed and the call counts as timeout. Without the setting, and with
+// federatedStreamDeadline off, the route timeout resets the same stream
+// (the control case).
 func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 	srv := newSessionServer(t)
 	nat := nativeService(t)
@@ -228,12 +236,12 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 			timeout: 300 * time.Millisecond, requestTimeout: time.Minute, wantText: "tool slow failed: timeout"},
 		{name: "result filters on the route", era: mcp.EraLegacy, filtered: true,
 			timeout: 300 * time.Millisecond, requestTimeout: time.Minute, wantText: "tool slow failed: [redacted]"},
-		{name: "without the setting the route timeout resets", era: mcp.EraLegacy,
+		{name: "switched off, without the setting, the route timeout resets", era: mcp.EraLegacy,
 			requestTimeout: 500 * time.Millisecond, wantReset: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{FederatedStreamTimeout: tt.timeout}
+			cfg := Config{FederatedStreamTimeout: tt.timeout, FederatedStreamDeadlineOff: tt.timeout == 0}
 			if tt.filtered {
 				cfg.Filters = redactFilters(t)
 			}
@@ -341,7 +349,9 @@ func TestDuplexResponsesUnchanged(t *testing.T) {
 		body        string
 	}
 	run := func(timeout time.Duration) ([]answer, []int64) {
-		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, Filters: redactFilters(t)})
+		// Without the setting: federatedStreamDeadline off too, so that
+		// the responses are BUFFERED as in earlier releases.
+		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, FederatedStreamDeadlineOff: timeout == 0, Filters: redactFilters(t)})
 		var out []answer
 		var lengths []int64
 		for _, c := range calls {

@@ -113,6 +113,13 @@ type exchange struct {
 	duplexResp bool
 	dx         *duplexResponse
 	queued     []*extprocv3.ProcessingResponse
+
+	// listener is the level the stream's listener declares; routeTimeout
+	// is the federated server's route timeout from the response headers,
+	// routeTimeoutSeen whether they carried that header (routedeadline.go).
+	listener         int
+	routeTimeout     time.Duration
+	routeTimeoutSeen bool
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
@@ -121,12 +128,14 @@ var sendPrepared = &extprocv3.ProcessingResponse{}
 
 func (s *Server) newExchange(ctx context.Context) *exchange {
 	return &exchange{
-		s:       s,
-		ctx:     ctx,
-		start:   time.Now(),
-		req:     mcp.HTTPRequest{ContentLength: -1},
-		outcome: outcomeIncomplete,
-		tr:      exchangeTrace{tracer: s.tracer},
+		s:     s,
+		ctx:   ctx,
+		start: time.Now(),
+		// The listener's level, once per stream (routedeadline.go).
+		listener: listenerLevel(ctx),
+		req:      mcp.HTTPRequest{ContentLength: -1},
+		outcome:  outcomeIncomplete,
+		tr:       exchangeTrace{tracer: s.tracer},
 	}
 }
 
@@ -205,10 +214,14 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		x.noteRouteTimeout(r.ResponseHeaders) // routedeadline.go
 		if x.duplexResp {
-			return x.duplexHeaders(r.ResponseHeaders) // duplexresp.go
+			if resp := x.duplexHeaders(r.ResponseHeaders); resp != nil { // duplexresp.go
+				return x.withoutRouteTimeout(resp)
+			}
+			return nil
 		}
-		return x.responseHeadersPhase(r.ResponseHeaders)
+		return x.withoutRouteTimeout(x.responseHeadersPhase(r.ResponseHeaders))
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		if x.duplexResp {
 			return x.duplexBody(r.ResponseBody)

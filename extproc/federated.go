@@ -390,21 +390,21 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		// need translating or the result filtering; otherwise the body
 		// passes without ext_proc.
 		resp.ModeOverride = passThroughOverride()
-		t := x.s.cfg.FederatedStreamTimeout
-		deadline := t > 0 && f.method == "tools/call" && x.call != nil
+		at := x.streamDeadline() // routedeadline.go
+		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = &sseTranslator{fn: x.fedStreamMessage}
 			resp.ModeOverride = streamOverride()
 			if deadline && x.duplexResp {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
-				f.duplex = &duplexStream{deadline: x.start.Add(t)}
+				f.duplex = &duplexStream{deadline: at}
 			}
 		} else if deadline {
 			// A stream this server can end before the route timeout
 			// (duplex.go). Without duplexResp the override comes now,
 			// which only a stream that passes unchanged may take (ADR 0013).
-			f.duplex = &duplexStream{deadline: x.start.Add(t)}
+			f.duplex = &duplexStream{deadline: at}
 			resp.ModeOverride = duplexOverride()
 		}
 		return resp

@@ -91,12 +91,18 @@ type Config struct {
 	// ext_proc message_timeout.
 	UpstreamCallTimeout time.Duration
 	// FederatedStreamTimeout, when positive, bounds a federated server's
-	// event stream that answers a tools/call and passes unchanged: past it
-	// (from the start of the request) without the server's response, the
-	// stream ends with an isError "timeout" result (duplex.go). Keep it
-	// below the route timeout of those servers. Zero: Envoy's route
-	// timeout ends such a stream, by a reset.
+	// event stream that answers a tools/call: past it (from the start of
+	// the request) without the server's response, the stream ends with an
+	// isError "timeout" result (duplex.go). By default such a stream is
+	// ended that way shortly before its route timeout anyway
+	// (routedeadline.go); this setting matters when it is sooner, or with
+	// FederatedStreamDeadlineOff, or with a listener that does not declare
+	// its level.
 	FederatedStreamTimeout time.Duration
+	// FederatedStreamDeadlineOff switches off the default deadline of such
+	// streams, the route timeout less a margin (routedeadline.go): then only
+	// FederatedStreamTimeout, if set, ends them, as in earlier releases.
+	FederatedStreamDeadlineOff bool
 	// Auth authenticates each request's caller (extproc/authn) in the
 	// request-headers phase and answers the protected-resource metadata;
 	// nil: every route is open.

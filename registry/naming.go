@@ -46,6 +46,24 @@ const (
 	LocalReplyTimeout     = "timeout"
 	LocalReplyUnavailable = "unavailable"
 
+	// RouteTimeoutHeader carries a federated MCP server's route timeout in
+	// milliseconds ("0": none) on every response of its Tool Service route:
+	// the route adds it (response_headers_to_add, OVERWRITE_IF_EXISTS_OR_ADD,
+	// so the server's own copy is replaced) before the encoder filters, and
+	// the extproc server reads it to end a stalled event stream before that
+	// timeout, then removes it (docs/decisions/0013-federated-stream-deadline.md).
+	RouteTimeoutHeader = "x-toolmesh-route-timeout-ms"
+
+	// ListenerLevelMetadata is the gRPC initial metadata entry on the ext_proc
+	// grpc_service: the feature level of the listener Envoy runs, an integer
+	// that only grows. A stream without it comes from an older listener.
+	// Level 1: allowed_override_modes has the FULL_DUPLEX_STREAMED entry and
+	// federated MCP servers' routes carry RouteTimeoutHeader, so the extproc
+	// server may set that mode from the request headers by default (ADR 0013).
+	ListenerLevelMetadata = "x-toolmesh-listener"
+	// ListenerLevel is the level this release's listener declares.
+	ListenerLevel = 1
+
 	// ExtProcFilterName is the HTTP filter name of ext_proc in the listener.
 	ExtProcFilterName = "envoy.filters.http.ext_proc"
 	// ExtProcCluster is the static bootstrap cluster that reaches the extproc server.

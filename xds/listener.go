@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"strconv"
 	"time"
 
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
@@ -227,6 +228,14 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
 				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: registry.ExtProcCluster},
 			},
+			// Tells the extproc server, on every stream, what this listener
+			// allows (registry.ListenerLevelMetadata): Envoy's gRPC client
+			// sends grpc_service.initial_metadata as request headers of each
+			// stream (source/common/grpc/async_client_impl.cc
+			// AsyncStreamImpl::initialize, metadata_parser_).
+			InitialMetadata: []*corev3.HeaderValue{{
+				Key: registry.ListenerLevelMetadata, Value: strconv.Itoa(registry.ListenerLevel),
+			}},
 		},
 		FailureModeAllow:     false,
 		MessageTimeout:       durationpb.New(opts.MessageTimeout),

@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"strconv"
+	"time"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,6 +23,8 @@ import (
 //     the same reply that rewrites :path and clears the route cache. Per
 //     route: timeout = cluster.requestTimeout, Host rewritten to the Tool
 //     Service's authority, the routing header removed before forwarding.
+//     A federated MCP server's route also adds registry.RouteTimeoutHeader
+//     to its responses (routeTimeoutHeader).
 //  2. any path with header x-toolmesh-cluster present but naming no route
 //     of 1 → 503 (pendingBody). The registry of an extproc server and the
 //     xDS server do not swap in lockstep: a Tool Service added to the
@@ -137,7 +142,7 @@ func toolServiceRoute(u upstream) *routev3.Route {
 			action.RetryPolicy.PerTryTimeout = durationpb.New(s.perTryTimeout)
 		}
 	}
-	return &routev3.Route{
+	rt := &routev3.Route{
 		Name: u.cluster,
 		Match: &routev3.RouteMatch{
 			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
@@ -148,6 +153,31 @@ func toolServiceRoute(u upstream) *routev3.Route {
 		},
 		Action:                 &routev3.Route_Route{Route: action},
 		RequestHeadersToRemove: []string{registry.ClusterHeader},
+	}
+	if u.mcp {
+		rt.ResponseHeadersToAdd = []*corev3.HeaderValueOption{routeTimeoutHeader(s.requestTimeout)}
+	}
+	return rt
+}
+
+// routeTimeoutHeader tells the extproc server this route's timeout, with
+// SRE overrides applied, so that it can end a federated server's stalled
+// event stream with a result before Envoy resets it
+// (docs/decisions/0013-federated-stream-deadline.md). Envoy's router adds
+// route response_headers_to_add to the upstream's headers before it hands
+// them to the encoder filters, ext_proc included
+// (source/common/router/router.cc Filter::onUpstreamHeaders:
+// route_entry_->finalizeResponseHeaders, then callbacks_->encodeHeaders),
+// and to a local reply through the filter chain
+// (source/common/http/filter_manager.cc prepareLocalReplyViaFilterChain).
+// OVERWRITE_IF_EXISTS_OR_ADD replaces a copy the server sent itself, so
+// the value is the route's. Only federated servers' routes carry it: only
+// their streams need it, and native routes keep their responses unchanged.
+// The extproc server removes it from every response it sees it on.
+func routeTimeoutHeader(timeout time.Duration) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: registry.RouteTimeoutHeader, Value: strconv.FormatInt(timeout.Milliseconds(), 10)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 	}
 }
 

@@ -105,6 +105,7 @@ type upstream struct {
 	port      uint32
 	ip        bool   // host is an IP literal: EDS instead of a DNS cluster
 	authority string // host[:port] as the Tool Service expects in Host
+	mcp       bool   // a federated MCP server (registry.ProtocolMCP)
 	settings  settings
 }
 
@@ -316,6 +317,7 @@ func newUpstream(s registry.ToolService, opts Options) (upstream, error) {
 		host:     host,
 		port:     port,
 		ip:       isIP(host),
+		mcp:      s.Protocol == registry.ProtocolMCP,
 		settings: resolveSettings(s.Cluster, opts, opts.Overrides.defaults(), svc),
 	}
 	origin := func(field string) string { return fieldOrigin(field, s, opts.Overrides) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,12 +105,17 @@ type Config struct {
 	// count as tool="(other)" (default 100, at most 10000).
 	ToolLabelsPerRoute int `json:"toolLabelsPerRoute,omitempty"`
 	// FederatedStreamTimeout bounds a federated MCP server's event stream
-	// answering a tools/call that passes unchanged: past it without the
-	// server's response, the gateway ends the stream with an isError
-	// "timeout" result (ADR 0013). Keep it below those servers' route
-	// timeout (requestTimeout). Unset: the route timeout ends such a
-	// stream, by a reset.
+	// answering a tools/call: past it without the server's response, the
+	// gateway ends the stream with an isError "timeout" result (ADR 0013).
+	// By default the route timeout less a margin does so already; this
+	// bound matters when it is shorter, or with federatedStreamDeadline off.
 	FederatedStreamTimeout registry.Duration `json:"federatedStreamTimeout,omitempty"`
+	// FederatedStreamDeadline is "route" (the default: such a stream ends
+	// with that result shortly before its route timeout, where Envoy's
+	// listener allows it) or "off" (only FederatedStreamTimeout, if set,
+	// ends it; otherwise the route timeout resets it, as in earlier
+	// releases).
+	FederatedStreamDeadline deadlineMode `json:"federatedStreamDeadline,omitempty"`
 	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
 	// xDS (default 5s; Envoy's own 200ms default is too short).
 	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
@@ -287,27 +293,46 @@ const (
 )
 
 // defaultConfig is the configuration with no file and no flags.
+// deadlineMode is federatedStreamDeadline's value. YAML 1.1, which the
+// config file is read as, turns an unquoted off into false: that is "off"
+// too, so that the documented spelling works without quotes.
+type deadlineMode string
+
+func (m *deadlineMode) UnmarshalJSON(b []byte) error {
+	if string(b) == "false" {
+		*m = "off"
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("federatedStreamDeadline must be route or off: %s", b)
+	}
+	*m = deadlineMode(s)
+	return nil
+}
+
 func defaultConfig() Config {
 	return Config{
-		Listen:               "127.0.0.1:8080",
-		ExtProcListen:        "127.0.0.1:9002",
-		XDSListen:            "127.0.0.1:18000",
-		AdminListen:          "127.0.0.1:9090",
-		EnvoyListen:          "0.0.0.0:10000",
-		NodeID:               "toolmesh-local",
-		RefreshInterval:      registry.Duration(refresher.DefaultInterval),
-		FetchTimeout:         registry.Duration(refresher.DefaultFetchTimeout),
-		RetryBackoff:         registry.Duration(refresher.DefaultRetryBackoff),
-		MaxBodyBytes:         1 << 20,
-		MaxResponseBytes:     4 << 20,
-		ToolLabelsPerRoute:   extproc.DefaultToolLabels,
-		MessageTimeout:       registry.Duration(5 * time.Second),
-		ServerName:           "toolmesh",
-		GRPCKeepaliveMinTime: registry.Duration(defaultKeepaliveMinTime),
-		GRPCKeepaliveTime:    registry.Duration(time.Minute),
-		GRPCKeepaliveTimeout: registry.Duration(20 * time.Second),
-		DrainDelay:           registry.Duration(5 * time.Second),
-		LogLevel:             "info",
+		Listen:                  "127.0.0.1:8080",
+		ExtProcListen:           "127.0.0.1:9002",
+		XDSListen:               "127.0.0.1:18000",
+		AdminListen:             "127.0.0.1:9090",
+		EnvoyListen:             "0.0.0.0:10000",
+		NodeID:                  "toolmesh-local",
+		RefreshInterval:         registry.Duration(refresher.DefaultInterval),
+		FetchTimeout:            registry.Duration(refresher.DefaultFetchTimeout),
+		RetryBackoff:            registry.Duration(refresher.DefaultRetryBackoff),
+		MaxBodyBytes:            1 << 20,
+		MaxResponseBytes:        4 << 20,
+		ToolLabelsPerRoute:      extproc.DefaultToolLabels,
+		MessageTimeout:          registry.Duration(5 * time.Second),
+		FederatedStreamDeadline: "route",
+		ServerName:              "toolmesh",
+		GRPCKeepaliveMinTime:    registry.Duration(defaultKeepaliveMinTime),
+		GRPCKeepaliveTime:       registry.Duration(time.Minute),
+		GRPCKeepaliveTimeout:    registry.Duration(20 * time.Second),
+		DrainDelay:              registry.Duration(5 * time.Second),
+		LogLevel:                "info",
 
 		NotificationsKeepAlive:           registry.Duration(notify.DefaultKeepAlive),
 		NotificationsMaxStreams:          notify.DefaultMaxStreams,
@@ -542,6 +567,9 @@ func (c *Config) Validate() error {
 	}
 	if d := c.FederatedStreamTimeout.D(); d < 0 || d > maxFederatedStreamTimeout {
 		bad("federatedStreamTimeout", "%s is not between 0 and %s", d, maxFederatedStreamTimeout)
+	}
+	if v := c.FederatedStreamDeadline; v != "route" && v != "off" {
+		bad("federatedStreamDeadline", "%q is neither route nor off", v)
 	}
 	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
 		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)

@@ -156,6 +156,10 @@ func sameDefault(v reflect.Value, doc, alt string) string {
 		if doc != x {
 			return strconv.Quote(x)
 		}
+	case deadlineMode:
+		if doc != string(x) {
+			return strconv.Quote(string(x))
+		}
 	case int64:
 		if n, err := strconv.ParseInt(doc, 10, 64); err != nil || n != x {
 			return strconv.FormatInt(x, 10)

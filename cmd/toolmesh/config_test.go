@@ -116,6 +116,13 @@ logFormat: json
 				c.LogLevel = "warn"
 				c.LogFormat = "json"
 			})},
+		// YAML 1.1 reads an unquoted off as false.
+		{name: "deadline off, unquoted", args: []string{"--config", write("off.yaml", "federatedStreamDeadline: off\n")},
+			want: withDefaults(func(c *Config) { c.FederatedStreamDeadline = "off" })},
+		{name: "deadline off, quoted", args: []string{"--config", write("offq.yaml", "federatedStreamDeadline: \"off\"\n")},
+			want: withDefaults(func(c *Config) { c.FederatedStreamDeadline = "off" })},
+		{name: "deadline on", args: []string{"--config", write("on.yaml", "federatedStreamDeadline: on\n")},
+			wantErr: []string{"federatedStreamDeadline must be route or off"}},
 		{name: "unknown field", args: []string{"--config", write("unknown.yaml", "listen: 127.0.0.1:1\nrefreshIntervall: 5s\n")},
 			wantErr: []string{`unknown field "refreshIntervall"`}},
 		{name: "bad duration", args: []string{"--config", write("dur.yaml", "refreshInterval: soon\n")},
@@ -134,6 +141,7 @@ retryBackoff: 1ms
 retryBackoffMax: 5ms
 messageTimeout: 2h
 federatedStreamTimeout: 48h
+federatedStreamDeadline: never
 maxBodyBytes: -1
 allowedOrigins: [""]
 logLevel: loud
@@ -142,7 +150,7 @@ grpcKeepaliveTime: 10ms
 grpcKeepaliveTimeout: 0s
 drainDelay: 10m
 `)}, wantErr: []string{"portal:", "listen (--listen):", "adminListen (--admin-listen):", "xdsListen (--xds-listen):", "refreshInterval:", "retryBackoff:", "retryBackoffMax:", "messageTimeout:",
-			"federatedStreamTimeout:", "maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
+			"federatedStreamTimeout:", "federatedStreamDeadline:", "maxBodyBytes:", "allowedOrigins[0]:", "logLevel:", "logFormat:", "grpcKeepaliveTime:", "grpcKeepaliveTimeout:", "drainDelay:"}},
 		// Envoy pings every 30s (envoy/*.yaml connection_keepalive); a MinTime
 		// at or above it, or 0 (grpc-go's 5m default), closes its connections.
 		{name: "keepalive min time at the bootstrap interval", args: []string{"--grpc-keepalive-min-time", "30s"},

@@ -55,13 +55,14 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			// listChanged is declared only where streams are served.
 			ListChanged: a.notify != nil,
 		},
-		MaxResponseBytes:       a.cfg.MaxResponseBytes,
-		FederatedStreamTimeout: a.cfg.FederatedStreamTimeout.D(),
-		TracerProvider:         a.tracer,
-		ToolLabels:             a.cfg.ToolLabelsPerRoute,
-		Filters:                chains,
-		Upstreams:              upstreams,
-		Auth:                   a.auth,
+		MaxResponseBytes:           a.cfg.MaxResponseBytes,
+		FederatedStreamTimeout:     a.cfg.FederatedStreamTimeout.D(),
+		FederatedStreamDeadlineOff: a.cfg.FederatedStreamDeadline == "off",
+		TracerProvider:             a.tracer,
+		ToolLabels:                 a.cfg.ToolLabelsPerRoute,
+		Filters:                    chains,
+		Upstreams:                  upstreams,
+		Auth:                       a.auth,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)

@@ -1,0 +1,126 @@
+package extproc
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// The route-timeout deadline of federated event streams, on by default
+// (docs/decisions/0013-federated-stream-deadline.md): the extproc server
+// learns each federated server's route timeout, SRE overrides applied, from
+// registry.RouteTimeoutHeader on the response (xds/routes.go adds it), and
+// ends a stalled stream with the request's isError "timeout" result shortly
+// before Envoy's route timeout would reset it.
+//
+// The rollout guard: the request-headers override to FULL_DUPLEX_STREAMED
+// (duplexresp.go) is sent by default only on a stream whose listener
+// declares, in the ext_proc stream's initial metadata, that it allows that
+// override (registry.ListenerLevelMetadata, set by xds/listener.go). An
+// older listener would ignore the override and keep the body BUFFERED while
+// this server held its headers reply (a 504 from the message timeout on
+// JSON answers, a spurious StreamedBodyResponse on streams): without the
+// entry the server behaves as the release before, and the route timeout
+// ends a stalled stream by a reset.
+
+// listenerLevel is the level the ext_proc stream's listener declares, 0 when
+// it declares none (an older listener) or something unreadable.
+func listenerLevel(ctx context.Context) int {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return 0
+	}
+	v := md.Get(registry.ListenerLevelMetadata)
+	if len(v) != 1 {
+		return 0
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// routeDeadlineOn reports whether this stream may take the route-timeout
+// deadline: not switched off, and a listener that allows the override.
+func (x *exchange) routeDeadlineOn() bool {
+	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= registry.ListenerLevel
+}
+
+// noteRouteTimeout reads registry.RouteTimeoutHeader from the response
+// headers. Its value counts only on a federated server's route (x.fed),
+// whose route sets it, replacing any copy the server sent
+// (OVERWRITE_IF_EXISTS_OR_ADD); elsewhere it is only removed.
+func (x *exchange) noteRouteTimeout(h *extprocv3.HttpHeaders) {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() != registry.RouteTimeoutHeader {
+			continue
+		}
+		x.routeTimeoutSeen = true
+		if x.fed == nil {
+			continue
+		}
+		if ms, err := strconv.ParseInt(headerValue(hv), 10, 64); err == nil && ms > 0 {
+			x.routeTimeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+}
+
+// withoutRouteTimeout adds the removal of registry.RouteTimeoutHeader to a
+// response-headers reply when the response carried it: it is for this
+// server, never for the client. A copy: r may be shared.
+func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	hr := r.GetResponseHeaders()
+	if !x.routeTimeoutSeen || hr == nil {
+		return r
+	}
+	out := proto.Clone(r).(*extprocv3.ProcessingResponse)
+	cr := out.GetResponseHeaders().Response
+	if cr == nil {
+		cr = &extprocv3.CommonResponse{}
+		out.GetResponseHeaders().Response = cr
+	}
+	if cr.HeaderMutation == nil {
+		cr.HeaderMutation = &extprocv3.HeaderMutation{}
+	}
+	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, registry.RouteTimeoutHeader)
+	return out
+}
+
+// routeMargin is how long before the route timeout the gateway ends a
+// stream: the final event must cross from this server to Envoy and be
+// written to the client before the router's timer fires. The deadline
+// counts from this exchange's start, the request headers, which is before
+// the router starts its timer (once it has the whole request:
+// source/common/router/router.cc, downstream_request_complete_time_), so
+// the margin only has to cover that one hop and scheduling on a busy node:
+// 1/20 of the timeout, at most 1s (plenty for one gRPC message), at least
+// 50ms; and never more than half a very short timeout.
+func routeMargin(timeout time.Duration) time.Duration {
+	m := min(time.Second, max(50*time.Millisecond, timeout/20))
+	return min(m, timeout/2)
+}
+
+// streamDeadline is when a federated event stream without its response is
+// ended here, zero for never: the route timeout less routeMargin (where
+// the response-headers override of duplexRequest is in force and the
+// deadline is not switched off), or federatedStreamTimeout when that is
+// set and sooner.
+func (x *exchange) streamDeadline() time.Time {
+	var d time.Time
+	if t := x.s.cfg.FederatedStreamTimeout; t > 0 {
+		d = x.start.Add(t)
+	}
+	if x.duplexResp && x.routeDeadlineOn() && x.routeTimeout > 0 {
+		if r := x.start.Add(x.routeTimeout - routeMargin(x.routeTimeout)); d.IsZero() || r.Before(d) {
+			d = r
+		}
+	}
+	return d
+}
