@@ -169,7 +169,8 @@ func toolServiceRoute(u upstream) *routev3.Route {
 // (source/common/router/router.cc Filter::onUpstreamHeaders:
 // route_entry_->finalizeResponseHeaders, then callbacks_->encodeHeaders),
 // and to a local reply through the filter chain
-// (source/common/http/filter_manager.cc prepareLocalReplyViaFilterChain).
+// (source/common/http/filter_manager.cc prepareLocalReplyViaFilterChain;
+// [verify]: read in a third-party copy, not in Envoy's own file).
 // OVERWRITE_IF_EXISTS_OR_ADD replaces a copy the server sent itself, so
 // the value is the route's. Only federated servers' routes carry it: only
 // their streams need it, and native routes keep their responses unchanged.
