@@ -250,13 +250,9 @@ func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
 
 // decodeHeaderMap allocates the map's HeaderValues together.
 func (d decoder) decodeHeaderMap(b []byte, m *corev3.HeaderMap) bool {
-	n := 0
-	for rest := b; len(rest) > 0; n++ {
-		f, r, ok := next(rest)
-		if !ok || f.num != 1 || !f.isBytes() {
-			return false
-		}
-		rest = r
+	n, ok := countOnly1(b)
+	if !ok {
+		return false
 	}
 	if n == 0 {
 		return true
@@ -512,13 +508,9 @@ func (d decoder) decodeStruct(b []byte, m *structpb.Struct, depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
-	n := 0
-	for rest := b; len(rest) > 0; n++ {
-		f, r, ok := next(rest)
-		if !ok || f.num != 1 || !f.isBytes() {
-			return false
-		}
-		rest = r
+	n, ok := countOnly1(b)
+	if !ok {
+		return false
 	}
 	if n == 0 {
 		return true
@@ -597,13 +589,9 @@ func (d decoder) decodeList(b []byte, m *structpb.ListValue, depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
-	n := 0
-	for rest := b; len(rest) > 0; n++ {
-		f, r, ok := next(rest)
-		if !ok || f.num != 1 || !f.isBytes() {
-			return false
-		}
-		rest = r
+	n, ok := countOnly1(b)
+	if !ok {
+		return false
 	}
 	if n == 0 {
 		return true
@@ -619,4 +607,19 @@ func (d decoder) decodeList(b []byte, m *structpb.ListValue, depth int) bool {
 		m.Values[i] = &vals[i]
 	}
 	return true
+}
+
+// countOnly1 counts the fields of b, a message whose only field is a
+// repeated message field 1 (HeaderMap, Struct, ListValue): ok is false
+// when b does not parse or holds anything else. The entries are then
+// allocated together.
+func countOnly1(b []byte) (n int, ok bool) {
+	for rest := b; len(rest) > 0; n++ {
+		f, r, ok := next(rest)
+		if !ok || f.num != 1 || !f.isBytes() {
+			return 0, false
+		}
+		rest = r
+	}
+	return n, true
 }
