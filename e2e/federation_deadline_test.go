@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,20 +60,37 @@ func stalledSDKCall(t *testing.T, stateless, off bool) {
 	// handler still ran: the gateway closed the upstream request.
 	released := make(chan struct{}, 4)
 	up := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var once sync.Once
+		release := func() {
+			once.Do(func() {
+				select {
+				case released <- struct{}{}:
+				default:
+				}
+			})
+		}
 		finished := make(chan struct{})
-		defer close(finished)
 		go func() {
 			select {
 			case <-r.Context().Done():
 				select {
 				case <-finished:
 				default:
-					released <- struct{}{}
+					release()
 				}
 			case <-finished:
 			}
 		}()
 		h.ServeHTTP(w, r)
+		// net/http cancels a request's context only after its handler
+		// returns, unless the connection goes away first: a context done
+		// here was ended by the gateway closing the request. A handler
+		// that returns because of that (go-sdk's, with sessions) races
+		// the goroutine above, which may then see it finished.
+		if r.Context().Err() != nil {
+			release()
+		}
+		close(finished)
 	}))
 	t.Cleanup(func() { close(stop) })
 

@@ -75,7 +75,15 @@ func New(opts Options) (*DataPlane, error) {
 	if d.conn == nil && opts.ExtProcTarget != "" {
 		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			d.keepalive.dialOption(d.log.With("grpc", "ext_proc")),
-			grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window))
+			grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+			// Envoy retries an ext_proc stream only under a retry policy,
+			// which toolmesh's grpc_service does not set
+			// (api/envoy/config/core/v3/grpc_service.proto,
+			// GrpcService.retry_policy: "If not specified, no default retry
+			// policy is applied at the client level"). grpc-go's transparent
+			// retry, on by default, would replay a stream Envoy fails, and
+			// buffers every message sent for that.
+			grpc.WithDisableRetry())
 		if err != nil {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}
