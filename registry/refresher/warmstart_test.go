@@ -76,7 +76,7 @@ func warmStartCatalog(n int) (scalegen.Source, *scalegen.Fetcher) {
 // before) restored only the routes loaded within it. A Store that times out
 // within a chunk ends the warm start there.
 func TestWarmStartBoundPerChunk(t *testing.T) {
-	const routes = 4*warmStartChunk + 1 // five chunks
+	const routes = 8*warmStartChunk + 1 // nine chunks
 	src, fetch := warmStartCatalog(routes)
 	store := memstore.New()
 	seed := New(Options{Source: src, Fetcher: fetch, Store: store, FetchTimeout: time.Minute})
@@ -95,12 +95,13 @@ func TestWarmStartBoundPerChunk(t *testing.T) {
 		timeout  time.Duration
 		restored int
 	}{
-		// A chunk: 256 loads, 8 at a time, 12 ms each: about 400 ms; the
-		// five chunks together well over the 1 s fetchTimeout.
-		{"each chunk in time", 12 * time.Millisecond, time.Second, routes},
+		// A chunk: 256 loads, 8 at a time, 12 ms each: about 400 ms, a
+		// fifth of the 2 s fetchTimeout; the nine chunks together over
+		// 3 s (timers never fire early).
+		{"each chunk in time", 12 * time.Millisecond, 2 * time.Second, routes},
 		// The first chunk runs out of time: what it loaded is served,
 		// nothing after it is tried.
-		{"store too slow", 200 * time.Millisecond, time.Second, -1},
+		{"store too slow", 200 * time.Millisecond, 2 * time.Second, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			slow := &slowStore{Store: store, delay: tc.delay}
