@@ -99,11 +99,12 @@ func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extproc
 // counts from this exchange's start, the request headers, which is before
 // the router starts its timer (once it has the whole request:
 // source/common/router/router.cc, downstream_request_complete_time_), so
-// the margin only has to cover that one hop and scheduling on a busy node:
-// 1/20 of the timeout, at most 1s (plenty for one gRPC message), at least
-// 50ms; and never more than half a very short timeout.
+// the margin only has to cover that one hop and scheduling on a busy node
+// (a timer firing late, a GC pause): 1/20 of the timeout, at most 1s
+// (plenty for one gRPC message), at least 250ms; and never more than half
+// a very short timeout.
 func routeMargin(timeout time.Duration) time.Duration {
-	m := min(time.Second, max(50*time.Millisecond, timeout/20))
+	m := min(time.Second, max(250*time.Millisecond, timeout/20))
 	return min(m, timeout/2)
 }
 

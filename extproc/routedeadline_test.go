@@ -270,7 +270,8 @@ func TestStreamDeadline(t *testing.T) {
 	}{
 		{name: "default 15s route", listener: 1, duplex: true, route: 15 * time.Second, want: 15*time.Second - 750*time.Millisecond},
 		{name: "long route: 1s margin", listener: 1, duplex: true, route: time.Minute, want: time.Minute - time.Second},
-		{name: "short route: 50ms margin", listener: 1, duplex: true, route: 500 * time.Millisecond, want: 450 * time.Millisecond},
+		{name: "short route: 250ms margin", listener: 1, duplex: true, route: 2 * time.Second, want: 1750 * time.Millisecond},
+		{name: "shorter route: half", listener: 1, duplex: true, route: 400 * time.Millisecond, want: 200 * time.Millisecond},
 		{name: "tiny route: half", listener: 1, duplex: true, route: 60 * time.Millisecond, want: 30 * time.Millisecond},
 		{name: "no route timeout", listener: 1, duplex: true},
 		{name: "explicit sooner", cfg: Config{FederatedStreamTimeout: time.Second}, listener: 1, duplex: true, route: time.Minute, want: time.Second},
