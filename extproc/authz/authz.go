@@ -109,7 +109,7 @@ func (s *Set) Route(route string) *Route {
 // Route is the compiled policies of one route.
 type Route struct {
 	policies [kinds][]*policy // the policies that apply to each kind
-	// callerPaths are the caller attributes the policies read (see key.go);
+	// callerPaths are the caller attributes the policies read (see Key);
 	// wholeCaller is set when some policy reads the caller in a way no
 	// path describes.
 	callerPaths [][]string
@@ -448,7 +448,7 @@ func (a *activation) Parent() interpreter.Activation { return nil }
 
 var anonymous = NewCaller(nil)
 
-// references is what a checked policy reads.
+// refs is what a checked policy reads.
 type refs struct {
 	vars        map[string]bool
 	callerPaths [][]string

@@ -93,7 +93,6 @@ type Server struct {
 type routeState struct {
 	snap                      *registry.Snapshot
 	tools, prompts, resources uint64
-	hasPrompts, hasResources  bool
 }
 
 // New returns a Server over src.
@@ -152,13 +151,12 @@ func (s *Server) scan() {
 		prev := old[rt.Key]
 		switch {
 		case prev == nil:
-			next[rt.Key] = newRouteState(snap)
+			next[rt.Key] = &routeState{snap: snap}
 		case snap == nil || prev.snap == snap || (prev.snap != nil && prev.snap.Version == snap.Version):
 			next[rt.Key] = prev
 		default:
 			st := *prev
 			st.snap = snap
-			st.hasPrompts, st.hasResources = len(snap.Prompts) > 0, len(snap.Resources)+len(snap.ResourceTemplates) > 0
 			st.tools++ // every version change: the tool list is what the version covers
 			if prev.snap == nil || !sameItems(prev.snap.Prompts, snap.Prompts) {
 				st.prompts++
@@ -174,14 +172,6 @@ func (s *Server) scan() {
 	ch := make(chan struct{})
 	old1 := s.changed.Swap(&ch)
 	close(*old1)
-}
-
-func newRouteState(snap *registry.Snapshot) *routeState {
-	st := &routeState{snap: snap}
-	if snap != nil {
-		st.hasPrompts, st.hasResources = len(snap.Prompts) > 0, len(snap.Resources)+len(snap.ResourceTemplates) > 0
-	}
-	return st
 }
 
 // sameItems reports whether two item lists (sorted by key) are equal.

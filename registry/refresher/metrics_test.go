@@ -1,9 +1,6 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/internal/registrytest"
-	"github.com/toolmesh/toolmesh/registry"
-
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolmesh/toolmesh/internal/registrytest"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // oneRouteSource lists one route, or fails when err is set.

@@ -1,10 +1,10 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/registry"
-
 	"slices"
 	"time"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Lookup finds the route served at path (the request path without its query

@@ -1,10 +1,6 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/internal/parallel"
-	"github.com/toolmesh/toolmesh/registry"
-	"github.com/toolmesh/toolmesh/registry/memstore"
-
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolmesh/toolmesh/internal/parallel"
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/memstore"
 )
 
 // errEmptyListing is the failure of a listing that names no route.

@@ -1,10 +1,6 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/internal/refreshtest"
-	"github.com/toolmesh/toolmesh/internal/registrytest"
-	"github.com/toolmesh/toolmesh/registry"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/refreshtest"
+	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // env is a fake Portal and three fake Tool Services on 127.0.0.1:

@@ -1,12 +1,12 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/internal/parallel"
-	"github.com/toolmesh/toolmesh/registry"
-
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/toolmesh/toolmesh/internal/parallel"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // The refresher's use of the Store. Every call is bounded by FetchTimeout

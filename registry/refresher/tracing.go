@@ -1,8 +1,6 @@
 package refresher
 
 import (
-	"github.com/toolmesh/toolmesh/registry"
-
 	"context"
 
 	"go.opentelemetry.io/otel/codes"
@@ -10,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/toolmesh/toolmesh/internal/tracing"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Spans of a refresh cycle (docs/operators.md, "Tracing"): the cycle is a
