@@ -144,8 +144,6 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*mutationChecke
 	return mc, nil
 }
 
-// normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
-// DEFAULT trailer modes mean SKIP (processing_mode.proto).
 // copyMode copies the six modes of m, which each request changes in its own
 // copy; proto.Clone would walk the message by reflection every time.
 func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
@@ -159,6 +157,8 @@ func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode
 	}
 }
 
+// normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
+// DEFAULT trailer modes mean SKIP (processing_mode.proto).
 func normalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	out := &extprocfilterv3.ProcessingMode{}
 	if m != nil {
