@@ -3,6 +3,7 @@ package envoy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		return nil, err
 	}
 	for _, a := range c.GetRequestAttributes() {
-		if emulatedAttribute(a) {
+		if slices.Contains(emulatedAttributes, a) {
 			f.requestAttrs = append(f.requestAttrs, a)
 		} else {
 			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(emulatedAttributes, ", ")+" are emulated)")
