@@ -3,6 +3,7 @@ package envoy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		return nil, err
 	}
 	for _, a := range c.GetRequestAttributes() {
-		if emulatedAttribute(a) {
+		if slices.Contains(emulatedAttributes, a) {
 			f.requestAttrs = append(f.requestAttrs, a)
 		} else {
 			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(emulatedAttributes, ", ")+" are emulated)")
@@ -144,8 +145,6 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*mutationChecke
 	return mc, nil
 }
 
-// normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
-// DEFAULT trailer modes mean SKIP (processing_mode.proto).
 // copyMode copies the six modes of m, which each request changes in its own
 // copy; proto.Clone would walk the message by reflection every time.
 func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
@@ -159,6 +158,8 @@ func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode
 	}
 }
 
+// normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
+// DEFAULT trailer modes mean SKIP (processing_mode.proto).
 func normalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	out := &extprocfilterv3.ProcessingMode{}
 	if m != nil {

@@ -11,9 +11,10 @@ import (
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
 // received message: its values are kept without copying, so nothing may
-// write to its bytes afterwards. Its error texts are Envoy's own (capitalized, with periods), because they become the
-// local reply's %RESPONSE_CODE_DETAILS%. lim is the header map's own
-// limits (headerLimits); the zero value checks none.
+// write to its bytes afterwards. Its error texts are Envoy's own
+// (capitalized, with periods), because they become the local reply's
+// %RESPONSE_CODE_DETAILS%. lim is the header map's own limits
+// (headerLimits); the zero value checks none.
 func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
 	if err := lim.checkMutationSize(m); err != nil {
 		return err

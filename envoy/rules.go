@@ -907,15 +907,6 @@ const extProcAttrNamespace = "envoy.filters.http.ext_proc"
 
 var emulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}
 
-func emulatedAttribute(expr string) bool {
-	for _, a := range emulatedAttributes {
-		if a == expr {
-			return true
-		}
-	}
-	return false
-}
-
 // addAttributes is Filter::addAttributes for the decoding state.
 func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
 	switch req.GetRequest().(type) {
