@@ -77,9 +77,9 @@ lint: fmt-check vet standalone ## gofmt, go vet, go mod tidy and staticcheck, on
 		(cd $$m && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...); \
 	done
 
-# `make bench` runs every Benchmark* of the main module (BENCH_PKGS: extproc,
-# filters, filters/wasm, mcp, registry, registry/redisstore, registry/search,
-# xds) and of e2e, BENCH_COUNT times each, and writes the raw output to
+# `make bench` runs every Benchmark* of the main module (BENCH_PKGS: every
+# package with one, deploy aside) and of e2e, BENCH_COUNT times each, and
+# writes the raw output to
 # bench/out/{main,e2e}.txt (git-ignored) and benchstat's summary to
 # bench/out/summary.txt. The scale benchmarks run at their small default
 # sizes here (internal/scalegen: 50 and 500 routes); `make bench-scale`

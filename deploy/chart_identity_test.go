@@ -570,18 +570,7 @@ func TestChartWiringChecksCatch(t *testing.T) {
 		}, "config auth present true, but value auth set false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := renderChart(t, tc.files, nil)
-			if errs := record(func(r reporter) { checkChart(r, o, info, version) }); len(errs) > 0 {
-				t.Fatalf("the unbroken rendering fails: %q", errs)
-			}
-			tc.breakIt(t, o)
-			errs := record(func(r reporter) { checkChart(r, o, info, version) })
-			for _, e := range errs {
-				if strings.Contains(e, tc.want) {
-					return
-				}
-			}
-			t.Errorf("no failure mentions %q; got %q", tc.want, errs)
+			requireCaught(t, tc.files, info, version, tc.breakIt, tc.want)
 		})
 	}
 }

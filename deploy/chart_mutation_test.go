@@ -103,20 +103,28 @@ func TestChartChecksCatch(t *testing.T) {
 			if tc.sidecar {
 				files = []string{"ci/sidecar-values.yaml"}
 			}
-			o := renderChart(t, files, nil)
-			if errs := record(func(r reporter) { checkChart(r, o, info, version) }); len(errs) > 0 {
-				t.Fatalf("the unbroken rendering fails: %q", errs)
-			}
-			tc.breakIt(t, o)
-			errs := record(func(r reporter) { checkChart(r, o, info, version) })
-			for _, e := range errs {
-				if strings.Contains(e, tc.want) {
-					return
-				}
-			}
-			t.Errorf("no failure mentions %q; got %q", tc.want, errs)
+			requireCaught(t, files, info, version, tc.breakIt, tc.want)
 		})
 	}
+}
+
+// requireCaught renders the chart with the value files, requires the chart
+// checks to pass on it, breaks it with breakIt and requires one reported
+// failure to contain want.
+func requireCaught(t *testing.T, files []string, info cmdInfo, version string, breakIt func(*testing.T, *objects), want string) {
+	t.Helper()
+	o := renderChart(t, files, nil)
+	if errs := record(func(r reporter) { checkChart(r, o, info, version) }); len(errs) > 0 {
+		t.Fatalf("the unbroken rendering fails: %q", errs)
+	}
+	breakIt(t, o)
+	errs := record(func(r reporter) { checkChart(r, o, info, version) })
+	for _, e := range errs {
+		if strings.Contains(e, want) {
+			return
+		}
+	}
+	t.Errorf("no failure mentions %q; got %q", want, errs)
 }
 
 // container finds a container of a rendered Deployment.

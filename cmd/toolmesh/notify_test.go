@@ -112,13 +112,14 @@ func listenBody(id int, filter string) string {
 		`"notifications":` + filter + `}}`
 }
 
-// xdsResponses is the sum of toolmesh_xds_responses_total on /metrics.
-func xdsResponses(t *testing.T, admin string) float64 {
+// metricSum is the labelled metric name summed over its series, from
+// /metrics.
+func metricSum(t *testing.T, admin, name string) float64 {
 	t.Helper()
 	_, body := httpGet(t, "http://"+admin+"/metrics")
 	sum := 0.0
 	for line := range strings.SplitSeq(body, "\n") {
-		if strings.HasPrefix(line, "toolmesh_xds_responses_total{") {
+		if strings.HasPrefix(line, name+"{") {
 			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			sum += v
 		}
@@ -186,9 +187,9 @@ func TestRunChangeNotifications(t *testing.T) {
 	legacy := openStream(t, ctx, base, "r", "")
 
 	// A config push: a new route changes the xDS resources.
-	before := xdsResponses(t, p.addrs["admin"])
+	before := metricSum(t, p.addrs["admin"], "toolmesh_xds_responses_total")
 	writePortal("r", "s")
-	for xdsResponses(t, p.addrs["admin"]) == before {
+	for metricSum(t, p.addrs["admin"], "toolmesh_xds_responses_total") == before {
 		if ctx.Err() != nil {
 			t.Fatal("no xDS response after the Portal gained a route")
 		}
@@ -296,20 +297,6 @@ func TestRunNotificationsTwoReplicas(t *testing.T) {
 	}
 }
 
-// openListeners is toolmesh_listeners summed over eras, from /metrics.
-func openListeners(t *testing.T, admin string) float64 {
-	t.Helper()
-	_, body := httpGet(t, "http://"+admin+"/metrics")
-	sum := 0.0
-	for line := range strings.SplitSeq(body, "\n") {
-		if strings.HasPrefix(line, "toolmesh_listeners{") {
-			v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			sum += v
-		}
-	}
-	return sum
-}
-
 // TestRunStreamBoundsAndDisconnect: through the data plane, a stream over
 // the per-client bound gets the notifications server's 429 and JSON-RPC
 // error; a client that goes away frees its stream (the data plane cancels
@@ -347,12 +334,12 @@ func TestRunStreamBoundsAndDisconnect(t *testing.T) {
 		t.Fatalf("second stream of the client: %d %s, want 429 with a JSON-RPC error", resp.StatusCode, body)
 	}
 
-	if n := openListeners(t, p.addrs["admin"]); n != 1 {
+	if n := metricSum(t, p.addrs["admin"], "toolmesh_listeners"); n != 1 {
 		t.Fatalf("toolmesh_listeners = %v, want 1", n)
 	}
 	cancel() // the client goes away
 	deadline := time.Now().Add(20 * time.Second)
-	for openListeners(t, p.addrs["admin"]) != 0 {
+	for metricSum(t, p.addrs["admin"], "toolmesh_listeners") != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the stream of a client that went away is still counted")
 		}

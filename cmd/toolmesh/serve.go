@@ -473,8 +473,9 @@ func (a *app) setHealth() {
 	setServing(a.xdsHealth, gRPCServiceADS, ready && a.xdsSynced.Load())
 }
 
-// reloadOnHangup reloads the filters' WebAssembly modules on SIGHUP (they
-// also reload by themselves when their files change).
+// reloadOnHangup reloads, on SIGHUP, the filters' WebAssembly modules (they
+// also reload by themselves when their files change) and the configuration
+// blocks of reloadBlocks.
 func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	for {
 		select {
