@@ -62,6 +62,19 @@ func duplexStack(t *testing.T, url string, requestTimeout time.Duration, cfg Con
 	return duplexStackWith(t, url, requestTimeout, cfg, xds.Options{}, nil)
 }
 
+// waitToolCallCounted waits for toolmesh_tool_calls_total{labels} to
+// reach 1: the ext_proc stream ends, and counts the call, after the HTTP
+// stream.
+func waitToolCallCounted(t *testing.T, env *testEnv, labels map[string]string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); metricValue(t, env.reg, "toolmesh_tool_calls_total", labels) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("toolmesh_tool_calls_total %v not counted", labels)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // duplexStackWith is duplexStack with xDS options and an edit of the
 // translated resources (serveThroughDataPlaneEdited).
 func duplexStackWith(t *testing.T, url string, requestTimeout time.Duration, cfg Config, opts xds.Options, edit func(*xds.Resources)) (*httptest.Server, *testEnv) {
@@ -130,20 +143,7 @@ func TestFederatedStreamDeadline(t *testing.T) {
 			// No timeout: federatedStreamDeadline off, the behaviour of
 			// earlier releases (TestRouteStreamDeadline has the default).
 			front, env := duplexStack(t, up.URL, tt.requestTimeout, Config{FederatedStreamTimeout: tt.timeout, FederatedStreamDeadlineOff: tt.timeout == 0})
-			body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"mode":"` + tt.mode + `"},` + meta2026 + `}}`
-			req, err := http.NewRequestWithContext(t.Context(), "POST", front.URL+"/mcp/core", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("MCP-Protocol-Version", mcp.Version20260728)
-			req.Header.Set("Mcp-Method", "tools/call")
-			req.Header.Set("Mcp-Name", "slow")
-			resp, err := front.Client().Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := stallingCall(t, front.URL, front.Client(), tt.mode) // routedeadline_test.go
 			defer resp.Body.Close()
 			if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -184,12 +184,7 @@ func TestFederatedStreamDeadline(t *testing.T) {
 				// The ext_proc stream ends after the HTTP stream; wait for
 				// its count.
 				labels := map[string]string{"route": "core", "tool": "slow", "outcome": tt.wantOutcome}
-				for deadline := time.Now().Add(10 * time.Second); metricValue(t, env.reg, "toolmesh_tool_calls_total", labels) != 1; {
-					if time.Now().After(deadline) {
-						t.Fatalf("toolmesh_tool_calls_total %v not counted", labels)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitToolCallCounted(t, env, labels)
 			}
 		})
 	}

@@ -305,12 +305,7 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 			}
 			if !tt.wantReset {
 				labels := map[string]string{"route": "core", "tool": "slow", "outcome": callTimeout}
-				for deadline := time.Now().Add(10 * time.Second); metricValue(t, env.reg, "toolmesh_tool_calls_total", labels) != 1; {
-					if time.Now().After(deadline) {
-						t.Fatalf("toolmesh_tool_calls_total %v not counted", labels)
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitToolCallCounted(t, env, labels)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -70,7 +71,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 	}
 	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}
 	for _, k := range owned {
-		if !containsString(mine, k) {
+		if !slices.Contains(mine, k) {
 			remove = append(remove, k)
 		}
 	}
@@ -96,13 +97,4 @@ func (x *exchange) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Pr
 	}
 	x.status = x.upStatus
 	return resp
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,9 +1,9 @@
 package extproc
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -193,7 +193,7 @@ func capsOf(body []byte) clientCaps {
 }
 
 func isJSONObject(b []byte) bool {
-	b = []byte(strings.TrimSpace(string(b)))
+	b = bytes.TrimSpace(b)
 	return len(b) > 0 && b[0] == '{'
 }
 

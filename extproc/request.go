@@ -107,21 +107,11 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			}
 		}
 	}
-	r.Accept = joinValues(accept)
-	r.AcceptEncoding = joinValues(encodings)
+	// A header sent on several lines is the lines joined with ", " (RFC
+	// 9110 §5.3); strings.Join copies nothing for none or one.
+	r.Accept = strings.Join(accept, ", ")
+	r.AcceptEncoding = strings.Join(encodings, ", ")
 	return owned
-}
-
-// joinValues is the field value of a header sent on several lines (RFC 9110
-// §5.3): the lines joined with ", ".
-func joinValues(vs []string) string {
-	switch len(vs) {
-	case 0:
-		return ""
-	case 1:
-		return vs[0]
-	}
-	return strings.Join(vs, ", ")
 }
 
 // requestHeaders resolves the route, applies the header rules, and either

@@ -25,11 +25,8 @@ func (s *Server) CheckHeaders(r *HTTPRequest) *Reply {
 	if r.Method != "POST" {
 		return &Reply{Status: 405, Headers: []Header{{Key: headerAllow, Value: "POST"}}}
 	}
-	if r.HasOrigin && !s.origins.allowOrigin(r.Origin) {
-		return ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: origin "+strconv.Quote(clip(r.Origin))+" is not allowed", nil)
-	}
-	if len(s.hosts) > 0 && !s.hosts.allowHost(r.Host) {
-		return ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: host "+strconv.Quote(clip(r.Host))+" is not allowed", nil)
+	if bad := s.checkOrigin(r); bad != nil {
+		return bad
 	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return s.tooLarge()
@@ -39,6 +36,18 @@ func (s *Server) CheckHeaders(r *HTTPRequest) *Reply {
 	}
 	if r.HasAccept && !acceptable(r.Accept) {
 		return ErrorReply(406, nil, CodeInvalidRequest, "Not Acceptable: Accept must admit application/json or text/event-stream", nil)
+	}
+	return nil
+}
+
+// checkOrigin applies the Origin and Host allow-lists, for POSTs and GET
+// streams alike.
+func (s *Server) checkOrigin(r *HTTPRequest) *Reply {
+	if r.HasOrigin && !s.origins.allowOrigin(r.Origin) {
+		return ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: origin "+strconv.Quote(clip(r.Origin))+" is not allowed", nil)
+	}
+	if len(s.hosts) > 0 && !s.hosts.allowHost(r.Host) {
+		return ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: host "+strconv.Quote(clip(r.Host))+" is not allowed", nil)
 	}
 	return nil
 }

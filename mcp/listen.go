@@ -1,9 +1,6 @@
 package mcp
 
-import (
-	"strconv"
-	"strings"
-)
+import "strings"
 
 // Change-notification streams (docs/decisions/0012). The gateway answers
 // neither kind itself: a Listen outcome is routed to the notifications
@@ -62,11 +59,8 @@ func (s *Server) CheckStream(r *HTTPRequest, cat Catalog) (*Listen, *Reply) {
 	if !s.cfg.ListChanged || (r.HasProtocolVersion && EraOf(r.ProtocolVersion) == EraStateless) {
 		return nil, &Reply{Status: 405, Headers: []Header{{Key: headerAllow, Value: "POST"}}}
 	}
-	if r.HasOrigin && !s.origins.allowOrigin(r.Origin) {
-		return nil, ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: origin "+strconv.Quote(clip(r.Origin))+" is not allowed", nil)
-	}
-	if len(s.hosts) > 0 && !s.hosts.allowHost(r.Host) {
-		return nil, ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: host "+strconv.Quote(clip(r.Host))+" is not allowed", nil)
+	if bad := s.checkOrigin(r); bad != nil {
+		return nil, bad
 	}
 	if r.HasProtocolVersion && !IsSupportedVersion(r.ProtocolVersion) {
 		return nil, unsupportedVersion(nil, r.ProtocolVersion)
