@@ -123,7 +123,7 @@ func (u UpstreamAuth) Validate() error {
 		if a.Prefix != "" && a.Credential == "" {
 			bad(svc, "prefix", "only used with credential")
 		}
-		if !headerText(a.Prefix) {
+		if !registry.ValidHeaderText(a.Prefix) {
 			bad(svc, "prefix", "must not contain control characters")
 		}
 		seen := map[string]bool{}
@@ -194,7 +194,7 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 		}
 		out[a.header()] = a.Prefix + v
 	case a.ForwardToken:
-		if v := firstHeader(x.headers, "authorization"); v != "" && headerText(v) {
+		if v := firstHeader(x.headers, "authorization"); v != "" && registry.ValidHeaderText(v) {
 			out[a.header()] = v
 		}
 	}
@@ -230,21 +230,10 @@ func (x *exchange) claimHeader(claim string) (string, bool) {
 	default:
 		return "", false
 	}
-	if v == "" || len(v) > MaxClaimHeaderBytes || !headerText(v) {
+	if v == "" || len(v) > MaxClaimHeaderBytes || !registry.ValidHeaderText(v) {
 		return "", false
 	}
 	return v, true
-}
-
-// headerText reports whether s may be an HTTP header value: no control
-// characters (CR, LF and NUL included) but tab.
-func headerText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // noCredentials answers a call whose upstreamAuth credential cannot be

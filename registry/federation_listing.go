@@ -82,7 +82,7 @@ func (s ToolService) checkProtocol() []error {
 		if h.Value != "" {
 			errs = append(errs, fmt.Errorf("headers.%s.value: inline header values are not accepted, the Portal must not carry secrets; name a credential of the toolmesh config file instead", name))
 		}
-		if !validHeaderText(h.Prefix) {
+		if !ValidHeaderText(h.Prefix) {
 			errs = append(errs, fmt.Errorf("headers.%s.prefix: must not contain control characters", name))
 		}
 	}
@@ -113,9 +113,9 @@ func sortedHeaderNames(h map[string]HeaderValue) []string {
 	return names
 }
 
-// validHeaderText reports whether s may be (part of) an HTTP header value:
-// visible ASCII, spaces and tabs only.
-func validHeaderText(s string) bool {
+// ValidHeaderText reports whether s may be (part of) an HTTP header value:
+// no control characters (CR, LF and NUL included) but tab.
+func ValidHeaderText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if (c < ' ' && c != '\t') || c == 0x7f {
@@ -173,7 +173,7 @@ func (c CredentialSource) Read() (string, error) {
 	if v == "" {
 		return "", errors.New("empty value")
 	}
-	if !validHeaderText(v) {
+	if !ValidHeaderText(v) {
 		return "", errors.New("value contains control characters or line breaks")
 	}
 	return v, nil
