@@ -100,6 +100,13 @@ type Config struct {
 	// MaxResponseBytes limits a Tool Service reply; a larger one becomes an
 	// isError result (default 4194304, 4 MiB).
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
+	// GCHeapFloorBytes is the smallest heap goal of the Go garbage
+	// collector (default 67108864, 64 MiB; 0 leaves GOGC alone): while the
+	// live heap is small the collector waits for the heap to reach it
+	// instead of collecting each time the heap doubles. A heap that
+	// doubles past it anyway is collected as GOGC says; GOMEMLIMIT still
+	// bounds it (the floor is at most half of that limit).
+	GCHeapFloorBytes int64 `json:"gcHeapFloorBytes,omitempty"`
 	// ToolLabelsPerRoute is how many distinct tools of each route get their
 	// own tool label in toolmesh_tool_calls_total; calls of further tools
 	// count as tool="(other)" (default 100, at most 10000).
@@ -324,6 +331,7 @@ func defaultConfig() Config {
 		RetryBackoff:            registry.Duration(refresher.DefaultRetryBackoff),
 		MaxBodyBytes:            1 << 20,
 		MaxResponseBytes:        4 << 20,
+		GCHeapFloorBytes:        64 << 20,
 		ToolLabelsPerRoute:      extproc.DefaultToolLabels,
 		MessageTimeout:          registry.Duration(5 * time.Second),
 		FederatedStreamDeadline: "route",
@@ -409,6 +417,7 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	fs.StringSlice("allowed-hosts", nil, "Host values accepted on the MCP endpoint (default: any)")
 	fs.Int64("max-body-bytes", d.MaxBodyBytes, "MCP request body limit in bytes")
 	fs.Int64("max-response-bytes", d.MaxResponseBytes, "Tool Service reply limit in bytes")
+	fs.Int64("gc-heap-floor-bytes", d.GCHeapFloorBytes, "smallest heap goal of the Go garbage collector in bytes (0: GOGC alone)")
 	fs.String("server-name", d.ServerName, "serverInfo name in MCP answers")
 	fs.String("redis", d.Redis, "Redis `URL` for warm-start snapshots (default: in-memory store)")
 	fs.Duration("grpc-keepalive-min-time", d.GRPCKeepaliveMinTime.D(), "shortest PING interval the gRPC servers accept from a client (below Envoy's connection_keepalive interval)")
@@ -494,6 +503,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	dur("drain-delay", &cfg.DrainDelay)
 	num("max-body-bytes", &cfg.MaxBodyBytes)
 	num("max-response-bytes", &cfg.MaxResponseBytes)
+	num("gc-heap-floor-bytes", &cfg.GCHeapFloorBytes)
 	errs = append(errs, applyTracingFlags(fs, cfg))
 	return errors.Join(errs...)
 }
@@ -582,6 +592,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxResponseBytes <= 0 || c.MaxResponseBytes > maxBodyLimit {
 		bad("maxResponseBytes", "%d is not between 1 and %d", c.MaxResponseBytes, maxBodyLimit)
+	}
+	if c.GCHeapFloorBytes < 0 || c.GCHeapFloorBytes > 1<<40 {
+		bad("gcHeapFloorBytes", "%d is not between 0 (GOGC alone) and %d", c.GCHeapFloorBytes, int64(1)<<40)
 	}
 	if d := c.GRPCKeepaliveMinTime.D(); d <= 0 || d >= envoyKeepaliveInterval {
 		// 0 would mean grpc-go's default, 5m, which rejects Envoy's pings.

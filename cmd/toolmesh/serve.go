@@ -30,6 +30,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/memstore"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -142,6 +143,9 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 			cleanups[i]()
 		}
 	}()
+
+	// A small live heap would be collected every hundred or so requests.
+	defer heapfloor.Hold(uint64(cfg.GCHeapFloorBytes))()
 
 	metrics := newMetricsRegistry()
 	src, err := portalSource(base, cfg, m, log, metrics, &cleanups)
