@@ -37,6 +37,10 @@ const (
 	defaultRouteTimeout = 15 * time.Second
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
 	defaultConnectTimeout = 5 * time.Second
+	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's
+	// common_http_protocol_options): "If not specified, this defaults to
+	// 1 hour. To disable idle timeouts explicitly set this to 0."
+	defaultIdleTimeout = time.Hour
 	// circuit_breaker.proto thresholds defaults.
 	defaultMaxConnections = 1024
 	defaultMaxPending     = 1024
