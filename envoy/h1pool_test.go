@@ -16,7 +16,10 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -495,6 +498,46 @@ func TestResetBeforeResponse(t *testing.T) {
 			got := e.do("POST", "/", "body", nil)
 			if got.status != 503 || got.body != tt.wantBody || srv.conns.Load() != tt.wantCalls {
 				t.Fatalf("got %d %q after %d connections, want 503 %q after %d", got.status, got.body, srv.conns.Load(), tt.wantBody, tt.wantCalls)
+			}
+		})
+	}
+}
+
+// TestClusterIdleTimeout: the pool's idle timeout is the cluster's
+// common_http_protocol_options.idle_timeout, 1h when unset, none when 0.
+func TestClusterIdleTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		idle *durationpb.Duration
+		want time.Duration
+	}{
+		{name: "unset", want: time.Hour},
+		{name: "30s", idle: durationpb.New(30 * time.Second), want: 30 * time.Second},
+		{name: "0 disables", idle: durationpb.New(0), want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := staticCluster(t, "toolsvc_a", "127.0.0.1:1")
+			if tt.idle != nil {
+				c.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustAny(t, &upstreamhttpv3.HttpProtocolOptions{
+					CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: tt.idle},
+					UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
+						ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{}}},
+				})}
+			}
+			cl, err := compileCluster(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl.idleTimeout != tt.want {
+				t.Fatalf("idle timeout %v, want %v", cl.idleTimeout, tt.want)
+			}
+			p, ok := newTransport(cl).(*h1Pool)
+			if !ok {
+				t.Fatalf("pool %T, want an h1Pool", newTransport(cl))
+			}
+			if p.timeout != tt.want {
+				t.Fatalf("pool idle timeout %v, want %v", p.timeout, tt.want)
 			}
 		})
 	}
