@@ -98,7 +98,15 @@ type h1Conn struct {
 	bw        *bufio.Writer
 	readLimit int64
 	idleTimer *time.Timer // closes the connection after the idle timeout
-	peek      [1]byte
+	peek      idlePeek
+}
+
+// idlePeek is the state of the idle check of one connection (check, per
+// platform).
+type idlePeek struct {
+	buf  [1]byte
+	idle bool
+	fn   func(fd uintptr) bool
 }
 
 // Read reads from the connection within readLimit, which bounds the
@@ -212,7 +220,7 @@ func drainIdle(ch chan *h1Conn) {
 // which reads them), so an idle TLS connection with data waiting is
 // replaced rather than decrypted.
 func (c *h1Conn) idleUsable() bool {
-	return c.br.Buffered() == 0 && socketIdle(c.raw, c.peek[:])
+	return c.br.Buffered() == 0 && c.peek.check(c.raw)
 }
 
 // RoundTrip sends req on an idle or new connection and reads the response

@@ -246,7 +246,7 @@ func waitIdleClosed(t *testing.T, p *h1Pool, addr string) {
 	}
 	c := <-ch
 	defer func() { ch <- c }()
-	for socketIdle(c.raw, c.peek[:]) {
+	for c.peek.check(c.raw) {
 		select {
 		case <-t.Context().Done():
 			t.Fatal("the upstream's close never reached the idle connection")
