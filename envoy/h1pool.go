@@ -305,16 +305,21 @@ type h1Body struct {
 	body       io.ReadCloser
 	stop       func() bool
 	closeAfter bool
-	done       atomic.Bool
+	done       atomic.Bool // the exchange ended: the connection is released or closed
+	eof        atomic.Bool // ... at the end of the body
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	if b.done.Load() {
+		if b.eof.Load() {
+			return 0, io.EOF
+		}
 		return 0, http.ErrBodyReadAfterClose
 	}
 	n, err := b.body.Read(p)
 	if err != nil && b.done.CompareAndSwap(false, true) {
 		if err == io.EOF {
+			b.eof.Store(true)
 			b.c.release(b.stop, b.closeAfter)
 		} else {
 			b.stop()
