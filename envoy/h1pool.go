@@ -31,7 +31,7 @@ import (
 // HTTP/1.1 connections").
 type h1Pool struct {
 	dial    func(ctx context.Context, addr string) (*h1Conn, error)
-	idle    sync.Map      // host ("addr:port") → chan *h1Conn, the idle connections, at most h1MaxIdle
+	idle    sync.Map      // host ("addr:port") → *idleList, at most h1MaxIdle connections
 	timeout time.Duration // idle timeout; 0: none
 	retired atomic.Bool
 }
@@ -131,58 +131,91 @@ func (c *h1Conn) stopIdleTimer() {
 	}
 }
 
+// idleList is the idle connections to one endpoint, most recently used
+// last. Like Envoy's pool, whose newStreamImpl takes ready_clients_.front()
+// and moves a client that becomes ready to the front of that list
+// (source/common/conn_pool/conn_pool_base.cc, LinkedObject in
+// source/common/common/linked_object.h), the most recently used
+// connection is taken first, so after a burst the extra connections reach
+// their idle timeout. The lock guards a push or a pop, never I/O.
+type idleList struct {
+	mu    sync.Mutex
+	conns []*h1Conn
+}
+
+func (p *h1Pool) list(host string) *idleList {
+	if v, ok := p.idle.Load(host); ok {
+		return v.(*idleList)
+	}
+	v, _ := p.idle.LoadOrStore(host, &idleList{})
+	return v.(*idleList)
+}
+
 // get returns an idle connection to host that is still usable, or nil.
 func (p *h1Pool) get(host string) *h1Conn {
 	v, ok := p.idle.Load(host)
 	if !ok {
 		return nil
 	}
-	ch := v.(chan *h1Conn)
+	l := v.(*idleList)
 	for {
-		select {
-		case c := <-ch:
-			if c.idleTimer != nil && !c.idleTimer.Stop() {
-				continue // the idle timeout fired: the timer closes it
-			}
-			if !c.idleUsable() {
-				c.close()
-				continue
-			}
-			return c
-		default:
+		l.mu.Lock()
+		n := len(l.conns)
+		if n == 0 {
+			l.mu.Unlock()
 			return nil
 		}
+		c := l.conns[n-1]
+		l.conns[n-1] = nil
+		l.conns = l.conns[:n-1]
+		l.mu.Unlock()
+		if c.idleTimer != nil && !c.idleTimer.Stop() {
+			continue // the idle timeout fired: its callback closes c
+		}
+		if !c.idleUsable() {
+			c.close()
+			continue
+		}
+		return c
 	}
 }
 
 // put returns a connection whose exchange ended cleanly to the idle pool,
 // or closes it when the pool is full or retired.
 func (p *h1Pool) put(c *h1Conn) {
-	if p.retired.Load() {
+	l := p.list(c.host)
+	l.mu.Lock()
+	if p.retired.Load() || len(l.conns) >= h1MaxIdle {
+		l.mu.Unlock()
 		c.close()
 		return
 	}
-	v, ok := p.idle.Load(c.host)
-	if !ok {
-		v, _ = p.idle.LoadOrStore(c.host, make(chan *h1Conn, h1MaxIdle))
-	}
-	ch := v.(chan *h1Conn)
 	switch {
 	case p.timeout <= 0:
 	case c.idleTimer == nil:
-		c.idleTimer = time.AfterFunc(p.timeout, c.close)
+		c.idleTimer = time.AfterFunc(p.timeout, c.idleTimeout)
 	default:
 		c.idleTimer.Reset(p.timeout)
 	}
-	select {
-	case ch <- c:
-		if p.retired.Load() { // retired meanwhile: drain what retire missed
-			drainIdle(ch)
+	l.conns = append(l.conns, c)
+	l.mu.Unlock()
+}
+
+// idleTimeout closes an idle connection and takes it out of its list
+// (CodecClient's idle timer).
+func (c *h1Conn) idleTimeout() {
+	l := c.pool.list(c.host)
+	l.mu.Lock()
+	for i, ic := range l.conns {
+		if ic == c {
+			n := copy(l.conns[i:], l.conns[i+1:])
+			l.conns[i+n] = nil
+			l.conns = l.conns[:i+n]
+			break
 		}
-	default:
-		c.stopIdleTimer()
-		c.close()
 	}
+	l.mu.Unlock()
+	c.close()
 }
 
 // retire closes the idle connections and makes every connection still in
@@ -190,21 +223,17 @@ func (p *h1Pool) put(c *h1Conn) {
 func (p *h1Pool) retire() {
 	p.retired.Store(true)
 	p.idle.Range(func(_, v any) bool {
-		drainIdle(v.(chan *h1Conn))
-		return true
-	})
-}
-
-func drainIdle(ch chan *h1Conn) {
-	for {
-		select {
-		case c := <-ch:
+		l := v.(*idleList)
+		l.mu.Lock()
+		conns := l.conns
+		l.conns = nil
+		l.mu.Unlock()
+		for _, c := range conns {
 			c.stopIdleTimer()
 			c.close()
-		default:
-			return
 		}
-	}
+		return true
+	})
 }
 
 // idleUsable reports whether an idle connection can carry a request:

@@ -240,12 +240,17 @@ func waitIdleClosed(t *testing.T, p *h1Pool, addr string) {
 	if !ok {
 		t.Fatal("no idle connection")
 	}
-	ch := v.(chan *h1Conn)
-	if len(ch) != 1 {
-		t.Fatalf("%d idle connections, want 1", len(ch))
+	l := v.(*idleList)
+	l.mu.Lock()
+	n := len(l.conns)
+	var c *h1Conn
+	if n == 1 {
+		c = l.conns[0]
 	}
-	c := <-ch
-	defer func() { ch <- c }()
+	l.mu.Unlock()
+	if c == nil {
+		t.Fatalf("%d idle connections, want 1", n)
+	}
 	for c.peek.check(c.raw) {
 		select {
 		case <-t.Context().Done():
@@ -540,5 +545,37 @@ func TestClusterIdleTimeout(t *testing.T) {
 				t.Fatalf("pool idle timeout %v, want %v", p.timeout, tt.want)
 			}
 		})
+	}
+}
+
+// TestH1PoolMostRecentFirst: the connection released last is the one the
+// next request takes, so connections left over from a burst can idle out.
+func TestH1PoolMostRecentFirst(t *testing.T) {
+	srv := startCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.RemoteAddr)
+	})
+	p := testPool(t, false, time.Hour)
+	var resps [2]*http.Response
+	for i := range resps {
+		resp, err := p.RoundTrip(poolRequest(t, t.Context(), "GET", srv.addr(), "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps[i] = resp // held: the next request needs another connection
+	}
+	var peers [2]string
+	for i, resp := range resps {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		peers[i] = string(b)
+	}
+	if peers[0] == peers[1] {
+		t.Fatalf("both requests on one connection %s", peers[0])
+	}
+	if _, got := roundTrip(t, p, "GET", srv.addr(), "/"); got != peers[1] {
+		t.Errorf("next request on %s, want %s (released last; first was %s)", got, peers[1], peers[0])
 	}
 }

@@ -738,7 +738,10 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     at the socket before reuse finds it (h1Conn.idleUsable). Idle
 //     connections close after the cluster's
 //     common_http_protocol_options.idle_timeout (CodecClient idle timer,
-//     default 1h, 0 none); at most 64 stay idle per endpoint [choice, as
+//     default 1h, 0 none). The most recently used idle connection is taken
+//     first (conn_pool_base.cc newStreamImpl takes ready_clients_.front(),
+//     where a client that becomes ready is moved), so connections left
+//     over from a burst idle out. At most 64 stay idle per endpoint [choice, as
 //     net/http's MaxIdleConnsPerHost was; Envoy keeps every connection the
 //     max_connections circuit breaker allows].
 //   - A connection that closes after the request was written and before any
