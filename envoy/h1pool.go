@@ -113,7 +113,7 @@ type idlePeek struct {
 // response headers.
 func (c *h1Conn) Read(p []byte) (int, error) {
 	if c.readLimit <= 0 {
-		return 0, fmt.Errorf("response headers exceed %d bytes", h1MaxHeaderBytes)
+		return 0, fmt.Errorf("response headers from %s exceed %d bytes", c.host, h1MaxHeaderBytes)
 	}
 	if int64(len(p)) > c.readLimit {
 		p = p[:c.readLimit]
@@ -296,18 +296,16 @@ func (p *h1Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 // 1xx responses as http.Transport did (101 is final).
 func (c *h1Conn) exchange(req *http.Request) (*http.Response, error) {
 	if err := req.Write(c.bw); err != nil {
-		c.bw.Reset(c.nc)
-		return nil, fmt.Errorf("write request: %w", err)
+		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
 	}
 	if err := c.bw.Flush(); err != nil {
-		c.bw.Reset(c.nc)
-		return nil, fmt.Errorf("write request: %w", err)
+		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
 	}
 	c.readLimit = h1MaxHeaderBytes
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
-			return nil, fmt.Errorf("read response: %w", err)
+			return nil, fmt.Errorf("read response from %s: %w", c.host, err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue
