@@ -44,6 +44,7 @@ type cluster struct {
 	tlsConfig      *tls.Config
 	h2             bool
 	connectTimeout time.Duration
+	idleTimeout    time.Duration // common_http_protocol_options.idle_timeout; 0: none
 	limits         clusterLimits
 	rt             *clusterRuntime
 	transport      http.RoundTripper
@@ -72,7 +73,7 @@ type clusterRuntime struct {
 }
 
 func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
-	cl := &cluster{name: c.GetName(), connectTimeout: defaultConnectTimeout, scheme: "http", panicThreshold: defaultPanicThreshold}
+	cl := &cluster{name: c.GetName(), connectTimeout: defaultConnectTimeout, idleTimeout: defaultIdleTimeout, scheme: "http", panicThreshold: defaultPanicThreshold}
 	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
 		// "The specified percent will be truncated to the nearest 1%."
 		cl.panicThreshold = math.Trunc(p.GetValue())
@@ -145,6 +146,9 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 		}
 		if len(hpo.GetHttpFilters()) > 0 {
 			return nil, errors.New("upstream http filters are not emulated")
+		}
+		if d := hpo.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
+			cl.idleTimeout = d.AsDuration()
 		}
 		switch p := hpo.GetUpstreamProtocolOptions().(type) {
 		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_:
@@ -417,8 +421,25 @@ type dialError struct {
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
-// newTransport builds the connection pool of a cluster.
-func newTransport(cl *cluster) *http.Transport {
+// upstreamPool is a cluster's connection pool.
+type upstreamPool interface {
+	http.RoundTripper
+	// retire closes the idle connections of a pool no configuration uses
+	// any more.
+	retire()
+}
+
+// h2Transport is the pool of an HTTP/2 cluster: net/http's Transport.
+type h2Transport struct{ *http.Transport }
+
+func (t h2Transport) retire() { t.CloseIdleConnections() }
+
+// newTransport builds the connection pool of a cluster: h1Pool for
+// HTTP/1.1, net/http's Transport for HTTP/2.
+func newTransport(cl *cluster) upstreamPool {
+	if !cl.h2 {
+		return newH1Pool(cl)
+	}
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dialer.DialContext(ctx, network, addr)
@@ -430,8 +451,8 @@ func newTransport(cl *cluster) *http.Transport {
 	}
 	tr := &http.Transport{
 		DialContext:         dial,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     time.Hour, // HttpProtocolOptions.idle_timeout default
+		MaxIdleConnsPerHost: h1MaxIdle,
+		IdleConnTimeout:     cl.idleTimeout,
 		DisableCompression:  true,
 	}
 	protos := new(http.Protocols)
@@ -452,21 +473,15 @@ func newTransport(cl *cluster) *http.Transport {
 			}
 			return c, nil
 		}
-		if cl.h2 {
-			protos.SetHTTP2(true)
-			tr.ForceAttemptHTTP2 = true
-		} else {
-			protos.SetHTTP1(true)
-		}
-	} else if cl.h2 {
+		protos.SetHTTP2(true)
+		tr.ForceAttemptHTTP2 = true
+	} else {
 		// Cleartext HTTP/2 with prior knowledge, as Envoy does with
 		// http2_protocol_options and no TLS.
 		protos.SetUnencryptedHTTP2(true)
-	} else {
-		protos.SetHTTP1(true)
 	}
 	tr.Protocols = protos
-	return tr
+	return h2Transport{tr}
 }
 
 // transportKey identifies a cluster's connection settings, so an unchanged
@@ -476,7 +491,7 @@ func transportKey(cl *cluster) string {
 	if cl.tlsConfig != nil {
 		t = "tls:" + cl.tlsKey
 	}
-	return fmt.Sprintf("%s|%s|h2=%v|ct=%s", cl.name, t, cl.h2, cl.connectTimeout)
+	return fmt.Sprintf("%s|%s|h2=%v|ct=%s|idle=%s", cl.name, t, cl.h2, cl.connectTimeout, cl.idleTimeout)
 }
 
 func newClusterRuntime(l clusterLimits) *clusterRuntime {

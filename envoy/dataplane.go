@@ -53,7 +53,7 @@ type DataPlane struct {
 	mu         sync.Mutex // serializes Apply and Close; never taken by requests
 	runtimes   map[string]*clusterRuntime
 	limits     map[string]clusterLimits
-	transports map[string]*http.Transport
+	transports map[string]upstreamPool
 	closed     bool
 }
 
@@ -67,7 +67,7 @@ func New(opts Options) (*DataPlane, error) {
 		keepalive:  opts.Keepalive.withDefaults(),
 		runtimes:   map[string]*clusterRuntime{},
 		limits:     map[string]clusterLimits{},
-		transports: map[string]*http.Transport{},
+		transports: map[string]upstreamPool{},
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -133,7 +133,7 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 	}
 	for key, tr := range d.transports {
 		if !keep[key] {
-			tr.CloseIdleConnections()
+			tr.retire()
 			delete(d.transports, key)
 		}
 	}
@@ -170,7 +170,7 @@ func (d *DataPlane) Close() error {
 	}
 	d.closed = true
 	for _, tr := range d.transports {
-		tr.CloseIdleConnections()
+		tr.retire()
 	}
 	if d.ownConn != nil {
 		return d.ownConn.Close()

@@ -37,6 +37,10 @@ const (
 	defaultRouteTimeout = 15 * time.Second
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
 	defaultConnectTimeout = 5 * time.Second
+	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's
+	// common_http_protocol_options): "If not specified, this defaults to
+	// 1 hour. To disable idle timeouts explicitly set this to 0."
+	defaultIdleTimeout = time.Hour
 	// circuit_breaker.proto thresholds defaults.
 	defaultMaxConnections = 1024
 	defaultMaxPending     = 1024
@@ -703,13 +707,58 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // "5xx" retries 5xx responses and every reset/connect failure;
 // "gateway-error" retries 502/503/504 and every reset/connect failure;
 // "reset" retries resets and connect failures; "connect-failure" only
-// connect failures; "reset-before-request" connect failures and resets of a
-// pooled connection before anything was written [inferred from Go's
-// errServerClosedIdle]; "refused-stream" only REFUSED_STREAM resets;
+// connect failures; "reset-before-request" connect failures and resets
+// before the request headers were encoded (wouldRetryFromReset with
+// upstream_request_started: Filter::maybeRetryReset in router.cc reads
+// first_upstream_tx_byte_sent, which UpstreamCodecFilter::decodeHeaders sets
+// once the headers went to the codec) — here an HTTP/2 pooled connection
+// net/http found closed before writing (errServerClosedIdle); an HTTP/1.1
+// request written to a connection that then closes is started (see
+// "Upstream HTTP/1.1 connections"); "refused-stream" only REFUSED_STREAM resets;
 // "retriable-4xx" 409; "retriable-status-codes" the listed codes. A retry is
 // not attempted when the request body was larger than the buffer limit
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
+//
+// Upstream HTTP/1.1 connections (h1pool.go), after Envoy's HTTP/1.1 pool
+// and codec client (source/common/http/http1/conn_pool.cc,
+// source/common/http/codec_client.cc; read on a recent envoyproxy/envoy
+// main, not at the v1.40.0 tag [verify]):
+//   - One request at a time per connection (ActiveClient's concurrent
+//     stream limit of 1). When the response is complete the connection
+//     goes back to the pool, unless the response asked to close
+//     (ConnPoolImpl::onResponseComplete: HeaderUtility::shouldCloseConnection
+//     — Connection: close, HTTP/1.0 without keep-alive — or the upstream
+//     closed, as with a body delimited by the close).
+//   - A stream reset before the response is complete (the downstream went
+//     away, a timeout, a body not read to its end) closes the connection
+//     (ConnPoolImpl::onDownstreamReset: "we just blow it away").
+//   - An idle connection the upstream closes leaves the pool when the event
+//     loop sees the close (CodecClient::onEvent); here a non-blocking peek
+//     at the socket before reuse finds it (h1Conn.idleUsable). Idle
+//     connections close after the cluster's
+//     common_http_protocol_options.idle_timeout (CodecClient idle timer,
+//     default 1h, 0 none). The most recently used idle connection is taken
+//     first (conn_pool_base.cc newStreamImpl takes ready_clients_.front(),
+//     where a client that becomes ready is moved), so connections left
+//     over from a burst idle out. At most 64 stay idle per endpoint [choice, as
+//     net/http's MaxIdleConnsPerHost was; Envoy keeps every connection the
+//     max_connections circuit breaker allows].
+//   - A connection that closes after the request was written and before any
+//     response byte (an upstream closing a keep-alive connection as the
+//     request arrives): CodecClient::onEvent resets the stream with
+//     ConnectionTermination (the connection was connected) and
+//     Filter::onUpstreamReset answers 503, flag UC, "reset reason:
+//     connection termination". Envoy does not resend it by itself; the
+//     route's retry policy decides (wouldRetryFromReset): "reset", "5xx" and
+//     "gateway-error" retry it, "reset-before-request" does not (the
+//     request started), nor does "connect-failure". A malformed response is
+//     reported the same way [choice: Envoy's codec reports a protocol error,
+//     502 UPE; net/http's Transport, used before, gave this answer].
+//   - Interim 1xx responses other than 101 are read and dropped [choice, as
+//     net/http's Transport did; Envoy's router passes them on
+//     (Filter::onUpstream1xxHeaders → encode1xxHeaders), subject to the
+//     connection manager's proxy_100_continue].
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (fullduplex.go). Read in
