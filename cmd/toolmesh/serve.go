@@ -144,8 +144,11 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 		}
 	}()
 
-	// A small live heap would be collected every hundred or so requests.
-	defer heapfloor.Hold(uint64(cfg.GCHeapFloorBytes))()
+	// A small live heap would be collected every hundred or so requests
+	// (ADR 0014). xds is not on the request path and runs in less memory.
+	if m != modeXDS {
+		defer heapfloor.Hold(uint64(cfg.GCHeapFloorBytes))()
+	}
 
 	metrics := newMetricsRegistry()
 	src, err := portalSource(base, cfg, m, log, metrics, &cleanups)
