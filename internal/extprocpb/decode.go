@@ -164,29 +164,33 @@ func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 		b = rest
 		switch {
 		case f.num == 2 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpHeaders{}
-			if !d.decodeHttpHeaders(f.buf, h) {
+			r := &requestHeaders{}
+			if !d.decodeHttpHeaders(f.buf, &r.h, &r.hm) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: h}
+			r.w.RequestHeaders = &r.h
+			m.Request = &r.w
 		case f.num == 3 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpHeaders{}
-			if !d.decodeHttpHeaders(f.buf, h) {
+			r := &responseHeaders{}
+			if !d.decodeHttpHeaders(f.buf, &r.h, &r.hm) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: h}
+			r.w.ResponseHeaders = &r.h
+			m.Request = &r.w
 		case f.num == 4 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpBody{}
-			if !d.decodeHttpBody(f.buf, h) {
+			r := &requestBody{}
+			if !d.decodeHttpBody(f.buf, &r.b) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_RequestBody{RequestBody: h}
+			r.w.RequestBody = &r.b
+			m.Request = &r.w
 		case f.num == 5 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpBody{}
-			if !d.decodeHttpBody(f.buf, h) {
+			r := &responseBody{}
+			if !d.decodeHttpBody(f.buf, &r.b) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: h}
+			r.w.ResponseBody = &r.b
+			m.Request = &r.w
 		case f.num == 10 && f.isVarint():
 			m.ObservabilityMode = f.v != 0
 		case f.num == 11 && f.isBytes():
@@ -223,7 +227,32 @@ func (d decoder) decodeProtocolConfig(b []byte, m *extprocv3.ProtocolConfigurati
 	return true
 }
 
-func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
+// A request message's oneof member, its message and (for headers) the
+// header map are allocated together, in one of these: they are kept, or
+// dropped, together anyway.
+type (
+	requestHeaders struct {
+		w  extprocv3.ProcessingRequest_RequestHeaders
+		h  extprocv3.HttpHeaders
+		hm corev3.HeaderMap
+	}
+	responseHeaders struct {
+		w  extprocv3.ProcessingRequest_ResponseHeaders
+		h  extprocv3.HttpHeaders
+		hm corev3.HeaderMap
+	}
+	requestBody struct {
+		w extprocv3.ProcessingRequest_RequestBody
+		b extprocv3.HttpBody
+	}
+	responseBody struct {
+		w extprocv3.ProcessingRequest_ResponseBody
+		b extprocv3.HttpBody
+	}
+)
+
+// decodeHttpHeaders decodes m; hm is where its headers go when present.
+func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders, hm *corev3.HeaderMap) bool {
 	var seen uint32
 	for len(b) > 0 {
 		f, rest, ok := next(b)
@@ -234,7 +263,6 @@ func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
 		b = rest
 		switch {
 		case f.num == 1 && f.isBytes():
-			hm := &corev3.HeaderMap{}
 			if !d.decodeHeaderMap(f.buf, hm) {
 				return false
 			}
