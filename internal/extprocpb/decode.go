@@ -155,6 +155,12 @@ func (f field) enum() int32 { return int32(f.v) }
 // and observability_mode.
 func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 	var seen uint32
+	// The protocol config is decoded last, into the request headers'
+	// allocation when they came too: Envoy sends it after them, protobuf-go
+	// before (non-oneof fields first).
+	var rh *requestHeaders
+	var pcBuf []byte
+	havePC := false
 	for len(b) > 0 {
 		f, rest, ok := next(b)
 		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
@@ -169,7 +175,7 @@ func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 				return false
 			}
 			r.w.RequestHeaders = &r.h
-			m.Request = &r.w
+			m.Request, rh = &r.w, r
 		case f.num == 3 && f.isBytes() && m.Request == nil:
 			r := &responseHeaders{}
 			if !d.decodeHttpHeaders(f.buf, &r.h, &r.hm) {
@@ -194,14 +200,22 @@ func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 		case f.num == 10 && f.isVarint():
 			m.ObservabilityMode = f.v != 0
 		case f.num == 11 && f.isBytes():
-			pc := &extprocv3.ProtocolConfiguration{}
-			if !d.decodeProtocolConfig(f.buf, pc) {
-				return false
-			}
-			m.ProtocolConfig = pc
+			pcBuf, havePC = f.buf, true
 		default:
 			return false
 		}
+	}
+	if havePC {
+		var pc *extprocv3.ProtocolConfiguration
+		if rh != nil {
+			pc = &rh.pc
+		} else {
+			pc = &extprocv3.ProtocolConfiguration{}
+		}
+		if !d.decodeProtocolConfig(pcBuf, pc) {
+			return false
+		}
+		m.ProtocolConfig = pc
 	}
 	return true
 }
@@ -228,13 +242,15 @@ func (d decoder) decodeProtocolConfig(b []byte, m *extprocv3.ProtocolConfigurati
 }
 
 // A request message's oneof member, its message and (for headers) the
-// header map are allocated together, in one of these: they are kept, or
-// dropped, together anyway.
+// header map and the protocol config are allocated together, in one of
+// these: they are kept, or dropped, together anyway.
 type (
 	requestHeaders struct {
 		w  extprocv3.ProcessingRequest_RequestHeaders
 		h  extprocv3.HttpHeaders
 		hm corev3.HeaderMap
+		// pc: the protocol config comes with the request headers.
+		pc extprocv3.ProtocolConfiguration
 	}
 	responseHeaders struct {
 		w  extprocv3.ProcessingRequest_ResponseHeaders
