@@ -389,10 +389,18 @@ func filterEra(e mcp.Era) string {
 // names, no pseudo-headers, the first value of a repeated header. Built only
 // for calls that run a chain.
 func clientHeaders(hm *corev3.HeaderMap) map[string]string {
-	out := make(map[string]string, len(hm.GetHeaders()))
+	// Sized for the headers kept: counting the pseudo-headers too would
+	// make a typical request's map outgrow its first group.
+	n := 0
+	for _, h := range hm.GetHeaders() {
+		if clientHeader(strings.ToLower(h.GetKey())) {
+			n++
+		}
+	}
+	out := make(map[string]string, n)
 	for _, h := range hm.GetHeaders() {
 		k := strings.ToLower(h.GetKey())
-		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, registry.HeaderPrefix) {
+		if !clientHeader(k) {
 			continue
 		}
 		if _, seen := out[k]; !seen {
@@ -400,6 +408,11 @@ func clientHeaders(hm *corev3.HeaderMap) map[string]string {
 		}
 	}
 	return out
+}
+
+// clientHeader reports whether filters see the header named k (lowercase).
+func clientHeader(k string) bool {
+	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, registry.HeaderPrefix)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -32,11 +32,8 @@ import (
 // listenerLevel is the level the ext_proc stream's listener declares, 0 when
 // it declares none (an older listener) or something unreadable.
 func listenerLevel(ctx context.Context) int {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return 0
-	}
-	v := md.Get(registry.ListenerLevelMetadata)
+	// Only the one key: FromIncomingContext would copy the whole metadata.
+	v := metadata.ValueFromIncomingContext(ctx, registry.ListenerLevelMetadata)
 	if len(v) != 1 {
 		return 0
 	}

@@ -321,9 +321,14 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
+	// One message receives them all: each is decoded (reset first) into
+	// req, handled and answered before the next Recv, and nothing keeps
+	// req itself; what the exchange keeps (the header map, attributes,
+	// bodies) the decoder allocates anew per message. serveDuplex, whose
+	// receiver runs ahead of the handler, receives into fresh ones.
+	req := new(extprocv3.ProcessingRequest)
 	for {
-		req, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(req); err != nil {
 			return x.endStream(err)
 		}
 		if err := x.send(stream, x.next(req)); err != nil {

@@ -47,10 +47,41 @@ func wireOf(b []byte) *wireMessage {
 type wireCodec struct{ extprocpb.Codec }
 
 func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*wireMessage); ok {
+	switch m := v.(type) {
+	case *wireMessage:
 		return m.bufs, nil
+	case *extprocv3.ProcessingResponse:
+		if w := sharedWire(m); w != nil {
+			return w.bufs, nil
+		}
 	}
 	return c.Codec.Marshal(v)
+}
+
+// The shared answers of proto.go, encoded once: most requests send one or
+// two of them, which would otherwise be sized and encoded into a new
+// buffer each time. They never change (proto.go), and gRPC only reads a
+// message's buffers.
+var (
+	removeClusterHeaderWire     = wireOf(mustMarshal(removeClusterHeader))
+	continueResponseHeadersWire = wireOf(mustMarshal(continueResponseHeaders))
+	continueResponseBodyWire    = wireOf(mustMarshal(continueResponseBody))
+	responseTrailersWire        = wireOf(mustMarshal(responseTrailersResponse))
+)
+
+// sharedWire is m encoded when m is one of the shared answers, else nil.
+func sharedWire(m *extprocv3.ProcessingResponse) *wireMessage {
+	switch m {
+	case removeClusterHeader:
+		return removeClusterHeaderWire
+	case continueResponseHeaders:
+		return continueResponseHeadersWire
+	case continueResponseBody:
+		return continueResponseBodyWire
+	case responseTrailersResponse:
+		return responseTrailersWire
+	}
+	return nil
 }
 
 func newWireCodec() wireCodec {

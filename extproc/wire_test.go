@@ -390,3 +390,44 @@ func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
 	}
 	return weak.Make(shared)
 }
+
+// TestSharedAnswersWire: the codec sends each shared answer of proto.go as
+// its encoding made once, byte for byte what the proto codec would send,
+// without encoding it again; any other message still goes through the
+// proto codec.
+func TestSharedAnswersWire(t *testing.T) {
+	c := newWireCodec()
+	for _, m := range []*extprocv3.ProcessingResponse{
+		removeClusterHeader, continueResponseHeaders, continueResponseBody, responseTrailersResponse,
+	} {
+		want, err := c.CodecV2.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Materialize(), want.Materialize()) {
+			t.Errorf("%v: sent %x, want %x", m, got.Materialize(), want.Materialize())
+		}
+		if sharedWire(m) == nil {
+			t.Errorf("%v: not sent pre-encoded", m)
+		}
+		if n := testing.AllocsPerRun(20, func() { _, _ = c.Marshal(m) }); n != 0 {
+			t.Errorf("%v: %v allocations to send, want 0", m, n)
+		}
+	}
+	// An equal message that is not the shared one is encoded as usual.
+	other := responseHeadersResponse(&extprocv3.CommonResponse{})
+	if sharedWire(other) != nil {
+		t.Error("an unshared message was taken for a shared one")
+	}
+	got, err := c.Marshal(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := mustMarshal(other); !bytes.Equal(got.Materialize(), want) {
+		t.Errorf("unshared message: sent %x, want %x", got.Materialize(), want)
+	}
+}

@@ -155,6 +155,12 @@ func (f field) enum() int32 { return int32(f.v) }
 // and observability_mode.
 func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 	var seen uint32
+	// The protocol config is decoded last, into the request headers'
+	// allocation when they came too: Envoy sends it after them, protobuf-go
+	// before (non-oneof fields first).
+	var rh *requestHeaders
+	var pcBuf []byte
+	havePC := false
 	for len(b) > 0 {
 		f, rest, ok := next(b)
 		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
@@ -164,40 +170,52 @@ func (d decoder) decodeRequest(b []byte, m *extprocv3.ProcessingRequest) bool {
 		b = rest
 		switch {
 		case f.num == 2 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpHeaders{}
-			if !d.decodeHttpHeaders(f.buf, h) {
+			r := &requestHeaders{}
+			if !d.decodeHttpHeaders(f.buf, &r.h, &r.hm) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: h}
+			r.w.RequestHeaders = &r.h
+			m.Request, rh = &r.w, r
 		case f.num == 3 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpHeaders{}
-			if !d.decodeHttpHeaders(f.buf, h) {
+			r := &responseHeaders{}
+			if !d.decodeHttpHeaders(f.buf, &r.h, &r.hm) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: h}
+			r.w.ResponseHeaders = &r.h
+			m.Request = &r.w
 		case f.num == 4 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpBody{}
-			if !d.decodeHttpBody(f.buf, h) {
+			r := &requestBody{}
+			if !d.decodeHttpBody(f.buf, &r.b) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_RequestBody{RequestBody: h}
+			r.w.RequestBody = &r.b
+			m.Request = &r.w
 		case f.num == 5 && f.isBytes() && m.Request == nil:
-			h := &extprocv3.HttpBody{}
-			if !d.decodeHttpBody(f.buf, h) {
+			r := &responseBody{}
+			if !d.decodeHttpBody(f.buf, &r.b) {
 				return false
 			}
-			m.Request = &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: h}
+			r.w.ResponseBody = &r.b
+			m.Request = &r.w
 		case f.num == 10 && f.isVarint():
 			m.ObservabilityMode = f.v != 0
 		case f.num == 11 && f.isBytes():
-			pc := &extprocv3.ProtocolConfiguration{}
-			if !d.decodeProtocolConfig(f.buf, pc) {
-				return false
-			}
-			m.ProtocolConfig = pc
+			pcBuf, havePC = f.buf, true
 		default:
 			return false
 		}
+	}
+	if havePC {
+		var pc *extprocv3.ProtocolConfiguration
+		if rh != nil {
+			pc = &rh.pc
+		} else {
+			pc = &extprocv3.ProtocolConfiguration{}
+		}
+		if !d.decodeProtocolConfig(pcBuf, pc) {
+			return false
+		}
+		m.ProtocolConfig = pc
 	}
 	return true
 }
@@ -223,7 +241,34 @@ func (d decoder) decodeProtocolConfig(b []byte, m *extprocv3.ProtocolConfigurati
 	return true
 }
 
-func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
+// A request message's oneof member, its message and (for headers) the
+// header map and the protocol config are allocated together, in one of
+// these: they are kept, or dropped, together anyway.
+type (
+	requestHeaders struct {
+		w  extprocv3.ProcessingRequest_RequestHeaders
+		h  extprocv3.HttpHeaders
+		hm corev3.HeaderMap
+		// pc: the protocol config comes with the request headers.
+		pc extprocv3.ProtocolConfiguration
+	}
+	responseHeaders struct {
+		w  extprocv3.ProcessingRequest_ResponseHeaders
+		h  extprocv3.HttpHeaders
+		hm corev3.HeaderMap
+	}
+	requestBody struct {
+		w extprocv3.ProcessingRequest_RequestBody
+		b extprocv3.HttpBody
+	}
+	responseBody struct {
+		w extprocv3.ProcessingRequest_ResponseBody
+		b extprocv3.HttpBody
+	}
+)
+
+// decodeHttpHeaders decodes m; hm is where its headers go when present.
+func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders, hm *corev3.HeaderMap) bool {
 	var seen uint32
 	for len(b) > 0 {
 		f, rest, ok := next(b)
@@ -234,7 +279,6 @@ func (d decoder) decodeHttpHeaders(b []byte, m *extprocv3.HttpHeaders) bool {
 		b = rest
 		switch {
 		case f.num == 1 && f.isBytes():
-			hm := &corev3.HeaderMap{}
 			if !d.decodeHeaderMap(f.buf, hm) {
 				return false
 			}

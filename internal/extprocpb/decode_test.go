@@ -227,6 +227,12 @@ func TestDecodeEdgeCases(t *testing.T) {
 			}
 			return meta(entry("top", v))
 		}()},
+		// Envoy's field order, the protocol config after the headers, and
+		// protobuf-go's, before; with a body message, and bad.
+		{"headers then protocol config", tag(headersMsg(hv), 11, []byte{0x08, 0x01, 0x18, 0x01}), nil},
+		{"protocol config then headers", append(tag(nil, 11, []byte{0x10, 0x01}), headersMsg(hv)...), nil},
+		{"body then protocol config", tag(tag(nil, 4, []byte{0x0a, 0x01, 'x'}), 11, []byte{0x08, 0x01}), nil},
+		{"headers then bad protocol config", tag(headersMsg(hv), 11, []byte{0x20, 0x01}), nil},
 		{"bad length", nil, []byte{0x42, 0x05, 0x01}},
 		{"group wire type", nil, []byte{0x0b, 0x0c}},
 	}
@@ -301,6 +307,21 @@ func TestDecodeAllocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Envoy writes fields in number order: the protocol config (11) after
+	// the headers (2); protobuf-go writes it first.
+	first := proto.Clone(requests(t)[0].m).(*extprocv3.ProcessingRequest)
+	pc := first.ProtocolConfig
+	first.ProtocolConfig = nil
+	envoyOrder, err := proto.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcb, err := proto.Marshal(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envoyOrder = protowire.AppendBytes(protowire.AppendTag(envoyOrder, 11, protowire.BytesType), pcb)
+	checkRequest(t, envoyOrder)
 	var rq extprocv3.ProcessingRequest
 	var rs extprocv3.ProcessingResponse
 	for _, alias := range []bool{false, true} {
@@ -310,6 +331,17 @@ func TestDecodeAllocations(t *testing.T) {
 			t.Errorf("request, alias %v: %v allocations, proto.Unmarshal %v", alias, fast, slow)
 		}
 		t.Logf("request, alias %v: %v allocations, proto.Unmarshal %v", alias, fast, slow)
+		// Aliased, the headers message costs the oneof member with its
+		// HttpHeaders, HeaderMap and protocol config (one), the entries
+		// and the pointers to them.
+		if alias && fast != 3 {
+			t.Errorf("request headers, aliased: %v allocations, want 3", fast)
+		}
+		if alias {
+			if n := testing.AllocsPerRun(50, func() { _ = UnmarshalRequest(envoyOrder, &rq, alias) }); n != 3 {
+				t.Errorf("request headers in Envoy's field order, aliased: %v allocations, want 3", n)
+			}
+		}
 		fast = testing.AllocsPerRun(50, func() { _ = UnmarshalResponse(resp, &rs, alias) })
 		slow = testing.AllocsPerRun(50, func() { _ = proto.Unmarshal(resp, &rs) })
 		if fast >= slow {
