@@ -448,9 +448,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		}
 		return nil, nil
 	}
-	lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
-	}}, x.reqH)
+	lr := e.send(headersMessage(waitRequestHeaders, eos), x.reqH)
 	if lr != nil {
 		return lr, nil
 	}
@@ -517,15 +515,7 @@ func (e *extProcRun) limits(h *headerMap) headerLimits {
 // answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
 // header map (header mutations apply because headers are still held).
 func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos bool) ([]byte, *localReply, error) {
-	var req *extprocv3.ProcessingRequest
-	if dir == waitRequestBody {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
-	} else {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
-	}
-	if lr := e.send(req, nil); lr != nil || e.complete {
+	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -576,15 +566,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
 func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *localReply, error) {
-	var req *extprocv3.ProcessingRequest
-	if dir == waitRequestBody {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
-	} else {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
-	}
-	if lr := e.send(req, nil); lr != nil || e.complete {
+	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -639,9 +621,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		}
 		return nil, false, nil, nil
 	}
-	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
-	}}, h); lr != nil {
+	if lr := e.send(headersMessage(waitResponseHeaders, eos), h); lr != nil {
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {
@@ -689,12 +669,22 @@ func (x *exchange) setMetadata(ns string, st *structpb.Struct) {
 	}
 	cur, ok := x.meta[ns]
 	if !ok {
-		cur = &structpb.Struct{Fields: map[string]*structpb.Value{}}
-		x.meta[ns] = cur
+		// The received struct itself, never written to: a later merge
+		// into the namespace makes a new one.
+		if x.meta == nil {
+			x.meta = map[string]*structpb.Struct{}
+		}
+		x.meta[ns] = st
+		return
+	}
+	merged := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(cur.GetFields())+len(st.GetFields()))}
+	for k, v := range cur.GetFields() {
+		merged.Fields[k] = v
 	}
 	for k, v := range st.GetFields() {
-		cur.Fields[k] = v
+		merged.Fields[k] = v
 	}
+	x.meta[ns] = merged
 }
 
 // forwardMetadata builds metadata_context from the forwarding namespaces.
@@ -706,6 +696,57 @@ func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
 		}
 	}
 	return md
+}
+
+// headersMessage is a request_headers (dir waitRequestHeaders) or
+// response_headers message without headers, in one allocation rather than
+// three: the message, its oneof wrapper and the HttpHeaders.
+func headersMessage(dir waitState, eos bool) *extprocv3.ProcessingRequest {
+	if dir == waitRequestHeaders {
+		m := &struct {
+			req extprocv3.ProcessingRequest
+			one extprocv3.ProcessingRequest_RequestHeaders
+			h   extprocv3.HttpHeaders
+		}{}
+		m.h.EndOfStream = eos
+		m.one.RequestHeaders = &m.h
+		m.req.Request = &m.one
+		return &m.req
+	}
+	m := &struct {
+		req extprocv3.ProcessingRequest
+		one extprocv3.ProcessingRequest_ResponseHeaders
+		h   extprocv3.HttpHeaders
+	}{}
+	m.h.EndOfStream = eos
+	m.one.ResponseHeaders = &m.h
+	m.req.Request = &m.one
+	return &m.req
+}
+
+// bodyMessage is a request_body (dir waitRequestBody) or response_body
+// message, in one allocation like headersMessage.
+func bodyMessage(dir waitState, body []byte, eos bool) *extprocv3.ProcessingRequest {
+	if dir == waitRequestBody {
+		m := &struct {
+			req extprocv3.ProcessingRequest
+			one extprocv3.ProcessingRequest_RequestBody
+			b   extprocv3.HttpBody
+		}{}
+		m.b.Body, m.b.EndOfStream = body, eos
+		m.one.RequestBody = &m.b
+		m.req.Request = &m.one
+		return &m.req
+	}
+	m := &struct {
+		req extprocv3.ProcessingRequest
+		one extprocv3.ProcessingRequest_ResponseBody
+		b   extprocv3.HttpBody
+	}{}
+	m.b.Body, m.b.EndOfStream = body, eos
+	m.one.ResponseBody = &m.b
+	m.req.Request = &m.one
+	return &m.req
 }
 
 // bytesString is b as a string without copying it. Only for bytes nothing
