@@ -38,7 +38,7 @@ type exchange struct {
 	first      *route // route selected at decodeHeaders
 	req        reqBody
 
-	meta         map[string]*structpb.Struct
+	meta         map[string]*structpb.Struct // nil until a filter sets some
 	flags        responseFlags
 	details      string
 	cluster      string
