@@ -33,7 +33,8 @@ type exchange struct {
 	start time.Time
 
 	reqH       *headerMap
-	route      *route // cached route (Envoy's route cache)
+	reqHBuf    headerMap // where reqH points
+	route      *route    // cached route (Envoy's route cache)
 	routeValid bool
 	first      *route // route selected at decodeHeaders
 	req        reqBody
@@ -44,8 +45,9 @@ type exchange struct {
 	cluster      string
 	upstreamHost string
 
-	filters []*extProcRun
-	started bool // response headers went to the client
+	filters   []*extProcRun
+	filterArr [2]*extProcRun // room for filters in the exchange itself
+	started   bool           // response headers went to the client
 	// held are the buffers large ext_proc messages were decoded in
 	// (extProcCodec); released once the response is written.
 	held heldBuffers
@@ -79,7 +81,7 @@ func (x *exchange) serve() {
 		}
 	}()
 	hcm := x.cfg.hcm
-	x.reqH = requestHeaderMap(x.r)
+	x.reqH = requestHeaderMap(&x.reqHBuf, x.r)
 	if lr := hcm.checkDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return
@@ -143,7 +145,7 @@ func (x *exchange) clearRouteCache() { x.routeValid = false }
 // (HttpFilter.disabled filters need a per-route config that is not a
 // disabled FilterConfig).
 func (x *exchange) activeFilters(rt *route) []*extProcRun {
-	var out []*extProcRun
+	out := x.filterArr[:0]
 	for _, f := range x.cfg.hcm.filters {
 		enabled := !f.disabledByDefault
 		if pf := perFilterFor(rt, f.name); pf != nil {
@@ -180,7 +182,7 @@ func (e *extProcRun) applyPerRoute(rt *route) {
 		more = pf.perRoute
 	}
 	if pr := mergePerRoute(less, more); pr != nil {
-		*e = *newExtProcRun(e.x, e.f, pr)
+		e.init(e.x, e.f, pr)
 	}
 }
 

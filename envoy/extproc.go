@@ -61,6 +61,7 @@ type extProcRun struct {
 	f                *extProcFilter
 	x                *exchange
 	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
+	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
 	receiving        []string
 	forwarding       []string
@@ -96,25 +97,33 @@ const (
 )
 
 func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
-	e := &extProcRun{
+	e := &extProcRun{}
+	e.init(x, f, pr)
+	return e
+}
+
+// init makes e a new filter instance in place, for newExtProcRun and for
+// applyPerRoute, which replaces an instance without a second allocation.
+func (e *extProcRun) init(x *exchange, f *extProcFilter, pr *extProcPerRoute) {
+	*e = extProcRun{
 		f:                f,
 		x:                x,
-		mode:             copyMode(f.mode),
 		failureModeAllow: f.failureModeAllow,
 		receiving:        f.receiving,
 		forwarding:       f.forwarding,
 		md:               f.initialMetadata,
 	}
+	e.setMode(f.mode)
 	if pr != nil {
 		// Filter::mergePerRouteConfig: disabled skips both header phases,
 		// and with no body modes set nothing is ever sent.
 		if pr.disabled {
-			e.mode = &extprocfilterv3.ProcessingMode{
+			e.setMode(&extprocfilterv3.ProcessingMode{
 				RequestHeaderMode:  extprocfilterv3.ProcessingMode_SKIP,
 				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
-			}
+			})
 		} else if pr.mode != nil {
-			e.mode = copyMode(pr.mode)
+			e.setMode(pr.mode)
 		}
 		if pr.hasReceiving {
 			e.receiving = pr.receiving
@@ -133,7 +142,12 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 			e.md = md
 		}
 	}
-	return e
+}
+
+// setMode makes e.mode a copy of m (copyMode) held in e itself.
+func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
+	copyModeInto(&e.modeBuf, m)
+	e.mode = &e.modeBuf
 }
 
 // open opens the gRPC stream if needed (Filter::openStream). A failure to
@@ -215,7 +229,12 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	e.timeoutUsed = false
 	var err error
 	if h != nil {
-		e.hr = headersRequest{req: req, h: h, forward: e.f.forward}
+		e.hr = headersRequest{req: req, h: h}
+		if len(e.f.allowedHeaders) > 0 || len(e.f.disallowedHeaders) > 0 {
+			// Without forward_rules every header goes; the method value
+			// would be an allocation per message.
+			e.hr.forward = e.f.forward
+		}
 		err = e.stream.SendMsg(&e.hr)
 		e.hr = headersRequest{}
 	} else {

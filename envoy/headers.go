@@ -154,14 +154,14 @@ var hopByHop = map[string]bool{
 	"transfer-encoding": true, "upgrade": true,
 }
 
-// requestHeaderMap converts a downstream request to Envoy's view of it:
+// requestHeaderMap converts a downstream request to Envoy's view of it, in m:
 // pseudo headers first, then the regular headers in lower case. Go does not
 // keep the order of distinct header names, so they are sorted.
-func requestHeaderMap(r *http.Request) *headerMap {
+func requestHeaderMap(m *headerMap, r *http.Request) *headerMap {
 	// Room for the pseudo-headers, the ones the connection manager adds
 	// (x-request-id, x-forwarded-*) and a filter's few, so the map is not
 	// copied to grow on every request.
-	m := &headerMap{h: make([]header, 0, len(r.Header)+16)}
+	m.h = make([]header, 0, len(r.Header)+16)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
