@@ -78,6 +78,13 @@ type extProcRun struct {
 	// timer is the message timer, re-armed for every wait of the stream;
 	// nil before the first wait and after one whose timer fired.
 	timer *msgTimer
+	// firstTimer is the stream's first message timer, held here rather
+	// than allocated; a timer that fired is never reused, so a later one
+	// is allocated.
+	firstTimer     msgTimer
+	firstTimerUsed bool
+	// protocolConfig is the first message's protocol_config.
+	protocolConfig extprocv3.ProtocolConfiguration
 	// hr carries each headers message to the codec, which encodes it
 	// within SendMsg; reused rather than allocated per message.
 	hr headersRequest
@@ -217,10 +224,9 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	}
 	if !e.sentFirst {
 		e.sentFirst = true
-		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  e.mode.GetRequestBodyMode(),
-			ResponseBodyMode: e.mode.GetResponseBodyMode(),
-		}
+		e.protocolConfig.RequestBodyMode = e.mode.GetRequestBodyMode()
+		e.protocolConfig.ResponseBodyMode = e.mode.GetResponseBodyMode()
+		req.ProtocolConfig = &e.protocolConfig
 	}
 	if len(e.forwarding) > 0 {
 		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
@@ -357,7 +363,12 @@ func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingRespo
 	d := max(time.Until(deadline), 0)
 	mt := e.timer
 	if mt == nil {
-		mt = &msgTimer{}
+		if !e.firstTimerUsed {
+			e.firstTimerUsed = true
+			mt = &e.firstTimer
+		} else {
+			mt = &msgTimer{}
+		}
 		cancel := e.cancel
 		mt.t = time.AfterFunc(d, func() {
 			if mt.state.CompareAndSwap(msgWaiting, msgTimedOut) {
