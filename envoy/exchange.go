@@ -422,17 +422,29 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 	if !h.has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
 	}
+	flusher, _ := x.w.(http.Flusher)
+	// A body held whole without a content-length went out chunked because
+	// it was flushed before the handler returned (net/http would otherwise
+	// count it and send a content-length, which Envoy does not add). Asking
+	// net/http for chunking instead gives the same bytes without the flush,
+	// in one write with the final chunk rather than two.
+	held, _ := body.(*bytes.Reader)
+	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
+		status != http.StatusNotModified && !h.has("content-length")
+	if chunked {
+		out["Transfer-Encoding"] = []string{"chunked"}
+	}
 	x.w.WriteHeader(status)
 	x.started = true
 	if x.r.Method == http.MethodHead || body == nil {
 		return
 	}
-	flusher, _ := x.w.(http.Flusher)
 	switch b := body.(type) {
 	case *bytes.Reader:
 		// Held whole: out with the headers, in one write (a local reply of
 		// megabytes copied through a 32 KiB buffer was a syscall per piece).
-		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil {
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
 			flusher.Flush()
 		}
 		return
