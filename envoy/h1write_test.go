@@ -8,11 +8,20 @@ import (
 	"testing"
 )
 
+// h1Written is a request as net/http writes it (or its error) and as it
+// is written directly; ok is false when the exchange does not take the
+// direct way.
+type h1Written struct {
+	netHTTP []byte
+	netErr  error
+	direct  []byte
+	ok      bool
+}
+
 // h1WriteBoth writes the request the exchange would send to addr both
 // ways: through upstreamRequest and (*http.Request).Write, and directly
-// (h1Request). direct is false when the exchange does not take the direct
-// way.
-func h1WriteBoth(t *testing.T, x *exchange, addr string) (viaNetHTTP []byte, netErr error, direct []byte, ok bool) {
+// (h1Request).
+func h1WriteBoth(t *testing.T, x *exchange, addr string) h1Written {
 	t.Helper()
 	var nb bytes.Buffer
 	req, err := x.upstreamRequest(context.Background(), &cluster{scheme: "http"}, addr)
@@ -27,7 +36,7 @@ func h1WriteBoth(t *testing.T, x *exchange, addr string) (viaNetHTTP []byte, net
 	}
 	hr, ok := x.h1Request(context.Background(), addr)
 	if !ok {
-		return nb.Bytes(), err, nil, false
+		return h1Written{netHTTP: nb.Bytes(), netErr: err}
 	}
 	var db bytes.Buffer
 	w := bufio.NewWriter(&db)
@@ -37,7 +46,7 @@ func h1WriteBoth(t *testing.T, x *exchange, addr string) (viaNetHTTP []byte, net
 	if werr := w.Flush(); werr != nil {
 		t.Fatalf("direct write: %v", werr)
 	}
-	return nb.Bytes(), err, db.Bytes(), true
+	return h1Written{nb.Bytes(), err, db.Bytes(), true}
 }
 
 // h1TestExchange is an exchange with the given request headers ("name:
@@ -82,7 +91,8 @@ func TestH1RequestWrite(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			x := h1TestExchange(tt.method, tt.path, tt.authority, tt.headers, []byte(tt.body))
-			want, werr, got, ok := h1WriteBoth(t, x, "10.0.0.1:9000")
+			w := h1WriteBoth(t, x, "10.0.0.1:9000")
+			want, werr, got, ok := w.netHTTP, w.netErr, w.direct, w.ok
 			if ok != tt.direct {
 				t.Fatalf("direct = %v, want %v (net/http: %v)", ok, tt.direct, werr)
 			}
@@ -113,7 +123,8 @@ func FuzzH1RequestWrite(f *testing.F) {
 			headers += "\ncontent-length:" + cl
 		}
 		x := h1TestExchange(method, path, authority, headers, body)
-		want, werr, got, ok := h1WriteBoth(t, x, "127.0.0.1:9")
+		w := h1WriteBoth(t, x, "127.0.0.1:9")
+		want, werr, got, ok := w.netHTTP, w.netErr, w.direct, w.ok
 		if !ok {
 			return
 		}
