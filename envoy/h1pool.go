@@ -24,7 +24,8 @@ import (
 // connection and no hand-off per request, unlike net/http's Transport,
 // whose persistConn passes every request to a writeLoop goroutine and every
 // response back from a readLoop goroutine. The wire format is net/http's
-// ((*http.Request).Write, http.ReadResponse).
+// ((*http.Request).Write, or the same bytes written from the header map by
+// h1Request.write; http.ReadResponse).
 //
 // A connection goes back to the idle pool only when its response body was
 // read to the end and neither side asked to close (rules.go, "Upstream
