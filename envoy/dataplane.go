@@ -14,7 +14,6 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Options configures a [DataPlane].
@@ -195,7 +194,6 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	x := &exchange{
 		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
-		meta: map[string]*structpb.Struct{},
 	}
 	defer x.held.release() // the response is written: no ImmediateResponse body is used after
 	x.serve()

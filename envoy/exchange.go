@@ -33,19 +33,23 @@ type exchange struct {
 	start time.Time
 
 	reqH       *headerMap
-	route      *route // cached route (Envoy's route cache)
+	reqHBuf    headerMap // where reqH points
+	route      *route    // cached route (Envoy's route cache)
 	routeValid bool
 	first      *route // route selected at decodeHeaders
 	req        reqBody
 
-	meta         map[string]*structpb.Struct
+	meta         map[string]*structpb.Struct // nil until a filter sets some
 	flags        responseFlags
 	details      string
 	cluster      string
 	upstreamHost string
 
-	filters []*extProcRun
-	started bool // response headers went to the client
+	filters   []*extProcRun
+	filterArr [2]*extProcRun // room for filters in the exchange itself
+	started   bool           // response headers went to the client
+	// h1req is the request of an attempt written directly (h1write.go).
+	h1req h1Request
 	// held are the buffers large ext_proc messages were decoded in
 	// (extProcCodec); released once the response is written.
 	held heldBuffers
@@ -79,7 +83,7 @@ func (x *exchange) serve() {
 		}
 	}()
 	hcm := x.cfg.hcm
-	x.reqH = requestHeaderMap(x.r)
+	x.reqH = requestHeaderMap(&x.reqHBuf, x.r)
 	if lr := hcm.checkDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return
@@ -143,7 +147,7 @@ func (x *exchange) clearRouteCache() { x.routeValid = false }
 // (HttpFilter.disabled filters need a per-route config that is not a
 // disabled FilterConfig).
 func (x *exchange) activeFilters(rt *route) []*extProcRun {
-	var out []*extProcRun
+	out := x.filterArr[:0]
 	for _, f := range x.cfg.hcm.filters {
 		enabled := !f.disabledByDefault
 		if pf := perFilterFor(rt, f.name); pf != nil {
@@ -180,7 +184,7 @@ func (e *extProcRun) applyPerRoute(rt *route) {
 		more = pf.perRoute
 	}
 	if pr := mergePerRoute(less, more); pr != nil {
-		*e = *newExtProcRun(e.x, e.f, pr)
+		e.init(e.x, e.f, pr)
 	}
 }
 
@@ -418,17 +422,29 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 	if !h.has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
 	}
+	flusher, _ := x.w.(http.Flusher)
+	// A body held whole without a content-length went out chunked because
+	// it was flushed before the handler returned (net/http would otherwise
+	// count it and send a content-length, which Envoy does not add). Asking
+	// net/http for chunking instead gives the same bytes without the flush,
+	// in one write with the final chunk rather than two.
+	held, _ := body.(*bytes.Reader)
+	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
+		status != http.StatusNotModified && !h.has("content-length")
+	if chunked {
+		out["Transfer-Encoding"] = []string{"chunked"}
+	}
 	x.w.WriteHeader(status)
 	x.started = true
 	if x.r.Method == http.MethodHead || body == nil {
 		return
 	}
-	flusher, _ := x.w.(http.Flusher)
 	switch b := body.(type) {
 	case *bytes.Reader:
 		// Held whole: out with the headers, in one write (a local reply of
 		// megabytes copied through a 32 KiB buffer was a syscall per piece).
-		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil {
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
 			flusher.Flush()
 		}
 		return

@@ -61,6 +61,7 @@ type extProcRun struct {
 	f                *extProcFilter
 	x                *exchange
 	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
+	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
 	receiving        []string
 	forwarding       []string
@@ -77,6 +78,13 @@ type extProcRun struct {
 	// timer is the message timer, re-armed for every wait of the stream;
 	// nil before the first wait and after one whose timer fired.
 	timer *msgTimer
+	// firstTimer is the stream's first message timer, held here rather
+	// than allocated; a timer that fired is never reused, so a later one
+	// is allocated.
+	firstTimer     msgTimer
+	firstTimerUsed bool
+	// protocolConfig is the first message's protocol_config.
+	protocolConfig extprocv3.ProtocolConfiguration
 	// hr carries each headers message to the codec, which encodes it
 	// within SendMsg; reused rather than allocated per message.
 	hr headersRequest
@@ -96,25 +104,33 @@ const (
 )
 
 func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
-	e := &extProcRun{
+	e := &extProcRun{}
+	e.init(x, f, pr)
+	return e
+}
+
+// init makes e a new filter instance in place, for newExtProcRun and for
+// applyPerRoute, which replaces an instance without a second allocation.
+func (e *extProcRun) init(x *exchange, f *extProcFilter, pr *extProcPerRoute) {
+	*e = extProcRun{
 		f:                f,
 		x:                x,
-		mode:             copyMode(f.mode),
 		failureModeAllow: f.failureModeAllow,
 		receiving:        f.receiving,
 		forwarding:       f.forwarding,
 		md:               f.initialMetadata,
 	}
+	e.setMode(f.mode)
 	if pr != nil {
 		// Filter::mergePerRouteConfig: disabled skips both header phases,
 		// and with no body modes set nothing is ever sent.
 		if pr.disabled {
-			e.mode = &extprocfilterv3.ProcessingMode{
+			e.setMode(&extprocfilterv3.ProcessingMode{
 				RequestHeaderMode:  extprocfilterv3.ProcessingMode_SKIP,
 				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
-			}
+			})
 		} else if pr.mode != nil {
-			e.mode = copyMode(pr.mode)
+			e.setMode(pr.mode)
 		}
 		if pr.hasReceiving {
 			e.receiving = pr.receiving
@@ -133,7 +149,12 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 			e.md = md
 		}
 	}
-	return e
+}
+
+// setMode makes e.mode a copy of m (copyMode) held in e itself.
+func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
+	copyModeInto(&e.modeBuf, m)
+	e.mode = &e.modeBuf
 }
 
 // open opens the gRPC stream if needed (Filter::openStream). A failure to
@@ -203,10 +224,9 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	}
 	if !e.sentFirst {
 		e.sentFirst = true
-		req.ProtocolConfig = &extprocv3.ProtocolConfiguration{
-			RequestBodyMode:  e.mode.GetRequestBodyMode(),
-			ResponseBodyMode: e.mode.GetResponseBodyMode(),
-		}
+		e.protocolConfig.RequestBodyMode = e.mode.GetRequestBodyMode()
+		e.protocolConfig.ResponseBodyMode = e.mode.GetResponseBodyMode()
+		req.ProtocolConfig = &e.protocolConfig
 	}
 	if len(e.forwarding) > 0 {
 		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
@@ -215,7 +235,12 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	e.timeoutUsed = false
 	var err error
 	if h != nil {
-		e.hr = headersRequest{req: req, h: h, forward: e.f.forward}
+		e.hr = headersRequest{req: req, h: h}
+		if len(e.f.allowedHeaders) > 0 || len(e.f.disallowedHeaders) > 0 {
+			// Without forward_rules every header goes; the method value
+			// would be an allocation per message.
+			e.hr.forward = e.f.forward
+		}
 		err = e.stream.SendMsg(&e.hr)
 		e.hr = headersRequest{}
 	} else {
@@ -338,7 +363,12 @@ func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingRespo
 	d := max(time.Until(deadline), 0)
 	mt := e.timer
 	if mt == nil {
-		mt = &msgTimer{}
+		if !e.firstTimerUsed {
+			e.firstTimerUsed = true
+			mt = &e.firstTimer
+		} else {
+			mt = &msgTimer{}
+		}
 		cancel := e.cancel
 		mt.t = time.AfterFunc(d, func() {
 			if mt.state.CompareAndSwap(msgWaiting, msgTimedOut) {
@@ -448,9 +478,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		}
 		return nil, nil
 	}
-	lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
-	}}, x.reqH)
+	lr := e.send(headersMessage(waitRequestHeaders, eos), x.reqH)
 	if lr != nil {
 		return lr, nil
 	}
@@ -517,15 +545,7 @@ func (e *extProcRun) limits(h *headerMap) headerLimits {
 // answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
 // header map (header mutations apply because headers are still held).
 func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos bool) ([]byte, *localReply, error) {
-	var req *extprocv3.ProcessingRequest
-	if dir == waitRequestBody {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
-	} else {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: body, EndOfStream: eos}}}
-	}
-	if lr := e.send(req, nil); lr != nil || e.complete {
+	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -576,15 +596,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
 func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *localReply, error) {
-	var req *extprocv3.ProcessingRequest
-	if dir == waitRequestBody {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
-			RequestBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
-	} else {
-		req = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-			ResponseBody: &extprocv3.HttpBody{Body: chunk, EndOfStream: eos}}}
-	}
-	if lr := e.send(req, nil); lr != nil || e.complete {
+	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
 	resp, lr, err := e.wait(dir)
@@ -639,9 +651,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		}
 		return nil, false, nil, nil
 	}
-	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: eos},
-	}}, h); lr != nil {
+	if lr := e.send(headersMessage(waitResponseHeaders, eos), h); lr != nil {
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {
@@ -689,12 +699,22 @@ func (x *exchange) setMetadata(ns string, st *structpb.Struct) {
 	}
 	cur, ok := x.meta[ns]
 	if !ok {
-		cur = &structpb.Struct{Fields: map[string]*structpb.Value{}}
-		x.meta[ns] = cur
+		// The received struct itself, never written to: a later merge
+		// into the namespace makes a new one.
+		if x.meta == nil {
+			x.meta = map[string]*structpb.Struct{}
+		}
+		x.meta[ns] = st
+		return
+	}
+	merged := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(cur.GetFields())+len(st.GetFields()))}
+	for k, v := range cur.GetFields() {
+		merged.Fields[k] = v
 	}
 	for k, v := range st.GetFields() {
-		cur.Fields[k] = v
+		merged.Fields[k] = v
 	}
+	x.meta[ns] = merged
 }
 
 // forwardMetadata builds metadata_context from the forwarding namespaces.
@@ -706,6 +726,57 @@ func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
 		}
 	}
 	return md
+}
+
+// headersMessage is a request_headers (dir waitRequestHeaders) or
+// response_headers message without headers, in one allocation rather than
+// three: the message, its oneof wrapper and the HttpHeaders.
+func headersMessage(dir waitState, eos bool) *extprocv3.ProcessingRequest {
+	if dir == waitRequestHeaders {
+		m := &struct {
+			req extprocv3.ProcessingRequest
+			one extprocv3.ProcessingRequest_RequestHeaders
+			h   extprocv3.HttpHeaders
+		}{}
+		m.h.EndOfStream = eos
+		m.one.RequestHeaders = &m.h
+		m.req.Request = &m.one
+		return &m.req
+	}
+	m := &struct {
+		req extprocv3.ProcessingRequest
+		one extprocv3.ProcessingRequest_ResponseHeaders
+		h   extprocv3.HttpHeaders
+	}{}
+	m.h.EndOfStream = eos
+	m.one.ResponseHeaders = &m.h
+	m.req.Request = &m.one
+	return &m.req
+}
+
+// bodyMessage is a request_body (dir waitRequestBody) or response_body
+// message, in one allocation like headersMessage.
+func bodyMessage(dir waitState, body []byte, eos bool) *extprocv3.ProcessingRequest {
+	if dir == waitRequestBody {
+		m := &struct {
+			req extprocv3.ProcessingRequest
+			one extprocv3.ProcessingRequest_RequestBody
+			b   extprocv3.HttpBody
+		}{}
+		m.b.Body, m.b.EndOfStream = body, eos
+		m.one.RequestBody = &m.b
+		m.req.Request = &m.one
+		return &m.req
+	}
+	m := &struct {
+		req extprocv3.ProcessingRequest
+		one extprocv3.ProcessingRequest_ResponseBody
+		b   extprocv3.HttpBody
+	}{}
+	m.b.Body, m.b.EndOfStream = body, eos
+	m.one.ResponseBody = &m.b
+	m.req.Request = &m.one
+	return &m.req
 }
 
 // bytesString is b as a string without copying it. Only for bytes nothing

@@ -148,14 +148,19 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*mutationChecke
 // copyMode copies the six modes of m, which each request changes in its own
 // copy; proto.Clone would walk the message by reflection every time.
 func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
-	return &extprocfilterv3.ProcessingMode{
-		RequestHeaderMode:   m.GetRequestHeaderMode(),
-		ResponseHeaderMode:  m.GetResponseHeaderMode(),
-		RequestBodyMode:     m.GetRequestBodyMode(),
-		ResponseBodyMode:    m.GetResponseBodyMode(),
-		RequestTrailerMode:  m.GetRequestTrailerMode(),
-		ResponseTrailerMode: m.GetResponseTrailerMode(),
-	}
+	c := &extprocfilterv3.ProcessingMode{}
+	copyModeInto(c, m)
+	return c
+}
+
+// copyModeInto is copyMode into an existing message.
+func copyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
+	dst.RequestHeaderMode = m.GetRequestHeaderMode()
+	dst.ResponseHeaderMode = m.GetResponseHeaderMode()
+	dst.RequestBodyMode = m.GetRequestBodyMode()
+	dst.ResponseBodyMode = m.GetResponseBodyMode()
+	dst.RequestTrailerMode = m.GetRequestTrailerMode()
+	dst.ResponseTrailerMode = m.GetResponseTrailerMode()
 }
 
 // normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and

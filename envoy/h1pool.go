@@ -24,7 +24,8 @@ import (
 // connection and no hand-off per request, unlike net/http's Transport,
 // whose persistConn passes every request to a writeLoop goroutine and every
 // response back from a readLoop goroutine. The wire format is net/http's
-// ((*http.Request).Write, http.ReadResponse).
+// ((*http.Request).Write, or the same bytes written from the header map by
+// h1Request.write; http.ReadResponse).
 //
 // A connection goes back to the idle pool only when its response body was
 // read to the end and neither side asked to close (rules.go, "Upstream
@@ -265,11 +266,22 @@ func (p *h1Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	ctx := req.Context()
-	c := p.get(req.URL.Host)
+	return p.roundTrip(req.Context(), req.URL.Host, req, nil)
+}
+
+// roundTripDirect is RoundTrip for a request written from the header map
+// (h1write.go); exchange.h1Request made the checks validRequest makes.
+func (p *h1Pool) roundTripDirect(hr *h1Request) (*http.Response, error) {
+	return p.roundTrip(hr.ctx, hr.addr, &hr.resp, hr)
+}
+
+// roundTrip is RoundTrip after validRequest: req is written, unless hr is
+// set, which is then written instead (req then only gives the method).
+func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, hr *h1Request) (*http.Response, error) {
+	c := p.get(host)
 	if c == nil {
 		var err error
-		if c, err = p.dial(ctx, req.URL.Host); err != nil {
+		if c, err = p.dial(ctx, host); err != nil {
 			if req.Body != nil {
 				_ = req.Body.Close()
 			}
@@ -277,7 +289,7 @@ func (p *h1Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	stop := context.AfterFunc(ctx, c.close)
-	resp, err := c.exchange(req)
+	resp, err := c.exchange(req, hr)
 	if err != nil {
 		stop()
 		c.close()
@@ -294,8 +306,14 @@ func (p *h1Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // exchange writes req and reads the response headers, skipping interim
 // 1xx responses as http.Transport did (101 is final).
-func (c *h1Conn) exchange(req *http.Request) (*http.Response, error) {
-	if err := req.Write(c.bw); err != nil {
+func (c *h1Conn) exchange(req *http.Request, hr *h1Request) (*http.Response, error) {
+	var err error
+	if hr != nil {
+		err = hr.write(c.bw)
+	} else {
+		err = req.Write(c.bw)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
 	}
 	if err := c.bw.Flush(); err != nil {

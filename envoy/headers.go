@@ -154,14 +154,14 @@ var hopByHop = map[string]bool{
 	"transfer-encoding": true, "upgrade": true,
 }
 
-// requestHeaderMap converts a downstream request to Envoy's view of it:
+// requestHeaderMap converts a downstream request to Envoy's view of it, in m:
 // pseudo headers first, then the regular headers in lower case. Go does not
 // keep the order of distinct header names, so they are sorted.
-func requestHeaderMap(r *http.Request) *headerMap {
+func requestHeaderMap(m *headerMap, r *http.Request) *headerMap {
 	// Room for the pseudo-headers, the ones the connection manager adds
 	// (x-request-id, x-forwarded-*) and a filter's few, so the map is not
 	// copied to grow on every request.
-	m := &headerMap{h: make([]header, 0, len(r.Header)+16)}
+	m.h = make([]header, 0, len(r.Header)+16)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -237,13 +237,15 @@ func responseHeaderMap(resp *http.Response) *headerMap {
 }
 
 func addSorted(m *headerMap, h http.Header) {
-	keys := make([]string, 0, len(h))
+	// Room on the stack for the names of a usual message.
+	var arr [32]string
+	keys := arr[:0]
 	for k := range h {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		lk := strings.ToLower(k)
+		lk := lowerKey(k)
 		if lk == "host" {
 			continue // carried as :authority
 		}
@@ -307,6 +309,31 @@ func canonicalKey(k string) string {
 	return c
 }
 
+// lowerKeys caches strings.ToLower of the first maxCanonicalKeys header
+// names seen: Go's HTTP stack hands them over canonical ("Content-Type"),
+// Envoy's header maps hold them in lower case, and each conversion was an
+// allocation per header per message. Bounded like canonicalKeys.
+var (
+	lowerKeys     sync.Map // name as received → lower-case name
+	lowerKeyCount atomic.Int32
+)
+
+func lowerKey(k string) string {
+	if l, ok := lowerKeys.Load(k); ok {
+		return l.(string)
+	}
+	l := strings.ToLower(k)
+	if l == k {
+		return k // nothing to cache: ToLower did not allocate
+	}
+	if lowerKeyCount.Load() < maxCanonicalKeys {
+		if _, loaded := lowerKeys.LoadOrStore(k, l); !loaded {
+			lowerKeyCount.Add(1)
+		}
+	}
+	return l
+}
+
 // pathOnly is the :path without its query string, which is what route
 // matching uses.
 func pathOnly(p string) string {
@@ -324,6 +351,16 @@ func pathOnly(p string) string {
 // and merge_slashes collapses runs of slashes. The query is left alone.
 func normalizePath(full string, canonical, mergeSlashes bool) string {
 	p, q, hasQuery := strings.Cut(full, "?")
+	if normalPath(p, mergeSlashes) {
+		// Nothing to change: the common case, without building the path
+		// again (several allocations per request).
+		return full
+	}
+	return rebuildPath(p, q, hasQuery, canonical, mergeSlashes)
+}
+
+// rebuildPath is normalizePath without its shortcut.
+func rebuildPath(p, q string, hasQuery, canonical, mergeSlashes bool) string {
 	if canonical {
 		p = canonicalPath(p)
 	}
@@ -341,6 +378,37 @@ func normalizePath(full string, canonical, mergeSlashes bool) string {
 		return p + "?" + q
 	}
 	return p
+}
+
+// normalPath reports whether p is already what canonicalPath returns and,
+// with mergeSlashes, has no run of slashes: it starts with "/" and has no
+// backslash, no percent sign and no "." or ".." segment.
+func normalPath(p string, mergeSlashes bool) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	seg := 1 // start of the current segment
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) {
+			switch c := p[i]; c {
+			case '\\', '%':
+				return false
+			case '/':
+			default:
+				continue
+			}
+		}
+		switch p[seg:i] {
+		case ".", "..":
+			return false
+		case "":
+			if mergeSlashes && i < len(p) {
+				return false
+			}
+		}
+		seg = i + 1
+	}
+	return true
 }
 
 func canonicalPath(p string) string {

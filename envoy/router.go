@@ -294,14 +294,25 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 	if rt.retry != nil && rt.retry.perTry > 0 {
 		tctx, tcancel = context.WithTimeout(ctx, rt.retry.perTry)
 	}
-	req, err := x.upstreamRequest(tctx, cl, addr)
-	if err != nil {
-		release()
-		tcancel()
-		return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: err.Error()}
+	var resp *http.Response
+	pool, direct := cl.transport.(*h1Pool)
+	var hr *h1Request
+	if direct {
+		hr, direct = x.h1Request(tctx, addr)
 	}
-	x.upstreamHost = addr
-	resp, err := cl.transport.RoundTrip(req)
+	if direct {
+		x.upstreamHost = addr
+		resp, err = pool.roundTripDirect(hr)
+	} else {
+		req, rerr := x.upstreamRequest(tctx, cl, addr)
+		if rerr != nil {
+			release()
+			tcancel()
+			return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: rerr.Error()}
+		}
+		x.upstreamHost = addr
+		resp, err = cl.transport.RoundTrip(req)
+	}
 	if err != nil {
 		release()
 		perTry := tctx.Err() != nil && ctx.Err() == nil
