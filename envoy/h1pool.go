@@ -300,7 +300,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 		c.release(stop, closeAfter)
 		return resp, nil
 	}
-	resp.Body = &h1Body{c: c, body: resp.Body, stop: stop, closeAfter: closeAfter}
+	resp.Body = &h1Body{ctx: ctx, c: c, body: resp.Body, stop: stop, closeAfter: closeAfter}
 	return resp, nil
 }
 
@@ -346,6 +346,7 @@ func (c *h1Conn) release(stop func() bool, closeAfter bool) {
 
 // h1Body is a response body that owns its connection until the end.
 type h1Body struct {
+	ctx        context.Context
 	c          *h1Conn
 	body       io.ReadCloser
 	stop       func() bool
@@ -360,6 +361,16 @@ func (b *h1Body) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		return 0, http.ErrBodyReadAfterClose
+	}
+	// Once the request is cancelled its body ends there, whatever is
+	// already buffered (the callback that closes the connection runs on
+	// its own goroutine and may land later), as Envoy resets the stream.
+	if err := b.ctx.Err(); err != nil {
+		if b.done.CompareAndSwap(false, true) {
+			b.stop()
+			b.c.close()
+		}
+		return 0, err
 	}
 	n, err := b.body.Read(p)
 	if err != nil && b.done.CompareAndSwap(false, true) {
