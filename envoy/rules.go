@@ -763,8 +763,8 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     Envoy's codec reads the response while the body is still going out,
 //     so an upstream that answers early and stops reading a body larger
 //     than the socket buffers gets its answer through; here such an
-//     exchange waits for the route timeout. Bodies reach the pool held
-//     whole, at most the buffer limit (1 MiB by default)].
+//     exchange waits for the route timeout. An MCP request's body is at
+//     most maxBodyBytes (1 MiB by default)].
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (fullduplex.go). Read in
