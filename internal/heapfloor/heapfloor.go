@@ -28,8 +28,9 @@ import (
 const maxPercent = 100_000
 
 var (
-	mu      sync.Mutex
-	holders = map[*holder]uint64{}
+	mu sync.Mutex
+	// holders are the floors held, each by its own holder.
+	holders = map[*holder]struct{}{}
 	// base is the percentage in force before the first holder (GOGC), put
 	// back when the last one releases.
 	base int
@@ -41,7 +42,10 @@ var (
 	set int
 )
 
-type holder struct{}
+// holder is one Hold's floor. It must not be zero-size: pointers to
+// zero-size values may all be equal, and then every Hold would share one key
+// and the first release would drop every floor.
+type holder struct{ floor uint64 }
 
 // Hold applies floor bytes as the heap goal's floor until release is called.
 // Several holders may hold at once (tests run several servers in one
@@ -62,8 +66,8 @@ func Hold(floor uint64) (release func()) {
 		// GOGC=off: the operator wants no collections by growth.
 		return func() {}
 	}
-	h := &holder{}
-	holders[h] = floor
+	h := &holder{floor}
+	holders[h] = struct{}{}
 	update()
 	var once sync.Once
 	return func() {
@@ -79,8 +83,8 @@ func Hold(floor uint64) (release func()) {
 // update recomputes the floor and the percentage; mu is held.
 func update() {
 	floor = 0
-	for _, f := range holders {
-		floor = max(floor, f)
+	for h := range holders {
+		floor = max(floor, h.floor)
 	}
 	if floor == 0 {
 		if set != base {

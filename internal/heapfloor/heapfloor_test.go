@@ -103,6 +103,10 @@ func TestHoldLargestFloor(t *testing.T) {
 		t.Errorf("GOGC %d with 32 MiB, %d with 512 MiB too, %d after its release, %d after both; want the larger floor to raise it and the releases to lower it back to 100",
 			p1, p2, p3, gcPercent())
 	}
+	// The 32 MiB floor outlives the other holder's release.
+	if p3 <= 100 {
+		t.Errorf("GOGC %d after the 512 MiB floor's release, want the 32 MiB floor (%d with it alone) still above 100", p3, p1)
+	}
 }
 
 // TestHoldRespectsGOGCOff: an operator's GOGC=off stays off.
