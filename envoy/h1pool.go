@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1Pool is the connection pool of an HTTP/1.1 cluster, plaintext or TLS.
@@ -397,52 +399,24 @@ func (b *h1Body) Close() error {
 }
 
 // validRequest applies the checks http.Transport made before sending a
-// request, so that a request it refused is refused here too.
+// request, with the httpguts functions it uses, so that a request it
+// refused is refused here too.
 func validRequest(req *http.Request) error {
 	if req.URL == nil || req.URL.Host == "" {
 		return errors.New("http: no Host in request URL")
 	}
 	for k, vv := range req.Header {
-		if !isToken(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("net/http: invalid header field name %q", k)
 		}
 		for _, v := range vv {
-			if !isFieldValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return fmt.Errorf("net/http: invalid header field value for %q", k)
 			}
 		}
 	}
-	if !isToken(req.Method) {
+	if !httpguts.ValidHeaderFieldName(req.Method) {
 		return fmt.Errorf("net/http: invalid method %q", req.Method)
 	}
 	return nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		switch {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case b == '!' || b == '#' || b == '$' || b == '%' || b == '&' || b == '\'' || b == '*' ||
-			b == '+' || b == '-' || b == '.' || b == '^' || b == '_' || b == '`' || b == '|' || b == '~':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether v has no control characters other than
-// horizontal tab.
-func isFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
