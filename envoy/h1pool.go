@@ -56,30 +56,24 @@ func newH1Pool(cl *cluster) *h1Pool {
 		tc = cl.tlsConfig.Clone()
 	}
 	p.dial = func(ctx context.Context, addr string) (*h1Conn, error) {
-		nc, err := dialer.DialContext(ctx, "tcp", addr)
+		nc, err := dialUpstream(ctx, dialer, tc, addr)
 		if err != nil {
-			var ne net.Error
-			return nil, &dialError{err: err, timeout: errors.As(err, &ne) && ne.Timeout()}
+			return nil, err
 		}
-		sc, ok := nc.(syscall.Conn)
+		// The idle check peeks at the TCP socket, under any TLS.
+		sock := nc
+		if t, ok := nc.(*tls.Conn); ok {
+			sock = t.NetConn()
+		}
+		sc, ok := sock.(syscall.Conn)
 		if !ok {
 			_ = nc.Close()
-			return nil, &dialError{err: fmt.Errorf("dial %s: %T is not a socket", addr, nc)}
+			return nil, &dialError{err: fmt.Errorf("dial %s: %T is not a socket", addr, sock)}
 		}
 		raw, err := sc.SyscallConn()
 		if err != nil {
 			_ = nc.Close()
 			return nil, &dialError{err: err}
-		}
-		if tc != nil {
-			hctx, cancel := context.WithTimeout(ctx, cl.connectTimeout)
-			defer cancel()
-			c := tls.Client(nc, tc)
-			if err := c.HandshakeContext(hctx); err != nil {
-				_ = nc.Close()
-				return nil, &dialError{err: fmt.Errorf("TLS error: %w", err)}
-			}
-			nc = c
 		}
 		c := &h1Conn{pool: p, host: addr, nc: nc, raw: raw}
 		c.br = bufio.NewReader(c)
