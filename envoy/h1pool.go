@@ -76,6 +76,7 @@ func newH1Pool(cl *cluster) *h1Pool {
 			return nil, &dialError{err: err}
 		}
 		c := &h1Conn{pool: p, host: addr, nc: nc, raw: raw}
+		c.closeFn = c.close
 		c.br = bufio.NewReader(c)
 		c.bw = bufio.NewWriter(nc)
 		return c, nil
@@ -96,6 +97,7 @@ type h1Conn struct {
 	readLimit int64
 	idleTimer *time.Timer // closes the connection after the idle timeout
 	peek      idlePeek
+	closeFn   func() // c.close, made once: the cancellation callback of each exchange
 }
 
 // idlePeek is the state of the idle check of one connection (check, per
@@ -284,7 +286,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 			return nil, err
 		}
 	}
-	stop := context.AfterFunc(ctx, c.close)
+	stop := context.AfterFunc(ctx, c.closeFn)
 	resp, err := c.exchange(req, hr)
 	if err != nil {
 		stop()
