@@ -78,7 +78,7 @@ func newH1Pool(cl *cluster) *h1Pool {
 		c := &h1Conn{pool: p, host: addr, nc: nc, raw: raw}
 		c.closeFn = c.close
 		c.br = bufio.NewReader(c)
-		c.bw = bufio.NewWriter(nc)
+		c.bw = bufio.NewWriter(c)
 		return c, nil
 	}
 	return p
@@ -93,11 +93,12 @@ type h1Conn struct {
 	nc        net.Conn        // *net.TCPConn or *tls.Conn
 	raw       syscall.RawConn // the TCP socket, for the idle check
 	br        *bufio.Reader   // reads through c (readLimit)
-	bw        *bufio.Writer
+	bw        *bufio.Writer   // writes through c (werr)
 	readLimit int64
 	idleTimer *time.Timer // closes the connection after the idle timeout
 	peek      idlePeek
 	closeFn   func() // c.close, made once: the cancellation callback of each exchange
+	werr      error  // the first error writing to the socket
 }
 
 // idlePeek is the state of the idle check of one connection (check, per
@@ -119,6 +120,16 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	c.readLimit -= int64(n)
+	return n, err
+}
+
+// Write writes to the connection and keeps its first error, which tells a
+// failed socket from a failed request body (exchange).
+func (c *h1Conn) Write(p []byte) (int, error) {
+	n, err := c.nc.Write(p)
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
 	return n, err
 }
 
@@ -287,13 +298,13 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 		}
 	}
 	stop := context.AfterFunc(ctx, c.closeFn)
-	resp, err := c.exchange(req, hr)
+	resp, early, err := c.exchange(req, hr)
 	if err != nil {
 		stop()
 		c.close()
 		return nil, err
 	}
-	closeAfter := resp.Close || req.Close || resp.StatusCode == http.StatusSwitchingProtocols
+	closeAfter := early || resp.Close || req.Close || resp.StatusCode == http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
 		c.release(stop, closeAfter)
 		return resp, nil
@@ -303,20 +314,41 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 }
 
 // exchange writes req and reads the response headers, skipping interim
-// 1xx responses as http.Transport did (101 is final).
-func (c *h1Conn) exchange(req *http.Request, hr *h1Request) (*http.Response, error) {
-	var err error
+// 1xx responses as http.Transport did (101 is final). early reports a
+// response that came although the request could not be written whole.
+func (c *h1Conn) exchange(req *http.Request, hr *h1Request) (resp *http.Response, early bool, err error) {
 	if hr != nil {
 		err = hr.write(c.bw)
 	} else {
 		err = req.Write(c.bw)
 	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
+		werr := fmt.Errorf("write request to %s: %w", c.host, err)
+		if c.werr == nil {
+			return nil, false, werr // not the socket: the request body failed
+		}
+		// The socket failed while the request was being written: the
+		// upstream closed or reset the connection, or the request's
+		// cancellation closed it (then the read fails at once). One
+		// that answers before reading the whole body (413, 401) and then
+		// closes has its answer waiting: Envoy's codec reads a response
+		// while the request is still encoded and forwards it, closing the
+		// connection after it (ConnPoolImpl::onResponseComplete, "response
+		// before request complete"), as net/http's Transport did too.
+		if resp, rerr := c.readResponse(req); rerr == nil {
+			return resp, true, nil
+		}
+		return nil, false, werr
 	}
-	if err := c.bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
-	}
+	resp, err = c.readResponse(req)
+	return resp, false, err
+}
+
+// readResponse reads the response headers, skipping interim 1xx responses.
+func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 	c.readLimit = h1MaxHeaderBytes
 	for {
 		resp, err := http.ReadResponse(c.br, req)
