@@ -421,6 +421,28 @@ type dialError struct {
 func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
+// dialUpstream connects to an endpoint of a cluster, with TLS when tc is
+// set; the handshake has its own connect timeout. Every failure is a
+// dialError.
+func dialUpstream(ctx context.Context, d *net.Dialer, tc *tls.Config, addr string) (net.Conn, error) {
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		var ne net.Error
+		return nil, &dialError{err: err, timeout: errors.As(err, &ne) && ne.Timeout()}
+	}
+	if tc == nil {
+		return c, nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	tlsConn := tls.Client(c, tc)
+	if err := tlsConn.HandshakeContext(hctx); err != nil {
+		_ = c.Close()
+		return nil, &dialError{err: fmt.Errorf("TLS error: %w", err)}
+	}
+	return tlsConn, nil
+}
+
 // upstreamPool is a cluster's connection pool.
 type upstreamPool interface {
 	http.RoundTripper
@@ -441,13 +463,8 @@ func newTransport(cl *cluster) upstreamPool {
 		return newH1Pool(cl)
 	}
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			var ne net.Error
-			return nil, &dialError{err: err, timeout: errors.As(err, &ne) && ne.Timeout()}
-		}
-		return c, nil
+	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return dialUpstream(ctx, dialer, nil, addr)
 	}
 	tr := &http.Transport{
 		DialContext:         dial,
@@ -459,19 +476,8 @@ func newTransport(cl *cluster) upstreamPool {
 	if cl.tlsConfig != nil {
 		tc := cl.tlsConfig.Clone()
 		tr.TLSClientConfig = tc
-		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			raw, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			hctx, cancel := context.WithTimeout(ctx, cl.connectTimeout)
-			defer cancel()
-			c := tls.Client(raw, tc)
-			if err := c.HandshakeContext(hctx); err != nil {
-				_ = raw.Close()
-				return nil, &dialError{err: fmt.Errorf("TLS error: %w", err)}
-			}
-			return c, nil
+		tr.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return dialUpstream(ctx, dialer, tc, addr)
 		}
 		protos.SetHTTP2(true)
 		tr.ForceAttemptHTTP2 = true

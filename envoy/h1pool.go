@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1Pool is the connection pool of an HTTP/1.1 cluster, plaintext or TLS.
@@ -54,34 +56,29 @@ func newH1Pool(cl *cluster) *h1Pool {
 		tc = cl.tlsConfig.Clone()
 	}
 	p.dial = func(ctx context.Context, addr string) (*h1Conn, error) {
-		nc, err := dialer.DialContext(ctx, "tcp", addr)
+		nc, err := dialUpstream(ctx, dialer, tc, addr)
 		if err != nil {
-			var ne net.Error
-			return nil, &dialError{err: err, timeout: errors.As(err, &ne) && ne.Timeout()}
+			return nil, err
 		}
-		sc, ok := nc.(syscall.Conn)
+		// The idle check peeks at the TCP socket, under any TLS.
+		sock := nc
+		if t, ok := nc.(*tls.Conn); ok {
+			sock = t.NetConn()
+		}
+		sc, ok := sock.(syscall.Conn)
 		if !ok {
 			_ = nc.Close()
-			return nil, &dialError{err: fmt.Errorf("dial %s: %T is not a socket", addr, nc)}
+			return nil, &dialError{err: fmt.Errorf("dial %s: %T is not a socket", addr, sock)}
 		}
 		raw, err := sc.SyscallConn()
 		if err != nil {
 			_ = nc.Close()
 			return nil, &dialError{err: err}
 		}
-		if tc != nil {
-			hctx, cancel := context.WithTimeout(ctx, cl.connectTimeout)
-			defer cancel()
-			c := tls.Client(nc, tc)
-			if err := c.HandshakeContext(hctx); err != nil {
-				_ = nc.Close()
-				return nil, &dialError{err: fmt.Errorf("TLS error: %w", err)}
-			}
-			nc = c
-		}
 		c := &h1Conn{pool: p, host: addr, nc: nc, raw: raw}
+		c.closeFn = c.close
 		c.br = bufio.NewReader(c)
-		c.bw = bufio.NewWriter(nc)
+		c.bw = bufio.NewWriter(c)
 		return c, nil
 	}
 	return p
@@ -96,10 +93,12 @@ type h1Conn struct {
 	nc        net.Conn        // *net.TCPConn or *tls.Conn
 	raw       syscall.RawConn // the TCP socket, for the idle check
 	br        *bufio.Reader   // reads through c (readLimit)
-	bw        *bufio.Writer
+	bw        *bufio.Writer   // writes through c (werr)
 	readLimit int64
 	idleTimer *time.Timer // closes the connection after the idle timeout
 	peek      idlePeek
+	closeFn   func() // c.close, made once: the cancellation callback of each exchange
+	werr      error  // the first error writing to the socket
 }
 
 // idlePeek is the state of the idle check of one connection (check, per
@@ -121,6 +120,16 @@ func (c *h1Conn) Read(p []byte) (int, error) {
 	}
 	n, err := c.nc.Read(p)
 	c.readLimit -= int64(n)
+	return n, err
+}
+
+// Write writes to the connection and keeps its first error, which tells a
+// failed socket from a failed request body (exchange).
+func (c *h1Conn) Write(p []byte) (int, error) {
+	n, err := c.nc.Write(p)
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
 	return n, err
 }
 
@@ -288,14 +297,14 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 			return nil, err
 		}
 	}
-	stop := context.AfterFunc(ctx, c.close)
-	resp, err := c.exchange(req, hr)
+	stop := context.AfterFunc(ctx, c.closeFn)
+	resp, early, err := c.exchange(req, hr)
 	if err != nil {
 		stop()
 		c.close()
 		return nil, err
 	}
-	closeAfter := resp.Close || req.Close || resp.StatusCode == http.StatusSwitchingProtocols
+	closeAfter := early || resp.Close || req.Close || resp.StatusCode == http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
 		c.release(stop, closeAfter)
 		return resp, nil
@@ -305,20 +314,41 @@ func (p *h1Pool) roundTrip(ctx context.Context, host string, req *http.Request, 
 }
 
 // exchange writes req and reads the response headers, skipping interim
-// 1xx responses as http.Transport did (101 is final).
-func (c *h1Conn) exchange(req *http.Request, hr *h1Request) (*http.Response, error) {
-	var err error
+// 1xx responses as http.Transport did (101 is final). early reports a
+// response that came although the request could not be written whole.
+func (c *h1Conn) exchange(req *http.Request, hr *h1Request) (resp *http.Response, early bool, err error) {
 	if hr != nil {
 		err = hr.write(c.bw)
 	} else {
 		err = req.Write(c.bw)
 	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
+		werr := fmt.Errorf("write request to %s: %w", c.host, err)
+		if c.werr == nil {
+			return nil, false, werr // not the socket: the request body failed
+		}
+		// The socket failed while the request was being written: the
+		// upstream closed or reset the connection, or the request's
+		// cancellation closed it (then the read fails at once). One
+		// that answers before reading the whole body (413, 401) and then
+		// closes has its answer waiting: Envoy's codec reads a response
+		// while the request is still encoded and forwards it, closing the
+		// connection after it (ConnPoolImpl::onResponseComplete, "response
+		// before request complete"), as net/http's Transport did too.
+		if resp, rerr := c.readResponse(req); rerr == nil {
+			return resp, true, nil
+		}
+		return nil, false, werr
 	}
-	if err := c.bw.Flush(); err != nil {
-		return nil, fmt.Errorf("write request to %s: %w", c.host, err)
-	}
+	resp, err = c.readResponse(req)
+	return resp, false, err
+}
+
+// readResponse reads the response headers, skipping interim 1xx responses.
+func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 	c.readLimit = h1MaxHeaderBytes
 	for {
 		resp, err := http.ReadResponse(c.br, req)
@@ -397,52 +427,24 @@ func (b *h1Body) Close() error {
 }
 
 // validRequest applies the checks http.Transport made before sending a
-// request, so that a request it refused is refused here too.
+// request, with the httpguts functions it uses, so that a request it
+// refused is refused here too.
 func validRequest(req *http.Request) error {
 	if req.URL == nil || req.URL.Host == "" {
 		return errors.New("http: no Host in request URL")
 	}
 	for k, vv := range req.Header {
-		if !isToken(k) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return fmt.Errorf("net/http: invalid header field name %q", k)
 		}
 		for _, v := range vv {
-			if !isFieldValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return fmt.Errorf("net/http: invalid header field value for %q", k)
 			}
 		}
 	}
-	if !isToken(req.Method) {
+	if !httpguts.ValidHeaderFieldName(req.Method) {
 		return fmt.Errorf("net/http: invalid method %q", req.Method)
 	}
 	return nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		switch {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
-		case b == '!' || b == '#' || b == '$' || b == '%' || b == '&' || b == '\'' || b == '*' ||
-			b == '+' || b == '-' || b == '.' || b == '^' || b == '_' || b == '`' || b == '|' || b == '~':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validHeaderValue reports whether v has no control characters other than
-// horizontal tab.
-func isFieldValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -447,6 +447,68 @@ func TestH1PoolIdleTimeoutAndRetire(t *testing.T) {
 	})
 }
 
+// TestH1PoolEarlyResponse: an upstream that answers before reading the
+// whole request body and then closes (net/http's server discards at most
+// 256 KiB of an unread body) makes the write fail; its answer is still
+// the response, as Envoy forwards a response that comes before the
+// request is complete, and the connection is not reused.
+func TestH1PoolEarlyResponse(t *testing.T) {
+	const size = 64 << 20 // more than the loopback socket buffers hold
+	tests := []struct {
+		name string
+		send func(t *testing.T, p *h1Pool, addr string) (*http.Response, error)
+	}{
+		{name: "streamed body", send: func(t *testing.T, p *h1Pool, addr string) (*http.Response, error) {
+			req := poolRequest(t, t.Context(), "POST", addr, "/")
+			req.Body = io.NopCloser(io.LimitReader(zeros{}, size))
+			req.ContentLength = -1
+			return p.RoundTrip(req)
+		}},
+		{name: "written directly", send: func(t *testing.T, p *h1Pool, addr string) (*http.Response, error) {
+			x := h1TestExchange("POST", "/", "h", "content-type:application/json", make([]byte, size))
+			hr, ok := x.h1Request(t.Context(), addr)
+			if !ok {
+				t.Fatal("the request does not take the direct way")
+			}
+			return p.roundTripDirect(hr)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := startCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/" {
+					w.WriteHeader(http.StatusRequestEntityTooLarge)
+				}
+				_, _ = io.WriteString(w, "too big")
+			})
+			p := testPool(t, false, time.Hour)
+			resp, err := tt.send(t, p, srv.addr())
+			if err != nil {
+				t.Fatalf("early response lost: %v", err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "too big" || err != nil {
+				t.Fatalf("got %d %q, %v; want 413 %q", resp.StatusCode, b, err, "too big")
+			}
+			if code, body := roundTrip(t, p, "GET", srv.addr(), "/next"); code != 200 || body != "too big" {
+				t.Fatalf("next request: got %d %q", code, body)
+			}
+			if got := srv.conns.Load(); got != 2 {
+				t.Errorf("server accepted %d connections, want 2", got)
+			}
+		})
+	}
+}
+
+// zeros reads zero bytes without end.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
 // TestH1PoolDialErrors: connection failures are dialErrors, so the router
 // reports them as UF.
 func TestH1PoolDialErrors(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // h1Request is an upstream request that h1Pool writes straight from the
@@ -51,7 +53,7 @@ func (x *exchange) h1Request(ctx context.Context, addr string) (*h1Request, bool
 		return nil, false
 	}
 	method := x.reqH.value(":method")
-	if !isToken(method) || method == http.MethodConnect {
+	if !httpguts.ValidHeaderFieldName(method) || method == http.MethodConnect {
 		return nil, false
 	}
 	p, q, _ := strings.Cut(x.reqH.value(":path"), "?")
@@ -69,7 +71,7 @@ func (x *exchange) h1Request(ctx context.Context, addr string) (*h1Request, bool
 		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
 			continue
 		}
-		if !isToken(e.key) || !isFieldValue(e.value) {
+		if !httpguts.ValidHeaderFieldName(e.key) || !httpguts.ValidHeaderFieldValue(e.value) {
 			return nil, false
 		}
 	}

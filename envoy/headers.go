@@ -284,55 +284,46 @@ func (m *headerMap) fillHTTPHeader(out http.Header) {
 	}
 }
 
-// canonicalKeys caches http.CanonicalHeaderKey for the first
-// maxCanonicalKeys header names seen: Go's HTTP stack wants canonical keys,
-// and all but its few common names cost an allocation each time, several
-// per request (x-request-id, x-forwarded-proto, x-envoy-*, ...). Bounded, so
-// that clients sending made-up names cannot grow it.
-var (
-	canonicalKeys     sync.Map // lower-case name → canonical name
-	canonicalKeyCount atomic.Int32
-)
+// keyCache caches a conversion of header names for the first
+// maxCanonicalKeys names seen. Bounded, so that clients sending made-up
+// names cannot grow it.
+type keyCache struct {
+	m sync.Map // name → converted name
+	n atomic.Int32
+}
 
 const maxCanonicalKeys = 512
 
-func canonicalKey(k string) string {
-	if c, ok := canonicalKeys.Load(k); ok {
-		return c.(string)
+func (c *keyCache) get(k string, conv func(string) string) string {
+	if v, ok := c.m.Load(k); ok {
+		return v.(string)
 	}
-	c := http.CanonicalHeaderKey(k)
-	if canonicalKeyCount.Load() < maxCanonicalKeys {
-		if _, loaded := canonicalKeys.LoadOrStore(k, c); !loaded {
-			canonicalKeyCount.Add(1)
+	v := conv(k)
+	if v == k {
+		return k // nothing to cache: conv did not allocate
+	}
+	if c.n.Load() < maxCanonicalKeys {
+		if _, loaded := c.m.LoadOrStore(k, v); !loaded {
+			c.n.Add(1)
 		}
 	}
-	return c
+	return v
 }
 
-// lowerKeys caches strings.ToLower of the first maxCanonicalKeys header
-// names seen: Go's HTTP stack hands them over canonical ("Content-Type"),
-// Envoy's header maps hold them in lower case, and each conversion was an
-// allocation per header per message. Bounded like canonicalKeys.
-var (
-	lowerKeys     sync.Map // name as received → lower-case name
-	lowerKeyCount atomic.Int32
-)
+// canonicalKeys caches http.CanonicalHeaderKey: Go's HTTP stack wants
+// canonical keys, and all but its few common names cost an allocation each
+// time, several per request (x-request-id, x-forwarded-proto, x-envoy-*,
+// ...).
+var canonicalKeys keyCache // lower-case name → canonical name
 
-func lowerKey(k string) string {
-	if l, ok := lowerKeys.Load(k); ok {
-		return l.(string)
-	}
-	l := strings.ToLower(k)
-	if l == k {
-		return k // nothing to cache: ToLower did not allocate
-	}
-	if lowerKeyCount.Load() < maxCanonicalKeys {
-		if _, loaded := lowerKeys.LoadOrStore(k, l); !loaded {
-			lowerKeyCount.Add(1)
-		}
-	}
-	return l
-}
+func canonicalKey(k string) string { return canonicalKeys.get(k, http.CanonicalHeaderKey) }
+
+// lowerKeys caches strings.ToLower: Go's HTTP stack hands names over
+// canonical ("Content-Type"), Envoy's header maps hold them in lower case,
+// and each conversion was an allocation per header per message.
+var lowerKeys keyCache // name as received → lower-case name
+
+func lowerKey(k string) string { return lowerKeys.get(k, strings.ToLower) }
 
 // pathOnly is the :path without its query string, which is what route
 // matching uses.

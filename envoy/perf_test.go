@@ -88,7 +88,7 @@ func TestCanonicalKey(t *testing.T) {
 	for i := range 2 * maxCanonicalKeys {
 		canonicalKey("x-made-up-" + strconv.Itoa(i))
 	}
-	if n := canonicalKeyCount.Load(); n > maxCanonicalKeys {
+	if n := canonicalKeys.n.Load(); n > maxCanonicalKeys {
 		t.Errorf("the cache holds %d names, bound %d", n, maxCanonicalKeys)
 	}
 	if got := canonicalKey("x-after-the-bound"); got != "X-After-The-Bound" {

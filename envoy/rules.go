@@ -729,7 +729,12 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     goes back to the pool, unless the response asked to close
 //     (ConnPoolImpl::onResponseComplete: HeaderUtility::shouldCloseConnection
 //     — Connection: close, HTTP/1.0 without keep-alive — or the upstream
-//     closed, as with a body delimited by the close).
+//     closed, as with a body delimited by the close). A response that came
+//     before the request was written whole (an upstream answering 413
+//     early, then closing) is forwarded and its connection closed
+//     (onResponseComplete: "response before request complete") [partial:
+//     read once the write ends or fails; an upstream that answers, then
+//     neither reads nor closes, holds the request until its timeout].
 //   - A stream reset before the response is complete (the downstream went
 //     away, a timeout, a body not read to its end) closes the connection
 //     (ConnPoolImpl::onDownstreamReset: "we just blow it away").
