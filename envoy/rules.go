@@ -765,11 +765,11 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     (Filter::onUpstream1xxHeaders → encode1xxHeaders), subject to the
 //     connection manager's proxy_100_continue].
 //   - The request is written whole before the response is read [choice:
-//     Envoy's codec reads the response while the body is still going out,
-//     so an upstream that answers early and stops reading a body larger
-//     than the socket buffers gets its answer through; here such an
-//     exchange waits for the route timeout. An MCP request's body is at
-//     most maxBodyBytes (1 MiB by default)].
+//     Envoy's codec reads the response while the body is still going out;
+//     here an early answer is read once the write ends or fails (above),
+//     so only an upstream that neither reads nor closes waits for the
+//     route timeout. An MCP request's body is at most maxBodyBytes (1 MiB
+//     by default)].
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (fullduplex.go). Read in
