@@ -92,7 +92,7 @@ func validate(data []byte, maxDepth int) error {
 			i += 4
 		default:
 			var ok bool
-			if i, ok = scanNumber(data, i); !ok {
+			if i, ok = ScanNumber(data, i); !ok {
 				return errSyntax
 			}
 		}
@@ -198,8 +198,9 @@ func isHex(c byte) bool {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// scanNumber scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at i.
-func scanNumber(data []byte, i int) (int, bool) {
+// ScanNumber scans a JSON number, -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?,
+// at i and returns the index after it; ok is false when none is there.
+func ScanNumber(data []byte, i int) (end int, ok bool) {
 	n := len(data)
 	if i < n && data[i] == '-' {
 		i++

@@ -3,6 +3,8 @@ package registry
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/toolmesh/toolmesh/mcp"
 )
 
 // A call's arguments are decoded for validation on every tools/call.
@@ -202,47 +204,14 @@ func (p *argsParser) str() (string, bool) {
 	return "", false
 }
 
-// number scans a JSON number (RFC 8259 §6) and keeps its text, as
+// number scans a JSON number (mcp.ScanNumber) and keeps its text, as
 // encoding/json's UseNumber does.
 func (p *argsParser) number() (any, bool) {
-	b, start := p.b, p.i
-	i := start
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		i = digits(b, i)
-	default:
+	end, ok := mcp.ScanNumber(p.b, p.i)
+	if !ok {
 		return nil, false
 	}
-	if i < len(b) && b[i] == '.' {
-		j := digits(b, i+1)
-		if j == i+1 {
-			return nil, false
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := digits(b, i)
-		if j == i {
-			return nil, false
-		}
-		i = j
-	}
-	p.i = i
-	return json.Number(b[start:i]), true
-}
-
-func digits(b []byte, i int) int {
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	return i
+	n := json.Number(p.b[p.i:end])
+	p.i = end
+	return n, true
 }
