@@ -23,7 +23,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 )
@@ -174,7 +176,11 @@ func TestKeepalivePings(t *testing.T) {
 				}()
 				t.Cleanup(func() { cancel(); <-done })
 			} else {
-				d.ownConn.Connect() // Envoy connects at the first request; no stream is opened here
+				// Envoy connects at the first request; once it is done no
+				// stream is open.
+				if _, err := healthpb.NewHealthClient(d.conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			waitFor(t, "PINGs", func() bool {
 				conns, _ := log.snapshot()
@@ -212,7 +218,7 @@ func TestKeepalivePings(t *testing.T) {
 
 // TestKeepaliveTimeout runs a server that never ACKs PINGs: the data plane
 // sends one PING, no second one while it waits, and closes the connection
-// at the timeout, as Envoy does; grpc-go then reconnects.
+// at the timeout, as Envoy does; the call on it fails with Unavailable.
 func TestKeepaliveTimeout(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -266,7 +272,13 @@ func TestKeepaliveTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	d.ownConn.Connect()
+	// A call opens the connection; the server never answers it, and it
+	// fails when the keepalive timeout closes the connection.
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := healthpb.NewHealthClient(d.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		callErr <- err
+	}()
 	select {
 	case r := <-results:
 		if !r.closed || r.pings != 1 {
@@ -274,6 +286,9 @@ func TestKeepaliveTimeout(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the connection was not closed though its PING was never answered")
+	}
+	if err := <-callErr; status.Code(err) != codes.Unavailable {
+		t.Errorf("call on the closed connection: %v, want Unavailable", err)
 	}
 }
 
@@ -355,7 +370,7 @@ func TestKeepaliveDefaultsMatchBootstraps(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bootstrap files: %v", err)
 	}
-	d := Keepalive{}.withDefaults()
+	d := keepaliveDefaults(Keepalive{})
 	for _, file := range files {
 		y, err := os.ReadFile(file)
 		if err != nil {

@@ -11,7 +11,6 @@ package envoy
 import (
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -119,15 +118,6 @@ const (
 // ext_proc connection uses the same fixed windows, which also turns those
 // PINGs off.
 const envoyHTTP2Window = 256 << 20
-
-// keepaliveNext is the wait before the next keepalive PING
-// (codec_impl.cc onKeepaliveResponse).
-func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
-	if mod := time.Duration(jitterPercent * float64(interval) / 100); mod > 0 {
-		return interval + rand.N(mod)
-	}
-	return interval
-}
 
 // Response codes details, bodies and flags of the local replies Envoy's
 // router and filter manager send (source/common/stream_info/utility.h

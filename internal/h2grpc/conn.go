@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,7 @@ func (c *conn) connect() {
 	nc, err := o.Dial(ctx, o.Target)
 	cancel()
 	if err != nil {
-		c.fail(status.Errorf(codes.Unavailable, "connect to %s: %v", o.Target, err))
+		c.fail(connectError(err))
 		return
 	}
 	c.mu.Lock()
@@ -366,7 +367,7 @@ func (c *conn) readLoop() {
 		case *http2.MetaHeadersFrame:
 			c.onHeaders(f)
 		case *http2.RSTStreamFrame:
-			c.streamError(f.StreamID, status.Errorf(rstCode(f.ErrCode), "stream terminated by RST_STREAM with error code: %v", f.ErrCode), 0)
+			c.onRST(f)
 		case *http2.SettingsFrame:
 			c.onSettings(f)
 		case *http2.PingFrame:
@@ -398,6 +399,21 @@ func (c *conn) streamError(id uint32, err error, code http2.ErrCode) {
 	if s := c.lookup(id); s != nil {
 		c.closeStream(s, err, false, code != 0, code)
 	}
+}
+
+// onRST fails a stream the server reset. A CANCEL once the stream's
+// deadline has passed is taken as the deadline's, as grpc-go does (the
+// server enforces the grpc-timeout sent).
+func (c *conn) onRST(f *http2.RSTStreamFrame) {
+	s := c.lookup(f.StreamID)
+	if s == nil {
+		return
+	}
+	code := rstCode(f.ErrCode)
+	if d, ok := s.ctx.Deadline(); ok && code == codes.Canceled && !d.After(time.Now()) {
+		code = codes.DeadlineExceeded
+	}
+	c.closeStream(s, status.Errorf(code, "stream terminated by RST_STREAM with error code: %v", f.ErrCode), false, false, 0)
 }
 
 // rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does
@@ -691,4 +707,25 @@ func httpStatusError(code string) error {
 		c = codes.Unavailable
 	}
 	return status.Error(c, fmt.Sprintf("unexpected HTTP status code received from server: %s", code))
+}
+
+// connectError is the status of a stream whose connection could not be
+// opened. Envoy's router answers the gRPC request with a local reply, 503
+// (grpc-status 14, Unavailable) with its upstream failure text as
+// grpc-message, and the gRPC client appends the response code details
+// (source/common/router/router.cc onUpstreamReset;
+// source/common/grpc/async_client_impl.cc enhancedGrpcMessage) [inferred];
+// the wording follows the data plane's router (envoy/router.go).
+func connectError(err error) error {
+	reason, why := "remote connection failure", "delayed connect error: "+err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		reason, why = "connection timeout", ""
+	}
+	msg := "upstream connect error or disconnect/reset before headers. reset reason: " + reason
+	details := "upstream_reset_before_response_started{" + strings.ReplaceAll(reason, " ", "_")
+	if why != "" {
+		msg += ", transport failure reason: " + why
+		details += "|" + strings.ReplaceAll(why, " ", "_")
+	}
+	return status.Error(codes.Unavailable, msg+"{"+details+"}}")
 }
