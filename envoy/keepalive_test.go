@@ -141,16 +141,7 @@ func TestKeepaliveTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	results := make(chan pingtap.NoAckResult, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { results <- pingtap.NoAckServer(c, 0) }()
-		}
-	}()
+	results := pingtap.ServeNoAck(ln, 0)
 	d, err := New(Options{ExtProcTarget: ln.Addr().String(), Keepalive: Keepalive{Interval: 30 * time.Millisecond, Timeout: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

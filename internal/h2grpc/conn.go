@@ -197,8 +197,8 @@ func (c *conn) start(s *stream) (retry bool, err error) {
 		c.closeStream(s, err, false, false, 0)
 		return false, err
 	}
-	s.needFlush = true
-	s.stop = context.AfterFunc(s.ctx, s.onCtxDone)
+	s.needFlush.Store(true)
+	s.watchContext()
 	return false, nil
 }
 

@@ -92,20 +92,11 @@ func TestKeepaliveTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = ln.Close() })
-			results := make(chan pingtap.NoAckResult, 4)
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					every := time.Duration(0)
-					if tc.chatty {
-						every = timeout / 4
-					}
-					go func() { results <- pingtap.NoAckServer(c, every) }()
-				}
-			}()
+			every := time.Duration(0)
+			if tc.chatty {
+				every = timeout / 4
+			}
+			results := pingtap.ServeNoAck(ln, every)
 			cc := newTestClient(t, Options{Target: ln.Addr().String(), Keepalive: Keepalive{Interval: 20 * time.Millisecond, Timeout: timeout}})
 			callErr := make(chan error, 1)
 			go func() {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -54,11 +55,12 @@ type stream struct {
 	maxRecv int
 	maxSend int
 	id      uint32
-	stop    func() bool // stops the context's AfterFunc
+	// Set by whichever of Send and Recv comes first; the HEADERS written
+	// by NewStream are then flushed.
+	needFlush atomic.Bool
 
 	// Sending goroutine only.
-	needFlush bool // HEADERS written, not flushed
-	sentEnd   bool
+	sentEnd bool
 	prefix    [prefixLen]byte
 	parts     [][]byte // what is left to write of the message
 
@@ -73,7 +75,8 @@ type stream struct {
 	closed     bool // off the connection
 
 	mu      sync.Mutex
-	msgs    []*[]byte // received, not yet taken
+	stop    func() bool // stops the context's AfterFunc
+	msgs    []*[]byte   // received, not yet taken
 	head    int
 	header  metadata.MD
 	trailer metadata.MD
@@ -142,6 +145,7 @@ func (s *stream) finish(err error, keep bool) {
 		return
 	}
 	s.done, s.err, s.hdrDone = true, err, true
+	stop := s.stop
 	var drop []*[]byte
 	if !keep {
 		drop = s.msgs[s.head:]
@@ -151,10 +155,22 @@ func (s *stream) finish(err error, keep bool) {
 	for _, b := range drop {
 		putBuf(b)
 	}
-	if s.stop != nil {
-		s.stop()
+	if stop != nil {
+		stop()
 	}
 	s.signal()
+}
+
+// watchContext resets the stream when its context ends first.
+func (s *stream) watchContext() {
+	stop := context.AfterFunc(s.ctx, s.onCtxDone)
+	s.mu.Lock()
+	done := s.done
+	s.stop = stop
+	s.mu.Unlock()
+	if done {
+		stop()
+	}
 }
 
 // onCtxDone cancels the stream: RST_STREAM(CANCEL), and Canceled or
@@ -196,8 +212,7 @@ func (s *stream) Trailer() metadata.MD {
 }
 
 func (s *stream) flushHeaders() {
-	if s.needFlush {
-		s.needFlush = false
+	if s.needFlush.Load() && s.needFlush.Swap(false) {
 		_ = s.c.flush()
 	}
 }
@@ -261,7 +276,7 @@ func (s *stream) send(n int, end bool) error {
 			}
 			ch := c.waiterLocked()
 			c.mu.Unlock()
-			s.needFlush = false
+			s.needFlush.Store(false)
 			if err := c.flush(); err != nil {
 				return err
 			}
@@ -290,7 +305,7 @@ func (s *stream) send(n int, end bool) error {
 		}
 		err := c.bw.Flush()
 		c.wmu.Unlock()
-		s.needFlush = false
+		s.needFlush.Store(false)
 		if err != nil {
 			err = status.Errorf(codes.Unavailable, "write to %s: %v", c.cc.opts.Target, err)
 			c.fail(err)

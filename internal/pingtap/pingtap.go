@@ -196,3 +196,19 @@ func NoAckServer(c net.Conn, pingEvery time.Duration) (r NoAckResult) {
 		}
 	}
 }
+
+// ServeNoAck runs NoAckServer on every connection ln accepts, until ln is
+// closed; each connection's result arrives on the channel when it ends.
+func ServeNoAck(ln net.Listener, pingEvery time.Duration) <-chan NoAckResult {
+	results := make(chan NoAckResult, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { results <- NoAckServer(c, pingEvery) }()
+		}
+	}()
+	return results
+}
