@@ -176,8 +176,8 @@ const (
 // source/common/http/http_option_limits.h: 256 MiB); the bootstraps set
 // none for toolmesh_extproc. Envoy's windows are static: unlike grpc-go's
 // default dynamic window, it sends no BDP-estimation PINGs. The data plane's
-// ext_proc connection uses the same fixed windows, which also turns those
-// PINGs off.
+// ext_proc connection (h2grpc) uses the same fixed windows and sends no
+// such PINGs either.
 const envoyHTTP2Window = 256 << 20
 
 // Response codes details, bodies and flags of the local replies Envoy's

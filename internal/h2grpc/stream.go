@@ -61,8 +61,8 @@ type stream struct {
 
 	// Sending goroutine only.
 	sentEnd bool
-	prefix    [prefixLen]byte
-	parts     [][]byte // what is left to write of the message
+	prefix  [prefixLen]byte
+	parts   [][]byte // what is left to write of the message
 
 	// Reader goroutine only.
 	asm        assembler
