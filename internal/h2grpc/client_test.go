@@ -389,6 +389,15 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("unexpected %q: Envoy's gRPC client sends no user-agent", l)
 		}
 	}
+	if h, err := st.Header(); err != nil || len(h.Get("x-resp")) != 1 || h.Get("x-resp")[0] != "1" {
+		t.Errorf("response header = %v, %v", h, err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+	if tr := st.Trailer().Get("x-trail-bin"); len(tr) != 1 || tr[0] != "\x01\x02" {
+		t.Errorf("trailer x-trail-bin = %q", tr)
+	}
 	for d, want := range map[time.Duration]string{
 		time.Microsecond: "1m", 99999999 * time.Millisecond: "99999999m", 100000000 * time.Millisecond: "100000S",
 		200000000 * time.Second: "3333333M", 1 << 62: "76861433M",

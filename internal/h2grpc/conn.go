@@ -510,7 +510,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 				c.closeStream(s, httpStatusError(code), false, true, http2.ErrCodeCancel)
 				return
 			}
-			s.setHeader(headerMD(f))
+			s.setHeader(f.RegularFields())
 			return
 		}
 		// Trailers-Only: a non-200 without grpc-status is an HTTP error.
@@ -524,7 +524,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 	}
 	s.asm.release()
 	err := trailerStatus(f)
-	s.setTrailer(headerMD(f))
+	s.setTrailer(f.RegularFields())
 	c.remoteEnd(s, err)
 }
 

@@ -27,7 +27,8 @@ import (
 //   - echo (default): answers each request body with an ImmediateResponse
 //     carrying it, until the client half-closes.
 //   - size: answers each request with a body of the size in its body.
-//   - md: answers once with the request's metadata, sorted "k=v" lines.
+//   - md: answers once with the request's metadata, sorted "k=v" lines,
+//     with response header x-resp and trailer x-trail-bin.
 //   - error: fails at once (a Trailers-Only response).
 //   - hold: never reads or answers; records when the stream ends.
 type testProcessor struct {
@@ -47,7 +48,8 @@ func (p *testProcessor) Process(st extprocv3.ExternalProcessor_ProcessServer) er
 	case "hold":
 		<-st.Context().Done()
 		p.ended <- st.Context().Err()
-		return nil
+		// Not OK: the status must not race the client's own deadline.
+		return status.FromContextError(st.Context().Err()).Err()
 	case "md":
 		var lines []string
 		for k, vs := range md {
@@ -56,6 +58,8 @@ func (p *testProcessor) Process(st extprocv3.ExternalProcessor_ProcessServer) er
 			}
 		}
 		sort.Strings(lines)
+		_ = st.SetHeader(metadata.Pairs("x-resp", "1"))
+		st.SetTrailer(metadata.Pairs("x-trail-bin", "\x01\x02"))
 		return st.Send(immediate([]byte(strings.Join(lines, "\n"))))
 	}
 	for {

@@ -63,6 +63,11 @@ type stream struct {
 	sentEnd bool
 	prefix  [prefixLen]byte
 	parts   [][]byte // what is left to write of the message
+	partBuf [4][]byte
+
+	// RecvMsg's goroutine only: the message handed to the codec.
+	one [1]mem.Buffer
+	sb  mem.SliceBuffer
 
 	// Reader goroutine only.
 	asm        assembler
@@ -74,12 +79,14 @@ type stream struct {
 	localEnded bool // END_STREAM sent
 	closed     bool // off the connection
 
-	mu      sync.Mutex
-	stop    func() bool // stops the context's AfterFunc
-	msgs    []*[]byte   // received, not yet taken
-	head    int
-	header  metadata.MD
-	trailer metadata.MD
+	mu   sync.Mutex
+	stop func() bool // stops the context's AfterFunc
+	msgs []*[]byte   // received, not yet taken
+	head int
+	// Response header and trailer fields, made metadata only when asked
+	// for (the data plane never does).
+	header  []hpack.HeaderField
+	trailer []hpack.HeaderField
 	hdrDone bool
 	done    bool
 	err     error         // once done: errDone or a status error
@@ -123,16 +130,16 @@ func (s *stream) push(msgs []*[]byte) {
 	s.signal()
 }
 
-func (s *stream) setHeader(md metadata.MD) {
+func (s *stream) setHeader(fields []hpack.HeaderField) {
 	s.mu.Lock()
-	s.header, s.hdrDone = md, true
+	s.header, s.hdrDone = fields, true
 	s.mu.Unlock()
 	s.signal()
 }
 
-func (s *stream) setTrailer(md metadata.MD) {
+func (s *stream) setTrailer(fields []hpack.HeaderField) {
 	s.mu.Lock()
-	s.trailer = md
+	s.trailer = fields
 	s.mu.Unlock()
 }
 
@@ -187,13 +194,13 @@ func (s *stream) Header() (metadata.MD, error) {
 	for {
 		s.mu.Lock()
 		if s.hdrDone {
-			md, done, err := s.header, s.done, s.err
+			fields, done, err := s.header, s.done, s.err
 			s.mu.Unlock()
 			s.signal() // a RecvMsg may be waiting for the same wake-up
-			if done && md == nil && !errors.Is(err, errDone) {
+			if done && fields == nil && !errors.Is(err, errDone) {
 				return nil, err
 			}
-			return md, nil
+			return fieldsMD(fields), nil
 		}
 		s.mu.Unlock()
 		select {
@@ -208,7 +215,7 @@ func (s *stream) Header() (metadata.MD, error) {
 func (s *stream) Trailer() metadata.MD {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.trailer
+	return fieldsMD(s.trailer)
 }
 
 func (s *stream) flushHeaders() {
@@ -238,6 +245,9 @@ func (s *stream) SendMsg(m any) error {
 	}
 	s.prefix[0] = 0
 	binary.BigEndian.PutUint32(s.prefix[1:], uint32(size))
+	if s.parts == nil {
+		s.parts = s.partBuf[:0]
+	}
 	s.parts = append(s.parts[:0], s.prefix[:])
 	for _, b := range data {
 		s.parts = append(s.parts, b.ReadOnlyData())
@@ -348,19 +358,24 @@ func (s *stream) RecvMsg(m any) error {
 // large buffer goes as a reference-counted mem.Buffer, so a codec keeping
 // a reference keeps it out of the pool.
 func (s *stream) decode(b *[]byte, m any) error {
-	var data mem.BufferSlice
+	// The slice and a small message's SliceBuffer live in s: a codec
+	// keeps nothing of data past Unmarshal but what it Refs.
 	small := mem.IsBelowBufferPoolingThreshold(len(*b))
 	if small {
-		data = mem.BufferSlice{mem.SliceBuffer(*b)}
+		s.sb = *b
+		s.one[0] = &s.sb
 	} else {
-		data = mem.BufferSlice{mem.NewBuffer(b, recvPool{})}
+		s.one[0] = mem.NewBuffer(b, recvPool{})
 	}
+	data := mem.BufferSlice(s.one[:])
 	err := s.codec.Unmarshal(data, m)
 	if small {
+		s.sb = nil
 		putBuf(b)
 	} else {
 		data.Free()
 	}
+	s.one[0] = nil
 	if err != nil {
 		err = status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 		s.c.closeStream(s, err, false, true, http2.ErrCodeCancel)
@@ -448,10 +463,10 @@ func grpcTimeout(d time.Duration) string {
 	return strconv.FormatInt(t, 10) + units[u:u+1]
 }
 
-// headerMD is the metadata of a response HEADERS frame.
-func headerMD(f *http2.MetaHeadersFrame) metadata.MD {
+// fieldsMD is the metadata of response header fields.
+func fieldsMD(fields []hpack.HeaderField) metadata.MD {
 	md := metadata.MD{}
-	for _, hf := range f.RegularFields() {
+	for _, hf := range fields {
 		v := hf.Value
 		if strings.HasSuffix(hf.Name, "-bin") {
 			if b, err := decodeBin(v); err == nil {
