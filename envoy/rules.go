@@ -142,10 +142,14 @@ const (
 //     source/common/conn_pool/conn_pool_base.cc): connect on the first
 //     stream; streams go on a connection that is neither draining nor at
 //     the server's SETTINGS_MAX_CONCURRENT_STREAMS, which Envoy follows up
-//     and down; with none, a new connection is opened rather than queueing
-//     (the cluster's max_connections, 1024 by default, is not emulated). A
-//     GOAWAY drains the connection: streams above last_stream_id fail
-//     Unavailable, the others finish, the connection closes once idle. A
+//     and down; with none, ConnPoolImplBase::newStreamImpl queues the
+//     stream as pending and tryCreateNewConnections opens a connection for
+//     it (the cluster's max_connections, 1024 by default, is not emulated).
+//     [choice] Streams wait on the connection opened (or opening) for them,
+//     where Envoy attaches a pending stream to whichever client has
+//     capacity first (onUpstreamReady). A GOAWAY drains the connection:
+//     streams above last_stream_id fail Unavailable, the others finish, and
+//     the connection closes once its last stream ends (onStreamClosed). A
 //     connection that used DEFAULT_MAX_STREAMS (2^29) stream ids drains too.
 //     A connect failure fails the stream with Unavailable and the router's
 //     local reply text plus the response code details (enhancedGrpcMessage)
