@@ -56,7 +56,7 @@ type adsClient struct {
 // exponential back-off and returns ctx.Err() once ctx is done.
 func (d *DataPlane) WatchADS(ctx context.Context, target string, node *corev3.Node) error {
 	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		d.keepalive.dialOption(d.log.With("grpc", "ads")))
+		keepaliveDialOption(d.keepalive, d.log.With("grpc", "ads")))
 	if err != nil {
 		return fmt.Errorf("connect to xds %q: %w", target, err)
 	}

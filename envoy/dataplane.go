@@ -13,7 +13,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/internal/h2grpc"
 )
 
 // Options configures a [DataPlane].
@@ -43,7 +44,7 @@ type DataPlane struct {
 	log       *slog.Logger
 	conn      grpc.ClientConnInterface
 	extProc   extprocv3.ExternalProcessorClient // on conn, made once
-	ownConn   *grpc.ClientConn
+	ownConn   *h2grpc.ClientConn
 	transport http.RoundTripper
 	keepalive Keepalive
 
@@ -63,7 +64,7 @@ func New(opts Options) (*DataPlane, error) {
 		log:        opts.Logger,
 		conn:       opts.ExtProcConn,
 		transport:  opts.Transport,
-		keepalive:  opts.Keepalive.withDefaults(),
+		keepalive:  keepaliveDefaults(opts.Keepalive),
 		runtimes:   map[string]*clusterRuntime{},
 		limits:     map[string]clusterLimits{},
 		transports: map[string]upstreamPool{},
@@ -72,17 +73,17 @@ func New(opts Options) (*DataPlane, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
-		cc, err := grpc.NewClient(opts.ExtProcTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			d.keepalive.dialOption(d.log.With("grpc", "ext_proc")),
-			grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
-			// Envoy retries an ext_proc stream only under a retry policy,
-			// which toolmesh's grpc_service does not set
-			// (api/envoy/config/core/v3/grpc_service.proto,
-			// GrpcService.retry_policy: "If not specified, no default retry
-			// policy is applied at the client level"). grpc-go's transparent
-			// retry, on by default, would replay a stream Envoy fails, and
-			// buffers every message sent for that.
-			grpc.WithDisableRetry())
+		// Envoy's own gRPC client on its HTTP/2 codec (rules.go, "ext_proc
+		// gRPC client connection"). It never retries a stream: Envoy
+		// retries an ext_proc stream only under a retry policy, which
+		// toolmesh's grpc_service does not set
+		// (api/envoy/config/core/v3/grpc_service.proto,
+		// GrpcService.retry_policy: "If not specified, no default retry
+		// policy is applied at the client level").
+		cc, err := h2grpc.NewClient(h2grpc.Options{
+			Target: opts.ExtProcTarget, StreamWindow: envoyHTTP2Window, ConnWindow: envoyHTTP2Window,
+			Keepalive: d.keepalive, Logger: d.log.With("grpc", "ext_proc"),
+		})
 		if err != nil {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}

@@ -22,7 +22,8 @@ import (
 // out of it again: two copies and an allocation of what can be a
 // multi-megabyte tools/list page. Instead the frames are joined into a
 // buffer the exchange holds until its response is written, taken from a
-// pool, and the body is a slice of it. The message decoded is the same:
+// pool, and the body is a slice of it; a message that arrives as one
+// reference-counted buffer (h2grpc's) is held by reference, not copied. The message decoded is the same:
 // only where its body lives differs.
 //
 // Every other message is decoded by extprocpb without the generic
@@ -77,6 +78,15 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// this decodes is dropped, from a buffer of its own.
 		return c.Codec.Unmarshal(data, v)
 	}
+	if len(data) == 1 {
+		if _, isSlice := data[0].(mem.SliceBuffer); !isSlice {
+			// One reference-counted buffer (h2grpc hands a whole message
+			// so): keep a reference instead of a copy; release frees it.
+			data[0].Ref()
+			h.refs = append(h.refs, data[0])
+			return extprocwire.UnmarshalAliasingBody(data[0].ReadOnlyData(), resp)
+		}
+	}
 	bp, _ := receiveBufs.Get().(*[]byte)
 	if bp == nil || cap(*bp) < data.Len() {
 		b := make([]byte, data.Len())
@@ -94,6 +104,7 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 type heldBuffers struct {
 	mu       sync.Mutex
 	bufs     []*[]byte
+	refs     []mem.Buffer // received buffers referenced rather than copied
 	released bool
 }
 
@@ -106,9 +117,12 @@ var receiveBufs sync.Pool // *[]byte
 // is done; nothing decoded from them may be used afterwards.
 func (h *heldBuffers) release() {
 	h.mu.Lock()
-	bufs := h.bufs
-	h.bufs, h.released = nil, true
+	bufs, refs := h.bufs, h.refs
+	h.bufs, h.refs, h.released = nil, nil, true
 	h.mu.Unlock()
+	for _, b := range refs {
+		b.Free()
+	}
 	for _, bp := range bufs {
 		if cap(*bp) <= maxPooledBuffer {
 			receiveBufs.Put(bp)

@@ -111,3 +111,37 @@ func TestExtProcCodecReleaseDuringDecode(t *testing.T) {
 		next.release()
 	}
 }
+
+// countingPool is a mem.BufferPool that records what comes back.
+type countingPool struct{ put int }
+
+func (p *countingPool) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (p *countingPool) Put(*[]byte)       { p.put++ }
+
+// TestExtProcCodecHoldsReference: a large message handed over as one
+// reference-counted buffer (h2grpc's way) is held by reference, the body
+// aliasing it, and goes back to its pool only at release.
+func TestExtProcCodecHoldsReference(t *testing.T) {
+	big := bytes.Repeat([]byte("y"), 100_000)
+	plain := immediateWire(t, big)
+	pool := &countingPool{}
+	buf := append([]byte(nil), plain...)
+	data := mem.BufferSlice{mem.NewBuffer(&buf, pool)}
+	var held heldBuffers
+	c := extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &held}
+	got := &extprocv3.ProcessingResponse{}
+	if err := c.Unmarshal(data, got); err != nil {
+		t.Fatal(err)
+	}
+	data.Free() // the transport's reference, as after every Unmarshal
+	if !bytes.Equal(got.GetImmediateResponse().GetBody(), big) || !within(got.GetImmediateResponse().GetBody(), buf) {
+		t.Fatal("the body is not the received buffer")
+	}
+	if pool.put != 0 || len(held.bufs) != 0 {
+		t.Fatalf("buffer returned %d times, %d copies held; want it held by reference", pool.put, len(held.bufs))
+	}
+	held.release()
+	if pool.put != 1 {
+		t.Fatalf("release returned the buffer %d times, want once", pool.put)
+	}
+}

@@ -9,25 +9,20 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/internal/h2grpc"
 )
 
 // Keepalive is the HTTP/2 connection keepalive of the data plane's gRPC
 // connections (ADS and ext_proc), as Envoy's
 // Http2ProtocolOptions.connection_keepalive on the toolmesh_xds and
 // toolmesh_extproc clusters of the bootstraps. The zero value is what the
-// bootstraps set; rules.go describes the behaviour.
-type Keepalive struct {
-	// Interval between PINGs (default 30s); negative sends none.
-	Interval time.Duration
-	// Timeout for a PING's ACK before the connection is closed (default 5s).
-	Timeout time.Duration
-	// IntervalJitter is the percentage of Interval added at random to each
-	// one (default 15, Envoy's); negative means none.
-	IntervalJitter float64
-}
+// bootstraps set (keepaliveDefaults); a negative Interval sends no PINGs,
+// a negative IntervalJitter means none. rules.go describes the behaviour.
+type Keepalive = h2grpc.Keepalive
 
-// withDefaults fills the zero fields.
-func (k Keepalive) withDefaults() Keepalive {
+// keepaliveDefaults fills the zero fields.
+func keepaliveDefaults(k Keepalive) Keepalive {
 	if k.Interval == 0 {
 		k.Interval = defaultKeepaliveInterval
 	}
@@ -43,9 +38,10 @@ func (k Keepalive) withDefaults() Keepalive {
 	return k
 }
 
-// dialOption makes the connections of a gRPC client send Envoy's keepalive
-// PINGs; the data plane's ADS and ext_proc clients use it.
-func (k Keepalive) dialOption(log *slog.Logger) grpc.DialOption {
+// keepaliveDialOption makes the connections of a grpc-go client send
+// Envoy's keepalive PINGs; the data plane's ADS client uses it (the
+// ext_proc client, h2grpc, sends them itself).
+func keepaliveDialOption(k Keepalive, log *slog.Logger) grpc.DialOption {
 	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil || k.Interval < 0 {
@@ -64,7 +60,7 @@ const (
 	pingPayloadLen   = 8
 )
 
-// pingConn is a client HTTP/2 connection under grpc-go's transport that
+// pingConn is a client HTTP/2 connection under grpc-go's transport (ADS) that
 // adds Envoy's keepalive PINGs (see the choice in rules.go). It follows the
 // frame boundaries of both directions: its own PINGs go out only between
 // two of grpc-go's frames, and their ACKs are taken out of what grpc-go
@@ -142,7 +138,7 @@ func newPingConn(c net.Conn, ka Keepalive, log *slog.Logger) *pingConn {
 	p := &pingConn{Conn: c, ka: ka, log: log, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
 	p.kmu.Lock()
 	defer p.kmu.Unlock()
-	p.send = time.AfterFunc(keepaliveNext(ka.Interval, ka.IntervalJitter), p.sendPing)
+	p.send = time.AfterFunc(h2grpc.KeepaliveNext(ka.Interval, ka.IntervalJitter), p.sendPing)
 	p.timeout = time.AfterFunc(time.Hour, p.onTimeout)
 	p.timeout.Stop()
 	return p
@@ -279,7 +275,7 @@ func (p *pingConn) onAck(payload []byte) bool {
 	p.awaiting = false
 	p.timeout.Stop()
 	if !p.closed {
-		p.send.Reset(keepaliveNext(p.ka.Interval, p.ka.IntervalJitter))
+		p.send.Reset(h2grpc.KeepaliveNext(p.ka.Interval, p.ka.IntervalJitter))
 	}
 	return true
 }

@@ -3,8 +3,6 @@ package envoy
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -21,100 +19,26 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	"github.com/toolmesh/toolmesh/internal/pingtap"
 )
-
-// pingLog records, per accepted connection, the client PINGs a server
-// received, parsed with x/net/http2 rather than the code under test.
-type pingLog struct {
-	mu    sync.Mutex
-	conns [][]uint64 // PING payloads per connection, in order
-	eof   []bool     // the client closed the connection
-}
-
-func (l *pingLog) snapshot() ([][]uint64, []bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out [][]uint64
-	for _, c := range l.conns {
-		out = append(out, append([]uint64(nil), c...))
-	}
-	return out, append([]bool(nil), l.eof...)
-}
-
-// tapListener copies what each accepted connection reads into a frame
-// parser that records the PINGs.
-type tapListener struct {
-	net.Listener
-	log *pingLog
-}
-
-func (l *tapListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.log.mu.Lock()
-	i := len(l.log.conns)
-	l.log.conns = append(l.log.conns, nil)
-	l.log.eof = append(l.log.eof, false)
-	l.log.mu.Unlock()
-	pr, pw := io.Pipe()
-	go func() {
-		defer func() { _ = pr.Close() }()
-		if _, err := io.ReadFull(pr, make([]byte, len(http2.ClientPreface))); err != nil {
-			return
-		}
-		fr := http2.NewFramer(nil, pr)
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
-				l.log.mu.Lock()
-				l.log.conns[i] = append(l.log.conns[i], binary.BigEndian.Uint64(p.Data[:]))
-				l.log.mu.Unlock()
-			}
-		}
-	}()
-	return &tapConn{Conn: c, w: pw, log: l.log, i: i}, nil
-}
-
-type tapConn struct {
-	net.Conn
-	w   *io.PipeWriter
-	log *pingLog
-	i   int
-}
-
-func (c *tapConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	_, _ = c.w.Write(b[:n])
-	if err != nil {
-		if err == io.EOF {
-			c.log.mu.Lock()
-			c.log.eof[c.i] = true
-			c.log.mu.Unlock()
-		}
-		_ = c.w.CloseWithError(err)
-	}
-	return n, err
-}
 
 // startTappedServer runs a gRPC server with an ADS service (open streams
 // counted) and a health service, accepting PINGs of any rate.
-func startTappedServer(t *testing.T) (addr string, log *pingLog, streams func() (opened, closed int)) {
+func startTappedServer(t *testing.T) (addr string, tap *pingtap.Listener, streams func() (opened, closed int)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	log = &pingLog{}
+	tap = pingtap.New(ln)
 	var mu sync.Mutex
 	var opened, closed int
 	srv := serverv3.NewServer(t.Context(), cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil), serverv3.CallbackFuncs{
@@ -135,9 +59,9 @@ func startTappedServer(t *testing.T) (addr string, log *pingLog, streams func() 
 	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Millisecond, PermitWithoutStream: true}))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	healthpb.RegisterHealthServer(gs, health.NewServer())
-	go func() { _ = gs.Serve(&tapListener{Listener: ln, log: log}) }()
+	go func() { _ = gs.Serve(tap) }()
 	t.Cleanup(gs.Stop)
-	return ln.Addr().String(), log, func() (int, int) {
+	return ln.Addr().String(), tap, func() (int, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return opened, closed
@@ -154,7 +78,7 @@ func TestKeepalivePings(t *testing.T) {
 	ka := Keepalive{Interval: interval, Timeout: 5 * time.Second}
 	for _, tc := range []string{"ads", "ext_proc"} {
 		t.Run(tc, func(t *testing.T) {
-			addr, log, streams := startTappedServer(t)
+			addr, tap, streams := startTappedServer(t)
 			start := time.Now()
 			opts := Options{Keepalive: ka}
 			if tc == "ext_proc" {
@@ -174,24 +98,22 @@ func TestKeepalivePings(t *testing.T) {
 				}()
 				t.Cleanup(func() { cancel(); <-done })
 			} else {
-				d.ownConn.Connect() // Envoy connects at the first request; no stream is opened here
+				// Envoy connects at the first request; once it is done no
+				// stream is open.
+				if _, err := healthpb.NewHealthClient(d.conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			waitFor(t, "PINGs", func() bool {
-				conns, _ := log.snapshot()
-				return len(conns) > 0 && len(conns[0]) >= want
+				conns := tap.Snapshot()
+				return len(conns) > 0 && len(conns[0].Pings) >= want
 			})
-			conns, eof := log.snapshot()
-			if len(conns) != 1 || eof[0] {
-				t.Fatalf("%d connections (first closed: %v), want the one connection kept", len(conns), eof)
+			conns := tap.Snapshot()
+			if len(conns) != 1 || conns[0].EOF {
+				t.Fatalf("%d connections (%+v), want the one connection kept", len(conns), conns)
 			}
-			for i, p := range conns[0] {
-				sent := time.UnixMilli(int64(p))
-				if sent.Before(start.Truncate(time.Millisecond)) || sent.After(time.Now()) {
-					t.Errorf("PING %d payload %d is not the send time in ms since the epoch", i, p)
-				}
-				if i > 0 && time.Duration(p-conns[0][i-1])*time.Millisecond < interval-time.Millisecond {
-					t.Errorf("PINGs %d and %d %dms apart, want at least the interval %s", i-1, i, p-conns[0][i-1], interval)
-				}
+			for _, err := range pingtap.CadenceErrors(conns[0].Pings, start, interval) {
+				t.Error(err)
 			}
 			if tc == "ads" {
 				if opened, closed := streams(); opened != 1 || closed != 0 {
@@ -203,7 +125,7 @@ func TestKeepalivePings(t *testing.T) {
 			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 				t.Fatalf("RPC after the PINGs = %v, %v", resp, err)
 			}
-			if conns, _ := log.snapshot(); len(conns) != 1 {
+			if conns := tap.Snapshot(); len(conns) != 1 {
 				t.Errorf("the RPC went over a new connection (%d in all)", len(conns))
 			}
 		})
@@ -212,68 +134,36 @@ func TestKeepalivePings(t *testing.T) {
 
 // TestKeepaliveTimeout runs a server that never ACKs PINGs: the data plane
 // sends one PING, no second one while it waits, and closes the connection
-// at the timeout, as Envoy does; grpc-go then reconnects.
+// at the timeout, as Envoy does; the call on it fails with Unavailable.
 func TestKeepaliveTimeout(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	type result struct {
-		pings  int
-		closed bool
-	}
-	results := make(chan result, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var r result
-				defer func() { results <- r }()
-				if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
-					return
-				}
-				fr := http2.NewFramer(c, c)
-				if err := fr.WriteSettings(); err != nil {
-					return
-				}
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
-						r.closed = err == io.EOF
-						return
-					}
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() {
-							_ = fr.WriteSettingsAck()
-						}
-					case *http2.PingFrame:
-						if !f.IsAck() {
-							r.pings++ // never answered
-						}
-					}
-				}
-			}()
-		}
-	}()
+	results := pingtap.ServeNoAck(ln, 0)
 	d, err := New(Options{ExtProcTarget: ln.Addr().String(), Keepalive: Keepalive{Interval: 30 * time.Millisecond, Timeout: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	d.ownConn.Connect()
+	// A call opens the connection; the server never answers it, and it
+	// fails when the keepalive timeout closes the connection.
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := healthpb.NewHealthClient(d.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		callErr <- err
+	}()
 	select {
 	case r := <-results:
-		if !r.closed || r.pings != 1 {
-			t.Errorf("first connection: closed by the client %v after %d PINGs; want closed after exactly 1", r.closed, r.pings)
+		if !r.EOF || r.Pings != 1 {
+			t.Errorf("first connection: closed by the client %v after %d PINGs; want closed after exactly 1", r.EOF, r.Pings)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the connection was not closed though its PING was never answered")
+	}
+	if err := <-callErr; status.Code(err) != codes.Unavailable {
+		t.Errorf("call on the closed connection: %v, want Unavailable", err)
 	}
 }
 
@@ -355,7 +245,7 @@ func TestKeepaliveDefaultsMatchBootstraps(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no bootstrap files: %v", err)
 	}
-	d := Keepalive{}.withDefaults()
+	d := keepaliveDefaults(Keepalive{})
 	for _, file := range files {
 		y, err := os.ReadFile(file)
 		if err != nil {

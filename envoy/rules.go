@@ -11,7 +11,6 @@ package envoy
 import (
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -87,19 +86,84 @@ const (
 //   - Any frame received other than a PING ACK re-arms a running timeout
 //     (onBeforeFrameReceived: HOL blocking must not look like a dead peer).
 //   - onKeepaliveResponseTimeout closes the connection (h2_ping_timeout);
-//     the gRPC client then reconnects.
+//     its streams fail (Unavailable) and the next stream connects again.
 //
-// [choice] grpc-go's own client keepalive (keepalive.ClientParameters) is
-// not used: it raises Time below 10s to 10s (dialoptions.go
-// WithKeepaliveParams, internal.KeepaliveMinPingTime), pings only after Time
-// without reading anything instead of on a fixed cadence, and has no jitter.
-// The connections are wrapped instead (keepalive.go pingConn): PINGs go out
-// between grpc-go's frames, and their ACKs, recognised by payload, are taken
-// out before grpc-go reads. Only ACKs of our own PINGs count as keepalive
-// responses; grpc-go's BDP PINGs, which Envoy does not send, pass through.
-// connection_idle_interval (a PING before a new stream on an idle
-// connection) is not emulated: the bootstraps do not set it. The codec was
-// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag. [verify]
+// The ext_proc client (internal/h2grpc) implements this itself on its own
+// codec. [choice] For ADS, grpc-go's own client keepalive
+// (keepalive.ClientParameters) is not used: it raises Time below 10s to 10s
+// (dialoptions.go WithKeepaliveParams, internal.KeepaliveMinPingTime), pings
+// only after Time without reading anything instead of on a fixed cadence,
+// and has no jitter. The ADS connection is wrapped instead (keepalive.go
+// pingConn): PINGs go out between grpc-go's frames, and their ACKs,
+// recognised by payload, are taken out before grpc-go reads. Only ACKs of
+// our own PINGs count as keepalive responses; grpc-go's BDP PINGs, which
+// Envoy does not send, pass through. Both share the schedule
+// (h2grpc.KeepaliveNext). connection_idle_interval (a PING before a new
+// stream on an idle connection) is not emulated: the bootstraps do not set
+// it. The codec was read on a recent envoyproxy/envoy main, not at the
+// v1.40.0 tag. [verify]
+//
+// ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
+// server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
+// cluster's HTTP/2 connection pool; the data plane's ext_proc connection
+// (internal/h2grpc, dataplane.go New) emulates it rather than using
+// grpc-go's client. Options.ExtProcConn may still be any
+// grpc.ClientConnInterface (tests inject grpc-go connections).
+//   - Request headers: Grpc::Common::prepareHeaders
+//     (source/common/grpc/common.cc): :method POST, :path
+//     /<service>/<method>, :authority (envoy_grpc.authority, else the
+//     cluster name: source/common/grpc/async_client_impl.cc
+//     AsyncStreamImpl::initialize; here the target address, as grpc-go sent
+//     before), te: trailers, grpc-timeout (only with a stream timeout; here
+//     a context deadline, which the data plane never sets), content-type
+//     application/grpc; no user-agent. Http::AsyncStreamImpl::sendHeaders
+//     (source/common/http/async_client_impl.cc) adds x-envoy-internal: true
+//     and x-forwarded-for with the local address (send_internal and
+//     send_xff, on unless skip_envoy_headers; here the connection's local
+//     IP, Envoy's is the node's address [inferred]). :scheme http is the
+//     router's for a cleartext upstream [inferred]. initial_metadata then
+//     goes as headers, -bin values base64-encoded (base64EscapeBinHeaders);
+//     Envoy overwrites a header of the same name (OVERWRITE_IF_EXISTS_OR_ADD)
+//     where h2grpc keeps its own [choice]. Tracing headers are not injected.
+//   - Messages: the client hands its callbacks whole messages
+//     (AsyncStreamImpl::onData over Grpc::Decoder); a message with the
+//     compressed flag fails the stream with Internal, one over the receive
+//     limit with ResourceExhausted, and the stream is reset
+//     (streamError → resetStream). END_STREAM on DATA without trailers is
+//     Unknown; trailers without grpc-status are Unknown (onTrailers); a
+//     non-200 :status without grpc-status maps through httpToGrpcStatus.
+//     RST_STREAM codes map as grpc-go maps them (Envoy reports any reset as
+//     Internal [verify], grpc-go's codes were what ext_proc_error details
+//     showed before). CloseSend is an empty DATA frame with END_STREAM
+//     (closeStream); a stream the server ends while the client's side is
+//     open is reset with NO_ERROR (cleanup; the code is [inferred]); a
+//     cancelled context resets it with CANCEL.
+//   - Connection pool (source/common/http/http2/conn_pool.cc,
+//     source/common/conn_pool/conn_pool_base.cc): connect on the first
+//     stream; streams go on a connection that is neither draining nor at
+//     the server's SETTINGS_MAX_CONCURRENT_STREAMS, which Envoy follows up
+//     and down; with none, ConnPoolImplBase::newStreamImpl queues the
+//     stream as pending and tryCreateNewConnections opens a connection for
+//     it (the cluster's max_connections, 1024 by default, is not emulated).
+//     [choice] Streams wait on the connection opened (or opening) for them,
+//     where Envoy attaches a pending stream to whichever client has
+//     capacity first (onUpstreamReady). A GOAWAY drains the connection:
+//     streams above last_stream_id fail Unavailable, the others finish, and
+//     the connection closes once its last stream ends (onStreamClosed). A
+//     connection that used DEFAULT_MAX_STREAMS (2^29) stream ids drains too.
+//     A connect failure fails the stream with Unavailable and the router's
+//     local reply text plus the response code details (enhancedGrpcMessage)
+//     [inferred]; a read error, protocol error or keepalive timeout fails
+//     every open stream with Unavailable.
+//   - Flow control: the windows are envoyHTTP2Window (SETTINGS and a
+//     connection WINDOW_UPDATE at connect); received bytes go back in a
+//     WINDOW_UPDATE once half a window is consumed, as nghttp2
+//     (nghttp2_should_send_window_update) and oghttp2 (WindowManager) do
+//     [inferred]. Sends honour the server's stream and connection windows
+//     and SETTINGS_MAX_FRAME_SIZE. Server PINGs are ACKed, SETTINGS applied
+//     and ACKed; push is disabled (SETTINGS_ENABLE_PUSH 0) [inferred].
+//   - Not emulated: retries (no retry_policy in the bootstraps), the
+//     cluster's circuit breakers and idle_timeout on this connection, TLS.
 const (
 	// The bootstraps' interval and timeout (envoy/*.yaml, deploy/); Envoy
 	// itself sends no PINGs without connection_keepalive.
@@ -116,18 +180,9 @@ const (
 // source/common/http/http_option_limits.h: 256 MiB); the bootstraps set
 // none for toolmesh_extproc. Envoy's windows are static: unlike grpc-go's
 // default dynamic window, it sends no BDP-estimation PINGs. The data plane's
-// ext_proc connection uses the same fixed windows, which also turns those
-// PINGs off.
+// ext_proc connection (h2grpc) uses the same fixed windows and sends no
+// such PINGs either.
 const envoyHTTP2Window = 256 << 20
-
-// keepaliveNext is the wait before the next keepalive PING
-// (codec_impl.cc onKeepaliveResponse).
-func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
-	if mod := time.Duration(jitterPercent * float64(interval) / 100); mod > 0 {
-		return interval + rand.N(mod)
-	}
-	return interval
-}
 
 // Response codes details, bodies and flags of the local replies Envoy's
 // router and filter manager send (source/common/stream_info/utility.h
