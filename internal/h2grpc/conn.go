@@ -164,16 +164,17 @@ func (c *conn) closeDrained() {
 // another.
 func (c *conn) start(s *stream) (retry bool, err error) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
+		c.wmu.Unlock()
 		return false, c.err
 	}
 	if c.draining {
 		c.active--
 		idle := c.idleLocked()
 		c.mu.Unlock()
+		c.wmu.Unlock()
 		if idle {
 			c.closeDrained()
 		}
@@ -189,15 +190,21 @@ func (c *conn) start(s *stream) (retry bool, err error) {
 		c.draining = true
 	}
 	c.mu.Unlock()
+	err = c.writeHeaders(s, maxFrame)
+	if err == nil {
+		s.needFlush.Store(true)
+	}
+	// ClientConn.mu comes before wmu in the lock order: the pool is
+	// updated and the stream closed only once wmu is released.
+	c.wmu.Unlock()
 	if used {
 		c.cc.remove(c)
 	}
-	if err := c.writeHeaders(s, maxFrame); err != nil {
+	if err != nil {
 		err = status.Errorf(codes.Unavailable, "write headers: %v", err)
 		c.closeStream(s, err, false, false, 0)
 		return false, err
 	}
-	s.needFlush.Store(true)
 	s.watchContext()
 	return false, nil
 }
@@ -357,6 +364,11 @@ func (c *conn) readLoop() {
 				c.streamError(se.StreamID, status.Errorf(codes.Internal, "stream error: %v", se), se.Code)
 				continue
 			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.connError(ce, err.Error())
+				return
+			}
 			c.fail(status.Errorf(codes.Unavailable, "error reading from server: %v", err))
 			return
 		}
@@ -467,6 +479,13 @@ func (c *conn) onData(f *http2.DataFrame) {
 	if s == nil {
 		return
 	}
+	if !s.gotHeaders {
+		// A response is HEADERS, then DATA: DATA first is a malformed
+		// response, a stream error of type PROTOCOL_ERROR (RFC 9113
+		// §8.1, §8.1.1).
+		c.closeStream(s, status.Error(codes.Internal, "protocol error: DATA before the response HEADERS"), false, true, http2.ErrCodeProtocol)
+		return
+	}
 	msgs, err := s.asm.feed(f.Data(), c.scratch[:0])
 	if len(msgs) > 0 {
 		s.push(msgs)
@@ -532,8 +551,16 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 	if f.IsAck() {
 		return
 	}
+	// Out-of-range values are connection errors (RFC 9113 §6.5.2): a
+	// SETTINGS_MAX_FRAME_SIZE below 16384 (or 0) would otherwise stall
+	// every DATA write.
+	if err := f.ForeachSetting(http2.Setting.Valid); err != nil {
+		c.connError(err.(http2.ConnectionError), fmt.Sprintf("invalid SETTINGS: %v", err))
+		return
+	}
 	c.wmu.Lock()
 	c.mu.Lock()
+	var overflow bool
 	_ = f.ForeachSetting(func(st http2.Setting) error {
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
@@ -541,6 +568,10 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 			c.peerWindow = int64(st.Val)
 			for _, s := range c.streams {
 				s.sendWindow += delta
+				// A change that takes a window above 2^31-1 is a
+				// connection error FLOW_CONTROL_ERROR (RFC 9113
+				// §6.9.2); a window may go negative.
+				overflow = overflow || s.sendWindow > maxWindow
 			}
 		case http2.SettingMaxFrameSize:
 			c.maxFrame = int(st.Val)
@@ -555,6 +586,11 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 	})
 	c.broadcastLocked()
 	c.mu.Unlock()
+	if overflow {
+		c.wmu.Unlock()
+		c.connError(http2.ConnectionError(http2.ErrCodeFlowControl), "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1")
+		return
+	}
 	err := c.wfr.WriteSettingsAck()
 	if err == nil {
 		err = c.bw.Flush()
@@ -590,17 +626,42 @@ func (c *conn) onGoAway(f *http2.GoAwayFrame) {
 	}
 }
 
+// onWindowUpdate grows a send window. One taken above 2^31-1 is a
+// FLOW_CONTROL_ERROR: of the connection for its window, of the stream for
+// a stream's (RFC 9113 §6.9.1).
 func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	inc := int64(f.Increment)
+	var s *stream
 	if f.StreamID == 0 {
-		c.sendWindow += int64(f.Increment)
-	} else if s := c.streams[f.StreamID]; s != nil {
-		s.sendWindow += int64(f.Increment)
-	} else {
+		if c.sendWindow+inc > maxWindow {
+			c.mu.Unlock()
+			c.connError(http2.ConnectionError(http2.ErrCodeFlowControl), "WINDOW_UPDATE takes the connection window above 2^31-1")
+			return
+		}
+		c.sendWindow += inc
+	} else if s = c.streams[f.StreamID]; s == nil {
+		c.mu.Unlock()
 		return
+	} else if s.sendWindow+inc > maxWindow {
+		c.mu.Unlock()
+		c.closeStream(s, status.Error(codes.Internal, "stream error: WINDOW_UPDATE takes the stream window above 2^31-1"), false, true, http2.ErrCodeFlowControl)
+		return
+	} else {
+		s.sendWindow += inc
 	}
 	c.broadcastLocked()
+	c.mu.Unlock()
+}
+
+// connError ends the connection on a connection error (RFC 9113 §5.4.1):
+// GOAWAY with the error's code, then every stream fails with Unavailable.
+// No lock may be held.
+func (c *conn) connError(code http2.ConnectionError, reason string) {
+	c.writeControl(func(fr *http2.Framer) error {
+		return fr.WriteGoAway(0, http2.ErrCode(code), []byte(reason))
+	})
+	c.fail(status.Errorf(codes.Unavailable, "connection error %v: %s", http2.ErrCode(code), reason))
 }
 
 // Keepalive (envoy/rules.go; codec_impl.cc ConnectionImpl): the first PING

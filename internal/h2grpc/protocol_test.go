@@ -1,0 +1,93 @@
+package h2grpc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+)
+
+// TestProtocolErrors: a server frame that breaks RFC 9113 ends the stream
+// (RST_STREAM, the connection stays usable) or the connection (GOAWAY,
+// the next stream connects again) as the RFC says.
+func TestProtocolErrors(t *testing.T) {
+	ok200 := []string{":status", "200", "content-type", "application/grpc"}
+	for _, tc := range []struct {
+		name    string
+		respond func(s *rawH2Server, id uint32)
+		want    codes.Code
+		frame   string // what the client sends; %d is the stream id
+		sameCon bool   // a stream error: the connection is kept
+	}{
+		{"SETTINGS_MAX_FRAME_SIZE below 16384", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1000})
+			})
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"connection WINDOW_UPDATE above 2^31-1", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, maxWindow) })
+		}, codes.Unavailable, "GOAWAY FLOW_CONTROL_ERROR", false},
+		{"stream WINDOW_UPDATE above 2^31-1", func(s *rawH2Server, id uint32) {
+			s.headers(id, false, ok200...)
+			s.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(id, maxWindow) })
+		}, codes.Internal, "RST_STREAM %d FLOW_CONTROL_ERROR", true},
+		{"SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(id, maxWindow-defaultWindow) })
+			s.write(func(fr *http2.Framer) error {
+				return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: defaultWindow + 1})
+			})
+		}, codes.Unavailable, "GOAWAY FLOW_CONTROL_ERROR", false},
+		{"DATA before HEADERS", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(0, "")) })
+			s.headers(id, true, append(ok200, "grpc-status", "0")...)
+		}, codes.Internal, "RST_STREAM %d PROTOCOL_ERROR", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			srv := startRawH2(t, func(s *rawH2Server, id uint32, _ int) {
+				if calls.Add(1) == 1 {
+					tc.respond(s, id)
+					return
+				}
+				s.headers(id, true, append(ok200, "grpc-status", "0")...)
+			})
+			cc := newTestClient(t, Options{Target: srv.addr})
+			// Bounded: a stream the client fails to end fails the test.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			st, err := cc.NewStream(ctx, nil, "/test.Service/Method")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m rawMessage
+			for err == nil {
+				err = st.RecvMsg(&m)
+			}
+			wantCode(t, "end", err, tc.want)
+			frame := tc.frame
+			if tc.sameCon {
+				frame = fmt.Sprintf(frame, 1)
+			}
+			srv.awaitFrame(t, frame)
+
+			st, err = cc.NewStream(ctx, nil, "/test.Service/Method")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.RecvMsg(&m); err != io.EOF {
+				t.Fatalf("next stream: %v, want io.EOF", err)
+			}
+			srv.mu.Lock()
+			accepts := srv.accepts
+			srv.mu.Unlock()
+			if want := map[bool]int{true: 1, false: 2}[tc.sameCon]; accepts != want {
+				t.Errorf("%d connections, want %d", accepts, want)
+			}
+		})
+	}
+}
