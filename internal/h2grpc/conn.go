@@ -28,6 +28,12 @@ const (
 	// (source/common/http/http2/conn_pool.cc).
 	maxStreamsPerConn = 1 << 29
 	ioBufferSize      = 64 << 10
+	// maxResponseHeaderList bounds a response's header (or trailer) list:
+	// Envoy's default max_response_headers_kb, 60 KiB
+	// (api/envoy/config/core/v3/protocol.proto HttpProtocolOptions; the
+	// HTTP/2 ClientConnectionImpl takes it), counted here as HPACK's
+	// field size, name and value plus 32 (RFC 9113 §6.5.2) [verify].
+	maxResponseHeaderList = 60 << 10
 )
 
 // conn is one HTTP/2 connection of the pool. Lock order: ClientConn.mu,
@@ -122,6 +128,7 @@ func (c *conn) connect() {
 	c.rfr = http2.NewFramer(nil, bufio.NewReaderSize(nc, ioBufferSize))
 	c.rfr.SetReuseFrames()
 	c.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.rfr.MaxHeaderListSize = maxResponseHeaderList
 	c.startKeepalive()
 	c.log.Debug("h2grpc connection open", "local", nc.LocalAddr().String())
 	c.readyOnce.Do(func() { close(c.ready) })
@@ -519,6 +526,14 @@ func (c *conn) remoteEnd(s *stream, err error) {
 func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 	s := c.lookup(f.StreamID)
 	if s == nil {
+		return
+	}
+	if f.Truncated {
+		// Fields past the limit were dropped (grpc-status may be one):
+		// the stream fails and is reset, as Envoy's codec resets a
+		// response over max_response_headers_kb [verify] and grpc-go
+		// does (Internal, PROTOCOL_ERROR) [choice].
+		c.closeStream(s, status.Errorf(codes.Internal, "response header list larger than %d bytes", maxResponseHeaderList), false, true, http2.ErrCodeProtocol)
 		return
 	}
 	if !s.gotHeaders {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 )
 
@@ -45,6 +47,10 @@ func TestProtocolErrors(t *testing.T) {
 		{"DATA before HEADERS", func(s *rawH2Server, id uint32) {
 			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(0, "")) })
 			s.headers(id, true, append(ok200, "grpc-status", "0")...)
+		}, codes.Internal, "RST_STREAM %d PROTOCOL_ERROR", true},
+		{"response headers over the list limit", func(s *rawH2Server, id uint32) {
+			s.bigHeaders(id, append(ok200, "x-big", strings.Repeat("b", maxResponseHeaderList))...)
+			s.headers(id, true, "grpc-status", "0")
 		}, codes.Internal, "RST_STREAM %d PROTOCOL_ERROR", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,5 +95,26 @@ func TestProtocolErrors(t *testing.T) {
 				t.Errorf("%d connections, want %d", accepts, want)
 			}
 		})
+	}
+}
+
+// bigHeaders writes a header block too large for one frame as HEADERS
+// and CONTINUATION frames of the default SETTINGS_MAX_FRAME_SIZE.
+func (s *rawH2Server) bigHeaders(id uint32, kv ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Reset()
+	for i := 0; i < len(kv); i += 2 {
+		_ = s.enc.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	block := s.buf.Bytes()
+	for first := true; len(block) > 0; first = false {
+		k := min(len(block), initialMaxFrame)
+		if first {
+			_ = s.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:k], EndHeaders: k == len(block)})
+		} else {
+			_ = s.fr.WriteContinuation(id, k == len(block), block[:k])
+		}
+		block = block[k:]
 	}
 }

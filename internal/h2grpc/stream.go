@@ -268,15 +268,20 @@ func (s *stream) CloseSend() error {
 	return nil
 }
 
-// send writes n bytes of s.parts, waiting for window as needed.
+// send writes n bytes of s.parts, waiting for window as needed. wmu is
+// held from the check that s is open to the write: a stream reset
+// meanwhile (its RST_STREAM written under wmu after s.closed is set) gets
+// no DATA after the RST_STREAM (RFC 9113 §5.1, "closed").
 func (s *stream) send(n int, end bool) error {
 	c := s.c
 	for {
+		c.wmu.Lock()
 		c.mu.Lock()
 		var k int
 		for {
 			if s.closed {
 				c.mu.Unlock()
+				c.wmu.Unlock()
 				s.flushHeaders()
 				return errDone // RecvMsg tells how it ended
 			}
@@ -287,7 +292,11 @@ func (s *stream) send(n int, end bool) error {
 			ch := c.waiterLocked()
 			c.mu.Unlock()
 			s.needFlush.Store(false)
-			if err := c.flush(); err != nil {
+			err := c.bw.Flush()
+			c.wmu.Unlock()
+			if err != nil {
+				err = status.Errorf(codes.Unavailable, "write to %s: %v", c.cc.opts.Target, err)
+				c.fail(err)
 				return err
 			}
 			select {
@@ -296,6 +305,7 @@ func (s *stream) send(n int, end bool) error {
 				s.onCtxDone()
 				return status.FromContextError(s.ctx.Err()).Err()
 			}
+			c.wmu.Lock()
 			c.mu.Lock()
 		}
 		c.sendWindow -= int64(k)
@@ -306,7 +316,6 @@ func (s *stream) send(n int, end bool) error {
 		}
 		maxFrame := c.maxFrame
 		c.mu.Unlock()
-		c.wmu.Lock()
 		c.writeData(s, k, last && end, maxFrame)
 		if !last {
 			c.wmu.Unlock()
