@@ -154,7 +154,20 @@ const (
 //     A connect failure fails the stream with Unavailable and the router's
 //     local reply text plus the response code details (enhancedGrpcMessage)
 //     [inferred]; a read error, protocol error or keepalive timeout fails
-//     every open stream with Unavailable.
+//     every open stream with Unavailable, grpc-go's code [choice] (Envoy's
+//     client reports a reset stream as Internal, AsyncStreamImpl::onReset
+//     [verify]).
+//   - Protocol errors follow RFC 9113 (Envoy's codec delegates them to its
+//     HTTP/2 library; the exact codes are [inferred]): an out-of-range
+//     SETTINGS value, a connection window or a SETTINGS_INITIAL_WINDOW_SIZE
+//     change taking a window above 2^31-1 are connection errors (GOAWAY
+//     with the code, §5.4.1, §6.5.2, §6.9.1, §6.9.2); a stream's window
+//     overflow, DATA before the response HEADERS (§8.1.1) and a response
+//     header list over max_response_headers_kb's default, 60 KiB
+//     (api/envoy/config/core/v3/protocol.proto; counted as HPACK field
+//     sizes [verify]), reset only that stream, which fails with Internal.
+//     No DATA follows a stream's RST_STREAM. Frames on closed streams are
+//     ignored, their DATA still returned to the connection window.
 //   - Flow control: the windows are envoyHTTP2Window (SETTINGS and a
 //     connection WINDOW_UPDATE at connect); received bytes go back in a
 //     WINDOW_UPDATE once half a window is consumed, as nghttp2
