@@ -118,3 +118,43 @@ func (s *rawH2Server) bigHeaders(id uint32, kv ...string) {
 		block = block[k:]
 	}
 }
+
+// TestHeaderWithConcurrentRecv: Header returns once the response headers
+// arrive though RecvMsg waits on another goroutine for a message that does
+// not come (grpc.ClientStream allows a receiving and another goroutine).
+func TestHeaderWithConcurrentRecv(t *testing.T) {
+	send := make(chan uint32, 1)
+	srv := startRawH2(t, func(s *rawH2Server, id uint32, _ int) { send <- id })
+	cc := newTestClient(t, Options{Target: srv.addr})
+	for i := range 20 {
+		ctx, cancel := context.WithCancel(t.Context())
+		st, err := cc.NewStream(ctx, nil, "/test.Service/Method")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv := make(chan error, 1)
+		go func() { recv <- st.RecvMsg(&rawMessage{}) }()
+		id := <-send // RecvMsg flushed the request headers: it is waiting
+		time.Sleep(10 * time.Millisecond)
+		hdr := make(chan error, 1)
+		go func() {
+			md, err := st.Header()
+			if err == nil && len(md.Get("x-h")) != 1 {
+				err = fmt.Errorf("header metadata %v", md)
+			}
+			hdr <- err
+		}()
+		time.Sleep(10 * time.Millisecond) // Header waits too (not asserted)
+		srv.headers(id, false, ":status", "200", "content-type", "application/grpc", "x-h", "v")
+		select {
+		case err := <-hdr:
+			if err != nil {
+				t.Fatalf("stream %d: Header: %v", i, err)
+			}
+		case <-time.After(5 * time.Second): // bounded: a hang fails
+			t.Fatalf("stream %d: Header did not return once the headers arrived", i)
+		}
+		cancel()
+		wantCode(t, "RecvMsg after cancel", <-recv, codes.Canceled)
+	}
+}

@@ -88,6 +88,7 @@ type stream struct {
 	header  []hpack.HeaderField
 	trailer []hpack.HeaderField
 	hdrDone bool
+	hdrCh   chan struct{} // closed when hdrDone is set: Header's own wake-up
 	done    bool
 	err     error         // once done: errDone or a status error
 	wake    chan struct{} // capacity 1: messages, headers or the end arrived
@@ -106,6 +107,15 @@ func (s *stream) applyOptions(opts []grpc.CallOption) {
 	}
 	s.asm.max = s.maxRecv
 	s.wake = make(chan struct{}, 1)
+	s.hdrCh = make(chan struct{})
+}
+
+// headersDoneLocked sets hdrDone and wakes Header; s.mu is held.
+func (s *stream) headersDoneLocked() {
+	if !s.hdrDone {
+		s.hdrDone = true
+		close(s.hdrCh)
+	}
 }
 
 func (s *stream) signal() {
@@ -132,7 +142,8 @@ func (s *stream) push(msgs []*[]byte) {
 
 func (s *stream) setHeader(fields []hpack.HeaderField) {
 	s.mu.Lock()
-	s.header, s.hdrDone = fields, true
+	s.header = fields
+	s.headersDoneLocked()
 	s.mu.Unlock()
 	s.signal()
 }
@@ -151,7 +162,8 @@ func (s *stream) finish(err error, keep bool) {
 		s.mu.Unlock()
 		return
 	}
-	s.done, s.err, s.hdrDone = true, err, true
+	s.done, s.err = true, err
+	s.headersDoneLocked()
 	stop := s.stop
 	var drop []*[]byte
 	if !keep {
@@ -188,27 +200,24 @@ func (s *stream) onCtxDone() {
 
 func (s *stream) Context() context.Context { return s.ctx }
 
-// Header waits for the response headers (or the end of the stream).
+// Header waits for the response headers (or the end of the stream). It
+// waits on hdrCh, not on wake, which a RecvMsg on another goroutine may
+// take first.
 func (s *stream) Header() (metadata.MD, error) {
 	s.flushHeaders()
-	for {
-		s.mu.Lock()
-		if s.hdrDone {
-			fields, done, err := s.header, s.done, s.err
-			s.mu.Unlock()
-			s.signal() // a RecvMsg may be waiting for the same wake-up
-			if done && fields == nil && !errors.Is(err, errDone) {
-				return nil, err
-			}
-			return fieldsMD(fields), nil
-		}
-		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-s.ctx.Done():
-			s.onCtxDone()
-		}
+	select {
+	case <-s.hdrCh:
+	case <-s.ctx.Done():
+		s.onCtxDone()
+		<-s.hdrCh // closed by finish
 	}
+	s.mu.Lock()
+	fields, done, err := s.header, s.done, s.err
+	s.mu.Unlock()
+	if done && fields == nil && !errors.Is(err, errDone) {
+		return nil, err
+	}
+	return fieldsMD(fields), nil
 }
 
 // Trailer is the trailer metadata, once RecvMsg has returned an error.
