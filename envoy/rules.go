@@ -167,7 +167,10 @@ const (
 //     (api/envoy/config/core/v3/protocol.proto; counted as HPACK field
 //     sizes [verify]), reset only that stream, which fails with Internal.
 //     No DATA follows a stream's RST_STREAM. Frames on closed streams are
-//     ignored, their DATA still returned to the connection window.
+//     ignored, their DATA still returned to the connection window. Messages
+//     received before a server reset, a stream error or the connection's
+//     loss are read before the error: Envoy's client hands each message on
+//     as it arrives (AsyncStreamImpl::onData), before any reset.
 //   - Flow control: the windows are envoyHTTP2Window (SETTINGS and a
 //     connection WINDOW_UPDATE at connect); received bytes go back in a
 //     WINDOW_UPDATE once half a window is consumed, as nghttp2

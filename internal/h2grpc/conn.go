@@ -333,7 +333,9 @@ func (c *conn) closeStream(s *stream, err error, keep, rst bool, code http2.ErrC
 	}
 }
 
-// fail closes the connection: every stream on it fails with err.
+// fail closes the connection: every stream on it fails with err, after the
+// messages it already received (Envoy's client has handed those to its
+// callbacks as they arrived, AsyncStreamImpl::onData, before any reset).
 func (c *conn) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -356,7 +358,7 @@ func (c *conn) fail(err error) {
 	}
 	c.readyOnce.Do(func() { close(c.ready) })
 	for _, s := range streams {
-		s.finish(err, false)
+		s.finish(err, true)
 	}
 	c.log.Debug("h2grpc connection closed", "error", err)
 }
@@ -416,11 +418,12 @@ func (c *conn) lookup(id uint32) *stream {
 // 0, else a reset sent with code).
 func (c *conn) streamError(id uint32, err error, code http2.ErrCode) {
 	if s := c.lookup(id); s != nil {
-		c.closeStream(s, err, false, code != 0, code)
+		c.closeStream(s, err, true, code != 0, code)
 	}
 }
 
-// onRST fails a stream the server reset. A CANCEL once the stream's
+// onRST fails a stream the server reset, after the messages it already
+// received (as fail). A CANCEL once the stream's
 // deadline has passed is taken as the deadline's, as grpc-go does (the
 // server enforces the grpc-timeout sent).
 func (c *conn) onRST(f *http2.RSTStreamFrame) {
@@ -432,7 +435,7 @@ func (c *conn) onRST(f *http2.RSTStreamFrame) {
 	if d, ok := s.ctx.Deadline(); ok && code == codes.Canceled && !d.After(time.Now()) {
 		code = codes.DeadlineExceeded
 	}
-	c.closeStream(s, status.Errorf(code, "stream terminated by RST_STREAM with error code: %v", f.ErrCode), false, false, 0)
+	c.closeStream(s, status.Errorf(code, "stream terminated by RST_STREAM with error code: %v", f.ErrCode), true, false, 0)
 }
 
 // rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does
@@ -503,7 +506,7 @@ func (c *conn) onData(f *http2.DataFrame) {
 	case err != nil:
 		// Envoy's client resets the stream (AsyncStreamImpl::streamError).
 		s.asm.release()
-		c.closeStream(s, err, false, true, http2.ErrCodeCancel)
+		c.closeStream(s, err, true, true, http2.ErrCodeCancel)
 	case f.StreamEnded():
 		// DATA with END_STREAM, no trailers: onData's streamError(Unknown).
 		s.asm.release()
@@ -533,7 +536,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 		// the stream fails and is reset, as Envoy's codec resets a
 		// response over max_response_headers_kb [verify] and grpc-go
 		// does (Internal, PROTOCOL_ERROR) [choice].
-		c.closeStream(s, status.Errorf(codes.Internal, "response header list larger than %d bytes", maxResponseHeaderList), false, true, http2.ErrCodeProtocol)
+		c.closeStream(s, status.Errorf(codes.Internal, "response header list larger than %d bytes", maxResponseHeaderList), true, true, http2.ErrCodeProtocol)
 		return
 	}
 	if !s.gotHeaders {
@@ -553,7 +556,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 			return
 		}
 	} else if !f.StreamEnded() {
-		c.closeStream(s, status.Error(codes.Internal, "trailers without END_STREAM"), false, true, http2.ErrCodeProtocol)
+		c.closeStream(s, status.Error(codes.Internal, "trailers without END_STREAM"), true, true, http2.ErrCodeProtocol)
 		return
 	}
 	s.asm.release()
@@ -660,7 +663,7 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) {
 		return
 	} else if s.sendWindow+inc > maxWindow {
 		c.mu.Unlock()
-		c.closeStream(s, status.Error(codes.Internal, "stream error: WINDOW_UPDATE takes the stream window above 2^31-1"), false, true, http2.ErrCodeFlowControl)
+		c.closeStream(s, status.Error(codes.Internal, "stream error: WINDOW_UPDATE takes the stream window above 2^31-1"), true, true, http2.ErrCodeFlowControl)
 		return
 	} else {
 		s.sendWindow += inc

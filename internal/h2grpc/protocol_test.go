@@ -158,3 +158,60 @@ func TestHeaderWithConcurrentRecv(t *testing.T) {
 		wantCode(t, "RecvMsg after cancel", <-recv, codes.Canceled)
 	}
 }
+
+// TestMessagesBeforeAbnormalEnd: messages received before the server
+// resets the stream or the connection is lost stay readable before the
+// error, as Envoy's client has handed them on as they arrived.
+func TestMessagesBeforeAbnormalEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(s *rawH2Server, id uint32)
+		want codes.Code
+	}{
+		{"RST_STREAM", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeInternal) })
+		}, codes.Internal},
+		{"connection closed", func(s *rawH2Server, id uint32) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_ = s.nc.Close()
+		}, codes.Unavailable},
+		{"compressed message after one", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(1, "zz")) })
+		}, codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRawH2(t, func(s *rawH2Server, id uint32, _ int) {
+				s.headers(id, false, ":status", "200", "content-type", "application/grpc")
+				s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(0, "")) })
+				tc.end(s, id)
+			})
+			cc := newTestClient(t, Options{Target: srv.addr})
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			cs, err := cc.NewStream(ctx, nil, "/test.Service/Method")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := cs.(*stream)
+			st.flushHeaders()
+			// Bounded wait for the end to be taken before reading.
+			for i := 0; ; i++ {
+				st.mu.Lock()
+				done := st.done
+				st.mu.Unlock()
+				if done {
+					break
+				}
+				if i == 10000 {
+					t.Fatal("the stream did not end")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := st.RecvMsg(&rawMessage{}); err != nil {
+				t.Fatalf("the message received before the end: %v", err)
+			}
+			wantCode(t, "end", st.RecvMsg(&rawMessage{}), tc.want)
+		})
+	}
+}

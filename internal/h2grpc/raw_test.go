@@ -27,6 +27,7 @@ type rawH2Server struct {
 	enc     *hpack.Encoder
 	buf     bytes.Buffer
 	accepts int
+	nc      net.Conn // the latest connection
 	// frames receives the RST_STREAM and GOAWAY frames the client sends,
 	// as "RST_STREAM <id> <code>" and "GOAWAY <code>".
 	frames chan string
@@ -63,7 +64,7 @@ func (s *rawH2Server) serve(c net.Conn, respond func(*rawH2Server, uint32, int))
 	fr := http2.NewFramer(c, c)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	s.mu.Lock()
-	s.fr, s.enc = fr, hpack.NewEncoder(&s.buf) // the latest connection's
+	s.fr, s.enc, s.nc = fr, hpack.NewEncoder(&s.buf), c // the latest connection's
 	_ = fr.WriteSettings()
 	s.mu.Unlock()
 	n := 0
