@@ -135,7 +135,8 @@ func (cc *ClientConn) remove(c *conn) {
 	cc.conns = slices.DeleteFunc(cc.conns, func(x *conn) bool { return x == c })
 }
 
-// Close closes every connection; their open streams fail with Unavailable.
+// Close closes every connection; their open streams fail with Canceled,
+// grpc-go's ErrClientConnClosing.
 func (cc *ClientConn) Close() error {
 	cc.mu.Lock()
 	if cc.closed {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,5 +215,85 @@ func TestMessagesBeforeAbnormalEnd(t *testing.T) {
 			}
 			wantCode(t, "end", st.RecvMsg(&rawMessage{}), tc.want)
 		})
+	}
+}
+
+// gatedConn is a client connection whose writes block while gated,
+// signalling each write that blocks.
+type gatedConn struct {
+	net.Conn
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	blocked chan struct{}
+}
+
+func (g *gatedConn) close(gate bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gate && g.gate == nil {
+		g.gate = make(chan struct{})
+	} else if !gate && g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gatedConn) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case g.blocked <- struct{}{}:
+		default:
+		}
+		<-gate
+	}
+	return g.Conn.Write(b)
+}
+
+// TestCancelWithWriterBlocked: a stream's RecvMsg returns once its context
+// is cancelled though another goroutine is stuck writing to the connection
+// (the server not reading): the RST_STREAM waits for the writer, the
+// caller does not.
+func TestCancelWithWriterBlocked(t *testing.T) {
+	srv := startRawH2(t, func(s *rawH2Server, id uint32, _ int) {
+		s.headers(id, false, ":status", "200", "content-type", "application/grpc")
+	})
+	for i := range 20 {
+		var gc *gatedConn
+		cc := newTestClient(t, Options{Target: srv.addr, Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			gc = &gatedConn{Conn: c, blocked: make(chan struct{}, 1)}
+			return gc, nil
+		}})
+		ctx, cancel := context.WithCancel(t.Context())
+		st, err := cc.NewStream(ctx, nil, "/test.Service/Method")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Header(); err != nil { // connected, headers flushed
+			t.Fatal(err)
+		}
+		recv := make(chan error, 1)
+		go func() { recv <- st.RecvMsg(&rawMessage{}) }()
+		gc.close(true)
+		sent := make(chan error, 1)
+		go func() { sent <- st.SendMsg(&rawMessage{}) }()
+		<-gc.blocked // SendMsg holds the connection's writer
+		cancel()
+		select {
+		case err := <-recv:
+			wantCode(t, "RecvMsg", err, codes.Canceled)
+		case <-time.After(5 * time.Second): // bounded: a hang fails
+			gc.close(false)
+			t.Fatalf("attempt %d: RecvMsg did not return after cancel while a write was blocked", i)
+		}
+		gc.close(false)
+		<-sent
+		_ = cc.Close()
 	}
 }

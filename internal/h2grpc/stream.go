@@ -180,7 +180,8 @@ func (s *stream) finish(err error, keep bool) {
 	s.signal()
 }
 
-// watchContext resets the stream when its context ends first.
+// watchContext resets the stream when its context ends first, on a
+// goroutine of its own: Header, SendMsg and RecvMsg only wait for the end.
 func (s *stream) watchContext() {
 	stop := context.AfterFunc(s.ctx, s.onCtxDone)
 	s.mu.Lock()
@@ -205,12 +206,7 @@ func (s *stream) Context() context.Context { return s.ctx }
 // take first.
 func (s *stream) Header() (metadata.MD, error) {
 	s.flushHeaders()
-	select {
-	case <-s.hdrCh:
-	case <-s.ctx.Done():
-		s.onCtxDone()
-		<-s.hdrCh // closed by finish
-	}
+	<-s.hdrCh // a cancelled context ends the stream (watchContext)
 	s.mu.Lock()
 	fields, done, err := s.header, s.done, s.err
 	s.mu.Unlock()
@@ -311,7 +307,7 @@ func (s *stream) send(n int, end bool) error {
 			select {
 			case <-ch:
 			case <-s.ctx.Done():
-				s.onCtxDone()
+				// watchContext's goroutine resets the stream.
 				return status.FromContextError(s.ctx.Err()).Err()
 			}
 			c.wmu.Lock()
@@ -364,11 +360,10 @@ func (s *stream) RecvMsg(m any) error {
 			return err
 		}
 		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-s.ctx.Done():
-			s.onCtxDone()
-		}
+		// A cancelled context ends the stream on watchContext's
+		// goroutine, which wakes this one: the RST_STREAM it writes may
+		// wait for the connection's writer, the caller does not.
+		<-s.wake
 	}
 }
 
