@@ -402,7 +402,8 @@ func (c *conn) readLoop() {
 		case *http2.WindowUpdateFrame:
 			c.onWindowUpdate(f)
 		case *http2.PushPromiseFrame:
-			c.fail(status.Error(codes.Unavailable, "protocol error: PUSH_PROMISE with push disabled"))
+			// A connection error with push disabled (RFC 9113 §8.4).
+			c.connError(http2.ConnectionError(http2.ErrCodeProtocol), "PUSH_PROMISE with push disabled")
 			return
 		}
 	}

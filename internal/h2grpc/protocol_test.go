@@ -50,6 +50,11 @@ func TestProtocolErrors(t *testing.T) {
 			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(0, "")) })
 			s.headers(id, true, append(ok200, "grpc-status", "0")...)
 		}, codes.Internal, "RST_STREAM %d PROTOCOL_ERROR", true},
+		{"PUSH_PROMISE with push disabled", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error {
+				return fr.WritePushPromise(http2.PushPromiseParam{StreamID: id, PromiseID: 2, BlockFragment: []byte{0x82}, EndHeaders: true})
+			})
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
 		{"response headers over the list limit", func(s *rawH2Server, id uint32) {
 			s.bigHeaders(id, append(ok200, "x-big", strings.Repeat("b", maxResponseHeaderList))...)
 			s.headers(id, true, "grpc-status", "0")
