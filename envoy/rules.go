@@ -127,7 +127,9 @@ const (
 //     where h2grpc keeps its own [choice]. Tracing headers are not injected.
 //   - Messages: the client hands its callbacks whole messages
 //     (AsyncStreamImpl::onData over Grpc::Decoder); a message with the
-//     compressed flag fails the stream with Internal, one over the receive
+//     compressed flag fails the stream with Internal (a non-empty one:
+//     an empty one passes; a flag byte other than 0 and 1 fails in
+//     Grpc::Decoder, source/common/grpc/codec.cc), one over the receive
 //     limit with ResourceExhausted, and the stream is reset
 //     (streamError → resetStream). END_STREAM on DATA without trailers is
 //     Unknown; trailers without grpc-status are Unknown (onTrailers); a

@@ -177,6 +177,15 @@ func TestServerResponses(t *testing.T) {
 			s.headers(id, false, ok200...)
 			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(1, "zz")) })
 		}, codes.Internal, "", 0},
+		{"compressed flag on an empty message, then OK", func(s *rawH2Server, id uint32) {
+			s.headers(id, false, ok200...)
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(1, "")) })
+			s.headers(id, true, "grpc-status", "0")
+		}, codes.OK, "", 1},
+		{"unsupported flag bits", func(s *rawH2Server, id uint32) {
+			s.headers(id, false, ok200...)
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(2, "")) })
+		}, codes.Internal, "", 0},
 		{"message split over frames, then OK", func(s *rawH2Server, id uint32) {
 			s.headers(id, false, ok200...)
 			m := append(grpcMessage(0, ""), grpcMessage(0, "")...)
