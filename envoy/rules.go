@@ -162,7 +162,9 @@ const (
 //   - Protocol errors follow RFC 9113 (Envoy's codec delegates them to its
 //     HTTP/2 library; the exact codes are [inferred]): an out-of-range
 //     SETTINGS value, a connection window or a SETTINGS_INITIAL_WINDOW_SIZE
-//     change taking a window above 2^31-1 are connection errors (GOAWAY
+//     change taking a window above 2^31-1, PUSH_PROMISE (§8.4) and a
+//     DATA, HEADERS, RST_STREAM or WINDOW_UPDATE frame on a stream the
+//     client never opened (idle, §5.1) are connection errors (GOAWAY
 //     with the code, §5.4.1, §6.5.2, §6.9.1, §6.9.2); a stream's window
 //     overflow, DATA before the response HEADERS (§8.1.1) and a response
 //     header list over max_response_headers_kb's default, 60 KiB

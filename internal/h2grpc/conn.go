@@ -409,16 +409,27 @@ func (c *conn) readLoop() {
 	}
 }
 
-func (c *conn) lookup(id uint32) *stream {
+// lookup returns the open stream id, or nil and whether id is idle: never
+// opened by the client (an id not yet used, or an even one, with push
+// disabled). A frame on a closed stream is ignored; most frames on an idle
+// one are a connection error PROTOCOL_ERROR (RFC 9113 §5.1, §6.4, §6.9).
+func (c *conn) lookup(id uint32) (s *stream, idle bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.streams[id]
+	return c.streams[id], c.unopenedLocked(id)
+}
+
+func (c *conn) unopenedLocked(id uint32) bool { return id%2 == 0 || id >= c.nextID }
+
+// idleFrame fails the connection for a frame on an idle stream.
+func (c *conn) idleFrame(f http2.Frame) {
+	c.connError(http2.ConnectionError(http2.ErrCodeProtocol), fmt.Sprintf("%v frame on idle stream %d", f.Header().Type, f.Header().StreamID))
 }
 
 // streamError fails stream id with err (a reset by the server when code is
 // 0, else a reset sent with code).
 func (c *conn) streamError(id uint32, err error, code http2.ErrCode) {
-	if s := c.lookup(id); s != nil {
+	if s, _ := c.lookup(id); s != nil {
 		c.closeStream(s, err, true, code != 0, code)
 	}
 }
@@ -428,8 +439,11 @@ func (c *conn) streamError(id uint32, err error, code http2.ErrCode) {
 // deadline has passed is taken as the deadline's, as grpc-go does (the
 // server enforces the grpc-timeout sent).
 func (c *conn) onRST(f *http2.RSTStreamFrame) {
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
 		return
 	}
 	code := rstCode(f.ErrCode)
@@ -467,7 +481,7 @@ func (c *conn) onData(f *http2.DataFrame) {
 	if c.unacked >= o.ConnWindow/2 {
 		connInc, c.unacked = c.unacked, 0
 	}
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s != nil && !f.StreamEnded() {
 		s.unacked += n
 		if s.unacked >= o.StreamWindow/2 {
@@ -488,6 +502,9 @@ func (c *conn) onData(f *http2.DataFrame) {
 		})
 	}
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
 		return
 	}
 	if !s.gotHeaders {
@@ -528,8 +545,11 @@ func (c *conn) remoteEnd(s *stream, err error) {
 // onHeaders handles response headers and trailers
 // (AsyncStreamImpl::onHeaders and onTrailers).
 func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
 		return
 	}
 	if f.Truncated {
@@ -660,7 +680,11 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) {
 		}
 		c.sendWindow += inc
 	} else if s = c.streams[f.StreamID]; s == nil {
+		idle := c.unopenedLocked(f.StreamID)
 		c.mu.Unlock()
+		if idle {
+			c.idleFrame(f)
+		}
 		return
 	} else if s.sendWindow+inc > maxWindow {
 		c.mu.Unlock()

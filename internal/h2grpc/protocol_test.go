@@ -55,6 +55,24 @@ func TestProtocolErrors(t *testing.T) {
 				return fr.WritePushPromise(http2.PushPromiseParam{StreamID: id, PromiseID: 2, BlockFragment: []byte{0x82}, EndHeaders: true})
 			})
 		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"DATA on an idle stream", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id+2, false, grpcMessage(0, "")) })
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"RST_STREAM on an idle stream", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id+2, http2.ErrCodeCancel) })
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"WINDOW_UPDATE on an even stream", func(s *rawH2Server, id uint32) {
+			s.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(2, 1) })
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"HEADERS on an idle stream", func(s *rawH2Server, id uint32) {
+			s.headers(id+2, false, ":status", "200")
+		}, codes.Unavailable, "GOAWAY PROTOCOL_ERROR", false},
+		{"RST_STREAM on a closed stream is ignored", func(s *rawH2Server, id uint32) {
+			s.headers(id, true, ":status", "200", "content-type", "application/grpc", "grpc-status", "13")
+			s.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) })
+			s.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(id, 1) })
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(0, "")) })
+		}, codes.Internal, "RST_STREAM %d NO_ERROR", true},
 		{"response headers over the list limit", func(s *rawH2Server, id uint32) {
 			s.bigHeaders(id, append(ok200, "x-big", strings.Repeat("b", maxResponseHeaderList))...)
 			s.headers(id, true, "grpc-status", "0")
