@@ -90,6 +90,12 @@ func NewClient(opts Options) (*ClientConn, error) {
 			return nil, fmt.Errorf("h2grpc: window %d outside [%d, %d]", *w, defaultWindow, maxWindow)
 		}
 	}
+	// Envoy's KeepaliveSettings require a timeout, and any interval set,
+	// of at least 1ms (api/envoy/config/core/v3/protocol.proto); a zero
+	// timeout would close the connection at its first PING.
+	if ka := opts.Keepalive; ka.Interval > 0 && (ka.Interval < time.Millisecond || ka.Timeout < time.Millisecond) {
+		return nil, fmt.Errorf("h2grpc: keepalive interval %v and timeout %v must each be at least 1ms", ka.Interval, ka.Timeout)
+	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = defaultConnectTimeout
 	}
