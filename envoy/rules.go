@@ -166,10 +166,13 @@ const (
 //     DATA, HEADERS, RST_STREAM or WINDOW_UPDATE frame on a stream the
 //     client never opened (idle, §5.1) are connection errors (GOAWAY
 //     with the code, §5.4.1, §6.5.2, §6.9.1, §6.9.2); a stream's window
-//     overflow, DATA before the response HEADERS (§8.1.1) and a response
-//     header list over max_response_headers_kb's default, 60 KiB
-//     (api/envoy/config/core/v3/protocol.proto; counted as HPACK field
-//     sizes [verify]), reset only that stream, which fails with Internal.
+//     overflow and DATA before the response HEADERS (§8.1.1) reset only
+//     that stream, which fails with Internal. A response header list over
+//     max_response_headers_kb's default, 60 KiB (counted as HPACK field
+//     sizes [verify]), resets the stream too; it fails with Unavailable,
+//     as Envoy answers it with a 503 (api/envoy/config/core/v3/
+//     protocol.proto: "Responses that exceed this limit will result in a
+//     HTTP 503 response") [inferred].
 //     No DATA follows a stream's RST_STREAM. Frames on closed streams are
 //     ignored, their DATA still returned to the connection window. Messages
 //     received before a server reset, a stream error or the connection's

@@ -554,10 +554,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 	}
 	if f.Truncated {
 		// Fields past the limit were dropped (grpc-status may be one):
-		// the stream fails and is reset, as Envoy's codec resets a
-		// response over max_response_headers_kb [verify] and grpc-go
-		// does (Internal, PROTOCOL_ERROR) [choice].
-		c.closeStream(s, status.Errorf(codes.Internal, "response header list larger than %d bytes", maxResponseHeaderList), true, true, http2.ErrCodeProtocol)
+		// the stream is reset and fails. Envoy answers such a response
+		// with a 503 ("Responses that exceed this limit will result in a
+		// HTTP 503 response", protocol.proto max_response_headers_kb),
+		// which its gRPC client sees as Unavailable [inferred]; the
+		// RST_STREAM code is grpc-go's [verify].
+		c.closeStream(s, status.Errorf(codes.Unavailable, "response header list larger than max_response_headers_kb (%d bytes)", maxResponseHeaderList), true, true, http2.ErrCodeProtocol)
 		return
 	}
 	if !s.gotHeaders {

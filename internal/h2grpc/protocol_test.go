@@ -76,7 +76,7 @@ func TestProtocolErrors(t *testing.T) {
 		{"response headers over the list limit", func(s *rawH2Server, id uint32) {
 			s.bigHeaders(id, append(ok200, "x-big", strings.Repeat("b", maxResponseHeaderList))...)
 			s.headers(id, true, "grpc-status", "0")
-		}, codes.Internal, "RST_STREAM %d PROTOCOL_ERROR", true},
+		}, codes.Unavailable, "RST_STREAM %d PROTOCOL_ERROR", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int32
