@@ -78,14 +78,12 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// this decodes is dropped, from a buffer of its own.
 		return c.Codec.Unmarshal(data, v)
 	}
-	if len(data) == 1 {
-		if _, isSlice := data[0].(mem.SliceBuffer); !isSlice {
-			// One reference-counted buffer (h2grpc hands a whole message
-			// so): keep a reference instead of a copy; release frees it.
-			data[0].Ref()
-			h.refs = append(h.refs, data[0])
-			return extprocwire.UnmarshalAliasingBody(data[0].ReadOnlyData(), resp)
-		}
+	if len(data) == 1 && !isSliceBuffer(data[0]) {
+		// One reference-counted buffer (h2grpc hands a whole message so):
+		// keep a reference instead of a copy; release frees it.
+		data[0].Ref()
+		h.refs = append(h.refs, data[0])
+		return extprocwire.UnmarshalAliasingBody(data[0].ReadOnlyData(), resp)
 	}
 	bp, _ := receiveBufs.Get().(*[]byte)
 	if bp == nil || cap(*bp) < data.Len() {
@@ -96,6 +94,18 @@ func (c extProcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := (*bp)[:data.Len()]
 	data.CopyTo(b)
 	return extprocwire.UnmarshalAliasingBody(b, resp)
+}
+
+// isSliceBuffer reports a buffer whose Ref and Free do nothing, as a
+// *mem.SliceBuffer (h2grpc's small messages, whose memory goes back to its
+// pool as soon as Unmarshal returns) as well as a mem.SliceBuffer: holding
+// one by reference would keep memory someone else reuses.
+func isSliceBuffer(b mem.Buffer) bool {
+	switch b.(type) {
+	case mem.SliceBuffer, *mem.SliceBuffer:
+		return true
+	}
+	return false
 }
 
 // heldBuffers are the receive buffers of one exchange's large ext_proc

@@ -145,3 +145,34 @@ func TestExtProcCodecHoldsReference(t *testing.T) {
 		t.Fatalf("release returned the buffer %d times, want once", pool.put)
 	}
 }
+
+// TestExtProcCodecCopiesSliceBuffer: a message handed over as a
+// *mem.SliceBuffer (how h2grpc hands small messages, returning the memory
+// to its pool once Unmarshal returns) is copied into a held buffer, never
+// held by reference: its Ref does nothing.
+func TestExtProcCodecCopiesSliceBuffer(t *testing.T) {
+	plain := immediateWire(t, bytes.Repeat([]byte("z"), 100_000))
+	for _, tc := range []struct {
+		name string
+		buf  mem.Buffer
+	}{
+		{"SliceBuffer", mem.SliceBuffer(plain)},
+		{"*SliceBuffer", func() mem.Buffer { sb := mem.SliceBuffer(plain); return &sb }()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var held heldBuffers
+			c := extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &held}
+			got := &extprocv3.ProcessingResponse{}
+			if err := c.Unmarshal(mem.BufferSlice{tc.buf}, got); err != nil {
+				t.Fatal(err)
+			}
+			if len(held.refs) != 0 || len(held.bufs) != 1 {
+				t.Fatalf("%d held by reference, %d copies; want one copy", len(held.refs), len(held.bufs))
+			}
+			if within(got.GetImmediateResponse().GetBody(), plain) {
+				t.Fatal("the body aliases the caller's buffer")
+			}
+			held.release()
+		})
+	}
+}

@@ -127,7 +127,9 @@ const (
 //     where h2grpc keeps its own [choice]. Tracing headers are not injected.
 //   - Messages: the client hands its callbacks whole messages
 //     (AsyncStreamImpl::onData over Grpc::Decoder); a message with the
-//     compressed flag fails the stream with Internal, one over the receive
+//     compressed flag fails the stream with Internal (a non-empty one:
+//     an empty one passes; a flag byte other than 0 and 1 fails in
+//     Grpc::Decoder, source/common/grpc/codec.cc), one over the receive
 //     limit with ResourceExhausted, and the stream is reset
 //     (streamError → resetStream). END_STREAM on DATA without trailers is
 //     Unknown; trailers without grpc-status are Unknown (onTrailers); a
@@ -154,7 +156,28 @@ const (
 //     A connect failure fails the stream with Unavailable and the router's
 //     local reply text plus the response code details (enhancedGrpcMessage)
 //     [inferred]; a read error, protocol error or keepalive timeout fails
-//     every open stream with Unavailable.
+//     every open stream with Unavailable, grpc-go's code [choice] (Envoy's
+//     client reports a reset stream as Internal, AsyncStreamImpl::onReset
+//     [verify]).
+//   - Protocol errors follow RFC 9113 (Envoy's codec delegates them to its
+//     HTTP/2 library; the exact codes are [inferred]): an out-of-range
+//     SETTINGS value, a connection window or a SETTINGS_INITIAL_WINDOW_SIZE
+//     change taking a window above 2^31-1, PUSH_PROMISE (§8.4) and a
+//     DATA, HEADERS, RST_STREAM or WINDOW_UPDATE frame on a stream the
+//     client never opened (idle, §5.1) are connection errors (GOAWAY
+//     with the code, §5.4.1, §6.5.2, §6.9.1, §6.9.2); a stream's window
+//     overflow and DATA before the response HEADERS (§8.1.1) reset only
+//     that stream, which fails with Internal. A response header list over
+//     max_response_headers_kb's default, 60 KiB (counted as HPACK field
+//     sizes [verify]), resets the stream too; it fails with Unavailable,
+//     as Envoy answers it with a 503 (api/envoy/config/core/v3/
+//     protocol.proto: "Responses that exceed this limit will result in a
+//     HTTP 503 response") [inferred].
+//     No DATA follows a stream's RST_STREAM. Frames on closed streams are
+//     ignored, their DATA still returned to the connection window. Messages
+//     received before a server reset, a stream error or the connection's
+//     loss are read before the error: Envoy's client hands each message on
+//     as it arrives (AsyncStreamImpl::onData), before any reset.
 //   - Flow control: the windows are envoyHTTP2Window (SETTINGS and a
 //     connection WINDOW_UPDATE at connect); received bytes go back in a
 //     WINDOW_UPDATE once half a window is consumed, as nghttp2

@@ -90,6 +90,12 @@ func NewClient(opts Options) (*ClientConn, error) {
 			return nil, fmt.Errorf("h2grpc: window %d outside [%d, %d]", *w, defaultWindow, maxWindow)
 		}
 	}
+	// Envoy's KeepaliveSettings require a timeout, and any interval set,
+	// of at least 1ms (api/envoy/config/core/v3/protocol.proto); a zero
+	// timeout would close the connection at its first PING.
+	if ka := opts.Keepalive; ka.Interval > 0 && (ka.Interval < time.Millisecond || ka.Timeout < time.Millisecond) {
+		return nil, fmt.Errorf("h2grpc: keepalive interval %v and timeout %v must each be at least 1ms", ka.Interval, ka.Timeout)
+	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = defaultConnectTimeout
 	}
@@ -135,7 +141,8 @@ func (cc *ClientConn) remove(c *conn) {
 	cc.conns = slices.DeleteFunc(cc.conns, func(x *conn) bool { return x == c })
 }
 
-// Close closes every connection; their open streams fail with Unavailable.
+// Close closes every connection; their open streams fail with Canceled,
+// grpc-go's ErrClientConnClosing.
 func (cc *ClientConn) Close() error {
 	cc.mu.Lock()
 	if cc.closed {

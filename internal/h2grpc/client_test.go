@@ -410,3 +410,49 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("decodeGrpcMessage = %q", got)
 	}
 }
+
+// TestFullDuplex sends on one goroutine and receives on another on each
+// of several streams, as the data plane's full-duplex mode does, with
+// messages larger than the default windows so that senders wait for
+// WINDOW_UPDATEs while the receivers read (run with -race).
+func TestFullDuplex(t *testing.T) {
+	srv := startServer(t)
+	cc := newTestClient(t, Options{Target: srv.addr})
+	sizes := []int{1, 30000, 70000, 5, 140000}
+	const streams, msgs = 4, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*streams)
+	for g := range streams {
+		st, err := extprocv3Process(t.Context(), cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + g)}, sizes[(g+i)%len(sizes)]) }
+		wg.Go(func() {
+			for i := range msgs {
+				if err := st.Send(bodyRequest(body(i))); err != nil {
+					errs <- fmt.Errorf("stream %d send %d: %v", g, i, err)
+					return
+				}
+			}
+			_ = st.CloseSend()
+		})
+		wg.Go(func() {
+			for i := range msgs {
+				resp, err := st.Recv()
+				if err != nil || !bytes.Equal(resp.GetImmediateResponse().GetBody(), body(i)) {
+					errs <- fmt.Errorf("stream %d recv %d: %v", g, i, err)
+					return
+				}
+			}
+			if _, err := st.Recv(); err != io.EOF {
+				errs <- fmt.Errorf("stream %d end: %v", g, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -28,6 +28,12 @@ const (
 	// (source/common/http/http2/conn_pool.cc).
 	maxStreamsPerConn = 1 << 29
 	ioBufferSize      = 64 << 10
+	// maxResponseHeaderList bounds a response's header (or trailer) list:
+	// Envoy's default max_response_headers_kb, 60 KiB
+	// (api/envoy/config/core/v3/protocol.proto HttpProtocolOptions; the
+	// HTTP/2 ClientConnectionImpl takes it), counted here as HPACK's
+	// field size, name and value plus 32 (RFC 9113 §6.5.2) [verify].
+	maxResponseHeaderList = 60 << 10
 )
 
 // conn is one HTTP/2 connection of the pool. Lock order: ClientConn.mu,
@@ -122,6 +128,7 @@ func (c *conn) connect() {
 	c.rfr = http2.NewFramer(nil, bufio.NewReaderSize(nc, ioBufferSize))
 	c.rfr.SetReuseFrames()
 	c.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.rfr.MaxHeaderListSize = maxResponseHeaderList
 	c.startKeepalive()
 	c.log.Debug("h2grpc connection open", "local", nc.LocalAddr().String())
 	c.readyOnce.Do(func() { close(c.ready) })
@@ -164,16 +171,17 @@ func (c *conn) closeDrained() {
 // another.
 func (c *conn) start(s *stream) (retry bool, err error) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
+		c.wmu.Unlock()
 		return false, c.err
 	}
 	if c.draining {
 		c.active--
 		idle := c.idleLocked()
 		c.mu.Unlock()
+		c.wmu.Unlock()
 		if idle {
 			c.closeDrained()
 		}
@@ -189,15 +197,21 @@ func (c *conn) start(s *stream) (retry bool, err error) {
 		c.draining = true
 	}
 	c.mu.Unlock()
+	err = c.writeHeaders(s, maxFrame)
+	if err == nil {
+		s.needFlush.Store(true)
+	}
+	// ClientConn.mu comes before wmu in the lock order: the pool is
+	// updated and the stream closed only once wmu is released.
+	c.wmu.Unlock()
 	if used {
 		c.cc.remove(c)
 	}
-	if err := c.writeHeaders(s, maxFrame); err != nil {
+	if err != nil {
 		err = status.Errorf(codes.Unavailable, "write headers: %v", err)
 		c.closeStream(s, err, false, false, 0)
 		return false, err
 	}
-	s.needFlush.Store(true)
 	s.watchContext()
 	return false, nil
 }
@@ -319,7 +333,9 @@ func (c *conn) closeStream(s *stream, err error, keep, rst bool, code http2.ErrC
 	}
 }
 
-// fail closes the connection: every stream on it fails with err.
+// fail closes the connection: every stream on it fails with err, after the
+// messages it already received (Envoy's client has handed those to its
+// callbacks as they arrived, AsyncStreamImpl::onData, before any reset).
 func (c *conn) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -342,7 +358,7 @@ func (c *conn) fail(err error) {
 	}
 	c.readyOnce.Do(func() { close(c.ready) })
 	for _, s := range streams {
-		s.finish(err, false)
+		s.finish(err, true)
 	}
 	c.log.Debug("h2grpc connection closed", "error", err)
 }
@@ -356,6 +372,11 @@ func (c *conn) readLoop() {
 			if errors.As(err, &se) {
 				c.streamError(se.StreamID, status.Errorf(codes.Internal, "stream error: %v", se), se.Code)
 				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.connError(ce, err.Error())
+				return
 			}
 			c.fail(status.Errorf(codes.Unavailable, "error reading from server: %v", err))
 			return
@@ -381,39 +402,55 @@ func (c *conn) readLoop() {
 		case *http2.WindowUpdateFrame:
 			c.onWindowUpdate(f)
 		case *http2.PushPromiseFrame:
-			c.fail(status.Error(codes.Unavailable, "protocol error: PUSH_PROMISE with push disabled"))
+			// A connection error with push disabled (RFC 9113 §8.4).
+			c.connError(http2.ConnectionError(http2.ErrCodeProtocol), "PUSH_PROMISE with push disabled")
 			return
 		}
 	}
 }
 
-func (c *conn) lookup(id uint32) *stream {
+// lookup returns the open stream id, or nil and whether id is idle: never
+// opened by the client (an id not yet used, or an even one, with push
+// disabled). A frame on a closed stream is ignored; most frames on an idle
+// one are a connection error PROTOCOL_ERROR (RFC 9113 §5.1, §6.4, §6.9).
+func (c *conn) lookup(id uint32) (s *stream, idle bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.streams[id]
+	return c.streams[id], c.unopenedLocked(id)
+}
+
+func (c *conn) unopenedLocked(id uint32) bool { return id%2 == 0 || id >= c.nextID }
+
+// idleFrame fails the connection for a frame on an idle stream.
+func (c *conn) idleFrame(f http2.Frame) {
+	c.connError(http2.ConnectionError(http2.ErrCodeProtocol), fmt.Sprintf("%v frame on idle stream %d", f.Header().Type, f.Header().StreamID))
 }
 
 // streamError fails stream id with err (a reset by the server when code is
 // 0, else a reset sent with code).
 func (c *conn) streamError(id uint32, err error, code http2.ErrCode) {
-	if s := c.lookup(id); s != nil {
-		c.closeStream(s, err, false, code != 0, code)
+	if s, _ := c.lookup(id); s != nil {
+		c.closeStream(s, err, true, code != 0, code)
 	}
 }
 
-// onRST fails a stream the server reset. A CANCEL once the stream's
+// onRST fails a stream the server reset, after the messages it already
+// received (as fail). A CANCEL once the stream's
 // deadline has passed is taken as the deadline's, as grpc-go does (the
 // server enforces the grpc-timeout sent).
 func (c *conn) onRST(f *http2.RSTStreamFrame) {
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
 		return
 	}
 	code := rstCode(f.ErrCode)
 	if d, ok := s.ctx.Deadline(); ok && code == codes.Canceled && !d.After(time.Now()) {
 		code = codes.DeadlineExceeded
 	}
-	c.closeStream(s, status.Errorf(code, "stream terminated by RST_STREAM with error code: %v", f.ErrCode), false, false, 0)
+	c.closeStream(s, status.Errorf(code, "stream terminated by RST_STREAM with error code: %v", f.ErrCode), true, false, 0)
 }
 
 // rstCode maps an RST_STREAM error code to a gRPC code as grpc-go does
@@ -444,7 +481,7 @@ func (c *conn) onData(f *http2.DataFrame) {
 	if c.unacked >= o.ConnWindow/2 {
 		connInc, c.unacked = c.unacked, 0
 	}
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s != nil && !f.StreamEnded() {
 		s.unacked += n
 		if s.unacked >= o.StreamWindow/2 {
@@ -465,6 +502,16 @@ func (c *conn) onData(f *http2.DataFrame) {
 		})
 	}
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
+		return
+	}
+	if !s.gotHeaders {
+		// A response is HEADERS, then DATA: DATA first is a malformed
+		// response, a stream error of type PROTOCOL_ERROR (RFC 9113
+		// §8.1, §8.1.1).
+		c.closeStream(s, status.Error(codes.Internal, "protocol error: DATA before the response HEADERS"), false, true, http2.ErrCodeProtocol)
 		return
 	}
 	msgs, err := s.asm.feed(f.Data(), c.scratch[:0])
@@ -477,7 +524,7 @@ func (c *conn) onData(f *http2.DataFrame) {
 	case err != nil:
 		// Envoy's client resets the stream (AsyncStreamImpl::streamError).
 		s.asm.release()
-		c.closeStream(s, err, false, true, http2.ErrCodeCancel)
+		c.closeStream(s, err, true, true, http2.ErrCodeCancel)
 	case f.StreamEnded():
 		// DATA with END_STREAM, no trailers: onData's streamError(Unknown).
 		s.asm.release()
@@ -498,8 +545,21 @@ func (c *conn) remoteEnd(s *stream, err error) {
 // onHeaders handles response headers and trailers
 // (AsyncStreamImpl::onHeaders and onTrailers).
 func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
-	s := c.lookup(f.StreamID)
+	s, idle := c.lookup(f.StreamID)
 	if s == nil {
+		if idle {
+			c.idleFrame(f)
+		}
+		return
+	}
+	if f.Truncated {
+		// Fields past the limit were dropped (grpc-status may be one):
+		// the stream is reset and fails. Envoy answers such a response
+		// with a 503 ("Responses that exceed this limit will result in a
+		// HTTP 503 response", protocol.proto max_response_headers_kb),
+		// which its gRPC client sees as Unavailable [inferred]; the
+		// RST_STREAM code is grpc-go's [verify].
+		c.closeStream(s, status.Errorf(codes.Unavailable, "response header list larger than max_response_headers_kb (%d bytes)", maxResponseHeaderList), true, true, http2.ErrCodeProtocol)
 		return
 	}
 	if !s.gotHeaders {
@@ -519,7 +579,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) {
 			return
 		}
 	} else if !f.StreamEnded() {
-		c.closeStream(s, status.Error(codes.Internal, "trailers without END_STREAM"), false, true, http2.ErrCodeProtocol)
+		c.closeStream(s, status.Error(codes.Internal, "trailers without END_STREAM"), true, true, http2.ErrCodeProtocol)
 		return
 	}
 	s.asm.release()
@@ -532,8 +592,16 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 	if f.IsAck() {
 		return
 	}
+	// Out-of-range values are connection errors (RFC 9113 §6.5.2): a
+	// SETTINGS_MAX_FRAME_SIZE below 16384 (or 0) would otherwise stall
+	// every DATA write.
+	if err := f.ForeachSetting(http2.Setting.Valid); err != nil {
+		c.connError(err.(http2.ConnectionError), fmt.Sprintf("invalid SETTINGS: %v", err))
+		return
+	}
 	c.wmu.Lock()
 	c.mu.Lock()
+	var overflow bool
 	_ = f.ForeachSetting(func(st http2.Setting) error {
 		switch st.ID {
 		case http2.SettingInitialWindowSize:
@@ -541,6 +609,10 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 			c.peerWindow = int64(st.Val)
 			for _, s := range c.streams {
 				s.sendWindow += delta
+				// A change that takes a window above 2^31-1 is a
+				// connection error FLOW_CONTROL_ERROR (RFC 9113
+				// §6.9.2); a window may go negative.
+				overflow = overflow || s.sendWindow > maxWindow
 			}
 		case http2.SettingMaxFrameSize:
 			c.maxFrame = int(st.Val)
@@ -555,6 +627,11 @@ func (c *conn) onSettings(f *http2.SettingsFrame) {
 	})
 	c.broadcastLocked()
 	c.mu.Unlock()
+	if overflow {
+		c.wmu.Unlock()
+		c.connError(http2.ConnectionError(http2.ErrCodeFlowControl), "SETTINGS_INITIAL_WINDOW_SIZE takes a stream window above 2^31-1")
+		return
+	}
 	err := c.wfr.WriteSettingsAck()
 	if err == nil {
 		err = c.bw.Flush()
@@ -590,17 +667,46 @@ func (c *conn) onGoAway(f *http2.GoAwayFrame) {
 	}
 }
 
+// onWindowUpdate grows a send window. One taken above 2^31-1 is a
+// FLOW_CONTROL_ERROR: of the connection for its window, of the stream for
+// a stream's (RFC 9113 §6.9.1).
 func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	inc := int64(f.Increment)
+	var s *stream
 	if f.StreamID == 0 {
-		c.sendWindow += int64(f.Increment)
-	} else if s := c.streams[f.StreamID]; s != nil {
-		s.sendWindow += int64(f.Increment)
-	} else {
+		if c.sendWindow+inc > maxWindow {
+			c.mu.Unlock()
+			c.connError(http2.ConnectionError(http2.ErrCodeFlowControl), "WINDOW_UPDATE takes the connection window above 2^31-1")
+			return
+		}
+		c.sendWindow += inc
+	} else if s = c.streams[f.StreamID]; s == nil {
+		idle := c.unopenedLocked(f.StreamID)
+		c.mu.Unlock()
+		if idle {
+			c.idleFrame(f)
+		}
 		return
+	} else if s.sendWindow+inc > maxWindow {
+		c.mu.Unlock()
+		c.closeStream(s, status.Error(codes.Internal, "stream error: WINDOW_UPDATE takes the stream window above 2^31-1"), true, true, http2.ErrCodeFlowControl)
+		return
+	} else {
+		s.sendWindow += inc
 	}
 	c.broadcastLocked()
+	c.mu.Unlock()
+}
+
+// connError ends the connection on a connection error (RFC 9113 §5.4.1):
+// GOAWAY with the error's code, then every stream fails with Unavailable.
+// No lock may be held.
+func (c *conn) connError(code http2.ConnectionError, reason string) {
+	c.writeControl(func(fr *http2.Framer) error {
+		return fr.WriteGoAway(0, http2.ErrCode(code), []byte(reason))
+	})
+	c.fail(status.Errorf(codes.Unavailable, "connection error %v: %s", http2.ErrCode(code), reason))
 }
 
 // Keepalive (envoy/rules.go; codec_impl.cc ConnectionImpl): the first PING

@@ -119,3 +119,26 @@ func TestKeepaliveTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepaliveOptions: a keepalive whose interval or timeout is below
+// Envoy's 1ms minimum is refused; no interval means no keepalive.
+func TestKeepaliveOptions(t *testing.T) {
+	for _, tc := range []struct {
+		ka Keepalive
+		ok bool
+	}{
+		{Keepalive{}, true},
+		{Keepalive{Interval: -1}, true},
+		{Keepalive{Interval: time.Second, Timeout: time.Millisecond}, true},
+		{Keepalive{Interval: time.Second}, false},
+		{Keepalive{Interval: time.Microsecond, Timeout: time.Second}, false},
+	} {
+		cc, err := NewClient(Options{Target: "127.0.0.1:1", Keepalive: tc.ka})
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: error %v, want ok %v", tc.ka, err, tc.ok)
+		}
+		if cc != nil {
+			_ = cc.Close()
+		}
+	}
+}

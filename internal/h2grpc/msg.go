@@ -41,16 +41,21 @@ func (a *assembler) feed(p []byte, out []*[]byte) ([]*[]byte, error) {
 				break
 			}
 			a.hdrN = 0
-			if a.hdr[0] != 0 {
-				// Grpc::Decoder frames with a flag other than
-				// GRPC_FH_DEFAULT fail the stream with Internal
-				// (async_client_impl.cc onData): no grpc-encoding is
-				// negotiated, as Envoy's client offers none.
-				return out, status.Error(codes.Internal, "grpc: compressed flag set on a received message; compression is not supported")
+			flag, size := a.hdr[0], binary.BigEndian.Uint32(a.hdr[1:])
+			// Grpc::Decoder (source/common/grpc/codec.cc) fails on a
+			// flag byte other than 0 and 1 and on a length over the
+			// limit (ResourceExhausted); AsyncStreamImpl::onData then
+			// fails a non-empty message with the compressed flag
+			// (Internal): no grpc-encoding is negotiated, as Envoy's
+			// client offers none. An empty one passes.
+			if flag&^1 != 0 {
+				return out, status.Errorf(codes.Internal, "grpc: unsupported flags 0x%02x on a received message", flag)
 			}
-			size := binary.BigEndian.Uint32(a.hdr[1:])
 			if uint64(size) > uint64(a.max) {
 				return out, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", size, a.max)
+			}
+			if flag != 0 && size > 0 {
+				return out, status.Error(codes.Internal, "grpc: compressed flag set on a received message; compression is not supported")
 			}
 			a.cur, a.n = getBuf(int(size)), 0
 		}

@@ -15,12 +15,15 @@ import (
 func referenceMessages(wire []byte, max int) ([][]byte, codes.Code) {
 	var msgs [][]byte
 	for len(wire) >= prefixLen {
-		if wire[0] != 0 {
+		if wire[0] > 1 {
 			return msgs, codes.Internal
 		}
 		n := binary.BigEndian.Uint32(wire[1:])
 		if uint64(n) > uint64(max) {
 			return msgs, codes.ResourceExhausted
+		}
+		if wire[0] == 1 && n > 0 {
+			return msgs, codes.Internal
 		}
 		if uint64(len(wire)-prefixLen) < uint64(n) {
 			break
@@ -43,6 +46,8 @@ func FuzzAssembler(f *testing.F) {
 	f.Add(msg(0, "hello"), []byte{1, 2, 3}, uint16(100))
 	f.Add(append(msg(0, ""), msg(0, "abc")...), []byte{0, 5, 1}, uint16(3))
 	f.Add(append(msg(0, "abc"), msg(1, "x")...), []byte{7}, uint16(10))
+	f.Add(append(msg(1, ""), msg(2, "")...), []byte{3}, uint16(10))
+	f.Add(msg(1, "too long"), []byte{}, uint16(2))
 	f.Add(msg(0, string(make([]byte, 3000))), []byte{200, 255, 17}, uint16(2000))
 	f.Fuzz(func(t *testing.T, wire, splits []byte, max uint16) {
 		want, wantCode := referenceMessages(wire, int(max))

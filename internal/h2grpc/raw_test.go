@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -26,6 +27,10 @@ type rawH2Server struct {
 	enc     *hpack.Encoder
 	buf     bytes.Buffer
 	accepts int
+	nc      net.Conn // the latest connection
+	// frames receives the RST_STREAM and GOAWAY frames the client sends,
+	// as "RST_STREAM <id> <code>" and "GOAWAY <code>".
+	frames chan string
 }
 
 func startRawH2(t *testing.T, respond func(s *rawH2Server, id uint32, n int)) *rawH2Server {
@@ -35,7 +40,7 @@ func startRawH2(t *testing.T, respond func(s *rawH2Server, id uint32, n int)) *r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	s := &rawH2Server{addr: ln.Addr().String()}
+	s := &rawH2Server{addr: ln.Addr().String(), frames: make(chan string, 64)}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -59,7 +64,7 @@ func (s *rawH2Server) serve(c net.Conn, respond func(*rawH2Server, uint32, int))
 	fr := http2.NewFramer(c, c)
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	s.mu.Lock()
-	s.fr, s.enc = fr, hpack.NewEncoder(&s.buf) // the latest connection's
+	s.fr, s.enc, s.nc = fr, hpack.NewEncoder(&s.buf), c // the latest connection's
 	_ = fr.WriteSettings()
 	s.mu.Unlock()
 	n := 0
@@ -78,6 +83,33 @@ func (s *rawH2Server) serve(c net.Conn, respond func(*rawH2Server, uint32, int))
 		case *http2.MetaHeadersFrame:
 			n++
 			respond(s, f.StreamID, n)
+		case *http2.RSTStreamFrame:
+			s.record(fmt.Sprintf("RST_STREAM %d %v", f.StreamID, f.ErrCode))
+		case *http2.GoAwayFrame:
+			s.record(fmt.Sprintf("GOAWAY %v", f.ErrCode))
+		}
+	}
+}
+
+func (s *rawH2Server) record(frame string) {
+	select {
+	case s.frames <- frame:
+	default: // a test that does not look at frames
+	}
+}
+
+// awaitFrame waits (bounded) for the client to send frame.
+func (s *rawH2Server) awaitFrame(t *testing.T, frame string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case f := <-s.frames:
+			if f == frame {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the client sent no %s", frame)
 		}
 	}
 }
@@ -144,6 +176,15 @@ func TestServerResponses(t *testing.T) {
 		{"compressed flag", func(s *rawH2Server, id uint32) {
 			s.headers(id, false, ok200...)
 			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(1, "zz")) })
+		}, codes.Internal, "", 0},
+		{"compressed flag on an empty message, then OK", func(s *rawH2Server, id uint32) {
+			s.headers(id, false, ok200...)
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(1, "")) })
+			s.headers(id, true, "grpc-status", "0")
+		}, codes.OK, "", 1},
+		{"unsupported flag bits", func(s *rawH2Server, id uint32) {
+			s.headers(id, false, ok200...)
+			s.write(func(fr *http2.Framer) error { return fr.WriteData(id, false, grpcMessage(2, "")) })
 		}, codes.Internal, "", 0},
 		{"message split over frames, then OK", func(s *rawH2Server, id uint32) {
 			s.headers(id, false, ok200...)

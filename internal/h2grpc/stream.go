@@ -88,6 +88,7 @@ type stream struct {
 	header  []hpack.HeaderField
 	trailer []hpack.HeaderField
 	hdrDone bool
+	hdrCh   chan struct{} // closed when hdrDone is set: Header's own wake-up
 	done    bool
 	err     error         // once done: errDone or a status error
 	wake    chan struct{} // capacity 1: messages, headers or the end arrived
@@ -106,6 +107,15 @@ func (s *stream) applyOptions(opts []grpc.CallOption) {
 	}
 	s.asm.max = s.maxRecv
 	s.wake = make(chan struct{}, 1)
+	s.hdrCh = make(chan struct{})
+}
+
+// headersDoneLocked sets hdrDone and wakes Header; s.mu is held.
+func (s *stream) headersDoneLocked() {
+	if !s.hdrDone {
+		s.hdrDone = true
+		close(s.hdrCh)
+	}
 }
 
 func (s *stream) signal() {
@@ -132,7 +142,8 @@ func (s *stream) push(msgs []*[]byte) {
 
 func (s *stream) setHeader(fields []hpack.HeaderField) {
 	s.mu.Lock()
-	s.header, s.hdrDone = fields, true
+	s.header = fields
+	s.headersDoneLocked()
 	s.mu.Unlock()
 	s.signal()
 }
@@ -151,7 +162,8 @@ func (s *stream) finish(err error, keep bool) {
 		s.mu.Unlock()
 		return
 	}
-	s.done, s.err, s.hdrDone = true, err, true
+	s.done, s.err = true, err
+	s.headersDoneLocked()
 	stop := s.stop
 	var drop []*[]byte
 	if !keep {
@@ -168,7 +180,8 @@ func (s *stream) finish(err error, keep bool) {
 	s.signal()
 }
 
-// watchContext resets the stream when its context ends first.
+// watchContext resets the stream when its context ends first, on a
+// goroutine of its own: Header, SendMsg and RecvMsg only wait for the end.
 func (s *stream) watchContext() {
 	stop := context.AfterFunc(s.ctx, s.onCtxDone)
 	s.mu.Lock()
@@ -188,27 +201,19 @@ func (s *stream) onCtxDone() {
 
 func (s *stream) Context() context.Context { return s.ctx }
 
-// Header waits for the response headers (or the end of the stream).
+// Header waits for the response headers (or the end of the stream). It
+// waits on hdrCh, not on wake, which a RecvMsg on another goroutine may
+// take first.
 func (s *stream) Header() (metadata.MD, error) {
 	s.flushHeaders()
-	for {
-		s.mu.Lock()
-		if s.hdrDone {
-			fields, done, err := s.header, s.done, s.err
-			s.mu.Unlock()
-			s.signal() // a RecvMsg may be waiting for the same wake-up
-			if done && fields == nil && !errors.Is(err, errDone) {
-				return nil, err
-			}
-			return fieldsMD(fields), nil
-		}
-		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-s.ctx.Done():
-			s.onCtxDone()
-		}
+	<-s.hdrCh // a cancelled context ends the stream (watchContext)
+	s.mu.Lock()
+	fields, done, err := s.header, s.done, s.err
+	s.mu.Unlock()
+	if done && fields == nil && !errors.Is(err, errDone) {
+		return nil, err
 	}
+	return fieldsMD(fields), nil
 }
 
 // Trailer is the trailer metadata, once RecvMsg has returned an error.
@@ -268,15 +273,20 @@ func (s *stream) CloseSend() error {
 	return nil
 }
 
-// send writes n bytes of s.parts, waiting for window as needed.
+// send writes n bytes of s.parts, waiting for window as needed. wmu is
+// held from the check that s is open to the write: a stream reset
+// meanwhile (its RST_STREAM written under wmu after s.closed is set) gets
+// no DATA after the RST_STREAM (RFC 9113 §5.1, "closed").
 func (s *stream) send(n int, end bool) error {
 	c := s.c
 	for {
+		c.wmu.Lock()
 		c.mu.Lock()
 		var k int
 		for {
 			if s.closed {
 				c.mu.Unlock()
+				c.wmu.Unlock()
 				s.flushHeaders()
 				return errDone // RecvMsg tells how it ended
 			}
@@ -287,15 +297,20 @@ func (s *stream) send(n int, end bool) error {
 			ch := c.waiterLocked()
 			c.mu.Unlock()
 			s.needFlush.Store(false)
-			if err := c.flush(); err != nil {
+			err := c.bw.Flush()
+			c.wmu.Unlock()
+			if err != nil {
+				err = status.Errorf(codes.Unavailable, "write to %s: %v", c.cc.opts.Target, err)
+				c.fail(err)
 				return err
 			}
 			select {
 			case <-ch:
 			case <-s.ctx.Done():
-				s.onCtxDone()
+				// watchContext's goroutine resets the stream.
 				return status.FromContextError(s.ctx.Err()).Err()
 			}
+			c.wmu.Lock()
 			c.mu.Lock()
 		}
 		c.sendWindow -= int64(k)
@@ -306,7 +321,6 @@ func (s *stream) send(n int, end bool) error {
 		}
 		maxFrame := c.maxFrame
 		c.mu.Unlock()
-		c.wmu.Lock()
 		c.writeData(s, k, last && end, maxFrame)
 		if !last {
 			c.wmu.Unlock()
@@ -346,11 +360,10 @@ func (s *stream) RecvMsg(m any) error {
 			return err
 		}
 		s.mu.Unlock()
-		select {
-		case <-s.wake:
-		case <-s.ctx.Done():
-			s.onCtxDone()
-		}
+		// A cancelled context ends the stream on watchContext's
+		// goroutine, which wakes this one: the RST_STREAM it writes may
+		// wait for the connection's writer, the caller does not.
+		<-s.wake
 	}
 }
 
