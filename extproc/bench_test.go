@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/toolmesh/toolmesh/internal/extprocwire"
+	"github.com/toolmesh/toolmesh/internal/h2grpc"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -229,7 +231,7 @@ func listSeqAccepting(acceptEncoding string) []*extprocv3.ProcessingRequest {
 // 1 is toolmesh's own cost.
 func BenchmarkToolsList10k(b *testing.B) {
 	srv := benchServer(b, 10_000)
-	client := serve(b, srv.GRPCServerOptions(), srv.Register, envoyDecoding())
+	client := serveEnvoy(b, srv.GRPCServerOptions(), srv.Register)
 	for _, enc := range listEncodings {
 		b.Run("encoding="+enc.name, func(b *testing.B) {
 			seq := listSeqAccepting(enc.acceptEncoding)
@@ -323,32 +325,74 @@ func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorC
 	if err != nil {
 		b.Fatal(err)
 	}
-	return serve(b, opts.GRPCServerOptions(), func(gs *grpc.Server) {
+	return serveEnvoy(b, opts.GRPCServerOptions(), func(gs *grpc.Server) {
 		extprocv3.RegisterExternalProcessorServer(gs, floorServer{answer: answer})
-	}, envoyDecoding())
+	})
 }
 
-// envoyDecoding makes a benchmark client decode as Envoy and the local
-// data plane do (envoy/extproc_codec.go): a large ImmediateResponse is
-// joined into a receive buffer kept across requests and its body left in
-// it, not allocated and copied again per request by protobuf. The buffer
-// is reused by the next large message, so the client must run one stream
-// at a time and be done with a reply before it receives the next one, as
-// the benchmarks are.
-func envoyDecoding() grpc.DialOption {
-	c := &envoyCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
-	return grpc.WithDefaultCallOptions(grpc.ForceCodecV2(c))
+// serveEnvoy starts a gRPC server with opts and returns a client that
+// stands in for Envoy, as the local data plane's does: internal/h2grpc
+// (one reader goroutine that wakes the stream once per whole message, as
+// Envoy's event loop hands the filter whole messages) with Envoy's HTTP/2
+// windows, and Envoy's decoding of a large ImmediateResponse: it is joined
+// into a receive buffer kept across requests and its body left in it, not
+// allocated and copied again per request by protobuf (the data plane does
+// the same, envoy/extproc_codec.go). The buffer is reused by the next large
+// message, so the client must run one stream at a time and be done with a
+// reply before it receives the next one, as the benchmarks are.
+func serveEnvoy(b *testing.B, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatalf("listen: %v", err)
+	}
+	gs := grpc.NewServer(opts...)
+	register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	b.Cleanup(gs.Stop)
+	cc, err := h2grpc.NewClient(h2grpc.Options{Target: lis.Addr().String(),
+		StreamWindow: envoyHTTP2Window, ConnWindow: envoyHTTP2Window})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	codec := &envoyCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
+	return extprocv3.NewExternalProcessorClient(callOptionsConn{cc,
+		[]grpc.CallOption{grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(64 << 20)}})
+}
+
+// callOptionsConn adds call options to every stream, as a dial option's
+// default call options do on a grpc-go connection.
+type callOptionsConn struct {
+	*h2grpc.ClientConn
+	opts []grpc.CallOption
+}
+
+func (c callOptionsConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.ClientConn.NewStream(ctx, desc, method, append(c.opts[:len(c.opts):len(c.opts)], opts...)...)
 }
 
 type envoyCodec struct {
 	encoding.CodecV2
-	buf []byte
+	buf  []byte
+	held mem.Buffer // the last large message, when referenced, not copied
 }
 
 func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	resp, ok := v.(*extprocv3.ProcessingResponse)
 	if !ok || data.Len() < 16<<10 {
 		return c.CodecV2.Unmarshal(data, v)
+	}
+	if c.held != nil {
+		c.held.Free()
+		c.held = nil
+	}
+	if _, isSlice := data[0].(mem.SliceBuffer); len(data) == 1 && !isSlice {
+		// h2grpc hands a whole message as one reference-counted buffer:
+		// keep a reference until the next one, as the data plane does.
+		data[0].Ref()
+		c.held = data[0]
+		return extprocwire.UnmarshalAliasingBody(c.held.ReadOnlyData(), resp)
 	}
 	if cap(c.buf) < data.Len() {
 		c.buf = make([]byte, data.Len())
