@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -342,15 +341,7 @@ func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorC
 // reply before it receives the next one, as the benchmarks are.
 func serveEnvoy(b *testing.B, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
 	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatalf("listen: %v", err)
-	}
-	gs := grpc.NewServer(opts...)
-	register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	b.Cleanup(gs.Stop)
-	cc, err := h2grpc.NewClient(h2grpc.Options{Target: lis.Addr().String(),
+	cc, err := h2grpc.NewClient(h2grpc.Options{Target: startServer(b, opts, register),
 		StreamWindow: envoyHTTP2Window, ConnWindow: envoyHTTP2Window})
 	if err != nil {
 		b.Fatal(err)

@@ -128,15 +128,7 @@ const envoyHTTP2Window = 256 << 20
 // serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
 func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) extprocv3.ExternalProcessorClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	gs := grpc.NewServer(opts...)
-	register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{
+	conn, err := grpc.NewClient(startServer(t, opts, register), append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 		grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
@@ -146,6 +138,21 @@ func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), 
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return extprocv3.NewExternalProcessorClient(conn)
+}
+
+// startServer starts a gRPC server with opts on 127.0.0.1, stopped when
+// the test ends, and returns its address.
+func startServer(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server)) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	gs := grpc.NewServer(opts...)
+	register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
 }
 
 // envoy is one HTTP request's ext_proc stream, driven the way Envoy does.
