@@ -184,14 +184,31 @@ func (e *extProcRun) open() *localReply {
 
 // close ends the gRPC stream (Filter::closeStream). Envoy's default close is
 // not graceful: the server sees the stream end (EOF or Canceled).
+// ExternalProcessorStreamImpl::close half-closes and then resets the
+// stream; on the data plane's own connection both frames go out in one
+// write (h2grpc CloseAndReset), on another connection as CloseSend and the
+// context's cancel.
 func (e *extProcRun) close() {
 	if e.stream == nil {
 		return
 	}
-	_ = e.stream.CloseSend()
+	if r, ok := unwrapStream(e.stream).(interface{ CloseAndReset() }); ok {
+		r.CloseAndReset()
+	} else {
+		_ = e.stream.CloseSend()
+	}
 	e.cancel()
 	e.stream = nil
 	e.timer = nil // it calls this stream's cancel
+}
+
+// unwrapStream is the transport's stream under the generated client's
+// typed wrapper.
+func unwrapStream(st extprocv3.ExternalProcessor_ProcessClient) grpc.ClientStream {
+	if g, ok := st.(*grpc.GenericClientStream[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]); ok {
+		return g.ClientStream
+	}
+	return st
 }
 
 // finishAndContinue marks processing complete and continues without the

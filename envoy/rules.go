@@ -139,7 +139,13 @@ const (
 //     showed before). CloseSend is an empty DATA frame with END_STREAM
 //     (closeStream); a stream the server ends while the client's side is
 //     open is reset with NO_ERROR (cleanup; the code is [inferred]); a
-//     cancelled context resets it with CANCEL.
+//     cancelled context resets it with CANCEL. The filter ends its stream
+//     with ExternalProcessorStreamImpl::close
+//     (source/extensions/filters/http/ext_proc/client_impl.cc:
+//     closeStream, then resetStream), one call on the worker thread, so
+//     the codec writes END_STREAM and RST_STREAM together; extProcRun.close
+//     does so through h2grpc's CloseAndReset, in one write on the request's
+//     goroutine (the RST_STREAM code, CANCEL, is [inferred]).
 //   - Connection pool (source/common/http/http2/conn_pool.cc,
 //     source/common/conn_pool/conn_pool_base.cc): connect on the first
 //     stream; streams go on a connection that is neither draining nor at

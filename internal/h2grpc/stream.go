@@ -273,6 +273,57 @@ func (s *stream) CloseSend() error {
 	return nil
 }
 
+// CloseAndReset ends the stream as Envoy's ext_proc filter ends its own
+// (ExternalProcessorStreamImpl::close: closeStream, then resetStream): an
+// empty DATA frame with END_STREAM, unless one went out already, and
+// RST_STREAM(CANCEL), written together with one flush on the caller's
+// goroutine, as Envoy's codec sends both from one dispatcher iteration.
+// CloseSend followed by a cancelled context does the same in two writes,
+// the second on the context watcher's goroutine. RecvMsg then returns
+// Canceled; the context is left to the caller.
+func (s *stream) CloseAndReset() {
+	c := s.c
+	c.wmu.Lock()
+	c.mu.Lock()
+	if s.closed {
+		c.mu.Unlock()
+		c.wmu.Unlock()
+		return
+	}
+	s.closed = true
+	live := c.err == nil
+	if live {
+		delete(c.streams, s.id)
+		c.active--
+	}
+	end := !s.localEnded
+	s.localEnded, s.sentEnd = true, true
+	c.broadcastLocked()
+	idle := c.idleLocked()
+	c.mu.Unlock()
+	var err error
+	if live {
+		if end {
+			err = c.wfr.WriteData(s.id, true, nil)
+		}
+		if err == nil {
+			err = c.wfr.WriteRSTStream(s.id, http2.ErrCodeCancel)
+		}
+		if err == nil {
+			err = c.bw.Flush()
+		}
+	}
+	c.wmu.Unlock()
+	s.needFlush.Store(false)
+	s.finish(status.Error(codes.Canceled, "stream closed by the client"), false)
+	if err != nil {
+		c.fail(status.Errorf(codes.Unavailable, "write to %s: %v", c.cc.opts.Target, err))
+	}
+	if idle {
+		c.closeDrained()
+	}
+}
+
 // send writes n bytes of s.parts, waiting for window as needed. wmu is
 // held from the check that s is open to the write: a stream reset
 // meanwhile (its RST_STREAM written under wmu after s.closed is set) gets
