@@ -2,11 +2,9 @@ package envoy
 
 import (
 	"context"
-	"encoding/binary"
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -67,7 +65,6 @@ const (
 // reads. Everything else passes through untouched.
 type pingConn struct {
 	net.Conn
-	ka  Keepalive
 	log *slog.Logger
 
 	wmu sync.Mutex // serializes writes; guards out and due
@@ -84,12 +81,7 @@ type pingConn struct {
 	buf      []byte
 	rerr     error
 
-	kmu      sync.Mutex // guards the keepalive state below
-	closed   bool
-	awaiting bool    // a PING is out; timeout armed
-	payload  [8]byte // of the PING awaiting its ACK
-	send     *time.Timer
-	timeout  *time.Timer
+	ka *h2grpc.Pinger // the timers: when a PING is due, its timeout
 }
 
 // frameCursor tracks the position in the outgoing frame stream.
@@ -135,12 +127,9 @@ func (f *frameCursor) boundary() bool {
 func frameLen(h []byte) int { return int(h[0])<<16 | int(h[1])<<8 | int(h[2]) }
 
 func newPingConn(c net.Conn, ka Keepalive, log *slog.Logger) *pingConn {
-	p := &pingConn{Conn: c, ka: ka, log: log, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
-	p.kmu.Lock()
-	defer p.kmu.Unlock()
-	p.send = time.AfterFunc(h2grpc.KeepaliveNext(ka.Interval, ka.IntervalJitter), p.sendPing)
-	p.timeout = time.AfterFunc(time.Hour, p.onTimeout)
-	p.timeout.Stop()
+	p := &pingConn{Conn: c, log: log, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
+	p.ka = h2grpc.NewPinger(ka, p.sendPing, p.onTimeout)
+	p.ka.Start()
 	return p
 }
 
@@ -157,14 +146,9 @@ func (p *pingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// sendPing is Envoy's sendKeepalive: no PING while one is awaiting its ACK.
+// sendPing writes the PING that is due (h2grpc.Pinger) now if grpc-go's
+// stream is at a frame boundary, else after the frame being written.
 func (p *pingConn) sendPing() {
-	p.kmu.Lock()
-	skip := p.closed || p.awaiting
-	p.kmu.Unlock()
-	if skip {
-		return
-	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.due = true
@@ -173,22 +157,16 @@ func (p *pingConn) sendPing() {
 	}
 }
 
-// writePing writes one PING; wmu is held. Its payload is the time in
-// milliseconds since the epoch, as Envoy's.
+// writePing writes one PING; wmu is held.
 func (p *pingConn) writePing() {
 	p.due = false
-	var f [frameHeaderLen + pingPayloadLen]byte
-	f[2], f[3] = pingPayloadLen, framePing
-	binary.BigEndian.PutUint64(f[frameHeaderLen:], uint64(time.Now().UnixMilli()))
-	p.kmu.Lock()
-	if p.closed {
-		p.kmu.Unlock()
+	payload, ok := p.ka.Sending()
+	if !ok {
 		return
 	}
-	copy(p.payload[:], f[frameHeaderLen:])
-	p.awaiting = true
-	p.timeout.Reset(p.ka.Timeout)
-	p.kmu.Unlock()
+	var f [frameHeaderLen + pingPayloadLen]byte
+	f[2], f[3] = pingPayloadLen, framePing
+	copy(f[frameHeaderLen:], payload[:])
 	// A failed write breaks the connection; grpc-go sees it on its own.
 	_, _ = p.Conn.Write(f[:])
 }
@@ -236,16 +214,16 @@ func (p *pingConn) parse(src, dst []byte) []byte {
 		}
 		p.hdrN = 0
 		if isPing(p.hdr[:]) {
-			if p.hdr[4]&flagAck != 0 && p.onAck(p.hdr[frameHeaderLen:]) {
+			if p.hdr[4]&flagAck != 0 && p.ka.Ack(p.hdr[frameHeaderLen:want]) {
 				continue // ours: grpc-go never sent it
 			}
 			if p.hdr[4]&flagAck == 0 {
-				p.onFrame()
+				p.ka.Frame()
 			}
 			dst = append(dst, p.hdr[:want]...)
 			continue
 		}
-		p.onFrame()
+		p.ka.Frame()
 		dst = append(dst, p.hdr[:frameHeaderLen]...)
 		p.inLeft = frameLen(p.hdr[:])
 	}
@@ -254,49 +232,14 @@ func (p *pingConn) parse(src, dst []byte) []byte {
 
 func isPing(h []byte) bool { return h[3] == framePing && frameLen(h) == pingPayloadLen }
 
-// onFrame is Envoy's onBeforeFrameReceived: any frame but a PING ACK
-// extends the wait for the ACK.
-func (p *pingConn) onFrame() {
-	p.kmu.Lock()
-	defer p.kmu.Unlock()
-	if p.awaiting && !p.closed {
-		p.timeout.Reset(p.ka.Timeout)
-	}
-}
-
-// onAck is Envoy's onKeepaliveResponse for the ACK of our PING: stop the
-// timeout, schedule the next PING. It reports whether the ACK was ours.
-func (p *pingConn) onAck(payload []byte) bool {
-	p.kmu.Lock()
-	defer p.kmu.Unlock()
-	if !p.awaiting || string(payload) != string(p.payload[:]) {
-		return false
-	}
-	p.awaiting = false
-	p.timeout.Stop()
-	if !p.closed {
-		p.send.Reset(h2grpc.KeepaliveNext(p.ka.Interval, p.ka.IntervalJitter))
-	}
-	return true
-}
-
-// onTimeout is Envoy's onKeepaliveResponseTimeout: close the connection.
+// onTimeout is onKeepaliveResponseTimeout: close the connection.
 func (p *pingConn) onTimeout() {
-	p.kmu.Lock()
-	fire := p.awaiting && !p.closed
-	p.kmu.Unlock()
-	if fire {
-		p.log.Debug("closing connection due to keepalive timeout", "timeout", p.ka.Timeout)
-		_ = p.Close()
-	}
+	p.log.Debug("closing connection due to keepalive timeout")
+	_ = p.Close()
 }
 
 // Close stops the timers and closes the connection.
 func (p *pingConn) Close() error {
-	p.kmu.Lock()
-	p.closed = true
-	p.send.Stop()
-	p.timeout.Stop()
-	p.kmu.Unlock()
+	p.ka.Stop()
 	return p.Conn.Close()
 }

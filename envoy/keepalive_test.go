@@ -171,25 +171,30 @@ func TestKeepaliveTimeout(t *testing.T) {
 // every size: only the ACK of our own PING is taken out. The write side
 // finds the frame boundaries of the client's stream the same way.
 func TestPingConnFraming(t *testing.T) {
-	ours := [8]byte{0, 0, 1, 2, 3, 4, 5, 6}
 	other := [8]byte{2, 4, 16, 16, 9, 14, 7, 7} // grpc-go's BDP PING
-	var in, want bytes.Buffer
-	fr := http2.NewFramer(&in, nil)
-	wfr := http2.NewFramer(&want, nil)
-	for _, f := range []*http2.Framer{fr, wfr} {
-		_ = f.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 14})
-		if f == fr {
-			_ = f.WritePing(true, ours)
-		}
-		_ = f.WritePing(true, other)
-		_ = f.WritePing(false, ours)
-		_ = f.WriteData(1, true, []byte("abc"))
-	}
-	for _, chunk := range []int{1, 2, 5, 9, 17, in.Len()} {
+	for _, chunk := range []int{1, 2, 5, 9, 17, 0} {
 		client, server := net.Pipe()
 		t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
 		p := newPingConn(client, Keepalive{Interval: time.Hour, Timeout: time.Hour}, slog.New(slog.DiscardHandler))
-		p.awaiting, p.payload = true, ours
+		ours, ok := p.ka.Sending() // our PING is out
+		if !ok {
+			t.Fatal("no PING could be sent")
+		}
+		var in, want bytes.Buffer
+		fr := http2.NewFramer(&in, nil)
+		wfr := http2.NewFramer(&want, nil)
+		for _, f := range []*http2.Framer{fr, wfr} {
+			_ = f.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 14})
+			if f == fr {
+				_ = f.WritePing(true, ours)
+			}
+			_ = f.WritePing(true, other)
+			_ = f.WritePing(false, ours)
+			_ = f.WriteData(1, true, []byte("abc"))
+		}
+		if chunk == 0 {
+			chunk = in.Len()
+		}
 		var got []byte
 		src := in.Bytes()
 		for len(src) > 0 {
@@ -200,7 +205,7 @@ func TestPingConnFraming(t *testing.T) {
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("chunks of %d: grpc-go reads\n%x\nwant\n%x", chunk, got, want.Bytes())
 		}
-		if p.awaiting {
+		if p.ka.Awaiting() {
 			t.Errorf("chunks of %d: the ACK of our PING was not seen", chunk)
 		}
 		_ = p.Close()

@@ -97,8 +97,8 @@ const (
 // pingConn): PINGs go out between grpc-go's frames, and their ACKs,
 // recognised by payload, are taken out before grpc-go reads. Only ACKs of
 // our own PINGs count as keepalive responses; grpc-go's BDP PINGs, which
-// Envoy does not send, pass through. Both share the schedule
-// (h2grpc.KeepaliveNext). connection_idle_interval (a PING before a new
+// Envoy does not send, pass through. Both share the keepalive state
+// machine (h2grpc.Pinger). connection_idle_interval (a PING before a new
 // stream on an idle connection) is not emulated: the bootstraps do not set
 // it. The codec was read on a recent envoyproxy/envoy main, not at the
 // v1.40.0 tag. [verify]

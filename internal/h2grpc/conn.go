@@ -11,7 +11,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -70,20 +69,17 @@ type conn struct {
 	unacked uint32 // connection bytes received, not yet in a WINDOW_UPDATE
 	scratch []*[]byte
 
-	kmu        sync.Mutex // guards the keepalive state
-	kaAwaiting atomic.Bool
-	kaPayload  [8]byte
-	kaSend     *time.Timer
-	kaTimeout  *time.Timer
-	kaStopped  bool
+	ka *Pinger // nil without keepalive
 }
 
 func newConn(cc *ClientConn) *conn {
-	return &conn{
+	c := &conn{
 		cc: cc, log: cc.log, ready: make(chan struct{}),
 		streams: map[uint32]*stream{}, nextID: 1, maxStreams: ^uint32(0),
 		maxFrame: initialMaxFrame, peerWindow: defaultWindow, sendWindow: defaultWindow,
 	}
+	c.ka = NewPinger(cc.opts.Keepalive, c.sendPing, c.onKeepaliveTimeout)
+	return c
 }
 
 // connect dials, sends the preface and settings, and runs the reader.
@@ -129,7 +125,7 @@ func (c *conn) connect() {
 	c.rfr.SetReuseFrames()
 	c.rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.rfr.MaxHeaderListSize = maxResponseHeaderList
-	c.startKeepalive()
+	c.ka.Start()
 	c.log.Debug("h2grpc connection open", "local", nc.LocalAddr().String())
 	c.readyOnce.Do(func() { close(c.ready) })
 	c.readLoop()
@@ -352,7 +348,7 @@ func (c *conn) fail(err error) {
 	nc := c.nc
 	c.mu.Unlock()
 	c.cc.remove(c)
-	c.stopKeepalive()
+	c.ka.Stop()
 	if nc != nil {
 		_ = nc.Close()
 	}
@@ -381,7 +377,9 @@ func (c *conn) readLoop() {
 			c.fail(status.Errorf(codes.Unavailable, "error reading from server: %v", err))
 			return
 		}
-		c.keepaliveFrame(f)
+		if p, ok := f.(*http2.PingFrame); !ok || !p.IsAck() {
+			c.ka.Frame()
+		}
 		switch f := f.(type) {
 		case *http2.DataFrame:
 			c.onData(f)
@@ -393,7 +391,7 @@ func (c *conn) readLoop() {
 			c.onSettings(f)
 		case *http2.PingFrame:
 			if f.IsAck() {
-				c.onPingAck(f.Data)
+				c.ka.Ack(f.Data[:])
 			} else {
 				c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(true, f.Data) })
 			}
@@ -709,91 +707,17 @@ func (c *conn) connError(code http2.ConnectionError, reason string) {
 	c.fail(status.Errorf(codes.Unavailable, "connection error %v: %s", http2.ErrCode(code), reason))
 }
 
-// Keepalive (envoy/rules.go; codec_impl.cc ConnectionImpl): the first PING
-// interval plus jitter after connect, none while one awaits its ACK, any
-// frame but a PING ACK re-arms a running timeout, the timeout closes the
-// connection.
-func (c *conn) startKeepalive() {
-	ka := c.cc.opts.Keepalive
-	if ka.Interval <= 0 {
-		return
-	}
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	if c.kaStopped {
-		return
-	}
-	c.kaTimeout = time.AfterFunc(time.Hour, c.onKeepaliveTimeout)
-	c.kaTimeout.Stop()
-	c.kaSend = time.AfterFunc(KeepaliveNext(ka.Interval, ka.IntervalJitter), c.sendPing)
-}
-
-// sendPing is sendKeepalive: the payload is the time in milliseconds since
-// the epoch, as Envoy's.
+// sendPing writes the keepalive PING that is due (Pinger).
 func (c *conn) sendPing() {
-	c.kmu.Lock()
-	if c.kaStopped || c.kaAwaiting.Load() {
-		c.kmu.Unlock()
-		return
-	}
-	binary.BigEndian.PutUint64(c.kaPayload[:], uint64(time.Now().UnixMilli()))
-	p := c.kaPayload
-	c.kaAwaiting.Store(true)
-	c.kaTimeout.Reset(c.cc.opts.Keepalive.Timeout)
-	c.kmu.Unlock()
-	c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, p) })
-}
-
-// keepaliveFrame is onBeforeFrameReceived: a frame other than a PING ACK
-// re-arms the timeout of a PING awaiting its ACK.
-func (c *conn) keepaliveFrame(f http2.Frame) {
-	if !c.kaAwaiting.Load() {
-		return
-	}
-	if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
-		return
-	}
-	c.kmu.Lock()
-	if c.kaAwaiting.Load() && !c.kaStopped {
-		c.kaTimeout.Reset(c.cc.opts.Keepalive.Timeout)
-	}
-	c.kmu.Unlock()
-}
-
-// onPingAck is onKeepaliveResponse for the ACK of our PING.
-func (c *conn) onPingAck(data [8]byte) {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	if !c.kaAwaiting.Load() || data != c.kaPayload {
-		return
-	}
-	c.kaAwaiting.Store(false)
-	c.kaTimeout.Stop()
-	if !c.kaStopped {
-		ka := c.cc.opts.Keepalive
-		c.kaSend.Reset(KeepaliveNext(ka.Interval, ka.IntervalJitter))
+	if p, ok := c.ka.Sending(); ok {
+		c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, p) })
 	}
 }
 
 // onKeepaliveTimeout is onKeepaliveResponseTimeout: close the connection.
 func (c *conn) onKeepaliveTimeout() {
-	c.kmu.Lock()
-	fire := c.kaAwaiting.Load() && !c.kaStopped
-	c.kmu.Unlock()
-	if fire {
-		c.log.Debug("closing connection due to keepalive timeout", "timeout", c.cc.opts.Keepalive.Timeout)
-		c.fail(status.Errorf(codes.Unavailable, "keepalive timeout: no PING ACK within %s", c.cc.opts.Keepalive.Timeout))
-	}
-}
-
-func (c *conn) stopKeepalive() {
-	c.kmu.Lock()
-	defer c.kmu.Unlock()
-	c.kaStopped = true
-	if c.kaSend != nil {
-		c.kaSend.Stop()
-		c.kaTimeout.Stop()
-	}
+	c.log.Debug("closing connection due to keepalive timeout", "timeout", c.cc.opts.Keepalive.Timeout)
+	c.fail(status.Errorf(codes.Unavailable, "keepalive timeout: no PING ACK within %s", c.cc.opts.Keepalive.Timeout))
 }
 
 // httpStatusError maps a non-200 :status as Envoy's
