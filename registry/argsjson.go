@@ -114,19 +114,10 @@ func (p *argsParser) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k] = v
-		p.space()
-		if p.i >= len(p.b) {
+		if end, ok := p.next('}'); !ok {
 			return nil, false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case '}':
-			p.i++
+		} else if end {
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -149,21 +140,31 @@ func (p *argsParser) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		p.space()
-		if p.i >= len(p.b) {
+		if end, ok := p.next(']'); !ok {
 			return nil, false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-			p.space()
-		case ']':
-			p.i++
+		} else if end {
 			return a, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// next reads what follows a member or element: a comma (and the space
+// after it), or the closing byte, which reports end.
+func (p *argsParser) next(closing byte) (end, ok bool) {
+	p.space()
+	if p.i >= len(p.b) {
+		return false, false
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		p.space()
+		return false, true
+	case closing:
+		p.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str decodes the string at p.i. One without escapes that is valid UTF-8
