@@ -23,8 +23,8 @@ import (
 // multi-megabyte tools/list page. Instead the frames are joined into a
 // buffer the exchange holds until its response is written, taken from a
 // pool, and the body is a slice of it; a message that arrives as one
-// reference-counted buffer (h2grpc's) is held by reference, not copied. The message decoded is the same:
-// only where its body lives differs.
+// reference-counted buffer (h2grpc's) is held by reference, not copied.
+// The message decoded is the same: only where its body lives differs.
 //
 // Every other message is decoded by extprocpb without the generic
 // decoder's allocation per field (the same messages, proto.Equal): a

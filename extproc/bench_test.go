@@ -378,7 +378,7 @@ func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		c.held.Free()
 		c.held = nil
 	}
-	if _, isSlice := data[0].(mem.SliceBuffer); len(data) == 1 && !isSlice {
+	if len(data) == 1 && isRefCounted(data[0]) {
 		// h2grpc hands a whole message as one reference-counted buffer:
 		// keep a reference until the next one, as the data plane does.
 		data[0].Ref()
@@ -391,6 +391,16 @@ func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := c.buf[:data.Len()]
 	data.CopyTo(b)
 	return extprocwire.UnmarshalAliasingBody(b, resp)
+}
+
+// isRefCounted reports a buffer whose Ref keeps it alive: not a
+// mem.SliceBuffer, whose memory its owner reuses once Unmarshal returns.
+func isRefCounted(b mem.Buffer) bool {
+	switch b.(type) {
+	case mem.SliceBuffer, *mem.SliceBuffer:
+		return false
+	}
+	return true
 }
 
 func BenchmarkToolsCall(b *testing.B) {
