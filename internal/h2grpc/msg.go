@@ -80,7 +80,10 @@ func (a *assembler) release() {
 }
 
 // Receive buffers come from pools by power-of-two capacity, from 1 KiB to
-// 64 MiB; larger messages get a buffer of their own.
+// 64 MiB; larger messages get a buffer of their own. Not grpc-go's
+// exported pools (mem.DefaultBufferPool, mem.NewBinaryTieredBufferPool):
+// they clear every buffer they hand out, megabytes for a large tools/list
+// answer that the assembler overwrites at once.
 const (
 	minClassBits = 10
 	maxClassBits = 26
