@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -17,8 +19,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/toolmesh/toolmesh/internal/extprocpb"
 )
 
 // This file emulates one ext_proc filter instance on one HTTP stream
@@ -27,16 +27,14 @@ import (
 // request and closed when the request ends, on an ImmediateResponse, or on
 // an error.
 
-// maxExtProcMessage bounds the gRPC messages exchanged with the server; a
-// buffered body travels as one message.
-const maxExtProcMessage = 64 << 20
-
-// extProcCallOptions apply maxExtProcMessage to every stream; made once,
-// as each option is an allocation. open adds the exchange's extProcCodec
-// (extproc_codec.go).
-var extProcCallOptions = []grpc.CallOption{
-	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
-}
+// extProcCallOptions lift grpc-go's 4 MiB receive limit: Envoy's gRPC
+// client has none unless max_receive_message_length is set
+// (api/envoy/config/core/v3/grpc_service.proto,
+// GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0, which
+// means unlimited"); math.MaxInt32 is grpc-go's largest. Made once, as
+// each option is an allocation; compileExtProc adds the stream's
+// :authority for the data plane's own connection.
+var extProcCallOptions = []grpc.CallOption{grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -85,9 +83,6 @@ type extProcRun struct {
 	firstTimerUsed bool
 	// protocolConfig is the first message's protocol_config.
 	protocolConfig extprocv3.ProtocolConfiguration
-	// hr carries each headers message to the codec, which encodes it
-	// within SendMsg; reused rather than allocated per message.
-	hr headersRequest
 }
 
 // msgTimer is a message timer and the race it decides: whether the answer
@@ -171,8 +166,12 @@ func (e *extProcRun) open() *localReply {
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
-	opts := append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)],
-		grpc.ForceCodecV2(extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &e.x.held}))
+	opts := extProcCallOptions
+	if e.x.d.ownConn != nil {
+		// An injected connection (tests, mTLS) keeps its own authority:
+		// grpc-go checks an override against its credentials.
+		opts = e.f.callOptions
+	}
 	st, err := client.Process(ctx, opts...)
 	if err != nil {
 		cancel()
@@ -183,32 +182,18 @@ func (e *extProcRun) open() *localReply {
 }
 
 // close ends the gRPC stream (Filter::closeStream). Envoy's default close is
-// not graceful: the server sees the stream end (EOF or Canceled).
-// ExternalProcessorStreamImpl::close half-closes and then resets the
-// stream; on the data plane's own connection both frames go out in one
-// write (h2grpc CloseAndReset), on another connection as CloseSend and the
-// context's cancel.
+// not graceful: ExternalProcessorStreamImpl::close half-closes and then
+// resets the stream, and the server sees it end (EOF or Canceled). Here
+// CloseSend is the half-close and the context's cancel the reset (rules.go,
+// "ext_proc gRPC client connection", for the RST_STREAM code).
 func (e *extProcRun) close() {
 	if e.stream == nil {
 		return
 	}
-	if r, ok := unwrapStream(e.stream).(interface{ CloseAndReset() }); ok {
-		r.CloseAndReset()
-	} else {
-		_ = e.stream.CloseSend()
-	}
+	_ = e.stream.CloseSend()
 	e.cancel()
 	e.stream = nil
 	e.timer = nil // it calls this stream's cancel
-}
-
-// unwrapStream is the transport's stream under the generated client's
-// typed wrapper.
-func unwrapStream(st extprocv3.ExternalProcessor_ProcessClient) grpc.ClientStream {
-	if g, ok := st.(*grpc.GenericClientStream[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]); ok {
-		return g.ClientStream
-	}
-	return st
 }
 
 // finishAndContinue marks processing complete and continues without the
@@ -220,7 +205,7 @@ func (e *extProcRun) finishAndContinue() {
 
 // onGrpcError is Filter::onGrpcError.
 func (e *extProcRun) onGrpcError(err error) *localReply {
-	st := status.Convert(err)
+	st := e.envoyStatus(err)
 	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", st.Code(), "message", st.Message())
 	if e.failureModeAllow {
 		e.finishAndContinue()
@@ -231,10 +216,34 @@ func (e *extProcRun) onGrpcError(err error) *localReply {
 	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())}
 }
 
+// envoyStatus is the status Envoy's gRPC client would report for err, one
+// of grpc-go's (rules.go, "ext_proc gRPC client connection"): a connect
+// failure is the router's local reply, Unavailable with its text and
+// details; a reset stream, or a connection lost after the response
+// headers, is Internal (AsyncStreamImpl::onReset).
+func (e *extProcRun) envoyStatus(err error) *status.Status {
+	st := status.Convert(err)
+	msg := st.Message()
+	switch {
+	case st.Code() == codes.Unavailable && strings.Contains(msg, "while dialing"):
+		why := msg[strings.LastIndex(msg, "while dialing")+len("while dialing"):]
+		why = strings.TrimSuffix(strings.TrimPrefix(why, ": "), `"`)
+		return status.New(codes.Unavailable, "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure{"+
+			detailsResetBeforeStarted+"{remote_connection_failure|"+responseDetails("delayed connect error: "+why)+"}}")
+	case strings.HasPrefix(msg, "stream terminated by RST_STREAM"):
+		return status.New(codes.Internal, msg)
+	case st.Code() == codes.Unavailable && e.stream != nil && !strings.HasPrefix(msg, "upstream"):
+		if _, herr := e.stream.Header(); herr == nil {
+			return status.New(codes.Internal, msg)
+		}
+	}
+	return st
+}
+
 // send sends one message (the first one carries protocol_config, as Envoy
 // ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
-// comes with its header map, h, which is written into the message as it
-// is now (headersRequest); otherwise h is nil.
+// comes with its header map, h, which goes into the message as it is now;
+// otherwise h is nil.
 func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
@@ -250,20 +259,21 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
-	var err error
 	if h != nil {
-		e.hr = headersRequest{req: req, h: h}
+		var forward func(string) bool
 		if len(e.f.allowedHeaders) > 0 || len(e.f.disallowedHeaders) > 0 {
 			// Without forward_rules every header goes; the method value
 			// would be an allocation per message.
-			e.hr.forward = e.f.forward
+			forward = e.f.forward
 		}
-		err = e.stream.SendMsg(&e.hr)
-		e.hr = headersRequest{}
-	} else {
-		err = e.stream.Send(req)
+		hm := h.toProto(forward)
+		if rh := req.GetRequestHeaders(); rh != nil {
+			rh.Headers = hm
+		} else {
+			req.GetResponseHeaders().Headers = hm
+		}
 	}
-	if err != nil {
+	if err := e.stream.Send(req); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server already ended the stream; Recv reports how.
 			return nil

@@ -88,109 +88,63 @@ const (
 //   - onKeepaliveResponseTimeout closes the connection (h2_ping_timeout);
 //     its streams fail (Unavailable) and the next stream connects again.
 //
-// The ext_proc client (internal/h2grpc) implements this itself on its own
-// codec. [choice] For ADS, grpc-go's own client keepalive
-// (keepalive.ClientParameters) is not used: it raises Time below 10s to 10s
-// (dialoptions.go WithKeepaliveParams, internal.KeepaliveMinPingTime), pings
-// only after Time without reading anything instead of on a fixed cadence,
-// and has no jitter. The ADS connection is wrapped instead (keepalive.go
-// pingConn): PINGs go out between grpc-go's frames, and their ACKs,
-// recognised by payload, are taken out before grpc-go reads. Only ACKs of
-// our own PINGs count as keepalive responses; grpc-go's BDP PINGs, which
-// Envoy does not send, pass through. Both share the keepalive state
-// machine (h2grpc.Pinger). connection_idle_interval (a PING before a new
-// stream on an idle connection) is not emulated: the bootstraps do not set
-// it. The codec was read on a recent envoyproxy/envoy main, not at the
-// v1.40.0 tag. [verify]
+// [choice] grpc-go's own client keepalive (keepalive.ClientParameters) is
+// not used: it raises Time below 10s to 10s (dialoptions.go
+// WithKeepaliveParams, internal.KeepaliveMinPingTime), pings only after
+// Time without reading anything instead of on a fixed cadence, and has no
+// jitter. The ADS and ext_proc connections are wrapped instead
+// (keepalive.go pingConn, pinger.go): PINGs go out between grpc-go's
+// frames, and their ACKs, recognised by payload, are taken out before
+// grpc-go reads. Only ACKs of our own PINGs count as keepalive responses.
+// connection_idle_interval (a PING before a new stream on an idle
+// connection) is not emulated: the bootstraps do not set it. The codec was
+// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// source/common/http/http2/codec_impl.cc ConnectionImpl::sendKeepalive and
+// onKeepaliveResponse].
 //
 // ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
 // server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
-// cluster's HTTP/2 connection pool; the data plane's ext_proc connection
-// (internal/h2grpc, dataplane.go New) emulates it rather than using
-// grpc-go's client. Options.ExtProcConn may still be any
-// grpc.ClientConnInterface (tests inject grpc-go connections).
-//   - Request headers: Grpc::Common::prepareHeaders
-//     (source/common/grpc/common.cc): :method POST, :path
-//     /<service>/<method>, :authority (envoy_grpc.authority, else the
-//     cluster name: source/common/grpc/async_client_impl.cc
-//     AsyncStreamImpl::initialize; here the target address, as grpc-go sent
-//     before), te: trailers, grpc-timeout (only with a stream timeout; here
-//     a context deadline, which the data plane never sets), content-type
-//     application/grpc; no user-agent. Http::AsyncStreamImpl::sendHeaders
-//     (source/common/http/async_client_impl.cc) adds x-envoy-internal: true
-//     and x-forwarded-for with the local address (send_internal and
-//     send_xff, on unless skip_envoy_headers; here the connection's local
-//     IP, Envoy's is the node's address [inferred]). :scheme http is the
-//     router's for a cleartext upstream [inferred]. initial_metadata then
-//     goes as headers, -bin values base64-encoded (base64EscapeBinHeaders);
-//     Envoy overwrites a header of the same name (OVERWRITE_IF_EXISTS_OR_ADD)
-//     where h2grpc keeps its own [choice]. Tracing headers are not injected.
-//   - Messages: the client hands its callbacks whole messages
-//     (AsyncStreamImpl::onData over Grpc::Decoder); a message with the
-//     compressed flag fails the stream with Internal (a non-empty one:
-//     an empty one passes; a flag byte other than 0 and 1 fails in
-//     Grpc::Decoder, source/common/grpc/codec.cc), one over the receive
-//     limit with ResourceExhausted, and the stream is reset
-//     (streamError → resetStream). END_STREAM on DATA without trailers is
-//     Unknown; trailers without grpc-status are Unknown (onTrailers); a
-//     non-200 :status without grpc-status maps through httpToGrpcStatus.
-//     RST_STREAM codes map as grpc-go maps them (Envoy reports any reset as
-//     Internal [verify], grpc-go's codes were what ext_proc_error details
-//     showed before). CloseSend is an empty DATA frame with END_STREAM
-//     (closeStream); a stream the server ends while the client's side is
-//     open is reset with NO_ERROR (cleanup; the code is [inferred]); a
-//     cancelled context resets it with CANCEL. The filter ends its stream
-//     with ExternalProcessorStreamImpl::close
-//     (source/extensions/filters/http/ext_proc/client_impl.cc:
-//     closeStream, then resetStream), one call on the worker thread, so
-//     the codec writes END_STREAM and RST_STREAM together; extProcRun.close
-//     does so through h2grpc's CloseAndReset, in one write on the request's
-//     goroutine (the RST_STREAM code, CANCEL, is [inferred]).
-//   - Connection pool (source/common/http/http2/conn_pool.cc,
-//     source/common/conn_pool/conn_pool_base.cc): connect on the first
-//     stream; streams go on a connection that is neither draining nor at
-//     the server's SETTINGS_MAX_CONCURRENT_STREAMS, which Envoy follows up
-//     and down; with none, ConnPoolImplBase::newStreamImpl queues the
-//     stream as pending and tryCreateNewConnections opens a connection for
-//     it (the cluster's max_connections, 1024 by default, is not emulated).
-//     [choice] Streams wait on the connection opened (or opening) for them,
-//     where Envoy attaches a pending stream to whichever client has
-//     capacity first (onUpstreamReady). A GOAWAY drains the connection:
-//     streams above last_stream_id fail Unavailable, the others finish, and
-//     the connection closes once its last stream ends (onStreamClosed). A
-//     connection that used DEFAULT_MAX_STREAMS (2^29) stream ids drains too.
-//     A connect failure fails the stream with Unavailable and the router's
-//     local reply text plus the response code details (enhancedGrpcMessage)
-//     [inferred]; a read error, protocol error or keepalive timeout fails
-//     every open stream with Unavailable, grpc-go's code [choice] (Envoy's
-//     client reports a reset stream as Internal, AsyncStreamImpl::onReset
-//     [verify]).
-//   - Protocol errors follow RFC 9113 (Envoy's codec delegates them to its
-//     HTTP/2 library; the exact codes are [inferred]): an out-of-range
-//     SETTINGS value, a connection window or a SETTINGS_INITIAL_WINDOW_SIZE
-//     change taking a window above 2^31-1, PUSH_PROMISE (§8.4) and a
-//     DATA, HEADERS, RST_STREAM or WINDOW_UPDATE frame on a stream the
-//     client never opened (idle, §5.1) are connection errors (GOAWAY
-//     with the code, §5.4.1, §6.5.2, §6.9.1, §6.9.2); a stream's window
-//     overflow and DATA before the response HEADERS (§8.1.1) reset only
-//     that stream, which fails with Internal. A response header list over
-//     max_response_headers_kb's default, 60 KiB (counted as HPACK field
-//     sizes [verify]), resets the stream too; it fails with Unavailable,
-//     as Envoy answers it with a 503 (api/envoy/config/core/v3/
-//     protocol.proto: "Responses that exceed this limit will result in a
-//     HTTP 503 response") [inferred].
-//     No DATA follows a stream's RST_STREAM. Frames on closed streams are
-//     ignored, their DATA still returned to the connection window. Messages
-//     received before a server reset, a stream error or the connection's
-//     loss are read before the error: Envoy's client hands each message on
-//     as it arrives (AsyncStreamImpl::onData), before any reset.
-//   - Flow control: the windows are envoyHTTP2Window (SETTINGS and a
-//     connection WINDOW_UPDATE at connect); received bytes go back in a
-//     WINDOW_UPDATE once half a window is consumed, as nghttp2
-//     (nghttp2_should_send_window_update) and oghttp2 (WindowManager) do
-//     [inferred]. Sends honour the server's stream and connection windows
-//     and SETTINGS_MAX_FRAME_SIZE. Server PINGs are ACKed, SETTINGS applied
-//     and ACKed; push is disabled (SETTINGS_ENABLE_PUSH 0) [inferred].
+// cluster's HTTP/2 connection pool; the data plane uses grpc-go's client
+// (dataplane.go New) with Envoy's windows and keepalive, and maps what the
+// server can tell apart. Options.ExtProcConn may be any
+// grpc.ClientConnInterface (tests inject their own).
+//   - :authority is envoy_grpc.authority, else the cluster name
+//     (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize;
+//     extProcFilter.callOptions). Envoy also sends x-envoy-internal and
+//     x-forwarded-for (source/common/http/async_client_impl.cc
+//     AsyncStreamImpl::sendHeaders) and no user-agent; grpc-go sends its
+//     user-agent and neither of those [choice: the extproc server reads
+//     none of them]. initial_metadata goes as headers.
+//   - Receive limit: none unless max_receive_message_length is set
+//     (api/envoy/config/core/v3/grpc_service.proto,
+//     GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0,
+//     which means unlimited"); here grpc-go's largest, math.MaxInt32.
+//   - Windows: stream 16 MiB and connection 24 MiB
+//     (envoyHTTP2StreamWindow); concurrent streams: Envoy opens at most
+//     Http2ProtocolOptions.max_concurrent_streams (default 1024,
+//     protocol.proto; changelogs/1.40.0.yaml: the safe HTTP/2 defaults
+//     always apply) on a connection and follows the server's
+//     SETTINGS_MAX_CONCURRENT_STREAMS below that; grpc-go follows the
+//     server's setting, and toolmesh's server sets none, so the cap is not
+//     reached by the data plane's load [choice].
+//   - Closing: ExternalProcessorStreamImpl::close
+//     (source/extensions/filters/http/ext_proc/client_impl.cc) half-closes
+//     and then resets the stream. Since 1.37 a local reset goes out as
+//     RST_STREAM INTERNAL_ERROR, not CANCEL or NO_ERROR, behind the runtime
+//     guard envoy.reloadable_features.reset_with_error (changelogs/1.37.0.yaml
+//     [verify: source/common/http/http2/codec_impl.cc
+//     ConnectionImpl::StreamImpl::resetStream at v1.40.0]). grpc-go's cancel
+//     sends CANCEL [choice]: a grpc-go server reports either code to its
+//     handler alike, a cancelled stream context (http2_server.go
+//     handleRSTStream).
+//   - Statuses (extProcRun.envoyStatus): a connect failure is the router's
+//     local reply, Unavailable with its body and response code details
+//     appended (source/common/grpc/async_client_impl.cc enhancedGrpcMessage)
+//     [inferred]; a reset stream, and a connection lost after the response
+//     headers, are Internal (AsyncStreamImpl::onReset reports
+//     Status::Internal) [verify: source/common/grpc/async_client_impl.cc
+//     AsyncStreamImpl::onReset at v1.40.0]; grpc-go's Unavailable is kept
+//     for a connection lost before them (the router's 503).
 //   - Not emulated: retries (no retry_policy in the bootstraps), the
 //     cluster's circuit breakers and idle_timeout on this connection, TLS.
 const (
@@ -203,15 +157,35 @@ const (
 	defaultKeepaliveJitterPercent = 15.0
 )
 
-// envoyHTTP2Window is the initial HTTP/2 stream and connection window of
-// Envoy's codec unless http2_protocol_options set one (OptionsLimits
-// DEFAULT_INITIAL_STREAM_WINDOW_SIZE and DEFAULT_INITIAL_CONNECTION_WINDOW_SIZE,
-// source/common/http/http_option_limits.h: 256 MiB); the bootstraps set
-// none for toolmesh_extproc. Envoy's windows are static: unlike grpc-go's
-// default dynamic window, it sends no BDP-estimation PINGs. The data plane's
-// ext_proc connection (h2grpc) uses the same fixed windows and sends no
-// such PINGs either.
-const envoyHTTP2Window = 256 << 20
+// The initial HTTP/2 stream and connection windows of Envoy's codec unless
+// http2_protocol_options set them (api/envoy/config/core/v3/protocol.proto,
+// Http2ProtocolOptions.initial_stream_window_size: "defaults to 16MiB",
+// initial_connection_window_size: "The default is 24MiB"; changelog 1.36,
+// down from 256 MiB); the bootstraps set none for toolmesh_extproc.
+// Envoy's windows are static: unlike grpc-go's default dynamic window, it
+// sends no BDP-estimation PINGs, and grpc-go sends none either once a
+// window is set (dialoptions.go WithInitialWindowSize).
+const (
+	envoyHTTP2StreamWindow = 16 << 20
+	envoyHTTP2ConnWindow   = 24 << 20
+)
+
+// Upstream response header limits (api/envoy/config/core/v3/protocol.proto,
+// HttpProtocolOptions.max_response_headers_kb: "If unconfigured, the
+// default is 60 KiB, except for HTTP/1 response headers which have a
+// default of 80 KiB"; "Responses that exceed this limit will result in a
+// HTTP 503 response"). net/http counts HTTP/1 header bytes as read and
+// HTTP/2 ones as decoded field sizes; Envoy's exact counting is not
+// emulated [verify: source/common/http/http1/codec_impl.cc
+// ConnectionImpl::checkMaxHeadersSize].
+const (
+	maxResponseHeadersH1 = 80 << 10
+	maxResponseHeadersH2 = 60 << 10
+)
+
+// maxIdlePerHost bounds the idle upstream connections per endpoint [choice:
+// Envoy keeps every connection the max_connections circuit breaker allows].
+const maxIdlePerHost = 64
 
 // Response codes details, bodies and flags of the local replies Envoy's
 // router and filter manager send (source/common/stream_info/utility.h
@@ -760,9 +734,13 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //   - Connect failure or timeout: 503, flag UF; connection closed before
 //     response headers: 503, flag UC; stream reset (h2): 503, flag UR. Body
 //     "upstream connect error or disconnect/reset before headers. [retried
-//     and the latest ]reset reason: <reason>[, transport failure reason:
-//     <why>]", details upstream_reset_before_response_started{<reason>[|<why>]}
-//     with spaces as '_'. Exhausted retries add URX.
+//     and the latest ]reset reason: <reason>", details
+//     upstream_reset_before_response_started{<reason>[|<why>]} with spaces
+//     as '_'. Exhausted retries add URX. The transport failure reason <why>
+//     left the body in 1.39 (changelogs/1.39.0.yaml; router.cc
+//     Filter::onUpstreamReset [verify: the body is built in
+//     source/common/router/router.cc Filter::onUpstreamAbort]) and stays in
+//     the details.
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
 //     "upstream request timeout", details upstream_response_timeout. The
 //     router sends that local reply even after the upstream response headers
@@ -798,62 +776,40 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // once the headers went to the codec) — here an HTTP/2 pooled connection
 // net/http found closed before writing (errServerClosedIdle); an HTTP/1.1
 // request written to a connection that then closes is started (see
-// "Upstream HTTP/1.1 connections"); "refused-stream" only REFUSED_STREAM resets;
+// "Upstream connections"); "refused-stream" only REFUSED_STREAM resets;
 // "retriable-4xx" 409; "retriable-status-codes" the listed codes. A retry is
 // not attempted when the request body was larger than the buffer limit
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
 //
-// Upstream HTTP/1.1 connections (h1pool.go), after Envoy's HTTP/1.1 pool
-// and codec client (source/common/http/http1/conn_pool.cc,
-// source/common/http/codec_client.cc; read on a recent envoyproxy/envoy
-// main, not at the v1.40.0 tag [verify]):
-//   - One request at a time per connection (ActiveClient's concurrent
-//     stream limit of 1). When the response is complete the connection
-//     goes back to the pool, unless the response asked to close
-//     (ConnPoolImpl::onResponseComplete: HeaderUtility::shouldCloseConnection
-//     — Connection: close, HTTP/1.0 without keep-alive — or the upstream
-//     closed, as with a body delimited by the close). A response that came
-//     before the request was written whole (an upstream answering 413
-//     early, then closing) is forwarded and its connection closed
-//     (onResponseComplete: "response before request complete") [partial:
-//     read once the write ends or fails; an upstream that answers, then
-//     neither reads nor closes, holds the request until its timeout].
-//   - A stream reset before the response is complete (the downstream went
-//     away, a timeout, a body not read to its end) closes the connection
-//     (ConnPoolImpl::onDownstreamReset: "we just blow it away").
-//   - An idle connection the upstream closes leaves the pool when the event
-//     loop sees the close (CodecClient::onEvent); here a non-blocking peek
-//     at the socket before reuse finds it (h1Conn.idleUsable). Idle
-//     connections close after the cluster's
-//     common_http_protocol_options.idle_timeout (CodecClient idle timer,
-//     default 1h, 0 none). The most recently used idle connection is taken
-//     first (conn_pool_base.cc newStreamImpl takes ready_clients_.front(),
-//     where a client that becomes ready is moved), so connections left
-//     over from a burst idle out. At most 64 stay idle per endpoint [choice, as
-//     net/http's MaxIdleConnsPerHost was; Envoy keeps every connection the
-//     max_connections circuit breaker allows].
+// Upstream connections (cluster.go newTransport) are net/http's Transport,
+// for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
+// (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc;
+// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// ConnPoolImpl::onResponseComplete]):
+//   - HTTP/1.1: one request at a time per connection; a connection goes
+//     back to the pool when its response is complete unless either side
+//     asked to close (HeaderUtility::shouldCloseConnection), and a stream
+//     reset before the response is complete closes it
+//     (ConnPoolImpl::onDownstreamReset). net/http does the same.
+//   - Idle connections close after the cluster's
+//     common_http_protocol_options.idle_timeout (IdleConnTimeout; Envoy's
+//     default 1h, 0 none); at most maxIdlePerHost stay idle per endpoint.
 //   - A connection that closes after the request was written and before any
-//     response byte (an upstream closing a keep-alive connection as the
-//     request arrives): CodecClient::onEvent resets the stream with
-//     ConnectionTermination (the connection was connected) and
-//     Filter::onUpstreamReset answers 503, flag UC, "reset reason:
-//     connection termination". Envoy does not resend it by itself; the
-//     route's retry policy decides (wouldRetryFromReset): "reset", "5xx" and
-//     "gateway-error" retry it, "reset-before-request" does not (the
-//     request started), nor does "connect-failure". A malformed response is
-//     reported the same way [choice: Envoy's codec reports a protocol error,
-//     502 UPE; net/http's Transport, used before, gave this answer].
-//   - Interim 1xx responses other than 101 are read and dropped [choice, as
-//     net/http's Transport did; Envoy's router passes them on
-//     (Filter::onUpstream1xxHeaders → encode1xxHeaders), subject to the
-//     connection manager's proxy_100_continue].
-//   - The request is written whole before the response is read [choice:
-//     Envoy's codec reads the response while the body is still going out;
-//     here an early answer is read once the write ends or fails (above),
-//     so only an upstream that neither reads nor closes waits for the
-//     route timeout. An MCP request's body is at most maxBodyBytes (1 MiB
-//     by default)].
+//     response byte: 503, flag UC, "reset reason: connection termination"
+//     (CodecClient::onEvent, Filter::onUpstreamReset); the route's retry
+//     policy decides a retry (wouldRetryFromReset). [choice] net/http
+//     itself resends a request on a reused connection that failed before
+//     anything of it was written, or an idempotent one without a body;
+//     Envoy resends neither. An MCP request is a POST with a body.
+//   - A malformed response is reported the same way [choice: Envoy's codec
+//     reports a protocol error, 502 UPE]; response headers over
+//     maxResponseHeadersH1 (HTTP/1) or maxResponseHeadersH2 are 503 UPE
+//     "protocol error" (classifyUpstreamError).
+//   - Interim 1xx responses other than 101 are read and dropped [choice:
+//     Envoy's router passes them on (Filter::onUpstream1xxHeaders →
+//     encode1xxHeaders), subject to the connection manager's
+//     proxy_100_continue].
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (fullduplex.go). Read in
