@@ -254,6 +254,16 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 	return &localReply{code: 503, body: body, details: details + "}"}
 }
 
+// idleTimeout is the stream idle timeout: the matched route's idle_timeout,
+// else the connection manager's stream_idle_timeout (rules.go, "Stream
+// idle timeout").
+func (x *exchange) idleTimeout() time.Duration {
+	if rt := x.currentRoute(); rt != nil && rt.idleTimeout != nil {
+		return *rt.idleTimeout
+	}
+	return x.cfg.hcm.streamIdleTimeout
+}
+
 // upstreamBodyAbort is the router's answer to an upstream failure after the
 // response headers arrived (Router::onResponseTimeout and onUpstreamReset
 // reach onUpstreamAbort whatever the response state): the route timeout

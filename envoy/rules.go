@@ -40,6 +40,9 @@ const (
 	// common_http_protocol_options): "If not specified, this defaults to
 	// 1 hour. To disable idle timeouts explicitly set this to 0."
 	defaultIdleTimeout = time.Hour
+	// http_connection_manager.proto stream_idle_timeout: "If not specified,
+	// this defaults to 5 minutes"; 0 disables it.
+	defaultStreamIdleTimeout = 5 * time.Minute
 	// circuit_breaker.proto thresholds defaults.
 	defaultMaxConnections = 1024
 	defaultMaxPending     = 1024
@@ -201,6 +204,7 @@ const (
 	detailsRequestTooLarge    = "request_payload_too_large"
 	detailsResponseTooLarge   = "response_payload_too_large"
 	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
+	detailsStreamIdleTimeout  = "stream_idle_timeout"
 	detailsResetBeforeStarted = "upstream_reset_before_response_started"
 	detailsResetAfterStarted  = "upstream_reset_after_response_started"
 
@@ -810,6 +814,23 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     Envoy's router passes them on (Filter::onUpstream1xxHeaders →
 //     encode1xxHeaders), subject to the connection manager's
 //     proxy_100_continue].
+
+// Stream idle timeout (route_components.proto RouteAction.idle_timeout,
+// which overrides http_connection_manager.proto stream_idle_timeout; 0
+// disables): "Each time an encode/decode event for headers or data is
+// processed for the stream, the timer will be reset. If the timeout fires,
+// the stream is terminated with a 408 Request Timeout error code if no
+// upstream response header has been received, otherwise a stream reset
+// occurs" (source/common/http/conn_manager_impl.cc
+// ActiveStream::onIdleTimeout; flag SI, details stream_idle_timeout). It
+// is what bounds a FULL_DUPLEX_STREAMED response whose server stalls: no
+// message timer runs in that mode, and once the upstream response is
+// complete the router's timeout is gone too. The emulation arms it only
+// there (duplexReader.step, re-armed by each upstream chunk and server
+// message [inferred: Envoy re-arms it on the downstream stream's encode
+// and decode events]); everywhere else net/http's server has its own
+// timeouts. Upstream response headers have always been received on that
+// path, so it resets the stream.
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (fullduplex.go). Read in
