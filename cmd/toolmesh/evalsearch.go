@@ -227,7 +227,7 @@ func printMisses(out io.Writer, prefix string, results []search.Result) {
 // evalEmbedder returns the embedding service the flags name, or nil.
 func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 	var svc registry.EmbeddingService
-	var creds map[string]registry.CredentialSource
+	var emb embeddingSetup
 	switch {
 	case o.config != "" && o.embURL != "":
 		return nil, errors.New("eval-search: --config and --embedding-url are exclusive")
@@ -236,20 +236,17 @@ func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 		if err := loadConfigFile(o.config, &cfg); err != nil {
 			return nil, fmt.Errorf("eval-search: --config: %w", err)
 		}
-		name := o.embedding
-		if name == "" {
-			name = cfg.DefaultEmbedding
-		}
+		emb = cfg.embeddings()
+		var name string
 		var ok bool
-		if svc, ok = cfg.Embeddings[name]; !ok || name == "" {
+		if svc, name, ok = emb.service(o.embedding); !ok {
 			return nil, fmt.Errorf("eval-search: --embedding: %q is not a key of embeddings in %s", name, o.config)
 		}
-		creds = cfg.Credentials
 	case o.embURL != "":
 		svc = registry.EmbeddingService{URL: o.embURL, Model: o.embModel}
 		if o.embTokenEnv != "" {
 			svc.Credential = "token"
-			creds = map[string]registry.CredentialSource{"token": {Env: o.embTokenEnv}}
+			emb.credentials = map[string]registry.CredentialSource{"token": {Env: o.embTokenEnv}}
 		}
 	default:
 		if o.embedding != "" || o.embModel != "" || o.embTokenEnv != "" {
@@ -269,7 +266,7 @@ func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 	if o.minSimilarity != 0 {
 		svc.MinSimilarity = o.minSimilarity
 	}
-	c, err := svc.Client(creds, newHTTPClient())
+	c, err := emb.client(svc, newHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("eval-search: embedding service: %w", err)
 	}

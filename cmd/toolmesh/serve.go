@@ -182,32 +182,17 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
 		})
 	}
-	a.reg = refresher.New(refresher.Options{
-		Source:       src,
-		Fetcher:      registry.NewHTTPFetcher(client, 0),
-		MCPLister:    a.lister,
-		Store:        store,
-		Interval:     cfg.RefreshInterval.D(),
-		FetchTimeout: cfg.FetchTimeout.D(),
-		// Both are capped at Interval by the registry.
-		RetryBackoff:    cfg.RetryBackoff.D(),
-		RetryBackoffMax: cfg.RetryBackoffMax.D(),
-		// A Portal answering "no routes" is treated as broken unless allowed.
-		AllowEmptyListing: cfg.AllowEmptyListing,
-		Logger:            log.With(slog.String("component", "registry")),
-		TracerProvider:    a.tracer,
-		// With a warm store, serve the restored snapshots at once and let the
-		// first manifest refresh finish in the background (ADR 0005 order).
-		ReadyAfterWarmStart: cfg.Redis != "",
-		Registerer:          metrics,
-		Embeddings:          cfg.Embeddings,
-		DefaultEmbedding:    cfg.DefaultEmbedding,
-		EmbeddingClient:     client,
-	})
-	if len(cfg.Catalogs) > 0 {
-		if err := a.reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
-			return fmt.Errorf("catalogs: %w", err)
-		}
+	if a.reg, err = newRegistry(&cfg, registryParts{
+		source:  src,
+		fetcher: registry.NewHTTPFetcher(client, 0),
+		lister:  a.lister,
+		store:   store,
+		client:  client,
+		log:     log.With(slog.String("component", "registry")),
+		tracer:  a.tracer,
+		metrics: metrics,
+	}); err != nil {
+		return err
 	}
 	a.components = append(a.components, component{"registry", func() (bool, string) {
 		if a.reg.Ready() {
