@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
-	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -30,6 +28,33 @@ import (
 // --config, with command-line flags taking precedence over it. Every field
 // has a default, so an empty file (or none) is a working configuration.
 type Config struct {
+	PortalConfig
+	ListenConfig
+	EndpointConfig
+	RedisConfig
+	SearchConfig
+	UpstreamConfig
+	AccessConfig
+	// Filters configures the filter chain (docs/wasm-abi.md):
+	// definitions in execution order, the filters every route runs, and
+	// per-route changes. Input-schema validation runs on every route, with or
+	// without this section, unless its schemaValidationOff names the route.
+	Filters *filters.Config `json:"filters,omitempty"`
+	// Tracing configures OpenTelemetry traces over OTLP (off by default;
+	// docs/operators.md, "Tracing"): {"enabled": true, "endpoint":
+	// "http://collector:4317", "protocol": "grpc"|"http", "samplingRatio":
+	// 0.1, "resourceAttributes": {...}, "envoy": true}. Unset fields fall
+	// back to the standard OTEL_* environment variables.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
+	XDSConfig
+	GRPCConfig
+	NotificationsConfig
+	LogConfig
+}
+
+// PortalConfig is where the routes come from and how often they are read again.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type PortalConfig struct {
 	// Portal is where the routes come from: a Portal file (JSON or YAML,
 	// docs/contracts/portal.md) or an http(s):// Portal base URL, whose /v1/routes is listed.
 	// Empty means the embedded demo Portal and demo Tool Services, which only
@@ -40,7 +65,29 @@ type Config struct {
 	// logged once, counted (toolmesh_portal_unknown_fields_total) and
 	// ignored, so a Portal can add fields before every replica knows them.
 	PortalStrict bool `json:"portalStrict,omitempty"`
+	// RefreshInterval is the time between Portal and manifest refreshes
+	// (default 30s).
+	RefreshInterval registry.Duration `json:"refreshInterval,omitempty"`
+	// FetchTimeout bounds each Portal listing and manifest fetch (default
+	// 10s), so one hanging peer cannot stall a refresh cycle.
+	FetchTimeout registry.Duration `json:"fetchTimeout,omitempty"`
+	// RetryBackoff is the first wait before a failed Portal listing or a
+	// route whose refresh failed (one without a snapshot included) is tried
+	// again, ahead of the next refresh (default 1s). The wait doubles after
+	// each failure, jittered; a success resets it.
+	RetryBackoff registry.Duration `json:"retryBackoff,omitempty"`
+	// RetryBackoffMax is the longest such wait (default and ceiling: the
+	// refresh interval).
+	RetryBackoffMax registry.Duration `json:"retryBackoffMax,omitempty"`
+	// AllowEmptyListing lets a Portal listing that names no route remove
+	// every route. By default such a listing counts as a failed one and the
+	// current routes stay.
+	AllowEmptyListing bool `json:"allowEmptyListing,omitempty"`
+}
 
+// ListenConfig is the addresses the servers bind, and Envoy's as xDS programs it.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type ListenConfig struct {
 	// Listen is the address of the local data plane that `run` serves MCP
 	// on, the development stand-in for Envoy (default 127.0.0.1:8080).
 	Listen string `json:"listen,omitempty"`
@@ -67,25 +114,11 @@ type Config struct {
 	// NodeID is the Envoy node id the local data plane of `run` presents to
 	// the xDS server (default toolmesh-local).
 	NodeID string `json:"nodeId,omitempty"`
+}
 
-	// RefreshInterval is the time between Portal and manifest refreshes
-	// (default 30s).
-	RefreshInterval registry.Duration `json:"refreshInterval,omitempty"`
-	// FetchTimeout bounds each Portal listing and manifest fetch (default
-	// 10s), so one hanging peer cannot stall a refresh cycle.
-	FetchTimeout registry.Duration `json:"fetchTimeout,omitempty"`
-	// RetryBackoff is the first wait before a failed Portal listing or a
-	// route whose refresh failed (one without a snapshot included) is tried
-	// again, ahead of the next refresh (default 1s). The wait doubles after
-	// each failure, jittered; a success resets it.
-	RetryBackoff registry.Duration `json:"retryBackoff,omitempty"`
-	// RetryBackoffMax is the longest such wait (default and ceiling: the
-	// refresh interval).
-	RetryBackoffMax registry.Duration `json:"retryBackoffMax,omitempty"`
-	// AllowEmptyListing lets a Portal listing that names no route remove
-	// every route. By default such a listing counts as a failed one and the
-	// current routes stay.
-	AllowEmptyListing bool `json:"allowEmptyListing,omitempty"`
+// EndpointConfig is what the MCP endpoint accepts and answers with.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type EndpointConfig struct {
 	// AllowedOrigins lists the Origin values accepted on the MCP endpoint
 	// (scheme://host[:port], or host[:port]; "*" as the port allows any).
 	// A request with another Origin gets 403. Empty means the loopback
@@ -132,7 +165,11 @@ type Config struct {
 	// server/discover results (default: the refresh interval, since a listing
 	// cannot change faster than the registry refreshes).
 	ListTTL registry.Duration `json:"listTTL,omitempty"`
+}
 
+// RedisConfig is the store of the routes' last good snapshots.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type RedisConfig struct {
 	// Redis is the URL of the Redis that keeps each route's last good snapshot
 	// for warm start. Empty means the in-memory store. The scheme picks the
 	// client, the rest is go-redis's URL syntax (docs/operators.md, "Redis
@@ -150,11 +187,27 @@ type Config struct {
 	// RedisTimeout bounds every Redis operation (default 500ms); a slow or
 	// absent Redis never holds up serving.
 	RedisTimeout registry.Duration `json:"redisTimeout,omitempty"`
+}
 
+// SearchConfig is how catalogs are offered: per-route overrides and the embedding services of search mode.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type SearchConfig struct {
 	// Catalogs overrides the Portal's catalog object per route key (ADR 0004):
 	// {"mode": "full"|"search", "pageSize": N, "shortlist": K}. An override
 	// replaces the Portal's object for that route as a whole.
 	Catalogs map[string]registry.Catalog `json:"catalogs,omitempty"`
+	// Embeddings are the OpenAI-compatible embedding services whose
+	// similarity re-ranks search mode's shortlist (ADR 0007), by name; a
+	// route's catalog.embedding names one.
+	Embeddings map[string]registry.EmbeddingService `json:"embeddings,omitempty"`
+	// DefaultEmbedding is the embedding service a search-mode route without
+	// catalog.embedding uses (unset: none, the ranking is lexical).
+	DefaultEmbedding string `json:"defaultEmbedding,omitempty"`
+}
+
+// UpstreamConfig is what the gateway sends to Tool Services and federated MCP servers.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type UpstreamConfig struct {
 	// Credentials are the values of the headers a Portal entry with
 	// protocol mcp sends to its MCP server (docs/contracts/portal.md): the
 	// Portal names a credential, this map says where its value is read, from
@@ -167,24 +220,11 @@ type Config struct {
 	// client's Authorization is never forwarded otherwise. Reloaded on
 	// SIGHUP, keeping the last good configuration.
 	UpstreamAuth map[string]extproc.ServiceAuth `json:"upstreamAuth,omitempty"`
-	// DownstreamTLS makes Envoy's MCP listener mTLS-only and sends the
-	// client certificate's SPIFFE ID to the extproc server as the caller's
-	// mesh identity (ADR 0010): {certFile, keyFile, clientCAFile}, paths
-	// on Envoy's file system. `run` serves its local data plane with them.
-	DownstreamTLS *xds.DownstreamTLS `json:"downstreamTLS,omitempty"`
-	// Embeddings are the OpenAI-compatible embedding services whose
-	// similarity re-ranks search mode's shortlist (ADR 0007), by name; a
-	// route's catalog.embedding names one.
-	Embeddings map[string]registry.EmbeddingService `json:"embeddings,omitempty"`
-	// DefaultEmbedding is the embedding service a search-mode route without
-	// catalog.embedding uses (unset: none, the ranking is lexical).
-	DefaultEmbedding string `json:"defaultEmbedding,omitempty"`
+}
 
-	// Filters configures the filter chain (docs/wasm-abi.md):
-	// definitions in execution order, the filters every route runs, and
-	// per-route changes. Input-schema validation runs on every route, with or
-	// without this section, unless its schemaValidationOff names the route.
-	Filters *filters.Config `json:"filters,omitempty"`
+// AccessConfig is who may call what: authentication, policies, approval.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type AccessConfig struct {
 	// ResourceBase is the gateway's public base URL (scheme://host[:port]):
 	// a route's canonical resource URI, the token audience (RFC 8707), is
 	// ResourceBase + its public path.
@@ -196,6 +236,28 @@ type Config struct {
 	// Policies are the authorization policies (CEL) of each route
 	// (docs/authorization.md); unset: everything is allowed.
 	Policies *authz.Config `json:"policies,omitempty"`
+	// Approval configures gateway-side human approval of risky tool calls
+	// (docs/operators.md, "Approval"): {"keys": [{"id": "k1", "file":
+	// "/run/secrets/approval-k1"}], "ttl": "5m", "routes": {"core":
+	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
+	// []}}, "default": {...}}. Reloaded on SIGHUP.
+	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// RelayKeys are the HMAC keys of the ids given to federated legacy
+	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
+	// approval.keys (the first signs, every one verifies). Every replica
+	// needs the same keys; unset, a key is generated at start, which fits a
+	// single replica only. Reloaded on SIGHUP.
+	RelayKeys []ApprovalKey `json:"relayKeys,omitempty"`
+}
+
+// XDSConfig is what the xDS server programs besides the routes.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type XDSConfig struct {
+	// DownstreamTLS makes Envoy's MCP listener mTLS-only and sends the
+	// client certificate's SPIFFE ID to the extproc server as the caller's
+	// mesh identity (ADR 0010): {certFile, keyFile, clientCAFile}, paths
+	// on Envoy's file system. `run` serves its local data plane with them.
+	DownstreamTLS *xds.DownstreamTLS `json:"downstreamTLS,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -203,13 +265,11 @@ type Config struct {
 	// [{"id": "sidecar-*", "routes": ["core"]}]. An unmatched node gets
 	// every route.
 	Nodes []xds.NodeSelector `json:"nodes,omitempty"`
-	// Tracing configures OpenTelemetry traces over OTLP (off by default;
-	// docs/operators.md, "Tracing"): {"enabled": true, "endpoint":
-	// "http://collector:4317", "protocol": "grpc"|"http", "samplingRatio":
-	// 0.1, "resourceAttributes": {...}, "envoy": true}. Unset fields fall
-	// back to the standard OTEL_* environment variables.
-	Tracing *TracingConfig `json:"tracing,omitempty"`
+}
 
+// GRPCConfig is the gRPC servers' keepalive and the shutdown's drain delay.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type GRPCConfig struct {
 	// GRPCKeepaliveMinTime is the shortest interval between HTTP/2 PINGs a
 	// client may send to the ext_proc and xDS gRPC servers, with or without
 	// a stream open (default 10s). It must stay below the interval of the
@@ -227,19 +287,11 @@ type Config struct {
 	// already NOT_SERVING, before it stops accepting work (default 5s; 0
 	// allowed), so Envoy's health checks and load balancers move away first.
 	DrainDelay registry.Duration `json:"drainDelay,omitempty"`
+}
 
-	// Approval configures gateway-side human approval of risky tool calls
-	// (docs/operators.md, "Approval"): {"keys": [{"id": "k1", "file":
-	// "/run/secrets/approval-k1"}], "ttl": "5m", "routes": {"core":
-	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
-	// []}}, "default": {...}}. Reloaded on SIGHUP.
-	Approval *ApprovalConfig `json:"approval,omitempty"`
-	// RelayKeys are the HMAC keys of the ids given to federated legacy
-	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
-	// approval.keys (the first signs, every one verifies). Every replica
-	// needs the same keys; unset, a key is generated at start, which fits a
-	// single replica only. Reloaded on SIGHUP.
-	RelayKeys []ApprovalKey `json:"relayKeys,omitempty"`
+// NotificationsConfig is the change-notification streams server (ADR 0012).
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type NotificationsConfig struct {
 	// NotificationsListen is the address of the notifications HTTP server
 	// that serves change-notification streams (subscriptions/listen, and
 	// the legacy GET stream) in `run` and `extproc`; Envoy reaches it through
@@ -262,7 +314,11 @@ type Config struct {
 	// client, the authenticated caller or else the downstream address
 	// (default 32); one more is HTTP 429.
 	NotificationsMaxStreamsPerClient int `json:"notificationsMaxStreamsPerClient,omitempty"`
+}
 
+// LogConfig is the process log.
+// Its keys are top-level keys of the config file (an inlined block of Config).
+type LogConfig struct {
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `json:"logLevel,omitempty"`
 	// LogFormat is text or json (default text). Logs go to stderr.
@@ -299,7 +355,6 @@ const (
 	defaultKeepaliveMinTime = 10 * time.Second
 )
 
-// defaultConfig is the configuration with no file and no flags.
 // deadlineMode is federatedStreamDeadline's value. YAML 1.1, which the
 // config file is read as, turns an unquoted off into false: that is "off"
 // too, so that the documented spelling works without quotes.
@@ -318,35 +373,35 @@ func (m *deadlineMode) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// defaultConfig is the configuration with no file and no flags.
 func defaultConfig() Config {
-	return Config{
-		Listen:                  "127.0.0.1:8080",
-		ExtProcListen:           "127.0.0.1:9002",
-		XDSListen:               "127.0.0.1:18000",
-		AdminListen:             "127.0.0.1:9090",
-		EnvoyListen:             "0.0.0.0:10000",
-		NodeID:                  "toolmesh-local",
-		RefreshInterval:         registry.Duration(refresher.DefaultInterval),
-		FetchTimeout:            registry.Duration(refresher.DefaultFetchTimeout),
-		RetryBackoff:            registry.Duration(refresher.DefaultRetryBackoff),
-		MaxBodyBytes:            1 << 20,
-		MaxResponseBytes:        4 << 20,
-		GCHeapFloorBytes:        64 << 20,
-		ToolLabelsPerRoute:      extproc.DefaultToolLabels,
-		MessageTimeout:          registry.Duration(5 * time.Second),
-		FederatedStreamDeadline: "route",
-		ServerName:              "toolmesh",
-		GRPCKeepaliveMinTime:    registry.Duration(defaultKeepaliveMinTime),
-		GRPCKeepaliveTime:       registry.Duration(time.Minute),
-		GRPCKeepaliveTimeout:    registry.Duration(20 * time.Second),
-		DrainDelay:              registry.Duration(5 * time.Second),
-		LogLevel:                "info",
-
-		NotificationsKeepAlive:           registry.Duration(notify.DefaultKeepAlive),
-		NotificationsMaxStreams:          notify.DefaultMaxStreams,
-		NotificationsMaxStreamsPerClient: notify.DefaultMaxStreamsPerClient,
-		LogFormat:                        "text",
-	}
+	var c Config
+	c.Listen = "127.0.0.1:8080"
+	c.ExtProcListen = "127.0.0.1:9002"
+	c.XDSListen = "127.0.0.1:18000"
+	c.AdminListen = "127.0.0.1:9090"
+	c.EnvoyListen = "0.0.0.0:10000"
+	c.NodeID = "toolmesh-local"
+	c.RefreshInterval = registry.Duration(refresher.DefaultInterval)
+	c.FetchTimeout = registry.Duration(refresher.DefaultFetchTimeout)
+	c.RetryBackoff = registry.Duration(refresher.DefaultRetryBackoff)
+	c.MaxBodyBytes = 1 << 20
+	c.MaxResponseBytes = 4 << 20
+	c.GCHeapFloorBytes = 64 << 20
+	c.ToolLabelsPerRoute = extproc.DefaultToolLabels
+	c.MessageTimeout = registry.Duration(5 * time.Second)
+	c.FederatedStreamDeadline = "route"
+	c.ServerName = "toolmesh"
+	c.GRPCKeepaliveMinTime = registry.Duration(defaultKeepaliveMinTime)
+	c.GRPCKeepaliveTime = registry.Duration(time.Minute)
+	c.GRPCKeepaliveTimeout = registry.Duration(20 * time.Second)
+	c.DrainDelay = registry.Duration(5 * time.Second)
+	c.LogLevel = "info"
+	c.NotificationsKeepAlive = registry.Duration(notify.DefaultKeepAlive)
+	c.NotificationsMaxStreams = notify.DefaultMaxStreams
+	c.NotificationsMaxStreamsPerClient = notify.DefaultMaxStreamsPerClient
+	c.LogFormat = "text"
+	return c
 }
 
 // loadConfigFile reads the file at path over cfg: fields the file leaves out
@@ -505,191 +560,6 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	num("max-response-bytes", &cfg.MaxResponseBytes)
 	num("gc-heap-floor-bytes", &cfg.GCHeapFloorBytes)
 	errs = append(errs, applyTracingFlags(fs, cfg))
-	return errors.Join(errs...)
-}
-
-// Validate reports every invalid field at once, each naming the field as it
-// is spelled in the config file.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	if c.Portal != "" {
-		if strings.Contains(c.Portal, "://") {
-			u, err := url.Parse(c.Portal)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("portal", "%q is neither a file nor an http(s):// URL with a host", c.Portal)
-			}
-		} else if st, err := os.Stat(c.Portal); err != nil {
-			bad("portal", "%v", err)
-		} else if st.IsDir() {
-			bad("portal", "%s is a directory, not a Portal file", c.Portal)
-		}
-	}
-	for _, a := range []struct{ field, addr string }{
-		{"listen", c.Listen},
-		{"extprocListen", c.ExtProcListen},
-		{"xdsListen", c.XDSListen},
-		{"adminListen", c.AdminListen},
-		{"envoyListen", c.EnvoyListen},
-	} {
-		if err := checkAddress(a.addr); err != nil {
-			bad(a.field+" (--"+listenFlags[a.field]+")", "%v", err)
-		}
-	}
-	if c.NotificationsListen != "" {
-		if err := checkAddress(c.NotificationsListen); err != nil {
-			bad("notificationsListen (--notifications-listen)", "%v", err)
-		}
-	}
-	if err := (&xds.Notifications{Addresses: c.NotificationsAddresses}).Check(); err != nil && len(c.NotificationsAddresses) > 0 {
-		bad("notificationsAddresses", "%v", err)
-	}
-	if d := c.NotificationsKeepAlive.D(); d < 10*time.Millisecond || d > maxNotificationsKeepAlive {
-		bad("notificationsKeepAlive", "%s is not between 10ms and %s (Envoy's stream_idle_timeout would cut idle streams)", d, maxNotificationsKeepAlive)
-	}
-	if c.NotificationsMaxStreams < 1 || c.NotificationsMaxStreams > maxNotificationStreams {
-		bad("notificationsMaxStreams", "%d is not between 1 and %d", c.NotificationsMaxStreams, maxNotificationStreams)
-	}
-	if n := c.NotificationsMaxStreamsPerClient; n < 1 || n > c.NotificationsMaxStreams {
-		bad("notificationsMaxStreamsPerClient", "%d is not between 1 and notificationsMaxStreams (%d)", n, c.NotificationsMaxStreams)
-	}
-	if c.AdminToken != nil {
-		if err := c.AdminToken.Check(); err != nil {
-			bad("adminToken", "%v", err)
-		}
-	}
-	if c.NodeID == "" {
-		bad("nodeId", "must not be empty")
-	}
-	if d := c.RefreshInterval.D(); d < minRefreshInterval {
-		bad("refreshInterval", "%s is shorter than %s", d, minRefreshInterval)
-	}
-	if d := c.FetchTimeout.D(); d < 10*time.Millisecond || d > 10*time.Minute {
-		bad("fetchTimeout", "%s is not between 10ms and 10m", d)
-	}
-	if d := c.RetryBackoff.D(); d != 0 && d < minRetryBackoff {
-		bad("retryBackoff", "%s is shorter than %s", d, minRetryBackoff)
-	}
-	if d, m := c.RetryBackoff.D(), c.RetryBackoffMax.D(); m != 0 && m < max(d, minRetryBackoff) {
-		bad("retryBackoffMax", "%s is shorter than retryBackoff (%s) or %s", m, d, minRetryBackoff)
-	}
-	if d := c.FederatedStreamTimeout.D(); d < 0 || d > maxFederatedStreamTimeout {
-		bad("federatedStreamTimeout", "%s is not between 0 and %s", d, maxFederatedStreamTimeout)
-	}
-	if v := c.FederatedStreamDeadline; v != "route" && v != "off" {
-		bad("federatedStreamDeadline", "%q is neither route nor off", v)
-	}
-	if d := c.MessageTimeout.D(); d <= 0 || d > maxMessageTimeout {
-		bad("messageTimeout", "%s is not between 0 and %s", d, maxMessageTimeout)
-	}
-	if c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit {
-		bad("maxBodyBytes", "%d is not between 1 and %d", c.MaxBodyBytes, maxBodyLimit)
-	}
-	if c.ToolLabelsPerRoute < 1 || c.ToolLabelsPerRoute > maxToolLabels {
-		bad("toolLabelsPerRoute", "%d is not between 1 and %d", c.ToolLabelsPerRoute, maxToolLabels)
-	}
-	if c.MaxResponseBytes <= 0 || c.MaxResponseBytes > maxBodyLimit {
-		bad("maxResponseBytes", "%d is not between 1 and %d", c.MaxResponseBytes, maxBodyLimit)
-	}
-	if c.GCHeapFloorBytes < 0 || c.GCHeapFloorBytes > 1<<40 {
-		bad("gcHeapFloorBytes", "%d is not between 0 (GOGC alone) and %d", c.GCHeapFloorBytes, int64(1)<<40)
-	}
-	if d := c.GRPCKeepaliveMinTime.D(); d <= 0 || d >= envoyKeepaliveInterval {
-		// 0 would mean grpc-go's default, 5m, which rejects Envoy's pings.
-		bad("grpcKeepaliveMinTime", "%s is not between 0 and %s, the connection_keepalive interval of the Envoy bootstraps: "+
-			"Envoy's pings would get GOAWAY too_many_pings", d, envoyKeepaliveInterval)
-	}
-	if d := c.GRPCKeepaliveTime.D(); d < time.Second {
-		bad("grpcKeepaliveTime", "%s is shorter than 1s, the least grpc-go accepts", d)
-	}
-	if d := c.GRPCKeepaliveTimeout.D(); d <= 0 {
-		bad("grpcKeepaliveTimeout", "%s is not positive", d)
-	}
-	if d := c.DrainDelay.D(); d < 0 || d > maxDrainDelay {
-		bad("drainDelay", "%s is not between 0 and %s", d, maxDrainDelay)
-	}
-	for i, o := range c.AllowedOrigins {
-		if strings.TrimSpace(o) == "" {
-			bad(fmt.Sprintf("allowedOrigins[%d]", i), "must not be empty")
-		}
-	}
-	for i, h := range c.AllowedHosts {
-		if strings.TrimSpace(h) == "" {
-			bad(fmt.Sprintf("allowedHosts[%d]", i), "must not be empty")
-		}
-	}
-	if c.ServerName == "" {
-		bad("serverName", "must not be empty")
-	}
-	if c.ListTTL < 0 {
-		bad("listTTL", "must not be negative")
-	}
-	if c.Redis != "" {
-		if err := redisstore.ValidateRedisURL(c.Redis); err != nil {
-			bad("redis", "%v", err)
-		}
-	}
-	if d := c.RedisTimeout.D(); d < 0 || d > time.Minute {
-		bad("redisTimeout", "%s is not between 0 and 1m", d)
-	}
-	if c.Filters != nil {
-		if err := c.Filters.Validate(); err != nil {
-			bad("filters", "%v", err)
-		}
-	}
-	if _, err := c.Approval.build(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := buildRelayKeys(c.RelayKeys); err != nil {
-		errs = append(errs, err)
-	}
-	if err := authn.Validate(c.ResourceBase, c.Auth); err != nil {
-		errs = append(errs, err) // each error names its key
-	}
-	if err := c.Tracing.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Overrides != "" {
-		if _, err := xds.LoadOverrides(c.Overrides); err != nil {
-			bad("overrides", "%v", err)
-		}
-	}
-	if err := (xds.Options{Nodes: c.Nodes}).Validate(); err != nil {
-		bad("nodes", "%v", err)
-	}
-	for key, cat := range c.Catalogs {
-		if err := cat.Validate(); err != nil {
-			bad("catalogs."+key, "%v", err)
-		}
-	}
-	if err := registry.CheckCredentials(c.Credentials); err != nil {
-		errs = append(errs, err)
-	}
-	if err := (extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := (xds.Options{DownstreamTLS: c.DownstreamTLS}).Validate(); err != nil {
-		bad("downstreamTLS", "%v", err)
-	}
-	if err := registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials); err != nil {
-		errs = append(errs, err)
-	}
-	for key, cat := range c.Catalogs {
-		if _, ok := c.Embeddings[cat.Embedding]; !ok && cat.Embedding != "" && cat.Embedding != registry.EmbeddingNone {
-			bad("catalogs."+key+".embedding", "%q is not a key of embeddings", cat.Embedding)
-		}
-	}
-	if _, err := authz.Compile(c.Policies); err != nil {
-		bad("policies", "%v", err)
-	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
-		bad("logLevel", "%v", err)
-	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
-		bad("logFormat", "%q is not text or json", c.LogFormat)
-	}
 	return errors.Join(errs...)
 }
 

@@ -52,9 +52,9 @@ func TestConfigReference(t *testing.T) {
 	rows := readReference(t)
 	typ := reflect.TypeFor[Config]()
 	def := reflect.ValueOf(defaultConfig())
-	fields := map[string]int{} // json key → field index
-	for i := range typ.NumField() {
-		fields[strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]] = i
+	fields := map[string][]int{} // json key → field index
+	for _, f := range configKeys() {
+		fields[strings.Split(f.Tag.Get("json"), ",")[0]] = f.Index
 	}
 	// Zero in defaultConfig, defaulted where the value is used.
 	elsewhere := map[string]string{
@@ -83,11 +83,11 @@ func TestConfigReference(t *testing.T) {
 		}
 		seen[r.key], seen[key] = true, true
 		var sub []int
-		defVal := def.Field(i)
+		defVal := def.FieldByIndex(i)
 		if nested {
 			sections[key] = true
-			st := typ.Field(i).Type
-			if st.Kind() != reflect.Pointer || st.Elem().Kind() != reflect.Struct || !def.Field(i).IsNil() {
+			st := typ.FieldByIndex(i).Type
+			if st.Kind() != reflect.Pointer || st.Elem().Kind() != reflect.Struct || !def.FieldByIndex(i).IsNil() {
 				t.Errorf("%s: %s is not a section that is unset by default", where, key)
 				continue
 			}
@@ -116,7 +116,7 @@ func TestConfigReference(t *testing.T) {
 		if !sections[key] {
 			continue
 		}
-		st := typ.Field(i).Type.Elem()
+		st := typ.FieldByIndex(i).Type.Elem()
 		for j := range st.NumField() {
 			sk := key + "." + strings.Split(st.Field(j).Tag.Get("json"), ",")[0]
 			if !seen[sk] {
@@ -188,10 +188,22 @@ func jsonField(st reflect.Type, key string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
+// configKeys are the fields of Config that are keys of the config file:
+// its own and those of its inlined blocks.
+func configKeys() []reflect.StructField {
+	var keys []reflect.StructField
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if !f.Anonymous {
+			keys = append(keys, f)
+		}
+	}
+	return keys
+}
+
 // flagSets checks that flag name exists and that setting it changes the
 // field at index i, the documented key, and no other; for a section key,
 // sub is the index of its field in the section, which must be set.
-func flagSets(all *pflag.FlagSet, name, key string, i int, sub []int) string {
+func flagSets(all *pflag.FlagSet, name, key string, i []int, sub []int) string {
 	f := all.Lookup(name)
 	if f == nil {
 		return "no such flag"
@@ -211,16 +223,16 @@ func flagSets(all *pflag.FlagSet, name, key string, i int, sub []int) string {
 		return err.Error()
 	}
 	got, want := reflect.ValueOf(cfg), reflect.ValueOf(defaultConfig())
-	var changed []int
-	for j := range got.NumField() {
-		if !reflect.DeepEqual(got.Field(j).Interface(), want.Field(j).Interface()) {
-			changed = append(changed, j)
+	var changed [][]int
+	for _, f := range configKeys() {
+		if !reflect.DeepEqual(got.FieldByIndex(f.Index).Interface(), want.FieldByIndex(f.Index).Interface()) {
+			changed = append(changed, f.Index)
 		}
 	}
-	if !slices.Equal(changed, []int{i}) {
+	if len(changed) != 1 || !slices.Equal(changed[0], i) {
 		return "does not set " + key + " (alone)"
 	}
-	if sub != nil && got.Field(i).Elem().FieldByIndex(sub).IsZero() {
+	if sub != nil && got.FieldByIndex(i).Elem().FieldByIndex(sub).IsZero() {
 		return "does not set " + key
 	}
 	return ""

@@ -235,9 +235,7 @@ func TestConfigFieldsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ := reflect.TypeFor[Config]()
-	for i := range typ.NumField() {
-		f := typ.Field(i)
+	for _, f := range configKeys() {
 		tag := strings.Split(f.Tag.Get("json"), ",")[0]
 		if tag == "" {
 			t.Errorf("field %s has no json name", f.Name)

@@ -13,10 +13,10 @@ import (
 	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
 
-// TestEmbeddingCredentialReachesTheService: an embeddings entry with a
-// credential (the form docs/config.md shows) is used by every serving
-// command that ranks search-mode routes: the tool embeddings are requested
-// with the credential's value as the bearer token.
+// TestEmbeddingCredentialReachesTheService runs the embedding example of
+// docs/config.md: every serving command that ranks search-mode routes
+// requests the tool embeddings with the credential's value as the bearer
+// token and the documentPrefix the example sets.
 func TestEmbeddingCredentialReachesTheService(t *testing.T) {
 	for _, cmd := range []string{"run", "extproc"} {
 		t.Run(cmd, func(t *testing.T) {
@@ -30,10 +30,13 @@ func TestEmbeddingCredentialReachesTheService(t *testing.T) {
 			portal := filepath.Join(dir, "portal.json")
 			writeTestFile(t, portal, `{"routes":[{"key":"find","catalog":{"mode":"search"},
 				"toolServices":[{"name":"svc","url":"`+svc+`"}]}]}`)
-			t.Setenv("TOOLMESH_TEST_EMB_TOKEN", "tok-"+cmd)
+			// The example of docs/config.md as written, with the stub's URL
+			// and a token file of this test.
+			token := filepath.Join(dir, "tei-token")
+			writeTestFile(t, token, "tok-"+cmd+"\n")
 			cfg := filepath.Join(dir, "toolmesh.yaml")
-			writeTestFile(t, cfg, "credentials:\n  emb: {env: TOOLMESH_TEST_EMB_TOKEN}\n"+
-				"embeddings:\n  test: {url: \""+emb.URL+"\", model: m, credential: emb}\ndefaultEmbedding: test\n")
+			writeTestFile(t, cfg, docExample(t, "config.md", "embeddings:", strings.NewReplacer(
+				"http://tei.models.svc:8080/v1/embeddings", emb.URL, "/run/secrets/tei-token", token)))
 			p := startProcess(t, cmd, "--config", cfg, "--portal", portal)
 			waitEmbeddingAuth(t, p, emb, "Bearer tok-"+cmd)
 		})
@@ -47,7 +50,7 @@ func waitEmbeddingAuth(t *testing.T, p *process, emb *embedtest.Server, want str
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		for _, r := range emb.Requests() {
-			if r.Auth == want {
+			if r.Auth == want && len(r.Inputs) > 0 && strings.HasPrefix(r.Inputs[0], "passage: ") {
 				return
 			}
 		}

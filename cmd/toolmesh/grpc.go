@@ -157,22 +157,13 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 			return fmt.Errorf("overrides: %w", err)
 		}
 	}
-	a.xdsServer = xds.NewServer(ctx, a.log.With(slog.String("component", "xds")), xds.Options{
-		Overrides:       overrides,
-		Nodes:           a.cfg.Nodes,
-		ListenAddress:   host,
-		ListenPort:      uint32(port),
-		MessageTimeout:  a.cfg.MessageTimeout.D(),
-		MaxRequestBytes: uint64(a.cfg.MaxBodyBytes),
-		// Envoy buffers the reply the extproc server maps; the same limit
-		// on both sides keeps "too large" an MCP result, not a 500.
-		MaxResponseBytes: uint64(a.cfg.MaxResponseBytes),
-		ServerName:       a.cfg.ServerName,
-		ServerVersion:    version,
-		EnvoyTracing:     a.envoyTracing(),
-		DownstreamTLS:    a.cfg.DownstreamTLS,
-		Notifications:    a.notificationsEndpoint(ls),
-	}, metrics)
+	a.xdsServer = xds.NewServer(ctx, a.log.With(slog.String("component", "xds")), xdsOptions(&a.cfg, xdsParts{
+		overrides:     overrides,
+		host:          host,
+		port:          uint32(port),
+		envoyTracing:  a.envoyTracing(),
+		notifications: a.notificationsEndpoint(ls),
+	}), metrics)
 	a.xdsServer.SetTracerProvider(a.tracer)
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
 	gs := grpc.NewServer(keepaliveOptions(a.cfg)...)

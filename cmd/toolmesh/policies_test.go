@@ -85,7 +85,7 @@ func TestPolicyReloadKeepsLastGood(t *testing.T) {
 	}
 	// A configuration that loads but whose policies do not compile (a
 	// reload does not rely on Validate): the last good set stays too.
-	a.reloadPolicies(Config{Policies: &authz.Config{Default: []authz.Policy{{Name: "bad", Effect: "allow", When: "1"}}}})
+	a.reloadPolicies(Config{AccessConfig: AccessConfig{Policies: &authz.Config{Default: []authz.Policy{{Name: "bad", Effect: "allow", When: "1"}}}}})
 	if !strings.Contains(logs.String(), `policy reload failed; the policies in force stay`) ||
 		!strings.Contains(logs.String(), `default policy \"bad\": when is of type int, not bool`) {
 		t.Errorf("no reload error naming the policy:\n%s", logs.String())

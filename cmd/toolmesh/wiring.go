@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/registry/search/embed"
+	"github.com/toolmesh/toolmesh/xds"
 )
 
 // This file turns a validated Config into the runtime's parts. Every
@@ -95,4 +96,35 @@ func newRegistry(cfg *Config, p registryParts) (*refresher.Registry, error) {
 		}
 	}
 	return reg, nil
+}
+
+// xdsParts are what the xDS server's options take besides the config: the
+// override file as loaded, the address Envoy's listener binds, and what
+// tracing and the notifications server say.
+type xdsParts struct {
+	overrides     *xds.Overrides
+	host          string
+	port          uint32
+	envoyTracing  *xds.EnvoyTracing
+	notifications *xds.Notifications
+}
+
+// xdsOptions are the xDS server's options for cfg.
+func xdsOptions(cfg *Config, p xdsParts) xds.Options {
+	return xds.Options{
+		Overrides:       p.overrides,
+		Nodes:           cfg.Nodes,
+		ListenAddress:   p.host,
+		ListenPort:      p.port,
+		MessageTimeout:  cfg.MessageTimeout.D(),
+		MaxRequestBytes: uint64(cfg.MaxBodyBytes),
+		// Envoy buffers the reply the extproc server maps; the same limit
+		// on both sides keeps "too large" an MCP result, not a 500.
+		MaxResponseBytes: uint64(cfg.MaxResponseBytes),
+		ServerName:       cfg.ServerName,
+		ServerVersion:    version,
+		EnvoyTracing:     p.envoyTracing,
+		DownstreamTLS:    cfg.DownstreamTLS,
+		Notifications:    p.notifications,
+	}
 }
