@@ -151,55 +151,10 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	}
 
 	metrics := newMetricsRegistry()
-	src, err := portalSource(base, cfg, m, log, metrics, &cleanups)
+	a, err := newApp(base, m, cfg, log, h, metrics, &cleanups)
 	if err != nil {
 		return err
 	}
-	client := newHTTPClient()
-	cleanups = append(cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
-	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
-		return err
-	}
-	if a.tracer, err = startTracing(base, cfg, m, log, &cleanups); err != nil {
-		return err
-	}
-	store, err := snapshotStore(cfg, log, metrics)
-	if err != nil {
-		return err
-	}
-	if c, ok := store.(interface{ Close() error }); ok {
-		cleanups = append(cleanups, func() { _ = c.Close() })
-	}
-	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
-	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
-	if l, ok := a.lister.(interface {
-		SetListingHeaders(func(string) (map[string]string, error))
-	}); ok {
-		// The gateway's own listings send a federated server's upstreamAuth
-		// credential too, as its calls do.
-		l.SetListingHeaders(func(service string) (map[string]string, error) {
-			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
-		})
-	}
-	if a.reg, err = newRegistry(&cfg, registryParts{
-		source:  src,
-		fetcher: registry.NewHTTPFetcher(client, 0),
-		lister:  a.lister,
-		store:   store,
-		client:  client,
-		log:     log.With(slog.String("component", "registry")),
-		tracer:  a.tracer,
-		metrics: metrics,
-	}); err != nil {
-		return err
-	}
-	a.components = append(a.components, component{"registry", func() (bool, string) {
-		if a.reg.Ready() {
-			return true, "ready"
-		}
-		return false, "no route snapshot yet"
-	}})
 
 	ls, err := a.listen(ctx, h)
 	if err != nil {
@@ -211,20 +166,50 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 
 	errc := make(chan error, 5) // one per server: the first failure ends the process
 
-	if m != modeXDS {
+	if err := a.startServers(base, ls, metrics, errc, &cleanups); err != nil {
+		return err
+	}
+
+	// Registry first cycle: Portal listing, warm start, manifests.
+	sub, unsubscribe := a.reg.Subscribe()
+	defer unsubscribe()
+	if err := a.reg.Start(ctx); err != nil {
+		log.Info("stopped during start-up")
+		return nil
+	}
+	defer a.runLoops(base, sub, hup)()
+
+	log.Info("toolmesh started", slog.String("version", version))
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", slog.Any("cause", context.Cause(ctx)))
+		return nil
+	case err := <-errc:
+		log.Error("server failed, shutting down", slog.Any("error", err))
+		return err
+	}
+}
+
+// startServers starts the servers of a.mode on ls: the filter chains, the
+// notifications, ext_proc and xDS servers, the local data plane, and the
+// admin server last, since its handlers read the component list the others
+// build. The first server failure goes to errc.
+func (a *app) startServers(base context.Context, ls *listeners, metrics *prometheus.Registry, errc chan error, cleanups *[]func()) error {
+	var err error
+	if a.mode != modeXDS {
 		fcfg := filters.DefaultConfig()
-		if cfg.Filters != nil {
-			fcfg = *cfg.Filters
+		if a.cfg.Filters != nil {
+			fcfg = *a.cfg.Filters
 		}
-		a.filters, err = filters.Build(base, fcfg, log.With(slog.String("component", "filters")), metrics)
+		a.filters, err = filters.Build(base, fcfg, a.log.With(slog.String("component", "filters")), metrics)
 		if err != nil {
 			return fmt.Errorf("filters: %w", err)
 		}
-		cleanups = append(cleanups, func() {
+		*cleanups = append(*cleanups, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 			defer cancel()
 			if err := a.filters.Close(ctx); err != nil {
-				log.Warn("close filters", slog.Any("error", err))
+				a.log.Warn("close filters", slog.Any("error", err))
 			}
 		})
 	}
@@ -258,16 +243,71 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	// Admin last: its handlers read the component list built above. It
 	// answers /healthz (and 503 on /readyz) during the registry's start.
 	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	go serveHTTP(a.admin, ls.admin, "admin", errc)
+	return nil
+}
 
-	// Registry first cycle: Portal listing, warm start, manifests.
-	sub, unsubscribe := a.reg.Subscribe()
-	defer unsubscribe()
-	if err := a.reg.Start(ctx); err != nil {
-		log.Info("stopped during start-up")
-		return nil
+// newApp builds the process's parts that every mode has: the Portal source,
+// the clients, the snapshot store, tracing and the registry. What it starts
+// that needs stopping goes on cleanups.
+func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks, metrics *prometheus.Registry, cleanups *[]func()) (*app, error) {
+	src, err := portalSource(base, cfg, m, log, metrics, cleanups)
+	if err != nil {
+		return nil, err
 	}
+	client := newHTTPClient()
+	*cleanups = append(*cleanups, client.CloseIdleConnections)
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
+	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
+		return nil, err
+	}
+	if a.tracer, err = startTracing(base, cfg, m, log, cleanups); err != nil {
+		return nil, err
+	}
+	store, err := snapshotStore(cfg, log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := store.(interface{ Close() error }); ok {
+		*cleanups = append(*cleanups, func() { _ = c.Close() })
+	}
+	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
+	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
+	if l, ok := a.lister.(interface {
+		SetListingHeaders(func(string) (map[string]string, error))
+	}); ok {
+		// The gateway's own listings send a federated server's upstreamAuth
+		// credential too, as its calls do.
+		l.SetListingHeaders(func(service string) (map[string]string, error) {
+			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
+		})
+	}
+	if a.reg, err = newRegistry(&cfg, registryParts{
+		source:  src,
+		fetcher: registry.NewHTTPFetcher(client, 0),
+		lister:  a.lister,
+		store:   store,
+		client:  client,
+		log:     log.With(slog.String("component", "registry")),
+		tracer:  a.tracer,
+		metrics: metrics,
+	}); err != nil {
+		return nil, err
+	}
+	a.components = append(a.components, component{"registry", func() (bool, string) {
+		if a.reg.Ready() {
+			return true, "ready"
+		}
+		return false, "no route snapshot yet"
+	}})
+	return a, nil
+}
+
+// runLoops starts the loops of a started process: registry refreshes,
+// following its changes, notifications, the xDS debouncer and override
+// watch, and SIGHUP reloads. The function it returns stops them and waits.
+func (a *app) runLoops(base context.Context, sub <-chan struct{}, hup <-chan os.Signal) func() {
 	var wg sync.WaitGroup
 	loopCtx, stopLoops := context.WithCancel(base)
 	wg.Go(func() { a.reg.Run(loopCtx) })
@@ -278,21 +318,11 @@ func serve(ctx context.Context, m mode, cfg Config, log *slog.Logger, h hooks) e
 	if a.xdsDebounce != nil {
 		wg.Go(func() { a.xdsDebounce.Run(loopCtx) })
 	}
-	if a.xdsServer != nil && cfg.Overrides != "" {
-		wg.Go(func() { a.xdsServer.WatchOverrides(loopCtx, cfg.Overrides, 0) })
+	if a.xdsServer != nil && a.cfg.Overrides != "" {
+		wg.Go(func() { a.xdsServer.WatchOverrides(loopCtx, a.cfg.Overrides, 0) })
 	}
 	wg.Go(func() { a.reloadOnHangup(loopCtx, hup) })
-	defer func() { stopLoops(); wg.Wait() }()
-
-	log.Info("toolmesh started", slog.String("version", version))
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", slog.Any("cause", context.Cause(ctx)))
-		return nil
-	case err := <-errc:
-		log.Error("server failed, shutting down", slog.Any("error", err))
-		return err
-	}
+	return func() { stopLoops(); wg.Wait() }
 }
 
 // listen binds the listeners m needs and reports them to h.
