@@ -33,6 +33,7 @@ func loadCmdInfo(t *testing.T) cmdInfo {
 	}
 	info := cmdInfo{flags: map[string]bool{}, configKeys: map[string]bool{}}
 	fset := token.NewFileSet()
+	structs := map[string]*ast.StructType{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -48,17 +49,29 @@ func loadCmdInfo(t *testing.T) cmdInfo {
 					info.flags[name] = true
 				}
 			case *ast.TypeSpec:
-				if st, ok := n.Type.(*ast.StructType); ok && n.Name.Name == "Config" {
-					for _, fld := range st.Fields.List {
-						if key := jsonKey(fld); key != "" {
-							info.configKeys[key] = true
-						}
-					}
+				if st, ok := n.Type.(*ast.StructType); ok {
+					structs[n.Name.Name] = st
 				}
 			}
 			return true
 		})
 	}
+	// Config's keys are its own and those of the blocks it inlines.
+	var keys func(name string)
+	keys = func(name string) {
+		st, ok := structs[name]
+		if !ok {
+			return
+		}
+		for _, fld := range st.Fields.List {
+			if id, ok := fld.Type.(*ast.Ident); ok && len(fld.Names) == 0 {
+				keys(id.Name)
+			} else if key := jsonKey(fld); key != "" {
+				info.configKeys[key] = true
+			}
+		}
+	}
+	keys("Config")
 	// Cobra's own.
 	info.flags["help"] = true
 	if len(info.flags) < 10 || len(info.configKeys) < 10 {
