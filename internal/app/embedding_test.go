@@ -4,8 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +25,12 @@ func TestEmbeddingCredentialReachesTheService(t *testing.T) {
 			defer emb.Close()
 			svc := searchToolService(t)
 			dir := t.TempDir()
-			portal := filepath.Join(dir, "portal.json")
-			writeTestFile(t, portal, `{"routes":[{"key":"find","catalog":{"mode":"search"},
+			portal := writeFile(t, dir, "portal.json", `{"routes":[{"key":"find","catalog":{"mode":"search"},
 				"toolServices":[{"name":"svc","url":"`+svc+`"}]}]}`)
 			// The example of docs/config.md as written, with the stub's URL
 			// and a token file of this test.
-			token := filepath.Join(dir, "tei-token")
-			writeTestFile(t, token, "tok-"+cmd+"\n")
-			cfg := filepath.Join(dir, "toolmesh.yaml")
-			writeTestFile(t, cfg, docExample(t, "config.md", "embeddings:", strings.NewReplacer(
+			token := writeFile(t, dir, "tei-token", "tok-"+cmd+"\n")
+			cfg := writeFile(t, dir, "toolmesh.yaml", docExample(t, "config.md", "embeddings:", strings.NewReplacer(
 				"http://tei.models.svc:8080/v1/embeddings", emb.URL, "/run/secrets/tei-token", token)))
 			p := startProcess(t, cmd, "--config", cfg, "--portal", portal)
 			waitEmbeddingAuth(t, p, emb, "Bearer tok-"+cmd)
@@ -81,11 +76,4 @@ func searchToolService(t *testing.T) string {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-func writeTestFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
