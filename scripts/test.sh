@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `make test` and `make test-quick`: run every check and test of the three Go
+# modules (main, e2e, deploy), go on after a failure, and at the end list
+# every step, package and test that failed; exit 1 if any did.
+#
+#   scripts/test.sh          the whole suite (make test)
+#   scripts/test.sh quick    unit tests of the main module, no e2e, no
+#                            deploy, no test-deps (make test-quick)
+#
+# Environment: GO (default go), TEST_TIMEOUT (per go test run, default 15m),
+# GO_TEST_ARGS (extra go test flags, e.g. '-run TestRun -v').
+# shellcheck disable=SC2317 # the functions are called through step
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+GO="${GO:-go}"
+TEST_TIMEOUT="${TEST_TIMEOUT:-15m}"
+mode="${1:-full}"
+# shellcheck disable=SC2206 # GO_TEST_ARGS is a list of flags
+extra=(${GO_TEST_ARGS:-})
+
+log="$(mktemp)"
+wasmdir="$(mktemp -d)"
+trap 'rm -rf "$log" "$wasmdir"' EXIT
+failed=()
+t0=$(date +%s)
+
+# step NAME CMD...: runs CMD with its output shown and kept for the summary,
+# and records NAME when it fails.
+step() {
+	local name="$1" start rc
+	shift
+	start=$(date +%s)
+	echo "== $name: $*"
+	"$@" 2>&1 | tee -a "$log"
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" -eq 0 ]; then
+		echo "-- ok   $name ($(($(date +%s) - start))s)"
+	else
+		echo "-- FAIL $name (exit $rc, $(($(date +%s) - start))s)"
+		failed+=("$name")
+	fi
+}
+
+in_dir() {
+	local dir="$1"
+	shift
+	(cd "$dir" && "$@")
+}
+
+fmt_check() {
+	local out
+	out="$(gofmt -l .)"
+	[ -z "$out" ] || { echo "gofmt needed on:"; echo "$out"; return 1; }
+}
+
+# The WebAssembly guest modules the tests load are built and compiled once,
+# without the race detector (which slows wazero's compiler several-fold),
+# into a directory the test binaries share (TOOLMESH_TEST_WASM_DIR; see
+# internal/wasmtest). wazero files its compilation cache under its version
+# as the binary's build information gives it; test binaries have none and
+# get "dev", so prepare is linked with that name.
+prepare_wasm() {
+	"$GO" run -ldflags='-X github.com/tetratelabs/wazero/internal/version.version=dev' \
+		./internal/wasmtest/prepare "$wasmdir" >/dev/null
+}
+
+if [ "$mode" = quick ]; then
+	step "gofmt" fmt_check
+	step "wasm modules" prepare_wasm
+	step "main module (unit, race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
+		"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+else
+	step "test dependencies" sh scripts/test-deps.sh
+	step "gofmt" fmt_check
+	step "standalone" make --no-print-directory standalone
+	for m in . e2e deploy; do
+		step "go vet: $m" in_dir "$m" "$GO" vet ./...
+	done
+	step "wasm modules" prepare_wasm
+	step "main module (race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
+		"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+	step "e2e module (race)" in_dir e2e "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+	step "deploy module" in_dir deploy "$GO" test -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+fi
+
+echo
+echo "== summary ($mode, $(($(date +%s) - t0))s)"
+if [ ${#failed[@]} -eq 0 ]; then
+	echo "all steps passed"
+	exit 0
+fi
+for f in "${failed[@]}"; do
+	echo "FAILED step: $f"
+done
+# go test's lines for failed packages and tests, and panics, in order.
+grep -E '^(FAIL|--- FAIL|panic:)' "$log" | grep -v '^FAIL$' | sed 's/^/  /'
+exit 1
