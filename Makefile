@@ -55,7 +55,7 @@ test: ## Install or locate test dependencies (redis-server, shellcheck, chromium
 	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_ARGS='$(GO_TEST_ARGS)' bash scripts/test.sh
 
 .PHONY: test-quick
-test-quick: ## gofmt and the main module's unit tests (race detector), without e2e, deploy or test dependencies
+test-quick: ## gofmt, go vet and the main module's tests (race detector), without e2e, deploy or test dependencies
 	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_ARGS='$(GO_TEST_ARGS)' bash scripts/test.sh quick
 
 .PHONY: lint
@@ -133,11 +133,15 @@ standalone: ## Fail on references a reader of the repository cannot follow (the 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# go vet builds with the flags of each module's tests (-race for main and
+# e2e, as `make test` runs them), so vet and the tests share one compilation
+# of the dependencies in the build cache (scripts/test.sh).
 .PHONY: vet
 vet:
 	@set -e; for m in $(MODULES); do \
-		echo "go vet: $$m"; \
-		(cd $$m && $(GO) vet ./...); \
+		race=-race; [ $$m = deploy ] && race=; \
+		echo "go vet $$race: $$m"; \
+		(cd $$m && $(GO) vet $$race ./...); \
 	done
 
 # Deploy: the container image and the plain Kubernetes manifests. The deploy

@@ -4,8 +4,8 @@
 # every step, package and test that failed; exit 1 if any did.
 #
 #   scripts/test.sh          the whole suite (make test)
-#   scripts/test.sh quick    unit tests of the main module, no e2e, no
-#                            deploy, no test-deps (make test-quick)
+#   scripts/test.sh quick    gofmt, go vet and the tests of the main module;
+#                            no e2e, no deploy, no test-deps (make test-quick)
 #
 # Environment: GO (default go), TEST_TIMEOUT (per go test run, default 15m),
 # GO_TEST_ARGS (extra go test flags, e.g. '-run TestRun -v').
@@ -65,23 +65,59 @@ prepare_wasm() {
 		./internal/wasmtest/prepare "$wasmdir" >/dev/null
 }
 
+# How the time is spent, cold, on 2 cores (docs in CONTRIBUTING.md): module
+# downloads, then compiling the dependencies, then the race-enabled test
+# binaries. So:
+# - go vet runs once per module, with the build flags of that module's
+#   tests (-race for main and e2e): vet compiles the dependencies and the
+#   tests reuse them from the build cache, instead of compiling everything
+#   once plain for vet and once more with -race; go test then runs with
+#   -vet=off (its vet subset is part of the full vet that already ran).
+#   `make vet` and `make lint` use the same flags, so in CI they hit the
+#   cache after `make test`.
+# - The race detector covers the main and e2e modules whole: their
+#   packages without goroutines of their own are small and fast, and
+#   running them plain would compile their dependencies (CEL, protobuf,
+#   gRPC) a second time without -race, which costs more than it saves.
+#   deploy (chart rendering, Helm and Kubernetes libraries, none of our
+#   concurrency) runs plain, as vet compiled it.
+# - Module downloads and the test dependencies (apt) are network and disk
+#   work: they run in the background while vet compiles the main module.
+# - go test runs GOMAXPROCS packages at once; more would only contend on
+#   2 cores.
+race=(-race)
 if [ "$mode" = quick ]; then
 	step "gofmt" fmt_check
+	step "go vet: ." "$GO" vet "${race[@]}" ./...
 	step "wasm modules" prepare_wasm
 	step "main module (unit, race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
-		"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+		"$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
 else
-	step "test dependencies" sh scripts/test-deps.sh
+	depslog="$(mktemp)"
+	sh scripts/test-deps.sh >"$depslog" 2>&1 &
+	deps_pid=$!
+	for m in e2e deploy; do
+		(cd "$m" && "$GO" mod download) >/dev/null 2>&1 &
+	done
 	step "gofmt" fmt_check
 	step "standalone" make --no-print-directory standalone
-	for m in . e2e deploy; do
-		step "go vet: $m" in_dir "$m" "$GO" vet ./...
-	done
+	step "go vet: . (race build)" "$GO" vet "${race[@]}" ./...
 	step "wasm modules" prepare_wasm
+	step "go vet: e2e (race build)" in_dir e2e "$GO" vet "${race[@]}" ./...
+	step "go vet: deploy" in_dir deploy "$GO" vet ./...
+	wait_deps() {
+		wait "$deps_pid"
+		local rc=$?
+		cat "$depslog"
+		rm -f "$depslog"
+		return "$rc"
+	}
+	step "test dependencies (scripts/test-deps.sh)" wait_deps
 	step "main module (race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
-		"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
-	step "e2e module (race)" in_dir e2e "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
-	step "deploy module" in_dir deploy "$GO" test -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+		"$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+	step "e2e module (race)" in_dir e2e "$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+	step "deploy module" in_dir deploy "$GO" test -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
+	wait
 fi
 
 echo
