@@ -105,14 +105,16 @@ else
 	step "wasm modules" prepare_wasm
 	step "go vet: e2e (race build)" in_dir e2e "$GO" vet "${race[@]}" ./...
 	step "go vet: deploy" in_dir deploy "$GO" vet ./...
-	wait_deps() {
-		wait "$deps_pid"
-		local rc=$?
+	# Waited for here, not inside step: step runs its command in a subshell,
+	# which cannot wait for this shell's children.
+	wait "$deps_pid"
+	deps_rc=$?
+	show_deps() {
 		cat "$depslog"
 		rm -f "$depslog"
-		return "$rc"
+		return "$deps_rc"
 	}
-	step "test dependencies (scripts/test-deps.sh)" wait_deps
+	step "test dependencies (scripts/test-deps.sh)" show_deps
 	step "main module (race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
 		"$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
 	step "e2e module (race)" in_dir e2e "$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
