@@ -38,8 +38,7 @@ run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane;
 
 .PHONY: build
 build: ## Build bin/toolmesh
-	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
-	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
+	@GO=$(GO) bash scripts/build.sh bin/toolmesh $(VERSION)
 
 .PHONY: sbom
 sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh

@@ -10,8 +10,8 @@ import (
 // headerPropagation copies named client request headers to the request sent
 // to the Tool Service, so a route states which client headers its Tool
 // Services rely on. Absent headers are skipped. The client's Authorization
-// is never forwarded: the gateway removes it from every routed call
-// (docs/filters.md).
+// is removed from every routed call (a federated server's Portal entry may
+// forward it: forwardAuthorization); see docs/filters.md.
 //
 // Configuration:
 //

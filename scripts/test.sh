@@ -85,11 +85,17 @@ prepare_wasm() {
 #   work: they run in the background while vet compiles the main module.
 # - go test runs GOMAXPROCS packages at once; more would only contend on
 #   2 cores.
+# - bin/toolmesh (make build: -trimpath, no race) is built as a step of its
+#   own before the tests: cmd/toolmesh's `make run` test and deploy's
+#   monitoring test build the same binary within their deadlines, which a
+#   cold compile of every package on a loaded machine could outlast; after
+#   this step both find it in the build cache.
 race=(-race)
 if [ "$mode" = quick ]; then
 	step "gofmt" fmt_check
 	step "go vet: ." "$GO" vet "${race[@]}" ./...
 	step "wasm modules" prepare_wasm
+	step "build bin/toolmesh" make --no-print-directory build GO="$GO"
 	step "main module (unit, race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
 		"$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
 else
@@ -115,6 +121,7 @@ else
 		return "$deps_rc"
 	}
 	step "test dependencies (scripts/test-deps.sh)" show_deps
+	step "build bin/toolmesh" make --no-print-directory build GO="$GO"
 	step "main module (race)" env TOOLMESH_TEST_WASM_DIR="$wasmdir" \
 		"$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
 	step "e2e module (race)" in_dir e2e "$GO" test "${race[@]}" -vet=off -count=1 -timeout "$TEST_TIMEOUT" "${extra[@]}" ./...
