@@ -21,7 +21,7 @@ if ! "$GO" list -deps ./cmd/toolmesh >/dev/null 2>&1; then
 	echo "downloaded in $(($(date +%s) - start))s"
 fi
 total=$("$GO" list -deps ./cmd/toolmesh | wc -l)
-echo "building $out: $total packages; a first build compiles them all (up to about 11 minutes on 2 cores), later ones only what changed"
+echo "building $out: $total packages; a first build compiles them all (about 3 minutes of CPU time; on a loaded 2-core machine 10 to 20 minutes), later ones only what changed"
 # go build -v names each package as it compiles it; everything else it
 # prints (compile errors) passes through.
 pkg='^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~+-]+)*$'
