@@ -2,7 +2,7 @@
 // a reader acts on what it says: the log lines to look for, the retry
 // conditions in force, the make targets and commands to run, the files a
 // link names. (docs/config.md's keys and defaults are checked against the
-// configuration in cmd/toolmesh, config_doc_test.go.)
+// configuration in internal/app, config_doc_test.go.)
 package docs_test
 
 import (

@@ -25,7 +25,7 @@ echo "building $out: $total packages; a first build compiles them all (about 3 m
 # go build -v names each package as it compiles it; everything else it
 # prints (compile errors) passes through.
 pkg='^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~+-]+)*$'
-"$GO" build -v -trimpath -ldflags "-X main.version=$version" -o "$out" ./cmd/toolmesh 2>&1 | {
+"$GO" build -v -trimpath -ldflags "-X github.com/toolmesh/toolmesh/internal/app.version=$version" -o "$out" ./cmd/toolmesh 2>&1 | {
 	n=0
 	while IFS= read -r line; do
 		if [[ $line =~ $pkg ]]; then
