@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/notify"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -234,6 +235,10 @@ type Config struct {
 	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
 	// []}}, "default": {...}}. Reloaded on SIGHUP.
 	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// RateLimits are rate and concurrency limits per route, tool and caller,
+	// local or through an Envoy rate limit service (docs/ratelimit.md).
+	// Reloaded on SIGHUP.
+	RateLimits *ratelimit.Config `json:"rateLimits,omitempty"`
 	// RelayKeys are the HMAC keys of the ids given to federated legacy
 	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
 	// approval.keys (the first signs, every one verifies). Every replica
@@ -641,6 +646,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Approval.build(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.validateRateLimits(); err != nil {
+		errs = append(errs, err) // each error names its entry
 	}
 	if _, err := buildRelayKeys(c.RelayKeys); err != nil {
 		errs = append(errs, err)

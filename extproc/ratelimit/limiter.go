@@ -429,10 +429,14 @@ func keyPart(by string, c *Call) string {
 // InForce describes the limits in force, for the console: one row per
 // limit and route scope ("" for the default).
 type InForce struct {
-	Scope, Name, Tools, By, Rate string
-	Concurrency                  int64
-	Global                       bool
-	Keys                         int
+	Scope       string `json:"scope"` // route key; "" for rateLimits.default
+	Name        string `json:"name"`
+	Tools       string `json:"tools"` // patterns and annotations, "*" for every tool
+	By          string `json:"by"`
+	Rate        string `json:"rate,omitempty"`
+	Concurrency int64  `json:"concurrency,omitempty"`
+	Global      bool   `json:"global,omitempty"`
+	Keys        int    `json:"keys"` // keys the local limit holds in this process
 }
 
 // InForce lists the limits, defaults first, then routes by key.

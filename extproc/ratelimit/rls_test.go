@@ -166,16 +166,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // through the configured number of calls per caller and no more.
 func TestGlobalLimitRealService(t *testing.T) {
 	const perDay = 20
-	svc := rlstest.Start(t, rlstest.Redis(t), `domain: toolmesh
-descriptors:
-  - key: toolmesh_limit
-    value: deletes
-    descriptors:
-      - key: route
-        descriptors:
-          - key: caller
-            rate_limit: {unit: day, requests_per_unit: 20}
-`)
+	svc := rlstest.Start(t, rlstest.Redis(t), rlstest.PerCaller("deletes", "day", perDay))
 	cfg := func() *Config {
 		return &Config{RLS: &RLSConfig{Address: svc.GRPC, Timeout: registry.Duration(5 * time.Second), FailureMode: FailureDeny},
 			Routes: map[string][]Limit{"core": {{Name: "deletes", Global: true, Tools: []string{"records_delete"}, By: []string{"caller"}}}}}

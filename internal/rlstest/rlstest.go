@@ -198,3 +198,19 @@ func waitTCP(t testing.TB, name, addr string) {
 		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}
 }
+
+// PerCaller is the envoyproxy/ratelimit configuration of one toolmesh
+// global limit named limit with by: [caller]: n calls per unit (second,
+// minute, hour, day) for each caller on each route (docs/ratelimit.md).
+func PerCaller(limit, unit string, n int) string {
+	return fmt.Sprintf(`domain: toolmesh
+descriptors:
+  - key: toolmesh_limit
+    value: %s
+    descriptors:
+      - key: route
+        descriptors:
+          - key: caller
+            rate_limit: {unit: %s, requests_per_unit: %d}
+`, limit, unit, n)
+}
