@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/rlstest"
 )
 
@@ -92,7 +93,7 @@ func callLimited(ctx context.Context, p *process, id int, tool string) (int, htt
 // flight.
 func TestRunGlobalRateLimit(t *testing.T) {
 	const perHour = 25
-	rls := rlstest.Start(t, rlstest.Redis(t), rlstest.PerCaller("drops", "hour", perHour))
+	rls := rlstest.Start(t, redistest.Start(t).Options().Addr, rlstest.PerCaller("drops", "hour", perHour))
 	svc := startLimitService(t)
 	dir := t.TempDir()
 	cfg := "rateLimits:\n  rls: {address: " + rls.GRPC + ", timeout: 2s}\n  routes:\n    r:\n" +

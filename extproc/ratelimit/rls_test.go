@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/rlstest"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -166,7 +167,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // through the configured number of calls per caller and no more.
 func TestGlobalLimitRealService(t *testing.T) {
 	const perDay = 20
-	svc := rlstest.Start(t, rlstest.Redis(t), rlstest.PerCaller("deletes", "day", perDay))
+	svc := rlstest.Start(t, redistest.Start(t).Options().Addr, rlstest.PerCaller("deletes", "day", perDay))
 	cfg := func() *Config {
 		return &Config{RLS: &RLSConfig{Address: svc.GRPC, Timeout: registry.Duration(5 * time.Second), FailureMode: FailureDeny},
 			Routes: map[string][]Limit{"core": {{Name: "deletes", Global: true, Tools: []string{"records_delete"}, By: []string{"caller"}}}}}

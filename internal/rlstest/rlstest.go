@@ -1,7 +1,7 @@
 // Package rlstest runs the real global rate limit service for tests:
 // envoyproxy/ratelimit, built from the Go module proxy at a pinned version
-// into a cache directory, on a real redis-server, both on 127.0.0.1 and
-// stopped at the end of the test. A machine that can build neither fails
+// into a cache directory, on 127.0.0.1 and stopped at the end of the test,
+// on a real redis-server (internal/redistest). A machine that can build neither fails
 // the test with what to install; nothing is mocked.
 package rlstest
 
@@ -76,22 +76,6 @@ func Binary(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return bin
-}
-
-// Redis starts a redis-server on a free loopback port without persistence
-// and returns its address.
-func Redis(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server not found (%v): the global rate limit tests need a real Redis; install redis-server (Debian: apt-get install redis-server)", err)
-	}
-	port := freePort(t)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	start(t, "redis-server", exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", t.TempDir()))
-	waitTCP(t, "redis-server", addr)
-	return addr
 }
 
 // Service is a running envoyproxy/ratelimit.
@@ -181,22 +165,6 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-func waitTCP(t testing.TB, name, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not listening on %s within 20s: %v", name, addr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
-	}
 }
 
 // PerCaller is the envoyproxy/ratelimit configuration of one toolmesh
