@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/rlstest"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // limitService is a Tool Service with drop (answers at once) and slow
@@ -190,5 +192,23 @@ func TestRunGlobalRateLimit(t *testing.T) {
 	wg.Wait()
 	if inflightCode != 200 || second != 200 {
 		t.Fatalf("calls across the reload: %d, %d; want 200, 200", inflightCode, second)
+	}
+}
+
+// TestRateLimitsConfigErrors: a wrong entry stops the start naming it, and
+// an RLS timeout Envoy would not wait for is refused.
+func TestRateLimitsConfigErrors(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.RateLimits = &ratelimit.Config{Routes: map[string][]ratelimit.Limit{"core": {{Name: "deletes", Requests: 10, Per: "week"}}}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `rateLimits.routes.core[0] (name deletes): per: "week"`) {
+		t.Errorf("invalid per: %v", err)
+	}
+	cfg.RateLimits = &ratelimit.Config{RLS: &ratelimit.RLSConfig{Address: "127.0.0.1:8081", Timeout: registry.Duration(10 * time.Second)}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "rateLimits.rls.timeout: 10s must be below messageTimeout") {
+		t.Errorf("RLS timeout above messageTimeout: %v", err)
+	}
+	cfg.RateLimits.RLS.Timeout = registry.Duration(time.Second)
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("valid: %v", err)
 	}
 }
