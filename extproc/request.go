@@ -310,6 +310,9 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if r := x.approve(call, t); r != nil {
 		return r
 	}
+	if r := x.rateLimit(call, t); r != nil {
+		return r
+	}
 	if t.Federated() {
 		// Filter headers are for the native contract; a federated server
 		// gets its Portal headers.

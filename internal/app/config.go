@@ -18,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/notify"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -242,6 +243,10 @@ type AccessConfig struct {
 	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
 	// []}}, "default": {...}}. Reloaded on SIGHUP.
 	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// RateLimits are rate and concurrency limits per route, tool and caller,
+	// local or through an Envoy rate limit service (docs/ratelimit.md).
+	// Reloaded on SIGHUP.
+	RateLimits *ratelimit.Config `json:"rateLimits,omitempty"`
 	// RelayKeys are the HMAC keys of the ids given to federated legacy
 	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
 	// approval.keys (the first signs, every one verifies). Every replica
