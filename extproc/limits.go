@@ -12,7 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// Rate and concurrency limits (docs/ratelimit.md, ADR 0016): a tools/call
+// Rate and concurrency limits (docs/ratelimit.md, ADR 0017): a tools/call
 // that authorization, filters and approval admitted is checked against the
 // route's limits before it is routed. The step is this file and one call in
 // handleToolCall; the permit it takes is released when the stream ends

@@ -1,5 +1,5 @@
 // Package ratelimit limits tools/call requests per route, tool and caller
-// (docs/ratelimit.md, docs/decisions/0016-rate-limits.md): local limits are
+// (docs/ratelimit.md, docs/decisions/0017-rate-limits.md): local limits are
 // token buckets and in-flight counters in this process; global limits are
 // asked of an Envoy rate limit service (envoy.service.ratelimit.v3) such as
 // envoyproxy/ratelimit or Limitador. A Limiter is immutable once built; a
