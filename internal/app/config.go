@@ -135,7 +135,8 @@ type EndpointConfig struct {
 	// isError result (default 4194304, 4 MiB).
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// GCHeapFloorBytes is the smallest heap goal of the Go garbage
-	// collector (default 67108864, 64 MiB; 0 leaves GOGC alone): while the
+	// collector (default 0: GOGC alone, which suits a sidecar, ADR 0014;
+	// a central gateway may set e.g. 67108864, 64 MiB): while the
 	// live heap is small the collector waits for the heap to reach it
 	// instead of collecting each time the heap doubles. A heap that
 	// doubles past it anyway is collected as GOGC says; GOMEMLIMIT still
@@ -392,7 +393,6 @@ func defaultConfig() Config {
 	c.RetryBackoff = registry.Duration(refresher.DefaultRetryBackoff)
 	c.MaxBodyBytes = 1 << 20
 	c.MaxResponseBytes = 4 << 20
-	c.GCHeapFloorBytes = 64 << 20
 	c.ToolLabelsPerRoute = extproc.DefaultToolLabels
 	c.MessageTimeout = registry.Duration(5 * time.Second)
 	c.FederatedStreamDeadline = "route"
