@@ -331,8 +331,9 @@ func (s *session) noteCache(f mcp.CacheFields) {
 	}
 }
 
-// params are a request's params: the cursor, and _meta in the stateless era.
-func (s *session) params(cursor string) map[string]any {
+// params are a request's params: the cursor, and _meta in the stateless era;
+// nil (no params member) when there are none.
+func (s *session) params(cursor string) any {
 	p := map[string]any{}
 	if cursor != "" {
 		p["cursor"] = cursor
