@@ -367,8 +367,14 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 	f := x.fed
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
-		// open a new one and send the call again from here.
-		return x.reissue()
+		// open a new one and send the call again from here. A 400 that
+		// says so (upstream.SessionLost) is known only from its body, in
+		// fedResponseBody.
+		return responseHeadersResponse(&extprocv3.CommonResponse{
+			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+			HeaderMutation: fedHeaders(nil),
+			BodyMutation:   replaceBody(x.reissue()),
+		})
 	}
 	if h.GetEndOfStream() {
 		return responseHeadersResponse(&extprocv3.CommonResponse{
@@ -430,7 +436,9 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 	}
 	body := b.GetBody()
 	var out []byte
-	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
+	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
+		out = x.reissue()
+	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
 	} else {
 		out = x.fedResult(body)
@@ -540,11 +548,13 @@ func excerpt(b []byte) string {
 	return strconv.Quote(s)
 }
 
-// reissue answers a 404 of a session-using server: the gateway's session
-// is dropped, a new one opened, and the same request sent again from here;
-// its response replaces the 404. Streaming is lost for this one call: the
-// answer comes back whole.
-func (x *exchange) reissue() *extprocv3.ProcessingResponse {
+// reissue answers a session-using server's answer that it lost the
+// gateway's session (404, or a 400 saying so: upstream.SessionLost), which
+// means it did not execute the request: the session is dropped, a new one
+// opened, and the same request sent again, once, from here. It returns the
+// client's body, which replaces the server's answer. Streaming is lost for
+// this one call: the answer comes back whole.
+func (x *exchange) reissue() []byte {
 	f := x.fed
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
 	key.caps = f.caps
@@ -580,11 +590,7 @@ func (x *exchange) reissue() *extprocv3.ProcessingResponse {
 			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
 		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
-	return responseHeadersResponse(&extprocv3.CommonResponse{
-		Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		HeaderMutation: fedHeaders(nil),
-		BodyMutation:   replaceBody(out),
-	})
+	return out
 }
 
 // fedHeaders are resultHeaders without the server's Mcp-Session-Id: the

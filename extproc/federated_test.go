@@ -464,6 +464,44 @@ func TestFederatedSessionExpired(t *testing.T) {
 	}
 }
 
+// TestFederatedSessionLost400: a server that answers its lost session with
+// 400 and a JSON-RPC error naming the session (as the TypeScript SDK's
+// reference server does) gets a new session and the call once more; a 400
+// about anything else is the server's answer and is not re-issued.
+func TestFederatedSessionLost400(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	call := func(answer string) *extprocv3.CommonResponse {
+		v := env.open(t)
+		defer v.close()
+		v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+		v.send(reqBody(body))
+		v.send(respHeaders(false, ":status", "400", "content-type", "application/json"))
+		return v.send(respBody(answer)).GetResponseBody().GetResponse()
+	}
+	// Not about the session: no new session, the server's error reaches
+	// the client as an isError result.
+	cr := call(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: invalid arguments"}}`)
+	if ls.inits.Load() != 1 {
+		t.Fatalf("a 400 about the arguments opened a session: %d handshakes", ls.inits.Load())
+	}
+	if res := decodeResult(t, cr.GetBodyMutation().GetBody(), "8"); !res.IsError {
+		t.Errorf("result %+v, want isError", res)
+	}
+	ls.live.Store("") // the server restarts
+	cr = call(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`)
+	if res := decodeResult(t, cr.GetBodyMutation().GetBody(), "8"); res.IsError || res.Content[0].Text != "again" {
+		t.Errorf("result %+v", res)
+	}
+	if set := setOf(t, cr.GetHeaderMutation()); set[":status"] != "200" {
+		t.Errorf("status %q, want 200", set[":status"])
+	}
+	if ls.inits.Load() != 2 || ls.live.Load() != "s2" {
+		t.Errorf("initialize %d times, live session %v", ls.inits.Load(), ls.live.Load())
+	}
+}
+
 // TestSessionCache: concurrent first calls open one session; invalidating
 // a stale id drops it, invalidating an id already replaced does not.
 func TestSessionCache(t *testing.T) {

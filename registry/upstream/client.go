@@ -359,6 +359,9 @@ type StatusError struct {
 	Status int
 	RPC    *mcp.RPCError
 	Body   string
+	// sessionLost: the answer says the server does not know the session
+	// the request carried (SessionLost).
+	sessionLost bool
 }
 
 func (e *StatusError) Error() string {
@@ -380,7 +383,24 @@ func (e *StatusError) Unwrap() error {
 }
 
 // call sends one request and returns its result, or the JSON-RPC error.
+// When the server has lost the legacy session (restarted between two
+// pages), the handshake runs again and the request is sent once more: the
+// server's answer says it did not execute it (SessionLost).
 func (s *session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	raw, err := s.callOnce(ctx, method, params)
+	var se *StatusError
+	if s.id != "" && method != "initialize" && errors.As(err, &se) && se.sessionLost {
+		version := s.version
+		s.id = ""
+		if _, ierr := s.initialize(ctx, version); ierr != nil {
+			return nil, fmt.Errorf("%w; opening a new session failed: %v", err, ierr)
+		}
+		return s.callOnce(ctx, method, params)
+	}
+	return raw, err
+}
+
+func (s *session) callOnce(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	s.nextID++
 	req := mcp.NewClientRequest(s.nextID, method, params)
 	resp, err := s.post(ctx, method, req)
@@ -476,7 +496,7 @@ func (s *session) close(ctx context.Context) {
 
 func (s *session) statusError(method string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(s.c.opts.MaxBytes, 64<<10)))
-	e := &StatusError{Method: method, Status: resp.StatusCode}
+	e := &StatusError{Method: method, Status: resp.StatusCode, sessionLost: s.id != "" && SessionLost(resp.StatusCode, b)}
 	if m, err := mcp.DecodeClientResponse(b); err == nil && m.Error != nil {
 		e.RPC = m.Error
 	} else {

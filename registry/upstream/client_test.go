@@ -432,3 +432,66 @@ func TestDiscoverBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestDiscoverSessionLost: a legacy server that restarts between the
+// handshake and a page (its sessions gone) answers 404 as the transport
+// says, or 400 naming the session as the TypeScript SDK's reference server
+// does: the listing opens a new session and asks once more. A 400 about
+// anything else fails the listing.
+func TestDiscoverSessionLost(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		ok     bool
+	}{
+		{"404", 404, "session not found", true},
+		{"400 naming the session", 400, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`, true},
+		{"400 about something else", 400, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Bad Request: invalid"},"id":null}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			sessions, live := 0, ""
+			s := newServer(t, func(w http.ResponseWriter, r *http.Request, m rpc) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch m.Method {
+				case "server/discover":
+					writeJSON(w, 200, rpcError(m.ID, -32601, "Method not found", nil))
+				case "initialize":
+					sessions++
+					live = fmt.Sprint("s", sessions)
+					w.Header().Set("Mcp-Session-Id", live)
+					writeJSON(w, 200, result(m.ID, map[string]any{"protocolVersion": m.Params.ProtocolVersion,
+						"capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "l", "version": "1"}}))
+				case "notifications/initialized":
+					if sessions == 1 {
+						live = "" // the server restarts after the handshake
+					}
+					w.WriteHeader(202)
+				default:
+					if r.Header.Get("Mcp-Session-Id") != live {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(tc.status)
+						_, _ = io.WriteString(w, tc.body)
+						return
+					}
+					writeJSON(w, 200, result(m.ID, map[string]any{"tools": []any{tool("a")}}))
+				}
+			})
+			l, err := upstream.New(upstream.Options{}).Discover(context.Background(), s.url, nil)
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "tools/list: status 400") {
+					t.Fatalf("error %v, want the server's 400", err)
+				}
+				return
+			}
+			if err != nil || len(l.Tools) != 1 {
+				t.Fatalf("listing %+v, %v", l, err)
+			}
+			if want := []string{"server/discover", "initialize", "notifications/initialized", "tools/list", "initialize", "notifications/initialized", "tools/list", "DELETE s2"}; !slices.Equal(s.calls(), want) {
+				t.Errorf("calls %v, want %v", s.calls(), want)
+			}
+		})
+	}
+}
