@@ -145,6 +145,15 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 	return x.routeFederated(tgt, f.ID, f.Era, body, nil, meta)
 }
 
+// redirectPolicy is ctx for the gateway's own requests to svc: redirects
+// are followed only when svc allows same-origin ones.
+func redirectPolicy(ctx context.Context, svc registry.ToolService) context.Context {
+	if svc.AllowSameOriginRedirects {
+		return upstream.AllowSameOriginRedirects(ctx)
+	}
+	return ctx
+}
+
 // codeResourceNotFound is the MCP error of an unknown resource URI.
 const codeResourceNotFound = -32002
 
@@ -245,7 +254,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			key.caps = capsOf(body) // what the client says it answers (relay.go)
 		}
 		f.caps = key.caps
-		ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 		sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
 			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.declare())
 		})
@@ -362,7 +371,48 @@ func sortedHeaderKeys(h http.Header) []string {
 }
 
 // fedResponseHeaders handles the response headers of a federated request.
+// Whatever it answers, the server's headers outside the allow-list are
+// removed.
 func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	resp := x.fedResponseHeadersAnswer(h)
+	cr := resp.GetResponseHeaders().GetResponse()
+	if cr.HeaderMutation == nil {
+		cr.HeaderMutation = &extprocv3.HeaderMutation{}
+	}
+	cr.HeaderMutation.RemoveHeaders = appendDropped(cr.HeaderMutation.RemoveHeaders, h)
+	return resp
+}
+
+// upstreamHeaderAllowed reports whether a response header of a federated
+// MCP server may reach the client (lower-case name): the content's type,
+// length and encoding, the MCP headers but the session, cache validators
+// and lifetimes, and tracing. Anything else (Set-Cookie, CORS,
+// WWW-Authenticate, Location, arbitrary headers) would speak for the
+// gateway's origin and is dropped; docs/contracts/mcp.md lists the same.
+func upstreamHeaderAllowed(k string) bool {
+	switch k {
+	case "content-type", "content-length", "content-encoding",
+		"cache-control", "etag", "last-modified", "expires", "vary", "age",
+		"traceparent", "tracestate", "baggage", "x-request-id",
+		"date", "x-envoy-upstream-service-time":
+		return true
+	case "mcp-session-id": // the gateway's, never the client's
+		return false
+	}
+	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "mcp-")
+}
+
+// appendDropped appends to remove the headers of h that no client may see.
+func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if k := strings.ToLower(hv.GetKey()); !upstreamHeaderAllowed(k) && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	return remove
+}
+
+func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
 	if x.upStatus == http.StatusNotFound && f.session != "" {
@@ -559,7 +609,7 @@ func (x *exchange) reissue() []byte {
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
 	key.caps = f.caps
 	x.s.sessions.invalidate(key, f.session)
-	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+	ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, f.svc), x.s.upstreamTimeout())
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {

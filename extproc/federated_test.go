@@ -502,6 +502,43 @@ func TestFederatedSessionLost400(t *testing.T) {
 	}
 }
 
+// TestFederatedResponseHeaderAllowList: a federated server's response
+// headers reach the client only through the allow-list, on the buffered
+// and the streamed path alike.
+func TestFederatedResponseHeaderAllowList(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	hostile := []string{"set-cookie", "sid=1", "access-control-allow-origin", "*", "www-authenticate", `Bearer realm="elsewhere"`,
+		"location", "https://elsewhere.example/", "x-anything", "1", "mcp-session-id", "s1"}
+	kept := []string{"x-envoy-upstream-service-time", "3", "cache-control", "no-store", "mcp-protocol-version", "2025-11-25", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	for _, ct := range []string{"application/json", "text/event-stream"} {
+		v := env.open(t)
+		v.send(reqHeaders(false, append(post("/mcp/fed", len(body)), "accept", "application/json, text/event-stream")...))
+		v.send(reqBody(body))
+		kv := append(append([]string{":status", "200", "content-type", ct}, hostile...), kept...)
+		m := v.send(respHeaders(false, kv...)).GetResponseHeaders().GetResponse().GetHeaderMutation()
+		v.close()
+		removed := map[string]bool{}
+		for _, k := range m.GetRemoveHeaders() {
+			removed[k] = true
+		}
+		for i := 0; i < len(hostile); i += 2 {
+			if !removed[hostile[i]] {
+				t.Errorf("%s: %s reaches the client (removed %v)", ct, hostile[i], m.GetRemoveHeaders())
+			}
+		}
+		for i := 0; i < len(kept); i += 2 {
+			if removed[kept[i]] {
+				t.Errorf("%s: %s removed", ct, kept[i])
+			}
+		}
+		if removed["content-type"] {
+			t.Errorf("%s: content-type removed", ct)
+		}
+	}
+}
+
 // TestSessionCache: concurrent first calls open one session; invalidating
 // a stale id drops it, invalidating an id already replaced does not.
 func TestSessionCache(t *testing.T) {

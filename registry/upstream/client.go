@@ -54,6 +54,11 @@ func New(opts Options) *Client {
 	if opts.HTTP == nil {
 		opts.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
+	// A copy: the caller's client may serve other uses, whose redirect
+	// policy stays theirs.
+	hc := *opts.HTTP
+	hc.CheckRedirect = checkRedirect
+	opts.HTTP = &hc
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
@@ -345,6 +350,38 @@ func (s *session) params(cursor string) any {
 		return nil
 	}
 	return p
+}
+
+// sameOriginKey marks a context whose requests may follow same-origin
+// redirects.
+type sameOriginKey struct{}
+
+// AllowSameOriginRedirects returns ctx with same-origin redirects allowed
+// for the requests made with it (a service's allowSameOriginRedirects).
+func AllowSameOriginRedirects(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sameOriginKey{}, true)
+}
+
+// maxRedirects bounds the same-origin redirects one request follows.
+const maxRedirects = 5
+
+// checkRedirect refuses every redirect, unless the request's context
+// allows same-origin ones (AllowSameOriginRedirects) and this one stays on
+// the origin (scheme, host and port) of the first request. A redirect
+// elsewhere would carry the service's credential headers and the
+// gateway's session to a host the operator never named.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if allowed, _ := req.Context().Value(sameOriginKey{}).(bool); !allowed {
+		return fmt.Errorf("the server redirects to %s: toolmesh follows no redirect of an MCP server unless its service sets allowSameOriginRedirects", clip(req.URL.Redacted()))
+	}
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("the server redirects to %s, another origin than %s://%s: toolmesh follows same-origin redirects only", clip(req.URL.Redacted()), first.Scheme, first.Host)
+	}
+	if len(via) > maxRedirects {
+		return fmt.Errorf("more than %d redirects", maxRedirects)
+	}
+	return nil
 }
 
 // transportError is a request that got no HTTP answer.

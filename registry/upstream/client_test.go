@@ -495,3 +495,72 @@ func TestDiscoverSessionLost(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverRedirects: a server that redirects gets no credential
+// header across origins. Without allowSameOriginRedirects no redirect is
+// followed; with it, same-origin ones are, and another origin still is
+// not.
+func TestDiscoverRedirects(t *testing.T) {
+	var leaked sync.Map // header values the other origin received
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("X-Api-Key"); v != "" {
+			leaked.Store("X-Api-Key", v)
+		}
+		if v := r.Header.Get("Mcp-Session-Id"); v != "" {
+			leaked.Store("Mcp-Session-Id", v)
+		}
+		http.Error(w, "no", 500)
+	}))
+	t.Cleanup(other.Close)
+	target := func(self string) map[string]string {
+		return map[string]string{"same": self + "/v2/mcp", "other": other.URL + "/v1/mcp"}
+	}
+	for _, tc := range []struct {
+		name, to   string
+		allow, ok  bool
+		wantErrSub string
+	}{
+		{"same origin, not allowed", "same", false, false, "follows no redirect"},
+		{"other origin, not allowed", "other", false, false, "follows no redirect"},
+		{"same origin, allowed", "same", true, true, ""},
+		{"other origin, allowed", "other", true, false, "another origin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var self string
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/mcp" {
+					http.Redirect(w, r, target(self)[tc.to], http.StatusTemporaryRedirect)
+					return
+				}
+				var m rpc
+				_ = json.NewDecoder(r.Body).Decode(&m)
+				if r.Header.Get("X-Api-Key") != "k" {
+					t.Errorf("%s after the redirect without the credential", m.Method)
+				}
+				if m.Method == "server/discover" {
+					writeJSON(w, 200, result(m.ID, map[string]any{"supportedVersions": []string{"2026-07-28"}, "capabilities": map[string]any{"tools": map[string]any{}}}))
+					return
+				}
+				writeJSON(w, 200, result(m.ID, map[string]any{"tools": []any{tool("a")}}))
+			}))
+			t.Cleanup(ts.Close)
+			self = ts.URL
+			ctx := context.Background()
+			if tc.allow {
+				ctx = upstream.AllowSameOriginRedirects(ctx)
+			}
+			l, err := upstream.New(upstream.Options{}).Discover(ctx, ts.URL+"/v1/mcp", map[string]string{"X-Api-Key": "k"})
+			if tc.ok {
+				if err != nil || len(l.Tools) != 1 {
+					t.Fatalf("listing %+v, %v", l, err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.wantErrSub) {
+				t.Fatalf("error %v, want %q", err, tc.wantErrSub)
+			}
+		})
+	}
+	leaked.Range(func(k, v any) bool {
+		t.Errorf("the other origin received %s: %v", k, v)
+		return true
+	})
+}
