@@ -449,7 +449,7 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 		at := x.streamDeadline() // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
-			f.sse = &sseTranslator{fn: x.fedStreamMessage}
+			f.sse = x.newSSETranslator()
 			resp.ModeOverride = streamOverride()
 			if deadline && x.duplexResp {
 				// The body is FULL_DUPLEX_STREAMED since the request
@@ -481,7 +481,10 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 		if f.sse == nil {
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}
-		out := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		out, err := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		if err != nil {
+			out = append(out, x.fedStreamFailure(err)...)
+		}
 		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
 	}
 	body := b.GetBody()
@@ -587,6 +590,28 @@ func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
 		return x.filtered(x.s.proto.CallResult(x.call, u))
 	}
 	return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
+}
+
+// fedStreamFailure is the last event of a stream cut short at a bound: the
+// failure as the response to the client's request (an isError result for
+// tools/call, -32603 otherwise). What the server sends after it is dropped.
+func (x *exchange) fedStreamFailure(err error) []byte {
+	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: stream cut at a bound", slog.String("request_id", x.requestID),
+		slog.String("route", x.routeKey), slog.String("service", x.fed.svc.Name), slog.String("error", err.Error()))
+	msg := x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge},
+		err.Error()+" ("+strconv.FormatInt(x.s.cfg.MaxResponseBytes, 10)+" bytes)")
+	if d := x.fed.duplex; d != nil {
+		d.seen = true
+	}
+	out := append([]byte("event: message\ndata: "), msg...)
+	return append(out, "\n\n"...)
+}
+
+// newSSETranslator is the translator of a federated stream: each event and
+// the whole stream bounded by MaxResponseBytes.
+func (x *exchange) newSSETranslator() *sseTranslator {
+	lim := x.s.cfg.MaxResponseBytes
+	return &sseTranslator{fn: x.fedStreamMessage, split: eventSplitter{max: int(lim)}, maxTotal: lim}
 }
 
 // excerpt is the start of a server's answer quoted in an error.
