@@ -35,10 +35,10 @@ type duplexStream struct {
 	deadline time.Time
 	buf      eventSplitter // the start of an event whose end has not arrived
 	total    int64         // body bytes so far, bounded by MaxResponseBytes
-	chunks   int    // response_body messages received
-	seen     bool   // the server's response to the request passed
-	expired  bool   // the deadline passed before any chunk could be answered
-	ended    bool   // end_of_stream was sent
+	chunks   int           // response_body messages received
+	seen     bool          // the server's response to the request passed
+	expired  bool          // the deadline passed before any chunk could be answered
+	ended    bool          // end_of_stream was sent
 }
 
 // duplexOverride switches the response body to FULL_DUPLEX_STREAMED. As
