@@ -180,15 +180,16 @@ type ListResult struct {
 // ListResult member it fills.
 type ListMethod struct {
 	Method string
+	Kind   string // what it lists, in words
 	Items  func(*ListResult) []json.RawMessage
 }
 
 // List methods.
 var (
-	ListTools             = ListMethod{"tools/list", func(r *ListResult) []json.RawMessage { return r.Tools }}
-	ListResources         = ListMethod{"resources/list", func(r *ListResult) []json.RawMessage { return r.Resources }}
-	ListResourceTemplates = ListMethod{"resources/templates/list", func(r *ListResult) []json.RawMessage { return r.ResourceTemplates }}
-	ListPrompts           = ListMethod{"prompts/list", func(r *ListResult) []json.RawMessage { return r.Prompts }}
+	ListTools             = ListMethod{"tools/list", "tools", func(r *ListResult) []json.RawMessage { return r.Tools }}
+	ListResources         = ListMethod{"resources/list", "resources", func(r *ListResult) []json.RawMessage { return r.Resources }}
+	ListResourceTemplates = ListMethod{"resources/templates/list", "resource templates", func(r *ListResult) []json.RawMessage { return r.ResourceTemplates }}
+	ListPrompts           = ListMethod{"prompts/list", "prompts", func(r *ListResult) []json.RawMessage { return r.Prompts }}
 )
 
 // ResultComplete is the resultType of a final result. A result without

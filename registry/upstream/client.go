@@ -28,6 +28,12 @@ import (
 const (
 	DefaultMaxBytes = 4 << 20
 	DefaultMaxPages = 100
+	// DefaultMaxItems bounds each kind of item (tools, resources, resource
+	// templates, prompts) of one server's listing, across all its pages.
+	DefaultMaxItems = 10000
+	// DefaultMaxListingBytes bounds the results of one server's listing,
+	// all methods and pages together.
+	DefaultMaxListingBytes = 32 << 20
 )
 
 // Options configures a [Client].
@@ -40,6 +46,13 @@ type Options struct {
 	MaxBytes int64
 	// MaxPages bounds the pages followed per list method (default 100).
 	MaxPages int
+	// MaxItems bounds each kind of item of one listing, across its pages
+	// (default DefaultMaxItems); MaxListingBytes bounds the bytes of all
+	// its results (default DefaultMaxListingBytes). A listing past either
+	// fails with a *BoundError: a hostile or broken server cannot grow the
+	// gateway's memory page after page.
+	MaxItems        int
+	MaxListingBytes int64
 	// ClientInfo is the Implementation toolmesh names itself with.
 	ClientInfo mcp.Implementation
 }
@@ -64,6 +77,12 @@ func New(opts Options) *Client {
 	}
 	if opts.MaxPages <= 0 {
 		opts.MaxPages = DefaultMaxPages
+	}
+	if opts.MaxItems <= 0 {
+		opts.MaxItems = DefaultMaxItems
+	}
+	if opts.MaxListingBytes <= 0 {
+		opts.MaxListingBytes = DefaultMaxListingBytes
 	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = mcp.Implementation{Name: mcp.DefaultServerName, Version: mcp.DefaultServerVersion}
@@ -133,6 +152,18 @@ type session struct {
 	ttl      *time.Duration
 	scope    string
 	caps     map[string]any // client capabilities declared in initialize; nil: none
+	listed   int64          // bytes of the list results so far
+}
+
+// BoundError is a listing refused at one of the Client's bounds.
+type BoundError struct {
+	Method string
+	Bound  string // what was bounded: "tools", "resources", …, or "bytes"
+	Limit  int64
+}
+
+func (e *BoundError) Error() string {
+	return fmt.Sprintf("%s: the server lists more than %d %s (toolmesh's listing bound; the listing is refused)", e.Method, e.Limit, e.Bound)
 }
 
 // discover settles the era: server/discover, else initialize.
@@ -291,6 +322,9 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		if err != nil {
 			return nil, err
 		}
+		if s.listed += int64(len(raw)); s.listed > s.c.opts.MaxListingBytes {
+			return nil, &BoundError{Method: m.Method, Bound: "bytes of list results", Limit: s.c.opts.MaxListingBytes}
+		}
 		var r mcp.ListResult
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("%s: result: %w", m.Method, err)
@@ -300,6 +334,9 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		}
 		s.noteCache(r.CacheFields)
 		items = append(items, m.Items(&r)...)
+		if len(items) > s.c.opts.MaxItems {
+			return nil, &BoundError{Method: m.Method, Bound: m.Kind, Limit: int64(s.c.opts.MaxItems)}
+		}
 		if r.NextCursor == nil || *r.NextCursor == "" {
 			return items, nil
 		}

@@ -564,3 +564,45 @@ func TestDiscoverRedirects(t *testing.T) {
 		return true
 	})
 }
+
+// TestDiscoverListingBounds: a hostile server whose pages each stay under
+// the page bound but together list without end is refused at the item
+// bound (per kind, across pages) or the byte bound (all results), before
+// it reaches the page bound, with an error naming the bound.
+func TestDiscoverListingBounds(t *testing.T) {
+	page := func(n int) []any {
+		tools := make([]any, n)
+		for i := range tools {
+			tools[i] = tool(fmt.Sprint("t", i))
+		}
+		return tools
+	}
+	hostile := func(t *testing.T) *server {
+		n := 0
+		return statelessWith(t, func(w http.ResponseWriter, m rpc) {
+			n++
+			writeJSON(w, 200, result(m.ID, map[string]any{"tools": page(150), "nextCursor": fmt.Sprint("c", n)}))
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		opts upstream.Options
+		want string
+		reqs int
+	}{
+		{"items", upstream.Options{MaxItems: 1000}, "tools/list: the server lists more than 1000 tools", 1 + 7},
+		{"bytes", upstream.Options{MaxListingBytes: 64 << 10}, "tools/list: the server lists more than 65536 bytes of list results", 1 + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := hostile(t)
+			_, err := upstream.New(tc.opts).Discover(context.Background(), s.url, nil)
+			var be *upstream.BoundError
+			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if got := len(s.calls()); got != tc.reqs {
+				t.Errorf("%d requests, want %d", got, tc.reqs)
+			}
+		})
+	}
+}
