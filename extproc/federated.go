@@ -132,9 +132,14 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 		case ambiguous:
 			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "ambiguous resource: "+clipName(f.Name)+" matches templates of several servers", nil), "", "")
 		case it == nil || !x.authorizeItem(f, false): // a hidden resource is not found
-			// -32002 is the resource-not-found code of the MCP
-			// specification (server/resources).
-			return x.answer(mcp.ErrorReply(200, f.ID, codeResourceNotFound, "Resource not found: "+clipName(f.Name), nil), "", "")
+			// -32002 is the legacy era's resource-not-found code
+			// (server/resources); 2026-07-28 answers -32602 (SEP-2164).
+			// Both carry the URI in data.
+			code := codeResourceNotFound
+			if f.Era == mcp.EraStateless {
+				code = mcp.CodeInvalidParams
+			}
+			return x.answer(mcp.ErrorReply(200, f.ID, code, "Resource not found: "+clipName(f.Name), map[string]string{"uri": f.Name}), "", "")
 		}
 		tgt.service = it.Service
 	}

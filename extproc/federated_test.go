@@ -236,16 +236,22 @@ func TestFederatedAuthorizationRemoved(t *testing.T) {
 // them; unknown items are errors that never reach a server.
 func TestFederatedLists(t *testing.T) {
 	env := newTestEnv(t, Config{}, federatedRoutes(t, "http://127.0.0.1:1"))
-	for _, tc := range []struct{ body, want string }{
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, `"resources":[{"uri":"gh://readme","name":"readme"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/templates/list"}`, `"resourceTemplates":[{"uriTemplate":"gh://issues/{n}","name":"issue"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`, `"prompts":[{"name":"gh_review","description":"d"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, `"resources":{"listChanged":false},"prompts":{"listChanged":false},"completions":{}`},
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing"}}`, `"code":-32002`},
-		{`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}`, `unknown prompt: review`},
+	for _, tc := range []struct {
+		body, want string
+		headers    []string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, `"resources":[{"uri":"gh://readme","name":"readme"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/templates/list"}`, `"resourceTemplates":[{"uriTemplate":"gh://issues/{n}","name":"issue"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`, `"prompts":[{"name":"gh_review","description":"d"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, `"resources":{"listChanged":false},"prompts":{"listChanged":false},"completions":{}`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing"}}`, `"code":-32002,"message":"Resource not found: gh://nothing","data":{"uri":"gh://nothing"}`, nil},
+		// 2026-07-28: -32602 with data.uri (SEP-2164).
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing",` + meta2026 + `}}`, `"code":-32602,"message":"Resource not found: gh://nothing","data":{"uri":"gh://nothing"}`,
+			[]string{"mcp-protocol-version", "2026-07-28", "mcp-method", "resources/read", "mcp-name", "gh://nothing"}},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}`, `unknown prompt: review`, nil},
 	} {
 		v := env.open(t)
-		v.send(reqHeaders(false, post("/mcp/fed", len(tc.body))...))
+		v.send(reqHeaders(false, post("/mcp/fed", len(tc.body), tc.headers...)...))
 		im := v.send(reqBody(tc.body)).GetImmediateResponse()
 		if im == nil || !strings.Contains(string(im.GetBody()), tc.want) {
 			t.Errorf("%s\n got %s\nwant %s", tc.body, im.GetBody(), tc.want)
