@@ -439,13 +439,29 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
+	side := "the server failed"
+	if e.Status/100 == 4 {
+		side = "the server refused toolmesh's request"
+	}
 	switch {
 	case e.RPC != nil:
-		return fmt.Sprintf("%s: status %d: %v", e.Method, e.Status, e.RPC)
+		return fmt.Sprintf("%s: status %d: %v (%s)", e.Method, e.Status, e.RPC, side)
 	case e.Body != "":
-		return fmt.Sprintf("%s: status %d: %q", e.Method, e.Status, e.Body)
+		return fmt.Sprintf("%s: status %d: %q (%s)", e.Method, e.Status, e.Body, side)
 	}
-	return fmt.Sprintf("%s: status %d", e.Method, e.Status)
+	return fmt.Sprintf("%s: status %d (%s)", e.Method, e.Status, side)
+}
+
+// rpcFailure wraps the JSON-RPC error a server answered method with, saying
+// which side it blames: the request-shape codes mean the server refused
+// what toolmesh sent (a defect of toolmesh's or a server that speaks
+// another dialect), the others are the server's own failure.
+func rpcFailure(method string, e *mcp.RPCError) error {
+	switch e.Code {
+	case mcp.CodeParseError, mcp.CodeInvalidRequest, mcp.CodeInvalidParams:
+		return fmt.Errorf("%s: %w (the server refused toolmesh's request)", method, e)
+	}
+	return fmt.Errorf("%s: %w", method, e)
 }
 
 // Unwrap lets errors.As find the JSON-RPC error.
@@ -493,7 +509,7 @@ func (s *session) callOnce(ctx context.Context, method string, params any) (json
 		return nil, err
 	}
 	if msg.Error != nil {
-		return nil, fmt.Errorf("%s: %w", method, msg.Error)
+		return nil, rpcFailure(method, msg.Error)
 	}
 	return msg.Result, nil
 }

@@ -606,3 +606,30 @@ func TestDiscoverListingBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverErrorsSayWhichSide: a server refusing the gateway's request
+// (4xx, or a request-shape JSON-RPC error) reads as a refusal of toolmesh's
+// request; a 5xx as the server's failure.
+func TestDiscoverErrorsSayWhichSide(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter, m rpc)
+		want   string
+	}{
+		{"400 parse error", func(w http.ResponseWriter, m rpc) {
+			writeJSON(w, 400, rpcError(nil, -32700, "Parse error: Invalid JSON-RPC message", nil))
+		}, "tools/list: status 400: JSON-RPC error -32700: Parse error: Invalid JSON-RPC message (the server refused toolmesh's request)"},
+		{"200 invalid params", func(w http.ResponseWriter, m rpc) {
+			writeJSON(w, 200, rpcError(m.ID, -32602, "bad cursor", nil))
+		}, "tools/list: JSON-RPC error -32602: bad cursor (the server refused toolmesh's request)"},
+		{"500", func(w http.ResponseWriter, m rpc) { http.Error(w, "boom", 500) }, `tools/list: status 500: "boom" (the server failed)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := statelessWith(t, tc.answer)
+			_, err := upstream.New(upstream.Options{}).Discover(context.Background(), s.url, nil)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error\n got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}
