@@ -380,6 +380,30 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("second chunk %q", got)
 		}
 	})
+	t.Run("an event that never ends is cut at the bound, the client gets a failure", func(t *testing.T) {
+		env := newTestEnv(t, Config{MaxResponseBytes: 4096}, federatedRoutes(t, ls.URL))
+		v, _ := routeCall(t, env, callLegacy)
+		defer v.close()
+		v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`
+		if got := v.responseChunk("data: "+progress+"\n\ndata: {", false); got != "data: "+progress+"\n\n" {
+			t.Errorf("first chunk %q", got)
+		}
+		var got string
+		for i := 0; got == "" && i < 100; i++ {
+			got = v.responseChunk(strings.Repeat("x", 1000), false)
+		}
+		data, ok := strings.CutPrefix(got, "event: message\ndata: ")
+		if !ok {
+			t.Fatalf("no failure event after 100 KB of one event: %q", got)
+		}
+		if res := decodeResult(t, []byte(strings.TrimSpace(data)), "5"); !res.IsError {
+			t.Errorf("result %+v, want isError", res)
+		}
+		if rest := v.responseChunk("\n\ndata: late\n\n", true); rest != "" {
+			t.Errorf("after the failure %q", rest)
+		}
+	})
 }
 
 // routeCall sends a request's headers and body and returns the stream and
