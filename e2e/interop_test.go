@@ -1,0 +1,391 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The interop matrix: unmodified MCP servers from npm, at the versions the
+// package-lock.json files under interop/ pin, behind toolmesh routes
+// (docs/interop.md lists them).
+
+// nodeServer is one node process serving MCP over streamable HTTP on a
+// loopback port that stays the same across restarts.
+type nodeServer struct {
+	node, dir string
+	args      []string
+	addr      string // 127.0.0.1:port
+	logs      *syncBuffer
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	done      chan struct{}
+}
+
+// startNodeServer runs node with args in dir, PORT set to a free loopback
+// port; interop/loopback.mjs makes the server bind 127.0.0.1 only. It
+// returns once the port accepts connections.
+func startNodeServer(t *testing.T, node, dir string, args ...string) *nodeServer {
+	t.Helper()
+	s := &nodeServer{node: node, dir: dir, args: args, addr: freePort(t), logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		s.kill(t)
+		if t.Failed() {
+			t.Logf("%s output:\n%s", dir, tail(s.logs.String(), 60))
+		}
+	})
+	s.start(t)
+	return s
+}
+
+func (s *nodeServer) start(t *testing.T) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.addr)
+	loopback, err := filepath.Abs(filepath.Join("interop", "loopback.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(s.node, append([]string{"--import", "file://" + loopback}, s.args...)...)
+	cmd.Dir = s.dir
+	// No proxy and no outbound domains: the servers talk to loopback only.
+	cmd.Env = append(os.Environ(), "PORT="+port, "GZIP_ALLOWED_DOMAINS=127.0.0.1", "HTTP_PROXY=", "HTTPS_PROXY=")
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start node %v: %v", s.args, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	eventually(t, 60*time.Second, "node "+strings.Join(s.args, " ")+" listening on "+s.addr, func() bool {
+		select {
+		case <-done:
+			t.Fatalf("node %v exited before listening:\n%s", s.args, tail(s.logs.String(), 40))
+		default:
+		}
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+}
+
+// kill ends the process (SIGKILL: a crash, not a graceful shutdown) and
+// waits for it.
+func (s *nodeServer) kill(t *testing.T) {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Errorf("node %v did not exit within 15 s of SIGKILL", s.args)
+	}
+}
+
+// everythingDir holds the package-lock.json pinning
+// @modelcontextprotocol/server-everything.
+var everythingDir = filepath.Join("interop", "everything")
+
+// startEverything installs (npm ci) and starts the unmodified reference
+// server over streamable HTTP; its endpoint is /mcp.
+func startEverything(t *testing.T) *nodeServer {
+	t.Helper()
+	node := npmInstalled(t, everythingDir, "@modelcontextprotocol/server-everything")
+	return startNodeServer(t, node, everythingDir,
+		filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "streamableHttp")
+}
+
+// everythingTools are the tools server-everything lists to a client that
+// declares no roots, sampling or elicitation capability, as the gateway's
+// upstream session does (docs/interop.md says why). Each has arguments
+// that call it without touching the network, and what its text must hold;
+// for the one tool the gateway cannot call, fails is the text of its
+// isError result (docs/interop.md says why).
+var everythingTools = map[string]struct {
+	args        map[string]any
+	want, fails string
+}{
+	"echo":                   {args: map[string]any{"message": "héllo"}, want: "Echo: héllo"},
+	"get-annotated-message":  {args: map[string]any{"messageType": "success"}, want: "Operation completed successfully"},
+	"get-env":                {args: map[string]any{}, want: "PORT"},
+	"get-resource-links":     {args: map[string]any{"count": 2}, want: "resource links"},
+	"get-resource-reference": {args: map[string]any{"resourceType": "Text", "resourceId": 3}, want: "Resource 3"},
+	"get-structured-content": {args: map[string]any{"location": "Chicago"}, want: "temperature"},
+	"get-sum":                {args: map[string]any{"a": 2, "b": 40}, want: "42"},
+	"get-tiny-image":         {args: map[string]any{}, want: "MCP logo"},
+	// Its taskSupport is "required": it answers only a call with the
+	// experimental tasks utility's task parameter, then tasks/get and
+	// tasks/result, which the gateway does not offer.
+	"simulate-research-query": {args: map[string]any{"topic": "gateways"}, fails: "requires task augmentation"},
+	"gzip-file-as-resource": {args: map[string]any{"name": "hi.txt.gz", "data": "data:text/plain;base64,aGVsbG8=",
+		"outputType": "resource"}, want: "hi.txt.gz"},
+	"toggle-simulated-logging":       {args: map[string]any{}, want: "logging"},
+	"toggle-subscriber-updates":      {args: map[string]any{}, want: "updates"},
+	"trigger-long-running-operation": {args: map[string]any{"duration": 0.3, "steps": 3}, want: "Long running operation completed"},
+}
+
+// interopClient connects the go-sdk client to endpoint in the era pin asks
+// for ("" is 2026-07-28), counting progress notifications.
+func interopClient(t *testing.T, ctx context.Context, endpoint, pin string) (*sdk.ClientSession, func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	progress := 0
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e-interop", Version: "1.0.0"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress++
+			mu.Unlock()
+		},
+	})
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true, MaxRetries: -1},
+		&sdk.ClientSessionOptions{ProtocolVersion: pin})
+	if err != nil {
+		t.Fatalf("connect %s (era %q): %v", endpoint, pin, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, func() int { mu.Lock(); defer mu.Unlock(); return progress }
+}
+
+// toolNames lists the tools of cs.
+func toolNames(t *testing.T, ctx context.Context, cs *sdk.ClientSession) []string {
+	t.Helper()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tl := range lt.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// contentText joins a result's text, and names the other content kinds.
+func contentText(res *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			parts = append(parts, c.Text)
+		case *sdk.ImageContent:
+			parts = append(parts, fmt.Sprintf("[%s image, %d bytes]", c.MIMEType, len(c.Data)))
+		default:
+			b, _ := json.Marshal(c)
+			parts = append(parts, string(b))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestInteropEverything puts the unmodified reference server
+// @modelcontextprotocol/server-everything (streamable HTTP) behind two
+// routes, alone and with prefix e_ beside a native Tool Service, and
+// drives them with the go-sdk client in both eras: discovery, tools/list,
+// a call of every listed tool, streamed progress, resources/read,
+// prompts/get, completion and error mapping; then it kills the server,
+// sees calls fail while it is down, restarts it on the same port and sees
+// the first call succeed over a new upstream session (the server answers
+// the old one with 400 "No valid session ID provided", not 404).
+func TestInteropEverything(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	ev := startEverything(t)
+	native := newToolService(t, "native", standardTools(""))
+	evURL := "http://" + ev.addr + "/mcp"
+	cluster := map[string]any{"requestTimeout": "20s", "connectTimeout": "1s", "maxRetries": 0}
+	portal := writeListing(t, map[string]any{"routes": []any{
+		map[string]any{"key": "everything", "toolServices": []any{
+			map[string]any{"name": "everything", "protocol": "mcp", "url": evURL, "cluster": cluster},
+		}},
+		map[string]any{"key": "mixed", "toolServices": []any{
+			map[string]any{"name": "native", "url": native.srv.URL},
+			map[string]any{"name": "everything-e", "protocol": "mcp", "url": evURL, "toolPrefix": "e_", "cluster": cluster},
+		}},
+	}})
+	gw := startGateway(t, portal)
+
+	t.Run("discovery", func(t *testing.T) {
+		_, body := gw.get(t, "/health")
+		var doc struct {
+			Registry struct {
+				Routes []struct {
+					Key      string `json:"key"`
+					Services []struct {
+						Name, Protocol, Era, Server, LastError string
+						Tools                                  int
+					} `json:"services"`
+				} `json:"routes"`
+			} `json:"registry"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatalf("/health %s: %v", body, err)
+		}
+		found := 0
+		for _, rt := range doc.Registry.Routes {
+			for _, s := range rt.Services {
+				if !strings.HasPrefix(s.Name, "everything") {
+					continue
+				}
+				found++
+				if s.Protocol != "mcp" || s.Era != "legacy" || s.Server != "mcp-servers/everything 2.0.0" || s.LastError != "" || s.Tools != len(everythingTools) {
+					t.Errorf("/health route %s service line %+v, want the legacy-era server with %d tools and no error", rt.Key, s, len(everythingTools))
+				}
+			}
+		}
+		if found != 2 {
+			t.Errorf("/health lists server-everything on %d routes, want 2: %s", found, body)
+		}
+	})
+
+	for _, era := range []struct{ name, pin, version string }{
+		{"client-2026", "", "2026-07-28"},
+		{"client-legacy", "2025-11-25", "2025-11-25"},
+	} {
+		for _, rt := range []struct{ key, prefix string }{{"everything", ""}, {"mixed", "e_"}} {
+			t.Run(era.name+"/"+rt.key, func(t *testing.T) {
+				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+rt.key, era.pin)
+				if got := cs.InitializeResult().ProtocolVersion; got != era.version {
+					t.Fatalf("negotiated %q, want %q", got, era.version)
+				}
+				caps := cs.InitializeResult().Capabilities
+				if caps.Tools == nil || caps.Resources == nil || caps.Prompts == nil || caps.Completions == nil {
+					t.Errorf("capabilities %+v lack tools, resources, prompts or completions", caps)
+				}
+
+				names := toolNames(t, ctx, cs)
+				for name := range everythingTools {
+					if !slices.Contains(names, rt.prefix+name) {
+						t.Errorf("tools/list %v lacks %s", names, rt.prefix+name)
+					}
+				}
+				if rt.key == "mixed" && !slices.Contains(names, "echo") {
+					t.Errorf("tools/list %v lacks the native echo", names)
+				}
+				if want := len(everythingTools); rt.key == "everything" && len(names) != want {
+					t.Errorf("tools/list has %d tools %v, want server-everything's %d", len(names), names, want)
+				}
+
+				// Every tool server-everything lists, called through the gateway.
+				for name, tc := range everythingTools {
+					p := &sdk.CallToolParams{Name: rt.prefix + name, Arguments: tc.args}
+					before := progress()
+					if name == "trigger-long-running-operation" {
+						p.SetProgressToken("interop-" + rt.key)
+					}
+					res, err := cs.CallTool(ctx, p)
+					if err != nil {
+						t.Errorf("tools/call %s: %v", p.Name, err)
+						continue
+					}
+					if tc.fails != "" {
+						if !res.IsError || !strings.Contains(contentText(res), tc.fails) {
+							t.Errorf("tools/call %s: isError %v, content %q, want an isError result holding %q", p.Name, res.IsError, contentText(res), tc.fails)
+						}
+						continue
+					}
+					if res.IsError || len(res.Content) == 0 || !strings.Contains(contentText(res), tc.want) {
+						t.Errorf("tools/call %s: isError %v, content %q, want it to hold %q", p.Name, res.IsError, contentText(res), tc.want)
+					}
+					if name == "trigger-long-running-operation" {
+						eventually(t, 10*time.Second, "3 progress notifications of "+p.Name, func() bool { return progress()-before >= 3 })
+					}
+				}
+				// The toggles started simulated logging and subscriber updates
+				// on the gateway's upstream session; a second call stops them.
+				for _, name := range []string{"toggle-simulated-logging", "toggle-subscriber-updates"} {
+					if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: rt.prefix + name, Arguments: map[string]any{}}); err != nil || res.IsError {
+						t.Errorf("second call of %s: %v %+v", name, err, res)
+					}
+				}
+
+				// Resources: a listed one and one through a template.
+				rl, err := cs.ListResources(ctx, nil)
+				if err != nil || len(rl.Resources) == 0 {
+					t.Fatalf("resources/list: %v %+v", err, rl)
+				}
+				for _, uri := range []string{rl.Resources[0].URI, "demo://resource/dynamic/text/7"} {
+					rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+					if err != nil || len(rr.Contents) != 1 || rr.Contents[0].URI != uri || (rr.Contents[0].Text == "" && len(rr.Contents[0].Blob) == 0) {
+						t.Errorf("resources/read %s: %v %+v", uri, err, rr)
+					}
+				}
+
+				// Prompts and completion.
+				gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: rt.prefix + "simple-prompt"})
+				if err != nil || len(gp.Messages) != 1 || !strings.Contains(gp.Messages[0].Content.(*sdk.TextContent).Text, "simple prompt") {
+					t.Errorf("prompts/get %ssimple-prompt: %v %+v", rt.prefix, err, gp)
+				}
+				cr, err := cs.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: rt.prefix + "completable-prompt"},
+					Argument: sdk.CompleteParamsArgument{Name: "name", Value: "A"},
+					Context:  &sdk.CompleteContext{Arguments: map[string]string{"department": "Engineering"}}})
+				if err != nil || !slices.Equal(cr.Completion.Values, []string{"Alice"}) {
+					t.Errorf("completion/complete: %v %+v, want [Alice]", err, cr)
+				}
+
+				// Error mapping: a tool the route lacks is the gateway's -32602;
+				// a resource the upstream refuses is the upstream's JSON-RPC
+				// error, passed on with its code; a prompt without its required
+				// argument fails.
+				_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: rt.prefix + "no-such-tool", Arguments: map[string]any{}})
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+					t.Errorf("unknown tool: %v, want JSON-RPC -32602", err)
+				}
+				_, err = cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "demo://resource/dynamic/text/0"})
+				if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "Unknown resource: demo://resource/dynamic/text/0") {
+					t.Errorf("resources/read of resource 0 (the server refuses it): %v, want its JSON-RPC error", err)
+				}
+				_, err = cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: rt.prefix + "args-prompt"})
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 || !strings.Contains(rpcErr.Message, "Invalid arguments for prompt args-prompt") {
+					t.Errorf("prompts/get args-prompt without its required argument: %v, want the server's -32602", err)
+				}
+			})
+		}
+	}
+
+	t.Run("restart", func(t *testing.T) {
+		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/everything", "2025-11-25")
+		echo := func() (*sdk.CallToolResult, error) {
+			return cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "again"}})
+		}
+		if res, err := echo(); err != nil || res.IsError {
+			t.Fatalf("echo before the restart: %v %+v", err, res)
+		}
+		ev.kill(t)
+		if res, err := echo(); err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "unavailable") {
+			t.Errorf("echo while the server is down: %v %s, want an isError result naming unavailable", err, fmt.Sprint(res))
+		}
+		ev.start(t)
+		logged := len(ev.logs.String())
+		// The restarted server knows none of the old sessions and answers
+		// them 400; the gateway re-initializes and retries once, so the
+		// first call after the restart succeeds.
+		if res, err := echo(); err != nil || res.IsError || contentText(res) != "Echo: again" {
+			t.Errorf("first echo after the restart: %v %s", err, fmt.Sprint(res))
+		}
+		if after := ev.logs.String()[logged:]; !strings.Contains(after, "Session initialized") {
+			t.Errorf("the restarted server initialized no session for the call:\n%s", after)
+		}
+	})
+}
