@@ -167,6 +167,59 @@ func interopClient(t *testing.T, ctx context.Context, endpoint, pin string) (*sd
 	return cs, func() int { mu.Lock(); defer mu.Unlock(); return progress }
 }
 
+// healthLine is what /health must say of a federated service.
+type healthLine struct {
+	server string // name and version from the server's initialize answer
+	tools  int
+}
+
+// checkInteropHealth checks /health's line for each service in want (by
+// name): a legacy-era MCP server, its name and tool count, and no error.
+func checkInteropHealth(t *testing.T, gw *gateway, want map[string]healthLine) {
+	t.Helper()
+	_, body := gw.get(t, "/health")
+	var doc struct {
+		Registry struct {
+			Routes []struct {
+				Key      string `json:"key"`
+				Services []struct {
+					Name, Protocol, Era, Server, LastError string
+					Tools                                  int
+				} `json:"services"`
+			} `json:"routes"`
+		} `json:"registry"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("/health %s: %v", body, err)
+	}
+	seen := map[string]bool{}
+	for _, rt := range doc.Registry.Routes {
+		for _, s := range rt.Services {
+			w, ok := want[s.Name]
+			if !ok {
+				continue
+			}
+			seen[s.Name] = true
+			if s.Protocol != "mcp" || s.Era != "legacy" || s.Server != w.server || s.LastError != "" || s.Tools != w.tools {
+				t.Errorf("/health route %s service line %+v, want %s in the legacy era with %d tools and no error", rt.Key, s, w.server, w.tools)
+			}
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("/health lacks service %s: %s", name, body)
+		}
+	}
+}
+
+// resultString shows a call's result in a failure message.
+func resultString(res *sdk.CallToolResult) string {
+	if res == nil {
+		return "no result"
+	}
+	return fmt.Sprintf("isError %v %q", res.IsError, contentText(res))
+}
+
 // toolNames lists the tools of cs.
 func toolNames(t *testing.T, ctx context.Context, cs *sdk.ClientSession) []string {
 	t.Helper()
@@ -226,36 +279,8 @@ func TestInteropEverything(t *testing.T) {
 	gw := startGateway(t, portal)
 
 	t.Run("discovery", func(t *testing.T) {
-		_, body := gw.get(t, "/health")
-		var doc struct {
-			Registry struct {
-				Routes []struct {
-					Key      string `json:"key"`
-					Services []struct {
-						Name, Protocol, Era, Server, LastError string
-						Tools                                  int
-					} `json:"services"`
-				} `json:"routes"`
-			} `json:"registry"`
-		}
-		if err := json.Unmarshal(body, &doc); err != nil {
-			t.Fatalf("/health %s: %v", body, err)
-		}
-		found := 0
-		for _, rt := range doc.Registry.Routes {
-			for _, s := range rt.Services {
-				if !strings.HasPrefix(s.Name, "everything") {
-					continue
-				}
-				found++
-				if s.Protocol != "mcp" || s.Era != "legacy" || s.Server != "mcp-servers/everything 2.0.0" || s.LastError != "" || s.Tools != len(everythingTools) {
-					t.Errorf("/health route %s service line %+v, want the legacy-era server with %d tools and no error", rt.Key, s, len(everythingTools))
-				}
-			}
-		}
-		if found != 2 {
-			t.Errorf("/health lists server-everything on %d routes, want 2: %s", found, body)
-		}
+		server := healthLine{server: "mcp-servers/everything 2.0.0", tools: len(everythingTools)}
+		checkInteropHealth(t, gw, map[string]healthLine{"everything": server, "everything-e": server})
 	})
 
 	for _, era := range []struct{ name, pin, version string }{
@@ -374,7 +399,7 @@ func TestInteropEverything(t *testing.T) {
 		}
 		ev.kill(t)
 		if res, err := echo(); err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "unavailable") {
-			t.Errorf("echo while the server is down: %v %s, want an isError result naming unavailable", err, fmt.Sprint(res))
+			t.Errorf("echo while the server is down: %v %s, want an isError result naming unavailable", err, resultString(res))
 		}
 		ev.start(t)
 		logged := len(ev.logs.String())
@@ -382,10 +407,171 @@ func TestInteropEverything(t *testing.T) {
 		// them 400; the gateway re-initializes and retries once, so the
 		// first call after the restart succeeds.
 		if res, err := echo(); err != nil || res.IsError || contentText(res) != "Echo: again" {
-			t.Errorf("first echo after the restart: %v %s", err, fmt.Sprint(res))
+			t.Errorf("first echo after the restart: %v %s", err, resultString(res))
 		}
 		if after := ev.logs.String()[logged:]; !strings.Contains(after, "Session initialized") {
 			t.Errorf("the restarted server initialized no session for the call:\n%s", after)
+		}
+	})
+}
+
+// tsServerDir holds server.mjs, an MCP server written with the official
+// TypeScript SDK, and the package-lock.json pinning the SDK.
+var tsServerDir = filepath.Join("interop", "tsserver")
+
+// tsTarget is one of server.mjs's endpoints as a route serves it.
+type tsTarget struct {
+	route, prefix, kind string
+}
+
+// TestInteropTypeScriptServer puts server.mjs (the official TypeScript
+// SDK's McpServer and StreamableHTTPServerTransport) behind routes: its
+// stateful (legacy-era) endpoint and its stateless one
+// (sessionIdGenerator: undefined) each alone, and both with prefixes beside
+// a native Tool Service. The go-sdk client in both eras checks discovery,
+// tools/list, calls, streamed progress, resources/read, prompts/get,
+// completion and error mapping; then the server is killed and restarted on
+// the same port, and the first call after it succeeds (the stateful
+// endpoint answers the lost session 404).
+func TestInteropTypeScriptServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	node := npmInstalled(t, tsServerDir, "@modelcontextprotocol/sdk")
+	srv := startNodeServer(t, node, tsServerDir, "server.mjs")
+	native := newToolService(t, "native", standardTools(""))
+	base := "http://" + srv.addr
+	cluster := map[string]any{"requestTimeout": "20s", "connectTimeout": "1s", "maxRetries": 0}
+	svc := func(name, path, prefix string) map[string]any {
+		return map[string]any{"name": name, "protocol": "mcp", "url": base + path, "toolPrefix": prefix, "cluster": cluster}
+	}
+	portal := writeListing(t, map[string]any{"routes": []any{
+		map[string]any{"key": "ts", "toolServices": []any{svc("ts", "/mcp", "")}},
+		map[string]any{"key": "ts-stateless", "toolServices": []any{svc("ts-stateless", "/stateless", "")}},
+		map[string]any{"key": "mixed", "toolServices": []any{
+			map[string]any{"name": "native", "url": native.srv.URL},
+			svc("ts-t", "/mcp", "t_"),
+			svc("ts-s", "/stateless", "s_"),
+		}},
+	}})
+	gw := startGateway(t, portal)
+	targets := []tsTarget{{"ts", "", "stateful"}, {"ts-stateless", "", "stateless"}, {"mixed", "t_", "stateful"}, {"mixed", "s_", "stateless"}}
+
+	t.Run("discovery", func(t *testing.T) {
+		stateful, stateless := healthLine{server: "ts-stateful 1.0.0", tools: 4}, healthLine{server: "ts-stateless 1.0.0", tools: 4}
+		checkInteropHealth(t, gw, map[string]healthLine{"ts": stateful, "ts-t": stateful, "ts-stateless": stateless, "ts-s": stateless})
+	})
+
+	for _, era := range []struct{ name, pin, version string }{
+		{"client-2026", "", "2026-07-28"},
+		{"client-legacy", "2025-11-25", "2025-11-25"},
+	} {
+		for _, tg := range targets {
+			t.Run(era.name+"/"+tg.route+"/"+tg.kind, func(t *testing.T) {
+				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+tg.route, era.pin)
+				if got := cs.InitializeResult().ProtocolVersion; got != era.version {
+					t.Fatalf("negotiated %q, want %q", got, era.version)
+				}
+				names := toolNames(t, ctx, cs)
+				for _, n := range []string{"echo", "add", "progress", "fail"} {
+					if !slices.Contains(names, tg.prefix+n) {
+						t.Errorf("tools/list %v lacks %s", names, tg.prefix+n)
+					}
+				}
+				if tg.route == "mixed" && !slices.Contains(names, "json") {
+					t.Errorf("tools/list %v lacks the native json", names)
+				}
+				call := func(name string, args map[string]any, token string) *sdk.CallToolResult {
+					t.Helper()
+					p := &sdk.CallToolParams{Name: tg.prefix + name, Arguments: args}
+					if token != "" {
+						p.SetProgressToken(token)
+					}
+					res, err := cs.CallTool(ctx, p)
+					if err != nil {
+						t.Fatalf("tools/call %s: %v", p.Name, err)
+					}
+					return res
+				}
+				if res := call("echo", map[string]any{"message": "x"}, ""); res.IsError || contentText(res) != tg.kind+":x" {
+					t.Errorf("echo: isError %v %q", res.IsError, contentText(res))
+				}
+				res := call("add", map[string]any{"a": 2, "b": 3}, "")
+				if sc, _ := json.Marshal(res.StructuredContent); res.IsError || contentText(res) != "5" || string(sc) != `{"sum":5}` {
+					t.Errorf("add: isError %v %q structuredContent %s", res.IsError, contentText(res), sc)
+				}
+				before := progress()
+				if res := call("progress", map[string]any{}, "tok-"+tg.kind); res.IsError || contentText(res) != tg.kind+":done" {
+					t.Errorf("progress: isError %v %q", res.IsError, contentText(res))
+				}
+				eventually(t, 10*time.Second, "3 progress notifications", func() bool { return progress()-before >= 3 })
+				if res := call("fail", map[string]any{}, ""); !res.IsError || !strings.Contains(contentText(res), tg.kind+" tool failed on purpose") {
+					t.Errorf("fail: isError %v %q, want the server's isError result", res.IsError, contentText(res))
+				}
+
+				for uri, want := range map[string]string{tg.kind + "://readme": tg.kind + " readme", tg.kind + "://items/7": tg.kind + " item 7"} {
+					rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+					if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != want {
+						t.Errorf("resources/read %s: %v %+v", uri, err, rr)
+					}
+				}
+				gp, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: tg.prefix + "greet", Arguments: map[string]string{"name": "ada"}})
+				if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*sdk.TextContent).Text != tg.kind+" says hello to ada" {
+					t.Errorf("prompts/get %sgreet: %v %+v", tg.prefix, err, gp)
+				}
+				cr, err := cs.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/prompt", Name: tg.prefix + "greet"},
+					Argument: sdk.CompleteParamsArgument{Name: "name", Value: "al"}})
+				if err != nil || !slices.Equal(cr.Completion.Values, []string{"alice", "alfred"}) {
+					t.Errorf("completion/complete of a prompt argument: %v %+v", err, cr)
+				}
+				cr, err = cs.Complete(ctx, &sdk.CompleteParams{Ref: &sdk.CompleteReference{Type: "ref/resource", URI: tg.kind + "://items/{id}"},
+					Argument: sdk.CompleteParamsArgument{Name: "id", Value: "b"}})
+				if err != nil || !slices.Equal(cr.Completion.Values, []string{"beta"}) {
+					t.Errorf("completion/complete of a template variable: %v %+v", err, cr)
+				}
+
+				var rpcErr *jsonrpc.Error
+				_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: tg.prefix + "nope", Arguments: map[string]any{}})
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+					t.Errorf("unknown tool: %v, want JSON-RPC -32602", err)
+				}
+				_, err = cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: tg.kind + "://items/missing"})
+				if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "no item missing") {
+					t.Errorf("resources/read of a missing item: %v, want the server's JSON-RPC error", err)
+				}
+				_, err = cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: tg.prefix + "greet"})
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+					t.Errorf("prompts/get greet without its argument: %v, want the server's -32602", err)
+				}
+			})
+		}
+	}
+
+	t.Run("restart", func(t *testing.T) {
+		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/mixed", "2025-11-25")
+		echo := func(name string) (*sdk.CallToolResult, error) {
+			return cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"message": "again"}})
+		}
+		for _, name := range []string{"t_echo", "s_echo"} {
+			if res, err := echo(name); err != nil || res.IsError {
+				t.Fatalf("%s before the restart: %v %+v", name, err, res)
+			}
+		}
+		srv.kill(t)
+		for _, name := range []string{"t_echo", "s_echo"} {
+			if res, err := echo(name); err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "unavailable") {
+				t.Errorf("%s while the server is down: %v %s, want an isError result naming unavailable", name, err, resultString(res))
+			}
+		}
+		if res, err := echo("echo"); err != nil || res.IsError || contentText(res) != "again" {
+			t.Errorf("the native echo while the server is down: %v %s", err, resultString(res))
+		}
+		srv.start(t)
+		// The restarted server answers the gateway's old session 404; the
+		// gateway re-initializes and retries once.
+		for name, want := range map[string]string{"t_echo": "stateful:again", "s_echo": "stateless:again"} {
+			if res, err := echo(name); err != nil || res.IsError || contentText(res) != want {
+				t.Errorf("first %s after the restart: %v %s", name, err, resultString(res))
+			}
 		}
 	})
 }
