@@ -27,7 +27,7 @@ import (
 // loopback port that stays the same across restarts.
 type nodeServer struct {
 	node, dir string
-	args      []string
+	args, env []string
 	addr      string // 127.0.0.1:port
 	logs      *syncBuffer
 	mu        sync.Mutex
@@ -38,9 +38,15 @@ type nodeServer struct {
 // startNodeServer runs node with args in dir, PORT set to a free loopback
 // port; interop/loopback.mjs makes the server bind 127.0.0.1 only. It
 // returns once the port accepts connections.
-func startNodeServer(t *testing.T, node, dir string, args ...string) *nodeServer {
+// "{PORT}" in args is replaced by the port; env is added to the
+// environment.
+func startNodeServer(t *testing.T, node, dir string, env []string, args ...string) *nodeServer {
 	t.Helper()
-	s := &nodeServer{node: node, dir: dir, args: args, addr: freePort(t), logs: &syncBuffer{}}
+	s := &nodeServer{node: node, dir: dir, env: env, addr: freePort(t), logs: &syncBuffer{}}
+	_, port, _ := net.SplitHostPort(s.addr)
+	for _, a := range args {
+		s.args = append(s.args, strings.ReplaceAll(a, "{PORT}", port))
+	}
 	t.Cleanup(func() {
 		s.kill(t)
 		if t.Failed() {
@@ -61,7 +67,7 @@ func (s *nodeServer) start(t *testing.T) {
 	cmd := exec.Command(s.node, append([]string{"--import", "file://" + loopback}, s.args...)...)
 	cmd.Dir = s.dir
 	// No proxy and no outbound domains: the servers talk to loopback only.
-	cmd.Env = append(os.Environ(), "PORT="+port, "GZIP_ALLOWED_DOMAINS=127.0.0.1", "HTTP_PROXY=", "HTTPS_PROXY=")
+	cmd.Env = append(append(os.Environ(), "PORT="+port, "HTTP_PROXY=", "HTTPS_PROXY="), s.env...)
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start node %v: %v", s.args, err)
@@ -112,7 +118,7 @@ var everythingDir = filepath.Join("interop", "everything")
 func startEverything(t *testing.T) *nodeServer {
 	t.Helper()
 	node := npmInstalled(t, everythingDir, "@modelcontextprotocol/server-everything")
-	return startNodeServer(t, node, everythingDir,
+	return startNodeServer(t, node, everythingDir, []string{"GZIP_ALLOWED_DOMAINS=127.0.0.1"},
 		filepath.Join("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"), "streamableHttp")
 }
 
@@ -145,9 +151,20 @@ var everythingTools = map[string]struct {
 	"trigger-long-running-operation": {args: map[string]any{"duration": 0.3, "steps": 3}, want: "Long running operation completed"},
 }
 
-// interopClient connects the go-sdk client to endpoint in the era pin asks
-// for ("" is 2026-07-28), counting progress notifications.
-func interopClient(t *testing.T, ctx context.Context, endpoint, pin string) (*sdk.ClientSession, func() int) {
+// interopEra is a client era: pin is the version the client asks for ("":
+// its default), version the one it must negotiate.
+type interopEra struct{ name, pin, version string }
+
+// interopEras are the client eras each server is driven in: the go-sdk
+// client's default and the legacy handshake.
+var interopEras = []interopEra{
+	{"client-2026", "", "2026-07-28"},
+	{"client-legacy", "2025-11-25", "2025-11-25"},
+}
+
+// interopClient connects the go-sdk client to endpoint in era, checks the
+// version it negotiated, and counts progress notifications.
+func interopClient(t *testing.T, ctx context.Context, endpoint string, era interopEra) (*sdk.ClientSession, func() int) {
 	t.Helper()
 	var mu sync.Mutex
 	progress := 0
@@ -159,11 +176,14 @@ func interopClient(t *testing.T, ctx context.Context, endpoint, pin string) (*sd
 		},
 	})
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, DisableStandaloneSSE: true, MaxRetries: -1},
-		&sdk.ClientSessionOptions{ProtocolVersion: pin})
+		&sdk.ClientSessionOptions{ProtocolVersion: era.pin})
 	if err != nil {
-		t.Fatalf("connect %s (era %q): %v", endpoint, pin, err)
+		t.Fatalf("connect %s (%s): %v", endpoint, era.name, err)
 	}
 	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != era.version {
+		t.Fatalf("negotiated %q, want %q", got, era.version)
+	}
 	return cs, func() int { mu.Lock(); defer mu.Unlock(); return progress }
 }
 
@@ -283,16 +303,10 @@ func TestInteropEverything(t *testing.T) {
 		checkInteropHealth(t, gw, map[string]healthLine{"everything": server, "everything-e": server})
 	})
 
-	for _, era := range []struct{ name, pin, version string }{
-		{"client-2026", "", "2026-07-28"},
-		{"client-legacy", "2025-11-25", "2025-11-25"},
-	} {
+	for _, era := range interopEras {
 		for _, rt := range []struct{ key, prefix string }{{"everything", ""}, {"mixed", "e_"}} {
 			t.Run(era.name+"/"+rt.key, func(t *testing.T) {
-				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+rt.key, era.pin)
-				if got := cs.InitializeResult().ProtocolVersion; got != era.version {
-					t.Fatalf("negotiated %q, want %q", got, era.version)
-				}
+				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+rt.key, era)
 				caps := cs.InitializeResult().Capabilities
 				if caps.Tools == nil || caps.Resources == nil || caps.Prompts == nil || caps.Completions == nil {
 					t.Errorf("capabilities %+v lack tools, resources, prompts or completions", caps)
@@ -390,7 +404,7 @@ func TestInteropEverything(t *testing.T) {
 	}
 
 	t.Run("restart", func(t *testing.T) {
-		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/everything", "2025-11-25")
+		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/everything", interopEras[1])
 		echo := func() (*sdk.CallToolResult, error) {
 			return cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "again"}})
 		}
@@ -437,7 +451,7 @@ func TestInteropTypeScriptServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	node := npmInstalled(t, tsServerDir, "@modelcontextprotocol/sdk")
-	srv := startNodeServer(t, node, tsServerDir, "server.mjs")
+	srv := startNodeServer(t, node, tsServerDir, nil, "server.mjs")
 	native := newToolService(t, "native", standardTools(""))
 	base := "http://" + srv.addr
 	cluster := map[string]any{"requestTimeout": "20s", "connectTimeout": "1s", "maxRetries": 0}
@@ -461,16 +475,10 @@ func TestInteropTypeScriptServer(t *testing.T) {
 		checkInteropHealth(t, gw, map[string]healthLine{"ts": stateful, "ts-t": stateful, "ts-stateless": stateless, "ts-s": stateless})
 	})
 
-	for _, era := range []struct{ name, pin, version string }{
-		{"client-2026", "", "2026-07-28"},
-		{"client-legacy", "2025-11-25", "2025-11-25"},
-	} {
+	for _, era := range interopEras {
 		for _, tg := range targets {
 			t.Run(era.name+"/"+tg.route+"/"+tg.kind, func(t *testing.T) {
-				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+tg.route, era.pin)
-				if got := cs.InitializeResult().ProtocolVersion; got != era.version {
-					t.Fatalf("negotiated %q, want %q", got, era.version)
-				}
+				cs, progress := interopClient(t, ctx, gw.URL+"/mcp/"+tg.route, era)
 				names := toolNames(t, ctx, cs)
 				for _, n := range []string{"echo", "add", "progress", "fail"} {
 					if !slices.Contains(names, tg.prefix+n) {
@@ -547,7 +555,7 @@ func TestInteropTypeScriptServer(t *testing.T) {
 	}
 
 	t.Run("restart", func(t *testing.T) {
-		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/mixed", "2025-11-25")
+		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/mixed", interopEras[1])
 		echo := func(name string) (*sdk.CallToolResult, error) {
 			return cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"message": "again"}})
 		}
@@ -572,6 +580,123 @@ func TestInteropTypeScriptServer(t *testing.T) {
 			if res, err := echo(name); err != nil || res.IsError || contentText(res) != want {
 				t.Errorf("first %s after the restart: %v %s", name, err, resultString(res))
 			}
+		}
+	})
+}
+
+// bridgeDir holds the package-lock.json pinning supergateway (a
+// stdio-to-streamable-HTTP bridge) and @modelcontextprotocol/server-memory
+// (a stdio server).
+var bridgeDir = filepath.Join("interop", "bridge")
+
+// TestInteropStdioBridge puts the reference stdio server
+// @modelcontextprotocol/server-memory behind supergateway's stateful
+// stdio-to-streamable-HTTP bridge, both unmodified, on a route of its own
+// and with prefix m_ beside a native Tool Service. The go-sdk client in
+// both eras checks discovery, tools/list, a call of every tool, the
+// knowledge graph resource, error mapping, and a restart of the bridge.
+// The server has no prompts, completions or progress (docs/interop.md).
+func TestInteropStdioBridge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	node := npmInstalled(t, bridgeDir, "supergateway")
+	memory, err := filepath.Abs(filepath.Join(bridgeDir, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := startNodeServer(t, node, bridgeDir, []string{"MEMORY_FILE_PATH=" + filepath.Join(t.TempDir(), "memory.jsonl")},
+		filepath.Join("node_modules", "supergateway", "dist", "index.js"),
+		"--stdio", node+" "+memory, "--outputTransport", "streamableHttp", "--stateful", "--port", "{PORT}", "--logLevel", "info")
+	native := newToolService(t, "native", standardTools(""))
+	url := "http://" + br.addr + "/mcp"
+	cluster := map[string]any{"requestTimeout": "20s", "connectTimeout": "1s", "maxRetries": 0}
+	portal := writeListing(t, map[string]any{"routes": []any{
+		map[string]any{"key": "memory", "toolServices": []any{
+			map[string]any{"name": "memory", "protocol": "mcp", "url": url, "cluster": cluster}}},
+		map[string]any{"key": "mixed", "toolServices": []any{
+			map[string]any{"name": "native", "url": native.srv.URL},
+			map[string]any{"name": "memory-m", "protocol": "mcp", "url": url, "toolPrefix": "m_", "cluster": cluster}}},
+	}})
+	gw := startGateway(t, portal)
+
+	t.Run("discovery", func(t *testing.T) {
+		server := healthLine{server: "memory-server 0.6.3", tools: 9}
+		checkInteropHealth(t, gw, map[string]healthLine{"memory": server, "memory-m": server})
+	})
+
+	for _, era := range interopEras {
+		for _, rt := range []struct{ key, prefix string }{{"memory", ""}, {"mixed", "m_"}} {
+			t.Run(era.name+"/"+rt.key, func(t *testing.T) {
+				cs, _ := interopClient(t, ctx, gw.URL+"/mcp/"+rt.key, era)
+				names := toolNames(t, ctx, cs)
+				// Each subtest has its own entities: the graph is shared.
+				a, b := era.name+"-"+rt.key+"-a", era.name+"-"+rt.key+"-b"
+				for _, step := range []struct {
+					tool string
+					args map[string]any
+					want string
+				}{
+					{"create_entities", map[string]any{"entities": []any{
+						map[string]any{"name": a, "entityType": "gateway", "observations": []any{"routes MCP"}},
+						map[string]any{"name": b, "entityType": "server", "observations": []any{"speaks stdio"}}}}, a},
+					{"create_relations", map[string]any{"relations": []any{map[string]any{"from": a, "to": b, "relationType": "federates"}}}, "federates"},
+					{"add_observations", map[string]any{"observations": []any{map[string]any{"entityName": b, "contents": []any{"behind a bridge"}}}}, "behind a bridge"},
+					{"search_nodes", map[string]any{"query": "behind a bridge"}, b},
+					{"open_nodes", map[string]any{"names": []any{a}}, "routes MCP"},
+					{"read_graph", map[string]any{}, "federates"},
+					{"delete_observations", map[string]any{"deletions": []any{map[string]any{"entityName": b, "observations": []any{"behind a bridge"}}}}, "deleted"},
+					{"delete_relations", map[string]any{"relations": []any{map[string]any{"from": a, "to": b, "relationType": "federates"}}}, "deleted"},
+					{"delete_entities", map[string]any{"entityNames": []any{a, b}}, "deleted"},
+				} {
+					if !slices.Contains(names, rt.prefix+step.tool) {
+						t.Errorf("tools/list %v lacks %s", names, rt.prefix+step.tool)
+						continue
+					}
+					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: rt.prefix + step.tool, Arguments: step.args})
+					if err != nil || res.IsError || !strings.Contains(strings.ToLower(contentText(res)), strings.ToLower(step.want)) {
+						t.Errorf("tools/call %s: %v %s, want it to hold %q", rt.prefix+step.tool, err, resultString(res), step.want)
+					}
+				}
+				if rt.key == "mixed" && !slices.Contains(names, "echo") {
+					t.Errorf("tools/list %v lacks the native echo", names)
+				}
+
+				rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "memory://knowledge-graph"})
+				if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, "entities") {
+					t.Errorf("resources/read memory://knowledge-graph: %v %+v", err, rr)
+				}
+
+				// Errors: the gateway's -32602 for a tool the route lacks; the
+				// server's isError result for an entity it does not know.
+				var rpcErr *jsonrpc.Error
+				_, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: rt.prefix + "nope", Arguments: map[string]any{}})
+				if !errors.As(err, &rpcErr) || rpcErr.Code != -32602 {
+					t.Errorf("unknown tool: %v, want JSON-RPC -32602", err)
+				}
+				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: rt.prefix + "add_observations", Arguments: map[string]any{
+					"observations": []any{map[string]any{"entityName": "nobody", "contents": []any{"x"}}}}})
+				if err != nil || !res.IsError || !strings.Contains(contentText(res), "Entity with name nobody not found") {
+					t.Errorf("add_observations to an unknown entity: %v %s, want the server's isError result", err, resultString(res))
+				}
+			})
+		}
+	}
+
+	t.Run("restart", func(t *testing.T) {
+		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/memory", interopEras[1])
+		read := func() (*sdk.CallToolResult, error) {
+			return cs.CallTool(ctx, &sdk.CallToolParams{Name: "read_graph", Arguments: map[string]any{}})
+		}
+		if res, err := read(); err != nil || res.IsError {
+			t.Fatalf("read_graph before the restart: %v %s", err, resultString(res))
+		}
+		br.kill(t)
+		if res, err := read(); err != nil || !res.IsError || !strings.Contains(strings.ToLower(contentText(res)), "unavailable") {
+			t.Errorf("read_graph while the bridge is down: %v %s, want an isError result naming unavailable", err, resultString(res))
+		}
+		br.start(t)
+		if res, err := read(); err != nil || res.IsError || !strings.Contains(contentText(res), "entities") {
+			t.Errorf("first read_graph after the restart: %v %s", err, resultString(res))
 		}
 	})
 }
