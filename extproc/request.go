@@ -222,15 +222,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
-	var cat mcp.Catalog = x.snap
-	if x.s.cfg.Filters != nil {
-		// One chain for the whole request; tools it refuses by name are
-		// neither listed nor resolvable.
-		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
-		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
-	}
-	x.startPolicies()
-	out := x.s.proto.HandleShared(&x.req, body, x.tracedSearch(x.policyCatalog(cat)))
+	out := x.s.proto.HandleShared(&x.req, body, x.catalog())
 	if out.Forward != nil {
 		return x.forwardItem(out.Forward, body)
 	}

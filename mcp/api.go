@@ -118,26 +118,45 @@ const (
 	ToolAmbiguous                   // two or more active tools of that name
 )
 
-// Catalog is what one route offers. registry.Snapshot implements it.
+// Catalog is what one route offers a request: every method the protocol
+// asks of a route is here, so a wrapper that implements Catalog cannot hide
+// a feature by leaving a method out. registry.Snapshot implements it, and
+// extproc's per-request view does.
 type Catalog interface {
-	// ToolsPage returns the JSON array of the tools on the page that starts at
-	// cursor ("" for the first page) and the cursor of the next page ("" on
-	// the last). ok is false for an invalid cursor.
-	ToolsPage(cursor string) (tools []byte, next string, ok bool)
+	// ToolsPageShared returns the JSON array of the tools on the page that starts
+	// at cursor ("" for the first page) and the cursor of the next page (""
+	// on the last). ok is false for an invalid cursor. shared is the page as
+	// SharedItems, built once and shared by the requests that list it, so a
+	// large page is answered gzip-compressed without compressing it per
+	// request; it is nil for a page made for this request (such as one
+	// starting mid-page), which is answered uncompressed.
+	ToolsPageShared(cursor string) (tools []byte, shared *SharedItems, next string, ok bool)
 	// Resolve says whether name names exactly one active tool.
 	Resolve(name string) Resolution
-}
+	// ParamHeaders are the x-mcp-header parameters of tool (SEP-2243).
+	ParamHeaders(tool string) []ParamHeader
 
-// SharedPageCatalog is a Catalog that keeps its tools/list pages as
-// SharedItems, built once and shared by the requests that list them, so a
-// large page can be answered gzip-compressed without compressing it per
-// request.
-type SharedPageCatalog interface {
-	Catalog
-	// ToolsPageShared is ToolsPage, with the page's SharedItems when the
-	// page is one the catalog keeps; shared is nil for a page made for this
-	// request (such as one starting mid-page), which is answered uncompressed.
-	ToolsPageShared(cursor string) (tools []byte, shared *SharedItems, next string, ok bool)
+	// SearchMode reports whether the route is in search mode: tools/call
+	// of search_tools is then answered by the gateway from SearchTools, and
+	// tools/call of call_tool becomes a Call of the tool it names, exactly
+	// as a direct call; ToolsPage lists the two meta-tools (see MetaTools).
+	SearchMode() bool
+	// Shortlist is the most tools one search_tools call returns (and the
+	// largest limit it accepts).
+	Shortlist() int
+	// SearchTools returns the JSON array of the tools that best match query,
+	// best first, at most limit (0: Shortlist) of them, each with only the
+	// fields its Tool Service declared: name, title, description and
+	// inputSchema. An empty array means nothing matched.
+	SearchTools(query string, limit int) []byte
+
+	// Offers says what the route offers beyond tools (federated
+	// resources, resource templates, prompts, completions).
+	Offers() Offers
+	// ItemsPage returns the JSON array of one page of items of kind, from
+	// cursor ("" for the first page), and the next cursor ("" on the last).
+	// ok is false for an invalid cursor.
+	ItemsPage(kind ItemKind, cursor string) (items []byte, next string, ok bool)
 }
 
 // Config configures the protocol answers and HTTP rules.

@@ -39,18 +39,6 @@ type Offers struct {
 	Completions bool // some server declared completions (argument completion of prompts or templates)
 }
 
-// FederatedCatalog is a Catalog that also offers federated resources,
-// resource templates and prompts. registry.Snapshot implements it.
-type FederatedCatalog interface {
-	Catalog
-	// Offers says what the route offers beyond tools.
-	Offers() Offers
-	// ItemsPage returns the JSON array of one page of items of kind, from
-	// cursor ("" for the first page), and the next cursor ("" on the last).
-	// ok is false for an invalid cursor.
-	ItemsPage(kind ItemKind, cursor string) (items []byte, next string, ok bool)
-}
-
 // Forward is a request the gateway does not answer itself: it goes to the
 // federated MCP server that owns Name.
 type Forward struct {
@@ -74,26 +62,25 @@ const (
 )
 
 // offersOf returns what cat offers beyond tools.
-func offersOf(cat Catalog) (FederatedCatalog, Offers) {
-	fc, ok := cat.(FederatedCatalog)
-	if !ok || fc == nil {
-		return nil, Offers{}
+func offersOf(cat Catalog) Offers {
+	if cat == nil {
+		return Offers{}
 	}
-	return fc, fc.Offers()
+	return cat.Offers()
 }
 
 // federated answers the federated methods; handled is false for any other
 // method, or one the route does not offer (the caller answers -32601).
 func (s *Server) federated(q *request, cat Catalog) (Outcome, bool) {
-	fc, off := offersOf(cat)
-	if fc == nil {
+	if cat == nil {
 		return Outcome{}, false
 	}
+	off := cat.Offers()
 	if l, ok := itemLists[q.method]; ok {
 		if (l.kind == ItemPrompts && !off.Prompts) || (l.kind != ItemPrompts && !off.Resources) {
 			return Outcome{}, false
 		}
-		return s.itemsList(q, fc, l.kind, l.member), true
+		return s.itemsList(q, cat, l.kind, l.member), true
 	}
 	var name, refType string
 	switch q.method {
@@ -159,7 +146,7 @@ func (s *Server) federated(q *request, cat Catalog) (Outcome, bool) {
 
 // itemsList answers resources/list, resources/templates/list and
 // prompts/list from the snapshot, paged like tools/list.
-func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, member string) Outcome {
+func (s *Server) itemsList(q *request, fc Catalog, kind ItemKind, member string) Outcome {
 	cursor, bad := listCursor(q)
 	if bad != nil {
 		return *bad

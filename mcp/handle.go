@@ -346,13 +346,10 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 	var shared *SharedItems
 	var next string
 	var ok bool
-	switch c := cat.(type) {
-	case nil:
+	if cat == nil {
 		ok = cursor == ""
-	case SharedPageCatalog:
-		tools, shared, next, ok = c.ToolsPageShared(cursor)
-	default:
-		tools, next, ok = c.ToolsPage(cursor)
+	} else {
+		tools, shared, next, ok = cat.ToolsPageShared(cursor)
 	}
 	if !ok {
 		return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
@@ -443,8 +440,8 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	}
 	// In search mode the meta-tools' names mean the meta-tools; every other
 	// name resolves as usual, so direct calls of real tools keep working.
-	if meta, ok := cat.(MetaToolCatalog); ok && IsMetaToolName(name) && meta.SearchMode() {
-		return s.metaToolCall(q, cat, meta, name, args)
+	if cat != nil && IsMetaToolName(name) && cat.SearchMode() {
+		return s.metaToolCall(q, cat, name, args)
 	}
 	res := ToolUnknown
 	if cat != nil {
@@ -458,11 +455,9 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
 	}
 	if q.era == EraStateless {
-		if src, ok := cat.(ParamHeaderSource); ok {
-			if specs := src.ParamHeaders(name); len(specs) > 0 {
-				if why := checkParamHeaders(specs, q.r.ParamHeaders, args); why != "" {
-					return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: "+why)
-				}
+		if specs := cat.ParamHeaders(name); len(specs) > 0 {
+			if why := checkParamHeaders(specs, q.r.ParamHeaders, args); why != "" {
+				return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: "+why)
 			}
 		}
 	}

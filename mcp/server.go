@@ -120,7 +120,7 @@ func NewServer(cfg Config) *Server {
 // discoverFor is the server/discover result for a route: the one
 // serialized at start unless the route offers more than tools.
 func (s *Server) discoverFor(cat Catalog) []byte {
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	if off == (Offers{}) {
 		return s.discover
 	}
@@ -131,7 +131,7 @@ func (s *Server) discoverFor(cat Catalog) []byte {
 
 // initializeFor is the initialize result of legacy version v for a route.
 func (s *Server) initializeFor(v string, cat Catalog) []byte {
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	if off == (Offers{}) {
 		return s.initialize[v]
 	}
