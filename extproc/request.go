@@ -223,16 +223,14 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
 	out := x.s.proto.HandleShared(&x.req, body, x.catalog())
-	if out.Forward != nil {
+	switch out.Kind() {
+	case mcp.OutcomeForward:
 		return x.forwardItem(out.Forward, body)
-	}
-	if out.Listen != nil {
+	case mcp.OutcomeListen:
 		return x.listen(out.Listen) // listen.go
-	}
-	if out.Answer != nil {
+	case mcp.OutcomeAnswer:
 		return x.relayAnswer(out.Answer, body, out.Reply) // relay.go
-	}
-	if out.Reply != nil || out.Call == nil {
+	case mcp.OutcomeReply:
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
 		}
@@ -242,10 +240,16 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
 		}
 		return x.answer(r, "", "")
+	case mcp.OutcomeCall:
+		return x.routeCall(out.Call, body)
 	}
+	// A kind without a case above: never let the request through.
+	return x.answer(mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil), "", "")
+}
 
-	call := out.Call
-	x.method, x.era = "tools/call", eraLabel(call.Era)
+// routeCall validates and routes a tools/call.
+func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingResponse {
+	x.method, x.era = "tools/call", call.Era.Label()
 	t, res := x.snap.Lookup(call.Tool)
 	if res != mcp.ToolFound {
 		// Handle resolved the name against the same snapshot, so this is
@@ -325,7 +329,7 @@ func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
 			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
 			registry.MetadataToolCall:  structpb.NewStringValue("true"),
 			registry.MetadataTool:      structpb.NewStringValue(t.Name),
-			registry.MetadataEra:       structpb.NewStringValue(eraLabel(call.Era)),
+			registry.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
 		}}),
 	}}
 }

@@ -218,14 +218,46 @@ type Call struct {
 	Input *CallInput
 }
 
-// Outcome is what Handle decided: exactly one of Reply, Call, Forward and
-// Listen is set. Answer comes only with a 202 Reply.
+// Outcome is what Handle decided; Kind says which member holds it.
+// Answer comes only with a 202 Reply, the answer to give when the caller
+// does not deliver the Answer.
 type Outcome struct {
 	Reply   *Reply
 	Call    *Call
 	Forward *Forward
 	Listen  *Listen
 	Answer  *Answer
+}
+
+// OutcomeKind is what a request turned out to be.
+type OutcomeKind int
+
+// Outcome kinds. A switch over them names every one: a new kind is a
+// compile-time-visible change of each caller's switch (see extproc's
+// requestBody).
+const (
+	OutcomeReply   OutcomeKind = iota // the gateway answers: Reply
+	OutcomeCall                       // a tools/call to route: Call
+	OutcomeForward                    // a federated method to route: Forward
+	OutcomeListen                     // a change-notification stream to open: Listen
+	OutcomeAnswer                     // a client's response that may answer a relayed request: Answer (and Reply)
+)
+
+// Kind says which member of o holds the outcome. An Outcome with none
+// set is a Reply kind with a nil Reply, which a caller answers as an
+// internal error.
+func (o *Outcome) Kind() OutcomeKind {
+	switch {
+	case o.Forward != nil:
+		return OutcomeForward
+	case o.Listen != nil:
+		return OutcomeListen
+	case o.Answer != nil:
+		return OutcomeAnswer
+	case o.Reply == nil && o.Call != nil:
+		return OutcomeCall
+	}
+	return OutcomeReply
 }
 
 // Answer is a client's JSON-RPC response (result or error) with a string id:

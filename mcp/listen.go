@@ -19,7 +19,7 @@ import "strings"
 //     2026-07-28 version gets 405, as that era has no GET stream.
 
 // listen answers a 2026-07-28 subscriptions/listen whose headers and _meta
-// passed handleStateless.
+// passed statelessRules.
 func (s *Server) listen(q *request, cat Catalog) Outcome {
 	if q.r.HasAccept && !admitsEventStream(q.r.Accept) {
 		return fail(406, nullIDBytes, CodeInvalidRequest,
