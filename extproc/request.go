@@ -281,7 +281,7 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 				outcomeInvalidArgs, detailsInvalidArguments)
 		}
 	} else {
-		freq := &filters.Request{Route: x.routeKey, Era: filterEra(call.Era), Version: call.Version,
+		freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
 			Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: args,
 			Headers: clientHeaders(x.headers), Validate: t.ValidateArguments}
 		out := x.chain.RunRequest(x.ctx, freq)
@@ -371,14 +371,6 @@ func without(list []string, s string) []string {
 		}
 	}
 	return out
-}
-
-// filterEra is the era as filters name it.
-func filterEra(e mcp.Era) string {
-	if e == mcp.EraStateless {
-		return filters.EraStateless
-	}
-	return filters.EraLegacy
 }
 
 // clientHeaders are the client's request headers for filters: lowercase

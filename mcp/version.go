@@ -44,7 +44,8 @@ func EraOf(version string) Era {
 }
 
 // An era has two names, and only these: String, the kind that
-// authorization policies and approval rules read (era_kind), and Label,
+// authorization policies and approval rules read (era_kind) and filters
+// see (filters.EraStateless, filters.EraLegacy), and Label,
 // the value of metric labels and of the dynamic metadata an era is
 // reported in (docs/metrics.md). Both are contracts; nothing else names an
 // era.
