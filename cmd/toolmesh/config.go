@@ -639,7 +639,7 @@ func (c *Config) Validate() error {
 			bad("filters", "%v", err)
 		}
 	}
-	if _, err := c.Approval.build(); err != nil {
+	if _, err := c.Approval.build(nil); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := buildRelayKeys(c.RelayKeys); err != nil {

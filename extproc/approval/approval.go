@@ -5,9 +5,9 @@
 // The gateway keeps no server-side state: the state it hands the client
 // says which call it approves (route, tool, Tool Service, a hash of the
 // canonical arguments, the caller) and until when, under the operator's
-// key. Any replica holding the key verifies it. Because nothing is
-// remembered, the same state with the same approved call can be presented
-// again until it expires: TTL bounds that window.
+// key. Any replica holding the key verifies it. What is remembered is
+// which states were used (Ledger): an approval runs one call, in one
+// process or, with a shared ledger, across replicas.
 package approval
 
 import (
@@ -75,6 +75,10 @@ type Config struct {
 	Default *Rule
 	// Now is the clock (time.Now when nil); tests inject their own.
 	Now func() time.Time
+	// Ledger remembers used approvals (Spend). Nil: a new MemoryLedger,
+	// forgotten when the configuration is reloaded; pass the same one to
+	// every New of a process, or a shared one across replicas.
+	Ledger Ledger
 }
 
 // Approver decides and mints/verifies states. It is immutable: a new
@@ -85,6 +89,7 @@ type Approver struct {
 	routes map[string]Rule
 	def    *Rule
 	now    func() time.Time
+	ledger Ledger
 }
 
 func hmacKeys(keys []Key) []hmactoken.Key {
@@ -101,7 +106,7 @@ func New(cfg Config) (*Approver, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Approver{keys: keys, ttl: cfg.TTL, now: cfg.Now}
+	a := &Approver{keys: keys, ttl: cfg.TTL, now: cfg.Now, ledger: cfg.Ledger}
 	if a.ttl == 0 {
 		a.ttl = DefaultTTL
 	}
@@ -110,6 +115,9 @@ func New(cfg Config) (*Approver, error) {
 	}
 	if a.now == nil {
 		a.now = time.Now
+	}
+	if a.ledger == nil {
+		a.ledger = NewMemoryLedger(a.now)
 	}
 	a.routes = make(map[string]Rule, len(cfg.Routes))
 	for _, route := range slices.Sorted(maps.Keys(cfg.Routes)) { // the first error is the same every time
