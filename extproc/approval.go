@@ -69,7 +69,8 @@ func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
 }
 
 func approvalTool(t *registry.Tool) approval.Tool {
-	return approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations}
+	return approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations,
+		Untrusted: t.UntrustedAnnotations}
 }
 
 // approve is the approval step of a resolved, validated call: nil means

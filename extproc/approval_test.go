@@ -32,7 +32,7 @@ func approvalTable(t testing.TB) testRoutes {
 }
 
 // approvalEnv is a server with approval on for route core (default rule:
-// destructiveHint), its clock at *now.
+// every tool not declared read-only), its clock at *now.
 func approvalEnv(t testing.TB, now *time.Time, keys ...approval.Key) *testEnv {
 	t.Helper()
 	env := newTestEnv(t, Config{}, approvalTable(t))
@@ -100,7 +100,7 @@ func askApproval(t *testing.T, env *testEnv, args string) string {
 		ir.Method != "elicitation/create" || ir.Params.Mode != "form" {
 		t.Fatalf("first call: %s", im.GetBody())
 	}
-	for _, want := range []string{`tool "delete_repo"`, `Tool Service "repo"`, `route "core"`, "annotation destructiveHint"} {
+	for _, want := range []string{`tool "delete_repo"`, `Tool Service "repo"`, `route "core"`, "no readOnlyHint: true annotation"} {
 		if !strings.Contains(ir.Params.Message, want) {
 			t.Errorf("message %q lacks %q", ir.Params.Message, want)
 		}
@@ -235,7 +235,7 @@ func TestApprovalFlow(t *testing.T) {
 		t.Errorf("tool_calls_total{outcome=approval} = %v, want 13", got)
 	}
 	logs := env.logs.String()
-	for _, want := range []string{`"msg":"audit","event":"approval","caller":"anonymous","route":"core","tool":"delete_repo","service":"repo","decision":"granted","reason":"annotation destructiveHint"`,
+	for _, want := range []string{`"msg":"audit","event":"approval","caller":"anonymous","route":"core","tool":"delete_repo","service":"repo","decision":"granted","reason":"no readOnlyHint: true annotation"`,
 		`"decision":"refused","reason":"other_arguments"`, `"decision":"declined","reason":"decline"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s", want)

@@ -38,7 +38,8 @@ type ApprovalKey struct {
 // ApprovalRule selects the calls of a route that need approval.
 type ApprovalRule struct {
 	// Annotations: a tool with one of these annotations true needs
-	// approval. Unset (with tools and when unset too): [destructiveHint].
+	// approval. Unset (with tools and when unset too): every tool that does
+	// not declare readOnlyHint: true.
 	Annotations []string `json:"annotations,omitempty"`
 	// Tools are tool name patterns (path.Match) that need approval.
 	Tools []string `json:"tools,omitempty"`
