@@ -12,6 +12,9 @@ FUZZTIME    ?= 10s
 ARGS        ?=
 # staticcheck v0.8.x is the release line built for Go 1.26.
 STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.10.0
+# VULNDB is govulncheck's -db: the vulnerability database (default https://vuln.go.dev).
+VULNDB      ?= https://vuln.go.dev
 
 # The Go modules: the main module (the repository root), e2e (end-to-end
 # tests and the conformance programs, with the MCP SDKs they use) and deploy
@@ -57,6 +60,13 @@ WAZERO_VERSION_VAR := github.com/tetratelabs/wazero/internal/version.version
 sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh
 	@GO=$(GO) sh scripts/sbom.sh bin/toolmesh bin/toolmesh.cdx.json $(VERSION)
 	@echo "wrote bin/toolmesh.cdx.json"
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck (golang.org/x/vuln) on every module; fails when code calls a known-vulnerable symbol
+	@set -e; for m in $(MODULES); do \
+		echo "govulncheck: $$m"; \
+		(cd $$m && $(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) -db $(VULNDB) ./...); \
+	done
 
 .PHONY: test
 test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool, node, npm), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
