@@ -40,7 +40,7 @@ func (c *cache) get(key string, now time.Time) (Token, bool) {
 	return e.tok, true
 }
 
-func (c *cache) put(key string, t Token) {
+func (c *cache) put(key string, t Token, now time.Time) {
 	e := &entry{tok: t}
 	e.used.Store(c.tick.Add(1))
 	c.mu.Lock()
@@ -49,7 +49,7 @@ func (c *cache) put(key string, t Token) {
 		c.n.Add(1)
 	}
 	if int(c.n.Load()) > c.max {
-		c.shrink(time.Now())
+		c.shrink(now)
 	}
 }
 

@@ -26,8 +26,8 @@ const (
 
 // Token type identifiers (RFC 8693 section 3).
 const (
-	grantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
-	TypeAccessToken    = "urn:ietf:params:oauth:token-type:access_token"
+	TokenExchangeGrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
+	TypeAccessToken        = "urn:ietf:params:oauth:token-type:access_token"
 )
 
 // Grants a Request asks for.
@@ -72,6 +72,8 @@ type Config struct {
 	// 30s); DefaultLifetime is the lifetime of a token issued without
 	// expires_in (default 60s).
 	Skew, DefaultLifetime time.Duration
+	// Now is the clock (default time.Now), for tests.
+	Now func() time.Time
 	// Observe, when set, is told the outcome of every request to the
 	// authorization server (metrics); it never sees a token.
 	Observe func(Outcome)
@@ -235,6 +237,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, hc: HTTPClient(cfg.HTTPClient), sem: make(chan struct{}, cfg.MaxConcurrent),
 		cache: newCache(cfg.CacheSize), now: time.Now}
+	if cfg.Now != nil {
+		c.now = cfg.Now
+	}
 	if cfg.AuthMethod == AuthPrivateKey {
 		c.key = &keySource{src: cfg.Key}
 	}
@@ -277,7 +282,7 @@ func (c *Client) Token(ctx context.Context, r Request) (Token, error) {
 		defer cancel()
 		t, err := c.fetch(rctx, ctx, r)
 		if err == nil {
-			c.cache.put(key, t)
+			c.cache.put(key, t, c.now())
 		}
 		return t, err
 	})
@@ -351,7 +356,7 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 		params["resource"] = r.Resource
 	}
 	if r.Grant == TokenExchange {
-		params.Set("grant_type", grantTokenExchange)
+		params.Set("grant_type", TokenExchangeGrantType)
 		params.Set("subject_token", r.SubjectToken)
 		params.Set("subject_token_type", TypeAccessToken)
 		params.Set("requested_token_type", TypeAccessToken)

@@ -288,3 +288,31 @@ func authParams(s string) (map[string]string, string, bool) {
 		s = a
 	}
 }
+
+// ResourceFromChallenge reads the protected resource metadata of the
+// resource at resourceURL that answered 401 with the WWW-Authenticate
+// values challenges: from the Bearer challenge's resource_metadata (RFC
+// 9728 section 5.1), else from the well-known URL of resourceURL (section
+// 3.1). The challenge's scope, when there is one, is returned too.
+func ResourceFromChallenge(ctx context.Context, hc *http.Client, challenges []string, resourceURL string) (ResourceMetadata, []string, error) {
+	var metaURL string
+	var scopes []string
+	for _, h := range challenges {
+		if p, ok := BearerChallenge(h); ok {
+			metaURL = p["resource_metadata"]
+			scopes = strings.Fields(p["scope"])
+			break
+		}
+	}
+	if metaURL == "" {
+		u, err := url.Parse(resourceURL)
+		if err != nil {
+			return ResourceMetadata{}, nil, err
+		}
+		c := *u
+		c.Path, c.RawPath, c.RawQuery = "/.well-known/oauth-protected-resource"+strings.TrimSuffix(u.Path, "/"), "", ""
+		metaURL = c.String()
+	}
+	m, err := DiscoverResource(ctx, hc, metaURL, resourceURL)
+	return m, scopes, err
+}

@@ -128,13 +128,13 @@ func TestCacheBoundedLRU(t *testing.T) {
 	c := newCache(10)
 	exp := time.Now().Add(time.Hour)
 	for i := range 10 {
-		c.put(fmt.Sprint(i), Token{AccessToken: fmt.Sprint(i), Expiry: exp})
+		c.put(fmt.Sprint(i), Token{AccessToken: fmt.Sprint(i), Expiry: exp}, time.Now())
 	}
 	// 0 is used again, so 1 is now the least recently used.
 	if _, ok := c.get("0", time.Now()); !ok {
 		t.Fatal("0 not cached")
 	}
-	c.put("10", Token{Expiry: exp})
+	c.put("10", Token{Expiry: exp}, time.Now())
 	if n := c.n.Load(); n > 10 {
 		t.Fatalf("%d entries, bound is 10", n)
 	}
@@ -148,7 +148,7 @@ func TestCacheBoundedLRU(t *testing.T) {
 		t.Error("the new entry was dropped")
 	}
 	// Expired entries are not returned and go first.
-	c.put("old", Token{Expiry: time.Now().Add(-time.Second)})
+	c.put("old", Token{Expiry: time.Now().Add(-time.Second)}, time.Now())
 	if _, ok := c.get("old", time.Now()); ok {
 		t.Error("an expired token was returned")
 	}
