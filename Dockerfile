@@ -19,7 +19,7 @@ RUN --mount=type=bind,target=. \
     --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/toolmesh ./cmd/toolmesh
+    go build -trimpath -ldflags="-s -w -X github.com/toolmesh/toolmesh/internal/app.version=${VERSION}" -o /out/toolmesh ./cmd/toolmesh
 # The SBOM of that binary's modules (CycloneDX JSON; scripts/sbom.sh).
 RUN --mount=type=bind,target=. \
     --mount=type=cache,target=/go/pkg/mod \

@@ -39,7 +39,7 @@ run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane;
 .PHONY: build
 build: ## Build bin/toolmesh
 	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
-	@$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
+	@$(GO) build -trimpath -ldflags "-X github.com/toolmesh/toolmesh/internal/app.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
 
 # `make test` builds the WebAssembly guest modules the tests load, and
 # compiles their machine code, once, without the race detector (which slows

@@ -28,7 +28,7 @@ import (
 const envoyAdminPort = 9901
 
 // grpcKeepaliveMinTime is the default keepalive enforcement MinTime of
-// toolmesh's gRPC servers (cmd/toolmesh/config.go defaultKeepaliveMinTime,
+// toolmesh's gRPC servers (internal/app/config.go defaultKeepaliveMinTime,
 // restated since cmd is package main). Envoy pinging the toolmesh clusters
 // more often than that gets GOAWAY too_many_pings.
 const grpcKeepaliveMinTime = 10 * time.Second

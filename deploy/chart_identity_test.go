@@ -501,7 +501,7 @@ func standInSecret(t *testing.T) string {
 }
 
 // TestChartIdentityValuesListed keeps identityKeys in step with the config
-// fields of cmd/toolmesh.
+// fields of internal/app.
 func TestChartIdentityValuesListed(t *testing.T) {
 	info := loadCmdInfo(t)
 	for _, k := range identityKeys {

@@ -314,7 +314,7 @@ func mountedFile(spec *corev1.PodSpec, ct *corev1.Container, file string) (confi
 }
 
 // toolmeshContainer checks a toolmesh container's command line against
-// cmd/toolmesh and its ports, probes and files against the command line.
+// internal/app and its ports, probes and files against the command line.
 func (c *chartCheck) toolmeshContainer(where string, d *appsv1.Deployment, ct *corev1.Container) {
 	t := c.t
 	spec := &d.Spec.Template.Spec

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// cmdInfo is what the deploy files may use of cmd/toolmesh: its
+// cmdInfo is what the deploy files may use of internal/app (the toolmesh command): its
 // subcommands, flags and config-file fields, read from its source so that a
 // renamed flag fails these tests instead of a rollout.
 type cmdInfo struct {
@@ -22,17 +22,18 @@ type cmdInfo struct {
 // subcommands are the serving subcommands the deploy files run.
 var subcommands = map[string]bool{"extproc": true, "xds": true, "run": true}
 
-// loadCmdInfo parses the non-test Go files of cmd/toolmesh: the flags are
+// loadCmdInfo parses the non-test Go files of internal/app: the flags are
 // the string literals that name pflag flags (fs.String("redis", ...)), the
 // config keys the json tags of the Config struct.
 func loadCmdInfo(t *testing.T) cmdInfo {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(repoRoot, "cmd", "toolmesh", "*.go"))
+	files, err := filepath.Glob(filepath.Join(repoRoot, "internal", "app", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	info := cmdInfo{flags: map[string]bool{}, configKeys: map[string]bool{}}
 	fset := token.NewFileSet()
+	structs := map[string]*ast.StructType{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -48,21 +49,33 @@ func loadCmdInfo(t *testing.T) cmdInfo {
 					info.flags[name] = true
 				}
 			case *ast.TypeSpec:
-				if st, ok := n.Type.(*ast.StructType); ok && n.Name.Name == "Config" {
-					for _, fld := range st.Fields.List {
-						if key := jsonKey(fld); key != "" {
-							info.configKeys[key] = true
-						}
-					}
+				if st, ok := n.Type.(*ast.StructType); ok {
+					structs[n.Name.Name] = st
 				}
 			}
 			return true
 		})
 	}
+	// Config's keys are its own and those of the blocks it inlines.
+	var keys func(name string)
+	keys = func(name string) {
+		st, ok := structs[name]
+		if !ok {
+			return
+		}
+		for _, fld := range st.Fields.List {
+			if id, ok := fld.Type.(*ast.Ident); ok && len(fld.Names) == 0 {
+				keys(id.Name)
+			} else if key := jsonKey(fld); key != "" {
+				info.configKeys[key] = true
+			}
+		}
+	}
+	keys("Config")
 	// Cobra's own.
 	info.flags["help"] = true
 	if len(info.flags) < 10 || len(info.configKeys) < 10 {
-		t.Fatalf("read only %d flags and %d config keys from cmd/toolmesh: has its flag code changed shape?", len(info.flags), len(info.configKeys))
+		t.Fatalf("read only %d flags and %d config keys from internal/app: has its flag code changed shape?", len(info.flags), len(info.configKeys))
 	}
 	return info
 }
@@ -102,7 +115,7 @@ func jsonKey(fld *ast.Field) string {
 }
 
 // checkArgs checks a toolmesh command line: a known subcommand first, then
-// only flags that cmd/toolmesh defines, each as --name=value. It returns
+// only flags that internal/app defines, each as --name=value. It returns
 // the flag values by name.
 func (c cmdInfo) checkArgs(t reporter, where string, args []string) (sub string, flags map[string]string) {
 	t.Helper()
@@ -129,12 +142,12 @@ func TestLoadCmdInfo(t *testing.T) {
 	info := loadCmdInfo(t)
 	for _, f := range []string{"config", "portal", "extproc-listen", "xds-listen", "admin-listen", "envoy-listen", "redis"} {
 		if !info.flags[f] {
-			t.Errorf("flag --%s not found in cmd/toolmesh", f)
+			t.Errorf("flag --%s not found in internal/app", f)
 		}
 	}
 	for _, k := range []string{"portal", "logFormat", "logLevel", "refreshInterval", "redis"} {
 		if !info.configKeys[k] {
-			t.Errorf("config key %s not found in cmd/toolmesh", k)
+			t.Errorf("config key %s not found in internal/app", k)
 		}
 	}
 	if info.flags["Config"] || info.configKeys[""] {

@@ -36,5 +36,5 @@
 // upstream and search are leaves that registry uses and that import nothing
 // of registry. refresher, memstore and redisstore build on registry's types
 // and interfaces, so they import registry and registry never imports them:
-// cmd/toolmesh wires them together.
+// internal/app wires them together.
 package registry

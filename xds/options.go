@@ -21,7 +21,7 @@ const (
 	DefaultMessageTimeout  = 5 * time.Second
 	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, docs/contracts/mcp.md
 	// DefaultMaxResponseBytes matches the extproc server's default limit on
-	// a Tool Service reply (cmd/toolmesh maxResponseBytes).
+	// a Tool Service reply (internal/app maxResponseBytes).
 	DefaultMaxResponseBytes = 4 << 20
 	DefaultServerName       = "toolmesh"
 	DefaultServerVersion    = "dev"

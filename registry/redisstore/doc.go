@@ -3,5 +3,5 @@
 // the snapshot and listing keys and their pipelined operations, the Redis URL
 // syntax of the --redis flag and the redis config key (redis_url.go), and the
 // toolmesh_redis_* metrics. The registry only sees the Store interfaces it
-// defines; cmd/toolmesh wires this store in when Redis is configured.
+// defines; internal/app wires this store in when Redis is configured.
 package redisstore

@@ -1,0 +1,130 @@
+package app
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
+	"github.com/toolmesh/toolmesh/registry/search/embed"
+	"github.com/toolmesh/toolmesh/xds"
+)
+
+// This file turns a validated Config into the runtime's parts. Every
+// command that needs a part gets it here, so a config block cannot reach
+// one command and miss another.
+
+// embeddingSetup is the config's embedding services with what their
+// credential names resolve against: the registry of `run` and `extproc`
+// and eval-search all take them from here.
+type embeddingSetup struct {
+	services    map[string]registry.EmbeddingService
+	def         string
+	credentials map[string]registry.CredentialSource
+}
+
+// embeddings is the embedding part of c.
+func (c *Config) embeddings() embeddingSetup {
+	return embeddingSetup{services: c.Embeddings, def: c.DefaultEmbedding, credentials: c.Credentials}
+}
+
+// service is the entry name, or the default one when name is empty.
+func (e embeddingSetup) service(name string) (registry.EmbeddingService, string, bool) {
+	if name == "" {
+		name = e.def
+	}
+	svc, ok := e.services[name]
+	return svc, name, ok && name != ""
+}
+
+// client is svc's client, its credential resolved against e.
+func (e embeddingSetup) client(svc registry.EmbeddingService, hc *http.Client) (*embed.Client, error) {
+	return svc.Client(e.credentials, hc)
+}
+
+// registryParts are what the registry runs with besides the config: the
+// Portal, the peers' clients, the snapshot store and the observers.
+type registryParts struct {
+	source  registry.Source
+	fetcher registry.ManifestFetcher
+	lister  registry.MCPLister
+	store   registry.Store
+	client  *http.Client // the embedding services'
+	log     *slog.Logger
+	tracer  trace.TracerProvider
+	metrics prometheus.Registerer
+}
+
+// registryOptions are the registry's options for cfg.
+func registryOptions(cfg *Config, p registryParts) refresher.Options {
+	emb := cfg.embeddings()
+	return refresher.Options{
+		Source:       p.source,
+		Fetcher:      p.fetcher,
+		MCPLister:    p.lister,
+		Store:        p.store,
+		Interval:     cfg.RefreshInterval.D(),
+		FetchTimeout: cfg.FetchTimeout.D(),
+		// Both are capped at Interval by the registry.
+		RetryBackoff:    cfg.RetryBackoff.D(),
+		RetryBackoffMax: cfg.RetryBackoffMax.D(),
+		// A Portal answering "no routes" is treated as broken unless allowed.
+		AllowEmptyListing: cfg.AllowEmptyListing,
+		Logger:            p.log,
+		TracerProvider:    p.tracer,
+		// With a warm store, serve the restored snapshots at once and let the
+		// first manifest refresh finish in the background (ADR 0005 order).
+		ReadyAfterWarmStart: cfg.Redis != "",
+		Registerer:          p.metrics,
+		Credentials:         emb.credentials,
+		Embeddings:          emb.services,
+		DefaultEmbedding:    emb.def,
+		EmbeddingClient:     p.client,
+	}
+}
+
+// newRegistry is the registry for cfg, with its catalog overrides set.
+func newRegistry(cfg *Config, p registryParts) (*refresher.Registry, error) {
+	reg := refresher.New(registryOptions(cfg, p))
+	if len(cfg.Catalogs) > 0 {
+		if err := reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
+			return nil, fmt.Errorf("catalogs: %w", err)
+		}
+	}
+	return reg, nil
+}
+
+// xdsParts are what the xDS server's options take besides the config: the
+// override file as loaded, the address Envoy's listener binds, and what
+// tracing and the notifications server say.
+type xdsParts struct {
+	overrides     *xds.Overrides
+	host          string
+	port          uint32
+	envoyTracing  *xds.EnvoyTracing
+	notifications *xds.Notifications
+}
+
+// xdsOptions are the xDS server's options for cfg.
+func xdsOptions(cfg *Config, p xdsParts) xds.Options {
+	return xds.Options{
+		Overrides:       p.overrides,
+		Nodes:           cfg.Nodes,
+		ListenAddress:   p.host,
+		ListenPort:      p.port,
+		MessageTimeout:  cfg.MessageTimeout.D(),
+		MaxRequestBytes: uint64(cfg.MaxBodyBytes),
+		// Envoy buffers the reply the extproc server maps; the same limit
+		// on both sides keeps "too large" an MCP result, not a 500.
+		MaxResponseBytes: uint64(cfg.MaxResponseBytes),
+		ServerName:       cfg.ServerName,
+		ServerVersion:    version,
+		EnvoyTracing:     p.envoyTracing,
+		DownstreamTLS:    cfg.DownstreamTLS,
+		Notifications:    p.notifications,
+	}
+}
