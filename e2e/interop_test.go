@@ -274,7 +274,8 @@ func contentText(res *sdk.CallToolResult) string {
 // TestInteropEverything puts the unmodified reference server
 // @modelcontextprotocol/server-everything (streamable HTTP) behind two
 // routes, alone and with prefix e_ beside a native Tool Service, and
-// drives them with the go-sdk client in both eras: discovery, tools/list,
+// drives them with the go-sdk client in both eras (and the TypeScript SDK
+// client once): discovery, tools/list,
 // a call of every listed tool, streamed progress, resources/read,
 // prompts/get, completion and error mapping; then it kills the server,
 // sees calls fail while it is down, restarts it on the same port and sees
@@ -402,6 +403,44 @@ func TestInteropEverything(t *testing.T) {
 			})
 		}
 	}
+
+	// The official TypeScript SDK at both ends: its client (tsclient)
+	// through the mixed route to the reference server.
+	t.Run("typescript-client", func(t *testing.T) {
+		node := tsClientNode(t)
+		rep, stderr := runTSClient(t, node, gw.URL+"/mcp/mixed", tsPlan{
+			Calls: []tsCall{
+				{Name: "e_echo", Arguments: map[string]any{"message": "ts"}},
+				{Name: "e_trigger-long-running-operation", Arguments: map[string]any{"duration": 0.3, "steps": 3}, Progress: true},
+				{Name: "echo", Arguments: map[string]any{"message": "native"}},
+			},
+			Resources: []string{"demo://resource/dynamic/text/2"},
+			Prompts:   []tsPrompt{{Name: "e_simple-prompt", Arguments: map[string]string{}}},
+		})
+		defer func() {
+			if t.Failed() {
+				t.Logf("client.mjs stderr:\n%s", stderr)
+			}
+		}()
+		want := []string{"Echo: ts", "Long running operation completed", "native"}
+		if len(rep.Calls) != len(want) {
+			t.Fatalf("calls %+v", rep.Calls)
+		}
+		for i, c := range rep.Calls {
+			if c.Error != "" || c.IsError || !strings.Contains(strings.Join(c.Text, "\n"), want[i]) {
+				t.Errorf("call %s: error %q isError %v text %q, want it to hold %q", c.Name, c.Error, c.IsError, c.Text, want[i])
+			}
+		}
+		if p := rep.Calls[1].Progress; len(p) != 3 || p[2].Progress != 3 || p[2].Total != 3 {
+			t.Errorf("progress notifications %+v, want 3 of 3", p)
+		}
+		if len(rep.Resources) != 1 || rep.Resources[0].Error != "" || !strings.Contains(strings.Join(rep.Resources[0].Text, ""), "Resource 2") {
+			t.Errorf("resources/read: %+v", rep.Resources)
+		}
+		if len(rep.Prompts) != 1 || rep.Prompts[0].Error != "" || !strings.Contains(strings.Join(rep.Prompts[0].Text, ""), "simple prompt") {
+			t.Errorf("prompts/get: %+v", rep.Prompts)
+		}
+	})
 
 	t.Run("restart", func(t *testing.T) {
 		cs, _ := interopClient(t, ctx, gw.URL+"/mcp/everything", interopEras[1])
