@@ -85,10 +85,11 @@ type consoleApproval struct {
 	approval.RuleView
 	// TTL is how long an approval request can be answered.
 	TTL string `json:"ttl"`
-	// Tools are the route's current tools the rule selects, at most
-	// maxConsoleApprovalTools of ToolsTotal.
-	Tools      []consoleApprovalTool `json:"tools"`
-	ToolsTotal int                   `json:"toolsTotal"`
+	// Selected are the route's current tools the rule selects (by name or
+	// annotation, before any when condition), at most
+	// maxConsoleApprovalTools of SelectedTotal.
+	Selected      []consoleApprovalTool `json:"selected"`
+	SelectedTotal int                   `json:"selectedTotal"`
 }
 
 // consoleApprovalTool is one tool that needs approval, and why.
@@ -212,7 +213,7 @@ func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
 	if !ok {
 		return acc
 	}
-	acc.Approval = &consoleApproval{RuleView: rule, TTL: ap.TTL().String(), Tools: []consoleApprovalTool{}}
+	acc.Approval = &consoleApproval{RuleView: rule, TTL: ap.TTL().String(), Selected: []consoleApprovalTool{}}
 	snap := a.reg.Snapshot(rt.Key)
 	if snap == nil {
 		return acc
@@ -222,9 +223,9 @@ func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
 		if why == "" {
 			continue
 		}
-		acc.Approval.ToolsTotal++
-		if len(acc.Approval.Tools) < maxConsoleApprovalTools {
-			acc.Approval.Tools = append(acc.Approval.Tools, consoleApprovalTool{Name: t.Name, Why: why, Conditional: cond})
+		acc.Approval.SelectedTotal++
+		if len(acc.Approval.Selected) < maxConsoleApprovalTools {
+			acc.Approval.Selected = append(acc.Approval.Selected, consoleApprovalTool{Name: t.Name, Why: why, Conditional: cond})
 		}
 	}
 	return acc
