@@ -91,7 +91,12 @@ bench: ## Run every benchmark BENCH_COUNT times (default 5) into bench/out, summ
 	{ cd e2e && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 0 $(GO_TEST_ARGS) ./...; echo $$? > ../bench/out/.rc; } | tee bench/out/e2e.txt; exit $$(cat bench/out/.rc)
 	cat bench/out/main.txt bench/out/e2e.txt > bench/out/all.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) bench/out/all.txt > bench/out/summary.txt
-	@echo "wrote bench/out/summary.txt"
+	@# The headline figures: the extproc server against the no-op baseline,
+	@# median of the BENCH_COUNT runs (docs/benchmarks.md).
+	grep '^BenchmarkVsBaseline' bench/out/main.txt | awk '{for (i = 2; i <= NF; i++) if ($$i == "x-baseline") print $$1, $$(i-1)}' | \
+		sort -k1,1 -k2,2g | awk '{n[$$1]++; v[$$1, n[$$1]] = $$2} END {for (k in n) printf "%-48s x-baseline %s (median of %d)\n", k, v[k, int((n[k] + 1) / 2)], n[k]}' | \
+		sort | tee bench/out/ratios.txt
+	@echo "wrote bench/out/summary.txt and bench/out/ratios.txt"
 
 .PHONY: bench-scale
 bench-scale: ## Run the scale benchmarks once at SCALE routes (default 1000,5000) into bench/out/scale.txt

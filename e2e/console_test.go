@@ -107,7 +107,8 @@ func nackingNode(t *testing.T, xdsAddr, nodeID, message string) {
 // headless Chromium: one healthy route, one route with a Tool Service whose
 // manifest answers 500, a node that NACKed, and an admin token the browser
 // sends. The healthy route requires a token (an issuer, a scope), has an
-// authorization policy and an approval rule; the other is open. The route,
+// authorization policy, an approval rule and a rate limit; the other is
+// open. The route,
 // the failing service's error, the NACK message and each route's access
 // rules must show in the rendered page, and no secret; a screenshot is
 // saved as an artifact.
@@ -149,6 +150,10 @@ approval:
   ttl: 90s
   routes:
     healthy: {tools: [ok_fail]}
+rateLimits:
+  routes:
+    healthy:
+    - {name: echo-per-caller, tools: [ok_echo], by: [caller], requests: 10, per: minute}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -260,13 +265,13 @@ approval:
 		"Authentication", "required", issuer.URL + "/realm", "mcp:tools", "https://mcp.example.com/mcp/healthy", // auth
 		"no-slow", "deny", denySlow, "tools/call", // the policy, its expression and what it decides
 		"ok_fail", "1m30s", // the tool that needs approval and the TTL
-		"No rate limit.",
+		"echo-per-caller", "10 per 1m0s", // the route's rate limit
 	} {
 		if !strings.Contains(healthy, want) {
 			t.Errorf("the healthy route's card lacks %q:\n%s", want, healthy)
 		}
 	}
-	for _, want := range []string{"off: open route", "None: every caller", "No call on this route needs approval."} {
+	for _, want := range []string{"off: open route", "None: every caller", "No call on this route needs approval.", "No rate limit."} {
 		if !strings.Contains(degraded, want) {
 			t.Errorf("the degraded route's card lacks %q:\n%s", want, degraded)
 		}

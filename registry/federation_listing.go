@@ -58,6 +58,9 @@ func (s ToolService) checkProtocol() []error {
 		if s.ForwardAuthorization {
 			errs = append(errs, errors.New("forwardAuthorization: only allowed with protocol mcp"))
 		}
+		if s.AllowSameOriginRedirects {
+			errs = append(errs, errors.New("allowSameOriginRedirects: only allowed with protocol mcp"))
+		}
 		return errs
 	}
 	if s.ManifestPath != "" {

@@ -259,7 +259,7 @@ func (s ToolService) ManifestURL() string {
 func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
-		a.ForwardAuthorization != b.ForwardAuthorization {
+		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects {
 		return false
 	}
 	var ca, cb ClusterSettings

@@ -67,6 +67,11 @@ type ToolService struct {
 	// authorization spec's confused-deputy rule); the server gets the
 	// credentials of Headers instead.
 	ForwardAuthorization bool `json:"forwardAuthorization,omitempty"`
+	// AllowSameOriginRedirects lets the gateway's own requests to an MCP
+	// server (listing, session set-up, a re-issued call) follow redirects
+	// that stay on the origin of its url; without it no redirect is
+	// followed (protocol mcp only).
+	AllowSameOriginRedirects bool `json:"allowSameOriginRedirects,omitempty"`
 }
 
 // ProtocolMCP is ToolService.Protocol of a federated MCP server.

@@ -141,10 +141,7 @@ type schemaError struct {
 	Reason string `json:"reason"`
 }
 
-var (
-	_ mcp.Catalog           = (*Snapshot)(nil)
-	_ mcp.ParamHeaderSource = (*Snapshot)(nil)
-)
+var _ mcp.Catalog = (*Snapshot)(nil)
 
 // Lookup returns the tool that name resolves to and how it resolved.
 func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
@@ -157,13 +154,13 @@ func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
 	return nil, mcp.ToolUnknown
 }
 
-// Resolve implements [mcp.Catalog.Resolve].
+// Resolve implements [mcp.Catalog].
 func (s *Snapshot) Resolve(name string) mcp.Resolution {
 	_, r := s.Lookup(name)
 	return r
 }
 
-// ParamHeaders implements [mcp.ParamHeaderSource].
+// ParamHeaders implements [mcp.Catalog].
 func (s *Snapshot) ParamHeaders(name string) []mcp.ParamHeader {
 	if t, ok := s.byName[name]; ok {
 		return t.ParamHeaders

@@ -59,6 +59,7 @@ func (c *Config) Validate() error {
 	errs.add(c.Tracing.validate())
 	errs.add((extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate())
 	errs.add(registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials))
+	errs.add(c.checkRLSTimeout())
 	return errs.join()
 }
 
@@ -208,6 +209,7 @@ func (c *AccessConfig) Validate() error {
 	errs.add(err)
 	_, err = buildRelayKeys(c.RelayKeys)
 	errs.add(err)
+	errs.add(c.RateLimits.Validate()) // each error names its entry
 	errs.add(authn.Validate(c.ResourceBase, c.Auth))
 	_, err = authz.Compile(c.Policies)
 	errs.check("policies", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -50,6 +51,9 @@ type consoleDoc struct {
 	Store string `json:"store"`
 	// AdminToken is true when the admin listener needs the token.
 	AdminToken bool `json:"adminToken"`
+	// RateLimits are the rate and concurrency limits in force, one row per
+	// limit and route scope (docs/ratelimit.md).
+	RateLimits []ratelimit.InForce `json:"rateLimits,omitempty"`
 }
 
 // consoleRoute is a route's catalog and filter chain.
@@ -75,9 +79,9 @@ type consoleAccess struct {
 	Policies []authz.PolicyView `json:"policies"`
 	// Approval is the route's approval rule; nil: no call needs approval.
 	Approval *consoleApproval `json:"approval,omitempty"`
-	// RateLimits are the rate limits in force; this build has none, so
-	// the list is always empty.
-	RateLimits []struct{} `json:"rateLimits"`
+	// RateLimits are the rate and concurrency limits in force on the
+	// route: its own rateLimits entry, else the default (docs/ratelimit.md).
+	RateLimits []ratelimit.InForce `json:"rateLimits"`
 }
 
 // consoleApproval is a route's approval rule and the tools it selects.
@@ -195,6 +199,9 @@ func (a *app) consoleState() consoleDoc {
 	if a.xdsServer != nil {
 		doc.Clusters = a.xdsServer.Clusters()
 	}
+	if a.extprocServer != nil {
+		doc.RateLimits = a.extprocServer.RateLimiter().InForce()
+	}
 	return doc
 }
 
@@ -203,7 +210,7 @@ func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
 	acc := &consoleAccess{
 		Auth:       a.auth.View(rt.Key, rt.Path()),
 		Policies:   a.extprocServer.Policies().View(rt.Key),
-		RateLimits: []struct{}{},
+		RateLimits: a.extprocServer.RateLimiter().Route(rt.Key),
 	}
 	if acc.Policies == nil {
 		acc.Policies = []authz.PolicyView{}

@@ -43,6 +43,11 @@ approval:
     ops: {annotations: [destructiveHint], tools: ["wipe_*"], exempt: [wipe_safe]}
 credentials:
   remote: {file: ` + credFile + `}
+rateLimits:
+  default:
+  - {name: per-caller, by: [caller], requests: 600, per: minute, burst: 100}
+  routes:
+    open: []
 `
 }
 
@@ -139,7 +144,8 @@ func TestConsoleAccess(t *testing.T) {
 				map[string]any{"name": "drop", "why": "annotation destructiveHint"},
 				map[string]any{"name": "wipe_cache", "why": "tool pattern wipe_*"},
 			}},
-		"rateLimits": []any{},
+		"rateLimits": []any{map[string]any{"scope": "", "name": "per-caller", "tools": "*", "by": "caller",
+			"rate": "600 per 1m0s, burst 100", "keys": float64(1)}},
 	}
 	if !reflect.DeepEqual(ops, want) {
 		got, _ := json.MarshalIndent(ops, "", "  ")

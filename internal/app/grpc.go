@@ -73,6 +73,9 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return err
 	}
 	srv.SetApproval(ap)
+	if err := a.startRateLimits(metrics); err != nil {
+		return err
+	}
 	rk, err := buildRelayKeys(a.cfg.RelayKeys)
 	if err != nil {
 		return err

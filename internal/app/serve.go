@@ -29,6 +29,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/notify"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
@@ -98,7 +99,9 @@ type app struct {
 	filters       *filters.Set         // the filter chains of the ext_proc server
 	auth          *authn.Authenticator // the ext_proc server's authentication
 	notify        *notify.Server       // change-notification streams; nil when not served
-	notifyHTTP    *http.Server
+	// rateLimitMetrics are the limiters' series, shared across reloads.
+	rateLimitMetrics *ratelimit.Metrics
+	notifyHTTP       *http.Server
 
 	// What shutdown stops, in this order.
 	admin         *http.Server
@@ -530,6 +533,7 @@ func (a *app) reloadBlocks() {
 	}
 	a.reloadAuth(cfg)
 	a.reloadApproval(cfg)
+	a.reloadRateLimits(cfg)
 	a.reloadRelayKeys(cfg)
 	a.reloadUpstreamAuth(cfg)
 	a.reloadPolicies(cfg)

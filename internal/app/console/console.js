@@ -185,6 +185,7 @@
     const bits = [acc.auth.mode === 'off' ? 'open' : 'auth ' + acc.auth.mode];
     if (acc.policies.length) bits.push(acc.policies.length + (acc.policies.length === 1 ? ' policy' : ' policies'));
     if (acc.approval) bits.push('approval');
+    if ((acc.rateLimits || []).length) bits.push(acc.rateLimits.length + (acc.rateLimits.length === 1 ? ' limit' : ' limits'));
     if ((acc.quarantined || []).length) bits.push(acc.quarantined.length + ' quarantined');
     return badge(bits.join(' · '), acc.auth.mode === 'required' ? 'ok' : 'plain', 'authentication, policies and approval in force');
   }
@@ -242,8 +243,15 @@
     }
 
     out.push(h('h5', {}, 'Limits in force'));
-    out.push((acc.rateLimits || []).length
-      ? h('div', {}, acc.rateLimits.map((l) => h('div', {}, h('code', {}, JSON.stringify(l)))))
+    const limits = acc.rateLimits || [];
+    out.push(limits.length
+      ? table(['limit', 'tools', 'per', 'rate', 'in flight', 'from'], limits.map((l) => h('tr', {'data-route-limit': l.name},
+        h('td', {}, h('code', {}, l.name)),
+        h('td', {}, h('code', {}, l.tools)),
+        h('td', {}, l.by || h('span', {class: 'dim'}, 'route')),
+        h('td', {}, l.global ? badge('global (RLS)', 'ok') : (l.rate || '—')),
+        h('td', {}, l.concurrency ? String(l.concurrency) : '—'),
+        h('td', {}, l.scope ? 'the route\'s entry' : 'rateLimits.default'))))
       : emptyNote('No rate limit.'));
 
     const q = acc.quarantined || [];
@@ -407,6 +415,24 @@
     box.replaceChildren(...out);
   }
 
+  // Rate and concurrency limits in force, one row per limit and scope.
+  function renderRateLimits(doc) {
+    const box = document.getElementById('ratelimits');
+    const rows = (doc.rateLimits || []).map((l) => h('tr', {'data-limit': (l.scope || '*') + '/' + l.name},
+      h('td', {}, l.scope ? h('code', {}, l.scope) : h('span', {class: 'dim'}, 'default')),
+      h('td', {}, h('code', {}, l.name)),
+      h('td', {}, h('code', {}, l.tools)),
+      h('td', {}, l.by || h('span', {class: 'dim'}, 'route')),
+      h('td', {}, l.global ? badge('global (RLS)', 'ok') : (l.rate || '—')),
+      h('td', {}, l.concurrency ? String(l.concurrency) : '—'),
+      h('td', {}, String(l.keys))));
+    if (rows.length === 0) {
+      box.replaceChildren(emptyNote('No rate limits configured (rateLimits).'));
+      return;
+    }
+    box.replaceChildren(table(['Route', 'Limit', 'Tools', 'Per', 'Rate', 'In flight', 'Keys here'], rows));
+  }
+
   function render(doc) {
     // Keep the <details> the operator opened open across refreshes.
     const open = new Set([...document.querySelectorAll('details[open][data-key]')].map((d) => d.getAttribute('data-key')));
@@ -415,6 +441,7 @@
     renderTop(doc);
     renderOverview(doc);
     renderRoutes(doc);
+    renderRateLimits(doc);
     renderXDS(doc);
     renderStore(doc);
     for (const d of document.querySelectorAll('details[data-key]')) {

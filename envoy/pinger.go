@@ -1,4 +1,4 @@
-package h2grpc
+package envoy
 
 import (
 	"encoding/binary"
@@ -13,14 +13,15 @@ import (
 // source/common/http/http2/codec_impl.cc ConnectionImpl): a PING every
 // Interval plus jitter, and the connection closed when its ACK does not come
 // within Timeout. The local data plane's ADS and ext_proc connections both
-// use it (envoy/rules.go describes the behaviour).
+// use it (rules.go describes the behaviour).
+// The zero value is the bootstraps' settings (keepaliveDefaults).
 type Keepalive struct {
-	// Interval between PINGs; zero or negative sends none.
+	// Interval between PINGs; negative sends none.
 	Interval time.Duration
 	// Timeout for a PING's ACK before the connection is closed.
 	Timeout time.Duration
 	// IntervalJitter is the percentage of Interval added at random to each
-	// one; zero or negative means none.
+	// one; negative means none.
 	IntervalJitter float64
 }
 
@@ -34,17 +35,16 @@ func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration 
 	return interval
 }
 
-// Pinger runs Envoy's keepalive for one HTTP/2 connection (codec_impl.cc
+// pinger runs Envoy's keepalive for one HTTP/2 connection (codec_impl.cc
 // ConnectionImpl; envoy/rules.go): the first PING is due interval plus
 // jitter after Start, none while one awaits its ACK, any frame received but
 // a PING ACK re-arms a running timeout, the ACK schedules the next PING,
-// and the timeout closes the connection. It keeps the timers; its owner
-// writes the PINGs and closes the connection. Both of the data plane's
-// HTTP/2 clients use it: h2grpc's connections and envoy's pingConn under
-// grpc-go. A nil *Pinger (no keepalive) does nothing.
-type Pinger struct {
+// and the timeout closes the connection. It keeps the timers; its owner,
+// pingConn, writes the PINGs and closes the connection. A nil *pinger (no
+// keepalive) does nothing.
+type pinger struct {
 	ka     Keepalive
-	due    func() // a PING is due: the owner calls Sending and writes it
+	due    func() // a PING is due: the owner calls sending and writes it
 	expire func() // no ACK within Timeout: the owner closes the connection
 
 	awaiting atomic.Bool // a PING is out; read without mu on every frame
@@ -55,17 +55,17 @@ type Pinger struct {
 	send, timeout *time.Timer
 }
 
-// NewPinger returns the keepalive of a connection, nil if ka.Interval is
-// not positive; Start starts it.
-func NewPinger(ka Keepalive, due, expire func()) *Pinger {
+// newPinger returns the keepalive of a connection, nil if ka.Interval is
+// not positive; start starts it.
+func newPinger(ka Keepalive, due, expire func()) *pinger {
 	if ka.Interval <= 0 {
 		return nil
 	}
-	return &Pinger{ka: ka, due: due, expire: expire}
+	return &pinger{ka: ka, due: due, expire: expire}
 }
 
-// Start schedules the first PING, unless Stop came first.
-func (p *Pinger) Start() {
+// start schedules the first PING, unless stop came first.
+func (p *pinger) start() {
 	if p == nil {
 		return
 	}
@@ -80,7 +80,7 @@ func (p *Pinger) Start() {
 }
 
 // onSend is sendKeepalive: no PING while one is awaiting its ACK.
-func (p *Pinger) onSend() {
+func (p *pinger) onSend() {
 	p.mu.Lock()
 	skip := p.stopped || p.awaiting.Load()
 	p.mu.Unlock()
@@ -89,10 +89,10 @@ func (p *Pinger) onSend() {
 	}
 }
 
-// Sending is called as a due PING is written: it returns the payload (the
+// sending is called as a due PING is written: it returns the payload (the
 // time in milliseconds since the epoch, as Envoy's) and arms the timeout;
 // ok is false when the PING must not go (stopped, or one already out).
-func (p *Pinger) Sending() (payload [8]byte, ok bool) {
+func (p *pinger) sending() (payload [8]byte, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped || p.awaiting.Load() {
@@ -104,12 +104,9 @@ func (p *Pinger) Sending() (payload [8]byte, ok bool) {
 	return p.payload, true
 }
 
-// Awaiting reports whether a PING awaits its ACK.
-func (p *Pinger) Awaiting() bool { return p != nil && p.awaiting.Load() }
-
-// Frame is onBeforeFrameReceived for a frame other than a PING ACK: the
+// frame is onBeforeFrameReceived for a frame other than a PING ACK: the
 // wait for the ACK is extended (head-of-line blocking is not a dead peer).
-func (p *Pinger) Frame() {
+func (p *pinger) frame() {
 	if p == nil || !p.awaiting.Load() {
 		return
 	}
@@ -120,9 +117,9 @@ func (p *Pinger) Frame() {
 	p.mu.Unlock()
 }
 
-// Ack is onKeepaliveResponse for a PING ACK: if it answers our PING, the
+// ack is onKeepaliveResponse for a PING ACK: if it answers our PING, the
 // timeout stops and the next PING is scheduled. It reports whether it did.
-func (p *Pinger) Ack(data []byte) bool {
+func (p *pinger) ack(data []byte) bool {
 	if p == nil {
 		return false
 	}
@@ -140,7 +137,7 @@ func (p *Pinger) Ack(data []byte) bool {
 }
 
 // onTimeout is onKeepaliveResponseTimeout.
-func (p *Pinger) onTimeout() {
+func (p *pinger) onTimeout() {
 	p.mu.Lock()
 	fire := p.awaiting.Load() && !p.stopped
 	p.mu.Unlock()
@@ -149,8 +146,8 @@ func (p *Pinger) onTimeout() {
 	}
 }
 
-// Stop stops the timers for good.
-func (p *Pinger) Stop() {
+// stop stops the timers for good.
+func (p *pinger) stop() {
 	if p == nil {
 		return
 	}
