@@ -66,7 +66,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 		mine = append(mine, registry.SubscriptionHeader)
 	}
 	if !x.caller.Anonymous() {
-		set = append(set, setHeader(registry.CallerHeader, x.caller.String()))
+		set = append(set, setHeader(registry.CallerHeader, x.caller.Key()))
 		mine = append(mine, registry.CallerHeader)
 	}
 	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}

@@ -51,6 +51,8 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			lv := v
 			if sensitiveHeaders[key] {
 				lv = "[redacted]"
+			} else if p, _, q := strings.Cut(v, "?"); q && key == ":path" {
+				lv = p + "?[redacted]" // a query may carry an access_token
 			}
 			x.logHeads = append(x.logHeads, slog.String(key, lv))
 		}

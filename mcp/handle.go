@@ -205,6 +205,10 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		if q.p.dup != "" {
 			return fail(200, id, CodeInvalidParams, "Invalid params: duplicate member "+strconv.Quote(clip(q.p.dup)))
 		}
+		// One reading of the arguments for every reader (argcheck.go).
+		if why := ArgumentsProblem(q.p.arguments); why != "" {
+			return fail(200, id, CodeInvalidParams, "Invalid params: arguments: "+why)
+		}
 	}
 	if out, done := s.negotiate(q); done {
 		return out

@@ -50,6 +50,10 @@ type Tool struct {
 	// is then its name on that server (Name without the service's toolPrefix).
 	Protocol     string
 	UpstreamName string
+	// UntrustedAnnotations: the tool is a federated server's whose Portal
+	// entry does not set trustAnnotations; the gateway does not act on its
+	// annotations (they are still listed to clients as the server wrote them).
+	UntrustedAnnotations bool
 
 	// schema is the tool's input schema and, once compiled, its validator;
 	// nil for a hand-made Tool, which then checks nothing.
