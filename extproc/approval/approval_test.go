@@ -2,7 +2,6 @@ package approval
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -431,9 +430,9 @@ func TestNeedsWhen(t *testing.T) {
 	}
 }
 
-// TestViewSelects: the rule in force per route, with the default
-// annotation filled in, and which tools it selects before any when
-// condition.
+// TestViewSelects: the rule in force per route, the default one selecting
+// every tool not declared read-only, and which tools a rule selects before
+// any when condition.
 func TestViewSelects(t *testing.T) {
 	a, err := New(Config{Keys: []Key{{"k1", secret1}}, Routes: map[string]Rule{
 		"ops":  {Tools: []string{"wipe_*"}, Exempt: []string{"wipe_safe"}, When: `caller.claims.sub != "root"`},
@@ -442,7 +441,7 @@ func TestViewSelects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := a.View("other"); !ok || !slices.Equal(v.Annotations, []string{DefaultAnnotation}) {
+	if v, ok := a.View("other"); !ok || !v.NotReadOnly || v.Annotations != nil {
 		t.Errorf("default rule: %+v %v", v, ok)
 	}
 	destructive := json.RawMessage(`{"destructiveHint":true}`)
@@ -456,8 +455,8 @@ func TestViewSelects(t *testing.T) {
 		{"ops", "wipe_safe", nil, "", false},
 		{"ops", "drop", destructive, "", false},
 		{"when", "anything", nil, "the when condition", true},
-		{"other", "drop", destructive, "annotation destructiveHint", false},
-		{"other", "read", nil, "", false},
+		{"other", "drop", destructive, "no readOnlyHint: true annotation", false},
+		{"other", "read", json.RawMessage(`{"readOnlyHint":true}`), "", false},
 	}
 	for _, tt := range tests {
 		why, cond := a.Selects(tt.route, Tool{Name: tt.tool, Annotations: tt.ann})

@@ -12,18 +12,20 @@ type RuleView struct {
 	Tools       []string `json:"tools,omitempty"`
 	Exempt      []string `json:"exempt,omitempty"`
 	When        string   `json:"when,omitempty"`
+	// NotReadOnly: the rule names nothing, so it selects every tool not
+	// declared read-only (the default).
+	NotReadOnly bool `json:"notReadOnly,omitempty"`
 }
 
-// View returns the rule in force for route (its own, else the default,
-// with the default annotation filled in); ok is false when none of the
-// route's calls needs approval.
+// View returns the rule in force for route (its own, else the default);
+// ok is false when none of the route's calls needs approval.
 func (a *Approver) View(route string) (v RuleView, ok bool) {
 	r, ok := a.rule(route)
 	if !ok {
 		return RuleView{}, false
 	}
 	return RuleView{Annotations: slices.Clone(r.Annotations), Tools: slices.Clone(r.Tools),
-		Exempt: slices.Clone(r.Exempt), When: r.When}, true
+		Exempt: slices.Clone(r.Exempt), When: r.When, NotReadOnly: r.notReadOnly}, true
 }
 
 // Selects reports whether route's rule selects t by its name or
@@ -34,16 +36,24 @@ func (a *Approver) Selects(route string, t Tool) (why string, conditional bool) 
 	if !ok {
 		return "", false
 	}
-	for _, p := range r.Exempt {
-		if m, _ := path.Match(p, t.Name); m {
-			return "", false
-		}
+	if r.exempts(t) {
+		return "", false
 	}
 	why = r.selects(t)
 	if why == whenOnly {
 		why = "the when condition"
 	}
 	return why, why != "" && r.when != nil
+}
+
+// exempts reports whether an Exempt pattern matches t's name.
+func (r *Rule) exempts(t Tool) bool {
+	for _, p := range r.Exempt {
+		if m, _ := path.Match(p, t.Name); m {
+			return true
+		}
+	}
+	return false
 }
 
 // rule is the rule of route in force; ok is false when it has none.

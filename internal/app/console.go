@@ -226,7 +226,8 @@ func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
 		return acc
 	}
 	for _, t := range snap.Tools {
-		why, cond := ap.Selects(rt.Key, approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations})
+		why, cond := ap.Selects(rt.Key, approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title,
+			Annotations: t.Annotations, Untrusted: t.UntrustedAnnotations})
 		if why == "" {
 			continue
 		}

@@ -230,6 +230,7 @@
       if (ap.annotations && ap.annotations.length) rule.push('annotations ', codeList(ap.annotations), ' ');
       if (ap.tools && ap.tools.length) rule.push('tools ', codeList(ap.tools), ' ');
       if (ap.exempt && ap.exempt.length) rule.push('except ', codeList(ap.exempt), ' ');
+      if (ap.notReadOnly) rule.push('every tool not declared read-only (', h('code', {}, 'readOnlyHint: true'), ') ');
       if (ap.when) rule.push('when ', h('code', {}, ap.when));
       out.push(kv([
         ['Rule', h('span', {class: 'wrap'}, rule)],
