@@ -211,7 +211,7 @@
 
     out.push(h('h5', {}, 'Authorization policies (' + acc.policies.length + ')'));
     if (!acc.policies.length) {
-      out.push(emptyNote('None: every caller that authenticates may use every tool, resource and prompt.'));
+      out.push(emptyNote('None: every caller the route lets in may use every tool, resource and prompt.'));
     } else {
       out.push(table(['policy', 'effect', 'when', 'governs', 'methods'], acc.policies.map((p) => h('tr', {'data-policy': p.name},
         h('td', {class: 'name'}, h('b', {}, p.name)),
