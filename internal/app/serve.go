@@ -333,8 +333,14 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 			ls.close()
 		}
 	}()
+	if a.mode == modeRun && a.cfg.ControlTLS != nil {
+		return nil, errRunControlTLS
+	}
 	var lc net.ListenConfig
 	bind := func(name, addr string) (net.Listener, error) {
+		if err := a.checkPerimeter(name, addr); err != nil {
+			return nil, err
+		}
 		ln, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
 			return nil, listenError(name, addr, err)
@@ -432,6 +438,13 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
 	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	tc, err := a.controlTLS("notifications")
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 	go serveHTTP(a.notifyHTTP, ln, "notifications", errc)
 	return nil
 }
