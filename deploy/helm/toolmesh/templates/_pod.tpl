@@ -22,6 +22,12 @@
     - --envoy-listen=0.0.0.0:{{ $ctx.Values.ports.mcp }}
     {{- end }}
     - --admin-listen=0.0.0.0:{{ .adminPort }}
+    {{- if ne .listen "127.0.0.1" }}
+    # Gateway mode: the control listeners are plaintext on the pod network
+    # (toolmesh refuses that without this flag; docs/operators.md,
+    # "Control channels").
+    - --insecure-listeners=true
+    {{- end }}
     {{- if or $ctx.Values.redis.existingSecret $ctx.Values.redis.url }}
     - --redis=$(TOOLMESH_REDIS_URL)
     {{- end }}
