@@ -168,6 +168,25 @@ func TestValidate(t *testing.T) {
 		{"empty", mtls.Config{}, []string{"certFile: must be set", "keyFile: must be set", "clientCAFile: must be set", "allowedSANs: must list"}},
 		{"bad SAN", mtls.Config{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: ca.CertFile, AllowedSANs: []string{"spiffe:///x", "a b"}},
 			[]string{"allowedSANs[0]", "allowedSANs[1]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil {
+				t.Fatal("valid")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nlacks %q", err, w)
+				}
+			}
+		})
+	}
+	// The files are read at start (New); each error names its key.
+	for _, tc := range []struct {
+		name string
+		cfg  mtls.Config
+		want []string
+	}{
 		{"key of another certificate", mtls.Config{CertFile: srv.CertFile, KeyFile: ca.Client("c").KeyFile, ClientCAFile: ca.CertFile, AllowedSANs: []string{envoyID}},
 			[]string{"certFile " + srv.CertFile}},
 		{"CA file not PEM", mtls.Config{CertFile: srv.CertFile, KeyFile: srv.KeyFile, ClientCAFile: srv.KeyFile, AllowedSANs: []string{envoyID}},
@@ -176,9 +195,12 @@ func TestValidate(t *testing.T) {
 			[]string{"certFile: open"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
+			if err := tc.cfg.Validate(); err != nil {
+				t.Fatalf("the keys are valid: %v", err)
+			}
+			_, err := mtls.New(tc.cfg, "extproc", slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err == nil {
-				t.Fatal("valid")
+				t.Fatal("loaded")
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
