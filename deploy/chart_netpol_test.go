@@ -95,3 +95,33 @@ func (c *chartCheck) networkPolicies() {
 		}
 	}
 }
+
+// controlTLS: with controlTLS set, no toolmesh container accepts plaintext
+// (--insecure-listeners), the config names the mounted files, and Envoy's
+// bootstrap gives toolmesh_xds and toolmesh_extproc a TLS transport
+// socket; without it, gateway mode passes --insecure-listeners.
+func (c *chartCheck) controlTLS() {
+	c.t.Helper()
+	on := c.o.str("controlTLS.existingSecret") != "" && c.o.str("mode") == "gateway"
+	for name, d := range c.o.deployments {
+		for _, ct := range d.Spec.Template.Spec.Containers {
+			if ct.Name != "extproc" && ct.Name != "xds" {
+				continue
+			}
+			insecure := slices.Contains(ct.Args, "--insecure-listeners=true")
+			if want := !on && c.o.str("mode") == "gateway"; insecure != want {
+				c.t.Errorf("Deployment %s container %s: --insecure-listeners=true %v, want %v", name, ct.Name, insecure, want)
+			}
+		}
+	}
+	for name, cm := range c.o.configMaps {
+		if cfg, ok := cm.Data["config.yaml"]; ok && strings.Contains(cfg, "controlTLS:") != on {
+			c.t.Errorf("ConfigMap %s: controlTLS in config.yaml %v, want %v", name, !on, on)
+		}
+		if boot, ok := cm.Data["envoy.yaml"]; ok {
+			if n := strings.Count(boot, "envoy.transport_sockets.tls"); on && n != 2 {
+				c.t.Errorf("ConfigMap %s: %d TLS transport sockets, want 2 (toolmesh_xds, toolmesh_extproc)", name, n)
+			}
+		}
+	}
+}

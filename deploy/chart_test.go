@@ -69,6 +69,15 @@ var valueSets = []struct {
 		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
 	},
 	{
+		name: "gateway, control mTLS",
+		overrides: map[string]any{"controlTLS": map[string]any{
+			"existingSecret": "toolmesh-control-tls", "envoyExistingSecret": "envoy-control-tls",
+			"clientSANs": []any{"spiffe://cluster.local/ns/mcp/sa/envoy"},
+			"serverSANs": []any{"spiffe://cluster.local/ns/mcp/sa/toolmesh", "toolmesh-extproc.mcp.svc"},
+		}},
+		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
+	},
+	{
 		name:      "gateway, notifications off",
 		overrides: map[string]any{"notifications": map[string]any{"enabled": false}},
 		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
@@ -105,6 +114,7 @@ func checkChart(r reporter, o *objects, info cmdInfo, envoyVersion string) {
 	c.bootstrap()
 	c.identityWiring()
 	c.networkPolicies()
+	c.controlTLS()
 }
 
 // chartCheck checks one rendering.
