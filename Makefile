@@ -12,6 +12,9 @@ FUZZTIME    ?= 10s
 ARGS        ?=
 # staticcheck v0.8.x is the release line built for Go 1.26.
 STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.10.0
+# VULNDB is govulncheck's -db: the vulnerability database (default https://vuln.go.dev).
+VULNDB      ?= https://vuln.go.dev
 
 # The Go modules: the main module (the repository root), e2e (end-to-end
 # tests and the conformance programs, with the MCP SDKs they use) and deploy
@@ -38,35 +41,31 @@ run: build ## Build and run toolmesh (registry, ext_proc, xDS, local data plane;
 
 .PHONY: build
 build: ## Build bin/toolmesh
-	@echo "building bin/toolmesh (the first build downloads modules and compiles: a few minutes)"
-	@$(GO) build -trimpath -ldflags "-X github.com/toolmesh/toolmesh/internal/app.version=$(VERSION)" -o bin/toolmesh ./cmd/toolmesh
-
-# `make test` builds the WebAssembly guest modules the tests load, and
-# compiles their machine code, once, without the race detector (which slows
-# wazero's compiler several-fold), into a directory the test binaries share
-# (TOOLMESH_TEST_WASM_DIR; see internal/wasmtest). Run alone, the tests
-# build what they need themselves.
-#
-# wazero files its compilation cache under its version as the binary's build
-# information gives it; test binaries have none and get "dev", so prepare is
-# linked with that name (wasmtest.CheckCompiledDir fails the tests when the
-# two differ).
-WAZERO_VERSION_VAR := github.com/tetratelabs/wazero/internal/version.version
+	@GO=$(GO) bash scripts/build.sh bin/toolmesh $(VERSION)
 
 .PHONY: sbom
 sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh
 	@GO=$(GO) sh scripts/sbom.sh bin/toolmesh bin/toolmesh.cdx.json $(VERSION)
 	@echo "wrote bin/toolmesh.cdx.json"
 
+.PHONY: vulncheck
+vulncheck: ## govulncheck (golang.org/x/vuln) on every module; fails when code calls a known-vulnerable symbol
+	@set -e; for m in $(MODULES); do \
+		echo "govulncheck: $$m"; \
+		(cd $$m && $(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) -db $(VULNDB) ./...); \
+	done
+
+# `make test` runs scripts/test.sh: every step runs even when an earlier one
+# failed (test dependencies, gofmt, standalone, go vet, then the tests of the
+# main, e2e and deploy modules), and the summary at the end lists every
+# failed step, package and test; it exits non-zero if any failed.
 .PHONY: test
-test: test-deps fmt-check vet standalone ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool, node, npm), check gofmt and go vet, then run every test of the three modules (main and e2e with the race detector)
-	@set -e; dir="$$(mktemp -d)"; trap 'rm -rf "$$dir"' EXIT; \
-	echo "preparing the WebAssembly test modules: $(GO) run ./internal/wasmtest/prepare"; \
-	$(GO) run -ldflags='-X $(WAZERO_VERSION_VAR)=dev' ./internal/wasmtest/prepare "$$dir" >/dev/null; \
-	echo "TOOLMESH_TEST_WASM_DIR=$$dir $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./..."; \
-	TOOLMESH_TEST_WASM_DIR="$$dir" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
-	cd e2e && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
-	cd deploy && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_ARGS) ./...
+test: ## Install or locate test dependencies (redis-server, shellcheck, chromium, promtool, node, npm), check gofmt and go vet, then run every test of the three modules; report every failure at the end
+	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_ARGS='$(GO_TEST_ARGS)' bash scripts/test.sh
+
+.PHONY: test-quick
+test-quick: ## gofmt, go vet and the main module's tests (race detector), without e2e, deploy or test dependencies
+	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_ARGS='$(GO_TEST_ARGS)' bash scripts/test.sh quick
 
 .PHONY: lint
 lint: fmt-check vet standalone ## gofmt, go vet, go mod tidy and staticcheck, on every module
@@ -102,7 +101,12 @@ bench: ## Run every benchmark BENCH_COUNT times (default 5) into bench/out, summ
 	{ cd e2e && $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) -timeout 0 $(GO_TEST_ARGS) ./...; echo $$? > ../bench/out/.rc; } | tee bench/out/e2e.txt; exit $$(cat bench/out/.rc)
 	cat bench/out/main.txt bench/out/e2e.txt > bench/out/all.txt
 	$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) bench/out/all.txt > bench/out/summary.txt
-	@echo "wrote bench/out/summary.txt"
+	@# The headline figures: the extproc server against the no-op baseline,
+	@# median of the BENCH_COUNT runs (docs/benchmarks.md).
+	grep '^BenchmarkVsBaseline' bench/out/main.txt | awk '{for (i = 2; i <= NF; i++) if ($$i == "x-baseline") print $$1, $$(i-1)}' | \
+		sort -k1,1 -k2,2g | awk '{n[$$1]++; v[$$1, n[$$1]] = $$2} END {for (k in n) printf "%-48s x-baseline %s (median of %d)\n", k, v[k, int((n[k] + 1) / 2)], n[k]}' | \
+		sort | tee bench/out/ratios.txt
+	@echo "wrote bench/out/summary.txt and bench/out/ratios.txt"
 
 .PHONY: bench-scale
 bench-scale: ## Run the scale benchmarks once at SCALE routes (default 1000,5000) into bench/out/scale.txt
@@ -143,11 +147,15 @@ standalone: ## Fail on references a reader of the repository cannot follow (the 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# go vet builds with the flags of each module's tests (-race for main and
+# e2e, as `make test` runs them), so vet and the tests share one compilation
+# of the dependencies in the build cache (scripts/test.sh).
 .PHONY: vet
 vet:
 	@set -e; for m in $(MODULES); do \
-		echo "go vet: $$m"; \
-		(cd $$m && $(GO) vet ./...); \
+		race=-race; [ $$m = deploy ] && race=; \
+		echo "go vet $$race: $$m"; \
+		(cd $$m && $(GO) vet $$race ./...); \
 	done
 
 # Deploy: the container image and the plain Kubernetes manifests. The deploy

@@ -104,6 +104,7 @@ type benchTarget struct {
 
 type benchSetup struct {
 	up      *benchUpstream
+	gw      *gateway
 	client  *http.Client
 	targets map[string][2]benchTarget // era → {direct, toolmesh}
 }
@@ -112,7 +113,7 @@ type benchSetup struct {
 // behind one route per era, and opens the legacy session the direct
 // legacy calls carry (toolmesh opens its own upstream session, and issues
 // none to its clients).
-func newBenchSetup(tb testing.TB) *benchSetup {
+func newBenchSetup(tb testing.TB, extra ...string) *benchSetup {
 	tb.Helper()
 	up := newBenchUpstream(tb)
 	var routes []any
@@ -126,8 +127,8 @@ func newBenchSetup(tb testing.TB) *benchSetup {
 		tb.Fatal(err)
 	}
 	// Debug logging would put a log line per request on the measured path.
-	gw := startGateway(tb, portal, "--log-level", "warn")
-	s := &benchSetup{up: up, targets: map[string][2]benchTarget{},
+	gw := startGateway(tb, portal, append([]string{"--log-level", "warn"}, extra...)...)
+	s := &benchSetup{up: up, gw: gw, targets: map[string][2]benchTarget{},
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}}
 	tb.Cleanup(s.client.CloseIdleConnections)
 	for _, e := range benchEras {

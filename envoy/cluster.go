@@ -451,43 +451,48 @@ type upstreamPool interface {
 	retire()
 }
 
-// h2Transport is the pool of an HTTP/2 cluster: net/http's Transport.
-type h2Transport struct{ *http.Transport }
+// netTransport is a cluster's pool: net/http's Transport.
+type netTransport struct{ *http.Transport }
 
-func (t h2Transport) retire() { t.CloseIdleConnections() }
+func (t netTransport) retire() { t.CloseIdleConnections() }
 
-// newTransport builds the connection pool of a cluster: h1Pool for
-// HTTP/1.1, net/http's Transport for HTTP/2.
+// newTransport builds the connection pool of a cluster: net/http's
+// Transport, for HTTP/1.1 and HTTP/2 (rules.go, "Upstream connections").
 func newTransport(cl *cluster) upstreamPool {
-	if !cl.h2 {
-		return newH1Pool(cl)
-	}
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
 	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return dialUpstream(ctx, dialer, nil, addr)
 	}
 	tr := &http.Transport{
-		DialContext:         dial,
-		MaxIdleConnsPerHost: h1MaxIdle,
-		IdleConnTimeout:     cl.idleTimeout,
-		DisableCompression:  true,
+		DialContext:            dial,
+		MaxIdleConnsPerHost:    maxIdlePerHost,
+		IdleConnTimeout:        cl.idleTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxResponseHeadersH2,
 	}
 	protos := new(http.Protocols)
+	var tc *tls.Config
 	if cl.tlsConfig != nil {
-		tc := cl.tlsConfig.Clone()
+		tc = cl.tlsConfig.Clone()
 		tr.TLSClientConfig = tc
 		tr.DialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
 			return dialUpstream(ctx, dialer, tc, addr)
 		}
+	}
+	switch {
+	case !cl.h2:
+		tr.MaxResponseHeaderBytes = maxResponseHeadersH1
+		protos.SetHTTP1(true)
+	case tc != nil:
 		protos.SetHTTP2(true)
 		tr.ForceAttemptHTTP2 = true
-	} else {
+	default:
 		// Cleartext HTTP/2 with prior knowledge, as Envoy does with
 		// http2_protocol_options and no TLS.
 		protos.SetUnencryptedHTTP2(true)
 	}
 	tr.Protocols = protos
-	return h2Transport{tr}
+	return netTransport{tr}
 }
 
 // transportKey identifies a cluster's connection settings, so an unchanged

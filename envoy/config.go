@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -42,6 +43,7 @@ const (
 
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
+	streamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
 	early             []earlyMutation
 	filters           []*extProcFilter
 	localReply        *localReplyConfig
@@ -259,6 +261,10 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 	}
 	if hc.serverName == "" {
 		hc.serverName = defaultServerName
+	}
+	hc.streamIdleTimeout = defaultStreamIdleTimeout
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		hc.streamIdleTimeout = d.AsDuration()
 	}
 	switch h.GetServerHeaderTransformation() {
 	case hcmv3.HttpConnectionManager_APPEND_IF_ABSENT:

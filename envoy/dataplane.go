@@ -13,8 +13,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
-
-	"github.com/toolmesh/toolmesh/internal/h2grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Options configures a [DataPlane].
@@ -44,7 +43,7 @@ type DataPlane struct {
 	log       *slog.Logger
 	conn      grpc.ClientConnInterface
 	extProc   extprocv3.ExternalProcessorClient // on conn, made once
-	ownConn   *h2grpc.ClientConn
+	ownConn   *grpc.ClientConn
 	transport http.RoundTripper
 	keepalive Keepalive
 
@@ -73,17 +72,20 @@ func New(opts Options) (*DataPlane, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
-		// Envoy's own gRPC client on its HTTP/2 codec (rules.go, "ext_proc
-		// gRPC client connection"). It never retries a stream: Envoy
-		// retries an ext_proc stream only under a retry policy, which
-		// toolmesh's grpc_service does not set
-		// (api/envoy/config/core/v3/grpc_service.proto,
-		// GrpcService.retry_policy: "If not specified, no default retry
-		// policy is applied at the client level").
-		cc, err := h2grpc.NewClient(h2grpc.Options{
-			Target: opts.ExtProcTarget, StreamWindow: envoyHTTP2Window, ConnWindow: envoyHTTP2Window,
-			Keepalive: d.keepalive, Logger: d.log.With("grpc", "ext_proc"),
-		})
+		// grpc-go's client with the windows of Envoy's HTTP/2 codec, which
+		// are static (a window option turns grpc-go's BDP estimation off),
+		// and Envoy's keepalive (rules.go, "ext_proc gRPC client
+		// connection"). It never retries a stream: Envoy retries an
+		// ext_proc stream only under a retry policy, which toolmesh's
+		// grpc_service does not set (api/envoy/config/core/v3/
+		// grpc_service.proto, GrpcService.retry_policy: "If not specified,
+		// no default retry policy is applied at the client level").
+		cc, err := grpc.NewClient(opts.ExtProcTarget,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(envoyHTTP2StreamWindow),
+			grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
+			grpc.WithDisableRetry(),
+			keepaliveDialOption(d.keepalive, d.log.With("grpc", "ext_proc")))
 		if err != nil {
 			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
 		}
@@ -196,6 +198,5 @@ func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{
 		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
 	}
-	defer x.held.release() // the response is written: no ImmediateResponse body is used after
 	x.serve()
 }

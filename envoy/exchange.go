@@ -48,11 +48,6 @@ type exchange struct {
 	filters   []*extProcRun
 	filterArr [2]*extProcRun // room for filters in the exchange itself
 	started   bool           // response headers went to the client
-	// h1req is the request of an attempt written directly (h1write.go).
-	h1req h1Request
-	// held are the buffers large ext_proc messages were decoded in
-	// (extProcCodec); released once the response is written.
-	held heldBuffers
 }
 
 // maxBufferLimit caps configured buffer limits so they fit an int64.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -13,12 +13,8 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/toolmesh/toolmesh/internal/extprocpb"
 )
 
 // This file emulates one ext_proc filter instance on one HTTP stream
@@ -27,16 +23,14 @@ import (
 // request and closed when the request ends, on an ImmediateResponse, or on
 // an error.
 
-// maxExtProcMessage bounds the gRPC messages exchanged with the server; a
-// buffered body travels as one message.
-const maxExtProcMessage = 64 << 20
-
-// extProcCallOptions apply maxExtProcMessage to every stream; made once,
-// as each option is an allocation. open adds the exchange's extProcCodec
-// (extproc_codec.go).
-var extProcCallOptions = []grpc.CallOption{
-	grpc.MaxCallRecvMsgSize(maxExtProcMessage), grpc.MaxCallSendMsgSize(maxExtProcMessage),
-}
+// extProcCallOptions lift grpc-go's 4 MiB receive limit: Envoy's gRPC
+// client has none unless max_receive_message_length is set
+// (api/envoy/config/core/v3/grpc_service.proto,
+// GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0, which
+// means unlimited"); math.MaxInt32 is grpc-go's largest. Made once, as
+// each option is an allocation; compileExtProc adds the stream's
+// :authority for the data plane's own connection.
+var extProcCallOptions = []grpc.CallOption{grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -85,9 +79,6 @@ type extProcRun struct {
 	firstTimerUsed bool
 	// protocolConfig is the first message's protocol_config.
 	protocolConfig extprocv3.ProtocolConfiguration
-	// hr carries each headers message to the codec, which encodes it
-	// within SendMsg; reused rather than allocated per message.
-	hr headersRequest
 }
 
 // msgTimer is a message timer and the race it decides: whether the answer
@@ -155,253 +146,6 @@ func (e *extProcRun) init(x *exchange, f *extProcFilter, pr *extProcPerRoute) {
 func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
 	copyModeInto(&e.modeBuf, m)
 	e.mode = &e.modeBuf
-}
-
-// open opens the gRPC stream if needed (Filter::openStream). A failure to
-// open is handled like a gRPC error on the stream.
-func (e *extProcRun) open() *localReply {
-	if e.stream != nil {
-		return nil
-	}
-	client := e.x.d.extProc
-	if client == nil {
-		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
-	}
-	ctx, cancel := context.WithCancel(e.x.ctx)
-	if len(e.md) > 0 {
-		ctx = metadata.NewOutgoingContext(ctx, e.md)
-	}
-	opts := append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)],
-		grpc.ForceCodecV2(extProcCodec{Codec: extprocpb.Codec{CodecV2: protoCodec, Alias: true}, held: &e.x.held}))
-	st, err := client.Process(ctx, opts...)
-	if err != nil {
-		cancel()
-		return e.onGrpcError(err)
-	}
-	e.stream, e.cancel = st, cancel
-	return nil
-}
-
-// close ends the gRPC stream (Filter::closeStream). Envoy's default close is
-// not graceful: the server sees the stream end (EOF or Canceled).
-// ExternalProcessorStreamImpl::close half-closes and then resets the
-// stream; on the data plane's own connection both frames go out in one
-// write (h2grpc CloseAndReset), on another connection as CloseSend and the
-// context's cancel.
-func (e *extProcRun) close() {
-	if e.stream == nil {
-		return
-	}
-	if r, ok := unwrapStream(e.stream).(interface{ CloseAndReset() }); ok {
-		r.CloseAndReset()
-	} else {
-		_ = e.stream.CloseSend()
-	}
-	e.cancel()
-	e.stream = nil
-	e.timer = nil // it calls this stream's cancel
-}
-
-// unwrapStream is the transport's stream under the generated client's
-// typed wrapper.
-func unwrapStream(st extprocv3.ExternalProcessor_ProcessClient) grpc.ClientStream {
-	if g, ok := st.(*grpc.GenericClientStream[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]); ok {
-		return g.ClientStream
-	}
-	return st
-}
-
-// finishAndContinue marks processing complete and continues without the
-// server (onGrpcClose, spurious messages, failure_mode_allow).
-func (e *extProcRun) finishAndContinue() {
-	e.complete = true
-	e.close()
-}
-
-// onGrpcError is Filter::onGrpcError.
-func (e *extProcRun) onGrpcError(err error) *localReply {
-	st := status.Convert(err)
-	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", st.Code(), "message", st.Message())
-	if e.failureModeAllow {
-		e.finishAndContinue()
-		return nil
-	}
-	e.complete = true
-	e.close()
-	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())}
-}
-
-// send sends one message (the first one carries protocol_config, as Envoy
-// ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
-// comes with its header map, h, which is written into the message as it
-// is now (headersRequest); otherwise h is nil.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
-	if lr := e.open(); lr != nil || e.complete {
-		return lr
-	}
-	if !e.sentFirst {
-		e.sentFirst = true
-		e.protocolConfig.RequestBodyMode = e.mode.GetRequestBodyMode()
-		e.protocolConfig.ResponseBodyMode = e.mode.GetResponseBodyMode()
-		req.ProtocolConfig = &e.protocolConfig
-	}
-	if len(e.forwarding) > 0 {
-		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
-	}
-	e.addAttributes(req)
-	e.timeoutUsed = false
-	var err error
-	if h != nil {
-		e.hr = headersRequest{req: req, h: h}
-		if len(e.f.allowedHeaders) > 0 || len(e.f.disallowedHeaders) > 0 {
-			// Without forward_rules every header goes; the method value
-			// would be an allocation per message.
-			e.hr.forward = e.f.forward
-		}
-		err = e.stream.SendMsg(&e.hr)
-		e.hr = headersRequest{}
-	} else {
-		err = e.stream.Send(req)
-	}
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			// The server already ended the stream; Recv reports how.
-			return nil
-		}
-		return e.onGrpcError(err)
-	}
-	return nil
-}
-
-// wait waits for the server's answer to the message just sent, applying
-// message_timeout and override_message_timeout. It returns the response,
-// or nil with a local reply (or nil, nil when processing completed and the
-// request continues without the server).
-//
-// The answer is received on the request's own goroutine (no reader
-// goroutine and channel hand-off per message). Each Recv has its own timer,
-// armed for what is left until the deadline, and one compare-and-swap
-// decides whether the answer or the timeout came first; a timeout cancels
-// the stream, which ends the Recv, as Envoy's onMessageTimeout closes it.
-func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *localReply, error) {
-	if e.complete {
-		return nil, nil, nil
-	}
-	deadline := time.Now().Add(e.f.messageTimeout)
-	for {
-		var resp *extprocv3.ProcessingResponse
-		ok, err := true, error(nil)
-		if e.duplexDirection(state) {
-			// ProcessorState::onStartProcessorCall starts no message
-			// timer when the direction's body mode is FULL_DUPLEX_STREAMED.
-			resp, err = e.stream.Recv()
-		} else {
-			resp, ok, err = e.recvBy(deadline)
-		}
-		if !ok {
-			// Filter::onMessageTimeout.
-			e.x.log.Debug("ext_proc message timeout", "filter", e.f.name)
-			if e.failureModeAllow {
-				e.finishAndContinue()
-				return nil, nil, nil
-			}
-			e.complete = true
-			e.close()
-			return nil, &localReply{code: 504, details: detailsMessageTimeout}, nil
-		}
-		if err != nil {
-			if e.x.ctx.Err() != nil {
-				e.close()
-				return nil, nil, errAbort
-			}
-			if errors.Is(err, io.EOF) {
-				// Filter::onGrpcClose: a clean close means "continue
-				// without the server".
-				e.finishAndContinue()
-				return nil, nil, nil
-			}
-			return nil, e.onGrpcError(err), nil
-		}
-		if d := resp.GetOverrideMessageTimeout(); d != nil {
-			// Filter::onNewTimeout: at most once per state, within
-			// [1ms, max_message_timeout]; otherwise ignored.
-			nd := d.AsDuration()
-			if e.f.maxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
-				nd <= e.f.maxMessageTimeout && !e.timeoutUsed {
-				e.timeoutUsed = true
-				deadline = time.Now().Add(nd)
-			}
-			continue
-		}
-		// Filter::onReceiveMessage: a mode_override counts only with
-		// allow_mode_override, without
-		// send_body_without_waiting_for_header_response, and while a
-		// headers message is outstanding; the effective override must
-		// pass the allow-list, and then replaces both directions' mode.
-		if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && resp.GetModeOverride() != nil {
-			eff := effectiveOverride(e.f.configuredMode, resp.GetModeOverride())
-			if state == waitRequestHeaders && eff.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-				// Not emulated (rules.go): ignored rather than half done.
-				e.x.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.name)
-			} else if e.f.overrideAllowed(eff) {
-				e.mode = normalizeMode(eff)
-			} else {
-				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
-			}
-		}
-		return resp, nil, nil
-	}
-}
-
-// duplexDirection reports whether the direction of state has its body in
-// FULL_DUPLEX_STREAMED (only the response's can be: rules.go).
-func (e *extProcRun) duplexDirection(state waitState) bool {
-	return (state == waitResponseHeaders || state == waitResponseBody) &&
-		e.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
-}
-
-// duplexBeforeHeaders reports whether a response with a body meets a
-// FULL_DUPLEX_STREAMED response body mode before its headers are sent (a
-// request-headers mode_override): duplexHeaders serves it.
-func (e *extProcRun) duplexBeforeHeaders(eos bool) bool {
-	return !eos && !e.complete && e.duplexDirection(waitResponseHeaders) &&
-		e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
-}
-
-// recvBy receives the next message unless the deadline passes first;
-// ok is false when it did (the stream is then cancelled).
-//
-// One timer serves all the waits of a stream (a timer per message was a
-// fifth of the data plane's allocations on a routed call). It is re-armed
-// only after a Stop that caught it: once it has fired, its function may
-// still be about to run, so the next wait gets a timer of its own and a
-// late function can only find its own, decided, race.
-func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
-	d := max(time.Until(deadline), 0)
-	mt := e.timer
-	if mt == nil {
-		if !e.firstTimerUsed {
-			e.firstTimerUsed = true
-			mt = &e.firstTimer
-		} else {
-			mt = &msgTimer{}
-		}
-		cancel := e.cancel
-		mt.t = time.AfterFunc(d, func() {
-			if mt.state.CompareAndSwap(msgWaiting, msgTimedOut) {
-				cancel()
-			}
-		})
-		e.timer = mt
-	} else {
-		mt.state.Store(msgWaiting)
-		mt.t.Reset(d)
-	}
-	resp, err = e.stream.Recv()
-	if !mt.t.Stop() {
-		e.timer = nil
-	}
-	return resp, mt.state.CompareAndSwap(msgWaiting, msgAnswered), err
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).

@@ -9,6 +9,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -37,7 +38,12 @@ type extProcFilter struct {
 	allowCL           bool
 	bodyWithoutWait   bool // send_body_without_waiting_for_header_response
 	initialMetadata   metadata.MD
-	requestAttrs      []string // request_attributes the emulation evaluates
+	// callOptions are the stream's on the data plane's own connection:
+	// extProcCallOptions and the :authority Envoy's gRPC client sends,
+	// envoy_grpc.authority or else the cluster name
+	// (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize).
+	callOptions  []grpc.CallOption
+	requestAttrs []string // request_attributes the emulation evaluates
 	// ignored lists configured fields the emulation ignores; Apply logs them.
 	ignored []string
 }
@@ -110,6 +116,14 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	}
 	if f.disallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
 		return nil, fmt.Errorf("forward_rules: %w", err)
+	}
+	authority := c.GetGrpcService().GetEnvoyGrpc().GetAuthority()
+	if authority == "" {
+		authority = c.GetGrpcService().GetEnvoyGrpc().GetClusterName()
+	}
+	f.callOptions = extProcCallOptions
+	if authority != "" {
+		f.callOptions = append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)], grpc.CallAuthority(authority))
 	}
 	f.initialMetadata = metadata.MD{}
 	for _, kv := range c.GetGrpcService().GetInitialMetadata() {

@@ -1,7 +1,9 @@
 package envoy
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -881,5 +883,36 @@ func TestResponseBodyBufferLimit(t *testing.T) {
 	}
 	if k := e.ext.kinds(); !slices.Equal(k, []string{"request_headers", "response_headers"}) {
 		t.Errorf("ext_proc saw %v", k)
+	}
+}
+
+// On the data plane's own connection, the ext_proc stream's :authority is
+// the filter's cluster name, as Envoy's gRPC client sends it (rules.go,
+// "ext_proc gRPC client connection").
+func TestExtProcStreamAuthorityIsClusterName(t *testing.T) {
+	f, _ := startExtProc(t, continueAll)
+	up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "{}") })
+	dp, err := New(Options{ExtProcTarget: f.addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dp.Close() })
+	s := setup{
+		extProc:  defaultExtProc(),
+		routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+		clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", strings.TrimPrefix(up.URL, "http://"))},
+	}
+	if err := dp.Apply(s.resources(t)); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, dp: dp, srv: httptest.NewServer(dp)}
+	t.Cleanup(e.srv.Close)
+	if got := e.do("POST", "/mcp/core", "{}", nil); got.status != 200 {
+		t.Fatalf("got %d %q", got.status, got.body)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.authorities) == 0 || f.authorities[0] != "toolmesh_extproc" {
+		t.Fatalf(":authority %q, want [toolmesh_extproc]", f.authorities)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/status"
@@ -46,6 +47,11 @@ type duplexReader struct {
 	replaced     bool // CONTINUE_AND_REPLACE: the rest of the body is drained
 	h            *headerMap
 	lr           *localReply
+
+	// idle is the stream idle timer (exchange.idleTimeout), re-armed by
+	// every event; idled reports that it fired.
+	idle  *time.Timer
+	idled bool
 }
 
 type duplexChunk struct {
@@ -129,6 +135,9 @@ func (d *duplexReader) Read(p []byte) (int, error) {
 // write loop returns, after which the router closes the upstream body.
 func (d *duplexReader) finish(err error) {
 	d.stop()
+	if d.idle != nil {
+		d.idle.Stop()
+	}
 	if err != nil {
 		d.err = err
 	} else {
@@ -146,11 +155,29 @@ func (d *duplexReader) step() {
 	if d.srcDone {
 		chunks = nil
 	}
+	var idle <-chan time.Time
+	if t := d.e.x.idleTimeout(); t > 0 {
+		if d.idle == nil {
+			d.idle = time.NewTimer(t)
+		} else {
+			d.idle.Reset(t)
+		}
+		idle = d.idle.C
+	}
 	select {
 	case c := <-chunks:
 		d.chunk(c)
 	case r := <-d.resps:
 		d.response(r)
+	case <-idle:
+		// ActiveStream::onIdleTimeout: the upstream's response headers
+		// were received, so the stream is reset, not answered 408
+		// (rules.go, "Stream idle timeout").
+		d.e.x.flags |= flagSI
+		d.e.x.details = detailsStreamIdleTimeout
+		d.idled = true
+		d.holdHeaders = false
+		d.fail(nil)
 	case <-d.e.x.ctx.Done():
 		d.e.close()
 		d.finish(errAbort)
@@ -338,6 +365,9 @@ func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *loc
 	}
 	if errors.Is(d.err, errAbort) {
 		return nil, nil, errAbort
+	}
+	if d.idled {
+		e.x.reset(errors.New("stream idle timeout"))
 	}
 	d.holdHeaders = false
 	return d, nil, nil

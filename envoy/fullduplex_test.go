@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -109,7 +110,7 @@ func startEarlyDuplexEnv(t *testing.T, s *earlyDuplexServer, allowed []*extprocf
 	return startExtProcEnv(t, s, cfg, up.addr())
 }
 
-func startExtProcEnv(t *testing.T, s extprocv3.ExternalProcessorServer, cfg *extprocfilterv3.ExternalProcessor, upAddr string) *env {
+func startExtProcEnv(t *testing.T, s extprocv3.ExternalProcessorServer, cfg *extprocfilterv3.ExternalProcessor, upAddr string, routeMod ...func(*routev3.RouteAction)) *env {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,8 +131,12 @@ func startExtProcEnv(t *testing.T, s extprocv3.ExternalProcessorServer, cfg *ext
 	}
 	t.Cleanup(func() { _ = dp.Close() })
 	st := setup{
-		extProc:  cfg,
-		routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+		extProc: cfg,
+		routes: []*routev3.Route{clusterRoute("/", "toolsvc_a", func(a *routev3.RouteAction) {
+			for _, m := range routeMod {
+				m(a)
+			}
+		})},
 		clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", upAddr)},
 	}
 	if err := dp.Apply(st.resources(t)); err != nil {
@@ -406,5 +411,47 @@ func TestFullDuplexFromRequestHeaders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFullDuplexStallBoundedByIdleTimeout follows rules.go, "Stream idle
+// timeout": a server that switched the response body to
+// FULL_DUPLEX_STREAMED and then holds the headers reply of a complete JSON
+// answer runs no message timer, and the router's timer is gone with the
+// upstream response; the route's idle_timeout resets the stream, so the
+// client does not wait for the server.
+func TestFullDuplexStallBoundedByIdleTimeout(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	})
+	stalled := make(chan struct{}, 1)
+	s := &earlyDuplexServer{respond: func(_ func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest) {
+		if req.GetResponseBody().GetEndOfStream() {
+			stalled <- struct{}{} // the whole answer arrived: never reply
+		}
+	}}
+	cfg := defaultExtProc()
+	cfg.AllowedOverrideModes = []*extprocfilterv3.ProcessingMode{duplexEntry()}
+	e := startExtProcEnv(t, s, cfg, up.addr(), func(a *routev3.RouteAction) {
+		a.IdleTimeout = durationpb.New(300 * time.Millisecond)
+	})
+	// The client's own timeout is far above the idle timeout: a request
+	// that reaches it was not bounded by the data plane.
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Post(e.srv.URL+"/mcp/core", "application/json", strings.NewReader(`{}`))
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		t.Fatalf("got %d %q, want the stream reset", resp.StatusCode, b)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the client timed out (%v): the stall was not bounded", err)
+	}
+	select {
+	case <-stalled:
+	default:
+		t.Fatal("the server never saw the whole answer")
 	}
 }

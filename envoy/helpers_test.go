@@ -69,6 +69,8 @@ type fakeExtProc struct {
 	seen         []*extprocv3.ProcessingRequest
 	streams      int
 	contentTypes []string      // of each stream, as the server received it
+	authorities  []string      // :authority of each stream
+	addr         string        // where it listens
 	ended        chan struct{} // one value per finished stream
 }
 
@@ -77,6 +79,7 @@ func (f *fakeExtProc) Process(ps extprocv3.ExternalProcessor_ProcessServer) erro
 	f.mu.Lock()
 	f.streams++
 	f.contentTypes = append(f.contentTypes, md.Get("content-type")...)
+	f.authorities = append(f.authorities, md.Get(":authority")...)
 	f.mu.Unlock()
 	defer func() { f.ended <- struct{}{} }()
 	for {
@@ -160,7 +163,8 @@ func startExtProc(t *testing.T, fn processFunc) (*fakeExtProc, *grpc.ClientConn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxExtProcMessage))
+	f.addr = lis.Addr().String()
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
 	extprocv3.RegisterExternalProcessorServer(gs, f)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)

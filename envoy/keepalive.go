@@ -7,17 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-
-	"github.com/toolmesh/toolmesh/internal/h2grpc"
 )
-
-// Keepalive is the HTTP/2 connection keepalive of the data plane's gRPC
-// connections (ADS and ext_proc), as Envoy's
-// Http2ProtocolOptions.connection_keepalive on the toolmesh_xds and
-// toolmesh_extproc clusters of the bootstraps. The zero value is what the
-// bootstraps set (keepaliveDefaults); a negative Interval sends no PINGs,
-// a negative IntervalJitter means none. rules.go describes the behaviour.
-type Keepalive = h2grpc.Keepalive
 
 // keepaliveDefaults fills the zero fields.
 func keepaliveDefaults(k Keepalive) Keepalive {
@@ -37,8 +27,7 @@ func keepaliveDefaults(k Keepalive) Keepalive {
 }
 
 // keepaliveDialOption makes the connections of a grpc-go client send
-// Envoy's keepalive PINGs; the data plane's ADS client uses it (the
-// ext_proc client, h2grpc, sends them itself).
+// Envoy's keepalive PINGs; the data plane's ADS and ext_proc clients use it.
 func keepaliveDialOption(k Keepalive, log *slog.Logger) grpc.DialOption {
 	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
@@ -58,7 +47,7 @@ const (
 	pingPayloadLen   = 8
 )
 
-// pingConn is a client HTTP/2 connection under grpc-go's transport (ADS) that
+// pingConn is a client HTTP/2 connection under grpc-go's transport that
 // adds Envoy's keepalive PINGs (see the choice in rules.go). It follows the
 // frame boundaries of both directions: its own PINGs go out only between
 // two of grpc-go's frames, and their ACKs are taken out of what grpc-go
@@ -81,7 +70,7 @@ type pingConn struct {
 	buf      []byte
 	rerr     error
 
-	ka *h2grpc.Pinger // the timers: when a PING is due, its timeout
+	ka *pinger // the timers: when a PING is due, its timeout
 }
 
 // frameCursor tracks the position in the outgoing frame stream.
@@ -128,8 +117,8 @@ func frameLen(h []byte) int { return int(h[0])<<16 | int(h[1])<<8 | int(h[2]) }
 
 func newPingConn(c net.Conn, ka Keepalive, log *slog.Logger) *pingConn {
 	p := &pingConn{Conn: c, log: log, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
-	p.ka = h2grpc.NewPinger(ka, p.sendPing, p.onTimeout)
-	p.ka.Start()
+	p.ka = newPinger(ka, p.sendPing, p.onTimeout)
+	p.ka.start()
 	return p
 }
 
@@ -146,7 +135,7 @@ func (p *pingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// sendPing writes the PING that is due (h2grpc.Pinger) now if grpc-go's
+// sendPing writes the PING that is due (pinger) now if grpc-go's
 // stream is at a frame boundary, else after the frame being written.
 func (p *pingConn) sendPing() {
 	p.wmu.Lock()
@@ -160,7 +149,7 @@ func (p *pingConn) sendPing() {
 // writePing writes one PING; wmu is held.
 func (p *pingConn) writePing() {
 	p.due = false
-	payload, ok := p.ka.Sending()
+	payload, ok := p.ka.sending()
 	if !ok {
 		return
 	}
@@ -214,16 +203,16 @@ func (p *pingConn) parse(src, dst []byte) []byte {
 		}
 		p.hdrN = 0
 		if isPing(p.hdr[:]) {
-			if p.hdr[4]&flagAck != 0 && p.ka.Ack(p.hdr[frameHeaderLen:want]) {
+			if p.hdr[4]&flagAck != 0 && p.ka.ack(p.hdr[frameHeaderLen:want]) {
 				continue // ours: grpc-go never sent it
 			}
 			if p.hdr[4]&flagAck == 0 {
-				p.ka.Frame()
+				p.ka.frame()
 			}
 			dst = append(dst, p.hdr[:want]...)
 			continue
 		}
-		p.ka.Frame()
+		p.ka.frame()
 		dst = append(dst, p.hdr[:frameHeaderLen]...)
 		p.inLeft = frameLen(p.hdr[:])
 	}
@@ -240,6 +229,6 @@ func (p *pingConn) onTimeout() {
 
 // Close stops the timers and closes the connection.
 func (p *pingConn) Close() error {
-	p.ka.Stop()
+	p.ka.stop()
 	return p.Conn.Close()
 }

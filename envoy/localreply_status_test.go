@@ -75,7 +75,7 @@ func TestCodecAndFilterRepliesUseLocalReplyConfig(t *testing.T) {
 		{name: "body over the buffer limit", fn: continueAll, body: strings.Repeat("x", 100), status: 413,
 			message: "413 request_payload_too_large Payload Too Large"},
 		{name: "ext_proc server unreachable", unreachable: true, body: "{}", status: 500,
-			message: "500 ext_proc_error_gRPC_error_14{upstream_connect_error_or_disconnect/reset_before_headers._reset_reason:_remote_connection_failure,_transport_failure_reason:_delayed_connect_error:"},
+			message: "500 ext_proc_error_gRPC_error_14{upstream_connect_error_or_disconnect/reset_before_headers._reset_reason:_remote_connection_failure{upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:"},
 		{name: "header mutation over the header count", hcm: func(h *hcmv3.HttpConnectionManager) {
 			h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxHeadersCount: wrapperspb.UInt32(12)}
 		}, fn: func(req *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {

@@ -72,7 +72,8 @@ type route struct {
 		status int
 		body   string
 	}
-	timeout       time.Duration // 0: disabled
+	timeout       time.Duration  // 0: disabled
+	idleTimeout   *time.Duration // idle_timeout, when set (0: disabled)
 	hostRewrite   string
 	prefixRewrite string
 	regexRewrite  *regexp.Regexp
@@ -310,6 +311,10 @@ func compileRouteAction(rt *route, a *routev3.RouteAction) error {
 	}
 	if a.GetTimeout() != nil {
 		rt.timeout = a.GetTimeout().AsDuration()
+	}
+	if a.GetIdleTimeout() != nil {
+		d := a.GetIdleTimeout().AsDuration()
+		rt.idleTimeout = &d
 	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case nil:

@@ -248,10 +248,20 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 	body += "reset reason: " + f.reason
 	details := detailsResetBeforeStarted + "{" + responseDetails(f.reason)
 	if f.transport != "" {
-		body += ", transport failure reason: " + f.transport
+		// In the details only since 1.39 (rules.go, "Router rules").
 		details += "|" + responseDetails(f.transport)
 	}
 	return &localReply{code: 503, body: body, details: details + "}"}
+}
+
+// idleTimeout is the stream idle timeout: the matched route's idle_timeout,
+// else the connection manager's stream_idle_timeout (rules.go, "Stream
+// idle timeout").
+func (x *exchange) idleTimeout() time.Duration {
+	if rt := x.currentRoute(); rt != nil && rt.idleTimeout != nil {
+		return *rt.idleTimeout
+	}
+	return x.cfg.hcm.streamIdleTimeout
 }
 
 // upstreamBodyAbort is the router's answer to an upstream failure after the
@@ -271,7 +281,6 @@ func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply 
 	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
 	details := detailsResetAfterStarted + "{" + responseDetails(f.reason)
 	if f.transport != "" {
-		body += ", transport failure reason: " + f.transport
 		details += "|" + responseDetails(f.transport)
 	}
 	return localReply{code: 503, body: body, details: details + "}"}
@@ -294,25 +303,14 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 	if rt.retry != nil && rt.retry.perTry > 0 {
 		tctx, tcancel = context.WithTimeout(ctx, rt.retry.perTry)
 	}
-	var resp *http.Response
-	pool, direct := cl.transport.(*h1Pool)
-	var hr *h1Request
-	if direct {
-		hr, direct = x.h1Request(tctx, addr)
+	req, err := x.upstreamRequest(tctx, cl, addr)
+	if err != nil {
+		release()
+		tcancel()
+		return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: err.Error()}
 	}
-	if direct {
-		x.upstreamHost = addr
-		resp, err = pool.roundTripDirect(hr)
-	} else {
-		req, rerr := x.upstreamRequest(tctx, cl, addr)
-		if rerr != nil {
-			release()
-			tcancel()
-			return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: rerr.Error()}
-		}
-		x.upstreamHost = addr
-		resp, err = cl.transport.RoundTrip(req)
-	}
+	x.upstreamHost = addr
+	resp, err := cl.transport.RoundTrip(req)
 	if err != nil {
 		release()
 		perTry := tctx.Err() != nil && ctx.Err() == nil
@@ -368,6 +366,10 @@ func classifyUpstreamError(err error) *upstreamFailure {
 	case strings.Contains(msg, "server closed idle connection"):
 		// Go's errServerClosedIdle: nothing of the request was written.
 		return &upstreamFailure{flag: flagUC, reason: "connection termination", beforeSend: true}
+	case strings.Contains(msg, "response headers exceeded"), strings.Contains(msg, "header list too large"):
+		// Over max_response_headers_kb: a codec error, 503 (rules.go,
+		// maxResponseHeadersH1).
+		return &upstreamFailure{flag: flagUPE, reason: "protocol error"}
 	case strings.Contains(msg, "REFUSED_STREAM"):
 		return &upstreamFailure{flag: flagUR, reason: "remote refused stream reset", refused: true}
 	case strings.Contains(msg, "stream error"):

@@ -13,12 +13,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 
-	"github.com/toolmesh/toolmesh/internal/extprocwire"
-	"github.com/toolmesh/toolmesh/internal/h2grpc"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -329,78 +325,12 @@ func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorC
 	})
 }
 
-// serveEnvoy starts a gRPC server with opts and returns a client that
-// stands in for Envoy, as the local data plane's does: internal/h2grpc
-// (one reader goroutine that wakes the stream once per whole message, as
-// Envoy's event loop hands the filter whole messages) with Envoy's HTTP/2
-// windows, and Envoy's decoding of a large ImmediateResponse: it is joined
-// into a receive buffer kept across requests and its body left in it, not
-// allocated and copied again per request by protobuf (the data plane does
-// the same, envoy/extproc_codec.go). The buffer is reused by the next large
-// message, so the client must run one stream at a time and be done with a
-// reply before it receives the next one, as the benchmarks are.
+// serveEnvoy starts a gRPC server with opts and returns the client that
+// stands in for Envoy: grpc-go with Envoy's HTTP/2 windows, as the local
+// data plane's ext_proc client.
 func serveEnvoy(b *testing.B, opts []grpc.ServerOption, register func(*grpc.Server)) extprocv3.ExternalProcessorClient {
 	b.Helper()
-	cc, err := h2grpc.NewClient(h2grpc.Options{Target: startServer(b, opts, register),
-		StreamWindow: envoyHTTP2Window, ConnWindow: envoyHTTP2Window})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cc.Close() })
-	codec := &envoyCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name)}
-	return extprocv3.NewExternalProcessorClient(callOptionsConn{cc,
-		[]grpc.CallOption{grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(64 << 20)}})
-}
-
-// callOptionsConn adds call options to every stream, as a dial option's
-// default call options do on a grpc-go connection.
-type callOptionsConn struct {
-	*h2grpc.ClientConn
-	opts []grpc.CallOption
-}
-
-func (c callOptionsConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return c.ClientConn.NewStream(ctx, desc, method, append(c.opts[:len(c.opts):len(c.opts)], opts...)...)
-}
-
-type envoyCodec struct {
-	encoding.CodecV2
-	buf  []byte
-	held mem.Buffer // the last large message, when referenced, not copied
-}
-
-func (c *envoyCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	resp, ok := v.(*extprocv3.ProcessingResponse)
-	if !ok || data.Len() < 16<<10 {
-		return c.CodecV2.Unmarshal(data, v)
-	}
-	if c.held != nil {
-		c.held.Free()
-		c.held = nil
-	}
-	if len(data) == 1 && isRefCounted(data[0]) {
-		// h2grpc hands a whole message as one reference-counted buffer:
-		// keep a reference until the next one, as the data plane does.
-		data[0].Ref()
-		c.held = data[0]
-		return extprocwire.UnmarshalAliasingBody(c.held.ReadOnlyData(), resp)
-	}
-	if cap(c.buf) < data.Len() {
-		c.buf = make([]byte, data.Len())
-	}
-	b := c.buf[:data.Len()]
-	data.CopyTo(b)
-	return extprocwire.UnmarshalAliasingBody(b, resp)
-}
-
-// isRefCounted reports a buffer whose Ref keeps it alive: not a
-// mem.SliceBuffer, whose memory its owner reuses once Unmarshal returns.
-func isRefCounted(b mem.Buffer) bool {
-	switch b.(type) {
-	case mem.SliceBuffer, *mem.SliceBuffer:
-		return false
-	}
-	return true
+	return serve(b, opts, register)
 }
 
 func BenchmarkToolsCall(b *testing.B) {

@@ -33,11 +33,12 @@ import (
 // duplexStream is the state of one such stream.
 type duplexStream struct {
 	deadline time.Time
-	buf      []byte // the start of an event whose end has not arrived
-	chunks   int    // response_body messages received
-	seen     bool   // the server's response to the request passed
-	expired  bool   // the deadline passed before any chunk could be answered
-	ended    bool   // end_of_stream was sent
+	buf      eventSplitter // the start of an event whose end has not arrived
+	total    int64         // body bytes so far, bounded by MaxResponseBytes
+	chunks   int           // response_body messages received
+	seen     bool          // the server's response to the request passed
+	expired  bool          // the deadline passed before any chunk could be answered
+	ended    bool          // end_of_stream was sent
 }
 
 // duplexOverride switches the response body to FULL_DUPLEX_STREAMED. As
@@ -74,7 +75,10 @@ func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		// A stream the gateway rewrites (duplexresp.go): its complete
 		// events are translated as they come (fedStreamMessage notes the
 		// response to the request), an incomplete one waits in t.
-		out := t.feed(b.GetBody(), b.GetEndOfStream())
+		out, err := t.feed(b.GetBody(), b.GetEndOfStream())
+		if err != nil {
+			return streamedResponse(append(out, x.fedStreamFailure(err)...), true)
+		}
 		if d.expired && !d.seen && !d.ended {
 			return x.duplexEnd(out)
 		}
@@ -83,27 +87,33 @@ func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	if d.seen {
 		return streamedResponse(b.GetBody(), b.GetEndOfStream())
 	}
-	d.buf = append(d.buf, b.GetBody()...)
+	d.total += int64(len(b.GetBody()))
+	if lim := x.s.cfg.MaxResponseBytes; d.total > lim {
+		d.buf.rest()
+		return streamedResponse(x.fedStreamFailure(errStreamTooLarge), true)
+	}
+	d.buf.max = int(x.s.cfg.MaxResponseBytes)
+	d.buf.write(b.GetBody())
 	var out []byte
 	for {
-		end, sep := eventEnd(d.buf)
-		if end < 0 {
+		ev, _ := d.buf.next()
+		if ev == nil {
 			break
 		}
-		ev := d.buf[:end+sep]
 		out = append(out, ev...)
-		d.buf = d.buf[end+sep:]
 		if x.isFinalEvent(ev) {
 			d.seen = true
-			out = append(out, d.buf...)
-			d.buf = nil
+			out = append(out, d.buf.rest()...)
 			break
 		}
 	}
 	if b.GetEndOfStream() {
-		out = append(out, d.buf...)
-		d.buf = nil
+		out = append(out, d.buf.rest()...)
 		return streamedResponse(out, true)
+	}
+	if d.buf.over() {
+		d.buf.rest()
+		return streamedResponse(append(out, x.fedStreamFailure(errEventTooLarge)...), true)
 	}
 	if d.expired && !d.seen {
 		return x.duplexEnd(out)
@@ -145,7 +155,8 @@ func (x *exchange) duplexDeadline() *extprocv3.ProcessingResponse {
 // isError "timeout" result. An event still incomplete is dropped.
 func (x *exchange) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
-	d.buf, d.ended, d.seen = nil, true, true
+	d.buf.rest()
+	d.ended, d.seen = true, true
 	x.callOutcome = callTimeout
 	res := x.filtered(x.s.proto.CallResult(x.call, mcp.Upstream{Failure: mcp.FailureTimeout}))
 	out = append(out, "event: message\ndata: "...)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -87,6 +88,7 @@ type exchange struct {
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
+	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
 	relayed     bool              // a client's answer routed to a federated server (relay.go)
 
 	// attributes are the request_attributes Envoy sent with the request
@@ -296,6 +298,7 @@ func (x *exchange) anomaly(msg string, attrs ...slog.Attr) {
 
 // finish records the request's metrics and its debug log line.
 func (x *exchange) finish() {
+	x.permit.Release()
 	elapsed := time.Since(x.start)
 	callOut := x.callOutcome
 	if x.tool != nil && callOut == "" {
@@ -316,7 +319,7 @@ func (x *exchange) finish() {
 	}
 	era := x.era
 	if era == "" {
-		era = eraLabelFromHeader(&x.req)
+		era = mcp.EraOfHeader(&x.req).Label()
 	}
 	x.finishTrace(method, era)
 	m := x.s.metrics

@@ -111,7 +111,7 @@ type fedTarget struct {
 
 // forwardItem routes resources/read, prompts/get and completion/complete.
 func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
-	x.method, x.era = methodLabel(f.Method), eraLabel(f.Era)
+	x.method, x.era = methodLabel(f.Method), f.Era.Label()
 	tgt := fedTarget{method: f.Method, name: f.Name}
 	var prompt bool
 	switch {
@@ -132,9 +132,14 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 		case ambiguous:
 			return x.answer(mcp.ErrorReply(200, f.ID, mcp.CodeInvalidParams, "ambiguous resource: "+clipName(f.Name)+" matches templates of several servers", nil), "", "")
 		case it == nil || !x.authorizeItem(f, false): // a hidden resource is not found
-			// -32002 is the resource-not-found code of the MCP
-			// specification (server/resources).
-			return x.answer(mcp.ErrorReply(200, f.ID, codeResourceNotFound, "Resource not found: "+clipName(f.Name), nil), "", "")
+			// -32002 is the legacy era's resource-not-found code
+			// (server/resources); 2026-07-28 answers -32602 (SEP-2164).
+			// Both carry the URI in data.
+			code := codeResourceNotFound
+			if f.Era == mcp.EraStateless {
+				code = mcp.CodeInvalidParams
+			}
+			return x.answer(mcp.ErrorReply(200, f.ID, code, "Resource not found: "+clipName(f.Name), map[string]string{"uri": f.Name}), "", "")
 		}
 		tgt.service = it.Service
 	}
@@ -143,6 +148,15 @@ func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.Processin
 	}
 	meta := fedMetadata(f.ID, f.Era)
 	return x.routeFederated(tgt, f.ID, f.Era, body, nil, meta)
+}
+
+// redirectPolicy is ctx for the gateway's own requests to svc: redirects
+// are followed only when svc allows same-origin ones.
+func redirectPolicy(ctx context.Context, svc registry.ToolService) context.Context {
+	if svc.AllowSameOriginRedirects {
+		return upstream.AllowSameOriginRedirects(ctx)
+	}
+	return ctx
 }
 
 // codeResourceNotFound is the MCP error of an unknown resource URI.
@@ -197,7 +211,7 @@ func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
 		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
-			registry.MetadataEra:       structpb.NewStringValue(eraLabel(era)),
+			registry.MetadataEra:       structpb.NewStringValue(era.Label()),
 		}}),
 	}}
 }
@@ -245,7 +259,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			key.caps = capsOf(body) // what the client says it answers (relay.go)
 		}
 		f.caps = key.caps
-		ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 		sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
 			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.declare())
 		})
@@ -362,13 +376,60 @@ func sortedHeaderKeys(h http.Header) []string {
 }
 
 // fedResponseHeaders handles the response headers of a federated request.
+// Whatever it answers, the server's headers outside the allow-list are
+// removed.
 func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	resp := x.fedResponseHeadersAnswer(h)
+	cr := resp.GetResponseHeaders().GetResponse()
+	if cr.HeaderMutation == nil {
+		cr.HeaderMutation = &extprocv3.HeaderMutation{}
+	}
+	cr.HeaderMutation.RemoveHeaders = appendDropped(cr.HeaderMutation.RemoveHeaders, h)
+	return resp
+}
+
+// upstreamHeaderAllowed reports whether a response header of a federated
+// MCP server may reach the client (lower-case name): the content's type,
+// length and encoding, the MCP headers but the session, cache validators
+// and lifetimes, and tracing. Anything else (Set-Cookie, CORS,
+// WWW-Authenticate, Location, arbitrary headers) would speak for the
+// gateway's origin and is dropped; docs/contracts/mcp.md lists the same.
+func upstreamHeaderAllowed(k string) bool {
+	switch k {
+	case "content-type", "content-length", "content-encoding",
+		"cache-control", "etag", "last-modified", "expires", "vary", "age",
+		"traceparent", "tracestate", "baggage", "x-request-id",
+		"date", "x-envoy-upstream-service-time":
+		return true
+	case "mcp-session-id": // the gateway's, never the client's
+		return false
+	}
+	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "mcp-")
+}
+
+// appendDropped appends to remove the headers of h that no client may see.
+func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if k := strings.ToLower(hv.GetKey()); !upstreamHeaderAllowed(k) && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	return remove
+}
+
+func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
-		// open a new one and send the call again from here.
-		return x.reissue()
+		// open a new one and send the call again from here. A 400 that
+		// says so (upstream.SessionLost) is known only from its body, in
+		// fedResponseBody.
+		return responseHeadersResponse(&extprocv3.CommonResponse{
+			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+			HeaderMutation: fedHeaders(nil),
+			BodyMutation:   replaceBody(x.reissue()),
+		})
 	}
 	if h.GetEndOfStream() {
 		return responseHeadersResponse(&extprocv3.CommonResponse{
@@ -393,7 +454,7 @@ func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proce
 		at := x.streamDeadline() // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
-			f.sse = &sseTranslator{fn: x.fedStreamMessage}
+			f.sse = x.newSSETranslator()
 			resp.ModeOverride = streamOverride()
 			if deadline && x.duplexResp {
 				// The body is FULL_DUPLEX_STREAMED since the request
@@ -425,12 +486,17 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 		if f.sse == nil {
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}
-		out := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		out, err := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		if err != nil {
+			out = append(out, x.fedStreamFailure(err)...)
+		}
 		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
 	}
 	body := b.GetBody()
 	var out []byte
-	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
+	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
+		out = x.reissue()
+	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
 	} else {
 		out = x.fedResult(body)
@@ -531,6 +597,28 @@ func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
 	return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
 }
 
+// fedStreamFailure is the last event of a stream cut short at a bound: the
+// failure as the response to the client's request (an isError result for
+// tools/call, -32603 otherwise). What the server sends after it is dropped.
+func (x *exchange) fedStreamFailure(err error) []byte {
+	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: stream cut at a bound", slog.String("request_id", x.requestID),
+		slog.String("route", x.routeKey), slog.String("service", x.fed.svc.Name), slog.String("error", err.Error()))
+	msg := x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge},
+		err.Error()+" ("+strconv.FormatInt(x.s.cfg.MaxResponseBytes, 10)+" bytes)")
+	if d := x.fed.duplex; d != nil {
+		d.seen = true
+	}
+	out := append([]byte("event: message\ndata: "), msg...)
+	return append(out, "\n\n"...)
+}
+
+// newSSETranslator is the translator of a federated stream: each event and
+// the whole stream bounded by MaxResponseBytes.
+func (x *exchange) newSSETranslator() *sseTranslator {
+	lim := x.s.cfg.MaxResponseBytes
+	return &sseTranslator{fn: x.fedStreamMessage, split: eventSplitter{max: int(lim)}, maxTotal: lim}
+}
+
 // excerpt is the start of a server's answer quoted in an error.
 func excerpt(b []byte) string {
 	s := strings.ToValidUTF8(string(b), "?")
@@ -540,16 +628,18 @@ func excerpt(b []byte) string {
 	return strconv.Quote(s)
 }
 
-// reissue answers a 404 of a session-using server: the gateway's session
-// is dropped, a new one opened, and the same request sent again from here;
-// its response replaces the 404. Streaming is lost for this one call: the
-// answer comes back whole.
-func (x *exchange) reissue() *extprocv3.ProcessingResponse {
+// reissue answers a session-using server's answer that it lost the
+// gateway's session (404, or a 400 saying so: upstream.SessionLost), which
+// means it did not execute the request: the session is dropped, a new one
+// opened, and the same request sent again, once, from here. It returns the
+// client's body, which replaces the server's answer. Streaming is lost for
+// this one call: the answer comes back whole.
+func (x *exchange) reissue() []byte {
 	f := x.fed
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
 	key.caps = f.caps
 	x.s.sessions.invalidate(key, f.session)
-	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+	ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, f.svc), x.s.upstreamTimeout())
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
@@ -580,11 +670,7 @@ func (x *exchange) reissue() *extprocv3.ProcessingResponse {
 			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
 		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
-	return responseHeadersResponse(&extprocv3.CommonResponse{
-		Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		HeaderMutation: fedHeaders(nil),
-		BodyMutation:   replaceBody(out),
-	})
+	return out
 }
 
 // fedHeaders are resultHeaders without the server's Mcp-Session-Id: the

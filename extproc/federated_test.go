@@ -236,16 +236,22 @@ func TestFederatedAuthorizationRemoved(t *testing.T) {
 // them; unknown items are errors that never reach a server.
 func TestFederatedLists(t *testing.T) {
 	env := newTestEnv(t, Config{}, federatedRoutes(t, "http://127.0.0.1:1"))
-	for _, tc := range []struct{ body, want string }{
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, `"resources":[{"uri":"gh://readme","name":"readme"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/templates/list"}`, `"resourceTemplates":[{"uriTemplate":"gh://issues/{n}","name":"issue"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`, `"prompts":[{"name":"gh_review","description":"d"}]`},
-		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, `"resources":{"listChanged":false},"prompts":{"listChanged":false},"completions":{}`},
-		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing"}}`, `"code":-32002`},
-		{`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}`, `unknown prompt: review`},
+	for _, tc := range []struct {
+		body, want string
+		headers    []string
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`, `"resources":[{"uri":"gh://readme","name":"readme"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/templates/list"}`, `"resourceTemplates":[{"uriTemplate":"gh://issues/{n}","name":"issue"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/list"}`, `"prompts":[{"name":"gh_review","description":"d"}]`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`, `"resources":{"listChanged":false},"prompts":{"listChanged":false},"completions":{}`, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing"}}`, `"code":-32002,"message":"Resource not found: gh://nothing","data":{"uri":"gh://nothing"}`, nil},
+		// 2026-07-28: -32602 with data.uri (SEP-2164).
+		{`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"gh://nothing",` + meta2026 + `}}`, `"code":-32602,"message":"Resource not found: gh://nothing","data":{"uri":"gh://nothing"}`,
+			[]string{"mcp-protocol-version", "2026-07-28", "mcp-method", "resources/read", "mcp-name", "gh://nothing"}},
+		{`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}`, `unknown prompt: review`, nil},
 	} {
 		v := env.open(t)
-		v.send(reqHeaders(false, post("/mcp/fed", len(tc.body))...))
+		v.send(reqHeaders(false, post("/mcp/fed", len(tc.body), tc.headers...)...))
 		im := v.send(reqBody(tc.body)).GetImmediateResponse()
 		if im == nil || !strings.Contains(string(im.GetBody()), tc.want) {
 			t.Errorf("%s\n got %s\nwant %s", tc.body, im.GetBody(), tc.want)
@@ -374,6 +380,30 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("second chunk %q", got)
 		}
 	})
+	t.Run("an event that never ends is cut at the bound, the client gets a failure", func(t *testing.T) {
+		env := newTestEnv(t, Config{MaxResponseBytes: 4096}, federatedRoutes(t, ls.URL))
+		v, _ := routeCall(t, env, callLegacy)
+		defer v.close()
+		v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream"))
+		progress := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`
+		if got := v.responseChunk("data: "+progress+"\n\ndata: {", false); got != "data: "+progress+"\n\n" {
+			t.Errorf("first chunk %q", got)
+		}
+		var got string
+		for i := 0; got == "" && i < 100; i++ {
+			got = v.responseChunk(strings.Repeat("x", 1000), false)
+		}
+		data, ok := strings.CutPrefix(got, "event: message\ndata: ")
+		if !ok {
+			t.Fatalf("no failure event after 100 KB of one event: %q", got)
+		}
+		if res := decodeResult(t, []byte(strings.TrimSpace(data)), "5"); !res.IsError {
+			t.Errorf("result %+v, want isError", res)
+		}
+		if rest := v.responseChunk("\n\ndata: late\n\n", true); rest != "" {
+			t.Errorf("after the failure %q", rest)
+		}
+	})
 }
 
 // routeCall sends a request's headers and body and returns the stream and
@@ -461,6 +491,81 @@ func TestFederatedSessionExpired(t *testing.T) {
 	v2.send(reqHeaders(false, post("/mcp/fed", len(body))...))
 	if set := setOf(t, v2.send(reqBody(body)).GetRequestBody().GetResponse().GetHeaderMutation()); set["mcp-session-id"] != "s2" {
 		t.Errorf("second call session %q", set["mcp-session-id"])
+	}
+}
+
+// TestFederatedSessionLost400: a server that answers its lost session with
+// 400 and a JSON-RPC error naming the session (as the TypeScript SDK's
+// reference server does) gets a new session and the call once more; a 400
+// about anything else is the server's answer and is not re-issued.
+func TestFederatedSessionLost400(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	call := func(answer string) *extprocv3.CommonResponse {
+		v := env.open(t)
+		defer v.close()
+		v.send(reqHeaders(false, post("/mcp/fed", len(body))...))
+		v.send(reqBody(body))
+		v.send(respHeaders(false, ":status", "400", "content-type", "application/json"))
+		return v.send(respBody(answer)).GetResponseBody().GetResponse()
+	}
+	// Not about the session: no new session, the server's error reaches
+	// the client as an isError result.
+	cr := call(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: invalid arguments"}}`)
+	if ls.inits.Load() != 1 {
+		t.Fatalf("a 400 about the arguments opened a session: %d handshakes", ls.inits.Load())
+	}
+	if res := decodeResult(t, cr.GetBodyMutation().GetBody(), "8"); !res.IsError {
+		t.Errorf("result %+v, want isError", res)
+	}
+	ls.live.Store("") // the server restarts
+	cr = call(`{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`)
+	if res := decodeResult(t, cr.GetBodyMutation().GetBody(), "8"); res.IsError || res.Content[0].Text != "again" {
+		t.Errorf("result %+v", res)
+	}
+	if set := setOf(t, cr.GetHeaderMutation()); set[":status"] != "200" {
+		t.Errorf("status %q, want 200", set[":status"])
+	}
+	if ls.inits.Load() != 2 || ls.live.Load() != "s2" {
+		t.Errorf("initialize %d times, live session %v", ls.inits.Load(), ls.live.Load())
+	}
+}
+
+// TestFederatedResponseHeaderAllowList: a federated server's response
+// headers reach the client only through the allow-list, on the buffered
+// and the streamed path alike.
+func TestFederatedResponseHeaderAllowList(t *testing.T) {
+	ls := newLegacyServer(t)
+	env := newTestEnv(t, Config{}, federatedRoutes(t, ls.URL))
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"legacy_tool","arguments":{}}}`
+	hostile := []string{"set-cookie", "sid=1", "access-control-allow-origin", "*", "www-authenticate", `Bearer realm="elsewhere"`,
+		"location", "https://elsewhere.example/", "x-anything", "1", "mcp-session-id", "s1"}
+	kept := []string{"x-envoy-upstream-service-time", "3", "cache-control", "no-store", "mcp-protocol-version", "2025-11-25", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	for _, ct := range []string{"application/json", "text/event-stream"} {
+		v := env.open(t)
+		v.send(reqHeaders(false, append(post("/mcp/fed", len(body)), "accept", "application/json, text/event-stream")...))
+		v.send(reqBody(body))
+		kv := append(append([]string{":status", "200", "content-type", ct}, hostile...), kept...)
+		m := v.send(respHeaders(false, kv...)).GetResponseHeaders().GetResponse().GetHeaderMutation()
+		v.close()
+		removed := map[string]bool{}
+		for _, k := range m.GetRemoveHeaders() {
+			removed[k] = true
+		}
+		for i := 0; i < len(hostile); i += 2 {
+			if !removed[hostile[i]] {
+				t.Errorf("%s: %s reaches the client (removed %v)", ct, hostile[i], m.GetRemoveHeaders())
+			}
+		}
+		for i := 0; i < len(kept); i += 2 {
+			if removed[kept[i]] {
+				t.Errorf("%s: %s removed", ct, kept[i])
+			}
+		}
+		if removed["content-type"] {
+			t.Errorf("%s: content-type removed", ct)
+		}
 	}
 }
 

@@ -117,13 +117,16 @@ func newTestEnv(t testing.TB, cfg Config, routes Routes) *testEnv {
 	return &testEnv{srv: srv, reg: reg, logs: logs, client: serve(t, srv.GRPCServerOptions(), srv.Register)}
 }
 
-// envoyHTTP2Window is Envoy's default HTTP/2 stream and connection window
-// (DEFAULT_INITIAL_STREAM_WINDOW_SIZE and DEFAULT_INITIAL_CONNECTION_WINDOW_SIZE
-// in source/common/http/http_option_limits.h: 256 MiB), which the local
-// data plane's ext_proc client also uses (envoy/rules.go): the client side
-// here stands in for Envoy, so a large answer is not paced by
-// WINDOW_UPDATEs Envoy would not need.
-const envoyHTTP2Window = 256 << 20
+// Envoy's default HTTP/2 stream and connection windows
+// (api/envoy/config/core/v3/protocol.proto Http2ProtocolOptions
+// initial_stream_window_size and initial_connection_window_size), which the
+// local data plane's ext_proc client also uses (envoy/rules.go): the client
+// side here stands in for Envoy, so a large answer is paced by the
+// WINDOW_UPDATEs Envoy would send.
+const (
+	envoyHTTP2StreamWindow = 16 << 20
+	envoyHTTP2ConnWindow   = 24 << 20
+)
 
 // serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
 func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) extprocv3.ExternalProcessorClient {
@@ -131,7 +134,7 @@ func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), 
 	conn, err := grpc.NewClient(startServer(t, opts, register), append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-		grpc.WithInitialWindowSize(envoyHTTP2Window), grpc.WithInitialConnWindowSize(envoyHTTP2Window),
+		grpc.WithInitialWindowSize(envoyHTTP2StreamWindow), grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
 	}, dial...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -150,6 +151,20 @@ var outcomeCases = []outcomeCase{
 			e.srv.SetApproval(a)
 			defer e.srv.SetApproval(nil)
 			answered(t, e, "/mcp/core", callReq("echo", `{}`), 200) // legacy era: an isError result
+		}},
+	{name: "refused by a rate limit", request: outcomeRateLimited, call: outcomeRateLimited, tool: "echo",
+		drive: func(t *testing.T, e *testEnv) {
+			l, err := ratelimit.New(&ratelimit.Config{Default: []ratelimit.Limit{{Name: "none", Tools: []string{"echo"}, Concurrency: 1}}}, nil, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.srv.SetRateLimiter(l)
+			defer e.srv.SetRateLimiter(nil)
+			// The slot is taken by a call in flight; the next is refused
+			// (and only it counts here: the routed one ends with the test).
+			_, held := l.Check(t.Context(), &ratelimit.Call{Route: "core", Tool: "echo"})
+			defer held.Release()
+			answered(t, e, "/mcp/core", callReq("echo", `{}`), 429)
 		}},
 }
 

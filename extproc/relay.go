@@ -118,8 +118,12 @@ func (x *exchange) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Pro
 	default:
 		x.callOutcome = callToolError
 	}
+	remove := []string{"mcp-session-id"}
+	if localReplyKind(h) == "" { // the server's headers, through the allow-list (federated.go)
+		remove = appendDropped(remove, h)
+	}
 	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		RemoveHeaders: []string{"mcp-session-id"},
+		RemoveHeaders: remove,
 	}})
 }
 

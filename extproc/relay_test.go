@@ -104,10 +104,11 @@ func TestFederatedRelayAnswer(t *testing.T) {
 		t.Errorf("body sent %s", got)
 	}
 
-	// The server's 202 goes back as it is, without its session id.
-	hr := w.send(respHeaders(true, ":status", "202", "mcp-session-id", "s1"))
+	// The server's 202 goes back as it is, without its session id and the
+	// headers outside the allow-list.
+	hr := w.send(respHeaders(true, ":status", "202", "mcp-session-id", "s1", "set-cookie", "a=b", "x-envoy-upstream-service-time", "1"))
 	if m := hr.GetResponseHeaders().GetResponse(); m.GetStatus() != extprocv3.CommonResponse_CONTINUE ||
-		!slices.Contains(m.GetHeaderMutation().GetRemoveHeaders(), "mcp-session-id") || len(m.GetHeaderMutation().GetSetHeaders()) != 0 {
+		!slices.Equal(m.GetHeaderMutation().GetRemoveHeaders(), []string{"mcp-session-id", "set-cookie"}) || len(m.GetHeaderMutation().GetSetHeaders()) != 0 {
 		t.Errorf("response headers reply %v", hr)
 	}
 

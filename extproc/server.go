@@ -43,6 +43,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -158,6 +159,8 @@ type Server struct {
 	// approval is the approval configuration in force (approval.go); nil:
 	// no call needs approval. Swapped whole by SetApproval.
 	approval atomic.Pointer[approval.Approver]
+	// limiter is the rate and concurrency limits in force (limits.go).
+	limiter atomic.Pointer[ratelimit.Limiter]
 	// relayKeys mint and open the ids of federated servers' requests to
 	// the client (relay.go); never nil. Swapped whole by SetRelayKeys.
 	relayKeys atomic.Pointer[relay.Keys]

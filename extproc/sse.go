@@ -3,6 +3,7 @@ package extproc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -11,50 +12,124 @@ import (
 // format of the HTML Living Standard, as the MCP Streamable HTTP transport
 // uses it).
 
+// errEventTooLarge: an event grew past the bound without ending.
+var errEventTooLarge = errors.New("an event of the MCP server's stream is larger than the limit")
+
+// errStreamTooLarge: the stream grew past the response bound.
+var errStreamTooLarge = errors.New("the MCP server's stream is larger than the limit")
+
+// eventSplitter cuts a stream that arrives in arbitrary chunks into events.
+// Every byte is searched for an event's end once, however the chunks fall
+// (an incomplete event is not rescanned from its start on every chunk), and
+// an incomplete event may hold at most max bytes (0: no bound).
+type eventSplitter struct {
+	buf  []byte
+	from int // bytes of buf already searched for an event's end
+	max  int
+	// searched counts the bytes searched, which tests hold to the bytes
+	// received.
+	searched int
+}
+
+// next returns the next complete event, its blank line included, or nil.
+// The event is valid until the next write.
+func (s *eventSplitter) next() ([]byte, int) {
+	// A blank line is at most 4 bytes ("\r\n\r\n"): one that straddles
+	// the bytes searched before starts at most 3 bytes back.
+	start := max(s.from-3, 0)
+	end, sep := eventEnd(s.buf[start:])
+	if end < 0 {
+		s.searched += len(s.buf) - start
+		s.from = len(s.buf)
+		return nil, 0
+	}
+	s.searched += end + sep
+	end += start
+	ev := s.buf[:end+sep]
+	s.buf, s.from = s.buf[end+sep:], 0
+	return ev, end
+}
+
+func (s *eventSplitter) write(chunk []byte) { s.buf = append(s.buf, chunk...) }
+
+// over reports whether the incomplete event is past the bound (call next
+// until it returns nil first: complete events do not count).
+func (s *eventSplitter) over() bool { return s.max > 0 && len(s.buf) > s.max }
+
+// rest returns and forgets what is left.
+func (s *eventSplitter) rest() []byte {
+	b := s.buf
+	s.buf, s.from = nil, 0
+	return b
+}
+
 // sseTranslator rewrites the data of each complete event of a stream that
-// arrives in arbitrary chunks; an incomplete event waits for its end.
+// arrives in arbitrary chunks; an incomplete event waits for its end. It
+// bounds an event (maxEvent) and the whole stream (maxTotal; 0: no bound).
 type sseTranslator struct {
-	buf []byte
-	fn  func(data []byte) []byte
+	split    eventSplitter
+	fn       func(data []byte) []byte
+	maxTotal int64
+	total    int64
+	failed   bool // a bound was crossed: everything after is dropped
 }
 
 // feed takes the next chunk and returns the translated complete events
 // (possibly none). At the end of the stream a final event without its
-// blank line is flushed too.
-func (t *sseTranslator) feed(chunk []byte, eos bool) []byte {
-	t.buf = append(t.buf, chunk...)
+// blank line is flushed too. Past a bound it returns the events before it
+// and the bound's error, and nothing from then on.
+func (t *sseTranslator) feed(chunk []byte, eos bool) ([]byte, error) {
+	if t.failed {
+		return nil, nil
+	}
+	t.total += int64(len(chunk))
+	if t.maxTotal > 0 && t.total > t.maxTotal {
+		t.failed = true
+		t.split.rest()
+		return nil, errStreamTooLarge
+	}
+	t.split.write(chunk)
 	var out []byte
 	for {
-		end, sep := eventEnd(t.buf)
-		if end < 0 {
+		ev, end := t.split.next()
+		if ev == nil {
 			break
 		}
-		out = append(out, t.event(t.buf[:end])...)
+		out = append(out, t.event(ev[:end])...)
 		out = append(out, '\n', '\n')
-		t.buf = t.buf[end+sep:]
 	}
-	if eos && len(bytes.TrimSpace(t.buf)) > 0 {
-		out = append(out, t.event(t.buf)...)
-		out = append(out, '\n', '\n')
-		t.buf = nil
+	if t.split.over() {
+		t.failed = true
+		t.split.rest()
+		return out, errEventTooLarge
 	}
-	if len(t.buf) == 0 {
-		t.buf = nil
+	if eos {
+		if rest := t.split.rest(); len(bytes.TrimSpace(rest)) > 0 {
+			out = append(out, t.event(rest)...)
+			out = append(out, '\n', '\n')
+		}
 	}
-	return out
+	return out, nil
 }
 
 // eventEnd returns where the first event of b ends and the length of the
 // blank line that ends it, or -1.
+// It reads b up to the blank line only (once per byte).
 func eventEnd(b []byte) (int, int) {
-	n, rn := bytes.Index(b, []byte("\n\n")), bytes.Index(b, []byte("\r\n\r\n"))
-	switch {
-	case rn >= 0 && (n < 0 || rn < n):
-		return rn, 4
-	case n >= 0:
-		return n, 2
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1, 0
+		}
+		j += i
+		switch {
+		case j+1 < len(b) && b[j+1] == '\n':
+			return j, 2
+		case j >= 1 && b[j-1] == '\r' && j+2 < len(b) && b[j+1] == '\r' && b[j+2] == '\n':
+			return j - 1, 4
+		}
+		i = j + 1
 	}
-	return -1, 0
 }
 
 // event rewrites one event: its data lines are joined, translated, and
@@ -106,6 +181,6 @@ func finalEvent(body []byte, id json.RawMessage) *mcp.ClientResponse {
 		}
 		return data
 	}}
-	t.feed(body, true)
+	_, _ = t.feed(body, true) // unbounded: body is whole, within MaxResponseBytes
 	return found
 }

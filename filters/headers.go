@@ -8,8 +8,10 @@ import (
 )
 
 // headerPropagation copies named client request headers to the request sent
-// to the Tool Service (the gateway itself forwards only mcp-session-id and
-// authorization). Absent headers are skipped.
+// to the Tool Service, so a route states which client headers its Tool
+// Services rely on. Absent headers are skipped. The client's Authorization
+// is removed from every routed call (a federated server's Portal entry may
+// forward it: forwardAuthorization); see docs/filters.md.
 //
 // Configuration:
 //

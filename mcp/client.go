@@ -35,13 +35,21 @@ type ClientRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method"`
-	Params  any             `json:"params,omitempty"`
+	// Params is absent when nil: JSON-RPC 2.0 allows an object or an array
+	// there, never null, and the TypeScript SDK refuses a null (-32700).
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // NewClientRequest returns the request method with the numeric id id
-// (0: a notification) and params.
+// (0: a notification) and params; params that encode as null (a nil map
+// included) are left out.
 func NewClientRequest(id int64, method string, params any) ClientRequest {
-	r := ClientRequest{JSONRPC: "2.0", Method: method, Params: params}
+	r := ClientRequest{JSONRPC: "2.0", Method: method}
+	if params != nil {
+		if b, err := json.Marshal(params); err == nil && string(b) != "null" {
+			r.Params = b
+		}
+	}
 	if id != 0 {
 		r.ID = json.RawMessage(strconv.FormatInt(id, 10))
 	}
@@ -172,15 +180,16 @@ type ListResult struct {
 // ListResult member it fills.
 type ListMethod struct {
 	Method string
+	Kind   string // what it lists, in words
 	Items  func(*ListResult) []json.RawMessage
 }
 
 // List methods.
 var (
-	ListTools             = ListMethod{"tools/list", func(r *ListResult) []json.RawMessage { return r.Tools }}
-	ListResources         = ListMethod{"resources/list", func(r *ListResult) []json.RawMessage { return r.Resources }}
-	ListResourceTemplates = ListMethod{"resources/templates/list", func(r *ListResult) []json.RawMessage { return r.ResourceTemplates }}
-	ListPrompts           = ListMethod{"prompts/list", func(r *ListResult) []json.RawMessage { return r.Prompts }}
+	ListTools             = ListMethod{"tools/list", "tools", func(r *ListResult) []json.RawMessage { return r.Tools }}
+	ListResources         = ListMethod{"resources/list", "resources", func(r *ListResult) []json.RawMessage { return r.Resources }}
+	ListResourceTemplates = ListMethod{"resources/templates/list", "resource templates", func(r *ListResult) []json.RawMessage { return r.ResourceTemplates }}
+	ListPrompts           = ListMethod{"prompts/list", "prompts", func(r *ListResult) []json.RawMessage { return r.Prompts }}
 )
 
 // ResultComplete is the resultType of a final result. A result without

@@ -164,3 +164,31 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// TestNewClientRequestOmitsNullParams: params that encode as null (a nil
+// map, as a first page without cursor once was) are left out, never sent
+// as null, which JSON-RPC 2.0 does not allow.
+func TestNewClientRequestOmitsNullParams(t *testing.T) {
+	for _, tc := range []struct {
+		params any
+		want   string
+	}{
+		{nil, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`},
+		{map[string]any(nil), `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`},
+		{map[string]any{"cursor": "c"}, `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}`},
+	} {
+		b, err := json.Marshal(NewClientRequest(3, "tools/list", tc.params))
+		if err != nil || string(b) != tc.want {
+			t.Errorf("params %#v: %s %v, want %s", tc.params, b, err, tc.want)
+		}
+	}
+}
+
+// TestUpstreamBodyDropsNullParams: a client's params null (taken as
+// absent) does not reach the server as null.
+func TestUpstreamBodyDropsNullParams(t *testing.T) {
+	got := UpstreamBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}`), UpstreamRequest{ClientEra: EraLegacy, UpstreamEra: EraLegacy})
+	if want := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}

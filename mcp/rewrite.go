@@ -108,10 +108,15 @@ func Member(obj []byte, key string) []byte {
 }
 
 // editParams applies fn to params (nil when absent) and puts the result
-// back into the message msg.
+// back into the message msg. A params of null, which toolmesh takes as
+// absent, is left out: JSON-RPC 2.0 allows only an object or an array
+// there, and servers built on the TypeScript SDK refuse null.
 func editParams(msg []byte, fn func(params []byte) []byte) []byte {
 	p := Member(msg, "params")
 	if p != nil && !isObject(p) {
+		if string(p) == "null" {
+			msg = DeleteMember(msg, "params")
+		}
 		p = nil
 	}
 	np := fn(p)

@@ -58,6 +58,12 @@ func (s ToolService) checkProtocol() []error {
 		if s.ForwardAuthorization {
 			errs = append(errs, errors.New("forwardAuthorization: only allowed with protocol mcp"))
 		}
+		if s.AllowSameOriginRedirects {
+			errs = append(errs, errors.New("allowSameOriginRedirects: only allowed with protocol mcp"))
+		}
+		if s.TrustAnnotations {
+			errs = append(errs, errors.New("trustAnnotations: only allowed with protocol mcp (a Tool Service's manifest is trusted)"))
+		}
 		return errs
 	}
 	if s.ManifestPath != "" {

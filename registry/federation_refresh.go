@@ -136,6 +136,9 @@ func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Fres
 			headers = merged
 		}
 	}
+	if svc.AllowSameOriginRedirects {
+		ctx = upstream.AllowSameOriginRedirects(ctx)
+	}
 	l, err := h.client.Discover(ctx, svc.URL, headers)
 	if err != nil {
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)

@@ -67,6 +67,18 @@ type ToolService struct {
 	// authorization spec's confused-deputy rule); the server gets the
 	// credentials of Headers instead.
 	ForwardAuthorization bool `json:"forwardAuthorization,omitempty"`
+	// AllowSameOriginRedirects lets the gateway's own requests to an MCP
+	// server (listing, session set-up, a re-issued call) follow redirects
+	// that stay on the origin of its url; without it no redirect is
+	// followed (protocol mcp only).
+	AllowSameOriginRedirects bool `json:"allowSameOriginRedirects,omitempty"`
+	// TrustAnnotations lets the gateway act on the tool annotations the MCP
+	// server lists (protocol mcp only): the approval step skips a tool
+	// that declares readOnlyHint: true only when this is set. Off by
+	// default: the MCP specification says annotations from untrusted
+	// servers are untrusted. A native Tool Service's manifest is the
+	// operator's, and trusted.
+	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
 }
 
 // ProtocolMCP is ToolService.Protocol of a federated MCP server.

@@ -132,6 +132,8 @@ func toolServiceRoute(u upstream) *routev3.Route {
 	}
 	if s.idleTimeout != nil {
 		action.IdleTimeout = durationpb.New(*s.idleTimeout)
+	} else if u.mcp && s.requestTimeout > 0 {
+		action.IdleTimeout = durationpb.New(s.requestTimeout + federatedIdleMargin)
 	}
 	if s.maxRetries > 0 || s.perTryTimeout > 0 {
 		action.RetryPolicy = &routev3.RetryPolicy{
@@ -159,6 +161,20 @@ func toolServiceRoute(u upstream) *routev3.Route {
 	}
 	return rt
 }
+
+// federatedIdleMargin is what a federated server's route adds to its
+// timeout for its stream idle timeout. Its responses are
+// FULL_DUPLEX_STREAMED, where Envoy runs no ext_proc message timer
+// (ext_proc.cc ProcessorState::onStartProcessorCall), and once the upstream
+// response is complete the router's timeout is gone too: an extproc server
+// stalling on a held response would hold the client until the connection
+// manager's stream_idle_timeout (5 minutes). The route's idle_timeout
+// (route_components.proto RouteAction.idle_timeout: reset by every encode
+// or decode event; a stream reset once upstream response headers arrived,
+// source/common/http/conn_manager_impl.cc ActiveStream::onIdleTimeout)
+// bounds that wait at the route timeout plus the margin. While the router's
+// timer runs it cannot fire first: it needs that long without any event.
+const federatedIdleMargin = time.Second
 
 // routeTimeoutHeader tells the extproc server this route's timeout, with
 // SRE overrides applied, so that it can end a federated server's stalled

@@ -27,7 +27,8 @@ type Tuning struct {
 	// retry (default 15s; 0 disables it, for long streamed replies).
 	RequestTimeout *registry.Duration `json:"requestTimeout,omitempty"`
 	// IdleTimeout is the Tool Service route's stream idle timeout (default
-	// unset: the listener's stream_idle_timeout, 5m in Envoy; 0 disables).
+	// unset: the listener's stream_idle_timeout, 5m in Envoy; on a federated
+	// server's route, requestTimeout plus federatedIdleMargin; 0 disables).
 	IdleTimeout *registry.Duration `json:"idleTimeout,omitempty"`
 	// ConnectionIdleTimeout closes upstream connections idle this long
 	// (default 30s; > 0).

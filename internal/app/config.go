@@ -18,6 +18,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/notify"
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/mtls"
 	"github.com/toolmesh/toolmesh/registry"
@@ -145,7 +146,8 @@ type EndpointConfig struct {
 	// isError result (default 4194304, 4 MiB).
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// GCHeapFloorBytes is the smallest heap goal of the Go garbage
-	// collector (default 67108864, 64 MiB; 0 leaves GOGC alone): while the
+	// collector (default 0: GOGC alone, which suits a sidecar, ADR 0014;
+	// a central gateway may set e.g. 67108864, 64 MiB): while the
 	// live heap is small the collector waits for the heap to reach it
 	// instead of collecting each time the heap doubles. A heap that
 	// doubles past it anyway is collected as GOGC says; GOMEMLIMIT still
@@ -253,6 +255,10 @@ type AccessConfig struct {
 	// {"annotations": ["destructiveHint"], "tools": ["delete_*"], "exempt":
 	// []}}, "default": {...}}. Reloaded on SIGHUP.
 	Approval *ApprovalConfig `json:"approval,omitempty"`
+	// RateLimits are rate and concurrency limits per route, tool and caller,
+	// local or through an Envoy rate limit service (docs/ratelimit.md).
+	// Reloaded on SIGHUP.
+	RateLimits *ratelimit.Config `json:"rateLimits,omitempty"`
 	// RelayKeys are the HMAC keys of the ids given to federated legacy
 	// servers' requests to the client, [{"id": "r1", "file": PATH}] as
 	// approval.keys (the first signs, every one verifies). Every replica
@@ -403,7 +409,6 @@ func defaultConfig() Config {
 	c.RetryBackoff = registry.Duration(refresher.DefaultRetryBackoff)
 	c.MaxBodyBytes = 1 << 20
 	c.MaxResponseBytes = 4 << 20
-	c.GCHeapFloorBytes = 64 << 20
 	c.ToolLabelsPerRoute = extproc.DefaultToolLabels
 	c.MessageTimeout = registry.Duration(5 * time.Second)
 	c.FederatedStreamDeadline = "route"

@@ -59,6 +59,7 @@ func (c *Config) Validate() error {
 	errs.add(c.Tracing.validate())
 	errs.add((extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate())
 	errs.add(registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials))
+	errs.add(c.checkRLSTimeout())
 	return errs.join()
 }
 
@@ -214,10 +215,11 @@ func (c *UpstreamConfig) Validate() error {
 // error names its key.
 func (c *AccessConfig) Validate() error {
 	var errs fieldErrors
-	_, err := c.Approval.build()
+	_, err := c.Approval.build(nil)
 	errs.add(err)
 	_, err = buildRelayKeys(c.RelayKeys)
 	errs.add(err)
+	errs.add(c.RateLimits.Validate()) // each error names its entry
 	errs.add(authn.Validate(c.ResourceBase, c.Auth))
 	_, err = authz.Compile(c.Policies)
 	errs.check("policies", err)

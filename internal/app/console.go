@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -43,6 +44,9 @@ type consoleDoc struct {
 	Store string `json:"store"`
 	// AdminToken is true when the admin listener needs the token.
 	AdminToken bool `json:"adminToken"`
+	// RateLimits are the rate and concurrency limits in force, one row per
+	// limit and route scope (docs/ratelimit.md).
+	RateLimits []ratelimit.InForce `json:"rateLimits,omitempty"`
 }
 
 // consoleRoute is a route's catalog and filter chain.
@@ -133,6 +137,9 @@ func (a *app) consoleState() consoleDoc {
 	}
 	if a.xdsServer != nil {
 		doc.Clusters = a.xdsServer.Clusters()
+	}
+	if a.extprocServer != nil {
+		doc.RateLimits = a.extprocServer.RateLimiter().InForce()
 	}
 	return doc
 }

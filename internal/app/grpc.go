@@ -68,11 +68,14 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
-	ap, err := a.cfg.Approval.build()
+	ap, err := a.cfg.Approval.build(a.approvalLedger)
 	if err != nil {
 		return err
 	}
 	srv.SetApproval(ap)
+	if err := a.startRateLimits(metrics); err != nil {
+		return err
+	}
 	rk, err := buildRelayKeys(a.cfg.RelayKeys)
 	if err != nil {
 		return err

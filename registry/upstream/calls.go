@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+
+	"github.com/toolmesh/toolmesh/mcp"
 )
 
 // The call path's use of the client: the gateway owns one legacy session
@@ -30,6 +33,25 @@ func (c *Client) OpenSessionWith(ctx context.Context, endpoint string, headers m
 		return "", err
 	}
 	return s.id, nil
+}
+
+// SessionLost reports whether an answer of status with body says the server
+// does not know the session the request carried, and so did not execute
+// it: 404 is the Streamable HTTP transport's answer for an expired
+// session; servers built on the TypeScript SDK's examples (the reference
+// server-everything among them) answer 400 with a JSON-RPC error whose
+// message names the session ("Bad Request: No valid session ID provided")
+// instead. Any other 400 is the server refusing the request itself.
+func SessionLost(status int, body []byte) bool {
+	switch status {
+	case http.StatusNotFound:
+		return true
+	case http.StatusBadRequest:
+		m, err := mcp.DecodeClientResponse(body)
+		return err == nil && m.Error != nil && m.Result == nil && m.Method == "" &&
+			strings.Contains(strings.ToLower(m.Error.Message), "session")
+	}
+	return false
 }
 
 // Exchange posts one JSON-RPC request body to endpoint with exactly the

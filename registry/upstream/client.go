@@ -28,6 +28,12 @@ import (
 const (
 	DefaultMaxBytes = 4 << 20
 	DefaultMaxPages = 100
+	// DefaultMaxItems bounds each kind of item (tools, resources, resource
+	// templates, prompts) of one server's listing, across all its pages.
+	DefaultMaxItems = 10000
+	// DefaultMaxListingBytes bounds the results of one server's listing,
+	// all methods and pages together.
+	DefaultMaxListingBytes = 32 << 20
 )
 
 // Options configures a [Client].
@@ -40,6 +46,13 @@ type Options struct {
 	MaxBytes int64
 	// MaxPages bounds the pages followed per list method (default 100).
 	MaxPages int
+	// MaxItems bounds each kind of item of one listing, across its pages
+	// (default DefaultMaxItems); MaxListingBytes bounds the bytes of all
+	// its results (default DefaultMaxListingBytes). A listing past either
+	// fails with a *BoundError: a hostile or broken server cannot grow the
+	// gateway's memory page after page.
+	MaxItems        int
+	MaxListingBytes int64
 	// ClientInfo is the Implementation toolmesh names itself with.
 	ClientInfo mcp.Implementation
 }
@@ -54,11 +67,22 @@ func New(opts Options) *Client {
 	if opts.HTTP == nil {
 		opts.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
+	// A copy: the caller's client may serve other uses, whose redirect
+	// policy stays theirs.
+	hc := *opts.HTTP
+	hc.CheckRedirect = checkRedirect
+	opts.HTTP = &hc
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
 	if opts.MaxPages <= 0 {
 		opts.MaxPages = DefaultMaxPages
+	}
+	if opts.MaxItems <= 0 {
+		opts.MaxItems = DefaultMaxItems
+	}
+	if opts.MaxListingBytes <= 0 {
+		opts.MaxListingBytes = DefaultMaxListingBytes
 	}
 	if opts.ClientInfo.Name == "" {
 		opts.ClientInfo = mcp.Implementation{Name: mcp.DefaultServerName, Version: mcp.DefaultServerVersion}
@@ -128,6 +152,18 @@ type session struct {
 	ttl      *time.Duration
 	scope    string
 	caps     map[string]any // client capabilities declared in initialize; nil: none
+	listed   int64          // bytes of the list results so far
+}
+
+// BoundError is a listing refused at one of the Client's bounds.
+type BoundError struct {
+	Method string
+	Bound  string // what was bounded: "tools", "resources", …, or "bytes"
+	Limit  int64
+}
+
+func (e *BoundError) Error() string {
+	return fmt.Sprintf("%s: the server lists more than %d %s (toolmesh's listing bound; the listing is refused)", e.Method, e.Limit, e.Bound)
 }
 
 // discover settles the era: server/discover, else initialize.
@@ -286,6 +322,9 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		if err != nil {
 			return nil, err
 		}
+		if s.listed += int64(len(raw)); s.listed > s.c.opts.MaxListingBytes {
+			return nil, &BoundError{Method: m.Method, Bound: "bytes of list results", Limit: s.c.opts.MaxListingBytes}
+		}
 		var r mcp.ListResult
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, fmt.Errorf("%s: result: %w", m.Method, err)
@@ -295,6 +334,9 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		}
 		s.noteCache(r.CacheFields)
 		items = append(items, m.Items(&r)...)
+		if len(items) > s.c.opts.MaxItems {
+			return nil, &BoundError{Method: m.Method, Bound: m.Kind, Limit: int64(s.c.opts.MaxItems)}
+		}
 		if r.NextCursor == nil || *r.NextCursor == "" {
 			return items, nil
 		}
@@ -331,8 +373,9 @@ func (s *session) noteCache(f mcp.CacheFields) {
 	}
 }
 
-// params are a request's params: the cursor, and _meta in the stateless era.
-func (s *session) params(cursor string) map[string]any {
+// params are a request's params: the cursor, and _meta in the stateless era;
+// nil (no params member) when there are none.
+func (s *session) params(cursor string) any {
 	p := map[string]any{}
 	if cursor != "" {
 		p["cursor"] = cursor
@@ -344,6 +387,38 @@ func (s *session) params(cursor string) map[string]any {
 		return nil
 	}
 	return p
+}
+
+// sameOriginKey marks a context whose requests may follow same-origin
+// redirects.
+type sameOriginKey struct{}
+
+// AllowSameOriginRedirects returns ctx with same-origin redirects allowed
+// for the requests made with it (a service's allowSameOriginRedirects).
+func AllowSameOriginRedirects(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sameOriginKey{}, true)
+}
+
+// maxRedirects bounds the same-origin redirects one request follows.
+const maxRedirects = 5
+
+// checkRedirect refuses every redirect, unless the request's context
+// allows same-origin ones (AllowSameOriginRedirects) and this one stays on
+// the origin (scheme, host and port) of the first request. A redirect
+// elsewhere would carry the service's credential headers and the
+// gateway's session to a host the operator never named.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if allowed, _ := req.Context().Value(sameOriginKey{}).(bool); !allowed {
+		return fmt.Errorf("the server redirects to %s: toolmesh follows no redirect of an MCP server unless its service sets allowSameOriginRedirects", clip(req.URL.Redacted()))
+	}
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("the server redirects to %s, another origin than %s://%s: toolmesh follows same-origin redirects only", clip(req.URL.Redacted()), first.Scheme, first.Host)
+	}
+	if len(via) > maxRedirects {
+		return fmt.Errorf("more than %d redirects", maxRedirects)
+	}
+	return nil
 }
 
 // transportError is a request that got no HTTP answer.
@@ -358,16 +433,35 @@ type StatusError struct {
 	Status int
 	RPC    *mcp.RPCError
 	Body   string
+	// sessionLost: the answer says the server does not know the session
+	// the request carried (SessionLost).
+	sessionLost bool
 }
 
 func (e *StatusError) Error() string {
+	side := "the server failed"
+	if e.Status/100 == 4 {
+		side = "the server refused toolmesh's request"
+	}
 	switch {
 	case e.RPC != nil:
-		return fmt.Sprintf("%s: status %d: %v", e.Method, e.Status, e.RPC)
+		return fmt.Sprintf("%s: status %d: %v (%s)", e.Method, e.Status, e.RPC, side)
 	case e.Body != "":
-		return fmt.Sprintf("%s: status %d: %q", e.Method, e.Status, e.Body)
+		return fmt.Sprintf("%s: status %d: %q (%s)", e.Method, e.Status, e.Body, side)
 	}
-	return fmt.Sprintf("%s: status %d", e.Method, e.Status)
+	return fmt.Sprintf("%s: status %d (%s)", e.Method, e.Status, side)
+}
+
+// rpcFailure wraps the JSON-RPC error a server answered method with, saying
+// which side it blames: the request-shape codes mean the server refused
+// what toolmesh sent (a defect of toolmesh's or a server that speaks
+// another dialect), the others are the server's own failure.
+func rpcFailure(method string, e *mcp.RPCError) error {
+	switch e.Code {
+	case mcp.CodeParseError, mcp.CodeInvalidRequest, mcp.CodeInvalidParams:
+		return fmt.Errorf("%s: %w (the server refused toolmesh's request)", method, e)
+	}
+	return fmt.Errorf("%s: %w", method, e)
 }
 
 // Unwrap lets errors.As find the JSON-RPC error.
@@ -379,7 +473,24 @@ func (e *StatusError) Unwrap() error {
 }
 
 // call sends one request and returns its result, or the JSON-RPC error.
+// When the server has lost the legacy session (restarted between two
+// pages), the handshake runs again and the request is sent once more: the
+// server's answer says it did not execute it (SessionLost).
 func (s *session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	raw, err := s.callOnce(ctx, method, params)
+	var se *StatusError
+	if s.id != "" && method != "initialize" && errors.As(err, &se) && se.sessionLost {
+		version := s.version
+		s.id = ""
+		if _, ierr := s.initialize(ctx, version); ierr != nil {
+			return nil, fmt.Errorf("%w; opening a new session failed: %v", err, ierr)
+		}
+		return s.callOnce(ctx, method, params)
+	}
+	return raw, err
+}
+
+func (s *session) callOnce(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	s.nextID++
 	req := mcp.NewClientRequest(s.nextID, method, params)
 	resp, err := s.post(ctx, method, req)
@@ -398,7 +509,7 @@ func (s *session) call(ctx context.Context, method string, params any) (json.Raw
 		return nil, err
 	}
 	if msg.Error != nil {
-		return nil, fmt.Errorf("%s: %w", method, msg.Error)
+		return nil, rpcFailure(method, msg.Error)
 	}
 	return msg.Result, nil
 }
@@ -475,7 +586,7 @@ func (s *session) close(ctx context.Context) {
 
 func (s *session) statusError(method string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(s.c.opts.MaxBytes, 64<<10)))
-	e := &StatusError{Method: method, Status: resp.StatusCode}
+	e := &StatusError{Method: method, Status: resp.StatusCode, sessionLost: s.id != "" && SessionLost(resp.StatusCode, b)}
 	if m, err := mcp.DecodeClientResponse(b); err == nil && m.Error != nil {
 		e.RPC = m.Error
 	} else {

@@ -432,3 +432,204 @@ func TestDiscoverBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestDiscoverSessionLost: a legacy server that restarts between the
+// handshake and a page (its sessions gone) answers 404 as the transport
+// says, or 400 naming the session as the TypeScript SDK's reference server
+// does: the listing opens a new session and asks once more. A 400 about
+// anything else fails the listing.
+func TestDiscoverSessionLost(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		ok     bool
+	}{
+		{"404", 404, "session not found", true},
+		{"400 naming the session", 400, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`, true},
+		{"400 about something else", 400, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Bad Request: invalid"},"id":null}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			sessions, live := 0, ""
+			s := newServer(t, func(w http.ResponseWriter, r *http.Request, m rpc) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch m.Method {
+				case "server/discover":
+					writeJSON(w, 200, rpcError(m.ID, -32601, "Method not found", nil))
+				case "initialize":
+					sessions++
+					live = fmt.Sprint("s", sessions)
+					w.Header().Set("Mcp-Session-Id", live)
+					writeJSON(w, 200, result(m.ID, map[string]any{"protocolVersion": m.Params.ProtocolVersion,
+						"capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "l", "version": "1"}}))
+				case "notifications/initialized":
+					if sessions == 1 {
+						live = "" // the server restarts after the handshake
+					}
+					w.WriteHeader(202)
+				default:
+					if r.Header.Get("Mcp-Session-Id") != live {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(tc.status)
+						_, _ = io.WriteString(w, tc.body)
+						return
+					}
+					writeJSON(w, 200, result(m.ID, map[string]any{"tools": []any{tool("a")}}))
+				}
+			})
+			l, err := upstream.New(upstream.Options{}).Discover(context.Background(), s.url, nil)
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "tools/list: status 400") {
+					t.Fatalf("error %v, want the server's 400", err)
+				}
+				return
+			}
+			if err != nil || len(l.Tools) != 1 {
+				t.Fatalf("listing %+v, %v", l, err)
+			}
+			if want := []string{"server/discover", "initialize", "notifications/initialized", "tools/list", "initialize", "notifications/initialized", "tools/list", "DELETE s2"}; !slices.Equal(s.calls(), want) {
+				t.Errorf("calls %v, want %v", s.calls(), want)
+			}
+		})
+	}
+}
+
+// TestDiscoverRedirects: a server that redirects gets no credential
+// header across origins. Without allowSameOriginRedirects no redirect is
+// followed; with it, same-origin ones are, and another origin still is
+// not.
+func TestDiscoverRedirects(t *testing.T) {
+	var leaked sync.Map // header values the other origin received
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("X-Api-Key"); v != "" {
+			leaked.Store("X-Api-Key", v)
+		}
+		if v := r.Header.Get("Mcp-Session-Id"); v != "" {
+			leaked.Store("Mcp-Session-Id", v)
+		}
+		http.Error(w, "no", 500)
+	}))
+	t.Cleanup(other.Close)
+	target := func(self string) map[string]string {
+		return map[string]string{"same": self + "/v2/mcp", "other": other.URL + "/v1/mcp"}
+	}
+	for _, tc := range []struct {
+		name, to   string
+		allow, ok  bool
+		wantErrSub string
+	}{
+		{"same origin, not allowed", "same", false, false, "follows no redirect"},
+		{"other origin, not allowed", "other", false, false, "follows no redirect"},
+		{"same origin, allowed", "same", true, true, ""},
+		{"other origin, allowed", "other", true, false, "another origin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var self string
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/mcp" {
+					http.Redirect(w, r, target(self)[tc.to], http.StatusTemporaryRedirect)
+					return
+				}
+				var m rpc
+				_ = json.NewDecoder(r.Body).Decode(&m)
+				if r.Header.Get("X-Api-Key") != "k" {
+					t.Errorf("%s after the redirect without the credential", m.Method)
+				}
+				if m.Method == "server/discover" {
+					writeJSON(w, 200, result(m.ID, map[string]any{"supportedVersions": []string{"2026-07-28"}, "capabilities": map[string]any{"tools": map[string]any{}}}))
+					return
+				}
+				writeJSON(w, 200, result(m.ID, map[string]any{"tools": []any{tool("a")}}))
+			}))
+			t.Cleanup(ts.Close)
+			self = ts.URL
+			ctx := context.Background()
+			if tc.allow {
+				ctx = upstream.AllowSameOriginRedirects(ctx)
+			}
+			l, err := upstream.New(upstream.Options{}).Discover(ctx, ts.URL+"/v1/mcp", map[string]string{"X-Api-Key": "k"})
+			if tc.ok {
+				if err != nil || len(l.Tools) != 1 {
+					t.Fatalf("listing %+v, %v", l, err)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), tc.wantErrSub) {
+				t.Fatalf("error %v, want %q", err, tc.wantErrSub)
+			}
+		})
+	}
+	leaked.Range(func(k, v any) bool {
+		t.Errorf("the other origin received %s: %v", k, v)
+		return true
+	})
+}
+
+// TestDiscoverListingBounds: a hostile server whose pages each stay under
+// the page bound but together list without end is refused at the item
+// bound (per kind, across pages) or the byte bound (all results), before
+// it reaches the page bound, with an error naming the bound.
+func TestDiscoverListingBounds(t *testing.T) {
+	page := func(n int) []any {
+		tools := make([]any, n)
+		for i := range tools {
+			tools[i] = tool(fmt.Sprint("t", i))
+		}
+		return tools
+	}
+	hostile := func(t *testing.T) *server {
+		n := 0
+		return statelessWith(t, func(w http.ResponseWriter, m rpc) {
+			n++
+			writeJSON(w, 200, result(m.ID, map[string]any{"tools": page(150), "nextCursor": fmt.Sprint("c", n)}))
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		opts upstream.Options
+		want string
+		reqs int
+	}{
+		{"items", upstream.Options{MaxItems: 1000}, "tools/list: the server lists more than 1000 tools", 1 + 7},
+		{"bytes", upstream.Options{MaxListingBytes: 64 << 10}, "tools/list: the server lists more than 65536 bytes of list results", 1 + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := hostile(t)
+			_, err := upstream.New(tc.opts).Discover(context.Background(), s.url, nil)
+			var be *upstream.BoundError
+			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if got := len(s.calls()); got != tc.reqs {
+				t.Errorf("%d requests, want %d", got, tc.reqs)
+			}
+		})
+	}
+}
+
+// TestDiscoverErrorsSayWhichSide: a server refusing the gateway's request
+// (4xx, or a request-shape JSON-RPC error) reads as a refusal of toolmesh's
+// request; a 5xx as the server's failure.
+func TestDiscoverErrorsSayWhichSide(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter, m rpc)
+		want   string
+	}{
+		{"400 parse error", func(w http.ResponseWriter, m rpc) {
+			writeJSON(w, 400, rpcError(nil, -32700, "Parse error: Invalid JSON-RPC message", nil))
+		}, "tools/list: status 400: JSON-RPC error -32700: Parse error: Invalid JSON-RPC message (the server refused toolmesh's request)"},
+		{"200 invalid params", func(w http.ResponseWriter, m rpc) {
+			writeJSON(w, 200, rpcError(m.ID, -32602, "bad cursor", nil))
+		}, "tools/list: JSON-RPC error -32602: bad cursor (the server refused toolmesh's request)"},
+		{"500", func(w http.ResponseWriter, m rpc) { http.Error(w, "boom", 500) }, `tools/list: status 500: "boom" (the server failed)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := statelessWith(t, tc.answer)
+			_, err := upstream.New(upstream.Options{}).Discover(context.Background(), s.url, nil)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error\n got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

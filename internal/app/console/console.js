@@ -323,6 +323,24 @@
     box.replaceChildren(...out);
   }
 
+  // Rate and concurrency limits in force, one row per limit and scope.
+  function renderRateLimits(doc) {
+    const box = document.getElementById('ratelimits');
+    const rows = (doc.rateLimits || []).map((l) => h('tr', {'data-limit': (l.scope || '*') + '/' + l.name},
+      h('td', {}, l.scope ? h('code', {}, l.scope) : h('span', {class: 'dim'}, 'default')),
+      h('td', {}, h('code', {}, l.name)),
+      h('td', {}, h('code', {}, l.tools)),
+      h('td', {}, l.by || h('span', {class: 'dim'}, 'route')),
+      h('td', {}, l.global ? badge('global (RLS)', 'ok') : (l.rate || '—')),
+      h('td', {}, l.concurrency ? String(l.concurrency) : '—'),
+      h('td', {}, String(l.keys))));
+    if (rows.length === 0) {
+      box.replaceChildren(emptyNote('No rate limits configured (rateLimits).'));
+      return;
+    }
+    box.replaceChildren(table(['Route', 'Limit', 'Tools', 'Per', 'Rate', 'In flight', 'Keys here'], rows));
+  }
+
   function render(doc) {
     // Keep the <details> the operator opened open across refreshes.
     const open = new Set([...document.querySelectorAll('details[open][data-key]')].map((d) => d.getAttribute('data-key')));
@@ -331,6 +349,7 @@
     renderTop(doc);
     renderOverview(doc);
     renderRoutes(doc);
+    renderRateLimits(doc);
     renderXDS(doc);
     renderStore(doc);
     for (const d of document.querySelectorAll('details[data-key]')) {

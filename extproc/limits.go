@@ -1,0 +1,75 @@
+package extproc
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// Rate and concurrency limits (docs/ratelimit.md, ADR 0017): a tools/call
+// that authorization, filters and approval admitted is checked against the
+// route's limits before it is routed. The step is this file and one call in
+// handleToolCall; the permit it takes is released when the stream ends
+// (finish).
+
+// outcomeRateLimited is the request and call outcome of a call a limit
+// refused.
+const (
+	outcomeRateLimited = "rate_limited"
+	detailsRateLimited = "toolmesh_rate_limited"
+)
+
+// SetRateLimiter puts limits in force for the calls that start from now on;
+// nil turns them off. Calls admitted before keep the permits they hold.
+func (s *Server) SetRateLimiter(l *ratelimit.Limiter) { s.limiter.Store(l) }
+
+// RateLimiter is the Limiter in force, nil when none.
+func (s *Server) RateLimiter() *ratelimit.Limiter { return s.limiter.Load() }
+
+// rateLimit is the limit step of a resolved, admitted call: nil means route
+// it (holding x.permit until the stream ends); otherwise the 429 answer.
+func (x *exchange) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
+	l := x.s.limiter.Load()
+	if l == nil {
+		return nil
+	}
+	d, p := l.Check(x.ctx, &ratelimit.Call{Route: x.routeKey, Tool: t.Name, Annotations: t.Annotations,
+		Caller: x.caller, Address: x.clientAddress()})
+	if d.Allowed {
+		x.permit = p
+		return nil
+	}
+	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit",
+		slog.String("event", "ratelimit"),
+		slog.String("caller", x.caller.String()),
+		slog.String("route", x.routeKey),
+		slog.String("tool", t.Name),
+		slog.String("limit", d.Limit),
+		slog.Bool("global", d.Global),
+		slog.String("decision", d.Kind),
+		slog.String("retry_after_ms", strconv.FormatInt(d.RetryAfter.Milliseconds(), 10)),
+		slog.String("request_id", x.requestID))
+	x.callOutcome = outcomeRateLimited
+	return x.answer(ratelimit.Reply(call.ID, d), outcomeRateLimited, detailsRateLimited)
+}
+
+// clientAddress is the downstream peer Envoy appended to x-forwarded-for
+// (use_remote_address, xds/listener.go): the last entry of the last value.
+func (x *exchange) clientAddress() string {
+	var last string
+	for _, h := range x.headers.GetHeaders() {
+		if strings.EqualFold(h.GetKey(), "x-forwarded-for") {
+			last = headerValue(h)
+		}
+	}
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	return strings.TrimSpace(last)
+}
