@@ -69,7 +69,25 @@ func (a *app) controlGRPCOptions(name string) ([]grpc.ServerOption, error) {
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(c))}, nil
 }
 
-// errRunControlTLS: run's local data plane dials its own ext_proc and xDS
-// servers in plaintext.
-var errRunControlTLS = errors.New("controlTLS: run's local data plane cannot present a client certificate to its own ext_proc and xDS servers; " +
-	"use controlTLS with the extproc and xds commands (run binds them on loopback)")
+// errRunControlTLS: run's local data plane needs a client certificate for
+// its own control listeners, the one envoyControlTLS gives Envoy.
+var errRunControlTLS = errors.New("controlTLS: run's local data plane needs envoyControlTLS (certFile, keyFile, caFile, serverSANs) " +
+	"to present a client certificate to its own ext_proc and xDS servers")
+
+// dataPlaneTLS is the client TLS of run's local data plane towards the
+// control listeners: envoyControlTLS, read here (the paths are on this
+// machine, as the data plane is this process). nil without controlTLS.
+func (a *app) dataPlaneTLS() (*tls.Config, error) {
+	if a.cfg.ControlTLS == nil {
+		return nil, nil
+	}
+	e := a.cfg.EnvoyControlTLS
+	if e == nil {
+		return nil, errRunControlTLS
+	}
+	c, err := mtls.Client(e.CertFile, e.KeyFile, e.CAFile, e.ServerSANs)
+	if err != nil {
+		return nil, fmt.Errorf("envoyControlTLS: %w", err)
+	}
+	return c, nil
+}

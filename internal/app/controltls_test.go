@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,18 +162,38 @@ func TestInsecureListeners(t *testing.T) {
 	}
 }
 
-// TestRunRefusesControlTLS: run's local data plane cannot present a client
-// certificate to its own control listeners, so run says so at start.
-func TestRunRefusesControlTLS(t *testing.T) {
+// TestRunControlTLS: run's local data plane presents envoyControlTLS's
+// certificate to its own mTLS control listeners, and an MCP call goes
+// through; without envoyControlTLS run refuses controlTLS at start.
+func TestRunControlTLS(t *testing.T) {
 	ca := testpki.NewCA(t, "mesh")
 	srv := ca.Server("toolmesh")
+	envoyCert := ca.Client("envoy", controlClientID)
 	args := []string{"run", "--control-tls-cert", srv.CertFile, "--control-tls-key", srv.KeyFile,
 		"--control-tls-client-ca", ca.CertFile, "--control-tls-allowed-sans", controlClientID}
+	refused := slices.Clone(args)
 	for _, f := range []string{"--listen", "--extproc-listen", "--xds-listen", "--admin-listen"} {
-		args = append(args, f, "127.0.0.1:0")
+		refused = append(refused, f, "127.0.0.1:0")
 	}
 	var stdout, stderr lockedBuffer
-	if code := execute(t.Context(), args, &stdout, &stderr, hooks{}); code == 0 || !strings.Contains(stderr.String(), "run's local data plane cannot present a client certificate") {
+	if code := execute(t.Context(), refused, &stdout, &stderr, hooks{}); code == 0 || !strings.Contains(stderr.String(), "run's local data plane needs envoyControlTLS") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	// The server certificate names 127.0.0.1 and localhost as DNS and IP
+	// SANs; the data plane checks the DNS SAN.
+	if err := os.WriteFile(cfg, []byte("envoyControlTLS:\n  certFile: "+envoyCert.CertFile+"\n  keyFile: "+envoyCert.KeyFile+
+		"\n  caFile: "+ca.CertFile+"\n  serverSANs: [localhost]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, append(args, "--config", cfg)...)
+	code, out := rpc(t, "http://"+p.addrs["dataplane"], "core", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`, nil)
+	if code != http.StatusOK || dig(out, "result", "serverInfo", "name") == nil {
+		t.Fatalf("initialize through the data plane over mTLS: %d %v", code, out)
+	}
+	// The listeners stay closed to a client without a certificate.
+	if err := grpcHealth(t, p.addrs["extproc"], credentials.NewTLS(&tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1"})); err == nil {
+		t.Error("extproc accepted a client without a certificate")
 	}
 }

@@ -344,7 +344,7 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 			ls.close()
 		}
 	}()
-	if a.mode == modeRun && a.cfg.ControlTLS != nil {
+	if a.mode == modeRun && a.cfg.ControlTLS != nil && a.cfg.EnvoyControlTLS == nil {
 		return nil, errRunControlTLS
 	}
 	var lc net.ListenConfig
@@ -392,9 +392,14 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 // for its configuration, as Envoy does, and calls our ext_proc server.
 func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- error) error {
 	log := a.log.With(slog.String("component", "dataplane"))
+	ctlTLS, err := a.dataPlaneTLS()
+	if err != nil {
+		return err
+	}
 	dp, err := envoy.New(envoy.Options{
 		ExtProcTarget: ls.extproc.Addr().String(),
 		Logger:        log,
+		ControlTLS:    ctlTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("local data plane: %w", err)
