@@ -216,3 +216,43 @@ func TestValidate(t *testing.T) {
 		t.Fatal("empty chain allowed")
 	}
 }
+
+// TestClient: the client side accepts a server of the CA carrying one of
+// serverSANs, whatever the dialled host, and refuses another SAN or CA.
+func TestClient(t *testing.T) {
+	ca, _, s := setup(t, envoyID)
+	addr := serve(t, s)
+	envoy := ca.Client("envoy", envoyID)
+	other := testpki.NewCA(t, "other")
+	for _, tc := range []struct {
+		name   string
+		caFile string
+		sans   []string
+		ok     bool
+	}{
+		{"server SAN allowed", ca.CertFile, []string{"localhost"}, true},
+		{"server SAN not allowed", ca.CertFile, []string{"toolmesh.mesh.svc"}, false},
+		{"server of another CA", other.CertFile, []string{"localhost"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := mtls.Client(envoy.CertFile, envoy.KeyFile, tc.caFile, tc.sans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(c)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+			if (err == nil) != tc.ok {
+				t.Fatalf("health check: %v, want success %v", err, tc.ok)
+			}
+		})
+	}
+	if _, err := mtls.Client(envoy.CertFile, envoy.KeyFile, envoy.KeyFile, nil); err == nil || !strings.Contains(err.Error(), "caFile") {
+		t.Errorf("CA file without a certificate: %v", err)
+	}
+}
