@@ -97,6 +97,16 @@ func TestChartChecksCatch(t *testing.T) {
 				}
 			}
 		}, "want 127.0.0.1"},
+		{"extproc port open to every pod", false, func(t *testing.T, o *objects) {
+			o.netPolicies["mcp-toolmesh-extproc"].Spec.Ingress[0].From = nil
+		}, "control port grpc-extproc admits [], want only the Envoy pods"},
+		{"xDS port not admitted", false, func(t *testing.T, o *objects) {
+			o.netPolicies["mcp-toolmesh-xds"].Spec.Ingress = o.netPolicies["mcp-toolmesh-xds"].Spec.Ingress[1:]
+		}, "port grpc-xds is not admitted"},
+		{"NetworkPolicy on a port the pods lack", false, func(t *testing.T, o *objects) {
+			p := intstr.FromString("grpc")
+			o.netPolicies["mcp-toolmesh-envoy"].Spec.Ingress[0].Ports[0].Port = &p
+		}, "port grpc is not a port of Deployment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var files []string

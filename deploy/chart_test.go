@@ -28,22 +28,22 @@ var valueSets = []struct {
 }{
 	{
 		name:  "gateway defaults",
-		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1},
+		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
 	},
 	{
 		name:  "gateway production",
 		files: []string{"ci/gateway-production-values.yaml"},
-		kinds: map[string]int{"Deployment": 3, "Service": 4, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1, "PrometheusRule": 1},
+		kinds: map[string]int{"Deployment": 3, "Service": 4, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "HorizontalPodAutoscaler": 2, "ServiceMonitor": 1, "PrometheusRule": 1, "NetworkPolicy": 3},
 	},
 	{
 		name:  "gateway redis url",
 		files: []string{"ci/gateway-redis-url-values.yaml"},
-		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 2, "ServiceAccount": 1},
+		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 2, "ServiceAccount": 1, "NetworkPolicy": 3},
 	},
 	{
 		name:  "sidecar",
 		files: []string{"ci/sidecar-values.yaml"},
-		kinds: map[string]int{"Deployment": 1, "Service": 1, "ConfigMap": 3, "PodDisruptionBudget": 1, "ServiceAccount": 1},
+		kinds: map[string]int{"Deployment": 1, "Service": 1, "ConfigMap": 3, "PodDisruptionBudget": 1, "ServiceAccount": 1, "NetworkPolicy": 1},
 	},
 	{
 		name:  "sidecar monitored, own service account, Portal URL",
@@ -55,23 +55,32 @@ var valueSets = []struct {
 			"redis":          map[string]any{"url": "rediss://cache.tools.svc:6380"},
 			"envoy":          map[string]any{"nodeCluster": "billing-sidecar", "extraArgs": []any{"--drain-time-s=10"}},
 		},
-		kinds: map[string]int{"Deployment": 1, "Service": 2, "ConfigMap": 2, "PodDisruptionBudget": 1, "ServiceMonitor": 1},
+		kinds: map[string]int{"Deployment": 1, "Service": 2, "ConfigMap": 2, "PodDisruptionBudget": 1, "ServiceMonitor": 1, "NetworkPolicy": 1},
 	},
 	{
 		name:  "sidecar identity",
 		files: []string{identityValues},
-		kinds: map[string]int{"Deployment": 1, "Service": 1, "ConfigMap": 3, "PodDisruptionBudget": 1, "ServiceAccount": 1},
+		kinds: map[string]int{"Deployment": 1, "Service": 1, "ConfigMap": 3, "PodDisruptionBudget": 1, "ServiceAccount": 1, "NetworkPolicy": 1},
 	},
 	{
 		name:      "gateway identity, notifications tuned",
 		files:     []string{identityValues},
 		overrides: map[string]any{"mode": "gateway", "notifications": map[string]any{"maxStreams": 500, "maxStreamsPerClient": 5}},
-		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1},
+		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
+	},
+	{
+		name: "gateway, control mTLS",
+		overrides: map[string]any{"controlTLS": map[string]any{
+			"existingSecret": "toolmesh-control-tls", "envoyExistingSecret": "envoy-control-tls",
+			"clientSANs": []any{"spiffe://cluster.local/ns/mcp/sa/envoy"},
+			"serverSANs": []any{"spiffe://cluster.local/ns/mcp/sa/toolmesh", "toolmesh-extproc.mcp.svc"},
+		}},
+		kinds: map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
 	},
 	{
 		name:      "gateway, notifications off",
 		overrides: map[string]any{"notifications": map[string]any{"enabled": false}},
-		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1},
+		kinds:     map[string]int{"Deployment": 3, "Service": 3, "ConfigMap": 3, "PodDisruptionBudget": 3, "ServiceAccount": 1, "NetworkPolicy": 3},
 	},
 }
 
@@ -104,6 +113,8 @@ func checkChart(r reporter, o *objects, info cmdInfo, envoyVersion string) {
 	c.monitoring()
 	c.bootstrap()
 	c.identityWiring()
+	c.networkPolicies()
+	c.controlTLS()
 }
 
 // chartCheck checks one rendering.

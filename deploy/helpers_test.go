@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
@@ -45,6 +46,7 @@ type objects struct {
 	hpas            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors map[string]*serviceMonitor
 	prometheusRules map[string]*prometheusRule
+	netPolicies     map[string]*networkingv1.NetworkPolicy
 }
 
 // header is what every object has.
@@ -147,6 +149,7 @@ func decodeObjects(t *testing.T, ms []render.Manifest, vals map[string]any) *obj
 		hpas:            map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 		serviceMonitors: map[string]*serviceMonitor{},
 		prometheusRules: map[string]*prometheusRule{},
+		netPolicies:     map[string]*networkingv1.NetworkPolicy{},
 	}
 	for _, m := range ms {
 		var h header
@@ -174,6 +177,8 @@ func decodeObjects(t *testing.T, ms []render.Manifest, vals map[string]any) *obj
 			err = decodeInto(m.Content, key, o.serviceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
 			err = decodeInto(m.Content, key, o.prometheusRules)
+		case "networking.k8s.io/v1 NetworkPolicy":
+			err = decodeInto(m.Content, key, o.netPolicies)
 		default:
 			t.Errorf("%s: unexpected object %s %s", m.Source, h.APIVersion, h.Kind)
 		}

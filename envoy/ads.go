@@ -22,7 +22,6 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // adsType is the client-side state of one resource type on the ADS stream.
@@ -55,7 +54,7 @@ type adsClient struct {
 // complete set (a NACK carries Apply's error). It reconnects with
 // exponential back-off and returns ctx.Err() once ctx is done.
 func (d *DataPlane) WatchADS(ctx context.Context, target string, node *corev3.Node) error {
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(controlCreds(d.ctlTLS)),
 		keepaliveDialOption(d.keepalive, d.log.With("grpc", "ads")))
 	if err != nil {
 		return fmt.Errorf("connect to xds %q: %w", target, err)

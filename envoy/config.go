@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -64,6 +65,12 @@ type hcmConfig struct {
 	// x-envoy-expected-rq-timeout-ms upstream, no
 	// x-envoy-upstream-service-time downstream.
 	suppressEnvoyHeaders bool
+	// internalCIDRs is internal_address_config.cidr_ranges: a request is
+	// internal only from one of them (none: no request is, Envoy's
+	// default since 1.33).
+	internalCIDRs []netip.Prefix
+	// xfcc is forward_client_cert_details.
+	xfcc hcmv3.HttpConnectionManager_ForwardClientCertDetails
 }
 
 // earlyMutation is one mutation of the early header mutation extension
@@ -238,6 +245,25 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		normalizePath:     h.GetNormalizePath().GetValue(),
 		mergeSlashes:      h.GetMergeSlashes(),
 		useRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
+	}
+	for _, r := range h.GetInternalAddressConfig().GetCidrRanges() {
+		addr, err := netip.ParseAddr(r.GetAddressPrefix())
+		if err != nil {
+			return nil, nil, fmt.Errorf("internal_address_config.cidr_ranges: %q: %w", r.GetAddressPrefix(), err)
+		}
+		p, err := addr.Prefix(int(r.GetPrefixLen().GetValue()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("internal_address_config.cidr_ranges: %w", err)
+		}
+		hc.internalCIDRs = append(hc.internalCIDRs, p)
+	}
+	switch f := h.GetForwardClientCertDetails(); f {
+	case hcmv3.HttpConnectionManager_SANITIZE, hcmv3.HttpConnectionManager_FORWARD_ONLY, hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY:
+		hc.xfcc = f
+	default:
+		// APPEND_FORWARD and SANITIZE_SET write the peer certificate's
+		// details, which the local data plane does not.
+		return nil, nil, fmt.Errorf("forward_client_cert_details %v is not emulated", f)
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,

@@ -94,9 +94,12 @@ func (x *exchange) serve() {
 	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
 		x.reqH.set("x-request-id", newRequestID())
 	}
+	hadXFF := x.reqH.has("x-forwarded-for")
 	if hcm.useRemoteAddress {
 		appendXFF(x.reqH, x.r)
 	}
+	sanitizeExternal(x.reqH, x.r, hcm, hadXFF)
+	sanitizeXFCC(x.reqH, x.r, hcm.xfcc)
 	if !x.reqH.has("x-forwarded-proto") {
 		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
 	}

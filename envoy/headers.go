@@ -3,6 +3,7 @@ package envoy
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
 
 // header is one header entry. Keys are lower case, as in Envoy's header maps.
@@ -222,6 +224,63 @@ func sanitizeRequest(m *headerMap) {
 				m.set("te", "trailers")
 			}
 		}
+	}
+}
+
+// externalOnly are the request headers ConnectionManagerUtility::
+// mutateRequestHeaders (source/common/http/conn_manager_utility.cc) removes
+// from a request that is not internal, so a client cannot change the
+// router's timeouts, retries or tracing; edgeOnly it removes too when the
+// request is also an edge request (use_remote_address).
+var (
+	externalOnly = []string{"x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries",
+		"x-envoy-upstream-alt-stat-name", "x-envoy-upstream-rq-timeout-ms", "x-envoy-upstream-rq-per-try-timeout-ms",
+		"x-envoy-upstream-rq-timeout-alt-response", "x-envoy-expected-rq-timeout-ms", "x-envoy-force-trace", "x-envoy-ip-tags"}
+	edgeOnly = []string{"x-envoy-decorator-operation", "x-envoy-downstream-service-cluster", "x-envoy-downstream-service-node"}
+)
+
+// sanitizeExternal applies the internal/external part of
+// mutateRequestHeaders: with use_remote_address, a request is internal
+// when x-forwarded-for held no address before Envoy appended the peer's
+// (a single address) and the peer is in internal_address_config's
+// cidr_ranges; an internal one gets x-envoy-internal: true, any other
+// loses externalOnly (and, at the edge, edgeOnly). Without
+// use_remote_address Envoy reads the address from x-forwarded-for
+// (xff_num_trusted_hops); the local data plane treats such a request as
+// external [partial].
+func sanitizeExternal(m *headerMap, r *http.Request, hcm *hcmConfig, hadXFF bool) {
+	if hcm.useRemoteAddress && !hadXFF {
+		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			if a, err := netip.ParseAddr(host); err == nil {
+				for _, p := range hcm.internalCIDRs {
+					if p.Contains(a.Unmap()) {
+						m.set("x-envoy-internal", "true")
+						return
+					}
+				}
+			}
+		}
+	}
+	if hcm.useRemoteAddress {
+		for _, k := range edgeOnly {
+			m.del(k)
+		}
+	}
+	for _, k := range externalOnly {
+		m.del(k)
+	}
+}
+
+// sanitizeXFCC is ConnectionManagerUtility::mutateXfccRequestHeader for
+// the modes compileHCM accepts: ALWAYS_FORWARD_ONLY keeps a client's
+// x-forwarded-client-cert; SANITIZE, or a connection without a peer
+// certificate, removes it; FORWARD_ONLY keeps it on an mTLS connection.
+func sanitizeXFCC(m *headerMap, r *http.Request, mode hcmv3.HttpConnectionManager_ForwardClientCertDetails) {
+	if mode == hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY {
+		return
+	}
+	if mode == hcmv3.HttpConnectionManager_SANITIZE || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		m.del("x-forwarded-client-cert")
 	}
 }
 

@@ -25,14 +25,9 @@ func TestUseRemoteAddress(t *testing.T) {
 		{name: "off: unchanged", sent: "203.0.113.7", want: "203.0.113.7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-			e := newEnv(t, nil, setup{
-				routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
-				clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
-				hcm: func(h *hcmv3.HttpConnectionManager) {
-					h.UseRemoteAddress = wrapperspb.Bool(tc.use)
-					h.SkipXffAppend = tc.skip
-				},
+			e, up := hcmEnv(t, func(h *hcmv3.HttpConnectionManager) {
+				h.UseRemoteAddress = wrapperspb.Bool(tc.use)
+				h.SkipXffAppend = tc.skip
 			})
 			hdr := map[string]string{}
 			if tc.sent != "" {
@@ -46,4 +41,16 @@ func TestUseRemoteAddress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hcmEnv is a data plane with one route to a recording upstream and the
+// connection manager changed by tweak.
+func hcmEnv(t *testing.T, tweak func(*hcmv3.HttpConnectionManager)) (*env, *upstream) {
+	t.Helper()
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	return newEnv(t, nil, setup{
+		routes:   []*routev3.Route{clusterRoute("/", "toolsvc_a", nil)},
+		clusters: []*clusterv3.Cluster{staticCluster(t, "toolsvc_a", up.addr())},
+		hcm:      tweak,
+	}), up
 }

@@ -38,6 +38,8 @@ type goldenOptions struct {
 	Nodes            []xds.NodeSelector `json:"nodes"`
 	EnvoyTracing     *xds.EnvoyTracing  `json:"envoyTracing"`
 	DownstreamTLS    *xds.DownstreamTLS `json:"downstreamTLS"`
+	Notifications    *xds.Notifications `json:"notifications"`
+	ControlTLS       *xds.ControlTLS    `json:"envoyControlTLS"`
 }
 
 // goldenCase is a case's in.yaml: options, an optional override file, the
@@ -85,6 +87,8 @@ func readCase(t *testing.T, dir string) ([]registry.Route, xds.Options, goldenCa
 		Nodes:            o.Nodes,
 		EnvoyTracing:     o.EnvoyTracing,
 		DownstreamTLS:    o.DownstreamTLS,
+		Notifications:    o.Notifications,
+		ControlTLS:       o.ControlTLS,
 	}, doc
 }
 

@@ -124,6 +124,22 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 		// the connection, never by a client-supplied x-forwarded-for
 		// (docs/operators.md).
 		UseRemoteAddress: wrapperspb.Bool(true),
+		// No downstream address is internal, so Envoy removes every
+		// client-supplied x-envoy-retry-on, x-envoy-max-retries,
+		// x-envoy-upstream-rq-timeout-ms (and the other x-envoy-* request
+		// headers it honours) before the router reads them: tool calls keep
+		// the timeouts and retries xds programs. Envoy strips them from every
+		// request that is not internal (source/common/http/
+		// conn_manager_utility.cc, ConnectionManagerUtility::
+		// mutateRequestHeaders); the field being set, with no CIDR range,
+		// makes that hold whatever the runtime guard
+		// envoy.reloadable_features.explicit_internal_address_config says
+		// (its default, since 1.33, is the same: no address is internal).
+		InternalAddressConfig: &hcmv3.HttpConnectionManager_InternalAddressConfig{},
+		// A client's own x-forwarded-client-cert never reaches a Tool
+		// Service (Envoy's default, made explicit; mutateXfccRequestHeader
+		// there removes it under SANITIZE).
+		ForwardClientCertDetails: hcmv3.HttpConnectionManager_SANITIZE,
 		// Request hardening: the route key comes from the path alone, so the
 		// path Envoy routes on must be the path the extproc server sees.
 		NormalizePath:                wrapperspb.Bool(true),

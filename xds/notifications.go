@@ -131,6 +131,12 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}},
 		},
 	}
+	if opts.ControlTLS != nil {
+		// The notifications server speaks HTTP/1.1 to Envoy (above).
+		if c.TransportSocket, err = controlTransportSocket(opts.ControlTLS, "http/1.1"); err != nil {
+			return nil, err
+		}
+	}
 	return staticOrDNS(c, static)
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// ext_proc filter send the caller's SPIFFE ID (downstreamtls.go); nil
 	// is plaintext.
 	DownstreamTLS *DownstreamTLS
+	// ControlTLS, when set, has Envoy reach toolmesh's notifications
+	// server over mTLS (ControlTLS).
+	ControlTLS *ControlTLS
 	// Notifications, when set, emits the notifications cluster and its route
 	// (notifications.go); nil: change-notification streams are not served.
 	Notifications *Notifications
@@ -123,6 +126,9 @@ func (o Options) check() error {
 		return fmt.Errorf("options: ListenPort %d is not a TCP port", o.ListenPort)
 	}
 	if err := o.EnvoyTracing.check(); err != nil {
+		return err
+	}
+	if err := o.ControlTLS.check(); err != nil {
 		return err
 	}
 	if err := o.DownstreamTLS.check(); err != nil {

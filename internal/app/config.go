@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/mtls"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/xds"
@@ -115,6 +116,16 @@ type ListenConfig struct {
 	// NodeID is the Envoy node id the local data plane of `run` presents to
 	// the xDS server (default toolmesh-local).
 	NodeID string `json:"nodeId,omitempty"`
+	// ControlTLS serves the ext_proc, xDS and notifications listeners over
+	// mutual TLS (docs/operators.md, "Control channels"): the server
+	// certificate and key, the CA client certificates must chain to, and
+	// the SPIFFE IDs or DNS names a client certificate must carry. The
+	// files are read again when they change. Unset: plaintext.
+	ControlTLS *mtls.Config `json:"controlTLS,omitempty"`
+	// InsecureListeners lets an ext_proc, xDS or notifications listener on
+	// a non-loopback address serve without controlTLS; without it such a
+	// listener refuses to start, since whoever reaches it can act as Envoy.
+	InsecureListeners bool `json:"insecureListeners,omitempty"`
 }
 
 // EndpointConfig is what the MCP endpoint accepts and answers with.
@@ -264,6 +275,11 @@ type XDSConfig struct {
 	// mesh identity (ADR 0010): {certFile, keyFile, clientCAFile}, paths
 	// on Envoy's file system. `run` serves its local data plane with them.
 	DownstreamTLS *xds.DownstreamTLS `json:"downstreamTLS,omitempty"`
+	// EnvoyControlTLS has Envoy reach the notifications servers over mTLS,
+	// the other side of their controlTLS: {certFile, keyFile, caFile,
+	// serverSANs}, paths on Envoy's file system (docs/operators.md,
+	// "Control channels").
+	EnvoyControlTLS *xds.ControlTLS `json:"envoyControlTLS,omitempty"`
 	// Overrides is the path of the SRE override file (YAML; docs/sre.md):
 	// cluster tuning per Tool Service or for all, reloaded when it changes.
 	Overrides string `json:"overrides,omitempty"`
@@ -469,6 +485,11 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 	if which.envoyListen {
 		fs.String("envoy-listen", d.EnvoyListen, "`address` Envoy's MCP listener binds, as programmed over xDS")
 	}
+	fs.String("control-tls-cert", "", "server certificate `file` (PEM) of the ext_proc, xDS and notifications listeners (config key controlTLS.certFile)")
+	fs.String("control-tls-key", "", "private key `file` of --control-tls-cert (controlTLS.keyFile)")
+	fs.String("control-tls-client-ca", "", "CA `file` client certificates of the control listeners must chain to (controlTLS.clientCAFile)")
+	fs.StringSlice("control-tls-allowed-sans", nil, "SPIFFE IDs or DNS names a control listener's client certificate must carry one of (controlTLS.allowedSANs)")
+	fs.Bool("insecure-listeners", false, "let ext_proc, xDS and notifications listeners on non-loopback addresses serve without TLS (insecureListeners)")
 	fs.String("admin-listen", d.AdminListen, "admin HTTP `address` (/healthz, /readyz, /health, /metrics, /console/)")
 	fs.String("admin-token-file", "", "`file` holding the bearer token every admin endpoint but /healthz and /readyz requires (default: none)")
 	fs.Duration("refresh-interval", d.RefreshInterval.D(), "time between Portal and manifest refreshes")
@@ -564,7 +585,38 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	num("max-body-bytes", &cfg.MaxBodyBytes)
 	num("max-response-bytes", &cfg.MaxResponseBytes)
 	num("gc-heap-floor-bytes", &cfg.GCHeapFloorBytes)
+	errs = append(errs, applyControlTLSFlags(fs, cfg))
 	errs = append(errs, applyTracingFlags(fs, cfg))
+	return errors.Join(errs...)
+}
+
+// applyControlTLSFlags copies the --control-tls-* and --insecure-listeners
+// flags the user set into cfg; each overrides its key of controlTLS.
+func applyControlTLSFlags(fs *pflag.FlagSet, cfg *Config) error {
+	var errs []error
+	set := func(name string, f func(*mtls.Config, *pflag.Flag)) {
+		fl := fs.Lookup(name)
+		if fl == nil || !fl.Changed {
+			return
+		}
+		if cfg.ControlTLS == nil {
+			cfg.ControlTLS = &mtls.Config{}
+		}
+		f(cfg.ControlTLS, fl)
+	}
+	set("control-tls-cert", func(c *mtls.Config, f *pflag.Flag) { c.CertFile = f.Value.String() })
+	set("control-tls-key", func(c *mtls.Config, f *pflag.Flag) { c.KeyFile = f.Value.String() })
+	set("control-tls-client-ca", func(c *mtls.Config, f *pflag.Flag) { c.ClientCAFile = f.Value.String() })
+	set("control-tls-allowed-sans", func(c *mtls.Config, f *pflag.Flag) {
+		v, err := fs.GetStringSlice(f.Name)
+		errs = append(errs, err)
+		c.AllowedSANs = v
+	})
+	if f := fs.Lookup("insecure-listeners"); f != nil && f.Changed {
+		v, err := fs.GetBool("insecure-listeners")
+		errs = append(errs, err)
+		cfg.InsecureListeners = v
+	}
 	return errors.Join(errs...)
 }
 

@@ -121,6 +121,16 @@ func (c *ListenConfig) Validate() error {
 	if c.NodeID == "" {
 		errs.bad("nodeId", "must not be empty")
 	}
+	if err := c.ControlTLS.Validate(); err != nil {
+		// Each error starts with its key within the block.
+		all := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			all = j.Unwrap()
+		}
+		for _, e := range all {
+			errs.add(fmt.Errorf("controlTLS.%w", e))
+		}
+	}
 	return errs.join()
 }
 
@@ -225,6 +235,7 @@ func (c *XDSConfig) Validate() error {
 	}
 	errs.check("nodes", (xds.Options{Nodes: c.Nodes}).Validate())
 	errs.check("downstreamTLS", (xds.Options{DownstreamTLS: c.DownstreamTLS}).Validate())
+	errs.check("envoyControlTLS", (xds.Options{ControlTLS: c.EnvoyControlTLS}).Validate())
 	return errs.join()
 }
 

@@ -87,7 +87,11 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 	if err := a.startPolicies(); err != nil {
 		return err
 	}
-	opts := append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...)
+	creds, err := a.controlGRPCOptions("extproc")
+	if err != nil {
+		return err
+	}
+	opts := append(append(srv.GRPCServerOptions(), keepaliveOptions(a.cfg)...), creds...)
 	if a.extProcStream != nil {
 		opts = append(opts, grpc.ChainStreamInterceptor(a.extProcStream))
 	}
@@ -168,8 +172,13 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		notifications: a.notificationsEndpoint(ls),
 	}), metrics)
 	a.xdsServer.SetTracerProvider(a.tracer)
+	creds, err := a.controlGRPCOptions("xds")
+	if err != nil {
+		cancel()
+		return err
+	}
 	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
-	gs := grpc.NewServer(keepaliveOptions(a.cfg)...)
+	gs := grpc.NewServer(append(keepaliveOptions(a.cfg), creds...)...)
 	a.xdsServer.Register(gs)
 	a.xdsHealth = newHealth(gs, gRPCServiceADS)
 	a.components = append(a.components, component{"xds", func() (bool, string) {

@@ -20,8 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/toolmesh/toolmesh/demo"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the process's concurrent writers.
@@ -311,15 +309,7 @@ func TestRunServesMCP(t *testing.T) {
 // TestServerModes runs extproc and xds alone against a Portal file naming a
 // demo service, and checks their readiness and gRPC health.
 func TestServerModes(t *testing.T) {
-	svcs, err := demo.Start(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = svcs.Close() })
-	portal := filepath.Join(t.TempDir(), "portal.yaml")
-	if err := os.WriteFile(portal, demo.Portal(svcs), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	portal := demoPortal(t)
 	for _, tt := range []struct {
 		mode, listener, service string
 	}{

@@ -344,8 +344,14 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 			ls.close()
 		}
 	}()
+	if a.mode == modeRun && a.cfg.ControlTLS != nil && a.cfg.EnvoyControlTLS == nil {
+		return nil, errRunControlTLS
+	}
 	var lc net.ListenConfig
 	bind := func(name, addr string) (net.Listener, error) {
+		if err := a.checkPerimeter(name, addr); err != nil {
+			return nil, err
+		}
 		ln, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
 			return nil, listenError(name, addr, err)
@@ -386,9 +392,14 @@ func (a *app) listen(ctx context.Context, h hooks) (_ *listeners, err error) {
 // for its configuration, as Envoy does, and calls our ext_proc server.
 func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- error) error {
 	log := a.log.With(slog.String("component", "dataplane"))
+	ctlTLS, err := a.dataPlaneTLS()
+	if err != nil {
+		return err
+	}
 	dp, err := envoy.New(envoy.Options{
 		ExtProcTarget: ls.extproc.Addr().String(),
 		Logger:        log,
+		ControlTLS:    ctlTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("local data plane: %w", err)
@@ -443,6 +454,13 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
 	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	tc, err := a.controlTLS("notifications")
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
 	go serveHTTP(a.notifyHTTP, ln, "notifications", errc)
 	return nil
 }

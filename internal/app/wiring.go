@@ -125,6 +125,7 @@ func xdsOptions(cfg *Config, p xdsParts) xds.Options {
 		ServerVersion:    version,
 		EnvoyTracing:     p.envoyTracing,
 		DownstreamTLS:    cfg.DownstreamTLS,
+		ControlTLS:       cfg.EnvoyControlTLS,
 		Notifications:    p.notifications,
 	}
 }

@@ -134,7 +134,7 @@ limit, leaving room for what the fixed_heap monitor does not count. */}}
 {{- fail (printf "config.%s is set by the chart (ports.*, redis.*)" $k) }}
 {{- end }}
 {{- end }}
-{{- range $k, $value := dict "notificationsListen" "notifications.enabled" "notificationsAddresses" "notifications.enabled" "notificationsMaxStreams" "notifications.maxStreams" "notificationsMaxStreamsPerClient" "notifications.maxStreamsPerClient" "notificationsKeepAlive" "notifications.keepAlive" "resourceBase" "resourceBase" "auth" "auth" "policies" "policies" "upstreamAuth" "upstreamAuth.services" "approval" "approval.*" "downstreamTLS" "downstreamTLS.*" }}
+{{- range $k, $value := dict "notificationsListen" "notifications.enabled" "notificationsAddresses" "notifications.enabled" "notificationsMaxStreams" "notifications.maxStreams" "notificationsMaxStreamsPerClient" "notifications.maxStreamsPerClient" "notificationsKeepAlive" "notifications.keepAlive" "resourceBase" "resourceBase" "auth" "auth" "policies" "policies" "upstreamAuth" "upstreamAuth.services" "approval" "approval.*" "downstreamTLS" "downstreamTLS.*" "controlTLS" "controlTLS.*" "envoyControlTLS" "controlTLS.*" "insecureListeners" "controlTLS.*" }}
 {{- if hasKey $.Values.config $k }}
 {{- fail (printf "config.%s: use the chart value %s" $k $value) }}
 {{- end }}
@@ -146,6 +146,16 @@ limit, leaving room for what the fixed_heap monitor does not count. */}}
 {{- range $name, $key := .credentials }}
 {{- if hasKey (default (dict) $.Values.config.credentials) $name }}
 {{- fail (printf "credential %s is in both config.credentials and upstreamAuth.credentials" $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.controlTLS }}
+{{- if or .existingSecret .envoyExistingSecret }}
+{{- if not (and .existingSecret .envoyExistingSecret .clientSANs .serverSANs) }}
+{{- fail "controlTLS needs existingSecret, envoyExistingSecret, clientSANs and serverSANs together" }}
+{{- end }}
+{{- if ne $.Values.mode "gateway" }}
+{{- fail "controlTLS is for gateway mode; in sidecar mode the control listeners are on loopback" }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -163,6 +173,13 @@ limit, leaving room for what the fixed_heap monitor does not count. */}}
 {{- define "toolmesh.upstreamCredentialsDir" -}}/etc/toolmesh/upstream-credentials{{- end }}
 {{- define "toolmesh.approvalKeysDir" -}}/etc/toolmesh/approval{{- end }}
 {{- define "toolmesh.downstreamTLSDir" -}}/etc/envoy-tls{{- end }}
+{{- define "toolmesh.controlTLSDir" -}}/etc/toolmesh/control-tls{{- end }}
+{{- define "toolmesh.envoyControlTLSDir" -}}/etc/envoy-control-tls{{- end }}
+
+{{/* "true" when the control channels are mTLS (gateway mode, controlTLS set). */}}
+{{- define "toolmesh.controlTLS" -}}
+{{- if and (eq .Values.mode "gateway") .Values.controlTLS.existingSecret }}true{{- end }}
+{{- end }}
 
 {{/* The config file fields the chart sets from its own values
 (notifications, identity), as YAML. Secrets appear only as file paths. */}}
@@ -212,12 +229,29 @@ limit, leaving room for what the fixed_heap monitor does not count. */}}
 {{- $dir := include "toolmesh.downstreamTLSDir" $ }}
 {{- $_ := set $out "downstreamTLS" (dict "certFile" (printf "%s/%s" $dir $v.downstreamTLS.certKey) "keyFile" (printf "%s/%s" $dir $v.downstreamTLS.keyKey) "clientCAFile" (printf "%s/%s" $dir $v.downstreamTLS.caKey)) }}
 {{- end }}
+{{- if include "toolmesh.controlTLS" . }}
+{{- $c := $v.controlTLS }}
+{{- $dir := include "toolmesh.controlTLSDir" $ }}
+{{- $_ := set $out "controlTLS" (dict "certFile" (printf "%s/%s" $dir $c.certKey) "keyFile" (printf "%s/%s" $dir $c.keyKey) "clientCAFile" (printf "%s/%s" $dir $c.caKey) "allowedSANs" $c.clientSANs) }}
+{{- $edir := include "toolmesh.envoyControlTLSDir" $ }}
+{{- $_ := set $out "envoyControlTLS" (dict "certFile" (printf "%s/%s" $edir $c.certKey) "keyFile" (printf "%s/%s" $edir $c.keyKey) "caFile" (printf "%s/%s" $edir $c.caKey) "serverSANs" $c.serverSANs) }}
+{{- end }}
 {{- toYaml $out }}
 {{- end }}
 
 {{/* The Secret volumes of a toolmesh container's identity values; call with
 the root context. Only the keys the config file names are projected. */}}
 {{- define "toolmesh.identityVolumes" -}}
+{{- if include "toolmesh.controlTLS" . }}
+- name: control-tls
+  secret:
+    secretName: {{ .Values.controlTLS.existingSecret }}
+    items:
+      {{- range $k := list .Values.controlTLS.certKey .Values.controlTLS.keyKey .Values.controlTLS.caKey | uniq }}
+      - key: {{ $k }}
+        path: {{ $k }}
+      {{- end }}
+{{- end }}
 {{- if .Values.upstreamAuth.credentials }}
 - name: upstream-credentials
   secret:
@@ -242,6 +276,12 @@ the root context. Only the keys the config file names are projected. */}}
 
 {{/* Their mounts. */}}
 {{- define "toolmesh.identityMounts" -}}
+{{- if include "toolmesh.controlTLS" . }}
+# controlTLS: toolmesh re-reads these files when the Secret rotates.
+- name: control-tls
+  mountPath: {{ include "toolmesh.controlTLSDir" . }}
+  readOnly: true
+{{- end }}
 {{- if .Values.upstreamAuth.credentials }}
 - name: upstream-credentials
   mountPath: {{ include "toolmesh.upstreamCredentialsDir" . }}
@@ -254,8 +294,18 @@ the root context. Only the keys the config file names are projected. */}}
 {{- end }}
 {{- end }}
 
-{{/* Envoy's downstream TLS Secret volume. */}}
+{{/* Envoy's downstream TLS and control TLS Secret volumes. */}}
 {{- define "toolmesh.downstreamTLSVolume" -}}
+{{- if include "toolmesh.controlTLS" . }}
+- name: envoy-control-tls
+  secret:
+    secretName: {{ .Values.controlTLS.envoyExistingSecret }}
+    items:
+      {{- range $k := list .Values.controlTLS.certKey .Values.controlTLS.keyKey .Values.controlTLS.caKey | uniq }}
+      - key: {{ $k }}
+        path: {{ $k }}
+      {{- end }}
+{{- end }}
 {{- with .Values.downstreamTLS }}
 {{- if .existingSecret }}
 - name: downstream-tls

@@ -22,6 +22,12 @@
     - --envoy-listen=0.0.0.0:{{ $ctx.Values.ports.mcp }}
     {{- end }}
     - --admin-listen=0.0.0.0:{{ .adminPort }}
+    {{- if and (ne .listen "127.0.0.1") (not (include "toolmesh.controlTLS" $ctx)) }}
+    # Gateway mode: the control listeners are plaintext on the pod network
+    # (toolmesh refuses that without this flag; docs/operators.md,
+    # "Control channels").
+    - --insecure-listeners=true
+    {{- end }}
     {{- if or $ctx.Values.redis.existingSecret $ctx.Values.redis.url }}
     - --redis=$(TOOLMESH_REDIS_URL)
     {{- end }}
@@ -166,6 +172,13 @@
     # the Secret rotates.
     - name: downstream-tls
       mountPath: {{ include "toolmesh.downstreamTLSDir" $ctx }}
+      readOnly: true
+    {{- end }}
+    {{- if include "toolmesh.controlTLS" $ctx }}
+    # controlTLS: Envoy's client certificate towards toolmesh, re-read by
+    # Envoy when the Secret rotates.
+    - name: envoy-control-tls
+      mountPath: {{ include "toolmesh.envoyControlTLSDir" $ctx }}
       readOnly: true
     {{- end }}
 {{- end }}
