@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestHealthAges: snapshotAge counts from when the content was built and a
@@ -79,16 +80,21 @@ func TestHealthLastErrorNamesURLOnce(t *testing.T) {
 func TestRejectedAmbiguousGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, func(o *Options) { o.Registerer = reg })
-	// alpha: a has a bad schema and shares "dup" with shared; beta gets
-	// "dup" from shared only.
+	// alpha: a has a bad schema and offers "dup" twice (ambiguous), which
+	// shared, after it, also offers (shadowed); beta gets "dup" from
+	// shared only.
 	e.a.Set(registrytest.ModeOK, `{"tools":[{"name":"a_one","inputSchema":{"type":"object"}},`+
-		`{"name":"a_bad","inputSchema":{"type":"string"}},{"name":"dup","inputSchema":{"type":"object"}}]}`)
+		`{"name":"a_bad","inputSchema":{"type":"string"}},{"name":"dup","inputSchema":{"type":"object"}},`+
+		`{"name":"dup","version":"2","inputSchema":{"type":"object"}}]}`)
 	e.shared.Set(registrytest.ModeOK, registrytest.ToolsDoc("s_one", "dup"))
 	e.start(t)
 
 	a := e.route(t, "alpha")
 	if len(a.Rejected) != 1 || len(a.Ambiguous) != 1 {
 		t.Fatalf("alpha rejected %v, ambiguous %v; the fixture needs one of each", a.Rejected, a.Ambiguous)
+	}
+	if len(a.Shadowed) != 1 || a.Shadowed[0] != (registry.Shadowed{Kind: "tool", Name: "dup", Service: "shared", Winner: "a"}) {
+		t.Errorf("alpha shadowed %+v, want shared's dup lost to a", a.Shadowed)
 	}
 	want := map[string]float64{
 		"toolmesh_registry_rejected_tools/alpha":  1,
