@@ -592,6 +592,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	s.toolsJSON = mcp.NewSharedItems(toolsJSON)
 	s.federate(in)
 	s.sortShadowed()
+	s.instructions = routeInstructions(in)
 	if searchMode {
 		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
 		// A fresh build runs off the request path, so the index is built

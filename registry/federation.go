@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -276,4 +277,56 @@ func sampleURI(tmpl string) string {
 		}
 	}
 	return b.String()
+}
+
+// Bounds of the instructions a route passes on (initialize and
+// server/discover): each server's and the route's own at most
+// MaxServerInstructions bytes, all of them together at most
+// MaxRouteInstructions. A server's longer text, or the whole, is cut on a
+// rune boundary and ends with instructionsCut.
+const (
+	MaxServerInstructions = 8 << 10
+	MaxRouteInstructions  = 32 << 10
+)
+
+const instructionsCut = "\n[cut by toolmesh]"
+
+// routeInstructions combines the route's own instructions and, in rank
+// order, each MCP server's, under a heading naming the service (and its
+// toolPrefix, which the server's text does not know of).
+func routeInstructions(in *inputs) string {
+	var b strings.Builder
+	b.WriteString(in.route.Instructions)
+	svcs := slices.Clone(in.route.ToolServices)
+	slices.SortStableFunc(svcs, func(x, y ToolService) int { return in.rank[x.Name] - in.rank[y.Name] })
+	for _, svc := range svcs {
+		m := in.manifests[svc.Name].MCP
+		if !svc.IsMCP() || m == nil || strings.TrimSpace(m.Instructions) == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "## MCP server %q", svc.Name)
+		if svc.ToolPrefix != "" {
+			fmt.Fprintf(&b, " (its tools and prompts are named with the prefix %q here)", svc.ToolPrefix)
+		}
+		b.WriteString("\n")
+		b.WriteString(cutInstructions(m.Instructions, MaxServerInstructions))
+	}
+	return cutInstructions(b.String(), MaxRouteInstructions)
+}
+
+// cutInstructions returns s if it has at most limit bytes, else its
+// longest prefix that ends on a rune boundary and, with instructionsCut
+// appended, has at most limit bytes.
+func cutInstructions(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	n := limit - len(instructionsCut)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + instructionsCut
 }

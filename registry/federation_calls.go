@@ -34,7 +34,7 @@ func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
 
 // Offers implements [mcp.FederatedCatalog].
 func (s *Snapshot) Offers() mcp.Offers {
-	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0}
+	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0, Instructions: s.instructions}
 	for _, svc := range s.def.ToolServices {
 		if m := s.manifests[svc.Name]; svc.IsMCP() && m != nil && m.MCP != nil && m.MCP.Completions {
 			o.Completions = true

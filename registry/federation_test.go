@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -276,5 +277,66 @@ func TestFreshness(t *testing.T) {
 				t.Errorf("FreshFor() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRouteInstructionsCombined: the route's own instructions come first,
+// then each MCP server's in rank order under a heading naming it (and its
+// prefix); a server's text is cut at MaxServerInstructions and the whole
+// at MaxRouteInstructions, on a rune boundary, with the marker.
+func TestRouteInstructionsCombined(t *testing.T) {
+	long := "x" + strings.Repeat("ü", MaxServerInstructions) // 2 bytes a rune, at odd offsets: a cut must step back
+	rt := Route{Key: "r", Instructions: "Route rules.", ToolServices: []ToolService{
+		{Name: "native", URL: "http://native:8080"},
+		{Name: "gh", URL: "http://gh/mcp", Protocol: ProtocolMCP, ToolPrefix: "gh_"},
+		{Name: "docs", URL: "http://docs/mcp", Protocol: ProtocolMCP, Priority: 1},
+		{Name: "quiet", URL: "http://quiet/mcp", Protocol: ProtocolMCP},
+	}}
+	ms := map[string]*Manifest{
+		"native": {Tools: []ManifestTool{mtool("forecast")}},
+		"gh":     {MCP: &MCPManifest{ProtocolVersion: mcp.Version20251125, Instructions: "Use gh tools."}},
+		"docs":   {MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728, Instructions: long}},
+		"quiet":  {MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728}},
+	}
+	s, err := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Offers().Instructions
+	docs := got[strings.Index(got, "## MCP server \"docs\"\n")+len("## MCP server \"docs\"\n") : strings.Index(got, "\n\n## MCP server \"gh\"")]
+	want := "Route rules.\n\n## MCP server \"docs\"\n" + docs +
+		"\n\n## MCP server \"gh\" (its tools and prompts are named with the prefix \"gh_\" here)\nUse gh tools."
+	if got != want {
+		t.Errorf("instructions:\n%.300q\nwant\n%.300q", got, want)
+	}
+	if len(docs) > MaxServerInstructions || len(docs) < MaxServerInstructions-len(instructionsCut)-1 ||
+		!strings.HasSuffix(docs, instructionsCut) || !utf8.ValidString(docs) {
+		t.Errorf("docs' instructions: %d bytes, valid %v, suffix %q", len(docs), utf8.ValidString(docs), docs[max(0, len(docs)-30):])
+	}
+
+	// Many long servers: the whole is bounded too.
+	for i := range 6 {
+		n := fmt.Sprintf("s%d", i)
+		rt.ToolServices = append(rt.ToolServices, ToolService{Name: n, URL: "http://" + n + "/mcp", Protocol: ProtocolMCP})
+		ms[n] = &Manifest{MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728, Instructions: long}}
+	}
+	big, err := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := big.Offers().Instructions
+	if len(all) > MaxRouteInstructions || len(all) < MaxRouteInstructions-len(instructionsCut)-1 ||
+		!strings.HasSuffix(all, instructionsCut) || !utf8.ValidString(all) || !strings.HasPrefix(all, "Route rules.") {
+		t.Errorf("route instructions: %d bytes, valid %v", len(all), utf8.ValidString(all))
+	}
+	// Instructions are in the version: a server's new text is a new snapshot.
+	if big.Version == s.Version {
+		t.Error("same version")
+	}
+
+	// The route's own instructions are bounded at validation.
+	rt.Instructions = strings.Repeat("x", MaxServerInstructions+1)
+	if _, err := BuildSnapshot(rt, ms, time.Unix(1, 0)); err == nil || !strings.Contains(err.Error(), "instructions: must be valid UTF-8 of at most 8192 bytes") {
+		t.Errorf("long route instructions: %v", err)
 	}
 }

@@ -110,6 +110,9 @@ type Snapshot struct {
 	ResourceTemplates []*FederatedItem
 	Prompts           []*FederatedItem
 	AmbiguousItems    []string
+	// instructions are the route's and its servers' instructions,
+	// combined and bounded (routeInstructions).
+	instructions string
 
 	byName    map[string]*Tool
 	ambiguous map[string]bool
