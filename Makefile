@@ -12,6 +12,9 @@ FUZZTIME    ?= 10s
 ARGS        ?=
 # staticcheck v0.8.x is the release line built for Go 1.26.
 STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.10.0
+# VULNDB is govulncheck's -db: the vulnerability database (default https://vuln.go.dev).
+VULNDB      ?= https://vuln.go.dev
 
 # The Go modules: the main module (the repository root), e2e (end-to-end
 # tests and the conformance programs, with the MCP SDKs they use) and deploy
@@ -44,6 +47,13 @@ build: ## Build bin/toolmesh
 sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules in bin/toolmesh
 	@GO=$(GO) sh scripts/sbom.sh bin/toolmesh bin/toolmesh.cdx.json $(VERSION)
 	@echo "wrote bin/toolmesh.cdx.json"
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck (golang.org/x/vuln) on every module; fails when code calls a known-vulnerable symbol
+	@set -e; for m in $(MODULES); do \
+		echo "govulncheck: $$m"; \
+		(cd $$m && $(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) -db $(VULNDB) ./...); \
+	done
 
 # `make test` runs scripts/test.sh: every step runs even when an earlier one
 # failed (test dependencies, gofmt, standalone, go vet, then the tests of the

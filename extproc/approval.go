@@ -69,7 +69,8 @@ func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
 }
 
 func approvalTool(t *registry.Tool) approval.Tool {
-	return approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations}
+	return approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title, Annotations: t.Annotations,
+		Untrusted: t.UntrustedAnnotations}
 }
 
 // approve is the approval step of a resolved, validated call: nil means
@@ -110,6 +111,18 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 			approve, isBool := r.Bool("approve")
 			switch {
 			case r.Action == "accept" && isBool && approve:
+				// One approval runs one call (ADR 0011).
+				if err := a.Spend(x.ctx, in.RequestState); err != nil {
+					reason := approval.ReasonOf(err)
+					x.auditApproval(t, approvalRefused, string(reason))
+					if reason == approval.ReasonUnavailable {
+						x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "approval ledger failed", slog.String("request_id", x.requestID),
+							slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", err))
+					}
+					return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
+						"Invalid params: requestState rejected: "+refusalText(reason, in.RequestState),
+						map[string]string{"reason": string(reason)}))
+				}
 				x.auditApproval(t, approvalGranted, why)
 				x.approved = true
 				return nil
@@ -138,7 +151,7 @@ func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processi
 	x.auditApproval(t, approvalRequested, why)
 	msg := "Approve a call of tool \"" + t.Name + "\" (Tool Service \"" + t.Service + "\", route \"" + x.routeKey + "\")?\n" +
 		"Arguments: " + approval.Summary(call.Arguments, approvalSummaryBytes) + "\n" +
-		"Approval is required because of " + why + ". It is valid once for these exact arguments, for " + a.TTL().String() + "."
+		"Approval is required because of " + why + ". It approves one call with these exact arguments and expires in " + a.TTL().String() + "."
 	return x.approvalAnswer(&mcp.Reply{Status: 200,
 		Body: x.s.proto.InputRequired(call, approvalInputKey, mcp.ElicitRequest{Message: msg, Schema: approvalSchema}, state)})
 }
@@ -159,6 +172,10 @@ func refusalText(r approval.Reason, state string) string {
 		return "integrity check failed"
 	case approval.ReasonBadArguments:
 		return "the arguments repeat a member name"
+	case approval.ReasonSpent:
+		return "this approval was already used for a call; call again without requestState to be asked again"
+	case approval.ReasonUnavailable:
+		return "the gateway could not record the approval as used; call again without requestState"
 	}
 	return "it was issued for another call (" + string(r) + ")"
 }

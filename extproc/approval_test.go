@@ -32,7 +32,7 @@ func approvalTable(t testing.TB) testRoutes {
 }
 
 // approvalEnv is a server with approval on for route core (default rule:
-// destructiveHint), its clock at *now.
+// every tool not declared read-only), its clock at *now.
 func approvalEnv(t testing.TB, now *time.Time, keys ...approval.Key) *testEnv {
 	t.Helper()
 	env := newTestEnv(t, Config{}, approvalTable(t))
@@ -100,7 +100,7 @@ func askApproval(t *testing.T, env *testEnv, args string) string {
 		ir.Method != "elicitation/create" || ir.Params.Mode != "form" {
 		t.Fatalf("first call: %s", im.GetBody())
 	}
-	for _, want := range []string{`tool "delete_repo"`, `Tool Service "repo"`, `route "core"`, "annotation destructiveHint"} {
+	for _, want := range []string{`tool "delete_repo"`, `Tool Service "repo"`, `route "core"`, "no readOnlyHint: true annotation"} {
 		if !strings.Contains(ir.Params.Message, want) {
 			t.Errorf("message %q lacks %q", ir.Params.Message, want)
 		}
@@ -170,6 +170,8 @@ func TestApprovalFlow(t *testing.T) {
 			isError: "(cancel)"},
 		{name: "approve false", body: deleteCall("4", args, `"requestState":"`+state+`","inputResponses":{"toolmesh_approval":{"action":"accept","content":{"approve":false}}}`, capsElicit),
 			isError: "(accept)"},
+		{name: "replayed approval", body: deleteCall("4", args, `"requestState":"`+state+`",`+approveYes, capsElicit),
+			status: 200, code: mcp.CodeInvalidParams, reason: "spent"},
 		{name: "answer without state", body: deleteCall("4", args, approveYes, capsElicit), inputAgain: true},
 		{name: "state without answer", body: deleteCall("4", args, `"requestState":"`+state+`"`, capsElicit), inputAgain: true},
 		{name: "answer of the wrong shape", body: deleteCall("4", args, `"requestState":"`+state+`","inputResponses":{"toolmesh_approval":{"action":"accept","content":{"approve":"yes"}}}`, capsElicit), inputAgain: true},
@@ -224,16 +226,16 @@ func TestApprovalFlow(t *testing.T) {
 		})
 	}
 
-	for decision, want := range map[string]float64{"requested": 4, "granted": 1, "declined": 3, "refused": 4, "unsupported": 1} {
+	for decision, want := range map[string]float64{"requested": 4, "granted": 1, "declined": 3, "refused": 5, "unsupported": 1} {
 		if got := metricValue(t, env.reg, "toolmesh_approvals_total", map[string]string{"route": "core", "decision": decision}); got != want {
 			t.Errorf("toolmesh_approvals_total{decision=%q} = %v, want %v", decision, got, want)
 		}
 	}
-	if got := metricValue(t, env.reg, "toolmesh_tool_calls_total", map[string]string{"route": "core", "tool": "delete_repo", "outcome": outcomeApproval}); got != 12 {
-		t.Errorf("tool_calls_total{outcome=approval} = %v, want 12", got)
+	if got := metricValue(t, env.reg, "toolmesh_tool_calls_total", map[string]string{"route": "core", "tool": "delete_repo", "outcome": outcomeApproval}); got != 13 {
+		t.Errorf("tool_calls_total{outcome=approval} = %v, want 13", got)
 	}
 	logs := env.logs.String()
-	for _, want := range []string{`"msg":"audit","event":"approval","caller":"anonymous","route":"core","tool":"delete_repo","service":"repo","decision":"granted","reason":"annotation destructiveHint"`,
+	for _, want := range []string{`"msg":"audit","event":"approval","caller":"anonymous","route":"core","tool":"delete_repo","service":"repo","decision":"granted","reason":"no readOnlyHint: true annotation"`,
 		`"decision":"refused","reason":"other_arguments"`, `"decision":"declined","reason":"decline"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s", want)
@@ -273,6 +275,41 @@ func TestApprovalReplicas(t *testing.T) {
 				t.Fatalf("got %d %q, want -32602 %q", code, reason, tc.reason)
 			}
 		})
+	}
+}
+
+// TestApprovalSingleUseAcrossReplicas: replicas sharing a Ledger (the
+// Redis store's in production) run an approved call once between them;
+// with one in-process ledger each, each replica runs it once (the
+// documented limit without Redis).
+func TestApprovalSingleUseAcrossReplicas(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const args = `{"repo":"acme/site"}`
+	replica := func(l approval.Ledger) *testEnv {
+		env := newTestEnv(t, Config{}, approvalTable(t))
+		a, err := approval.New(approval.Config{Keys: []approval.Key{approvalKey1}, TTL: time.Minute,
+			Now: func() time.Time { return now }, Routes: map[string]approval.Rule{"core": {}}, Ledger: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.srv.SetApproval(a)
+		return env
+	}
+	shared := approval.NewMemoryLedger(func() time.Time { return now })
+	a, b, c := replica(shared), replica(shared), replica(nil)
+	state := askApproval(t, a, args)
+	retry := deleteCall("2", args, `"requestState":"`+state+`",`+approveYes, capsElicit)
+	if _, resp := exchange2026(t, b, "delete_repo", retry); string(resp.GetRequestBody().GetResponse().GetBodyMutation().GetBody()) != args {
+		t.Fatalf("first use on replica b: got %v, want routed", resp)
+	}
+	for name, env := range map[string]*testEnv{"a": a, "b": b} {
+		_, resp := exchange2026(t, env, "delete_repo", retry)
+		if _, code, msg, reason := rpcErrorOf(t, resp); code != mcp.CodeInvalidParams || reason != "spent" || !strings.Contains(msg, "already used") {
+			t.Fatalf("second use on replica %s: got %d %q %q, want -32602 spent", name, code, reason, msg)
+		}
+	}
+	if _, resp := exchange2026(t, c, "delete_repo", retry); string(resp.GetRequestBody().GetResponse().GetBodyMutation().GetBody()) != args {
+		t.Fatalf("replica c with its own ledger: got %v, want routed once", resp)
 	}
 }
 

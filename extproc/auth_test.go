@@ -79,7 +79,7 @@ func TestAuthenticationAnswersBeforeTheBody(t *testing.T) {
 		{"wrong audience", post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, jose.ES256, func(c map[string]any) {
 			c["aud"] = "https://mcp.example.com/mcp/other"
 		})), 401, `Bearer error="invalid_token", error_description="the token is not for this resource", ` + coreMetadataURL, authn.ResultInvalid},
-		{"token in query", post("/mcp/core?access_token=abc", len(call), "authorization", "<drop>"), 400,
+		{"token in query", post("/mcp/core?access_token=query-token-secret", len(call), "authorization", "<drop>"), 400,
 			`Bearer error="invalid_request", error_description="access tokens are accepted in the Authorization header only", ` + coreMetadataURL, authn.ResultInvalidRequest},
 		{"missing scope", post("/mcp/core", len(call), "authorization", "Bearer "+p.token(t, jose.RS256, func(c map[string]any) {
 			c["scope"] = "other"
@@ -125,6 +125,18 @@ func TestAuthenticationAnswersBeforeTheBody(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), `"caller":"alice"`) {
 		t.Fatal("the request log does not name the authenticated caller")
+	}
+	// The refused query token is in no log line, the debug request log
+	// included (it logs the path without its query).
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(e.logs.String(), `"path":"/mcp/core","caller":"anonymous"`) < len(cases) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request log of the refused calls in\n%s", e.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if strings.Contains(e.logs.String(), "query-token-secret") {
+		t.Fatalf("a query-string access_token reached the logs:\n%s", e.logs)
 	}
 	// A route with mode off needs nothing.
 	v := e.open(t)

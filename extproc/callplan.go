@@ -175,8 +175,8 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 // Metadata values every routed call shares.
 var (
 	metaTrue      = structpb.NewStringValue("true")
-	metaEraLegacy = structpb.NewStringValue(eraLabel(mcp.EraLegacy))
-	metaEraNew    = structpb.NewStringValue(eraLabel(mcp.EraStateless))
+	metaEraLegacy = structpb.NewStringValue(mcp.EraLegacy.Label())
+	metaEraNew    = structpb.NewStringValue(mcp.EraStateless.Label())
 )
 
 // callMetadataOf is callMetadata with the tool's values from its plan.

@@ -127,8 +127,8 @@ func newPlanWire(p *toolPlan, t *registry.Tool) *planWire {
 
 // The era field of the metadata, for each era.
 var (
-	metaEraLegacyWire = appendStringEntry(nil, registry.MetadataEra, eraLabel(mcp.EraLegacy))
-	metaEraNewWire    = appendStringEntry(nil, registry.MetadataEra, eraLabel(mcp.EraStateless))
+	metaEraLegacyWire = appendStringEntry(nil, registry.MetadataEra, mcp.EraLegacy.Label())
+	metaEraNewWire    = appendStringEntry(nil, registry.MetadataEra, mcp.EraStateless.Label())
 	metaNamespaceKey  = appendLen(nil, fEntryKey, []byte(registry.MetadataNamespace))
 )
 

@@ -319,7 +319,7 @@ func (x *exchange) finish() {
 	}
 	era := x.era
 	if era == "" {
-		era = eraLabelFromHeader(&x.req)
+		era = mcp.EraOfHeader(&x.req).Label()
 	}
 	x.finishTrace(method, era)
 	m := x.s.metrics

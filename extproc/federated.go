@@ -111,7 +111,7 @@ type fedTarget struct {
 
 // forwardItem routes resources/read, prompts/get and completion/complete.
 func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
-	x.method, x.era = methodLabel(f.Method), eraLabel(f.Era)
+	x.method, x.era = methodLabel(f.Method), f.Era.Label()
 	tgt := fedTarget{method: f.Method, name: f.Name}
 	var prompt bool
 	switch {
@@ -211,7 +211,7 @@ func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
 		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
-			registry.MetadataEra:       structpb.NewStringValue(eraLabel(era)),
+			registry.MetadataEra:       structpb.NewStringValue(era.Label()),
 		}}),
 	}}
 }

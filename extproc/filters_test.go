@@ -62,6 +62,11 @@ func filterSnapshot(t *testing.T) *registry.Snapshot {
 	}}})
 }
 
+// filterSet is the filter chain of these tests; callTimeout is the
+// misbehaving module's. The well-behaved modules get a generous timeout:
+// these tests are about what the chain decides, and a loaded 2-core machine
+// compiling modules under the race detector can take longer than the
+// 250ms default for one call.
 func filterSet(t *testing.T, callTimeout string) *filters.Set {
 	t.Helper()
 	return buildFilters(t, fmt.Sprintf(`
@@ -70,13 +75,13 @@ definitions:
   - {name: schema, type: input_schema}
   - name: deny-etc
     type: wasm
-    config: {path: %[1]s, stages: [request], poolSize: 2}
+    config: {path: %[1]s, stages: [request], poolSize: 2, callTimeout: 30s}
   - name: policy-header
     type: wasm
-    config: {path: %[2]s, stages: [request], poolSize: 2}
+    config: {path: %[2]s, stages: [request], poolSize: 2, callTimeout: 30s}
   - name: redact
     type: wasm
-    config: {path: %[3]s, stages: [result], poolSize: 2}
+    config: {path: %[3]s, stages: [result], poolSize: 2, callTimeout: 30s}
   - name: misbehave
     type: wasm
     config: {path: %[4]s, stages: [request], poolSize: 2, callTimeout: %[5]s, memoryPages: 256}
@@ -179,7 +184,7 @@ func TestFiltersThroughExtProc(t *testing.T) {
 // TestFilterReloadMidTraffic reloads every module while calls flow: every
 // call gets a right answer (routed, or denied for the denied path).
 func TestFilterReloadMidTraffic(t *testing.T) {
-	set := filterSet(t, "2s")
+	set := filterSet(t, "30s")
 	env := newTestEnv(t, Config{Filters: set}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
 	stop := make(chan struct{})
 	var reloads sync.WaitGroup

@@ -18,8 +18,6 @@ const (
 	methodNone         = "none"         // no method known (the request ended before its body was read)
 	methodOther        = "other"        // a method outside knownMethods
 	methodNotification = "notification" // any notifications/*
-	eraStateless       = mcp.Version20260728
-	eraLegacy          = "legacy"
 )
 
 // knownMethods are the MCP methods reported by name.
@@ -72,23 +70,6 @@ func bodyMethod(body []byte) string {
 		return ""
 	}
 	return m.Method
-}
-
-// eraLabel is the metric label and dynamic metadata value of an era.
-func eraLabel(e mcp.Era) string {
-	if e == mcp.EraStateless {
-		return eraStateless
-	}
-	return eraLegacy
-}
-
-// eraLabelFromHeader guesses the era of a request mcp did not classify (one
-// answered from its headers) from its MCP-Protocol-Version header.
-func eraLabelFromHeader(r *mcp.HTTPRequest) string {
-	if r.HasProtocolVersion && strings.TrimSpace(r.ProtocolVersion) == mcp.Version20260728 {
-		return eraStateless
-	}
-	return eraLegacy
 }
 
 func typeName(v any) string { return fmt.Sprintf("%T", v) }

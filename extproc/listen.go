@@ -31,14 +31,14 @@ func (x *exchange) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 	if r != nil {
 		return x.answer(r, "", detailsRejected)
 	}
-	x.method, x.era = methodGetStream, eraLegacy
+	x.method, x.era = methodGetStream, mcp.EraLegacy.Label()
 	return requestHeadersResponse(x.routeStream(l, owned))
 }
 
 // listen routes a subscriptions/listen request from the body reply; the
 // body passes unchanged.
 func (x *exchange) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
-	x.method, x.era = "subscriptions/listen", eraStateless
+	x.method, x.era = "subscriptions/listen", mcp.EraStateless.Label()
 	return requestBodyResponse(x.routeStream(l, nil))
 }
 
@@ -66,7 +66,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 		mine = append(mine, registry.SubscriptionHeader)
 	}
 	if !x.caller.Anonymous() {
-		set = append(set, setHeader(registry.CallerHeader, x.caller.String()))
+		set = append(set, setHeader(registry.CallerHeader, x.caller.Key()))
 		mine = append(mine, registry.CallerHeader)
 	}
 	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}

@@ -78,7 +78,11 @@ func validSPIFFEID(s string) bool {
 		strings.Contains(s, "#") || strings.Contains(s, "?") || u.Port() != "" {
 		return false
 	}
-	td := u.Host
+	return validTrustDomain(u.Host) && validSPIFFEPath(u.Path)
+}
+
+// validTrustDomain: not empty, of lowercase letters, digits, '.', '-' and '_'.
+func validTrustDomain(td string) bool {
 	if td == "" {
 		return false
 	}
@@ -87,13 +91,19 @@ func validSPIFFEID(s string) bool {
 			return false
 		}
 	}
-	if u.Path == "" {
+	return true
+}
+
+// validSPIFFEPath: empty, or non-empty segments other than . and .. of
+// letters, digits, '.', '-' and '_', without a trailing slash.
+func validSPIFFEPath(path string) bool {
+	if path == "" {
 		return true
 	}
-	if strings.HasSuffix(u.Path, "/") {
+	if strings.HasSuffix(path, "/") {
 		return false
 	}
-	for _, seg := range strings.Split(u.Path[1:], "/") {
+	for _, seg := range strings.Split(path[1:], "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}

@@ -70,5 +70,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.authz, err = promreg.Register(reg, m.authz); err != nil {
 		return nil, err
 	}
+	// The OAuth clients are shared by the process's Servers and listings
+	// (upstreamoauth.go); their counter is registered with the first
+	// registry that asks.
+	if _, err = promreg.Register(reg, oauthRequests); err != nil {
+		return nil, err
+	}
 	return m, nil
 }

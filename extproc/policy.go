@@ -328,39 +328,9 @@ func decodeViewCursor(c string) (string, bool) {
 	return string(b[1:]), true
 }
 
-// requestView is the catalog one request sees: its policy view over the
-// catalog it would otherwise see, recording what it hid for the audit.
-type requestView struct {
-	v     *policyView
-	inner fullCatalog
-	st    *policyState
-}
-
-// fullCatalog is what registry.Snapshot and visibleCatalog implement.
-type fullCatalog interface {
-	mcp.FederatedCatalog
-	mcp.MetaToolCatalog
-	mcp.ParamHeaderSource
-}
-
-var _ fullCatalog = (*requestView)(nil)
-
-// ToolsPage implements [mcp.Catalog].
-func (c *requestView) ToolsPage(cursor string) ([]byte, string, bool) {
-	tools, _, next, ok := c.ToolsPageShared(cursor)
-	return tools, next, ok
-}
-
-var _ mcp.SharedPageCatalog = (*requestView)(nil)
-
-// ToolsPageShared implements [mcp.SharedPageCatalog]: the view's pages are
-// shared, as are the inner catalog's when no tool policy applies.
-func (c *requestView) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
-	if c.inner.SearchMode() || c.v.pages == nil { // the meta-tools, or no tool policy
-		return toolsPageShared(c.inner, cursor)
-	}
-	v := c.v
-	c.st.listed, c.st.listHidden = true, len(v.hidden)
+// toolsPage is the view's tools/list page after cursor; the view's pages
+// are shared.
+func (v *policyView) toolsPage(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if cursor == "" {
 		return v.pages[0].JSON, v.pages[0], v.nexts[0], true
 	}
@@ -383,93 +353,34 @@ func (c *requestView) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, 
 	return v.pages[p].JSON, v.pages[p], v.nexts[p], true
 }
 
-// toolsPageShared is cat's page with its SharedItems when cat keeps them.
-func toolsPageShared(cat mcp.Catalog, cursor string) ([]byte, *mcp.SharedItems, string, bool) {
-	if sc, ok := cat.(mcp.SharedPageCatalog); ok {
-		return sc.ToolsPageShared(cursor)
-	}
-	tools, next, ok := cat.ToolsPage(cursor)
-	return tools, nil, next, ok
-}
-
-// Resolve implements [mcp.Catalog]: a hidden tool is unknown.
-func (c *requestView) Resolve(name string) mcp.Resolution {
-	if m, hidden := c.v.hidden[name]; hidden {
-		c.st.hidden, c.st.hiddenDec = name, m
-		return mcp.ToolUnknown
-	}
-	return c.inner.Resolve(name)
-}
-
-// ParamHeaders implements [mcp.ParamHeaderSource]: none for a hidden tool,
-// as for an unknown one.
-func (c *requestView) ParamHeaders(name string) []mcp.ParamHeader {
-	if _, hidden := c.v.hidden[name]; hidden {
-		return nil
-	}
-	return c.inner.ParamHeaders(name)
-}
-
-func (c *requestView) SearchMode() bool { return c.inner.SearchMode() }
-func (c *requestView) Shortlist() int   { return c.inner.Shortlist() }
-
-// SearchTools implements [mcp.MetaToolCatalog]: the shortlist without the
-// hidden tools. It is ranked over the route's tools first, so it may be
-// shorter than the limit.
-func (c *requestView) SearchTools(query string, limit int) []byte {
-	list := c.inner.SearchTools(query, limit)
-	c.st.listed, c.st.searched = true, true
-	if len(c.v.hidden) == 0 {
-		return list
+// withoutHidden is a search_tools shortlist without the hidden tools, and
+// how many it left out.
+func (v *policyView) withoutHidden(list []byte) ([]byte, int) {
+	if len(v.hidden) == 0 {
+		return list, 0
 	}
 	var all []json.RawMessage
 	if json.Unmarshal(list, &all) != nil {
-		return []byte("[]") // never pass on what could not be checked
+		return []byte("[]"), 0 // never pass on what could not be checked
 	}
-	kept := all[:0]
+	kept, hid := all[:0], 0
 	for _, t := range all {
 		var named struct {
 			Name string `json:"name"`
 		}
 		if json.Unmarshal(t, &named) == nil {
-			if _, hidden := c.v.hidden[named.Name]; !hidden {
+			if _, hidden := v.hidden[named.Name]; !hidden {
 				kept = append(kept, t)
 				continue
 			}
 		}
-		c.st.listHidden++
+		hid++
 	}
 	out, err := json.Marshal(kept)
 	if err != nil {
-		return []byte("[]")
+		return []byte("[]"), hid
 	}
-	return out
-}
-
-// Offers implements [mcp.FederatedCatalog].
-func (c *requestView) Offers() mcp.Offers { return c.inner.Offers() }
-
-// ItemsPage implements [mcp.FederatedCatalog]: the visible items, paged and
-// with cursors as the snapshot's (registry.Snapshot.ItemsPage), over the
-// visible ones only.
-func (c *requestView) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
-	vi := &c.v.items[kind]
-	if !vi.governed {
-		return c.inner.ItemsPage(kind, cursor)
-	}
-	c.st.listed, c.st.listHidden = true, vi.hidden
-	return registry.PageItems(vi.list, kind, cursor, c.v.r.snap.PageSize())
-}
-
-// policyCatalog returns the catalog a request of a route with policies
-// sees, and prepares the request's caller. inner is what it would see
-// without policies.
-func (x *exchange) policyCatalog(inner mcp.Catalog) mcp.Catalog {
-	fc, ok := inner.(fullCatalog)
-	if !ok || x.pol.route == nil {
-		return inner
-	}
-	return &requestView{v: x.view(x.chain), inner: fc, st: &x.pol}
+	return out, hid
 }
 
 // startPolicies captures the route's policies and prepares the caller,

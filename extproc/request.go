@@ -51,6 +51,8 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			lv := v
 			if sensitiveHeaders[key] {
 				lv = "[redacted]"
+			} else if p, _, q := strings.Cut(v, "?"); q && key == ":path" {
+				lv = p + "?[redacted]" // a query may carry an access_token
 			}
 			x.logHeads = append(x.logHeads, slog.String(key, lv))
 		}
@@ -222,25 +224,15 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
-	var cat mcp.Catalog = x.snap
-	if x.s.cfg.Filters != nil {
-		// One chain for the whole request; tools it refuses by name are
-		// neither listed nor resolvable.
-		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
-		cat = x.s.visible.catalog(x.routeKey, x.snap, x.chain)
-	}
-	x.startPolicies()
-	out := x.s.proto.HandleShared(&x.req, body, x.tracedSearch(x.policyCatalog(cat)))
-	if out.Forward != nil {
+	out := x.s.proto.HandleShared(&x.req, body, x.catalog())
+	switch out.Kind() {
+	case mcp.OutcomeForward:
 		return x.forwardItem(out.Forward, body)
-	}
-	if out.Listen != nil {
+	case mcp.OutcomeListen:
 		return x.listen(out.Listen) // listen.go
-	}
-	if out.Answer != nil {
+	case mcp.OutcomeAnswer:
 		return x.relayAnswer(out.Answer, body, out.Reply) // relay.go
-	}
-	if out.Reply != nil || out.Call == nil {
+	case mcp.OutcomeReply:
 		if x.method == "" {
 			x.method = methodLabel(bodyMethod(body))
 		}
@@ -250,10 +242,16 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
 		}
 		return x.answer(r, "", "")
+	case mcp.OutcomeCall:
+		return x.routeCall(out.Call, body)
 	}
+	// A kind without a case above: never let the request through.
+	return x.answer(mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil), "", "")
+}
 
-	call := out.Call
-	x.method, x.era = "tools/call", eraLabel(call.Era)
+// routeCall validates and routes a tools/call.
+func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingResponse {
+	x.method, x.era = "tools/call", call.Era.Label()
 	t, res := x.snap.Lookup(call.Tool)
 	if res != mcp.ToolFound {
 		// Handle resolved the name against the same snapshot, so this is
@@ -285,7 +283,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 				outcomeInvalidArgs, detailsInvalidArguments)
 		}
 	} else {
-		freq := &filters.Request{Route: x.routeKey, Era: filterEra(call.Era), Version: call.Version,
+		freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
 			Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: args,
 			Headers: clientHeaders(x.headers), Validate: t.ValidateArguments}
 		out := x.chain.RunRequest(x.ctx, freq)
@@ -336,7 +334,7 @@ func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
 			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
 			registry.MetadataToolCall:  structpb.NewStringValue("true"),
 			registry.MetadataTool:      structpb.NewStringValue(t.Name),
-			registry.MetadataEra:       structpb.NewStringValue(eraLabel(call.Era)),
+			registry.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
 		}}),
 	}}
 }
@@ -378,14 +376,6 @@ func without(list []string, s string) []string {
 		}
 	}
 	return out
-}
-
-// filterEra is the era as filters name it.
-func filterEra(e mcp.Era) string {
-	if e == mcp.EraStateless {
-		return filters.EraStateless
-	}
-	return filters.EraLegacy
 }
 
 // clientHeaders are the client's request headers for filters: lowercase

@@ -226,7 +226,7 @@ func (x *exchange) filtered(body []byte) []byte {
 	if x.chain == nil {
 		return body
 	}
-	res := &filters.Result{Route: x.routeKey, Era: filterEra(x.call.Era), Version: x.call.Version,
+	res := &filters.Result{Route: x.routeKey, Era: x.call.Era.String(), Version: x.call.Version,
 		Tool: x.tool.Name, ToolVersion: x.tool.Version, Body: mcp.ResultOf(x.call, body)}
 	out := x.chain.RunResult(x.ctx, res)
 	if out.Err != nil {

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/toolmesh/toolmesh/internal/tracing"
-	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -232,43 +231,6 @@ func (x *exchange) validate(t *registry.Tool, args json.RawMessage) []string {
 	}
 	span.End()
 	return msgs
-}
-
-// tracedCatalog wraps a search-mode catalog so search_tools gets a span.
-type tracedCatalog struct {
-	mcp.Catalog
-	meta mcp.MetaToolCatalog
-	ctx  context.Context
-}
-
-// tracedSearch returns cat, wrapped when tracing is on and the route is in
-// search mode.
-func (x *exchange) tracedSearch(cat mcp.Catalog) mcp.Catalog {
-	meta, ok := cat.(mcp.MetaToolCatalog)
-	if x.tr.span == nil || !ok || !meta.SearchMode() {
-		return cat
-	}
-	return &tracedCatalog{Catalog: cat, meta: meta, ctx: x.ctx}
-}
-
-func (c *tracedCatalog) SearchMode() bool { return true }
-func (c *tracedCatalog) Shortlist() int   { return c.meta.Shortlist() }
-
-// SearchTools implements [mcp.MetaToolCatalog] in a span; the query is an
-// argument value and stays out of it.
-func (c *tracedCatalog) SearchTools(query string, limit int) []byte {
-	_, span := tracing.Start(c.ctx, spanSearch, trace.WithAttributes(tracing.GenAIToolName.String(mcp.MetaToolSearch)))
-	defer span.End()
-	return c.meta.SearchTools(query, limit)
-}
-
-// ParamHeaders implements [mcp.ParamHeaderSource] when the wrapped
-// catalog does.
-func (c *tracedCatalog) ParamHeaders(name string) []mcp.ParamHeader {
-	if src, ok := c.Catalog.(mcp.ParamHeaderSource); ok {
-		return src.ParamHeaders(name)
-	}
-	return nil
 }
 
 // finishTrace ends the exchange span with what became of the request.

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,10 @@ type ServiceAuth struct {
 	// in Header. Off by default (token passthrough); exclusive with
 	// Credential.
 	ForwardToken bool `json:"forwardToken,omitempty"`
+	// OAuth obtains the token sent in Header from an authorization server:
+	// the caller's exchanged for the service, or the gateway's own
+	// (upstreamoauth.go). Exclusive with Credential and ForwardToken.
+	OAuth *OAuthAuth `json:"oauth,omitempty"`
 }
 
 // UpstreamAuth is the upstreamAuth configuration in force.
@@ -108,8 +113,14 @@ func (u UpstreamAuth) Validate() error {
 	}
 	for _, svc := range slices.Sorted(maps.Keys(u.Services)) {
 		a := u.Services[svc]
-		if a.Credential == "" && !a.ForwardToken && len(a.ForwardClaims) == 0 {
-			bad(svc, "credential", "the entry sends nothing: set credential, forwardClaims or forwardToken")
+		if a.Credential == "" && !a.ForwardToken && len(a.ForwardClaims) == 0 && a.OAuth == nil {
+			bad(svc, "credential", "the entry sends nothing: set credential, oauth, forwardClaims or forwardToken")
+		}
+		if a.OAuth != nil {
+			if a.Credential != "" || a.ForwardToken {
+				bad(svc, "oauth", "exclusive with credential and forwardToken: all fill %s", a.header())
+			}
+			errs = append(errs, a.OAuth.validate(svc, u.Credentials)...)
 		}
 		checkName(svc, "header", a.header())
 		if a.Credential != "" {
@@ -137,7 +148,7 @@ func (u UpstreamAuth) Validate() error {
 				bad(svc, field, "names the same header as another entry")
 			}
 			seen[l] = true
-			if (a.Credential != "" || a.ForwardToken) && l == a.header() {
+			if (a.Credential != "" || a.ForwardToken || a.OAuth != nil) && l == a.header() {
 				bad(svc, field, "%q already carries the credential or token", h)
 			}
 			if a.ForwardClaims[h] == "" {
@@ -197,6 +208,18 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 		if v := firstHeader(x.headers, "authorization"); v != "" && registry.ValidHeaderText(v) {
 			out[a.header()] = v
 		}
+	case a.OAuth != nil:
+		var iss, sub, tok string
+		if x.caller != nil {
+			iss, sub, tok = x.caller.Issuer, x.caller.Subject, x.caller.Token
+		}
+		r, err := oauthRequest(*a.OAuth, iss, sub, tok, false)
+		if err == nil {
+			out[a.header()], err = oauthHeader(x.ctx, service, *a.OAuth, u.Credentials, r)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", service, err)
+		}
 	}
 	for h, claim := range a.ForwardClaims {
 		if v, ok := x.claimHeader(claim); ok {
@@ -242,8 +265,12 @@ func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *ext
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "tool call: no upstream credentials", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("service", service), slog.String("error", err.Error()))
 	x.callOutcome = callNoCredentials
+	reason := "its credentials cannot be read"
+	if r, ok := oauthReason(err); ok {
+		reason = r
+	}
 	return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call,
-		"the Tool Service "+service+" is not available: its credentials cannot be read")}, outcomeAnswered, detailsNoCredentials)
+		"the Tool Service "+service+" is not available: "+reason)}, outcomeAnswered, detailsNoCredentials)
 }
 
 // claimHeaderNames are the headers of service's forwardClaims.
@@ -269,7 +296,7 @@ func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []str
 	}
 	var out []string
 	names := slices.Sorted(maps.Keys(a.ForwardClaims))
-	if a.Credential != "" || a.ForwardToken {
+	if a.Credential != "" || a.ForwardToken || a.OAuth != nil {
 		names = append(names, a.header())
 	}
 	for _, h := range names {
@@ -280,12 +307,22 @@ func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []str
 	return out
 }
 
-// ListingCredentials returns the static credential header of service's
+// ListingCredentials returns the static credential header, or the
+// gateway's own OAuth token, of service's
 // upstreamAuth entry in u (nil u or entry: none): what the gateway's own
 // listing of a federated MCP server sends, besides the Portal's headers.
 // Claims and forwarded tokens belong to a caller and are never part of it.
 func ListingCredentials(u UpstreamAuth, service string) (map[string]string, error) {
 	a, ok := u.Services[service]
+	if ok && a.OAuth != nil {
+		// The service identity, whatever the mode: a listing has no caller.
+		r, _ := oauthRequest(*a.OAuth, "", "", "", true)
+		v, err := oauthHeader(context.Background(), service, *a.OAuth, u.Credentials, r)
+		if err != nil {
+			return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", service, err)
+		}
+		return map[string]string{a.header(): v}, nil
+	}
 	if !ok || a.Credential == "" {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package extproc
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/registry"
@@ -40,6 +42,14 @@ func TestUpstreamAuthValidate(t *testing.T) {
 		{"prefix without credential", ServiceAuth{ForwardToken: true, Prefix: "Bearer "}, "upstreamAuth.svc.prefix"},
 		{"prefix with a line break", ServiceAuth{Credential: "tok", Prefix: "Bearer\r\n"}, "control characters"},
 		{"empty claim", ServiceAuth{ForwardClaims: map[string]string{"x-caller-sub": ""}}, "the claim name is empty"},
+		{"oauth exchange", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeTokenExchange, Issuer: "https://as.example.com", ClientID: "gw", ClientSecret: "tok", Audience: []string{"x"}}}, ""},
+		{"oauth client credentials, private key", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, TokenURL: "https://as.example.com/t", ClientID: "gw", AuthMethod: "private_key_jwt", PrivateKey: "tok"}}, ""},
+		{"oauth bad mode", ServiceAuth{OAuth: &OAuthAuth{Mode: "password", Issuer: "https://as", ClientID: "gw", ClientSecret: "tok"}}, `upstreamAuth.svc.oauth.mode: "password"`},
+		{"oauth http issuer", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "http://as.example.com", ClientID: "gw", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth.issuer"},
+		{"oauth undefined secret", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "nope"}}, `upstreamAuth.svc.oauth.clientSecret: "nope" is not defined`},
+		{"oauth no client id", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth.clientId is required"},
+		{"oauth actor without exchange", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "tok", Actor: true}}, "upstreamAuth.svc.oauth.actor"},
+		{"oauth and credential", ServiceAuth{Credential: "tok", OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth: exclusive with credential"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := UpstreamAuth{Services: map[string]ServiceAuth{"svc": tc.a}, Credentials: creds}.Validate()
@@ -166,11 +176,7 @@ func TestUpstreamAuthCredentialUnreadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := callReq("echo", `{}`)
-	v := env.open(t)
-	v.send(reqHeaders(false, post("/mcp/core", len(body))...))
-	ir := v.send(reqBody(body)).GetImmediateResponse()
-	v.close()
+	ir := callEcho(t, env)
 	if ir == nil || !strings.Contains(string(ir.GetBody()), `"isError":true`) || strings.Contains(string(ir.GetBody()), "missing") {
 		t.Fatalf("got %v, want an isError result that does not name the file", ir)
 	}
@@ -181,6 +187,51 @@ func TestUpstreamAuthCredentialUnreadable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("no call counted as %s: %v", callNoCredentials, outcomeSeries(t, env.reg))
+}
+
+// callEcho calls echo on /mcp/core and returns the gateway's own answer,
+// if it gave one.
+func callEcho(t *testing.T, env *testEnv) *extprocv3.ImmediateResponse {
+	t.Helper()
+	body := callReq("echo", `{}`)
+	v := env.open(t)
+	v.send(reqHeaders(false, post("/mcp/core", len(body))...))
+	ir := v.send(reqBody(body)).GetImmediateResponse()
+	v.close()
+	return ir
+}
+
+// TestUpstreamAuthOAuthFailures: a call whose token cannot be obtained is
+// answered with a tool error naming the service and the reason class, and
+// never sent as the gateway: tokenExchange without an authenticated
+// caller, and an authorization server that is down.
+func TestUpstreamAuthOAuthFailures(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/token"
+	ln.Close()
+	t.Setenv("TOOLMESH_TEST_OAUTH_SECRET", "the-secret")
+	creds := map[string]registry.CredentialSource{"gw": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	for _, tc := range []struct {
+		name, mode, want string
+	}{
+		{"exchange without a caller", ModeTokenExchange, "the Tool Service echo is not available: it acts for an authenticated caller, and the request has none"},
+		{"server down", ModeClientCredentials, "the Tool Service echo is not available: the authorization server did not issue a token for it (unavailable)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t, Config{}, testTable(t))
+			if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": {OAuth: &OAuthAuth{
+				Mode: tc.mode, TokenURL: down, ClientID: "gw", ClientSecret: "gw"}}}, Credentials: creds}); err != nil {
+				t.Fatal(err)
+			}
+			ir := callEcho(t, env)
+			if ir == nil || !strings.Contains(string(ir.GetBody()), tc.want) || strings.Contains(string(ir.GetBody()), "the-secret") {
+				t.Fatalf("got %v, want an isError result with %q", ir, tc.want)
+			}
+		})
+	}
 }
 
 // TestSetUpstreamAuthKeepsLastGood: an invalid configuration is refused

@@ -10,12 +10,13 @@ import (
 )
 
 // A route whose filter chain refuses tools by name (tool_acl) must not list
-// them either. visibleCatalog is a snapshot seen through such a chain: its
-// pages are the snapshot's pages with the refused tools left out, computed
-// once per (snapshot, chain) pair and kept per route, so tools/list stays a
-// copy of pre-serialized bytes. Cursors are the snapshot's own, so a page may
-// be shorter than the page size, never longer.
-type visibleCatalog struct {
+// them either. visibleTools is a snapshot's tools seen through such a
+// chain: its pages are the snapshot's pages with the refused tools left
+// out, computed once per (snapshot, chain) pair and kept per route, so
+// tools/list stays a copy of pre-serialized bytes. Cursors are the
+// snapshot's own, so a page may be shorter than the page size, never
+// longer. A request reads it through its requestCatalog (catalog.go).
+type visibleTools struct {
 	snap  *registry.Snapshot
 	chain *filters.Chain
 	pages map[string]visiblePage // snapshot cursor → filtered page
@@ -26,34 +27,27 @@ type visiblePage struct {
 	next  string
 }
 
-var (
-	_ mcp.SharedPageCatalog = (*visibleCatalog)(nil)
-	_ mcp.ParamHeaderSource = (*visibleCatalog)(nil)
-	_ mcp.MetaToolCatalog   = (*visibleCatalog)(nil)
-	_ mcp.FederatedCatalog  = (*visibleCatalog)(nil)
-)
+// visibleCatalogs caches the latest visibleTools of each route.
+type visibleCatalogs struct{ byRoute sync.Map } // route key → *visibleTools
 
-// visibleCatalogs caches the latest visibleCatalog of each route.
-type visibleCatalogs struct{ byRoute sync.Map } // route key → *visibleCatalog
-
-// catalog returns what a request of route should see: the snapshot itself,
-// or the snapshot through chain when chain hides tools.
-func (v *visibleCatalogs) catalog(route string, snap *registry.Snapshot, chain *filters.Chain) mcp.Catalog {
+// tools returns the route's tools as chain lets them be seen; nil when
+// chain hides no tool.
+func (v *visibleCatalogs) tools(route string, snap *registry.Snapshot, chain *filters.Chain) *visibleTools {
 	if snap == nil || !chain.HidesTools() {
-		return snap
+		return nil
 	}
 	if c, ok := v.byRoute.Load(route); ok {
-		if vc := c.(*visibleCatalog); vc.snap == snap && vc.chain == chain {
+		if vc := c.(*visibleTools); vc.snap == snap && vc.chain == chain {
 			return vc
 		}
 	}
-	vc := newVisibleCatalog(snap, chain)
+	vc := newVisibleTools(snap, chain)
 	v.byRoute.Store(route, vc) // a racing builder stores an equal value
 	return vc
 }
 
-func newVisibleCatalog(snap *registry.Snapshot, chain *filters.Chain) *visibleCatalog {
-	vc := &visibleCatalog{snap: snap, chain: chain, pages: map[string]visiblePage{}}
+func newVisibleTools(snap *registry.Snapshot, chain *filters.Chain) *visibleTools {
+	vc := &visibleTools{snap: snap, chain: chain, pages: map[string]visiblePage{}}
 	for cursor, seen := "", map[string]bool{}; !seen[cursor]; {
 		seen[cursor] = true
 		tools, shared, next, ok := snap.ToolsPageShared(cursor)
@@ -75,7 +69,7 @@ func newVisibleCatalog(snap *registry.Snapshot, chain *filters.Chain) *visibleCa
 }
 
 // filter removes the refused tools from a JSON array of tool objects.
-func (c *visibleCatalog) filter(tools []byte) []byte {
+func (c *visibleTools) filter(tools []byte) []byte {
 	var all []json.RawMessage
 	if json.Unmarshal(tools, &all) != nil {
 		return tools
@@ -99,15 +93,9 @@ func (c *visibleCatalog) filter(tools []byte) []byte {
 	return out
 }
 
-// ToolsPage implements [mcp.Catalog.ToolsPage].
-func (c *visibleCatalog) ToolsPage(cursor string) ([]byte, string, bool) {
-	tools, _, next, ok := c.ToolsPageShared(cursor)
-	return tools, next, ok
-}
-
-// ToolsPageShared implements [mcp.SharedPageCatalog]: the pages of the
-// snapshot's own cursors are shared.
-func (c *visibleCatalog) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
+// toolsPage is the snapshot's page without the refused tools: the pages
+// of the snapshot's own cursors are shared.
+func (c *visibleTools) toolsPage(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if p, ok := c.pages[cursor]; ok {
 		return p.tools.JSON, p.tools, p.next, true
 	}
@@ -119,36 +107,8 @@ func (c *visibleCatalog) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItem
 	return c.filter(tools), nil, next, true
 }
 
-// Resolve implements [mcp.Catalog.Resolve]: a refused tool is unknown.
-func (c *visibleCatalog) Resolve(name string) mcp.Resolution {
-	if !c.chain.ToolAllowed(name) && !mcp.IsMetaToolName(name) {
-		return mcp.ToolUnknown
-	}
-	return c.snap.Resolve(name)
-}
-
-// ParamHeaders implements [mcp.ParamHeaderSource].
-func (c *visibleCatalog) ParamHeaders(name string) []mcp.ParamHeader {
-	return c.snap.ParamHeaders(name)
-}
-
-// SearchMode implements [mcp.MetaToolCatalog].
-func (c *visibleCatalog) SearchMode() bool { return c.snap.SearchMode() }
-
-// Shortlist implements [mcp.MetaToolCatalog].
-func (c *visibleCatalog) Shortlist() int { return c.snap.Shortlist() }
-
-// SearchTools implements [mcp.MetaToolCatalog]: refused tools are never
-// offered.
-func (c *visibleCatalog) SearchTools(query string, limit int) []byte {
-	return c.filter(c.snap.SearchTools(query, limit))
-}
-
-// Offers implements [mcp.FederatedCatalog]: filters name tools only, so
-// federated resources and prompts are the snapshot's.
-func (c *visibleCatalog) Offers() mcp.Offers { return c.snap.Offers() }
-
-// ItemsPage implements [mcp.FederatedCatalog].
-func (c *visibleCatalog) ItemsPage(kind mcp.ItemKind, cursor string) ([]byte, string, bool) {
-	return c.snap.ItemsPage(kind, cursor)
+// refused says whether the chain refuses name; the meta-tools are never
+// refused.
+func (c *visibleTools) refused(name string) bool {
+	return !c.chain.ToolAllowed(name) && !mcp.IsMetaToolName(name)
 }

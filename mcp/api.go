@@ -118,26 +118,45 @@ const (
 	ToolAmbiguous                   // two or more active tools of that name
 )
 
-// Catalog is what one route offers. registry.Snapshot implements it.
+// Catalog is what one route offers a request: every method the protocol
+// asks of a route is here, so a wrapper that implements Catalog cannot hide
+// a feature by leaving a method out. registry.Snapshot implements it, and
+// extproc's per-request view does.
 type Catalog interface {
-	// ToolsPage returns the JSON array of the tools on the page that starts at
-	// cursor ("" for the first page) and the cursor of the next page ("" on
-	// the last). ok is false for an invalid cursor.
-	ToolsPage(cursor string) (tools []byte, next string, ok bool)
+	// ToolsPageShared returns the JSON array of the tools on the page that starts
+	// at cursor ("" for the first page) and the cursor of the next page (""
+	// on the last). ok is false for an invalid cursor. shared is the page as
+	// SharedItems, built once and shared by the requests that list it, so a
+	// large page is answered gzip-compressed without compressing it per
+	// request; it is nil for a page made for this request (such as one
+	// starting mid-page), which is answered uncompressed.
+	ToolsPageShared(cursor string) (tools []byte, shared *SharedItems, next string, ok bool)
 	// Resolve says whether name names exactly one active tool.
 	Resolve(name string) Resolution
-}
+	// ParamHeaders are the x-mcp-header parameters of tool (SEP-2243).
+	ParamHeaders(tool string) []ParamHeader
 
-// SharedPageCatalog is a Catalog that keeps its tools/list pages as
-// SharedItems, built once and shared by the requests that list them, so a
-// large page can be answered gzip-compressed without compressing it per
-// request.
-type SharedPageCatalog interface {
-	Catalog
-	// ToolsPageShared is ToolsPage, with the page's SharedItems when the
-	// page is one the catalog keeps; shared is nil for a page made for this
-	// request (such as one starting mid-page), which is answered uncompressed.
-	ToolsPageShared(cursor string) (tools []byte, shared *SharedItems, next string, ok bool)
+	// SearchMode reports whether the route is in search mode: tools/call
+	// of search_tools is then answered by the gateway from SearchTools, and
+	// tools/call of call_tool becomes a Call of the tool it names, exactly
+	// as a direct call; ToolsPage lists the two meta-tools (see MetaTools).
+	SearchMode() bool
+	// Shortlist is the most tools one search_tools call returns (and the
+	// largest limit it accepts).
+	Shortlist() int
+	// SearchTools returns the JSON array of the tools that best match query,
+	// best first, at most limit (0: Shortlist) of them, each with only the
+	// fields its Tool Service declared: name, title, description and
+	// inputSchema. An empty array means nothing matched.
+	SearchTools(query string, limit int) []byte
+
+	// Offers says what the route offers beyond tools (federated
+	// resources, resource templates, prompts, completions).
+	Offers() Offers
+	// ItemsPage returns the JSON array of one page of items of kind, from
+	// cursor ("" for the first page), and the next cursor ("" on the last).
+	// ok is false for an invalid cursor.
+	ItemsPage(kind ItemKind, cursor string) (items []byte, next string, ok bool)
 }
 
 // Config configures the protocol answers and HTTP rules.
@@ -199,14 +218,46 @@ type Call struct {
 	Input *CallInput
 }
 
-// Outcome is what Handle decided: exactly one of Reply, Call, Forward and
-// Listen is set. Answer comes only with a 202 Reply.
+// Outcome is what Handle decided; Kind says which member holds it.
+// Answer comes only with a 202 Reply, the answer to give when the caller
+// does not deliver the Answer.
 type Outcome struct {
 	Reply   *Reply
 	Call    *Call
 	Forward *Forward
 	Listen  *Listen
 	Answer  *Answer
+}
+
+// OutcomeKind is what a request turned out to be.
+type OutcomeKind int
+
+// Outcome kinds. A switch over them names every one: a new kind is a
+// compile-time-visible change of each caller's switch (see extproc's
+// requestBody).
+const (
+	OutcomeReply   OutcomeKind = iota // the gateway answers: Reply
+	OutcomeCall                       // a tools/call to route: Call
+	OutcomeForward                    // a federated method to route: Forward
+	OutcomeListen                     // a change-notification stream to open: Listen
+	OutcomeAnswer                     // a client's response that may answer a relayed request: Answer (and Reply)
+)
+
+// Kind says which member of o holds the outcome. An Outcome with none
+// set is a Reply kind with a nil Reply, which a caller answers as an
+// internal error.
+func (o *Outcome) Kind() OutcomeKind {
+	switch {
+	case o.Forward != nil:
+		return OutcomeForward
+	case o.Listen != nil:
+		return OutcomeListen
+	case o.Answer != nil:
+		return OutcomeAnswer
+	case o.Reply == nil && o.Call != nil:
+		return OutcomeCall
+	}
+	return OutcomeReply
 }
 
 // Answer is a client's JSON-RPC response (result or error) with a string id:

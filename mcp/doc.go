@@ -39,7 +39,7 @@
 //     does not count. text/* is not accepted: only the ranges that admit an
 //     application/json or text/event-stream answer are.
 //   - A tools/list page of GzipMinBytes or more that the catalog shares
-//     (SharedPageCatalog) is answered gzip-coded when Accept-Encoding
+//     (Catalog.ToolsPageShared returns its SharedItems) is answered gzip-coded when Accept-Encoding
 //     accepts gzip (AcceptsGzip), with Vary: Accept-Encoding in both
 //     codings; without the header it is not compressed, although RFC 9110
 //     would allow it: a client that can decompress says so.
@@ -75,8 +75,7 @@
 //     native call sends the client.
 //   - Call.ID is a copy; Call.Arguments aliases the body given to Handle,
 //     which must not change while the Call is in use.
-//   - Search mode (a catalog implementing MetaToolCatalog with SearchMode
-//     true): tools/call of search_tools is answered here, with
+//   - Search mode (a catalog whose SearchMode is true): tools/call of search_tools is answered here, with
 //     structuredContent {"tools":[…]} and one text item repeating it (or
 //     saying nothing matched, for an empty shortlist); its invalid arguments
 //     (missing or empty query, limit not an integer in 1..Shortlist, an

@@ -22,16 +22,6 @@ const (
 	ItemPrompts
 )
 
-// itemLists maps a list method to its kind and result member.
-var itemLists = map[string]struct {
-	kind   ItemKind
-	member string
-}{
-	"resources/list":           {ItemResources, "resources"},
-	"resources/templates/list": {ItemResourceTemplates, "resourceTemplates"},
-	"prompts/list":             {ItemPrompts, "prompts"},
-}
-
 // Offers says which capabilities beyond tools a route has, and what it
 // tells clients about itself.
 type Offers struct {
@@ -42,18 +32,6 @@ type Offers struct {
 	// servers', combined and bounded by the registry), passed on after the
 	// gateway's Config.Instructions in initialize and server/discover.
 	Instructions string
-}
-
-// FederatedCatalog is a Catalog that also offers federated resources,
-// resource templates and prompts. registry.Snapshot implements it.
-type FederatedCatalog interface {
-	Catalog
-	// Offers says what the route offers beyond tools.
-	Offers() Offers
-	// ItemsPage returns the JSON array of one page of items of kind, from
-	// cursor ("" for the first page), and the next cursor ("" on the last).
-	// ok is false for an invalid cursor.
-	ItemsPage(kind ItemKind, cursor string) (items []byte, next string, ok bool)
 }
 
 // Forward is a request the gateway does not answer itself: it goes to the
@@ -79,92 +57,101 @@ const (
 )
 
 // offersOf returns what cat offers beyond tools.
-func offersOf(cat Catalog) (FederatedCatalog, Offers) {
-	fc, ok := cat.(FederatedCatalog)
-	if !ok || fc == nil {
-		return nil, Offers{}
+func offersOf(cat Catalog) Offers {
+	if cat == nil {
+		return Offers{}
 	}
-	return fc, fc.Offers()
+	return cat.Offers()
 }
 
-// federated answers the federated methods; handled is false for any other
-// method, or one the route does not offer (the caller answers -32601).
-func (s *Server) federated(q *request, cat Catalog) (Outcome, bool) {
-	fc, off := offersOf(cat)
-	if fc == nil {
+// itemsListMethod is the list method of kind: resources/list,
+// resources/templates/list or prompts/list, offered when the route offers
+// that kind.
+func itemsListMethod(kind ItemKind) methodHandler {
+	member := map[ItemKind]string{ItemResources: "resources", ItemResourceTemplates: "resourceTemplates",
+		ItemPrompts: "prompts"}[kind]
+	return func(s *Server, q *request, cat Catalog) (Outcome, bool) {
+		off := offersOf(cat)
+		if (kind == ItemPrompts && !off.Prompts) || (kind != ItemPrompts && !off.Resources) {
+			return Outcome{}, false
+		}
+		return s.itemsList(q, cat, kind, member), true
+	}
+}
+
+// resourcesRead is forwarded to the server that owns params.uri.
+func (s *Server) resourcesRead(q *request, cat Catalog) (Outcome, bool) {
+	return forwardNamed(q, offersOf(cat).Resources, q.p.uri, "params.uri")
+}
+
+// promptsGet is forwarded to the server that owns params.name.
+func (s *Server) promptsGet(q *request, cat Catalog) (Outcome, bool) {
+	return forwardNamed(q, offersOf(cat).Prompts, q.p.name, "params.name")
+}
+
+// forwardNamed forwards a method the route offers (offered) to the owner
+// of the name in the string member of params at path.
+func forwardNamed(q *request, offered bool, member []byte, path string) (Outcome, bool) {
+	if !offered {
 		return Outcome{}, false
 	}
-	if l, ok := itemLists[q.method]; ok {
-		if (l.kind == ItemPrompts && !off.Prompts) || (l.kind != ItemPrompts && !off.Resources) {
-			return Outcome{}, false
-		}
-		return s.itemsList(q, fc, l.kind, l.member), true
+	v, ok := stringValue(member)
+	if !isObject(q.params) || !ok || v == "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: "+path+" must be a string"), true
 	}
-	var name, refType string
-	switch q.method {
-	case "resources/read":
-		if !off.Resources {
-			return Outcome{}, false
-		}
-		v, ok := stringValue(q.p.uri)
-		if !isObject(q.params) || !ok || v == "" {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.uri must be a string"), true
-		}
-		name = v
-	case "prompts/get":
-		if !off.Prompts {
-			return Outcome{}, false
-		}
-		v, ok := stringValue(q.p.name)
-		if !isObject(q.params) || !ok || v == "" {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.name must be a string"), true
-		}
-		name = v
-	case "completion/complete":
-		if !off.Completions {
-			return Outcome{}, false
-		}
-		if !isObject(q.p.ref) {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref must be an object"), true
-		}
-		var ref struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-			URI  string `json:"uri"`
-		}
-		_ = json.Unmarshal(q.p.ref, &ref)
-		switch ref.Type {
-		case RefPrompt:
-			name = ref.Name
-		case RefResource:
-			name = ref.URI
-		default:
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref.type must be ref/prompt or ref/resource"), true
-		}
-		if name == "" {
-			return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref names nothing"), true
-		}
-		refType = ref.Type
+	return forward(q, v, ""), true
+}
+
+// completionComplete is forwarded to the server that owns the prompt or
+// resource params.ref names.
+func (s *Server) completionComplete(q *request, cat Catalog) (Outcome, bool) {
+	if !offersOf(cat).Completions {
+		return Outcome{}, false
+	}
+	if !isObject(q.p.ref) {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref must be an object"), true
+	}
+	var ref struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	_ = json.Unmarshal(q.p.ref, &ref)
+	var name string
+	switch ref.Type {
+	case RefPrompt:
+		name = ref.Name
+	case RefResource:
+		name = ref.URI
 	default:
-		return Outcome{}, false
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref.type must be ref/prompt or ref/resource"), true
 	}
+	if name == "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.ref names nothing"), true
+	}
+	return forward(q, name, ref.Type), true
+}
+
+// forward is the Forward of q to the owner of name. A 2026 resources/read
+// or prompts/get names it in Mcp-Name too, and the two must agree.
+func forward(q *request, name, refType string) Outcome {
 	if q.era == EraStateless && (q.method == "resources/read" || q.method == "prompts/get") {
 		r := q.r
 		if !r.HasMcpName {
-			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Name header"), true
+			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Name header")
 		}
 		if h, ok := DecodeHeaderValue(r.McpName); !ok || h != name {
 			return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: Mcp-Name header value "+
-				strconv.Quote(clip(r.McpName))+" does not match body value "+strconv.Quote(clip(name))), true
+				strconv.Quote(clip(r.McpName))+" does not match body value "+strconv.Quote(clip(name)))
 		}
 	}
 	return Outcome{Forward: &Forward{ID: q.id, Era: q.era, Version: q.version, Method: q.method,
-		Name: name, RefType: refType}}, true
+		Name: name, RefType: refType}}
 }
 
 // itemsList answers resources/list, resources/templates/list and
 // prompts/list from the snapshot, paged like tools/list.
-func (s *Server) itemsList(q *request, fc FederatedCatalog, kind ItemKind, member string) Outcome {
+func (s *Server) itemsList(q *request, fc Catalog, kind ItemKind, member string) Outcome {
 	cursor, bad := listCursor(q)
 	if bad != nil {
 		return *bad

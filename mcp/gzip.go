@@ -34,8 +34,8 @@ const GzipMinBytes = 8 << 10
 // SharedItems is a list page's items (a JSON array) serialized once per
 // snapshot and shared by every request that lists that page, with the gzip
 // form of the items, built on first use and then kept as long as the page.
-// A catalog that keeps its pages as SharedItems implements
-// [SharedPageCatalog].
+// A catalog that keeps its pages as SharedItems returns them from
+// [Catalog.ToolsPageShared].
 type SharedItems struct {
 	JSON []byte
 

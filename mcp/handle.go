@@ -205,6 +205,10 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		if q.p.dup != "" {
 			return fail(200, id, CodeInvalidParams, "Invalid params: duplicate member "+strconv.Quote(clip(q.p.dup)))
 		}
+		// One reading of the arguments for every reader (argcheck.go).
+		if why := ArgumentsProblem(q.p.arguments); why != "" {
+			return fail(200, id, CodeInvalidParams, "Invalid params: arguments: "+why)
+		}
 	}
 	if out, done := s.negotiate(q); done {
 		return out
@@ -216,9 +220,11 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		return reply(resultReply(id, s.discoverFor(cat)))
 	}
 	if q.era == EraStateless {
-		return s.handleStateless(q, cat)
+		if out, bad := statelessRules(q); bad {
+			return out
+		}
 	}
-	return s.handleLegacy(q, cat)
+	return s.dispatch(q, cat)
 }
 
 // negotiate settles the request's protocol version from the
@@ -256,67 +262,33 @@ func (s *Server) negotiate(q *request) (Outcome, bool) {
 	return Outcome{}, false
 }
 
-func (s *Server) handleStateless(q *request, cat Catalog) Outcome {
+// statelessRules are the 2026-07-28 rules every request must pass before
+// its method is looked up; bad is true with the answer to one that does not.
+func statelessRules(q *request) (out Outcome, bad bool) {
 	r := q.r
 	// Header and body must agree, so that what an intermediary routed on is
 	// what the gateway executes.
 	if !r.HasProtocolVersion {
-		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required MCP-Protocol-Version header")
+		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required MCP-Protocol-Version header"), true
 	}
 	if !r.HasMcpMethod {
-		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Method header")
+		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: missing required Mcp-Method header"), true
 	}
 	if m := strings.Trim(r.McpMethod, " \t"); m != q.method {
 		return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: Mcp-Method header value "+
-			strconv.Quote(clip(m))+" does not match body value "+strconv.Quote(clip(q.method)))
+			strconv.Quote(clip(m))+" does not match body value "+strconv.Quote(clip(q.method))), true
 	}
 	// Every stateless request carries its own _meta with the protocol version
 	// and the client's capabilities; without them the request is malformed.
 	switch {
 	case !isObject(q.p.meta):
-		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is required in protocol version "+Version20260728)
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is required in protocol version "+Version20260728), true
 	case q.p.metaVersion == nil:
-		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaProtocolVersion)
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaProtocolVersion), true
 	case !isObject(q.p.metaCaps):
-		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaClientCapabilities)
+		return fail(400, q.id, CodeInvalidParams, "Invalid params: params._meta is missing "+MetaClientCapabilities), true
 	}
-	switch q.method {
-	case "server/discover":
-		return reply(resultReply(q.id, s.discoverFor(cat)))
-	case "tools/list":
-		return s.toolsList(q, cat)
-	case "tools/call":
-		return s.toolsCall(q, cat)
-	case "subscriptions/listen":
-		if s.cfg.ListChanged {
-			return s.listen(q, cat)
-		}
-	}
-	if out, ok := s.federated(q, cat); ok {
-		return out
-	}
-	return fail(404, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
-}
-
-func (s *Server) handleLegacy(q *request, cat Catalog) Outcome {
-	switch q.method {
-	case "initialize":
-		v := LatestLegacyVersion
-		if pv, ok := stringValue(q.p.protocolVersion); ok && legacyVersion(pv) {
-			v = pv
-		}
-		return reply(resultReply(q.id, s.initializeFor(v, cat)))
-	case "ping":
-		return reply(resultReply(q.id, []byte("{}")))
-	case "tools/list":
-		return s.toolsList(q, cat)
-	case "tools/call":
-		return s.toolsCall(q, cat)
-	}
-	if out, ok := s.federated(q, cat); ok {
-		return out
-	}
-	return fail(200, q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
+	return Outcome{}, false
 }
 
 // listCursor reads a list request's params.cursor; bad is the answer to a
@@ -346,13 +318,10 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 	var shared *SharedItems
 	var next string
 	var ok bool
-	switch c := cat.(type) {
-	case nil:
+	if cat == nil {
 		ok = cursor == ""
-	case SharedPageCatalog:
-		tools, shared, next, ok = c.ToolsPageShared(cursor)
-	default:
-		tools, next, ok = c.ToolsPage(cursor)
+	} else {
+		tools, shared, next, ok = cat.ToolsPageShared(cursor)
 	}
 	if !ok {
 		return fail(200, q.id, CodeInvalidParams, "Invalid params: invalid cursor")
@@ -443,8 +412,8 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	}
 	// In search mode the meta-tools' names mean the meta-tools; every other
 	// name resolves as usual, so direct calls of real tools keep working.
-	if meta, ok := cat.(MetaToolCatalog); ok && IsMetaToolName(name) && meta.SearchMode() {
-		return s.metaToolCall(q, cat, meta, name, args)
+	if cat != nil && IsMetaToolName(name) && cat.SearchMode() {
+		return s.metaToolCall(q, cat, name, args)
 	}
 	res := ToolUnknown
 	if cat != nil {
@@ -458,11 +427,9 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
 	}
 	if q.era == EraStateless {
-		if src, ok := cat.(ParamHeaderSource); ok {
-			if specs := src.ParamHeaders(name); len(specs) > 0 {
-				if why := checkParamHeaders(specs, q.r.ParamHeaders, args); why != "" {
-					return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: "+why)
-				}
+		if specs := cat.ParamHeaders(name); len(specs) > 0 {
+			if why := checkParamHeaders(specs, q.r.ParamHeaders, args); why != "" {
+				return fail(400, q.id, CodeHeaderMismatch, "Header mismatch: "+why)
 			}
 		}
 	}

@@ -50,7 +50,18 @@ func (c *fakeCatalog) ToolsPage(cursor string) ([]byte, string, bool) {
 	return c.pages[i], next, true
 }
 
-func (c *fakeCatalog) Resolve(name string) Resolution { return c.res[name] }
+func (c *fakeCatalog) ToolsPageShared(cursor string) ([]byte, *SharedItems, string, bool) {
+	tools, next, ok := c.ToolsPage(cursor)
+	return tools, nil, next, ok
+}
+
+func (c *fakeCatalog) Resolve(name string) Resolution                    { return c.res[name] }
+func (c *fakeCatalog) ParamHeaders(string) []ParamHeader                 { return nil }
+func (c *fakeCatalog) SearchMode() bool                                  { return false }
+func (c *fakeCatalog) Shortlist() int                                    { return 0 }
+func (c *fakeCatalog) SearchTools(string, int) []byte                    { return []byte("[]") }
+func (c *fakeCatalog) Offers() Offers                                    { return Offers{} }
+func (c *fakeCatalog) ItemsPage(ItemKind, string) ([]byte, string, bool) { return nil, "", false }
 
 func testTool(name string) Tool {
 	return Tool{

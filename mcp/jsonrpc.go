@@ -70,29 +70,9 @@ func validate(data []byte, maxDepth int) error {
 				}
 			}
 			continue
-		case '"':
-			var ok bool
-			if i, ok = scanString(data, i); !ok {
-				return errSyntax
-			}
-		case 't':
-			if !hasPrefix(data[i:], "true") {
-				return errSyntax
-			}
-			i += 4
-		case 'f':
-			if !hasPrefix(data[i:], "false") {
-				return errSyntax
-			}
-			i += 5
-		case 'n':
-			if !hasPrefix(data[i:], "null") {
-				return errSyntax
-			}
-			i += 4
 		default:
 			var ok bool
-			if i, ok = ScanNumber(data, i); !ok {
+			if i, ok = scanScalar(data, i); !ok {
 				return errSyntax
 			}
 		}
@@ -127,6 +107,22 @@ func validate(data []byte, maxDepth int) error {
 			break
 		}
 	}
+}
+
+// scanScalar scans the string, literal or number that starts at i and
+// returns the index after it.
+func scanScalar(data []byte, i int) (int, bool) {
+	switch data[i] {
+	case '"':
+		return scanString(data, i)
+	case 't':
+		return i + 4, hasPrefix(data[i:], "true")
+	case 'f':
+		return i + 5, hasPrefix(data[i:], "false")
+	case 'n':
+		return i + 4, hasPrefix(data[i:], "null")
+	}
+	return ScanNumber(data, i)
 }
 
 // validJSON is validate plus the UTF-8 check RFC 8259 requires; invalid

@@ -19,7 +19,7 @@ import "strings"
 //     2026-07-28 version gets 405, as that era has no GET stream.
 
 // listen answers a 2026-07-28 subscriptions/listen whose headers and _meta
-// passed handleStateless.
+// passed statelessRules.
 func (s *Server) listen(q *request, cat Catalog) Outcome {
 	if q.r.HasAccept && !admitsEventStream(q.r.Accept) {
 		return fail(406, nullIDBytes, CodeInvalidRequest,
@@ -29,7 +29,7 @@ func (s *Server) listen(q *request, cat Catalog) Outcome {
 	if f != nil && string(f) != "null" && !isObject(f) {
 		return fail(200, q.id, CodeInvalidParams, "Invalid params: notifications must be an object")
 	}
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	l := &Listen{ID: append([]byte(nil), q.id...)}
 	if isObject(f) {
 		members(f, func(key, val []byte) bool {
@@ -68,7 +68,7 @@ func (s *Server) CheckStream(r *HTTPRequest, cat Catalog) (*Listen, *Reply) {
 	if !r.HasAccept || !admitsEventStream(r.Accept) {
 		return nil, ErrorReply(406, nil, CodeInvalidRequest, "Not Acceptable: a GET stream needs Accept: text/event-stream", nil)
 	}
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	return &Listen{Tools: true, Prompts: off.Prompts, Resources: off.Resources}, nil
 }
 

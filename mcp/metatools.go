@@ -21,24 +21,6 @@ const DefaultShortlist = 5
 // registry rejects it), so a name always means one thing on a route.
 func IsMetaToolName(name string) bool { return name == MetaToolSearch || name == MetaToolCall }
 
-// MetaToolCatalog is implemented by catalogs that can run in search mode
-// (registry.Snapshot). When SearchMode is true, tools/call of search_tools
-// is answered by the gateway from SearchTools, and tools/call of call_tool
-// becomes a Call of the tool it names, exactly as a direct call; the
-// catalog's ToolsPage lists the two meta-tools (see MetaTools).
-type MetaToolCatalog interface {
-	// SearchMode reports whether the route is in search mode.
-	SearchMode() bool
-	// Shortlist is the most tools one search_tools call returns (and the
-	// largest limit it accepts).
-	Shortlist() int
-	// SearchTools returns the JSON array of the tools that best match query,
-	// best first, at most limit (0: Shortlist) of them, each with only the
-	// fields its Tool Service declared: name, title, description and
-	// inputSchema. An empty array means nothing matched.
-	SearchTools(query string, limit int) []byte
-}
-
 // ViaCallTool is Call.Via for a call that came through the call_tool
 // meta-tool.
 const ViaCallTool = MetaToolCall
@@ -87,16 +69,16 @@ func MetaTools(shortlist int) []Tool {
 // metaToolCall handles tools/call of a meta-tool on a catalog in search mode:
 // search_tools is answered here; call_tool becomes the Call of the tool it
 // names. args is the tools/call arguments object ("{}" when absent).
-func (s *Server) metaToolCall(q *request, cat Catalog, meta MetaToolCatalog, name string, args []byte) Outcome {
+func (s *Server) metaToolCall(q *request, cat Catalog, name string, args []byte) Outcome {
 	if name == MetaToolSearch {
-		return s.searchTools(q, meta, args)
+		return s.searchTools(q, cat, args)
 	}
 	return s.callTool(q, cat, args)
 }
 
 // searchTools answers search_tools. Invalid arguments are an isError result,
 // as a schema failure of a real tool is, so a model can correct itself.
-func (s *Server) searchTools(q *request, meta MetaToolCatalog, args []byte) Outcome {
+func (s *Server) searchTools(q *request, meta Catalog, args []byte) Outcome {
 	query, limit, problems := searchArgs(args, meta.Shortlist())
 	c := &Call{ID: q.id, Era: q.era, Version: q.version, Tool: MetaToolSearch, Arguments: args}
 	if len(problems) > 0 {

@@ -75,7 +75,8 @@ func metaCases() []metaCase {
 		{name: "search limit string", tool: "search_tools", args: `{"query":"x","limit":"3"}`, isError: []string{"limit must be an integer"}},
 		{name: "search limit huge", tool: "search_tools", args: `{"query":"x","limit":1e400}`, isError: []string{"limit must be an integer"}},
 		{name: "search unknown argument", tool: "search_tools", args: `{"query":"x","top":3}`, isError: []string{`unknown argument "top"`}},
-		{name: "search duplicate query", tool: "search_tools", args: `{"query":"x","query":"weather"}`, isError: []string{`"query" is given twice`}},
+		// A repeated argument is refused before any tool reads it (argcheck.go).
+		{name: "search duplicate query", tool: "search_tools", args: `{"query":"x","query":"weather"}`, status: 200, code: CodeInvalidParams},
 		{name: "search every problem", tool: "search_tools", args: `{"limit":-1,"x":1}`,
 			isError: []string{`unknown argument "x"`, "query is required", "between 1 and 5"}},
 		{name: "search arguments array", tool: "search_tools", args: `[]`, status: 200, code: CodeInvalidParams},

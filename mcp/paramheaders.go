@@ -20,12 +20,6 @@ type ParamHeader struct {
 	Type string   // "string", "integer" or "boolean"
 }
 
-// ParamHeaderSource is implemented by catalogs whose tools may declare
-// x-mcp-header parameters. registry.Snapshot implements it.
-type ParamHeaderSource interface {
-	ParamHeaders(tool string) []ParamHeader
-}
-
 // ParamHeadersOf reads the x-mcp-header annotations of an inputSchema and
 // checks the constraints of SEP-2243: a non-empty HTTP token, unique without
 // regard to case, only on string, integer or boolean properties, and only on

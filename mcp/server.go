@@ -34,6 +34,36 @@ type Server struct {
 // loopback origins. A zero or negative ListTTL is ttlMs 0: clients treat
 // the list as immediately stale, which is always correct.
 func NewServer(cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, origins: parseRules(cfg.AllowedOrigins), hosts: parseRules(cfg.AllowedHosts)}
+	if len(s.origins) == 0 {
+		s.origins = loopbackRules
+	}
+	// AllowedHosts entries that parse to nothing must not turn the check off.
+	if len(cfg.AllowedHosts) > 0 && len(s.hosts) == 0 {
+		s.hosts = hostRules{{host: "\x00"}}
+	}
+
+	impl := s.appendImplementation(nil)
+	s.serverInfoMeta = append(append([]byte(`"_meta":{"`+MetaServerInfo+`":`), impl...), '}')
+
+	cache := append([]byte(`"ttlMs":`), strconv.FormatInt(cfg.ListTTL.Milliseconds(), 10)...)
+	cache = append(cache, `,"cacheScope":`...)
+	cache = appendString(cache, cfg.CacheScope)
+
+	s.encodeDiscover(cache)
+
+	t := append([]byte(","), cache...)
+	t = append(t, ',')
+	t = append(t, s.serverInfoMeta...)
+	s.listTail = append(t, '}')
+
+	s.encodeInitialize(impl)
+	return s
+}
+
+// withDefaults is cfg with its zero values replaced by the defaults.
+func (cfg Config) withDefaults() Config {
 	if cfg.ServerName == "" {
 		cfg.ServerName = DefaultServerName
 	}
@@ -52,22 +82,12 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = DefaultMaxDepth
 	}
-	s := &Server{cfg: cfg, origins: parseRules(cfg.AllowedOrigins), hosts: parseRules(cfg.AllowedHosts)}
-	if len(s.origins) == 0 {
-		s.origins = loopbackRules
-	}
-	// AllowedHosts entries that parse to nothing must not turn the check off.
-	if len(cfg.AllowedHosts) > 0 && len(s.hosts) == 0 {
-		s.hosts = hostRules{{host: "\x00"}}
-	}
+	return cfg
+}
 
-	impl := s.appendImplementation(nil)
-	s.serverInfoMeta = append(append([]byte(`"_meta":{"`+MetaServerInfo+`":`), impl...), '}')
-
-	cache := append([]byte(`"ttlMs":`), strconv.FormatInt(cfg.ListTTL.Milliseconds(), 10)...)
-	cache = append(cache, `,"cacheScope":`...)
-	cache = appendString(cache, cfg.CacheScope)
-
+// encodeDiscover serializes the server/discover result once, with its
+// head and tail around the capabilities, which depend on the route.
+func (s *Server) encodeDiscover(cache []byte) {
 	d := []byte(`{"resultType":"complete","supportedVersions":[`)
 	for i, v := range supportedVersions {
 		if i > 0 {
@@ -77,15 +97,14 @@ func NewServer(cfg Config) *Server {
 	}
 	d = append(d, `],"capabilities":`...)
 	s.discoverHead = d
-	rest := append(append(cache, ','), s.serverInfoMeta...)
+	rest := append(append(cache[:len(cache):len(cache)], ','), s.serverInfoMeta...)
 	s.discoverRest = append(rest, '}')
-	s.discover = s.appendDiscoverTail(append(d, capabilities(false, cfg.ListChanged, Offers{})...), cfg.Instructions)
+	s.discover = s.appendDiscoverTail(append(d, capabilities(false, s.cfg.ListChanged, Offers{})...), s.cfg.Instructions)
+}
 
-	t := append([]byte(","), cache...)
-	t = append(t, ',')
-	t = append(t, s.serverInfoMeta...)
-	s.listTail = append(t, '}')
-
+// encodeInitialize serializes the initialize result of each legacy
+// version once, with its head and tail around the capabilities.
+func (s *Server) encodeInitialize(impl []byte) {
 	s.initImpl = append([]byte(`,"serverInfo":`), impl...)
 	s.initialize = make(map[string][]byte)
 	s.initHead = make(map[string][]byte)
@@ -96,17 +115,16 @@ func NewServer(cfg Config) *Server {
 		b := append([]byte(`{"protocolVersion":`), appendString(nil, v)...)
 		b = append(b, `,"capabilities":`...)
 		s.initHead[v] = b
-		b = append(append([]byte(nil), b...), capabilities(true, cfg.ListChanged, Offers{})...)
-		s.initialize[v] = s.appendInitTail(b, cfg.Instructions)
+		b = append(append([]byte(nil), b...), capabilities(true, s.cfg.ListChanged, Offers{})...)
+		s.initialize[v] = s.appendInitTail(b, s.cfg.Instructions)
 	}
-	return s
 }
 
 // discoverFor is the server/discover result for a route: the one
 // serialized at start unless the route offers more than tools or has
 // instructions of its own.
 func (s *Server) discoverFor(cat Catalog) []byte {
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	if off == (Offers{}) {
 		return s.discover
 	}
@@ -117,7 +135,7 @@ func (s *Server) discoverFor(cat Catalog) []byte {
 
 // initializeFor is the initialize result of legacy version v for a route.
 func (s *Server) initializeFor(v string, cat Catalog) []byte {
-	_, off := offersOf(cat)
+	off := offersOf(cat)
 	if off == (Offers{}) {
 		return s.initialize[v]
 	}

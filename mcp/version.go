@@ -1,5 +1,7 @@
 package mcp
 
+import "strings"
+
 // supportedVersions lists the protocol versions the gateway speaks, newest
 // first (server/discover and UnsupportedProtocolVersion errors list them in
 // this order).
@@ -41,7 +43,14 @@ func EraOf(version string) Era {
 	return EraLegacy
 }
 
-// String returns "stateless" or "legacy".
+// An era has two names, and only these: String, the kind that
+// authorization policies and approval rules read (era_kind) and filters
+// see (filters.EraStateless, filters.EraLegacy), and Label,
+// the value of metric labels and of the dynamic metadata an era is
+// reported in (docs/metrics.md). Both are contracts; nothing else names an
+// era.
+
+// String returns "stateless" or "legacy": the era's kind.
 func (e Era) String() string {
 	switch e {
 	case EraStateless:
@@ -50,6 +59,24 @@ func (e Era) String() string {
 		return "legacy"
 	}
 	return "unknown"
+}
+
+// Label returns "2026-07-28" or "legacy": the era as metrics and dynamic
+// metadata name it.
+func (e Era) Label() string {
+	if e == EraStateless {
+		return Version20260728
+	}
+	return "legacy"
+}
+
+// EraOfHeader is the era a request's MCP-Protocol-Version header names,
+// for a request answered before its body was classified.
+func EraOfHeader(r *HTTPRequest) Era {
+	if r.HasProtocolVersion {
+		return EraOf(strings.TrimSpace(r.ProtocolVersion))
+	}
+	return EraLegacy
 }
 
 // legacyVersion reports whether v is a supported legacy-era version.

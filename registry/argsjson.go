@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -18,6 +20,15 @@ import (
 // maxArgsDepth is the nesting decodeArgs handles itself; deeper documents
 // go to the library, which has its own limit.
 const maxArgsDepth = 64
+
+// ArgumentsValue is arguments as input-schema validation reads them:
+// decodeArgs, else the library's decoder.
+func ArgumentsValue(args []byte) (any, error) {
+	if v, ok := decodeArgs(args); ok {
+		return v, nil
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(args))
+}
 
 // decodeArgs decodes b, a whole JSON document, as jsonschema.UnmarshalJSON
 // does: objects as map[string]any (a repeated key keeps its last value),

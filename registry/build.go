@@ -325,6 +325,7 @@ type toolJob struct {
 	mt                ManifestTool
 	mcp               bool   // the service is a federated MCP server
 	prefix            string // its toolPrefix
+	trusted           bool   // its annotations are trusted (trustAnnotations)
 }
 
 // toolResult is a validated tool, or the reason its entry is rejected.
@@ -453,7 +454,7 @@ func (sb *serviceBuild) build(svc ToolService, m *Manifest, b builder) {
 				continue
 			}
 			sb.jobs = append(sb.jobs, toolJob{service: svc.Name, basePath: basePath, index: j, mt: mt,
-				mcp: svc.IsMCP(), prefix: svc.ToolPrefix})
+				mcp: svc.IsMCP(), prefix: svc.ToolPrefix, trusted: !svc.IsMCP() || svc.TrustAnnotations})
 		}
 		sb.entries = make([]serviceEntry, len(sb.jobs))
 		sb.b = b
@@ -662,15 +663,16 @@ func (b builder) tool(job toolJob) toolResult {
 			Annotations:  mt.Annotations,
 			Icons:        mt.Icons,
 		},
-		Version:      mt.Version,
-		Service:      job.service,
-		Cluster:      ClusterName(job.service),
-		Path:         path,
-		BasePath:     job.basePath,
-		ParamHeaders: params,
-		Protocol:     protocol,
-		UpstreamName: upstreamName,
-		schema:       schema,
+		Version:              mt.Version,
+		Service:              job.service,
+		Cluster:              ClusterName(job.service),
+		Path:                 path,
+		BasePath:             job.basePath,
+		ParamHeaders:         params,
+		Protocol:             protocol,
+		UpstreamName:         upstreamName,
+		UntrustedAnnotations: !job.trusted,
+		schema:               schema,
 	}}
 }
 

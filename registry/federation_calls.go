@@ -15,8 +15,6 @@ import (
 // prompts/get and completion/complete to the owning server. See
 // docs/decisions/0006-federated-mcp-servers.md.
 
-var _ mcp.FederatedCatalog = (*Snapshot)(nil)
-
 // MCPService returns the definition of the route's Tool Service name when
 // it is a federated MCP server, and what its listing said.
 func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
@@ -32,7 +30,7 @@ func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
 	return ToolService{}, nil, false
 }
 
-// Offers implements [mcp.FederatedCatalog].
+// Offers implements [mcp.Catalog].
 func (s *Snapshot) Offers() mcp.Offers {
 	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0, Instructions: s.instructions}
 	for _, svc := range s.def.ToolServices {
@@ -54,7 +52,7 @@ func (s *Snapshot) Items(kind mcp.ItemKind) []*FederatedItem {
 	return s.Prompts
 }
 
-// ItemsPage implements [mcp.FederatedCatalog]. Items are in key order; a
+// ItemsPage implements [mcp.Catalog]. Items are in key order; a
 // cursor is the last key of the previous page (base64url), so a walk that
 // spans a refresh continues after the last item the client saw, as
 // tools/list cursors do. Prompts carry the name clients see (with the

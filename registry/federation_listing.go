@@ -61,6 +61,9 @@ func (s ToolService) checkProtocol() []error {
 		if s.AllowSameOriginRedirects {
 			errs = append(errs, errors.New("allowSameOriginRedirects: only allowed with protocol mcp"))
 		}
+		if s.TrustAnnotations {
+			errs = append(errs, errors.New("trustAnnotations: only allowed with protocol mcp (a Tool Service's manifest is trusted)"))
+		}
 		return errs
 	}
 	if s.ManifestPath != "" {

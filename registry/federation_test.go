@@ -79,8 +79,23 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	if res != mcp.ToolFound || !tl.Federated() || tl.UpstreamName != "search" || tl.Service != "docs" || tl.Cluster != "toolsvc_docs" || tl.Path != "" {
 		t.Errorf("docs_search = %v %+v", res, tl)
 	}
-	if tl, _ := s.Lookup("forecast"); tl.Federated() || tl.Path != "/tools/forecast" {
+	if tl, _ := s.Lookup("forecast"); tl.Federated() || tl.Path != "/tools/forecast" || tl.UntrustedAnnotations {
 		t.Errorf("native forecast = %+v", tl)
+	}
+	// A federated server's annotations are untrusted unless its Portal
+	// entry says otherwise (trustAnnotations).
+	if !tl.UntrustedAnnotations {
+		t.Error("docs_search: a federated server's annotations are trusted without trustAnnotations")
+	}
+	for i := range rt.ToolServices {
+		rt.ToolServices[i].TrustAnnotations = rt.ToolServices[i].IsMCP()
+	}
+	trusted, err := BuildSnapshot(rt, ms, time.Unix(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl, _ := trusted.Lookup("docs_search"); tl.UntrustedAnnotations {
+		t.Error("docs_search: trustAnnotations set, annotations still untrusted")
 	}
 	var list []mcp.Tool
 	page, _, _ := s.ToolsPage("")

@@ -69,7 +69,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -263,7 +263,8 @@ func (s ToolService) ManifestURL() string {
 func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
-		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects {
+		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects ||
+		a.TrustAnnotations != b.TrustAnnotations {
 		return false
 	}
 	var ca, cb ClusterSettings

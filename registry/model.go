@@ -76,6 +76,13 @@ type ToolService struct {
 	// that stay on the origin of its url; without it no redirect is
 	// followed (protocol mcp only).
 	AllowSameOriginRedirects bool `json:"allowSameOriginRedirects,omitempty"`
+	// TrustAnnotations lets the gateway act on the tool annotations the MCP
+	// server lists (protocol mcp only): the approval step skips a tool
+	// that declares readOnlyHint: true only when this is set. Off by
+	// default: the MCP specification says annotations from untrusted
+	// servers are untrusted. A native Tool Service's manifest is the
+	// operator's, and trusted.
+	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
 	// Priority orders the route's services when they claim one name (a
 	// tool, a prompt, a resource URI or template): the highest priority
 	// wins, then the earlier service in the route's toolServices. The

@@ -89,7 +89,8 @@ const (
 	NotifyTools     = "tools"
 	NotifyPrompts   = "prompts"
 	NotifyResources = "resources"
-	// CallerHeader names the authenticated caller, when there is one; the
+	// CallerHeader names the authenticated caller, when there is one
+	// (identity.Caller.Key: issuer, subject and mesh identity); the
 	// notifications server bounds streams per caller.
 	CallerHeader = "x-toolmesh-caller"
 )

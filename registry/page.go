@@ -125,7 +125,7 @@ func (s *Snapshot) paged() *pages {
 	return pg
 }
 
-// ToolsPage implements [mcp.Catalog.ToolsPage]. In search mode the answer is
+// ToolsPage is ToolsPageShared without the shared form. In search mode the answer is
 // the two meta-tools, unpaged: pageSize applies to full mode only. Without
 // paging (pageSize 0, or no more tools than one page) the first page is the
 // whole list and has no next cursor. With paging, pages are cut once per snapshot and served
@@ -137,9 +137,7 @@ func (s *Snapshot) ToolsPage(cursor string) ([]byte, string, bool) {
 	return tools, next, ok
 }
 
-var _ mcp.SharedPageCatalog = (*Snapshot)(nil)
-
-// ToolsPageShared implements [mcp.SharedPageCatalog]: the unpaged list and
+// ToolsPageShared implements [mcp.Catalog]: the unpaged list and
 // the pages cut once are shared; the meta-tools, a page that starts mid-way
 // and the rest of a list whose paging was turned off are not.
 func (s *Snapshot) ToolsPageShared(cursor string) ([]byte, *mcp.SharedItems, string, bool) {

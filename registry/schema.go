@@ -84,17 +84,14 @@ func validateArguments(sch *jsonschema.Schema, args json.RawMessage) []string {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	v, ok := decodeArgs(args) // argsjson.go
-	if !ok {
-		var err error
-		if v, err = jsonschema.UnmarshalJSON(bytes.NewReader(args)); err != nil {
-			return []string{"arguments: not valid JSON"}
-		}
+	v, err := ArgumentsValue(args) // argsjson.go
+	if err != nil {
+		return []string{"arguments: not valid JSON"}
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return []string{"arguments: must be an object"}
 	}
-	err := sch.Validate(v)
+	err = sch.Validate(v)
 	if err == nil {
 		return nil
 	}

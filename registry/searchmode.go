@@ -38,8 +38,6 @@ type searchMode struct {
 	stored    *restoredEmbeddings
 }
 
-var _ mcp.MetaToolCatalog = (*Snapshot)(nil)
-
 // newSearchMode prepares search mode for s, whose Tools are final. The index
 // is built by ranker, on first use or at once by the caller.
 func newSearchMode(s *Snapshot, shortlist int, synonyms []string) *searchMode {
@@ -114,11 +112,11 @@ func (s *Snapshot) SemanticReady() (model string, ok bool) {
 	return "", false
 }
 
-// SearchMode implements [mcp.MetaToolCatalog]: whether the route's catalog
+// SearchMode implements [mcp.Catalog]: whether the route's catalog
 // mode is "search".
 func (s *Snapshot) SearchMode() bool { return s.search != nil }
 
-// Shortlist implements [mcp.MetaToolCatalog]: the route's shortlist size
+// Shortlist implements [mcp.Catalog]: the route's shortlist size
 // (catalog.shortlist, default 5), or 0 outside search mode.
 func (s *Snapshot) Shortlist() int {
 	if s.search == nil {
@@ -127,7 +125,7 @@ func (s *Snapshot) Shortlist() int {
 	return s.search.shortlist
 }
 
-// SearchTools implements [mcp.MetaToolCatalog]. It ranks the snapshot's
+// SearchTools implements [mcp.Catalog]. It ranks the snapshot's
 // active, unambiguous tools for query and returns at most limit of them
 // (0: the shortlist size), best first, as a JSON array. Each entry carries
 // only what the Tool Service declared and a model needs to call the tool:

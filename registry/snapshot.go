@@ -53,6 +53,10 @@ type Tool struct {
 	// is then its name on that server (Name without the service's toolPrefix).
 	Protocol     string
 	UpstreamName string
+	// UntrustedAnnotations: the tool is a federated server's whose Portal
+	// entry does not set trustAnnotations; the gateway does not act on its
+	// annotations (they are still listed to clients as the server wrote them).
+	UntrustedAnnotations bool
 
 	// schema is the tool's input schema and, once compiled, its validator;
 	// nil for a hand-made Tool, which then checks nothing.
@@ -194,10 +198,7 @@ type schemaError struct {
 	Reason string `json:"reason"`
 }
 
-var (
-	_ mcp.Catalog           = (*Snapshot)(nil)
-	_ mcp.ParamHeaderSource = (*Snapshot)(nil)
-)
+var _ mcp.Catalog = (*Snapshot)(nil)
 
 // Lookup returns the tool that name resolves to and how it resolved.
 func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
@@ -210,13 +211,13 @@ func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
 	return nil, mcp.ToolUnknown
 }
 
-// Resolve implements [mcp.Catalog.Resolve].
+// Resolve implements [mcp.Catalog].
 func (s *Snapshot) Resolve(name string) mcp.Resolution {
 	_, r := s.Lookup(name)
 	return r
 }
 
-// ParamHeaders implements [mcp.ParamHeaderSource].
+// ParamHeaders implements [mcp.Catalog].
 func (s *Snapshot) ParamHeaders(name string) []mcp.ParamHeader {
 	if t, ok := s.byName[name]; ok {
 		return t.ParamHeaders

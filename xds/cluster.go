@@ -28,7 +28,7 @@ import (
 //	field                    default          Envoy field
 //	connectTimeout           1s               cluster.connect_timeout
 //	requestTimeout           15s              route.timeout (routes.go; covers retries)
-//	idleTimeout              unset            route.idle_timeout (federated: requestTimeout+1s, routes.go)
+//	idleTimeout              unset            route.idle_timeout (federated: requestTimeout+5s, routes.go)
 //	connectionIdleTimeout    30s              HttpProtocolOptions.common_http_protocol_options.idle_timeout
 //	maxConnections           1024             circuit_breakers.thresholds[DEFAULT].max_connections
 //	maxPendingRequests       1024             ….max_pending_requests

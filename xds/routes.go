@@ -172,9 +172,11 @@ func toolServiceRoute(u upstream) *routev3.Route {
 // (route_components.proto RouteAction.idle_timeout: reset by every encode
 // or decode event; a stream reset once upstream response headers arrived,
 // source/common/http/conn_manager_impl.cc ActiveStream::onIdleTimeout)
-// bounds that wait at the route timeout plus the margin. While the router's
+// bounds that wait at the route timeout plus the margin (5s: an extproc
+// server on a loaded node that answers its own deadline a little late must
+// not lose to it). While the router's
 // timer runs it cannot fire first: it needs that long without any event.
-const federatedIdleMargin = time.Second
+const federatedIdleMargin = 5 * time.Second
 
 // routeTimeoutHeader tells the extproc server this route's timeout, with
 // SRE overrides applied, so that it can end a federated server's stalled

@@ -28,7 +28,7 @@ type Tuning struct {
 	RequestTimeout *registry.Duration `json:"requestTimeout,omitempty"`
 	// IdleTimeout is the Tool Service route's stream idle timeout (default
 	// unset: the listener's stream_idle_timeout, 5m in Envoy; on a federated
-	// server's route, requestTimeout plus federatedIdleMargin; 0 disables).
+	// server's route, requestTimeout plus federatedIdleMargin, 5s; 0 disables).
 	IdleTimeout *registry.Duration `json:"idleTimeout,omitempty"`
 	// ConnectionIdleTimeout closes upstream connections idle this long
 	// (default 30s; > 0).

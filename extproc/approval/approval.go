@@ -5,9 +5,9 @@
 // The gateway keeps no server-side state: the state it hands the client
 // says which call it approves (route, tool, Tool Service, a hash of the
 // canonical arguments, the caller) and until when, under the operator's
-// key. Any replica holding the key verifies it. Because nothing is
-// remembered, the same state with the same approved call can be presented
-// again until it expires: TTL bounds that window.
+// key. Any replica holding the key verifies it. What is remembered is
+// which states were used (Ledger): an approval runs one call, in one
+// process or, with a shared ledger, across replicas.
 package approval
 
 import (
@@ -34,8 +34,11 @@ const (
 	// answer, short enough to keep the replay window small.
 	MinTTL = 10 * time.Second
 	MaxTTL = time.Hour
-	// DefaultAnnotation is what a route entry without annotations matches.
-	DefaultAnnotation = "destructiveHint"
+	// ReadOnlyAnnotation exempts a tool from a route entry that names
+	// neither annotations, tools nor when: such an entry asks for every
+	// tool that does not declare it true (the MCP specification's default
+	// reading of a tool without annotations: it may write and destroy).
+	ReadOnlyAnnotation = "readOnlyHint"
 )
 
 // Key is one HMAC-SHA256 key.
@@ -59,7 +62,8 @@ type Rule struct {
 	// evaluation error counts as true: the call needs approval (fail safe).
 	When string
 
-	when *authz.Condition
+	when        *authz.Condition
+	notReadOnly bool // the default: every tool not declared read-only
 }
 
 // Config is a validated approval configuration's input.
@@ -75,6 +79,10 @@ type Config struct {
 	Default *Rule
 	// Now is the clock (time.Now when nil); tests inject their own.
 	Now func() time.Time
+	// Ledger remembers used approvals (Spend). Nil: a new MemoryLedger,
+	// forgotten when the configuration is reloaded; pass the same one to
+	// every New of a process, or a shared one across replicas.
+	Ledger Ledger
 }
 
 // Approver decides and mints/verifies states. It is immutable: a new
@@ -85,6 +93,7 @@ type Approver struct {
 	routes map[string]Rule
 	def    *Rule
 	now    func() time.Time
+	ledger Ledger
 }
 
 func hmacKeys(keys []Key) []hmactoken.Key {
@@ -101,7 +110,7 @@ func New(cfg Config) (*Approver, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Approver{keys: keys, ttl: cfg.TTL, now: cfg.Now}
+	a := &Approver{keys: keys, ttl: cfg.TTL, now: cfg.Now, ledger: cfg.Ledger}
 	if a.ttl == 0 {
 		a.ttl = DefaultTTL
 	}
@@ -110,6 +119,9 @@ func New(cfg Config) (*Approver, error) {
 	}
 	if a.now == nil {
 		a.now = time.Now
+	}
+	if a.ledger == nil {
+		a.ledger = NewMemoryLedger(a.now)
 	}
 	a.routes = make(map[string]Rule, len(cfg.Routes))
 	for _, route := range slices.Sorted(maps.Keys(cfg.Routes)) { // the first error is the same every time
@@ -161,12 +173,13 @@ func (r Rule) check() error {
 	return nil
 }
 
-// withDefaults gives an entry that names neither annotations, tools nor a
-// when condition the default annotation. An explicit empty list
-// (annotations: []) stays empty.
+// withDefaults makes an entry that names neither annotations, tools nor a
+// when condition select every tool not declared read-only (trusted
+// readOnlyHint: true). An explicit empty list (annotations: []) stays
+// empty.
 func (r Rule) withDefaults() Rule {
 	if r.Annotations == nil && r.Tools == nil && r.When == "" {
-		r.Annotations = []string{DefaultAnnotation}
+		r.notReadOnly = true
 	}
 	return r
 }
@@ -181,6 +194,11 @@ type Tool struct {
 	Title   string
 	// Annotations is the tool's annotations object as listed (may be nil).
 	Annotations json.RawMessage
+	// Untrusted: Annotations come from a federated server whose Portal
+	// entry does not trust them. The rule then reads them as the MCP
+	// defaults say of a tool that declares nothing (not read-only,
+	// destructive, open-world): every annotation rule selects it.
+	Untrusted bool
 }
 
 // Call is what a When condition reads of a call besides its tool.
@@ -231,8 +249,12 @@ func (a *Approver) Needs(route string, t Tool, c Call) (bool, string) {
 	if c.HeadersOnly && (r.when.Reads("args") || r.when.Reads("caller")) {
 		return true, why + "a when condition on the arguments or the caller, decided with the body"
 	}
+	ann := t.Annotations
+	if t.Untrusted {
+		ann = nil // the effective defaults of authz.NewTool
+	}
 	in := authz.Input{Method: "tools/call", Era: c.Era, EraKind: c.EraKind,
-		Tool: authz.NewTool(t.Name, t.Service, t.Title, t.Annotations)}
+		Tool: authz.NewTool(t.Name, t.Service, t.Title, ann)}
 	if c.Caller != nil && r.when.Reads("caller") {
 		in.Caller = c.Caller()
 	}
@@ -267,6 +289,18 @@ func (r *Rule) selects(t Tool) string {
 		if m, _ := path.Match(p, t.Name); m {
 			return "tool pattern " + p
 		}
+	}
+	if t.Untrusted && (r.notReadOnly || len(r.Annotations) > 0) {
+		return "untrusted annotations of a federated server"
+	}
+	if r.notReadOnly {
+		var ann map[string]any
+		if len(t.Annotations) > 0 && json.Unmarshal(t.Annotations, &ann) == nil {
+			if v, _ := ann[ReadOnlyAnnotation].(bool); v {
+				return ""
+			}
+		}
+		return "no " + ReadOnlyAnnotation + ": true annotation"
 	}
 	if len(r.Annotations) > 0 && len(t.Annotations) > 0 {
 		var ann map[string]any

@@ -246,10 +246,18 @@ func TestNeeds(t *testing.T) {
 		want  bool
 		why   string
 	}{
-		{a, "core", Tool{Name: "drop", Annotations: destructive}, true, "annotation destructiveHint"},
-		{a, "core", Tool{Name: "drop", Annotations: json.RawMessage(`{"destructiveHint":false}`)}, false, ""},
-		{a, "core", Tool{Name: "drop", Annotations: json.RawMessage(`{"destructiveHint":"yes"}`)}, false, ""},
-		{a, "core", Tool{Name: "drop"}, false, ""},
+		// The default (an empty entry): every tool not declared read-only
+		// (issue 26; before, only destructiveHint: true).
+		{a, "core", Tool{Name: "drop", Annotations: destructive}, true, "no readOnlyHint: true annotation"},
+		{a, "core", Tool{Name: "drop", Annotations: json.RawMessage(`{"destructiveHint":false}`)}, true, "no readOnlyHint: true annotation"},
+		{a, "core", Tool{Name: "drop"}, true, "no readOnlyHint: true annotation"},
+		{a, "core", Tool{Name: "get", Annotations: json.RawMessage(`{"readOnlyHint":"yes"}`)}, true, "no readOnlyHint: true annotation"},
+		{a, "core", Tool{Name: "get", Annotations: json.RawMessage(`{"readOnlyHint":true}`)}, false, ""},
+		// A federated server's annotations count only when its Portal
+		// entry trusts them.
+		{a, "core", Tool{Name: "get", Annotations: json.RawMessage(`{"readOnlyHint":true}`), Untrusted: true}, true, "untrusted annotations of a federated server"},
+		{a, "both", Tool{Name: "fetch", Annotations: json.RawMessage(`{"openWorldHint":false}`), Untrusted: true}, true, "untrusted annotations of a federated server"},
+		{a, "ops", Tool{Name: "list", Untrusted: true}, false, ""}, // names only: annotations not read
 		{a, "ops", Tool{Name: "delete_repo"}, true, "tool pattern delete_*"},
 		{a, "ops", Tool{Name: "delete_cache"}, false, ""},
 		{a, "ops", Tool{Name: "drop", Annotations: destructive}, false, ""}, // tools given: no default annotation

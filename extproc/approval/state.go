@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -44,6 +45,9 @@ type statePayload struct {
 	Caller  string `json:"c"` // base64url SHA-256 of the caller key; "" anonymous
 	Issued  int64  `json:"i"` // unix seconds
 	Expires int64  `json:"e"` // unix seconds; accepted while now < Expires
+	// Nonce makes every state distinct, so that spending one (Spend) never
+	// spends another minted for the same call in the same second.
+	Nonce string `json:"n,omitempty"`
 }
 
 // Binding is the call an approval is for.
@@ -73,12 +77,24 @@ const (
 	ReasonOtherArguments Reason = "other_arguments"
 	ReasonOtherCaller    Reason = "other_caller"
 	ReasonBadArguments   Reason = "bad_arguments"
+	ReasonSpent          Reason = "spent"              // the approval already ran a call
+	ReasonUnavailable    Reason = "ledger_unavailable" // the Ledger failed (Spend)
 )
 
-// Error is a refused state.
-type Error struct{ Reason Reason }
+// Error is a refused state; Err is the Ledger's error of ReasonUnavailable.
+type Error struct {
+	Reason Reason
+	Err    error
+}
 
-func (e *Error) Error() string { return "approval state refused: " + string(e.Reason) }
+func (e *Error) Unwrap() error { return e.Err }
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return "approval state refused: " + string(e.Reason) + ": " + e.Err.Error()
+	}
+	return "approval state refused: " + string(e.Reason)
+}
 
 func refuse(r Reason) error { return &Error{Reason: r} }
 
@@ -102,8 +118,11 @@ func (a *Approver) Mint(b Binding) (string, error) {
 		return "", err
 	}
 	now := a.now()
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:]) // crypto/rand.Read never fails
 	p, err := json.Marshal(statePayload{Route: b.Route, Tool: b.Tool, Service: b.Service, Args: h,
-		Caller: hmactoken.CallerHash(b.Caller), Issued: now.Unix(), Expires: now.Add(a.ttl).Unix()})
+		Caller: hmactoken.CallerHash(b.Caller), Issued: now.Unix(), Expires: now.Add(a.ttl).Unix(),
+		Nonce: b64.EncodeToString(nonce[:])})
 	if err != nil {
 		return "", err
 	}

@@ -130,11 +130,11 @@ func (a *Authenticator) Apply(resourceBase string, c *Config) error {
 			scopes:          slices.Clone(p.Scopes),
 			scopesSupported: slices.Clone(p.ScopesSupported),
 			scopeParam:      strings.Join(p.Scopes, " "),
-			skew:            time.Duration(p.ClockSkew),
+			skew:            DefaultClockSkew,
 			maxBytes:        p.MaxTokenBytes,
 		}
-		if p.ClockSkew == 0 {
-			cp.skew = DefaultClockSkew
+		if p.ClockSkew != nil { // an explicit 0 is no leeway
+			cp.skew = time.Duration(*p.ClockSkew)
 		}
 		if cp.maxBytes == 0 {
 			cp.maxBytes = DefaultMaxTokenBytes

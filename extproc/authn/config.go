@@ -64,8 +64,9 @@ type Profile struct {
 	// ScopesSupported are advertised in the protected-resource metadata;
 	// unset: Scopes.
 	ScopesSupported []string `json:"scopesSupported,omitempty"`
-	// ClockSkew is the leeway on exp, nbf and iat (default 60s, at most 5m).
-	ClockSkew Duration `json:"clockSkew,omitempty"`
+	// ClockSkew is the leeway on exp, nbf and iat (default 60s when unset,
+	// at most 5m); an explicit 0 means none.
+	ClockSkew *Duration `json:"clockSkew,omitempty"`
 	// MaxTokenBytes rejects longer tokens before parsing (default 8192).
 	MaxTokenBytes int `json:"maxTokenBytes,omitempty"`
 }
@@ -216,8 +217,8 @@ func (p *Profile) validate(key string) error {
 			}
 		}
 	}
-	if d := time.Duration(p.ClockSkew); d < 0 || d > MaxClockSkew {
-		bad("clockSkew", "%s is not between 0 and %s", d, MaxClockSkew)
+	if d := p.ClockSkew; d != nil && (time.Duration(*d) < 0 || time.Duration(*d) > MaxClockSkew) {
+		bad("clockSkew", "%s is not between 0 and %s", time.Duration(*d), MaxClockSkew)
 	}
 	if n := p.MaxTokenBytes; n != 0 && (n < minMaxTokenBytes || n > maxMaxTokenBytes) {
 		bad("maxTokenBytes", "%d is not between %d and %d", n, minMaxTokenBytes, maxMaxTokenBytes)

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"math/big"
 	"strings"
+
+	"github.com/toolmesh/toolmesh/mcp"
 )
 
 // compactJWS is a JWS in compact serialization (RFC 7515 section 7.1),
@@ -27,10 +29,29 @@ type compactJWS struct {
 // kept to refuse extensions this server does not understand (RFC 7515
 // section 4.1.11); jwk, jku, x5u and x5c are ignored: keys come only from
 // the issuer's configured JWKS.
+// Member names are matched exactly (RFC 7515 section 4: names are
+// case-sensitive), which encoding/json's struct decoding does not do
+// ("ALG" would fill Alg), and a repeated member is refused.
 type jwsHeader struct {
-	Alg  string          `json:"alg"`
-	Kid  string          `json:"kid"`
-	Crit json.RawMessage `json:"crit"`
+	Alg, Kid string
+}
+
+// decodeHeader reads the protected header JSON h.
+func decodeHeader(h []byte) (jwsHeader, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(h, &m); err != nil || m == nil || mcp.ArgumentsProblem(h) != "" {
+		return jwsHeader{}, errJWSShape
+	}
+	if _, ok := m["crit"]; ok {
+		return jwsHeader{}, errJWSCrit
+	}
+	var hdr jwsHeader
+	for name, dst := range map[string]*string{"alg": &hdr.Alg, "kid": &hdr.Kid} {
+		if raw, ok := m[name]; ok && json.Unmarshal(raw, dst) != nil {
+			return jwsHeader{}, errJWSShape
+		}
+	}
+	return hdr, nil
 }
 
 var (
@@ -65,12 +86,9 @@ func parseCompact(token string) (*compactJWS, error) {
 	if err != nil {
 		return nil, errJWSShape
 	}
-	var hdr jwsHeader
-	if err := json.Unmarshal(buf[:hn], &hdr); err != nil {
-		return nil, errJWSShape
-	}
-	if hdr.Crit != nil {
-		return nil, errJWSCrit
+	hdr, err := decodeHeader(buf[:hn])
+	if err != nil {
+		return nil, err
 	}
 	return &compactJWS{
 		alg: hdr.Alg, kid: hdr.Kid,

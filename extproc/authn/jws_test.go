@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -80,6 +81,31 @@ func TestParseCompact(t *testing.T) {
 	} {
 		if j, err := parseCompact(tok); err == nil {
 			t.Errorf("%q parsed: %+v", tok, j)
+		}
+	}
+}
+
+// TestHeaderNamesAreCaseSensitive: RFC 7515 section 4 names are
+// case-sensitive; "ALG" is not alg, a repeated alg is refused, and a
+// header whose alg is not a string is malformed.
+func TestHeaderNamesAreCaseSensitive(t *testing.T) {
+	enc := func(h string) string { return base64.RawURLEncoding.EncodeToString([]byte(h)) + ".e30.c2ln" }
+	for h, want := range map[string]string{
+		`{"alg":"RS256","kid":"k"}`:    "RS256/k",
+		`{"ALG":"RS256","kid":"k"}`:    "/k",
+		`{"Alg":"RS256","Kid":"k"}`:    "/",
+		`{"alg":"RS256","alg":"none"}`: "error",
+		`{"alg":1}`:                    "error",
+		`{"CRIT":["x"],"alg":"ES256"}`: "ES256/",
+		`[]`:                           "error",
+	} {
+		j, err := parseCompact(enc(h))
+		got := "error"
+		if err == nil {
+			got = j.alg + "/" + j.kid
+		}
+		if got != want {
+			t.Errorf("header %s: got %s, want %s", h, got, want)
 		}
 	}
 }

@@ -12,14 +12,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/toolmesh/toolmesh/internal/oauthclient"
 )
 
 // maxDocBytes bounds a metadata document or JWKS read from the network.
@@ -161,36 +161,11 @@ func (s *keySource) fetch(ctx context.Context) error {
 	return nil
 }
 
-// metadataURLs are where the issuer's metadata may be, in the order the MCP
-// authorization specification (2025-11-25, "Authorization Server Metadata
-// Discovery") gives: RFC 8414 with the well-known suffix inserted before the
-// issuer's path, then OpenID Connect Discovery inserted, then appended.
-func metadataURLs(issuer string) ([]string, error) {
-	u, err := url.Parse(issuer)
-	if err != nil {
-		return nil, err
-	}
-	path := strings.TrimSuffix(u.Path, "/")
-	at := func(p string) string {
-		c := *u
-		c.Path, c.RawPath = p, ""
-		return c.String()
-	}
-	if path == "" {
-		return []string{at("/.well-known/oauth-authorization-server"), at("/.well-known/openid-configuration")}, nil
-	}
-	return []string{
-		at("/.well-known/oauth-authorization-server" + path),
-		at("/.well-known/openid-configuration" + path),
-		at(path + "/.well-known/openid-configuration"),
-	}, nil
-}
-
 // discover finds jwks_uri in the issuer's metadata. The metadata must name
 // the configured issuer exactly (RFC 8414 section 3.3), or it is not the
 // issuer's.
 func (s *keySource) discover(ctx context.Context) (string, error) {
-	urls, err := metadataURLs(s.issuer)
+	urls, err := oauthclient.MetadataURLs(s.issuer)
 	if err != nil {
 		return "", err
 	}

@@ -464,12 +464,18 @@ func references(a *ast.AST) refs {
 	r := refs{vars: map[string]bool{}}
 	var walk func(e ast.Expr)
 	walk = func(e ast.Expr) {
-		if p, ok := callerPath(e); ok {
+		var computed []ast.Expr
+		if p, _, ok := callerPath(e, &computed); ok {
 			r.vars["caller"] = true
 			if len(p) == 0 {
 				r.wholeCaller = true
 			}
 			r.callerPaths = append(r.callerPaths, p)
+			// A computed index reads what it is computed from, such as
+			// caller.mesh_id in caller.claims.grants[caller.mesh_id].
+			for _, ix := range computed {
+				walk(ix)
+			}
 			return
 		}
 		switch e.Kind() {
@@ -512,36 +518,40 @@ func references(a *ast.AST) refs {
 }
 
 // callerPath returns the attribute path e reads when e is a chain of
-// selections and constant indexes rooted at the caller variable.
-func callerPath(e ast.Expr) ([]string, bool) {
+// selections and constant indexes rooted at the caller variable. The path
+// ends at the first computed index (the value there decides), whose index
+// expression, and those of any index after it, are added to computed;
+// cut reports that the path ended so.
+func callerPath(e ast.Expr, computed *[]ast.Expr) (p []string, cut, ok bool) {
 	switch e.Kind() {
 	case ast.IdentKind:
-		return nil, e.AsIdent() == "caller"
+		return nil, false, e.AsIdent() == "caller"
 	case ast.SelectKind:
 		s := e.AsSelect()
-		p, ok := callerPath(s.Operand())
-		if !ok {
-			return nil, false
+		p, cut, ok := callerPath(s.Operand(), computed)
+		if !ok || cut {
+			return p, cut, ok
 		}
-		return append(slices.Clip(p), s.FieldName()), true
+		return append(slices.Clip(p), s.FieldName()), false, true
 	case ast.CallKind:
 		c := e.AsCall()
 		if c.FunctionName() != operators.Index || len(c.Args()) != 2 {
-			return nil, false
+			return nil, false, false
 		}
-		p, ok := callerPath(c.Args()[0])
+		p, cut, ok := callerPath(c.Args()[0], computed)
 		if !ok {
-			return nil, false
+			return nil, false, false
 		}
-		if lit := c.Args()[1]; lit.Kind() == ast.LiteralKind {
+		lit := c.Args()[1]
+		if !cut && lit.Kind() == ast.LiteralKind {
 			if s, isStr := lit.AsLiteral().(types.String); isStr {
-				return append(slices.Clip(p), string(s)), true
+				return append(slices.Clip(p), string(s)), false, true
 			}
 		}
-		// A computed index: the value at p decides.
-		return p, true
+		*computed = append(*computed, lit)
+		return p, true, true
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // Key is the cache key of what the caller may see on this route: the values

@@ -197,6 +197,37 @@ func TestKey(t *testing.T) {
 	}
 }
 
+// TestKeyComputedIndex: a policy indexing a claim by another caller
+// attribute reads both; callers that differ only in the index must not
+// share a cached list (issue 26).
+func TestKeyComputedIndex(t *testing.T) {
+	set, err := Compile(&Config{
+		Routes: map[string][]Policy{
+			"grants": {{"g", "allow", `has(caller.claims.grants) && tool.name in caller.claims.grants[caller.mesh_id]`}},
+			"nested": {{"n", "allow", `tool.name == caller.claims.by[caller.claims.team].tool`}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := caller(`{"grants":{"spiffe://a":["x"],"spiffe://b":["y"]},"by":{"red":{"tool":"x"},"blue":{"tool":"y"}},"team":"red"}`)
+	a.MeshID = "spiffe://a"
+	b := caller(`{"grants":{"spiffe://a":["x"],"spiffe://b":["y"]},"by":{"red":{"tool":"x"},"blue":{"tool":"y"}},"team":"blue"}`)
+	b.MeshID = "spiffe://b"
+	x := &Input{Tool: NewTool("x", "s", "", nil)}
+	for _, route := range []string{"grants", "nested"} {
+		r := set.Route(route)
+		if r.Key(a, "", "") == r.Key(b, "", "") {
+			t.Errorf("route %s: callers whose computed index differs share key %q", route, r.Key(a, "", ""))
+		}
+		ia, ib := *x, *x
+		ia.Caller, ib.Caller = NewCaller(a), NewCaller(b)
+		if va, vb := r.Visible(KindTool, &ia), r.Visible(KindTool, &ib); !va.Allowed || vb.Allowed {
+			t.Errorf("route %s: visible to a %v, to b %v; want a only", route, va.Allowed, vb.Allowed)
+		}
+	}
+}
+
 func TestRouteSelection(t *testing.T) {
 	set, err := Compile(&Config{
 		Default: []Policy{{"d", "deny", "true"}},

@@ -6,7 +6,10 @@
 // the ext_proc stream handler, and never shared or mutated after it is set.
 package identity
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Caller is one request's authenticated caller. The zero value is an
 // anonymous caller on a route that requires no token.
@@ -50,6 +53,21 @@ func (c *Caller) HasScope(s string) bool {
 		}
 	}
 	return false
+}
+
+// Key names the caller unambiguously for limits and keys: issuer,
+// subject and mesh identity, each quoted (ASCII only, so it is a valid
+// header value); "" for an anonymous caller. The same subject at two
+// issuers is two callers.
+func (c *Caller) Key() string {
+	if c.Anonymous() {
+		return ""
+	}
+	var iss, sub string
+	if c.Authenticated {
+		iss, sub = c.Issuer, c.Subject
+	}
+	return "iss=" + strconv.QuoteToASCII(iss) + " sub=" + strconv.QuoteToASCII(sub) + " mesh=" + strconv.QuoteToASCII(c.MeshID)
 }
 
 // String names the caller for logs and audit events, never with the token.

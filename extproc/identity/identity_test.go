@@ -37,3 +37,28 @@ func TestCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestCallerKey: the per-client limit's key tells one subject at two
+// issuers apart (issue 26) and is a valid header value.
+func TestCallerKey(t *testing.T) {
+	a := &Caller{Authenticated: true, Issuer: "https://a.example", Subject: "alice"}
+	b := &Caller{Authenticated: true, Issuer: "https://b.example", Subject: "alice"}
+	m := &Caller{Authenticated: true, Issuer: "https://a.example", Subject: "alice", MeshID: "spiffe://x/ns/a/sa/b"}
+	odd := &Caller{Authenticated: true, Issuer: "https://a.example", Subject: "al\"ice\r\n\u00e9"}
+	keys := map[string]bool{}
+	for _, c := range []*Caller{a, b, m, odd} {
+		k := c.Key()
+		if k == "" || keys[k] {
+			t.Fatalf("key %q of %+v is empty or shared", k, c)
+		}
+		keys[k] = true
+		for _, r := range k {
+			if r < 0x20 || r > 0x7e {
+				t.Fatalf("key %q has a byte a header value cannot carry", k)
+			}
+		}
+	}
+	if (&Caller{}).Key() != "" {
+		t.Fatal("anonymous caller has a key")
+	}
+}

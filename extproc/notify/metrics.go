@@ -8,9 +8,6 @@ import (
 
 // Label values (docs/metrics.md).
 const (
-	eraStateless = "2026-07-28"
-	eraLegacy    = "legacy"
-
 	rejectNoRoute  = "no_route"
 	rejectDraining = "draining"
 	rejectTotal    = "total_limit"

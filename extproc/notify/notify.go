@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -281,9 +282,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.release(client)
-	era := eraLegacy
+	era := mcp.EraLegacy.Label()
 	if st.id != nil {
-		era = eraStateless
+		era = mcp.EraStateless.Label()
 	}
 	g := s.m.listeners.WithLabelValues(era)
 	g.Inc()

@@ -18,8 +18,8 @@ type ApprovalConfig struct {
 	// Keys are the HMAC keys of the requestState, each read from a file or
 	// an environment variable: the first signs, every one verifies.
 	Keys []ApprovalKey `json:"keys,omitempty"`
-	// TTL is how long an approval request can be answered and its approval
-	// replayed for the identical call (default 5m, 10s..1h).
+	// TTL is how long an approval request can be answered; its approval
+	// runs one call (default 5m, 10s..1h).
 	TTL registry.Duration `json:"ttl,omitempty"`
 	// Routes gives a route its own rule, replacing Default as a whole.
 	Routes map[string]ApprovalRule `json:"routes,omitempty"`
@@ -38,7 +38,8 @@ type ApprovalKey struct {
 // ApprovalRule selects the calls of a route that need approval.
 type ApprovalRule struct {
 	// Annotations: a tool with one of these annotations true needs
-	// approval. Unset (with tools and when unset too): [destructiveHint].
+	// approval. Unset (with tools and when unset too): every tool that does
+	// not declare readOnlyHint: true.
 	Annotations []string `json:"annotations,omitempty"`
 	// Tools are tool name patterns (path.Match) that need approval.
 	Tools []string `json:"tools,omitempty"`
@@ -55,11 +56,12 @@ type ApprovalRule struct {
 const maxApprovalKeyBytes = 4 << 10
 
 // build reads the keys and builds the Approver; nil for an unset block.
-func (c *ApprovalConfig) build() (*approval.Approver, error) {
+// ledger remembers used approvals (nil: a new in-process one).
+func (c *ApprovalConfig) build(ledger approval.Ledger) (*approval.Approver, error) {
 	if c == nil {
 		return nil, nil
 	}
-	cfg := approval.Config{TTL: c.TTL.D(), Routes: make(map[string]approval.Rule, len(c.Routes))}
+	cfg := approval.Config{TTL: c.TTL.D(), Routes: make(map[string]approval.Rule, len(c.Routes)), Ledger: ledger}
 	for i, k := range c.Keys {
 		secret, err := k.read()
 		if err != nil {
@@ -115,7 +117,7 @@ func (a *app) reloadApproval(cfg Config) {
 	if a.extprocServer == nil {
 		return
 	}
-	ap, err := cfg.Approval.build()
+	ap, err := cfg.Approval.build(a.approvalLedger)
 	if err != nil {
 		a.log.Error("approval reload failed; the approval configuration in force stays", slog.Any("error", err))
 		return

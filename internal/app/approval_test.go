@@ -211,9 +211,14 @@ func TestRunApproval(t *testing.T) {
 		t.Fatalf("approved: %d %v", code, out)
 	}
 	wantCalls(args)
+	// Single use: the same approval again is refused (issue 26).
+	code, out = callDrop(t, p1, "51", args, answer(state, "accept", true))
+	wantRefused(code, out, "spent")
+	wantCalls(args)
 
-	// Another replica with the same key accepts p1's state; one with
-	// another key refuses it (and calls nothing).
+	// Another replica with the same key accepts p1's state (without Redis
+	// each replica keeps its own ledger of used approvals, the documented
+	// limit); one with another key refuses it (and calls nothing).
 	code, out = callDrop(t, p2, "6", args, answer(state, "accept", true))
 	if code != 200 || dig(out, "result", "structuredContent", "dropped") != true {
 		t.Fatalf("replica, same key: %d %v", code, out)
@@ -243,6 +248,11 @@ func TestRunApproval(t *testing.T) {
 	}
 	writeApprovalConfig(t, cfg1, short)
 	hangup("keeps its last good configuration")
+	// The approval in force still asks and grants, and still remembers
+	// the approval already used.
+	code, out = callDrop(t, p1, "81", args, answer(state, "accept", true))
+	wantRefused(code, out, "spent")
+	state = ask(p1)
 	code, out = callDrop(t, p1, "8", args, answer(state, "accept", true))
 	if code != 200 || dig(out, "result", "structuredContent", "dropped") != true {
 		t.Fatalf("after a bad reload: %d %v", code, out)
@@ -282,7 +292,7 @@ func TestApprovalRuleDefaults(t *testing.T) {
 	if err := parseConfig([]byte(doc), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := cfg.Approval.build()
+	ap, err := cfg.Approval.build(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func (c *UpstreamConfig) Validate() error {
 // error names its key.
 func (c *AccessConfig) Validate() error {
 	var errs fieldErrors
-	_, err := c.Approval.build()
+	_, err := c.Approval.build(nil)
 	errs.add(err)
 	_, err = buildRelayKeys(c.RelayKeys)
 	errs.add(err)

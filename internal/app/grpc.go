@@ -68,7 +68,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
-	ap, err := a.cfg.Approval.build()
+	ap, err := a.cfg.Approval.build(a.approvalLedger)
 	if err != nil {
 		return err
 	}

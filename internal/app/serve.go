@@ -27,6 +27,7 @@ import (
 	"github.com/toolmesh/toolmesh/demo"
 	"github.com/toolmesh/toolmesh/envoy"
 	"github.com/toolmesh/toolmesh/extproc"
+	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
@@ -69,17 +70,20 @@ const (
 
 // app is one running toolmesh process.
 type app struct {
-	mode       mode
-	tracer     trace.TracerProvider // nil: tracing off
-	cfg        Config
-	log        *slog.Logger
-	reg        *refresher.Registry
-	lister     registry.MCPLister // lists federated MCP servers; holds their header values for calls
-	components []component
-	stopping   atomic.Bool
-	everReady  atomic.Bool           // health has said SERVING at least once
-	drainWait  func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
-	adminToken string                // "": the admin endpoints need no token
+	// approvalLedger remembers used approvals across reloads: the Redis
+	// store when configured (shared by the replicas), else in-process.
+	approvalLedger approval.Ledger
+	mode           mode
+	tracer         trace.TracerProvider // nil: tracing off
+	cfg            Config
+	log            *slog.Logger
+	reg            *refresher.Registry
+	lister         registry.MCPLister // lists federated MCP servers; holds their header values for calls
+	components     []component
+	stopping       atomic.Bool
+	everReady      atomic.Bool           // health has said SERVING at least once
+	drainWait      func(d time.Duration) // the drain delay's sleep; nil is time.Sleep
+	adminToken     string                // "": the admin endpoints need no token
 	// reloadConfig reads the configuration again on SIGHUP; nil: no reload.
 	reloadConfig func() (Config, error)
 	// upstreamAuth is the upstreamAuth in force, for the registry's
@@ -274,6 +278,10 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	if c, ok := store.(interface{ Close() error }); ok {
 		*cleanups = append(*cleanups, func() { _ = c.Close() })
+	}
+	a.approvalLedger = approval.NewMemoryLedger(nil)
+	if l, ok := store.(approval.Ledger); ok {
+		a.approvalLedger = l
 	}
 	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
 	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})

@@ -130,7 +130,7 @@ func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
 		log:        opts.Logger,
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolmesh_redis_ops_total",
-			Help: "Redis snapshot store operations per key, by operation (load, check, save, delete, load_listing, save_listing) and outcome (ok, miss, garbage, error, timeout).",
+			Help: "Redis snapshot store operations per key, by operation (load, check, save, delete, load_listing, save_listing, spend) and outcome (ok, miss, garbage, error, timeout).",
 		}, []string{"op", "outcome"}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "toolmesh_redis_op_duration_seconds",

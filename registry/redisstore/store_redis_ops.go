@@ -369,3 +369,24 @@ func listingVersion(data []byte) string {
 	h := sha256.Sum256(data)
 	return hex.EncodeToString(h[:16])
 }
+
+// Spend records id as used until expires, with SET NX PXAT on
+// {Prefix}_spent:{id} ("_" never starts a route key): the first caller
+// across every replica sharing this Redis gets true, any later one false
+// until the key expires with the state it names. It implements the
+// approval step's Ledger (extproc/approval, ADR 0011).
+func (s *RedisStore) Spend(ctx context.Context, id string, expires time.Time) (bool, error) {
+	octx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	began := time.Now()
+	reply, err := s.client.SetArgs(octx, s.prefix+"_spent:"+id, "1", redis.SetArgs{Mode: "NX", ExpireAt: expires}).Result()
+	if errors.Is(err, redis.Nil) { // NX and the key exists
+		reply, err = "", nil
+	}
+	s.done("spend", began, err)
+	s.count("spend", err)
+	if err != nil {
+		return false, fmt.Errorf("spend approval %s: %w", id, err)
+	}
+	return reply == "OK", nil
+}

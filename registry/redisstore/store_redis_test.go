@@ -436,3 +436,32 @@ func TestRedisStoreSharedRegistry(t *testing.T) {
 		t.Errorf("NewRedisStore() on a conflicting registry = %v", err)
 	}
 }
+
+// TestRedisStoreSpend: the approval ledger is single-use across stores
+// (replicas) sharing one Redis, and a key expires with its state.
+func TestRedisStoreSpend(t *testing.T) {
+	srv := startRedis(t, "")
+	a, b := newRedisStore(t, srv, RedisOptions{}), newRedisStore(t, srv, RedisOptions{})
+	ctx := t.Context()
+	exp := time.Now().Add(time.Hour)
+	if first, err := a.Spend(ctx, "s1", exp); !first || err != nil {
+		t.Fatalf("first Spend = %v, %v; want true", first, err)
+	}
+	for _, st := range []*RedisStore{a, b} {
+		if first, err := st.Spend(ctx, "s1", exp); first || err != nil {
+			t.Fatalf("second Spend = %v, %v; want false", first, err)
+		}
+	}
+	if first, err := b.Spend(ctx, "s2", exp); !first || err != nil {
+		t.Fatalf("other id: Spend = %v, %v; want true", first, err)
+	}
+	c := srv.client()
+	ttl, err := c.TTL(ctx, DefaultRedisPrefix+"_spent:s1").Result()
+	if err != nil || ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("TTL = %v, %v; want the state's remaining life", ttl, err)
+	}
+	srv.stop()
+	if _, err := a.Spend(ctx, "s3", exp); err == nil {
+		t.Fatal("Spend with Redis down: no error; the call must be refused")
+	}
+}

@@ -1,0 +1,191 @@
+package extproc
+
+import (
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// matrixRoutes are the route kinds: native Tool Services only, federated
+// MCP servers only, both (mixed), and search mode over a federated server.
+func matrixRoutes(t *testing.T) testRoutes {
+	t.Helper()
+	routes := withSearchRoute(t, federatedRoutes(t, "http://127.0.0.1:1"))
+	routes["/mcp/core"] = testRoute{key: "core", snap: coreSnapshot(t)}
+	_, man, _ := routes["/mcp/fed"].snap.MCPService("gh")
+	def := registry.Route{Key: "gh", ToolServices: []registry.ToolService{
+		{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"}}}
+	routes["/mcp/gh"] = testRoute{key: "gh", snap: buildSnapshot(t, def, map[string]*registry.Manifest{"gh": {
+		Tools: []registry.ManifestTool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}}, MCP: man}})}
+	return routes
+}
+
+var matrixPaths = []string{"/mcp/core", "/mcp/gh", "/mcp/fed", "/mcp/search"}
+
+// matrixRequest is one request of every method, in either era.
+type matrixRequest struct {
+	body  string
+	extra []string
+}
+
+func matrixRequests() []matrixRequest {
+	legacy := func(id, method, params string) matrixRequest {
+		b := `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `"`
+		if params != "" {
+			b += `,"params":` + params
+		}
+		return matrixRequest{body: b + "}"}
+	}
+	modern := func(id, method, name, params string) matrixRequest {
+		extra := stateless(method)
+		if name != "" {
+			extra = stateless(method, name)
+		}
+		return matrixRequest{body: `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{` + params + meta2026 + `}}`,
+			extra: extra}
+	}
+	return []matrixRequest{
+		legacy("1", "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}`),
+		{body: `{"jsonrpc":"2.0","method":"notifications/initialized"}`},
+		legacy("2", "ping", ""),
+		legacy("3", "tools/list", ""),
+		legacy("4", "tools/call", `{"name":"echo","arguments":{}}`),
+		legacy("5", "tools/call", `{"name":"gh_search","arguments":{"q":"x"}}`),
+		legacy("6", "tools/call", `{"name":"search_tools","arguments":{"query":"search"}}`),
+		legacy("7", "tools/call", `{"name":"call_tool","arguments":{"name":"gh_search","arguments":{}}}`),
+		legacy("8", "tools/call", `{"name":"nope","arguments":{}}`),
+		legacy("9", "resources/list", ""),
+		legacy("10", "resources/templates/list", ""),
+		legacy("11", "resources/read", `{"uri":"gh://readme"}`),
+		legacy("12", "prompts/list", ""),
+		legacy("13", "prompts/get", `{"name":"gh_review"}`),
+		legacy("14", "completion/complete", `{"ref":{"type":"ref/prompt","name":"gh_review"},"argument":{"name":"a","value":"b"}}`),
+		legacy("15", "subscriptions/listen", ""),
+		legacy("16", "no/such/method", ""),
+		modern(`"d"`, "server/discover", "", ""),
+		modern(`"l"`, "tools/list", "", ""),
+		modern(`"c"`, "tools/call", "gh_search", `"name":"gh_search","arguments":{},`),
+		modern(`"n"`, "tools/call", "echo", `"name":"echo","arguments":{},`),
+		modern(`"r"`, "resources/read", "gh://readme", `"uri":"gh://readme",`),
+		modern(`"p"`, "prompts/get", "gh_review", `"name":"gh_review",`),
+	}
+}
+
+// matrixFeature is an optional feature turned on so that it should change
+// no answer: what it adds to the configuration, to the server once it
+// runs, and to each request's headers.
+type matrixFeature struct {
+	name    string
+	config  func(t *testing.T, cfg *Config)
+	server  func(t *testing.T, s *Server)
+	headers func(t *testing.T) []string
+}
+
+func matrixFeatures() []matrixFeature {
+	tracer := func(sampler sdktrace.Sampler) func(*testing.T, *Config) {
+		return func(t *testing.T, cfg *Config) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
+			t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+			cfg.TracerProvider = tp
+		}
+	}
+	var idp *authIDP
+	return []matrixFeature{
+		{name: "tracing sampled", config: tracer(sdktrace.AlwaysSample())},
+		{name: "tracing unsampled", config: tracer(sdktrace.NeverSample())},
+		{name: "auth", config: func(t *testing.T, cfg *Config) {
+			idp = newAuthIDP(t)
+			a := authn.New(authn.Options{})
+			if err := a.Apply("https://mcp.example.com", &authn.Config{
+				Default: &authn.Profile{Issuers: []authn.Issuer{{Issuer: idp.issuer}}, Scopes: []string{"mcp:tools"}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Auth = a
+		}, headers: func(t *testing.T) []string {
+			return []string{"authorization", "Bearer " + idp.token(t, jose.ES256, func(c map[string]any) {
+				c["aud"] = []string{"https://mcp.example.com/mcp/core", "https://mcp.example.com/mcp/gh",
+					"https://mcp.example.com/mcp/fed", "https://mcp.example.com/mcp/search"}
+			})}
+		}},
+		{name: "policies", server: func(t *testing.T, s *Server) {
+			never := authz.Policy{Name: "never", Effect: authz.EffectDeny, When: `era == "1999-01-01"`}
+			set, err := authz.Compile(&authz.Config{Routes: map[string][]authz.Policy{
+				"core": {never}, "gh": {never}, "fed": {never}, "search": {never}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetPolicies(set)
+		}},
+		{name: "approval", server: func(t *testing.T, s *Server) {
+			rule := approval.Rule{Tools: []string{"no_such_tool"}}
+			a, err := approval.New(approval.Config{Keys: []approval.Key{approvalKey1}, TTL: time.Minute,
+				Routes: map[string]approval.Rule{"core": rule, "gh": rule, "fed": rule, "search": rule}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.SetApproval(a)
+		}},
+		{name: "filters", config: func(t *testing.T, cfg *Config) {
+			cfg.Filters = buildFilters(t, `
+definitions:
+  - {name: acl, type: tool_acl, config: {deny: ["no_such_*"]}}
+  - {name: ssn, type: redact, config: {patterns: ['\bno-such-secret\b']}}
+defaults: [acl, ssn]
+`)
+		}},
+		{name: "gzip", headers: func(*testing.T) []string { return []string{"accept-encoding", "gzip, br"} }},
+	}
+}
+
+// traceMembers are the trace context members a traced request adds to the
+// _meta of what it sends a federated server: what tracing is for, not a
+// change of the answer.
+var traceMembers = regexp.MustCompile(`,?"(traceparent|tracestate|baggage)":"[^"]*"`)
+
+// TestFeatureMatrix: each optional feature, turned on so that it should
+// change nothing, leaves the answer to every method on every route kind as
+// it is without it: answered the same, or routed to the same cluster with
+// the same body.
+func TestFeatureMatrix(t *testing.T) {
+	plain := newTestEnv(t, Config{}, matrixRoutes(t))
+	want := map[string]string{}
+	for _, path := range matrixPaths {
+		for _, rq := range matrixRequests() {
+			want[path+" "+rq.body] = answerOf(t, plain, path, rq.body, rq.extra...)
+		}
+	}
+	for _, f := range matrixFeatures() {
+		t.Run(f.name, func(t *testing.T) {
+			var cfg Config
+			if f.config != nil {
+				f.config(t, &cfg)
+			}
+			env := newTestEnv(t, cfg, matrixRoutes(t))
+			if f.server != nil {
+				f.server(t, env.srv)
+			}
+			for _, path := range matrixPaths {
+				for _, rq := range matrixRequests() {
+					extra := rq.extra
+					if f.headers != nil {
+						extra = append(f.headers(t), extra...)
+					}
+					got := traceMembers.ReplaceAllString(answerOf(t, env, path, rq.body, extra...), "")
+					if w := want[path+" "+rq.body]; got != w {
+						t.Errorf("%s %s\n got %s\nwant %s", path, rq.body, got, w)
+					}
+				}
+			}
+		})
+	}
+}
