@@ -97,10 +97,12 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 		t.Errorf("alpha shadowed %+v, want shared's dup lost to a", a.Shadowed)
 	}
 	want := map[string]float64{
-		"toolmesh_registry_rejected_tools/alpha":  1,
-		"toolmesh_registry_ambiguous_tools/alpha": 1,
-		"toolmesh_registry_rejected_tools/beta":   0,
-		"toolmesh_registry_ambiguous_tools/beta":  0,
+		"toolmesh_registry_rejected_tools/alpha":   1,
+		"toolmesh_registry_ambiguous_tools/alpha":  1,
+		"toolmesh_registry_shadowed_entries/alpha": 1,
+		"toolmesh_registry_rejected_tools/beta":    0,
+		"toolmesh_registry_ambiguous_tools/beta":   0,
+		"toolmesh_registry_shadowed_entries/beta":  0,
 	}
 	if got := routeGauges(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("gauges = %v, want %v", got, want)
@@ -111,8 +113,9 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = map[string]float64{
-		"toolmesh_registry_rejected_tools/beta":  0,
-		"toolmesh_registry_ambiguous_tools/beta": 0,
+		"toolmesh_registry_rejected_tools/beta":   0,
+		"toolmesh_registry_ambiguous_tools/beta":  0,
+		"toolmesh_registry_shadowed_entries/beta": 0,
 	}
 	if got := routeGauges(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after alpha was delisted: gauges = %v, want %v", got, want)
@@ -128,7 +131,7 @@ func routeGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "toolmesh_registry_rejected_tools" && mf.GetName() != "toolmesh_registry_ambiguous_tools" {
+		if n := mf.GetName(); n != "toolmesh_registry_rejected_tools" && n != "toolmesh_registry_ambiguous_tools" && n != "toolmesh_registry_shadowed_entries" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
