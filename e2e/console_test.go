@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,8 +106,12 @@ func nackingNode(t *testing.T, xdsAddr, nodeID, message string) {
 // TestConsoleInBrowser loads the operator console of a real gateway in
 // headless Chromium: one healthy route, one route with a Tool Service whose
 // manifest answers 500, a node that NACKed, and an admin token the browser
-// sends. The route, the failing service's error and the NACK message must
-// show in the rendered page; a screenshot is saved as an artifact.
+// sends. The healthy route requires a token (an issuer, a scope), has an
+// authorization policy, an approval rule and a rate limit; the other is
+// open. The route,
+// the failing service's error, the NACK message and each route's access
+// rules must show in the rendered page, and no secret; a screenshot is
+// saved as an artifact.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	ok := newToolService(t, "svc-ok", standardTools("ok_"))
@@ -121,9 +126,40 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The issuer is never asked for keys here (no call is made); a
+	// loopback server that knows nothing stands in for it.
+	issuer := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(issuer.Close)
+	const approvalKey = "e2e-console-approval-key-4c8e1d0b7a2f9e63"
+	keyFile := filepath.Join(t.TempDir(), "approval-key")
+	if err := os.WriteFile(keyFile, []byte(approvalKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const denySlow = `tool.name == "ok_slow"`
+	cfgFile := filepath.Join(t.TempDir(), "toolmesh.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`resourceBase: https://mcp.example.com
+auth:
+  routes:
+    healthy: {mode: required, issuers: [{issuer: "`+issuer.URL+`/realm"}], scopes: ["mcp:tools"]}
+policies:
+  routes:
+    healthy:
+    - {name: no-slow, effect: deny, when: '`+denySlow+`'}
+approval:
+  keys: [{id: k1, file: `+keyFile+`}]
+  ttl: 90s
+  routes:
+    healthy: {tools: [ok_fail]}
+rateLimits:
+  routes:
+    healthy:
+    - {name: echo-per-caller, tools: [ok_echo], by: [caller], requests: 10, per: minute}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	xdsAddr := freePort(t)
 	// The later --xds-listen wins, so the test knows the ADS address.
-	gw := startGateway(t, portal, "--admin-token-file", tokenFile, "--xds-listen", xdsAddr)
+	gw := startGateway(t, portal, "--admin-token-file", tokenFile, "--xds-listen", xdsAddr, "--config", cfgFile)
 
 	const nackMsg = "cluster toolsvc_svc-ok: rejected by the console test's Envoy"
 	nackingNode(t, xdsAddr, "edge-nacker", nackMsg)
@@ -203,6 +239,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-service-error="svc-down"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-nack="edge-nacker"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"] [data-auth-mode="required"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"] [data-policy="no-slow"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-route="healthy"] [data-approval-tool="ok_fail"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-route="degraded"] [data-auth-mode="off"]`)),
 		// Open one service's full cluster settings for the screenshot.
 		chromedp.Click(chromedp.CSS(`[data-service="svc-ok"] details > summary`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-service="svc-ok"] details .settings`)),
@@ -212,6 +252,32 @@ func TestConsoleInBrowser(t *testing.T) {
 	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
 	if err != nil {
 		fail("read the page", err)
+	}
+	healthy, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-route="healthy"]`)))
+	if err != nil {
+		fail("read the healthy route", err)
+	}
+	degraded, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-route="degraded"]`)))
+	if err != nil {
+		fail("read the degraded route", err)
+	}
+	for _, want := range []string{
+		"Authentication", "required", issuer.URL + "/realm", "mcp:tools", "https://mcp.example.com/mcp/healthy", // auth
+		"no-slow", "deny", denySlow, "tools/call", // the policy, its expression and what it decides
+		"ok_fail", "1m30s", // the tool that needs approval and the TTL
+		"echo-per-caller", "10 per 1m0s", // the route's rate limit
+	} {
+		if !strings.Contains(healthy, want) {
+			t.Errorf("the healthy route's card lacks %q:\n%s", want, healthy)
+		}
+	}
+	for _, want := range []string{"off: open route", "None: every caller", "No call on this route needs approval.", "No rate limit."} {
+		if !strings.Contains(degraded, want) {
+			t.Errorf("the degraded route's card lacks %q:\n%s", want, degraded)
+		}
+	}
+	if strings.Contains(text, approvalKey) || strings.Contains(text, keyFile) {
+		t.Errorf("the console shows the approval key or its file")
 	}
 	screenshot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {

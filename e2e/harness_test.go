@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/testport"
 )
 
 // toolmeshBin is the binary under test, built once by TestMain.
@@ -82,18 +83,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freePort reserves a loopback port by listening on it and closing it. The
-// tiny window before toolmesh binds it is acceptable for tests.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// freePort reserves a loopback port for a process the test starts
+// (internal/testport: below the ephemeral range, so nothing else takes it
+// before the process binds it).
+func freePort(t testing.TB) string { return testport.Free(t) }
 
 // startGateway runs `toolmesh run` on the Portal file at portal and waits
 // until it is ready. extra flags are appended.

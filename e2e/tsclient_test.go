@@ -19,10 +19,18 @@ import (
 const tsClientDir = "tsclient"
 
 // tsClientNode returns the node binary, after making sure that
-// tsclient/node_modules holds the SDK version package-lock.json pins
-// (running `npm ci` when it does not). `make test` installs node and npm
-// (scripts/test-deps.sh); the test fails, naming them, when they are missing.
+// tsclient/node_modules holds the SDK version package-lock.json pins.
 func tsClientNode(t *testing.T) string {
+	t.Helper()
+	return npmInstalled(t, tsClientDir, "@modelcontextprotocol/sdk")
+}
+
+// npmInstalled returns the node binary, after making sure that
+// dir/node_modules holds the version of pkg that dir/package-lock.json pins
+// (running `npm ci` in dir when it does not). `make test` installs node and
+// npm (scripts/test-deps.sh); the test fails, naming them, when they are
+// missing.
+func npmInstalled(t *testing.T, dir, pkg string) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -42,22 +50,22 @@ func tsClientNode(t *testing.T) string {
 			Version string `json:"version"`
 		} `json:"packages"`
 	}
-	b, err := os.ReadFile(filepath.Join(tsClientDir, "package-lock.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatalf("tsclient/package-lock.json: %v", err)
+		t.Fatalf("%s/package-lock.json: %v", dir, err)
 	}
-	const sdkPkg = "node_modules/@modelcontextprotocol/sdk"
-	want := lock.Packages[sdkPkg].Version
+	modPath := "node_modules/" + pkg
+	want := lock.Packages[modPath].Version
 	if want == "" {
-		t.Fatalf("tsclient/package-lock.json pins no %s", sdkPkg)
+		t.Fatalf("%s/package-lock.json pins no %s", dir, modPath)
 	}
 	var installed struct {
 		Version string `json:"version"`
 	}
-	if b, err := os.ReadFile(filepath.Join(tsClientDir, sdkPkg, "package.json")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, modPath, "package.json")); err == nil {
 		_ = json.Unmarshal(b, &installed)
 	}
 	if installed.Version == want {
@@ -65,14 +73,14 @@ func tsClientNode(t *testing.T) string {
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Fatalf("npm is not on PATH, and tsclient/node_modules lacks @modelcontextprotocol/sdk %s: install npm (Debian: apt-get install npm; `make test` does it through scripts/test-deps.sh): %v", want, err)
+		t.Fatalf("npm is not on PATH, and e2e/%s/node_modules lacks %s %s: install npm (Debian: apt-get install npm; `make test` does it through scripts/test-deps.sh): %v", dir, pkg, want, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tsClientDir
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in e2e/tsclient (installing @modelcontextprotocol/sdk %s): %v\n%s", want, err, out)
+		t.Fatalf("npm ci in e2e/%s (installing %s %s): %v\n%s", dir, pkg, want, err, out)
 	}
 	return node
 }

@@ -52,6 +52,9 @@ const (
 // start from now on; nil turns approval off.
 func (s *Server) SetApproval(a *approval.Approver) { s.approval.Store(a) }
 
+// Approval is the approval configuration in force; nil: approval is off.
+func (s *Server) Approval() *approval.Approver { return s.approval.Load() }
+
 // mayNeedApproval reports whether a stateless call of t, known by its
 // headers only, may need approval under the configuration in force now: a
 // rule whose when condition reads the arguments or the caller counts as

@@ -8,7 +8,8 @@
 # ships it in the prometheus package, which also installs the Prometheus
 # server as a service; the tests use only promtool), node and npm (the
 # official MCP TypeScript SDK client drives the gateway under Node.js 18 or
-# newer; the e2e test runs `npm ci` in e2e/tsclient itself).
+# newer; the e2e tests run `npm ci` in e2e/tsclient and e2e/interop/*
+# themselves).
 # Exits non-zero with a message naming the package when it can neither find
 # nor install something.
 #

@@ -219,20 +219,9 @@ type Call struct {
 // annotation, pattern or condition that matched), for audit events and the
 // approval message.
 func (a *Approver) Needs(route string, t Tool, c Call) (bool, string) {
-	if a == nil {
+	r, ok := a.rule(route)
+	if !ok || r.exempts(t) {
 		return false, ""
-	}
-	r, ok := a.routes[route]
-	if !ok {
-		if a.def == nil {
-			return false, ""
-		}
-		r = *a.def
-	}
-	for _, p := range r.Exempt {
-		if m, _ := path.Match(p, t.Name); m {
-			return false, ""
-		}
 	}
 	why := r.selects(t)
 	if why == "" {

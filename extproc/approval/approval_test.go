@@ -429,3 +429,43 @@ func TestNeedsWhen(t *testing.T) {
 		})
 	}
 }
+
+// TestViewSelects: the rule in force per route, the default one selecting
+// every tool not declared read-only, and which tools a rule selects before
+// any when condition.
+func TestViewSelects(t *testing.T) {
+	a, err := New(Config{Keys: []Key{{"k1", secret1}}, Routes: map[string]Rule{
+		"ops":  {Tools: []string{"wipe_*"}, Exempt: []string{"wipe_safe"}, When: `caller.claims.sub != "root"`},
+		"when": {When: `tool.name == "x"`},
+	}, Default: &Rule{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := a.View("other"); !ok || !v.NotReadOnly || v.Annotations != nil {
+		t.Errorf("default rule: %+v %v", v, ok)
+	}
+	destructive := json.RawMessage(`{"destructiveHint":true}`)
+	tests := []struct {
+		route, tool string
+		ann         json.RawMessage
+		why         string
+		conditional bool
+	}{
+		{"ops", "wipe_cache", nil, "tool pattern wipe_*", true},
+		{"ops", "wipe_safe", nil, "", false},
+		{"ops", "drop", destructive, "", false},
+		{"when", "anything", nil, "the when condition", true},
+		{"other", "drop", destructive, "no readOnlyHint: true annotation", false},
+		{"other", "read", json.RawMessage(`{"readOnlyHint":true}`), "", false},
+	}
+	for _, tt := range tests {
+		why, cond := a.Selects(tt.route, Tool{Name: tt.tool, Annotations: tt.ann})
+		if why != tt.why || cond != tt.conditional {
+			t.Errorf("Selects(%s, %s) = %q, %v; want %q, %v", tt.route, tt.tool, why, cond, tt.why, tt.conditional)
+		}
+	}
+	var off *Approver
+	if _, ok := off.View("ops"); ok {
+		t.Error("a nil Approver has a rule")
+	}
+}

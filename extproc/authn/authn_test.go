@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -478,5 +479,49 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Validate("", &Config{Routes: map[string]*Profile{"p": {Mode: ModeOff}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestView: what the console shows of a route's profile in force: mode,
+// issuers, audience (configured, else the resource URI) and scopes, and
+// nothing of where keys come from.
+func TestView(t *testing.T) {
+	k := authtest.NewRSAKey(t, "k")
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	set, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{k.JWK()}})
+	if err := os.WriteFile(file, set, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := New(Options{})
+	if err := a.Apply(base, &Config{
+		Default: &Profile{Mode: ModeOptional, Issuers: []Issuer{{Issuer: "https://idp.example.com/file", JWKSFile: file}}, Audience: "api://tools"},
+		Routes: map[string]*Profile{
+			"strict": {Issuers: []Issuer{{Issuer: "https://idp.example.com/file", JWKSFile: file}}, Scopes: []string{"mcp:tools"}},
+			"open":   {Mode: ModeOff},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		route string
+		want  RouteView
+	}{
+		{"strict", RouteView{Mode: ModeRequired, Issuers: []string{"https://idp.example.com/file"},
+			Audience: base + "/mcp/strict", Resource: base + "/mcp/strict", Scopes: []string{"mcp:tools"}}},
+		{"other", RouteView{Mode: ModeOptional, Issuers: []string{"https://idp.example.com/file"},
+			Audience: "api://tools", Resource: base + "/mcp/other"}},
+		{"open", RouteView{Mode: ModeOff}},
+	}
+	for _, tt := range tests {
+		got := a.View(tt.route, "/mcp/"+tt.route)
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("View(%s) = %+v, want %+v", tt.route, got, tt.want)
+		}
+		if b, _ := json.Marshal(got); strings.Contains(string(b), file) {
+			t.Errorf("View(%s) names the JWKS file: %s", tt.route, b)
+		}
+	}
+	if got := (*Authenticator)(nil).View("r", "/mcp/r"); got.Mode != ModeOff {
+		t.Errorf("nil Authenticator: %+v", got)
 	}
 }

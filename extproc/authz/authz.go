@@ -121,6 +121,8 @@ type Route struct {
 type policy struct {
 	name    string
 	deny    bool
+	when    string      // as configured, for View
+	pos     int         // index in the route's configured list, for View
 	prg     cel.Program // OptOptimize
 	partial cel.Program // OptPartialEval, for lists
 }
@@ -212,7 +214,7 @@ func compileRoute(where string, ps []Policy) (*Route, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", at, err))
 			continue
 		}
-		pol := &policy{name: p.Name, deny: p.Effect == EffectDeny, prg: prg, partial: partial}
+		pol := &policy{name: p.Name, deny: p.Effect == EffectDeny, when: p.When, pos: i, prg: prg, partial: partial}
 		refs := references(checked.NativeRep())
 		// Each kind's list keeps the configured order, so the first
 		// matching allow is the one named.

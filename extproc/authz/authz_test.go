@@ -2,6 +2,7 @@ package authz
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -354,4 +355,34 @@ func mustArgs(t *testing.T, raw string) ref.Val {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestView: policies in configured order, each with the subjects and
+// methods it decides; a route without policies has none.
+func TestView(t *testing.T) {
+	set, err := Compile(&Config{Routes: map[string][]Policy{"r": {
+		{Name: "prompts-only", Effect: EffectDeny, When: `prompt.name == "x"`},
+		{Name: "everyone", Effect: EffectAllow, When: `method != ""`},
+		{Name: "tools", Effect: EffectAllow, When: `tool.name == "t"`},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := set.View("r")
+	want := []PolicyView{
+		{Name: "prompts-only", Effect: EffectDeny, When: `prompt.name == "x"`, Subjects: []string{"prompt"},
+			Methods: []string{"prompts/get", "prompts/list", "completion/complete"}},
+		{Name: "everyone", Effect: EffectAllow, When: `method != ""`, Subjects: []string{"tool", "resource", "prompt"},
+			Methods: []string{"tools/call", "tools/list", "resources/read", "resources/list", "resources/templates/list", "completion/complete", "prompts/get", "prompts/list"}},
+		{Name: "tools", Effect: EffectAllow, When: `tool.name == "t"`, Subjects: []string{"tool"}, Methods: []string{"tools/call", "tools/list"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("View:\n got %+v\nwant %+v", got, want)
+	}
+	if v := set.View("other"); v != nil {
+		t.Errorf("a route without policies: %+v", v)
+	}
+	if v := (*Set)(nil).View("r"); v != nil {
+		t.Errorf("nil set: %+v", v)
+	}
 }

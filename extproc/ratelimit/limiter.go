@@ -448,19 +448,40 @@ func (l *Limiter) InForce() []InForce {
 	slices.SortStableFunc(all, func(a, b *limit) int { return strings.Compare(a.scope, b.scope) })
 	var out []InForce
 	for _, x := range all {
-		r := InForce{Scope: x.scope, Name: x.name, By: strings.Join(x.by, ","), Concurrency: x.concurrency, Global: x.global}
-		sel := append(append([]string{}, x.tools...), x.annotations...)
-		r.Tools = strings.Join(sel, ",")
-		if r.Tools == "" {
-			r.Tools = "*"
-		}
-		if x.rate != nil {
-			r.Rate = fmt.Sprintf("%d per %s, burst %d", x.rate.requests, x.rate.window, x.rate.tau/x.rate.interval)
-		}
-		if x.table != nil {
-			r.Keys = x.table.keys()
-		}
-		out = append(out, r)
+		out = append(out, x.inForce())
 	}
 	return out
+}
+
+// Route lists the limits in force on route (its own entry, else the
+// default) in configured order; empty, never nil, when it has none.
+func (l *Limiter) Route(route string) []InForce {
+	out := []InForce{}
+	if l == nil {
+		return out
+	}
+	ls, ok := l.routes[route]
+	if !ok {
+		ls = l.def
+	}
+	for _, x := range ls {
+		out = append(out, x.inForce())
+	}
+	return out
+}
+
+func (x *limit) inForce() InForce {
+	r := InForce{Scope: x.scope, Name: x.name, By: strings.Join(x.by, ","), Concurrency: x.concurrency, Global: x.global}
+	sel := append(append([]string{}, x.tools...), x.annotations...)
+	r.Tools = strings.Join(sel, ",")
+	if r.Tools == "" {
+		r.Tools = "*"
+	}
+	if x.rate != nil {
+		r.Rate = fmt.Sprintf("%d per %s, burst %d", x.rate.requests, x.rate.window, x.rate.tau/x.rate.interval)
+	}
+	if x.table != nil {
+		r.Keys = x.table.keys()
+	}
+	return r
 }

@@ -330,3 +330,33 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestRoute: a route's own entry replaces the default as a whole, an empty
+// entry means no limit, and every other route has the default.
+func TestRoute(t *testing.T) {
+	l, err := New(&Config{
+		Default: []Limit{{Name: "per-caller", By: []string{"caller"}, Requests: 60, Per: "minute"}},
+		Routes: map[string][]Limit{
+			"core": {{Name: "reports", Tools: []string{"report_*"}, Concurrency: 2}},
+			"open": {},
+		},
+	}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(route string) string {
+		var out []string
+		for _, r := range l.Route(route) {
+			out = append(out, r.Scope+"/"+r.Name+"/"+r.Tools)
+		}
+		return strings.Join(out, " ")
+	}
+	for route, want := range map[string]string{"core": "core/reports/report_*", "open": "", "other": "/per-caller/*"} {
+		if got := names(route); got != want {
+			t.Errorf("Route(%s) = %q, want %q", route, got, want)
+		}
+	}
+	if got := (*Limiter)(nil).Route("core"); got == nil || len(got) != 0 {
+		t.Errorf("nil Limiter: %#v, want an empty list", got)
+	}
+}

@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -18,8 +21,12 @@ import (
 // HTML, CSS and JavaScript embedded in the binary (no build step, nothing
 // loaded from elsewhere, so it works offline). The page polls
 // /console/api/state, which is the /health detail plus what /health leaves
-// out: each route's catalog and filter chain, and each Tool Service's
-// effective cluster settings (xds.Server.Clusters).
+// out: each route's catalog, filter chain and access rules in force
+// (authentication, authorization policies, approval, limits), and each
+// Tool Service's effective cluster settings (xds.Server.Clusters). Access
+// rules are read from the ext_proc server's runtime, never from the file,
+// so the page shows what a SIGHUP put in force; they carry names, URLs,
+// patterns and expressions, never a key, token or credential.
 //
 //go:embed console
 var consoleFiles embed.FS
@@ -55,7 +62,58 @@ type consoleRoute struct {
 	// Filters are the route's filter names in execution order (nil without
 	// an ext_proc server: the xds command).
 	Filters []string `json:"filters,omitempty"`
+	// Access is what the route asks of a caller (nil without an ext_proc
+	// server: the xds command).
+	Access *consoleAccess `json:"access,omitempty"`
+	// Quarantined are the route's tools held back until an operator accepts
+	// their changed definition (pinned definitions); none yet.
+	Quarantined []consoleQuarantined `json:"quarantined,omitempty"`
 }
+
+// consoleAccess is a route's authentication, authorization, approval and
+// limits in force.
+type consoleAccess struct {
+	Auth authn.RouteView `json:"auth"`
+	// Policies are the authorization policies in configured order; empty:
+	// everything is allowed.
+	Policies []authz.PolicyView `json:"policies"`
+	// Approval is the route's approval rule; nil: no call needs approval.
+	Approval *consoleApproval `json:"approval,omitempty"`
+	// RateLimits are the rate and concurrency limits in force on the
+	// route: its own rateLimits entry, else the default (docs/ratelimit.md).
+	RateLimits []ratelimit.InForce `json:"rateLimits"`
+}
+
+// consoleApproval is a route's approval rule and the tools it selects.
+type consoleApproval struct {
+	approval.RuleView
+	// TTL is how long an approval request can be answered.
+	TTL string `json:"ttl"`
+	// Selected are the route's current tools the rule selects (by name or
+	// annotation, before any when condition), at most
+	// maxConsoleApprovalTools of SelectedTotal.
+	Selected      []consoleApprovalTool `json:"selected"`
+	SelectedTotal int                   `json:"selectedTotal"`
+}
+
+// consoleApprovalTool is one tool that needs approval, and why.
+type consoleApprovalTool struct {
+	Name string `json:"name"`
+	Why  string `json:"why"`
+	// Conditional: the rule's when condition decides per call.
+	Conditional bool `json:"conditional,omitempty"`
+}
+
+// consoleQuarantined is a tool held back, by name, with its hashes.
+type consoleQuarantined struct {
+	Name     string `json:"name"`
+	Accepted string `json:"accepted,omitempty"` // the hash last accepted
+	Current  string `json:"current"`            // the hash the upstream lists now
+}
+
+// maxConsoleApprovalTools bounds the tools listed per route, so a route of
+// thousands of tools keeps the state document small.
+const maxConsoleApprovalTools = 100
 
 // consoleCatalog is a route's catalog object with its defaults filled in.
 type consoleCatalog struct {
@@ -133,6 +191,9 @@ func (a *app) consoleState() consoleDoc {
 		if a.filters != nil {
 			cr.Filters = a.filters.Chain(rt.Key).Names()
 		}
+		if a.extprocServer != nil {
+			cr.Access = a.consoleAccess(rt)
+		}
 		doc.Routes[rt.Key] = cr
 	}
 	if a.xdsServer != nil {
@@ -142,6 +203,40 @@ func (a *app) consoleState() consoleDoc {
 		doc.RateLimits = a.extprocServer.RateLimiter().InForce()
 	}
 	return doc
+}
+
+// consoleAccess reads rt's access rules from the runtime in force.
+func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
+	acc := &consoleAccess{
+		Auth:       a.auth.View(rt.Key, rt.Path()),
+		Policies:   a.extprocServer.Policies().View(rt.Key),
+		RateLimits: a.extprocServer.RateLimiter().Route(rt.Key),
+	}
+	if acc.Policies == nil {
+		acc.Policies = []authz.PolicyView{}
+	}
+	ap := a.extprocServer.Approval()
+	rule, ok := ap.View(rt.Key)
+	if !ok {
+		return acc
+	}
+	acc.Approval = &consoleApproval{RuleView: rule, TTL: ap.TTL().String(), Selected: []consoleApprovalTool{}}
+	snap := a.reg.Snapshot(rt.Key)
+	if snap == nil {
+		return acc
+	}
+	for _, t := range snap.Tools {
+		why, cond := ap.Selects(rt.Key, approval.Tool{Name: t.Name, Service: t.Service, Title: t.Title,
+			Annotations: t.Annotations, Untrusted: t.UntrustedAnnotations})
+		if why == "" {
+			continue
+		}
+		acc.Approval.SelectedTotal++
+		if len(acc.Approval.Selected) < maxConsoleApprovalTools {
+			acc.Approval.Selected = append(acc.Approval.Selected, consoleApprovalTool{Name: t.Name, Why: why, Conditional: cond})
+		}
+	}
+	return acc
 }
 
 // userinfoRE matches the user information of a URL in text: scheme://

@@ -504,7 +504,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestConsoleStateModes: each command fills in what it has: filter chains
-// where an ext_proc server runs, cluster settings and nodes where an xDS
+// and access rules where an ext_proc server runs, cluster settings and nodes where an xDS
 // server runs.
 func TestConsoleStateModes(t *testing.T) {
 	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -529,7 +529,8 @@ func TestConsoleStateModes(t *testing.T) {
 			var doc struct {
 				Mode   string `json:"mode"`
 				Routes map[string]struct {
-					Filters []string `json:"filters"`
+					Filters []string        `json:"filters"`
+					Access  json.RawMessage `json:"access"`
 				} `json:"routes"`
 				Clusters []xds.ClusterView `json:"clusters"`
 				XDS      json.RawMessage   `json:"xds"`
@@ -542,6 +543,10 @@ func TestConsoleStateModes(t *testing.T) {
 			}
 			if got := len(doc.Routes["core"].Filters) > 0; got != tt.filters {
 				t.Errorf("filters %v, want present: %v", doc.Routes["core"].Filters, tt.filters)
+			}
+			// The access rules are the ext_proc server's: where it runs.
+			if got := len(doc.Routes["core"].Access) > 0; got != tt.filters {
+				t.Errorf("access %s, want present: %v", doc.Routes["core"].Access, tt.filters)
 			}
 			if got := len(doc.Clusters) == 1 && doc.Clusters[0].Service == "ping"; got != tt.clusters {
 				t.Errorf("clusters %+v, want ping's: %v", doc.Clusters, tt.clusters)

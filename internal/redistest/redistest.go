@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/internal/testport"
 )
 
 // Start starts redis-server on a free loopback port, with no persistence,
@@ -22,12 +24,7 @@ func Start(t testing.TB) *redis.Client {
 	if err != nil {
 		t.Fatalf("redis-server not found (%v): install redis-server (Debian: apt-get install redis-server), or run make test, which does", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testport.FreePort(t)
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	cmd.Stdout, cmd.Stderr = &out, &out

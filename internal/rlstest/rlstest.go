@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/testport"
 )
 
 // Version is the pinned envoyproxy/ratelimit module version (its main
@@ -157,15 +159,7 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testport.FreePort(t) }
 
 // PerCaller is the envoyproxy/ratelimit configuration of one toolmesh
 // global limit named limit with by: [caller]: n calls per unit (second,

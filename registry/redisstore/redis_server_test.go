@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolmesh/toolmesh/internal/testport"
 )
 
 // redisServer is a real redis-server on 127.0.0.1 for one test: no
@@ -64,15 +66,7 @@ func newRedisServer(t testing.TB, password string) *redisServer {
 	return &redisServer{t: t, bin: bin, port: freePort(t), password: password, dir: t.TempDir()}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testport.FreePort(t) }
 
 func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 

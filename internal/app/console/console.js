@@ -17,7 +17,7 @@
       else if (k === 'text') e.textContent = v;
       else e.setAttribute(k, v === true ? '' : String(v));
     }
-    for (const kid of kids.flat()) {
+    for (const kid of kids.flat(Infinity)) {
       if (kid === undefined || kid === null || kid === false) continue;
       e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     }
@@ -175,6 +175,95 @@
     return badge(text, 'plain', 'catalog mode, tools/list page size and search shortlist');
   }
 
+  function codeList(xs) {
+    return (xs || []).map((x, i) => [i ? ', ' : '', h('code', {}, x)]);
+  }
+
+  // accessBadge is the one-line summary of a route's access rules.
+  function accessBadge(acc) {
+    if (!acc) return h('span', {class: 'dim'}, 'n/a');
+    const bits = [acc.auth.mode === 'off' ? 'open' : 'auth ' + acc.auth.mode];
+    if (acc.policies.length) bits.push(acc.policies.length + (acc.policies.length === 1 ? ' policy' : ' policies'));
+    if (acc.approval) bits.push('approval');
+    if ((acc.rateLimits || []).length) bits.push(acc.rateLimits.length + (acc.rateLimits.length === 1 ? ' limit' : ' limits'));
+    if ((acc.quarantined || []).length) bits.push(acc.quarantined.length + ' quarantined');
+    return badge(bits.join(' · '), acc.auth.mode === 'required' ? 'ok' : 'plain', 'authentication, policies and approval in force');
+  }
+
+  // renderAccess: who may call the route, under which policies, which
+  // calls need a person's approval, and the limits in force. Values are
+  // names, patterns and expressions; the server never sends a secret.
+  function renderAccess(acc, key) {
+    const out = [h('h4', {}, 'Access')];
+    if (!acc) {
+      out.push(emptyNote('n/a (no ext_proc server in this mode: authentication, policies and approval are enforced by the extproc process)'));
+      return out;
+    }
+    const a = acc.auth;
+    const authPairs = [['Authentication', h('span', {'data-auth-mode': a.mode},
+      a.mode === 'required' ? badge('required', 'ok') : a.mode === 'optional' ? badge('optional', 'warn', 'a request without a token goes on anonymous') : badge('off: open route', 'plain'))]];
+    if (a.mode !== 'off') {
+      authPairs.push(['Issuers', h('span', {'data-auth-issuers': true}, codeList(a.issuers))],
+        ['Audience', h('code', {}, a.audience || '—')],
+        ['Required scopes', a.scopes && a.scopes.length ? h('span', {'data-auth-scopes': true}, codeList(a.scopes)) : h('span', {class: 'dim'}, 'none')]);
+    }
+    out.push(h('div', {'data-access': key}, kv(authPairs)));
+
+    out.push(h('h5', {}, 'Authorization policies (' + acc.policies.length + ')'));
+    if (!acc.policies.length) {
+      out.push(emptyNote('None: every caller the route lets in may use every tool, resource and prompt.'));
+    } else {
+      out.push(table(['policy', 'effect', 'when', 'governs', 'methods'], acc.policies.map((p) => h('tr', {'data-policy': p.name},
+        h('td', {class: 'name'}, h('b', {}, p.name)),
+        h('td', {}, badge(p.effect, p.effect === 'deny' ? 'bad' : 'ok')),
+        h('td', {class: 'wrap'}, h('code', {}, p.when)),
+        h('td', {}, p.subjects.join(', ')),
+        h('td', {class: 'wrap dim'}, p.methods.join(', '))))));
+    }
+
+    out.push(h('h5', {}, 'Approval'));
+    const ap = acc.approval;
+    if (!ap) {
+      out.push(emptyNote('No call on this route needs approval.'));
+    } else {
+      const rule = [];
+      if (ap.annotations && ap.annotations.length) rule.push('annotations ', codeList(ap.annotations), ' ');
+      if (ap.tools && ap.tools.length) rule.push('tools ', codeList(ap.tools), ' ');
+      if (ap.exempt && ap.exempt.length) rule.push('except ', codeList(ap.exempt), ' ');
+      if (ap.notReadOnly) rule.push('every tool not declared read-only (', h('code', {}, 'readOnlyHint: true'), ') ');
+      if (ap.when) rule.push('when ', h('code', {}, ap.when));
+      out.push(kv([
+        ['Rule', h('span', {class: 'wrap'}, rule)],
+        ['Approval TTL', h('span', {'data-approval-ttl': ap.ttl}, ap.ttl)],
+        ['Tools that need approval', ap.selected.length
+          ? h('span', {}, ap.selected.map((t, i) => [i ? ', ' : '', h('code', {'data-approval-tool': t.name, title: t.why + (t.conditional ? ', then the when condition' : '')}, t.name),
+            t.conditional ? h('span', {class: 'dim'}, ' (when)') : null]),
+          ap.selectedTotal > ap.selected.length ? h('span', {class: 'dim'}, ' … ' + ap.selectedTotal + ' in all') : null)
+          : h('span', {class: 'dim'}, 'none of the current tools')],
+      ]));
+    }
+
+    out.push(h('h5', {}, 'Limits in force'));
+    const limits = acc.rateLimits || [];
+    out.push(limits.length
+      ? table(['limit', 'tools', 'per', 'rate', 'in flight', 'from'], limits.map((l) => h('tr', {'data-route-limit': l.name},
+        h('td', {}, h('code', {}, l.name)),
+        h('td', {}, h('code', {}, l.tools)),
+        h('td', {}, l.by || h('span', {class: 'dim'}, 'route')),
+        h('td', {}, l.global ? badge('global (RLS)', 'ok') : (l.rate || '—')),
+        h('td', {}, l.concurrency ? String(l.concurrency) : '—'),
+        h('td', {}, l.scope ? 'the route\'s entry' : 'rateLimits.default'))))
+      : emptyNote('No rate limit.'));
+
+    const q = acc.quarantined || [];
+    if (q.length) {
+      out.push(h('h5', {}, 'Quarantined tools (' + q.length + ')'),
+        table(['tool', 'accepted', 'current'], q.map((t) => h('tr', {'data-quarantined': t.name},
+          h('td', {}, h('code', {}, t.name)), h('td', {}, shortVersion(t.accepted)), h('td', {}, shortVersion(t.current))))));
+    }
+    return out;
+  }
+
   function renderRoute(rt, extra, clusters) {
     const hasError = rt.lastError || (rt.services || []).some((s) => s.lastError) || !rt.snapshotVersion;
     const head = h('div', {class: 'route-head'},
@@ -209,6 +298,8 @@
     body.push(h('h4', {}, 'Tool Services'),
       svcRows.length ? table(['service', 'protocol', 'tools', 'effective cluster settings', 'last error'], svcRows) : emptyNote('none'));
 
+    body.push(...renderAccess(extra && extra.access && Object.assign({quarantined: extra.quarantined}, extra.access), rt.key));
+
     const rejected = rt.rejected || [];
     if (rejected.length) {
       body.push(h('h4', {}, 'Rejected tools (' + rejected.length + ')'),
@@ -234,11 +325,12 @@
       return;
     }
     // A summary line per route, then a card per route.
-    const summary = table(['route', 'snapshot', 'content age', 'last full refresh', 'tools', 'Tool Services', 'rejected', 'ambiguous', 'catalog'],
+    const summary = table(['route', 'snapshot', 'content age', 'last full refresh', 'tools', 'Tool Services', 'rejected', 'ambiguous', 'catalog', 'access'],
       routes.map((rt) => {
         const svcs = rt.services || [];
         const failing = svcs.filter((x) => x.lastError).length;
-        const cat = ((doc.routes || {})[rt.key] || {}).catalog;
+        const ext = (doc.routes || {})[rt.key] || {};
+        const cat = ext.catalog;
         return h('tr', {'data-route-summary': rt.key},
           h('td', {class: 'name'}, h('a', {href: '#route-' + rt.key}, rt.key)),
           h('td', {}, rt.snapshotVersion ? shortVersion(rt.snapshotVersion) : badge('none', 'bad')),
@@ -249,7 +341,8 @@
             rt.lastError ? h('span', {}, ' ', badge('refresh failed', 'bad')) : null),
           h('td', {class: 'num'}, String((rt.rejected || []).length)),
           h('td', {class: 'num'}, String((rt.ambiguous || []).length + (rt.ambiguousItems || []).length)),
-          h('td', {}, cat ? (cat.mode === 'search' ? 'search · shortlist ' + cat.shortlist : 'full') + (cat.pageSize ? ' · page ' + cat.pageSize : '') : '—'));
+          h('td', {}, cat ? (cat.mode === 'search' ? 'search · shortlist ' + cat.shortlist : 'full') + (cat.pageSize ? ' · page ' + cat.pageSize : '') : '—'),
+          h('td', {}, accessBadge(ext.access && Object.assign({quarantined: ext.quarantined}, ext.access))));
       }));
     const cards = routes.map((rt) => renderRoute(rt, (doc.routes || {})[rt.key], clusters));
     document.getElementById('routes').replaceChildren(summary, ...cards);
