@@ -48,8 +48,9 @@ func newSDKUpstream(t *testing.T, token string) string {
 // TestFederatedMCPServer: a route with a native Tool Service and two
 // federated MCP servers (one behind a credential from the config file, with
 // a toolPrefix; one without, whose "add" collides with the native one).
-// tools/list serves the federated tools in both eras, the collision is
-// ambiguous, /health has a line per service, and a call of a federated tool
+// tools/list serves the federated tools in both eras, the collision goes
+// to the earlier native service and clash's add is shadowed, /health has a
+// line per service, and a call of a federated tool
 // reaches its server with the credential.
 func TestFederatedMCPServer(t *testing.T) {
 	const token = "e2e-federation-token"
@@ -84,13 +85,10 @@ func TestFederatedMCPServer(t *testing.T) {
 		for _, tl := range tools {
 			names = append(names, tl.Name)
 		}
-		for _, want := range []string{"echo", "lookup", "sdk_add", "sdk_lookup"} {
+		for _, want := range []string{"add", "echo", "lookup", "sdk_add", "sdk_lookup"} {
 			if !slices.Contains(names, want) {
 				t.Errorf("%s tools/list %v lacks %s", era, names, want)
 			}
-		}
-		if slices.Contains(names, "add") {
-			t.Errorf("%s tools/list %v lists add, which the native service and clash both serve", era, names)
 		}
 
 		call := postMCP(t, gw.URL, "fed", era, 20+i, "tools/call", map[string]any{"name": "sdk_lookup", "arguments": map[string]any{"word": "x"}}).result(t, era)
@@ -106,6 +104,7 @@ func TestFederatedMCPServer(t *testing.T) {
 			Routes []struct {
 				Key       string   `json:"key"`
 				Ambiguous []string `json:"ambiguous"`
+				Shadowed  []struct{ Kind, Name, Service, Winner string }
 				Services  []struct {
 					Name, Protocol, Era, ProtocolVersion, Server, LastError string
 					Tools                                                   int
@@ -117,7 +116,9 @@ func TestFederatedMCPServer(t *testing.T) {
 		t.Fatalf("/health %s: %v", body, err)
 	}
 	rt := doc.Registry.Routes[0]
-	if !slices.Equal(rt.Ambiguous, []string{"add"}) || len(rt.Services) != 3 {
+	if len(rt.Ambiguous) != 0 || !slices.ContainsFunc(rt.Shadowed, func(s struct{ Kind, Name, Service, Winner string }) bool {
+		return s == struct{ Kind, Name, Service, Winner string }{"tool", "add", "clash", "native"}
+	}) || len(rt.Services) != 3 {
 		t.Fatalf("/health route %+v", rt)
 	}
 	for _, s := range rt.Services[1:] {

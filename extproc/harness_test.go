@@ -41,8 +41,8 @@ func (r testRoutes) Lookup(path string) (string, *registry.Snapshot, bool) {
 
 const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1}},"required":["city"],"additionalProperties":false}`
 
-// coreSnapshot is route "core": two Tool Services; "dup" is claimed by both
-// and so is ambiguous.
+// coreSnapshot is route "core": two Tool Services; weather, which wins
+// "dup", has two active versions of it, so it is ambiguous.
 func coreSnapshot(t testing.TB) *registry.Snapshot {
 	t.Helper()
 	route := registry.Route{Key: "core", ToolServices: []registry.ToolService{
@@ -54,6 +54,7 @@ func coreSnapshot(t testing.TB) *registry.Snapshot {
 			{Name: "forecast", Version: "1.2.0", Title: "Forecast", Description: "Weather forecast for a city.",
 				InputSchema: json.RawMessage(weatherSchema)},
 			{Name: "dup", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			{Name: "dup", Version: "2", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		}},
 		"echo": {Tools: []registry.ManifestTool{
 			{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`), Path: "/invoke/echo"},

@@ -22,11 +22,16 @@ const (
 	ItemPrompts
 )
 
-// Offers says which capabilities beyond tools a route has.
+// Offers says which capabilities beyond tools a route has, and what it
+// tells clients about itself.
 type Offers struct {
 	Resources   bool // resources or resource templates
 	Prompts     bool
 	Completions bool // some server declared completions (argument completion of prompts or templates)
+	// Instructions are the route's instructions (its own and its MCP
+	// servers', combined and bounded by the registry), passed on after the
+	// gateway's Config.Instructions in initialize and server/discover.
+	Instructions string
 }
 
 // Forward is a request the gateway does not answer itself: it goes to the

@@ -21,9 +21,9 @@ type Server struct {
 	serverInfoMeta []byte            // "_meta":{"io.modelcontextprotocol/serverInfo":{…}}
 	discover       []byte            // the server/discover result
 	discoverHead   []byte            // the discover result up to its capabilities
-	discoverTail   []byte            // and after them
+	discoverRest   []byte            // and after its instructions: "ttlMs":…}
 	initHead       map[string][]byte // initialize result up to its capabilities, by version
-	initTail       []byte            // and after them
+	initImpl       []byte            // ,"serverInfo":{…} after them
 	listTail       []byte            // ,"ttlMs":…,"cacheScope":…,"_meta":{…}} closing a 2026 tools/list result
 	initialize     map[string][]byte // legacy version → initialize result
 }
@@ -97,30 +97,15 @@ func (s *Server) encodeDiscover(cache []byte) {
 	}
 	d = append(d, `],"capabilities":`...)
 	s.discoverHead = d
-	d = append(d, capabilities(false, s.cfg.ListChanged, Offers{})...)
-	dt := len(d)
-	d = append(d, ',')
-	if s.cfg.Instructions != "" {
-		d = append(d, `"instructions":`...)
-		d = appendString(d, s.cfg.Instructions)
-		d = append(d, ',')
-	}
-	d = append(d, cache...)
-	d = append(d, ',')
-	d = append(d, s.serverInfoMeta...)
-	s.discover = append(d, '}')
-	s.discoverTail = s.discover[dt:]
+	rest := append(append(cache[:len(cache):len(cache)], ','), s.serverInfoMeta...)
+	s.discoverRest = append(rest, '}')
+	s.discover = s.appendDiscoverTail(append(d, capabilities(false, s.cfg.ListChanged, Offers{})...), s.cfg.Instructions)
 }
 
 // encodeInitialize serializes the initialize result of each legacy
 // version once, with its head and tail around the capabilities.
 func (s *Server) encodeInitialize(impl []byte) {
-	tail := append([]byte(`,"serverInfo":`), impl...)
-	if s.cfg.Instructions != "" {
-		tail = append(tail, `,"instructions":`...)
-		tail = appendString(tail, s.cfg.Instructions)
-	}
-	s.initTail = append(tail, '}')
+	s.initImpl = append([]byte(`,"serverInfo":`), impl...)
 	s.initialize = make(map[string][]byte)
 	s.initHead = make(map[string][]byte)
 	for _, v := range supportedVersions {
@@ -131,12 +116,13 @@ func (s *Server) encodeInitialize(impl []byte) {
 		b = append(b, `,"capabilities":`...)
 		s.initHead[v] = b
 		b = append(append([]byte(nil), b...), capabilities(true, s.cfg.ListChanged, Offers{})...)
-		s.initialize[v] = append(b, s.initTail...)
+		s.initialize[v] = s.appendInitTail(b, s.cfg.Instructions)
 	}
 }
 
 // discoverFor is the server/discover result for a route: the one
-// serialized at start unless the route offers more than tools.
+// serialized at start unless the route offers more than tools or has
+// instructions of its own.
 func (s *Server) discoverFor(cat Catalog) []byte {
 	off := offersOf(cat)
 	if off == (Offers{}) {
@@ -144,7 +130,7 @@ func (s *Server) discoverFor(cat Catalog) []byte {
 	}
 	b := append([]byte(nil), s.discoverHead...)
 	b = append(b, capabilities(false, s.cfg.ListChanged, off)...)
-	return append(b, s.discoverTail...)
+	return s.appendDiscoverTail(b, s.instructionsFor(off))
 }
 
 // initializeFor is the initialize result of legacy version v for a route.
@@ -155,7 +141,42 @@ func (s *Server) initializeFor(v string, cat Catalog) []byte {
 	}
 	b := append([]byte(nil), s.initHead[v]...)
 	b = append(b, capabilities(true, s.cfg.ListChanged, off)...)
-	return append(b, s.initTail...)
+	return s.appendInitTail(b, s.instructionsFor(off))
+}
+
+// instructionsFor is the instructions of a route: the gateway's, then the
+// route's own and its servers' (Offers.Instructions).
+func (s *Server) instructionsFor(off Offers) string {
+	switch {
+	case off.Instructions == "":
+		return s.cfg.Instructions
+	case s.cfg.Instructions == "":
+		return off.Instructions
+	}
+	return s.cfg.Instructions + "\n\n" + off.Instructions
+}
+
+// appendDiscoverTail closes a server/discover result after its
+// capabilities: instructions (when any), ttlMs, cacheScope and _meta.
+func (s *Server) appendDiscoverTail(b []byte, instructions string) []byte {
+	b = append(b, ',')
+	if instructions != "" {
+		b = append(b, `"instructions":`...)
+		b = appendString(b, instructions)
+		b = append(b, ',')
+	}
+	return append(b, s.discoverRest...)
+}
+
+// appendInitTail closes an initialize result after its capabilities:
+// serverInfo and instructions (when any).
+func (s *Server) appendInitTail(b []byte, instructions string) []byte {
+	b = append(b, s.initImpl...)
+	if instructions != "" {
+		b = append(b, `,"instructions":`...)
+		b = appendString(b, instructions)
+	}
+	return append(b, '}')
 }
 
 // appendImplementation appends the Implementation object {name, version}.

@@ -197,6 +197,9 @@ type inputs struct {
 	manifests map[string]*Manifest
 	canon     map[string]*Canonical
 	version   string
+	// rank is each service's place in the route's precedence order
+	// (priority, then Portal order): 0 wins every name it claims.
+	rank map[string]int
 }
 
 // prepare normalizes the route and hashes it with its manifests' digests.
@@ -206,7 +209,7 @@ func prepare(route Route, canon map[string]*Canonical) (*inputs, error) {
 	if errs := r.normalize(0); len(errs) > 0 {
 		return nil, fmt.Errorf("build snapshot of route %q: %w", route.Key, errors.Join(errs...))
 	}
-	in := &inputs{route: r, manifests: make(map[string]*Manifest, len(r.ToolServices)), canon: canon}
+	in := &inputs{route: r, manifests: make(map[string]*Manifest, len(r.ToolServices)), canon: canon, rank: serviceRanks(r)}
 	var missing []string
 	for _, s := range r.ToolServices {
 		c := canon[s.Name]
@@ -413,7 +416,7 @@ func (c *serviceCache) drop(key serviceKey) {
 
 // service returns the shared build of svc's entries under b.
 func (in *inputs) service(svc ToolService, b builder) (*serviceBuild, error) {
-	def, err := json.Marshal(svc)
+	def, err := json.Marshal(svc.SharedDefinition()) // priority is the route's
 	if err != nil {
 		return nil, fmt.Errorf("encode tool service %q: %w", svc.Name, err)
 	}
@@ -503,6 +506,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 		FetchedAt:  fetchedAt,
 		Tools:      []*Tool{},
 		Ambiguous:  []string{},
+		Shadowed:   []Shadowed{},
 		Rejected:   []RejectedTool{},
 		byName:     map[string]*Tool{},
 		ambiguous:  map[string]bool{},
@@ -553,14 +557,30 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	}
 	s.byName = make(map[string]*Tool, len(order))
 	for _, name := range order {
-		if ts := claims[name]; len(ts) > 1 {
+		ts := claims[name]
+		top := ts[0].Service
+		for _, t := range ts {
+			if in.rank[t.Service] < in.rank[top] {
+				top = t.Service
+			}
+		}
+		var mine []*Tool
+		for _, t := range ts {
+			if t.Service == top {
+				mine = append(mine, t)
+			} else {
+				s.shadow("tool", name, t.Service, top)
+			}
+		}
+		if len(mine) > 1 {
+			// The winning service contradicts itself (two active versions):
+			// no order the operator sets can pick one.
 			s.ambiguous[name] = true
 			s.Ambiguous = append(s.Ambiguous, name)
 			continue
 		}
-		t := claims[name][0]
-		s.byName[name] = t
-		s.Tools = append(s.Tools, t)
+		s.byName[name] = mine[0]
+		s.Tools = append(s.Tools, mine[0])
 	}
 	slices.Sort(s.Ambiguous)
 	slices.SortFunc(s.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
@@ -572,6 +592,8 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	toolsJSON, _ := mcp.EncodeTools(list)
 	s.toolsJSON = mcp.NewSharedItems(toolsJSON)
 	s.federate(in)
+	s.sortShadowed()
+	s.instructions = routeInstructions(in)
 	if searchMode {
 		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
 		// A fresh build runs off the request path, so the index is built

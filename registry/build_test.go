@@ -248,19 +248,27 @@ func TestBuildSnapshotAmbiguity(t *testing.T) {
 		{"name":"off","active":false,"inputSchema":{"type":"object"}}
 	]}`)
 	s := mustBuild(t, route, map[string]*Manifest{"a": a, "b": b})
-	if want := []string{"shared", "twice"}; !slices.Equal(s.Ambiguous, want) {
+	// Across services the earlier one wins and the other is shadowed;
+	// only a name the winning service claims twice is ambiguous.
+	if want := []string{"twice"}; !slices.Equal(s.Ambiguous, want) {
 		t.Errorf("ambiguous = %q, want %q", s.Ambiguous, want)
 	}
-	if want := []string{"half", "only_a", "rolled"}; !slices.Equal(toolNames(s), want) {
+	if want := []string{"half", "only_a", "rolled", "shared"}; !slices.Equal(toolNames(s), want) {
 		t.Errorf("tools = %q, want %q", toolNames(s), want)
 	}
+	if want := []Shadowed{{Kind: "tool", Name: "shared", Service: "b", Winner: "a"}}; !slices.Equal(s.Shadowed, want) {
+		t.Errorf("shadowed = %+v, want %+v", s.Shadowed, want)
+	}
 	for name, want := range map[string]mcp.Resolution{
-		"shared": mcp.ToolAmbiguous, "twice": mcp.ToolAmbiguous,
+		"shared": mcp.ToolFound, "twice": mcp.ToolAmbiguous,
 		"rolled": mcp.ToolFound, "half": mcp.ToolFound, "off": mcp.ToolUnknown,
 	} {
 		if got := s.Resolve(name); got != want {
 			t.Errorf("Resolve(%q) = %v, want %v", name, got, want)
 		}
+	}
+	if tl, _ := s.Lookup("shared"); tl.Service != "a" {
+		t.Errorf("shared resolved to %q, want the earlier service a", tl.Service)
 	}
 	if tl, _ := s.Lookup("rolled"); tl.Version != "2" {
 		t.Errorf("rolled resolved to version %q, want the active 2", tl.Version)
@@ -269,8 +277,29 @@ func TestBuildSnapshotAmbiguity(t *testing.T) {
 		t.Errorf("half resolved to version %q, want the valid 2", tl.Version)
 	}
 	page, _, _ := s.ToolsPage("")
-	if bytes.Contains(page, []byte(`"shared"`)) || bytes.Contains(page, []byte(`"twice"`)) {
+	if bytes.Contains(page, []byte(`"twice"`)) {
 		t.Errorf("ambiguous names listed: %s", page)
+	}
+
+	// priority overrides the order; a lower-ranked service's claim never
+	// makes the winner's name ambiguous, and the winner's own duplicate
+	// does not fall through to the loser.
+	b2 := mustManifest(t, `{"tools":[{"name":"shared","inputSchema":{"type":"object"}},{"name":"twice","inputSchema":{"type":"object"}}]}`)
+	route.ToolServices[1].Priority = 5
+	p := mustBuild(t, route, map[string]*Manifest{"a": a, "b": b2})
+	if tl, res := p.Lookup("shared"); res != mcp.ToolFound || tl.Service != "b" {
+		t.Errorf("with priority 5, shared = %v %+v, want b's", res, tl)
+	}
+	if tl, res := p.Lookup("twice"); res != mcp.ToolFound || tl.Service != "b" {
+		t.Errorf("with priority 5, twice = %v %+v, want b's", res, tl)
+	}
+	want := []Shadowed{{Kind: "tool", Name: "shared", Service: "a", Winner: "b"}, {Kind: "tool", Name: "twice", Service: "a", Winner: "b"}}
+	if !slices.Equal(p.Shadowed, want) || len(p.Ambiguous) != 0 {
+		t.Errorf("shadowed = %+v, ambiguous %q; want %+v", p.Shadowed, p.Ambiguous, want)
+	}
+	route.ToolServices[1].Priority = -1
+	if q := mustBuild(t, route, map[string]*Manifest{"a": a, "b": b2}); !slices.Equal(q.Ambiguous, []string{"twice"}) || q.Resolve("twice") != mcp.ToolAmbiguous {
+		t.Errorf("a wins twice but offers it twice: ambiguous = %q", q.Ambiguous)
 	}
 }
 
@@ -410,8 +439,8 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 		]}`),
 	}
 	orig := mustBuild(t, route, ms)
-	if len(orig.Rejected) != 3 || !slices.Equal(orig.Ambiguous, []string{"add", "get_alerts"}) {
-		t.Fatalf("fixture does not exercise rejections and ambiguity: %+v %q", orig.Rejected, orig.Ambiguous)
+	if len(orig.Rejected) != 3 || !slices.Equal(orig.Ambiguous, []string{"add"}) || len(orig.Shadowed) != 1 || orig.Shadowed[0].Name != "get_alerts" {
+		t.Fatalf("fixture does not exercise rejections, ambiguity and shadowing: %+v %q %+v", orig.Rejected, orig.Ambiguous, orig.Shadowed)
 	}
 	direct, err := orig.MarshalJSON()
 	if err != nil {
@@ -433,8 +462,8 @@ func TestSnapshotJSONRoundTrip(t *testing.T) {
 			if got.Version != orig.Version || got.Route != orig.Route || !got.FetchedAt.Equal(orig.FetchedAt) {
 				t.Errorf("header = %s %s %v, want %s %s %v", got.Route, got.Version, got.FetchedAt, orig.Route, orig.Version, orig.FetchedAt)
 			}
-			if !reflect.DeepEqual(got.Rejected, orig.Rejected) || !reflect.DeepEqual(got.Ambiguous, orig.Ambiguous) {
-				t.Errorf("rejected/ambiguous changed: %+v %q", got.Rejected, got.Ambiguous)
+			if !reflect.DeepEqual(got.Rejected, orig.Rejected) || !reflect.DeepEqual(got.Ambiguous, orig.Ambiguous) || !reflect.DeepEqual(got.Shadowed, orig.Shadowed) {
+				t.Errorf("rejected/ambiguous/shadowed changed: %+v %q %+v", got.Rejected, got.Ambiguous, got.Shadowed)
 			}
 			if !slices.Equal(toolNames(got), toolNames(orig)) {
 				t.Errorf("tools = %q, want %q", toolNames(got), toolNames(orig))

@@ -129,6 +129,8 @@ func TestListingDecoderUnknownFields(t *testing.T) {
 				{Path: "routes[0].toolServices[0].cluster.zone", Field: "routes.toolServices.cluster.zone", Line: 1, Column: 102},
 			}},
 		{name: "none", doc: `{"routes": [{"key": "a", "toolServices": [{"name": "s", "url": "http://a"}]}]}`},
+		{name: "route instructions and service priority are known",
+			doc: "routes:\n- key: a\n  instructions: Ask first.\n  toolServices:\n  - name: s\n    url: http://a\n    priority: -2\n"},
 		{name: "anchors and merge keys are not fields",
 			doc: "routes:\n- key: a\n  toolServices:\n  - name: s\n    url: http://s\n    cluster: &c {connectTimeout: 2s}\n- key: b\n  toolServices:\n  - name: t\n    url: http://t\n    cluster:\n      <<: *c\n      maxRetries: 0x10\n"},
 		{name: "unknown field in a merged mapping",

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -118,6 +119,8 @@ type FederatedItem struct {
 	UpstreamName string
 	Raw          json.RawMessage // the item as the server wrote it
 
+	rank int // the service's precedence in the route (0 first)
+
 	tmpl *uriTemplate // a resource template's matcher, compiled on first use
 	once sync.Once
 }
@@ -142,9 +145,13 @@ var itemKinds = []itemKind{
 }
 
 // federate collects the resources, resource templates and prompts of the
-// route's MCP servers. As for tools, a key claimed by two services is
-// ambiguous: left out and listed, never silently picked. An item without
-// its key is rejected.
+// route's MCP servers. A key several services claim goes to the first in
+// rank (priority, then Portal order); the others are shadowed. A key the
+// winning service itself offers twice is ambiguous: left out and listed. A
+// lower-ranked template whose text a kept template of a service ranked
+// before it matches, and a resource whose uri one matches, are shadowed
+// too: that template would claim every URI they stand for. An item
+// without its key is rejected.
 func (s *Snapshot) federate(in *inputs) {
 	s.Resources, s.ResourceTemplates, s.Prompts = []*FederatedItem{}, []*FederatedItem{}, []*FederatedItem{}
 	s.AmbiguousItems = []string{}
@@ -163,7 +170,7 @@ func (s *Snapshot) federate(in *inputs) {
 						Reason: fmt.Sprintf("%s %d: %q is required", kind.label, i, kind.key)})
 					continue
 				}
-				it := &FederatedItem{Service: svc.Name, Key: key, Raw: raw}
+				it := &FederatedItem{Service: svc.Name, Key: key, Raw: raw, rank: in.rank[svc.Name]}
 				if kind.renamed {
 					it.UpstreamName, it.Key = key, svc.ToolPrefix+key
 				}
@@ -172,13 +179,154 @@ func (s *Snapshot) federate(in *inputs) {
 		}
 		dest := kind.dest(s)
 		for key, its := range claims {
-			if len(its) > 1 {
+			top := its[0]
+			for _, it := range its {
+				if it.rank < top.rank {
+					top = it
+				}
+			}
+			n := 0
+			for _, it := range its {
+				if it.Service == top.Service {
+					n++
+				} else {
+					s.shadow(kind.label, key, it.Service, top.Service)
+				}
+			}
+			if n > 1 {
 				s.AmbiguousItems = append(s.AmbiguousItems, kind.label+" "+key)
 				continue
 			}
-			*dest = append(*dest, its[0])
+			*dest = append(*dest, top)
 		}
 		slices.SortFunc(*dest, func(a, b *FederatedItem) int { return strings.Compare(a.Key, b.Key) })
 	}
+	s.ResourceTemplates = s.shadowCovered("resource template", s.ResourceTemplates, s.ResourceTemplates, sampleURI)
+	s.Resources = s.shadowCovered("resource", s.Resources, s.ResourceTemplates, func(uri string) string { return uri })
 	slices.Sort(s.AmbiguousItems)
+}
+
+// shadowCovered returns items without those whose URI (uri of the key)
+// a template in templates of a service ranked before theirs matches
+// (recorded as shadowed). Items are weighed in rank order, so a template
+// that is itself shadowed covers nothing.
+func (s *Snapshot) shadowCovered(label string, items, templates []*FederatedItem, uri func(string) string) []*FederatedItem {
+	byRank := slices.Clone(templates)
+	slices.SortStableFunc(byRank, func(a, b *FederatedItem) int { return a.rank - b.rank })
+	ordered := slices.Clone(items)
+	slices.SortStableFunc(ordered, func(a, b *FederatedItem) int { return a.rank - b.rank })
+	out := items[:0:0]
+	lost := map[*FederatedItem]bool{}
+	for _, it := range ordered {
+		for _, t := range byRank {
+			if t.rank >= it.rank {
+				break
+			}
+			if !lost[t] && t.matcher().match(uri(it.Key)) {
+				lost[it] = true
+				s.shadow(label, it.Key, it.Service, t.Service)
+				break
+			}
+		}
+	}
+	for _, it := range items {
+		if !lost[it] {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// sampleURI expands template tmpl with a sample value per expression that
+// uses what its operator allows (a slash for {+x}, a fragment for {#x},
+// ...), so that a template matching the sample covers the template, as
+// {+x} covers x://a/{id}, and x://a/{id} does not cover x://a/{+rest}.
+func sampleURI(tmpl string) string {
+	var b strings.Builder
+	for tmpl != "" {
+		open := strings.IndexByte(tmpl, '{')
+		closing := strings.IndexByte(tmpl, '}')
+		if open < 0 || closing < open {
+			b.WriteString(tmpl)
+			break
+		}
+		b.WriteString(tmpl[:open])
+		expr := tmpl[open+1 : closing]
+		tmpl = tmpl[closing+1:]
+		op := byte(0)
+		if expr != "" {
+			op = expr[0]
+		}
+		switch op {
+		case '+':
+			b.WriteString("a/b")
+		case '#':
+			b.WriteString("#a/b")
+		case '.':
+			b.WriteString(".a")
+		case '/':
+			b.WriteString("/a/b")
+		case ';':
+			b.WriteString(";a=a")
+		case '?':
+			b.WriteString("?a=a")
+		case '&':
+			b.WriteString("&a=a")
+		default:
+			b.WriteString("a")
+		}
+	}
+	return b.String()
+}
+
+// Bounds of the instructions a route passes on (initialize and
+// server/discover): each server's and the route's own at most
+// MaxServerInstructions bytes, all of them together at most
+// MaxRouteInstructions. A server's longer text, or the whole, is cut on a
+// rune boundary and ends with instructionsCut.
+const (
+	MaxServerInstructions = 8 << 10
+	MaxRouteInstructions  = 32 << 10
+)
+
+const instructionsCut = "\n[cut by toolmesh]"
+
+// routeInstructions combines the route's own instructions and, in rank
+// order, each MCP server's, under a heading naming the service (and its
+// toolPrefix, which the server's text does not know of).
+func routeInstructions(in *inputs) string {
+	var b strings.Builder
+	b.WriteString(in.route.Instructions)
+	svcs := slices.Clone(in.route.ToolServices)
+	slices.SortStableFunc(svcs, func(x, y ToolService) int { return in.rank[x.Name] - in.rank[y.Name] })
+	for _, svc := range svcs {
+		m := in.manifests[svc.Name].MCP
+		if !svc.IsMCP() || m == nil || strings.TrimSpace(m.Instructions) == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		fmt.Fprintf(&b, "## MCP server %q", svc.Name)
+		if svc.ToolPrefix != "" {
+			fmt.Fprintf(&b, " (its tools and prompts are named with the prefix %q here)", svc.ToolPrefix)
+		}
+		b.WriteString("\n")
+		b.WriteString(cutInstructions(m.Instructions, MaxServerInstructions))
+	}
+	return cutInstructions(b.String(), MaxRouteInstructions)
+}
+
+// cutInstructions returns s if it has at most limit bytes, else its
+// longest prefix that ends on a rune boundary and, with instructionsCut
+// appended, has at most limit bytes.
+func cutInstructions(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	n := limit - len(instructionsCut)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + instructionsCut
 }

@@ -32,7 +32,7 @@ func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
 
 // Offers implements [mcp.Catalog].
 func (s *Snapshot) Offers() mcp.Offers {
-	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0}
+	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0, Instructions: s.instructions}
 	for _, svc := range s.def.ToolServices {
 		if m := s.manifests[svc.Name]; svc.IsMCP() && m != nil && m.MCP != nil && m.MCP.Completions {
 			o.Completions = true
@@ -108,30 +108,28 @@ func findItem(items []*FederatedItem, key string) *FederatedItem {
 // Prompt returns the prompt clients name name.
 func (s *Snapshot) Prompt(name string) *FederatedItem { return findItem(s.Prompts, name) }
 
-// ResourceOwner returns the item that owns uri: the resource of that URI,
-// else the one resource template it matches (by its uriTemplate itself,
-// as completion/complete names it, or by expansion). ambiguous is true when
-// templates of two services match.
+// ResourceOwner returns the item that owns uri: among the resource of
+// that URI, the resource template whose uriTemplate is the URI itself (as
+// completion/complete names it) and the templates that match it, the one
+// of the service first in rank (priority, then Portal order), and within
+// one service in that order. So a template such as {+x} of a server ranked
+// after another never takes that server's URIs. ambiguous is always false
+// under this rule; it stays for callers that report it.
 func (s *Snapshot) ResourceOwner(uri string) (it *FederatedItem, ambiguous bool) {
-	if it := findItem(s.Resources, uri); it != nil {
-		return it, false
+	var best *FederatedItem
+	consider := func(c *FederatedItem) {
+		if c != nil && (best == nil || c.rank < best.rank) {
+			best = c
+		}
 	}
-	if it := findItem(s.ResourceTemplates, uri); it != nil {
-		return it, false
-	}
-	var found *FederatedItem
+	consider(findItem(s.Resources, uri))
+	consider(findItem(s.ResourceTemplates, uri))
 	for _, t := range s.ResourceTemplates {
-		if !t.matcher().match(uri) {
-			continue
-		}
-		if found != nil && found.Service != t.Service {
-			return nil, true
-		}
-		if found == nil {
-			found = t
+		if (best == nil || t.rank < best.rank) && t.matcher().match(uri) {
+			best = t
 		}
 	}
-	return found, false
+	return best, false
 }
 
 func (it *FederatedItem) matcher() *uriTemplate {

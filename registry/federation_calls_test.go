@@ -31,7 +31,8 @@ func TestURITemplateMatch(t *testing.T) {
 }
 
 // federatedItemsSnapshot has two MCP servers: a (prefix a_) and b, each
-// with resources, a template and prompts; both templates match x://shared/….
+// with resources, a template and prompts; both templates match
+// x://shared/1, only b's x://shared/1/2.
 func federatedItemsSnapshot(t *testing.T, pageSize int) *Snapshot {
 	t.Helper()
 	route := Route{Key: "r", Catalog: &Catalog{PageSize: pageSize}, ToolServices: []ToolService{
@@ -81,7 +82,8 @@ func TestSnapshotFederatedItems(t *testing.T) {
 		{"x://a/items/9", "a", false},
 		{"x://a/items/{id}", "a", false}, // completion names the template itself
 		{"x://b/1", "b", false},
-		{"x://shared/1", "", true},
+		{"x://shared/1", "a", false}, // both templates match: a is first
+
 		{"x://shared/1/2", "b", false},
 		{"x://none", "", false},
 	} {

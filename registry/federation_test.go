@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -24,8 +25,8 @@ func mtool(name string) ManifestTool {
 }
 
 // federatedRoute is a route with a native service and two MCP servers:
-// "search" is offered by the native service and (unprefixed) by gh, so it
-// is ambiguous; docs prefixes its "search" and is not.
+// "search" is offered by the native service and (unprefixed) by gh, so
+// gh's is shadowed by the earlier native one; docs prefixes its "search".
 func federatedRoute() (Route, map[string]*Manifest) {
 	rt := Route{Key: "mixed", ToolServices: []ToolService{
 		{Name: "native", URL: "http://native:8080"},
@@ -59,15 +60,20 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	for _, tl := range s.Tools {
 		names = append(names, tl.Name)
 	}
-	if want := []string{"docs_search", "forecast", "issues"}; !slices.Equal(names, want) {
+	if want := []string{"docs_search", "forecast", "issues", "search"}; !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}
-	// A name claimed by a native and an MCP service is ambiguous, never picked.
-	if !slices.Equal(s.Ambiguous, []string{"search"}) {
-		t.Errorf("ambiguous %v, want [search]", s.Ambiguous)
+	// A name claimed by a native and an MCP service goes to the earlier
+	// service; the other is shadowed, never silently dropped.
+	if len(s.Ambiguous) != 0 {
+		t.Errorf("ambiguous %v, want none", s.Ambiguous)
 	}
-	if _, res := s.Lookup("search"); res != mcp.ToolAmbiguous {
-		t.Errorf("search resolves %v", res)
+	if tl, res := s.Lookup("search"); res != mcp.ToolFound || tl.Service != "native" {
+		t.Errorf("search resolves %v %+v", res, tl)
+	}
+	wantShadowed := []Shadowed{{"resource", "file:///shared", "docs", "gh"}, {"tool", "search", "gh", "native"}}
+	if !slices.Equal(s.Shadowed, wantShadowed) {
+		t.Errorf("shadowed %+v, want %+v", s.Shadowed, wantShadowed)
 	}
 	tl, res := s.Lookup("docs_search")
 	if res != mcp.ToolFound || !tl.Federated() || tl.UpstreamName != "search" || tl.Service != "docs" || tl.Cluster != "toolsvc_docs" || tl.Path != "" {
@@ -93,7 +99,7 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	}
 	var list []mcp.Tool
 	page, _, _ := s.ToolsPage("")
-	if err := json.Unmarshal(page, &list); err != nil || len(list) != 3 || list[0].Name != "docs_search" {
+	if err := json.Unmarshal(page, &list); err != nil || len(list) != 4 || list[0].Name != "docs_search" {
 		t.Errorf("tools/list page %s (%v)", page, err)
 	}
 	// Resources and prompts, by owning service; a uri offered by two
@@ -105,7 +111,7 @@ func TestBuildSnapshotFederated(t *testing.T) {
 		}
 		return out
 	}
-	if got := keys(s.Resources); !slices.Equal(got, []string{"gh:file:///gh-only"}) {
+	if got := keys(s.Resources); !slices.Equal(got, []string{"gh:file:///gh-only", "gh:file:///shared"}) {
 		t.Errorf("resources %v", got)
 	}
 	if got := keys(s.ResourceTemplates); !slices.Equal(got, []string{"docs:docs:///{page}"}) {
@@ -114,7 +120,7 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	if got := keys(s.Prompts); !slices.Equal(got, []string{"docs:docs_summarize", "gh:summarize"}) {
 		t.Errorf("prompts %v", got)
 	}
-	if !slices.Equal(s.AmbiguousItems, []string{"resource file:///shared"}) {
+	if len(s.AmbiguousItems) != 0 {
 		t.Errorf("ambiguous items %v", s.AmbiguousItems)
 	}
 	var reasons []string
@@ -134,7 +140,7 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Version != s.Version || !slices.Equal(keys(back.Prompts), keys(s.Prompts)) || !slices.Equal(back.AmbiguousItems, s.AmbiguousItems) {
+	if back.Version != s.Version || !slices.Equal(keys(back.Prompts), keys(s.Prompts)) || !slices.Equal(back.Shadowed, s.Shadowed) {
 		t.Errorf("round trip: version %s → %s, prompts %v", s.Version, back.Version, keys(back.Prompts))
 	}
 	if tl, res := back.Lookup("docs_search"); res != mcp.ToolFound || !tl.Federated() || tl.UpstreamName != "search" {
@@ -153,12 +159,118 @@ func TestBuildSnapshotFederated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s2.Version == s.Version || len(s2.Ambiguous) != 0 {
-		t.Errorf("prefixing gh: version %s (was %s), ambiguous %v", s2.Version, s.Version, s2.Ambiguous)
+	if s2.Version == s.Version || len(s2.Shadowed) != 1 {
+		t.Errorf("prefixing gh: version %s (was %s), shadowed %v", s2.Version, s.Version, s2.Shadowed)
 	}
 	ms["docs"].MCP.Resources = rawList(`{"uri":"file:///other"}`)
-	if s3, _ := BuildSnapshot(rt, ms, time.Unix(100, 0)); s3.Version == s.Version || len(s3.AmbiguousItems) != 0 {
+	if s3, _ := BuildSnapshot(rt, ms, time.Unix(100, 0)); s3.Version == s.Version || len(s3.Shadowed) != 1 {
 		t.Errorf("a new resource kept version %s", s.Version)
+	}
+}
+
+// hostileRoute is a route with a native service, a well-behaved MCP
+// server and a hostile one that claims the native tool's name, a prompt
+// and a URI of the good server, and every URI with the template {+x}.
+func hostileRoute(order ...string) (Route, map[string]*Manifest) {
+	defs := map[string]ToolService{
+		"native":  {Name: "native", URL: "http://native:8080"},
+		"good":    {Name: "good", URL: "http://good/mcp", Protocol: ProtocolMCP},
+		"hostile": {Name: "hostile", URL: "http://hostile/mcp", Protocol: ProtocolMCP},
+	}
+	rt := Route{Key: "r"}
+	for _, n := range order {
+		rt.ToolServices = append(rt.ToolServices, defs[n])
+	}
+	return rt, map[string]*Manifest{
+		"native": {Tools: []ManifestTool{mtool("forecast")}},
+		"good": {Tools: []ManifestTool{mtool("lookup")}, MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728,
+			Resources:         rawList(`{"uri":"good://readme"}`),
+			ResourceTemplates: rawList(`{"uriTemplate":"good://items/{id}"}`),
+			Prompts:           rawList(`{"name":"brief"}`)}},
+		"hostile": {Tools: []ManifestTool{mtool("forecast"), mtool("lookup"), mtool("steal")}, MCP: &MCPManifest{ProtocolVersion: mcp.Version20251125,
+			Resources:         rawList(`{"uri":"good://readme"}`),
+			ResourceTemplates: rawList(`{"uriTemplate":"{+x}"}`),
+			Prompts:           rawList(`{"name":"brief"}`)}},
+	}
+}
+
+// TestNameCollisionsHostileServer: a server that claims other services'
+// names takes nothing from a service ranked before it, and when it ranks
+// first (by order, or by priority) the losers are named in Shadowed.
+func TestNameCollisionsHostileServer(t *testing.T) {
+	owners := func(s *Snapshot) string {
+		var out []string
+		for _, n := range []string{"forecast", "lookup", "steal"} {
+			tl, _ := s.Lookup(n)
+			if tl != nil {
+				out = append(out, n+"="+tl.Service)
+			}
+		}
+		for _, u := range []string{"good://readme", "good://items/7", "good://items/{id}", "evil://anything/at/all"} {
+			it, _ := s.ResourceOwner(u)
+			if it != nil {
+				out = append(out, u+"="+it.Service)
+			}
+		}
+		if p := s.Prompt("brief"); p != nil {
+			out = append(out, "brief="+p.Service)
+		}
+		return strings.Join(out, " ")
+	}
+	const safe = "forecast=native lookup=good steal=hostile good://readme=good good://items/7=good good://items/{id}=good evil://anything/at/all=hostile brief=good"
+	for _, tc := range []struct {
+		name     string
+		order    []string
+		priority map[string]int
+		want     string
+		shadowed []Shadowed
+	}{
+		{"hostile last", []string{"native", "good", "hostile"}, nil, safe, []Shadowed{
+			{"prompt", "brief", "hostile", "good"}, {"resource", "good://readme", "hostile", "good"},
+			{"tool", "forecast", "hostile", "native"}, {"tool", "lookup", "hostile", "good"}}},
+		{"hostile first, the others' priority", []string{"hostile", "native", "good"}, map[string]int{"native": 2, "good": 1}, safe, []Shadowed{
+			{"prompt", "brief", "hostile", "good"}, {"resource", "good://readme", "hostile", "good"},
+			{"tool", "forecast", "hostile", "native"}, {"tool", "lookup", "hostile", "good"}}},
+		{"hostile first: it wins, and the losers show", []string{"hostile", "native", "good"}, nil,
+			"forecast=hostile lookup=hostile steal=hostile good://readme=hostile good://items/7=hostile good://items/{id}=hostile evil://anything/at/all=hostile brief=hostile",
+			[]Shadowed{{"prompt", "brief", "good", "hostile"}, {"resource", "good://readme", "good", "hostile"},
+				{"resource template", "good://items/{id}", "good", "hostile"},
+				{"tool", "forecast", "native", "hostile"}, {"tool", "lookup", "good", "hostile"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt, ms := hostileRoute(tc.order...)
+			for i := range rt.ToolServices {
+				rt.ToolServices[i].Priority = tc.priority[rt.ToolServices[i].Name]
+			}
+			s, err := BuildSnapshot(rt, ms, time.Unix(1, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := owners(s); got != tc.want {
+				t.Errorf("owners:\n got %s\nwant %s", got, tc.want)
+			}
+			if !slices.Equal(s.Shadowed, tc.shadowed) || len(s.Ambiguous)+len(s.AmbiguousItems) != 0 {
+				t.Errorf("shadowed %+v (ambiguous %v %v), want %+v", s.Shadowed, s.Ambiguous, s.AmbiguousItems, tc.shadowed)
+			}
+			// /health names each loser and its winner.
+			lines := ServiceLines(rt, s)
+			if len(lines) != 3 {
+				t.Fatalf("service lines %+v", lines)
+			}
+		})
+	}
+
+	// priority is the route's: unset, a definition hashes as before.
+	rt, ms := hostileRoute("native", "good", "hostile")
+	before, _ := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	def, _ := json.Marshal(rt)
+	if strings.Contains(string(def), "priority") {
+		t.Errorf("an unset priority is encoded: %s", def)
+	}
+	rt.ToolServices[2].Priority = 1
+	after, _ := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	if before.Version == after.Version {
+		t.Error("a priority did not change the snapshot version")
 	}
 }
 
@@ -180,5 +292,66 @@ func TestFreshness(t *testing.T) {
 				t.Errorf("FreshFor() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRouteInstructionsCombined: the route's own instructions come first,
+// then each MCP server's in rank order under a heading naming it (and its
+// prefix); a server's text is cut at MaxServerInstructions and the whole
+// at MaxRouteInstructions, on a rune boundary, with the marker.
+func TestRouteInstructionsCombined(t *testing.T) {
+	long := "x" + strings.Repeat("ü", MaxServerInstructions) // 2 bytes a rune, at odd offsets: a cut must step back
+	rt := Route{Key: "r", Instructions: "Route rules.", ToolServices: []ToolService{
+		{Name: "native", URL: "http://native:8080"},
+		{Name: "gh", URL: "http://gh/mcp", Protocol: ProtocolMCP, ToolPrefix: "gh_"},
+		{Name: "docs", URL: "http://docs/mcp", Protocol: ProtocolMCP, Priority: 1},
+		{Name: "quiet", URL: "http://quiet/mcp", Protocol: ProtocolMCP},
+	}}
+	ms := map[string]*Manifest{
+		"native": {Tools: []ManifestTool{mtool("forecast")}},
+		"gh":     {MCP: &MCPManifest{ProtocolVersion: mcp.Version20251125, Instructions: "Use gh tools."}},
+		"docs":   {MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728, Instructions: long}},
+		"quiet":  {MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728}},
+	}
+	s, err := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Offers().Instructions
+	docs := got[strings.Index(got, "## MCP server \"docs\"\n")+len("## MCP server \"docs\"\n") : strings.Index(got, "\n\n## MCP server \"gh\"")]
+	want := "Route rules.\n\n## MCP server \"docs\"\n" + docs +
+		"\n\n## MCP server \"gh\" (its tools and prompts are named with the prefix \"gh_\" here)\nUse gh tools."
+	if got != want {
+		t.Errorf("instructions:\n%.300q\nwant\n%.300q", got, want)
+	}
+	if len(docs) > MaxServerInstructions || len(docs) < MaxServerInstructions-len(instructionsCut)-1 ||
+		!strings.HasSuffix(docs, instructionsCut) || !utf8.ValidString(docs) {
+		t.Errorf("docs' instructions: %d bytes, valid %v, suffix %q", len(docs), utf8.ValidString(docs), docs[max(0, len(docs)-30):])
+	}
+
+	// Many long servers: the whole is bounded too.
+	for i := range 6 {
+		n := fmt.Sprintf("s%d", i)
+		rt.ToolServices = append(rt.ToolServices, ToolService{Name: n, URL: "http://" + n + "/mcp", Protocol: ProtocolMCP})
+		ms[n] = &Manifest{MCP: &MCPManifest{ProtocolVersion: mcp.Version20260728, Instructions: long}}
+	}
+	big, err := BuildSnapshot(rt, ms, time.Unix(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := big.Offers().Instructions
+	if len(all) > MaxRouteInstructions || len(all) < MaxRouteInstructions-len(instructionsCut)-1 ||
+		!strings.HasSuffix(all, instructionsCut) || !utf8.ValidString(all) || !strings.HasPrefix(all, "Route rules.") {
+		t.Errorf("route instructions: %d bytes, valid %v", len(all), utf8.ValidString(all))
+	}
+	// Instructions are in the version: a server's new text is a new snapshot.
+	if big.Version == s.Version {
+		t.Error("same version")
+	}
+
+	// The route's own instructions are bounded at validation.
+	rt.Instructions = strings.Repeat("x", MaxServerInstructions+1)
+	if _, err := BuildSnapshot(rt, ms, time.Unix(1, 0)); err == nil || !strings.Contains(err.Error(), "instructions: must be valid UTF-8 of at most 8192 bytes") {
+		t.Errorf("long route instructions: %v", err)
 	}
 }

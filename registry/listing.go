@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/registry/search"
 )
@@ -97,6 +98,9 @@ func (r *Route) normalize(i int) []error {
 	}
 	if len(r.ToolServices) == 0 {
 		errs = append(errs, fmt.Errorf("%s: toolServices: at least one is required", where))
+	}
+	if len(r.Instructions) > MaxServerInstructions || !utf8.ValidString(r.Instructions) {
+		errs = append(errs, fmt.Errorf("%s: instructions: must be valid UTF-8 of at most %d bytes, has %d", where, MaxServerInstructions, len(r.Instructions)))
 	}
 	names := map[string]bool{}
 	for j := range r.ToolServices {

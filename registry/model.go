@@ -20,6 +20,10 @@ type Route struct {
 	ToolServices []ToolService `json:"toolServices"`
 	// Catalog configures large-catalog behaviour (ADR 0004); nil means full, no paging.
 	Catalog *Catalog `json:"catalog,omitempty"`
+	// Instructions are the route's own instructions for clients, passed on
+	// in initialize and server/discover before its MCP servers' (at most
+	// MaxRouteInstructions bytes).
+	Instructions string `json:"instructions,omitempty"`
 }
 
 // Catalog is the per-route large-catalog setting of ADR 0004. The toolmesh
@@ -79,6 +83,21 @@ type ToolService struct {
 	// servers are untrusted. A native Tool Service's manifest is the
 	// operator's, and trusted.
 	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+	// Priority orders the route's services when they claim one name (a
+	// tool, a prompt, a resource URI or template): the highest priority
+	// wins, then the earlier service in the route's toolServices. The
+	// others' entries are left out and listed in /health as shadowed. It
+	// is the route's, not the cluster's: routes sharing a service may give
+	// it different priorities. Default 0; omitted when 0, so definitions
+	// without it hash as before.
+	Priority int `json:"priority,omitempty"`
+}
+
+// SharedDefinition is the part of the definition every route that names the
+// service shares: everything but Priority, which is per route.
+func (s ToolService) SharedDefinition() ToolService {
+	s.Priority = 0
+	return s
 }
 
 // ProtocolMCP is ToolService.Protocol of a federated MCP server.

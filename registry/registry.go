@@ -67,6 +67,10 @@ type RouteStatus struct {
 	// AmbiguousItems are the resources, resource templates and prompts of
 	// federated MCP servers left out because two services offer them.
 	AmbiguousItems []string `json:"ambiguousItems,omitempty"`
+	// Shadowed are the tools, prompts, resources and resource templates
+	// left out because a service ranked before theirs (priority, then the
+	// route's order) claims them: each with the winner.
+	Shadowed []Shadowed `json:"shadowed,omitempty"`
 }
 
 // Health is the /health detail of the registry (docs/operators.md).

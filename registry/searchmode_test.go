@@ -260,21 +260,21 @@ func TestSearchModeReservedNames(t *testing.T) {
 			t.Errorf("%s resolves to a real tool in search mode", name)
 		}
 	}
-	// Reserved names are not ambiguous either, even when claimed twice.
+	// Reserved names are not shadowed either, even when claimed twice.
 	r := Route{Key: "big", Catalog: &Catalog{Mode: "search"}, ToolServices: []ToolService{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}}
 	two := mustBuild(t, r, map[string]*Manifest{"a": mustManifest(t, doc), "b": mustManifest(t, registrytest.ToolsDoc("call_tool", "weather"))})
-	if len(two.Ambiguous) != 1 || two.Ambiguous[0] != "weather" || len(two.Rejected) != 3 {
-		t.Errorf("ambiguous = %v, rejected = %+v", two.Ambiguous, two.Rejected)
+	if len(two.Shadowed) != 1 || two.Shadowed[0].Name != "weather" || len(two.Rejected) != 3 {
+		t.Errorf("shadowed = %+v, rejected = %+v", two.Shadowed, two.Rejected)
 	}
 }
 
 // TestSearchModeAmbiguousNotSearchable: an ambiguous name cannot be called,
 // so search never offers it.
 func TestSearchModeAmbiguousNotSearchable(t *testing.T) {
-	r := Route{Key: "big", Catalog: &Catalog{Mode: "search"}, ToolServices: []ToolService{{Name: "a", URL: "http://a"}, {Name: "b", URL: "http://b"}}}
+	r := Route{Key: "big", Catalog: &Catalog{Mode: "search"}, ToolServices: []ToolService{{Name: "b", URL: "http://b"}, {Name: "a", URL: "http://a"}}}
 	s := mustBuild(t, r, map[string]*Manifest{
 		"a": mustManifest(t, catalogManifest()),
-		"b": mustManifest(t, registrytest.ToolsDoc("billing_invoice_create")),
+		"b": mustManifest(t, registrytest.ToolsDoc("billing_invoice_create", "billing_invoice_create")),
 	})
 	names := shortlistNames(t, s.SearchTools("create an invoice", 0))
 	if len(names) == 0 || slices.Contains(names, "billing_invoice_create") {

@@ -1,7 +1,10 @@
 package registry
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolmesh/toolmesh/mcp"
@@ -93,18 +96,27 @@ type Snapshot struct {
 	Version   string    // content hash of the inputs
 	FetchedAt time.Time // when the manifests were fetched
 	// Tools are the active, unambiguous tools, sorted by name.
-	Tools     []*Tool
-	Ambiguous []string // names left out because several active tools claim them
-	Rejected  []RejectedTool
+	Tools []*Tool
+	// Ambiguous are names left out because the service that wins them
+	// (ToolService.Priority, then Portal order) has two active entries.
+	Ambiguous []string
+	// Shadowed are the entries left out because a service ranked before
+	// theirs claims the same name (tools, prompts, resources, templates).
+	Shadowed []Shadowed
+	Rejected []RejectedTool
 
 	// What federated MCP servers offer besides tools, kept for the call
 	// path: resources (by uri), resource templates (by uriTemplate) and
-	// prompts (by prefixed name), each sorted by key. A key offered by two
-	// services is left out and listed in AmbiguousItems.
+	// prompts (by prefixed name), each sorted by key. A key offered by
+	// several services goes to the first in rank; one that its winning
+	// service offers twice is left out and listed in AmbiguousItems.
 	Resources         []*FederatedItem
 	ResourceTemplates []*FederatedItem
 	Prompts           []*FederatedItem
 	AmbiguousItems    []string
+	// instructions are the route's and its servers' instructions,
+	// combined and bounded (routeInstructions).
+	instructions string
 
 	byName    map[string]*Tool
 	ambiguous map[string]bool
@@ -137,6 +149,47 @@ type Snapshot struct {
 	// compile, by manifest index: persisted so that a restore, which
 	// compiles nothing, rejects exactly the same entries.
 	schemaErrs map[string][]schemaError
+}
+
+// Shadowed is an entry left out of a route because Winner, a Tool Service
+// ranked before Service (ToolService.Priority, then the route's order),
+// claims its name: a tool, prompt, resource (by uri, or matched by the
+// winner's template) or resource template (by uriTemplate, or whose text
+// the winner's template matches).
+type Shadowed struct {
+	Kind    string `json:"kind"` // tool, prompt, resource, resource template
+	Name    string `json:"name"`
+	Service string `json:"service"`
+	Winner  string `json:"winner"`
+}
+
+// shadow records that service's kind entry name lost to winner.
+func (s *Snapshot) shadow(kind, name, service, winner string) {
+	s.Shadowed = append(s.Shadowed, Shadowed{Kind: kind, Name: name, Service: service, Winner: winner})
+}
+
+// sortShadowed sorts Shadowed and drops repeats (two versions of one
+// losing tool are one line).
+func (s *Snapshot) sortShadowed() {
+	slices.SortFunc(s.Shadowed, func(a, b Shadowed) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.Service, b.Service))
+	})
+	s.Shadowed = slices.Compact(s.Shadowed)
+}
+
+// serviceRanks places each service of r in precedence order: higher
+// Priority first, then the earlier in toolServices.
+func serviceRanks(r Route) map[string]int {
+	idx := make([]int, len(r.ToolServices))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(r.ToolServices[b].Priority, r.ToolServices[a].Priority) })
+	rank := make(map[string]int, len(idx))
+	for n, i := range idx {
+		rank[r.ToolServices[i].Name] = n
+	}
+	return rank
 }
 
 // schemaError is one entry of a manifest rejected for its input schema.

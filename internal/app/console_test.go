@@ -205,7 +205,7 @@ func startConsoleFixture(t *testing.T) *consoleFixture {
 	})
 	goodSrv := httptest.NewServer(good)
 	t.Cleanup(goodSrv.Close)
-	// twin offers lookup too, which makes it ambiguous on the route.
+	// twin, listed after good, offers lookup too: it is shadowed on the route.
 	twin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"tools":[{"name":"lookup","version":"1","description":"Looks it up too.","inputSchema":{"type":"object"}}]}`)
@@ -278,6 +278,7 @@ func TestConsoleState(t *testing.T) {
 				SnapshotVersion string   `json:"snapshotVersion"`
 				Tools           int      `json:"tools"`
 				Ambiguous       []string `json:"ambiguous"`
+				Shadowed        []struct{ Kind, Name, Service, Winner string }
 				Rejected        []struct{ Service, Name, Reason string }
 				Services        []struct {
 					Name      string `json:"name"`
@@ -339,12 +340,13 @@ func TestConsoleState(t *testing.T) {
 	var healthy bool
 	for _, rt := range doc.Registry.Routes {
 		if rt.Key == "healthy" {
-			healthy = rt.SnapshotVersion != "" && rt.Tools == 1 && len(rt.Rejected) == 1 && rt.Rejected[0].Name == "Bad Name!" &&
-				slices.Equal(rt.Ambiguous, []string{"lookup"})
+			healthy = rt.SnapshotVersion != "" && rt.Tools == 2 && len(rt.Rejected) == 1 && rt.Rejected[0].Name == "Bad Name!" &&
+				len(rt.Ambiguous) == 0 && len(rt.Shadowed) == 1 && rt.Shadowed[0].Name == "lookup" &&
+				rt.Shadowed[0].Service == "twin" && rt.Shadowed[0].Winner == "good"
 		}
 	}
 	if !healthy {
-		t.Errorf("route healthy = %+v, want a snapshot with 1 tool (fetch), 1 rejected and lookup ambiguous", doc.Registry.Routes)
+		t.Errorf("route healthy = %+v, want a snapshot with 2 tools (fetch, good's lookup), 1 rejected and twin's lookup shadowed", doc.Registry.Routes)
 	}
 	if c := doc.Routes["healthy"].Catalog; c.Mode != "search" || c.Shortlist != 3 {
 		t.Errorf("healthy catalog = %+v, want search mode, shortlist 3", c)

@@ -57,7 +57,7 @@ func (r *Registry) fetchService(ctx context.Context, svc registry.ToolService) (
 		r.fetches.put(svc.Name, recordFetch(prev, svc, nil, registry.Freshness{}, err, now))
 		return m, err
 	}
-	if prev.manifest != nil && now.Before(prev.freshUntil) && reflect.DeepEqual(prev.def, svc) {
+	if prev.manifest != nil && now.Before(prev.freshUntil) && reflect.DeepEqual(prev.def.SharedDefinition(), svc.SharedDefinition()) {
 		return prev.manifest, nil
 	}
 	m, fr, err := r.mcp.List(ctx, svc)

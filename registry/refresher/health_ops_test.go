@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestHealthAges: snapshotAge counts from when the content was built and a
@@ -79,10 +80,12 @@ func TestHealthLastErrorNamesURLOnce(t *testing.T) {
 func TestRejectedAmbiguousGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, func(o *Options) { o.Registerer = reg })
-	// alpha: a has a bad schema and shares "dup" with shared; beta gets
-	// "dup" from shared only.
+	// alpha: a has a bad schema and offers "dup" twice (ambiguous), which
+	// shared, after it, also offers (shadowed); beta gets "dup" from
+	// shared only.
 	e.a.Set(registrytest.ModeOK, `{"tools":[{"name":"a_one","inputSchema":{"type":"object"}},`+
-		`{"name":"a_bad","inputSchema":{"type":"string"}},{"name":"dup","inputSchema":{"type":"object"}}]}`)
+		`{"name":"a_bad","inputSchema":{"type":"string"}},{"name":"dup","inputSchema":{"type":"object"}},`+
+		`{"name":"dup","version":"2","inputSchema":{"type":"object"}}]}`)
 	e.shared.Set(registrytest.ModeOK, registrytest.ToolsDoc("s_one", "dup"))
 	e.start(t)
 
@@ -90,11 +93,16 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 	if len(a.Rejected) != 1 || len(a.Ambiguous) != 1 {
 		t.Fatalf("alpha rejected %v, ambiguous %v; the fixture needs one of each", a.Rejected, a.Ambiguous)
 	}
+	if len(a.Shadowed) != 1 || a.Shadowed[0] != (registry.Shadowed{Kind: "tool", Name: "dup", Service: "shared", Winner: "a"}) {
+		t.Errorf("alpha shadowed %+v, want shared's dup lost to a", a.Shadowed)
+	}
 	want := map[string]float64{
-		"toolmesh_registry_rejected_tools/alpha":  1,
-		"toolmesh_registry_ambiguous_tools/alpha": 1,
-		"toolmesh_registry_rejected_tools/beta":   0,
-		"toolmesh_registry_ambiguous_tools/beta":  0,
+		"toolmesh_registry_rejected_tools/alpha":   1,
+		"toolmesh_registry_ambiguous_tools/alpha":  1,
+		"toolmesh_registry_shadowed_entries/alpha": 1,
+		"toolmesh_registry_rejected_tools/beta":    0,
+		"toolmesh_registry_ambiguous_tools/beta":   0,
+		"toolmesh_registry_shadowed_entries/beta":  0,
 	}
 	if got := routeGauges(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("gauges = %v, want %v", got, want)
@@ -105,8 +113,9 @@ func TestRejectedAmbiguousGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = map[string]float64{
-		"toolmesh_registry_rejected_tools/beta":  0,
-		"toolmesh_registry_ambiguous_tools/beta": 0,
+		"toolmesh_registry_rejected_tools/beta":   0,
+		"toolmesh_registry_ambiguous_tools/beta":  0,
+		"toolmesh_registry_shadowed_entries/beta": 0,
 	}
 	if got := routeGauges(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("after alpha was delisted: gauges = %v, want %v", got, want)
@@ -122,7 +131,7 @@ func routeGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "toolmesh_registry_rejected_tools" && mf.GetName() != "toolmesh_registry_ambiguous_tools" {
+		if n := mf.GetName(); n != "toolmesh_registry_rejected_tools" && n != "toolmesh_registry_ambiguous_tools" && n != "toolmesh_registry_shadowed_entries" {
 			continue
 		}
 		for _, m := range mf.GetMetric() {

@@ -80,7 +80,9 @@ var (
 	descRejected = prometheus.NewDesc("toolmesh_registry_rejected_tools",
 		"Tools of each route's snapshot left out because their manifest entry is invalid (/health: rejected).", []string{"route"}, nil)
 	descAmbiguous = prometheus.NewDesc("toolmesh_registry_ambiguous_tools",
-		"Tool names of each route left out because two of its Tool Services publish them (/health: ambiguous).", []string{"route"}, nil)
+		"Tool names of each route left out because the Tool Service that wins them publishes two active entries (/health: ambiguous).", []string{"route"}, nil)
+	descShadowed = prometheus.NewDesc("toolmesh_registry_shadowed_entries",
+		"Tools, prompts, resources and resource templates of each route left out because a Tool Service ranked before theirs claims the name (/health: shadowed).", []string{"route"}, nil)
 	descReady = prometheus.NewDesc("toolmesh_registry_ready",
 		"1 when at least one route has a snapshot.", nil, nil)
 	descWithout = prometheus.NewDesc("toolmesh_registry_routes_without_snapshot",
@@ -93,6 +95,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descTools
 	ch <- descRejected
 	ch <- descAmbiguous
+	ch <- descShadowed
 	ch <- descReady
 	ch <- descWithout
 }
@@ -116,6 +119,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTools, prometheus.GaugeValue, float64(len(e.snap.Tools)), key)
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.GaugeValue, float64(len(e.snap.Rejected)), key)
 		ch <- prometheus.MustNewConstMetric(descAmbiguous, prometheus.GaugeValue, float64(len(e.snap.Ambiguous)), key)
+		ch <- prometheus.MustNewConstMetric(descShadowed, prometheus.GaugeValue, float64(len(e.snap.Shadowed)), key)
 	}
 	ready := 0.0
 	if st.ready {

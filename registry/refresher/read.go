@@ -97,6 +97,7 @@ func (r *Registry) Health() registry.Health {
 			rs.Ambiguous = slices.Clone(s.Ambiguous)
 			rs.Rejected = slices.Clone(s.Rejected)
 			rs.AmbiguousItems = slices.Clone(s.AmbiguousItems)
+			rs.Shadowed = slices.Clone(s.Shadowed)
 		} else {
 			h.RoutesWithoutSnapshot = append(h.RoutesWithoutSnapshot, rt.Key)
 		}
