@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +28,7 @@ type protectedMCP struct {
 	mu      sync.Mutex
 	revoked map[string]bool // jti
 	seen    []string        // jti of accepted tokens
+	tokens  []string        // the accepted tokens themselves
 }
 
 func startProtectedMCP(t *testing.T, ln net.Listener, issuer string) *protectedMCP {
@@ -68,6 +66,9 @@ func startProtectedMCP(t *testing.T, ln net.Listener, issuer string) *protectedM
 			return nil, fmt.Errorf("%w: revoked", auth.ErrInvalidToken)
 		}
 		p.seen = append(p.seen, cl.ID)
+		if !slices.Contains(p.tokens, tok) {
+			p.tokens = append(p.tokens, tok)
+		}
 		return &auth.TokenInfo{UserID: cl.Subject, Expiration: cl.Expiry.Time(),
 			Extra: map[string]any{"sub": cl.Subject, "aud": []string(cl.Audience)}}, nil
 	}
@@ -87,6 +88,12 @@ func startProtectedMCP(t *testing.T, ln net.Listener, issuer string) *protectedM
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 	return p
+}
+
+func (p *protectedMCP) accepted() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.tokens)
 }
 
 func (p *protectedMCP) revokeAll() {
@@ -180,99 +187,5 @@ func TestOAuthProtectedMCPServer(t *testing.T) {
 	}
 	if n := as.requests(oauthclient.TokenExchangeGrantType) - before; n != 1 {
 		t.Fatalf("%d exchanges after the 401, want 1", n)
-	}
-}
-
-// TestOAuthThroughGateway: a caller authenticated at the gateway by a token
-// of the authorization server calls a tool of an OAuth-protected federated
-// MCP server whose upstreamAuth is tokenExchange. The gateway's listing
-// uses its own client credentials token; the call carries the caller's
-// token exchanged for the server, whose sub is the caller's and whose aud
-// is the server's. Neither /health nor the gateway's log shows a JWT.
-func TestOAuthThroughGateway(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpURL := "http://" + ln.Addr().String() + "/mcp"
-	as := startAuthServer(t, "s1", mcpURL)
-	startProtectedMCP(t, ln, as.Issuer)
-	t.Setenv("TOOLMESH_E2E_OAUTH_SECRET", "s1")
-
-	dir := t.TempDir()
-	portal := filepath.Join(dir, "portal.json")
-	b, _ := json.Marshal(map[string]any{"routes": []any{map[string]any{"key": "core", "toolServices": []any{
-		map[string]any{"name": "prot", "protocol": "mcp", "url": mcpURL}}}}})
-	if err := os.WriteFile(portal, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "toolmesh.yaml")
-	doc := fmt.Sprintf(`resourceBase: https://mcp.example.com
-auth:
-  default:
-    issuers: [{issuer: %[1]s, algorithms: [RS256]}]
-    audience: %[2]s
-credentials:
-  gateway-secret: {env: TOOLMESH_E2E_OAUTH_SECRET}
-upstreamAuth:
-  prot:
-    oauth:
-      mode: tokenExchange
-      issuer: %[1]s
-      clientId: %[3]s
-      clientSecret: gateway-secret
-      audience: [%[4]s]
-      resource: [%[4]s]
-`, as.Issuer, oauthAppID, oauthGatewayID, mcpURL)
-	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	gw := startGateway(t, portal, "--config", cfg)
-
-	alice := as.userToken(t, "test-user@127.0.0.1") // id1, aud app
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1.0.0"}, nil)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL + "/mcp/core", DisableStandaloneSSE: true, MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: &bearerTransport{token: alice, base: http.DefaultTransport}}}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\n%s", err, tail(gw.logs.String(), 40))
-	}
-	defer cs.Close()
-	var names []string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
-		tools, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = names[:0]
-		for _, tl := range tools.Tools {
-			names = append(names, tl.Name)
-		}
-		if slices.Contains(names, "whoami") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if !slices.Contains(names, "whoami") {
-		t.Fatalf("tools %v: the listing with the gateway's token failed\n%s", names, tail(gw.logs.String(), 40))
-	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "whoami"})
-	if err != nil || res.IsError {
-		t.Fatalf("call: %v %+v\n%s", err, res, tail(gw.logs.String(), 40))
-	}
-	got, _ := res.StructuredContent.(map[string]any)
-	if aud, _ := got["aud"].([]any); got["sub"] != "id1" || !slices.Contains(aud, any(mcpURL)) {
-		t.Fatalf("the upstream saw %v, want sub id1 and aud %s", got, mcpURL)
-	}
-
-	_, health := gw.get(t, "/health")
-	for what, s := range map[string]string{"/health": string(health), "the log": gw.logs.String()} {
-		if strings.Contains(s, alice) || strings.Contains(s, "eyJ") {
-			t.Errorf("%s shows a token", what)
-		}
 	}
 }

@@ -31,6 +31,9 @@ type toolService struct {
 	// gateway sets and forwards.
 	lastHeaders atomic.Pointer[http.Header]
 	lastBody    atomic.Pointer[[]byte]
+	// refuse, when set, answers a tool call 401 when it returns true for
+	// the call's headers.
+	refuse atomic.Pointer[func(http.Header) bool]
 }
 
 var objectSchema = map[string]any{"type": "object", "additionalProperties": false}
@@ -131,6 +134,11 @@ func (s *toolService) invoke(w http.ResponseWriter, r *http.Request) {
 	s.calls.Add(1)
 	h := r.Header.Clone()
 	s.lastHeaders.Store(&h)
+	if f := s.refuse.Load(); f != nil && (*f)(h) {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	s.lastBody.Store(&body)
 	var args map[string]any

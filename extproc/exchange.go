@@ -90,6 +90,7 @@ type exchange struct {
 	approved    bool              // the approval step granted the call (approval.go)
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
 	relayed     bool              // a client's answer routed to a federated server (relay.go)
+	oauthUsed   *oauthUse         // the OAuth token the routed call carries (upstreamoauth.go)
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).

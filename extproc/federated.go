@@ -420,6 +420,15 @@ func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
 func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
+	if x.upStatus == http.StatusUnauthorized {
+		if out, ok := x.fedUnauthorized(h); ok { // upstream401.go
+			return responseHeadersResponse(&extprocv3.CommonResponse{
+				Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+				HeaderMutation: fedHeaders(nil),
+				BodyMutation:   replaceBody(out),
+			})
+		}
+	}
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
 		// open a new one and send the call again from here. A 400 that

@@ -70,9 +70,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.authz, err = promreg.Register(reg, m.authz); err != nil {
 		return nil, err
 	}
-	// The OAuth clients are shared by the process's Servers and listings
-	// (upstreamoauth.go); their counter is registered with the first
-	// registry that asks.
+	// The token clients of every upstreamAuth configuration count into
+	// one process-wide counter (upstreamoauth.go), registered with the
+	// first registry that asks.
 	if _, err = promreg.Register(reg, oauthRequests); err != nil {
 		return nil, err
 	}

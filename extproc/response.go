@@ -217,6 +217,9 @@ func (x *exchange) result(u mcp.Upstream) []byte {
 			slog.String("tool", x.call.Tool), slog.Int("upstream_status", u.Status),
 			slog.String("tool_outcome", x.callOutcome))
 	}
+	if b, ok := x.toolServiceUnauthorized(u); ok { // upstream401.go
+		return x.filtered(b)
+	}
 	return x.filtered(x.s.proto.CallResult(x.call, u))
 }
 

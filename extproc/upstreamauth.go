@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +56,9 @@ type UpstreamAuth struct {
 	Services map[string]ServiceAuth
 	// Credentials are the config file's credentials map.
 	Credentials map[string]registry.CredentialSource
+	// oauth are the token clients of the oauth entries (upstreamoauth.go),
+	// built by BuildUpstreamAuth or SetUpstreamAuth.
+	oauth oauthSet
 }
 
 // The call outcome and details of a call whose upstreamAuth credential
@@ -179,6 +181,17 @@ func (s *Server) SetUpstreamAuth(u UpstreamAuth) error {
 	for k, v := range u.Credentials {
 		c.Credentials[k] = v
 	}
+	c.oauth = u.oauth
+	if c.oauth == nil {
+		var prev oauthSet
+		if p := s.upstreamAuth.Load(); p != nil {
+			prev = p.oauth
+		}
+		var err error
+		if c.oauth, err = buildOAuth(c, prev); err != nil {
+			return err
+		}
+	}
 	s.upstreamAuth.Store(&c)
 	return nil
 }
@@ -209,16 +222,12 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 			out[a.header()] = v
 		}
 	case a.OAuth != nil:
-		var iss, sub, tok string
-		if x.caller != nil {
-			iss, sub, tok = x.caller.Issuer, x.caller.Subject, x.caller.Token
-		}
-		r, err := oauthRequest(*a.OAuth, iss, sub, tok, false)
-		if err == nil {
-			out[a.header()], err = oauthHeader(x.ctx, service, *a.OAuth, u.Credentials, r)
-		}
+		v, err := x.oauthCredential(u, service, *a.OAuth)
 		if err != nil {
 			return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", service, err)
+		}
+		if v != "" {
+			out[a.header()] = v
 		}
 	}
 	for h, claim := range a.ForwardClaims {
@@ -316,10 +325,12 @@ func ListingCredentials(u UpstreamAuth, service string) (map[string]string, erro
 	a, ok := u.Services[service]
 	if ok && a.OAuth != nil {
 		// The service identity, whatever the mode: a listing has no caller.
-		r, _ := oauthRequest(*a.OAuth, "", "", "", true)
-		v, err := oauthHeader(context.Background(), service, *a.OAuth, u.Credentials, r)
+		v, err := listingCredential(&u, service, *a.OAuth)
 		if err != nil {
 			return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", service, err)
+		}
+		if v == "" {
+			return nil, nil
 		}
 		return map[string]string{a.header(): v}, nil
 	}

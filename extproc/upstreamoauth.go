@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,6 +33,8 @@ type OAuthAuth struct {
 	// Listings use client credentials in both.
 	Mode string `json:"mode"`
 	// Issuer's metadata names the token endpoint, unless TokenURL is set.
+	// Without either, the authorization server is discovered from the
+	// upstream's 401 (RFC 9728), for federated MCP servers.
 	Issuer   string `json:"issuer,omitempty"`
 	TokenURL string `json:"tokenUrl,omitempty"`
 	ClientID string `json:"clientId"`
@@ -88,6 +92,9 @@ func (o OAuthAuth) validate(svc string, creds map[string]registry.CredentialSour
 		bad(err)
 		return errs
 	}
+	if discovers(o) {
+		cfg.Issuer = placeholderIssuer // the rest of the entry is checked as it will be used
+	}
 	if _, err := oauthclient.New(cfg); err != nil {
 		for _, e := range splitJoined(err) {
 			bad(e)
@@ -110,18 +117,40 @@ var oauthRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Requests of the gateway to authorization servers for upstream tokens, by service, grant (client_credentials, token_exchange, discovery) and result (ok, refused, unavailable, timeout, busy, config). Cached tokens make none.",
 }, []string{"service", "grant", "result"})
 
-// oauthPool holds one oauthclient.Client per service and configuration,
-// shared by calls and listings and kept across reloads, so a SIGHUP that
-// does not change an entry keeps its cached tokens. A changed entry gets a
-// new Client; the old one is dropped.
-var oauthPool struct {
-	mu sync.Mutex // taken to build a client, never on a cache hit
-	m  sync.Map   // service -> *pooledClient
+// oauthSet is the token clients of one upstreamAuth configuration, one
+// per service with an oauth entry. It is built with the configuration
+// (BuildUpstreamAuth, SetUpstreamAuth), so a SIGHUP replaces it; an entry
+// whose client configuration did not change keeps its client, and with it
+// its cached tokens and the authorization server it discovered. It is never
+// modified after it is built.
+type oauthSet map[string]*serviceOAuth
+
+// serviceOAuth is one service's token client: fixed when the entry names
+// its authorization server (issuer or tokenUrl), else discovered from the
+// server's 401 (RFC 9728), at most one discovery at a time.
+type serviceOAuth struct {
+	cfg   oauthclient.Config // as configured, without Observe
+	fixed *oauthclient.Client
+	found atomic.Pointer[discoveredAS]
+	mu    sync.Mutex
 }
 
-type pooledClient struct {
-	cfg    oauthclient.Config
-	client *oauthclient.Client
+// discoveredAS is what a protected server's metadata named.
+type discoveredAS struct {
+	issuer   string   // the authorization server (its first authorization_servers entry)
+	resource string   // the metadata's resource: the token's resource by default
+	scopes   []string // the challenge's scope: the token's scopes by default
+	client   *oauthclient.Client
+}
+
+func discovers(o OAuthAuth) bool { return o.Issuer == "" && o.TokenURL == "" }
+
+// placeholderIssuer stands in for a discovered authorization server when an
+// entry's other fields are checked.
+const placeholderIssuer = "https://authorization-server.invalid"
+
+func observer(service string) func(oauthclient.Outcome) {
+	return func(out oauthclient.Outcome) { oauthRequests.WithLabelValues(service, out.Grant, out.Result).Inc() }
 }
 
 func sameConfig(a, b oauthclient.Config) bool {
@@ -129,68 +158,243 @@ func sameConfig(a, b oauthclient.Config) bool {
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
-// oauthClient returns the Client of service's entry o.
-func oauthClient(service string, o OAuthAuth, creds map[string]registry.CredentialSource) (*oauthclient.Client, error) {
-	cfg, err := o.config(creds)
+// buildOAuth returns the token clients of u's oauth entries, taking over
+// prev's for entries whose client configuration is unchanged.
+func buildOAuth(u UpstreamAuth, prev oauthSet) (oauthSet, error) {
+	set := oauthSet{}
+	for svc, a := range u.Services {
+		if a.OAuth == nil {
+			continue
+		}
+		cfg, err := a.OAuth.config(u.Credentials)
+		if err != nil {
+			return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", svc, err)
+		}
+		if p := prev[svc]; p != nil && sameConfig(p.cfg, cfg) {
+			set[svc] = p
+			continue
+		}
+		so := &serviceOAuth{cfg: cfg}
+		if !discovers(*a.OAuth) {
+			full := cfg
+			full.Observe = observer(svc)
+			if so.fixed, err = oauthclient.New(full); err != nil {
+				return nil, fmt.Errorf("upstreamAuth.%s.oauth: %w", svc, err)
+			}
+		}
+		set[svc] = so
+	}
+	return set, nil
+}
+
+// BuildUpstreamAuth validates the upstreamAuth of a configuration and
+// builds its token clients, taking over prev's (nil: none) where an entry
+// is unchanged. Calls (SetUpstreamAuth) and listings (ListingCredentials)
+// given the result share its clients.
+func BuildUpstreamAuth(services map[string]ServiceAuth, creds map[string]registry.CredentialSource, prev *UpstreamAuth) (*UpstreamAuth, error) {
+	u := UpstreamAuth{Services: services, Credentials: creds}
+	if err := u.Validate(); err != nil {
+		return nil, err
+	}
+	var p oauthSet
+	if prev != nil {
+		p = prev.oauth
+	}
+	set, err := buildOAuth(u, p)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := oauthPool.m.Load(service); ok && sameConfig(v.(*pooledClient).cfg, cfg) {
-		return v.(*pooledClient).client, nil
+	u.oauth = set
+	return &u, nil
+}
+
+// client is the token client in force and what was discovered (nil for a
+// fixed one); nil, nil when the authorization server is not discovered yet.
+func (so *serviceOAuth) client() (*oauthclient.Client, *discoveredAS) {
+	if so.fixed != nil {
+		return so.fixed, nil
 	}
-	oauthPool.mu.Lock()
-	defer oauthPool.mu.Unlock()
-	if v, ok := oauthPool.m.Load(service); ok && sameConfig(v.(*pooledClient).cfg, cfg) {
-		return v.(*pooledClient).client, nil
+	if d := so.found.Load(); d != nil {
+		return d.client, d
 	}
-	full := cfg
-	full.Observe = func(out oauthclient.Outcome) {
-		oauthRequests.WithLabelValues(service, out.Grant, out.Result).Inc()
+	return nil, nil
+}
+
+// discover reads the protected resource metadata of the MCP server at url
+// that answered 401 with challenges, and sets up a client for the first
+// authorization server it names. The metadata's resource must be url or a
+// path prefix of it (RFC 9728 section 3.3), and the metadata and the
+// authorization server must be https (http only for loopback hosts):
+// oauthclient.DiscoverResource and CheckURL. Its authorization server
+// metadata (RFC 8414) is read at the first token request. A discovery that
+// already happened is kept.
+func (so *serviceOAuth) discover(ctx context.Context, service, url string, challenges []string) error {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	if so.found.Load() != nil {
+		return nil
 	}
-	c, err := oauthclient.New(full)
+	timeout := so.cfg.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	prm, scopes, err := oauthclient.ResourceFromChallenge(ctx, oauthclient.HTTPClient(so.cfg.HTTPClient), challenges, url)
 	if err != nil {
-		return nil, err
+		oauthRequests.WithLabelValues(service, "resource_discovery", "unavailable").Inc()
+		return fmt.Errorf("discover the authorization server of %s: %w", url, err)
 	}
-	oauthPool.m.Store(service, &pooledClient{cfg: cfg, client: c})
-	return c, nil
+	oauthRequests.WithLabelValues(service, "resource_discovery", "ok").Inc()
+	cfg := so.cfg
+	cfg.Issuer, cfg.Observe = prm.AuthorizationServers[0], observer(service)
+	c, err := oauthclient.New(cfg)
+	if err != nil {
+		return fmt.Errorf("the authorization server %s of %s: %w", cfg.Issuer, url, err)
+	}
+	so.found.Store(&discoveredAS{issuer: cfg.Issuer, resource: prm.Resource, scopes: scopes, client: c})
+	return nil
 }
 
 // errNoCaller: a tokenExchange call without an authenticated caller.
 var errNoCaller = errors.New("no authenticated caller whose token could be exchanged")
 
+// errForeignIssuer: a tokenExchange call whose authorization server was
+// discovered from the upstream and is not the caller's token's issuer.
+var errForeignIssuer = errors.New("its discovered authorization server did not issue the caller's token")
+
 // oauthRequest is what service's token is asked for: the caller's token
 // exchanged (tokenExchange, a call with an authenticated caller), else
 // the gateway's own. A call in tokenExchange mode without a caller token
-// is an error: it is never sent as the gateway.
-func oauthRequest(o OAuthAuth, callerIssuer, callerSub, callerToken string, listing bool) (oauthclient.Request, error) {
+// is an error: it is never sent as the gateway. d, when the authorization
+// server was discovered, gives the resource and scopes the entry leaves
+// out.
+func oauthRequest(o OAuthAuth, d *discoveredAS, callerIssuer, callerSub, callerToken string, listing bool) (oauthclient.Request, error) {
 	r := oauthclient.Request{Grant: oauthclient.ClientCredentials, Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes}
+	if d != nil && len(r.Resource) == 0 {
+		r.Resource = []string{d.resource}
+	}
+	if d != nil && len(r.Scopes) == 0 {
+		r.Scopes = d.scopes
+	}
 	if o.Mode == ModeTokenExchange && !listing {
 		if callerToken == "" {
 			return r, errNoCaller
+		}
+		// A subject token goes only to the authorization server the
+		// operator named, or back to the one that issued it: never to one
+		// an upstream's metadata names.
+		if d != nil && d.issuer != callerIssuer {
+			return r, errForeignIssuer
 		}
 		r.Grant, r.SubjectToken, r.Subject = oauthclient.TokenExchange, callerToken, callerIssuer+"\x00"+callerSub
 	}
 	return r, nil
 }
 
-// oauthHeader is the Authorization value of service's entry o.
-func oauthHeader(ctx context.Context, service string, o OAuthAuth, creds map[string]registry.CredentialSource, r oauthclient.Request) (string, error) {
-	c, err := oauthClient(service, o, creds)
+// oauthUse is the token a routed call carries: evicted when the upstream
+// answers 401.
+type oauthUse struct {
+	client *oauthclient.Client
+	req    oauthclient.Request
+}
+
+// serviceOAuth returns u's client of service, building a one-off set when u
+// was not built (a configuration given as a literal).
+func (u *UpstreamAuth) serviceOAuth(service string) (*serviceOAuth, error) {
+	if u.oauth != nil {
+		if so := u.oauth[service]; so != nil {
+			return so, nil
+		}
+	}
+	set, err := buildOAuth(UpstreamAuth{Services: map[string]ServiceAuth{service: u.Services[service]}, Credentials: u.Credentials}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return set[service], nil
+}
+
+// oauthCredential is the Authorization value of a call to service by o, ""
+// while its authorization server is not discovered yet (the call goes
+// without, and the server's 401 discovers it: fedUnauthorized).
+func (x *exchange) oauthCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
+	so, err := u.serviceOAuth(service)
 	if err != nil {
 		return "", err
 	}
-	tok, err := c.Token(ctx, r)
+	var iss, sub, tok string
+	if x.caller != nil {
+		iss, sub, tok = x.caller.Issuer, x.caller.Subject, x.caller.Token
+	}
+	c, d := so.client()
+	if c == nil {
+		if o.Mode == ModeTokenExchange && tok == "" {
+			return "", errNoCaller
+		}
+		return "", nil
+	}
+	r, err := oauthRequest(o, d, iss, sub, tok, false)
 	if err != nil {
 		return "", err
 	}
-	return "Bearer " + tok.AccessToken, nil
+	t, err := c.Token(x.ctx, r)
+	if err != nil {
+		return "", err
+	}
+	x.oauthUsed = &oauthUse{client: c, req: r}
+	return "Bearer " + t.AccessToken, nil
+}
+
+// listingCredential is the Authorization value of the gateway's own listing
+// of service: client credentials, whatever the mode; "" while the
+// authorization server is not discovered yet.
+func listingCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
+	so, err := u.serviceOAuth(service)
+	if err != nil {
+		return "", err
+	}
+	c, d := so.client()
+	if c == nil {
+		return "", nil
+	}
+	r, _ := oauthRequest(o, d, "", "", "", true)
+	t, err := c.Token(context.Background(), r)
+	if err != nil {
+		return "", err
+	}
+	return "Bearer " + t.AccessToken, nil
+}
+
+// ListingUnauthorized is told that the listing of service at url was
+// answered 401 with challenges. For an oauth entry it evicts the listing's
+// token, or discovers the authorization server from the challenge, and
+// returns true: list once more. Anything else returns false.
+func ListingUnauthorized(ctx context.Context, u UpstreamAuth, service, url string, challenges []string) bool {
+	a, ok := u.Services[service]
+	if !ok || a.OAuth == nil {
+		return false
+	}
+	so, err := u.serviceOAuth(service)
+	if err != nil {
+		return false
+	}
+	c, d := so.client()
+	if c == nil {
+		return so.discover(ctx, service, url, challenges) == nil
+	}
+	r, _ := oauthRequest(*a.OAuth, d, "", "", "", true)
+	c.Evict(r)
+	return true
 }
 
 // oauthReason is the client-facing reason of a failed token request: the
 // class, never the authorization server's text or a token.
 func oauthReason(err error) (string, bool) {
-	if errors.Is(err, errNoCaller) {
+	switch {
+	case errors.Is(err, errNoCaller):
 		return "it acts for an authenticated caller, and the request has none", true
+	case errors.Is(err, errForeignIssuer):
+		return "its authorization server, discovered from it, is not the issuer of the caller's token", true
 	}
 	var e *oauthclient.Error
 	if !errors.As(err, &e) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +60,9 @@ type HTTPLister struct {
 	// the Portal's (the config file's upstreamAuth credential); they win
 	// for the same header name. Set by SetListingHeaders.
 	listingHeaders atomic.Pointer[func(service string) (map[string]string, error)]
+	// unauthorized, when set, is told of a listing's 401 and says whether
+	// to list once more (listing_oauth.go).
+	unauthorized atomic.Pointer[Unauthorized]
 }
 
 // SetListingHeaders makes every later listing of a service also send the
@@ -119,27 +121,19 @@ func (h *HTTPLister) List(ctx context.Context, svc ToolService) (*Manifest, Fres
 	}
 	// A rotated secret is used by calls from this listing on.
 	h.resolved.Store(svc.Name, resolvedHeaders{spec: maps.Clone(svc.Headers), values: headers})
-	if f := h.listingHeaders.Load(); f != nil && *f != nil {
-		extra, err := (*f)(svc.Name)
-		if err != nil {
-			return nil, Freshness{}, fmt.Errorf("list MCP server %q: %w", svc.Name, err)
-		}
-		if len(extra) > 0 {
-			merged := make(map[string]string, len(headers)+len(extra))
-			for k, v := range headers {
-				merged[k] = v
-			}
-			for k, v := range extra {
-				maps.DeleteFunc(merged, func(m string, _ string) bool { return strings.EqualFold(m, k) })
-				merged[k] = v
-			}
-			headers = merged
-		}
+	withExtra, err := h.withListingHeaders(svc.Name, headers)
+	if err != nil {
+		return nil, Freshness{}, fmt.Errorf("list MCP server %q: %w", svc.Name, err)
 	}
 	if svc.AllowSameOriginRedirects {
 		ctx = upstream.AllowSameOriginRedirects(ctx)
 	}
-	l, err := h.client.Discover(ctx, svc.URL, headers)
+	l, err := h.client.Discover(ctx, svc.URL, withExtra)
+	if retry := h.retryUnauthorized(ctx, svc, err); retry {
+		if withExtra, err = h.withListingHeaders(svc.Name, headers); err == nil {
+			l, err = h.client.Discover(ctx, svc.URL, withExtra)
+		}
+	}
 	if err != nil {
 		return nil, Freshness{}, fmt.Errorf("list MCP server %q at %s: %w", svc.Name, svc.URL, err)
 	}

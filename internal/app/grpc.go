@@ -269,15 +269,14 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 // reloadUpstreamAuth puts the upstreamAuth of the configuration as it is
 // now (file and flags) in force; on any error the last good one stays.
 func (a *app) reloadUpstreamAuth(cfg Config) {
-	u := extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials}
-	err := u.Validate()
+	u, err := extproc.BuildUpstreamAuth(cfg.UpstreamAuth, cfg.Credentials, a.upstreamAuth.Load())
 	if err == nil && a.extprocServer != nil {
-		err = a.extprocServer.SetUpstreamAuth(u)
+		err = a.extprocServer.SetUpstreamAuth(*u)
 	}
 	if err != nil {
 		a.log.Error("upstreamAuth reload failed; the last good configuration stays in force", slog.Any("error", err))
 		return
 	}
-	a.upstreamAuth.Store(&u)
+	a.upstreamAuth.Store(u)
 	a.log.Info("SIGHUP: upstreamAuth reloaded", slog.Int("services", len(cfg.UpstreamAuth)))
 }

@@ -284,14 +284,22 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 		a.approvalLedger = l
 	}
 	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
-	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
-	if l, ok := a.lister.(interface {
-		SetListingHeaders(func(string) (map[string]string, error))
-	}); ok {
+	// The token clients of upstreamAuth's oauth entries are built with it
+	// and shared by calls and listings; a SIGHUP builds them again.
+	ua, err := extproc.BuildUpstreamAuth(cfg.UpstreamAuth, cfg.Credentials, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.upstreamAuth.Store(ua)
+	if l, ok := a.lister.(*registry.HTTPLister); ok {
 		// The gateway's own listings send a federated server's upstreamAuth
-		// credential too, as its calls do.
+		// credential too, as its calls do; an oauth entry's 401 evicts the
+		// token or discovers the authorization server, and lists again.
 		l.SetListingHeaders(func(service string) (map[string]string, error) {
 			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
+		})
+		l.SetListingUnauthorized(func(ctx context.Context, service, url string, challenges []string) bool {
+			return extproc.ListingUnauthorized(ctx, *a.upstreamAuth.Load(), service, url, challenges)
 		})
 	}
 	if a.reg, err = newRegistry(&cfg, registryParts{

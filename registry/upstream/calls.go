@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -82,4 +83,14 @@ func (c *Client) Exchange(ctx context.Context, endpoint string, headers http.Hea
 		return resp.StatusCode, nil, err
 	}
 	return resp.StatusCode, m.Raw, nil
+}
+
+// Unauthorized reports whether err is a 401 answer and returns its
+// WWW-Authenticate challenges.
+func Unauthorized(err error) ([]string, bool) {
+	var se *StatusError
+	if errors.As(err, &se) && se.Status == http.StatusUnauthorized {
+		return se.Challenges, true
+	}
+	return nil, false
 }

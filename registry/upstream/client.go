@@ -214,7 +214,7 @@ func (s *session) discover(ctx context.Context) (*Listing, error) {
 }
 
 // fallBack reports whether a failed server/discover means "try the legacy
-// handshake": anything but a transport failure, a timeout, or an error by
+// handshake": anything but a transport failure, a timeout, a 401, or an error by
 // which a modern server refuses the request (an unsupported version is
 // handled by the caller: it falls back only when the server lists a
 // legacy version).
@@ -222,6 +222,9 @@ func fallBack(err error) bool {
 	var te *transportError
 	if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
+	}
+	if _, ok := Unauthorized(err); ok {
+		return false // the server asks for a token, whatever its era
 	}
 	var rpc *mcp.RPCError
 	if errors.As(err, &rpc) && mcp.IsModernError(rpc) {
@@ -433,6 +436,10 @@ type StatusError struct {
 	Status int
 	RPC    *mcp.RPCError
 	Body   string
+	// Challenges are the WWW-Authenticate values of a 401: where an
+	// OAuth-protected server names its resource metadata (RFC 9728
+	// section 5.1).
+	Challenges []string
 	// sessionLost: the answer says the server does not know the session
 	// the request carried (SessionLost).
 	sessionLost bool
@@ -587,6 +594,9 @@ func (s *session) close(ctx context.Context) {
 func (s *session) statusError(method string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, min(s.c.opts.MaxBytes, 64<<10)))
 	e := &StatusError{Method: method, Status: resp.StatusCode, sessionLost: s.id != "" && SessionLost(resp.StatusCode, b)}
+	if resp.StatusCode == http.StatusUnauthorized {
+		e.Challenges = resp.Header.Values("WWW-Authenticate")
+	}
 	if m, err := mcp.DecodeClientResponse(b); err == nil && m.Error != nil {
 		e.RPC = m.Error
 	} else {

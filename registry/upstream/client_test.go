@@ -633,3 +633,25 @@ func TestDiscoverErrorsSayWhichSide(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverUnauthorized: a 401 ends the listing at once, without the
+// legacy fallback, and its error carries the challenges.
+func TestDiscoverUnauthorized(t *testing.T) {
+	const challenge = `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request, m rpc) {
+		w.Header().Add("WWW-Authenticate", challenge)
+		w.Header().Add("WWW-Authenticate", `Basic realm="x"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "invalid_token"})
+	})
+	_, err := upstream.New(upstream.Options{}).Discover(t.Context(), s.url, nil)
+	got, ok := upstream.Unauthorized(err)
+	if !ok || !slices.Equal(got, []string{challenge, `Basic realm="x"`}) {
+		t.Fatalf("Unauthorized(%v) = %q, %v", err, got, ok)
+	}
+	if calls := s.calls(); !slices.Equal(calls, []string{"server/discover"}) {
+		t.Errorf("requests %q, want server/discover alone", calls)
+	}
+	if _, ok := upstream.Unauthorized(errors.New("status 401")); ok {
+		t.Error("an error without a 401 answer counts as one")
+	}
+}
