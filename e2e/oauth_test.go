@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -47,11 +48,24 @@ type asStorage struct {
 	*storage.Storage
 	secret     atomic.Pointer[string]
 	ccAudience []string
+	// gatewayKey, when set, is the public key of the gateway's client,
+	// which then authenticates with private_key_jwt (RFC 7523).
+	gatewayKey atomic.Pointer[jose.JSONWebKey]
 }
 
 // jwtClient makes a client's access tokens JWTs and lets it use client
-// credentials.
-type jwtClient struct{ op.Client }
+// credentials; keyAuth makes its authentication method private_key_jwt.
+type jwtClient struct {
+	op.Client
+	keyAuth bool
+}
+
+func (c jwtClient) AuthMethod() oidc.AuthMethod {
+	if c.keyAuth {
+		return oidc.AuthMethodPrivateKeyJWT
+	}
+	return c.Client.AuthMethod()
+}
 
 func (jwtClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
 func (c jwtClient) GrantTypes() []oidc.GrantType {
@@ -63,7 +77,16 @@ func (s *asStorage) GetClientByClientID(ctx context.Context, id string) (op.Clie
 	if err != nil {
 		return nil, err
 	}
-	return jwtClient{c}, nil
+	return jwtClient{Client: c, keyAuth: id == oauthGatewayID && s.gatewayKey.Load() != nil}, nil
+}
+
+// GetKeyByIDAndClientID gives the op package the gateway's public key to
+// verify its client assertions with.
+func (s *asStorage) GetKeyByIDAndClientID(ctx context.Context, keyID, clientID string) (*jose.JSONWebKey, error) {
+	if k := s.gatewayKey.Load(); k != nil && clientID == oauthGatewayID && keyID == k.KeyID {
+		return k, nil
+	}
+	return s.Storage.GetKeyByIDAndClientID(ctx, keyID, clientID)
 }
 
 func (s *asStorage) checkGateway(id, secret string) error {
@@ -114,6 +137,15 @@ type authServer struct {
 
 func startAuthServer(t *testing.T, gatewaySecret string, ccAudience ...string) *authServer {
 	t.Helper()
+	return startAuthServerWith(t, gatewaySecret, false, ccAudience...)
+}
+
+// startAuthServerWith starts the example OP; wrap serves it through the op
+// package's Server interface (op.NewLegacyServer), the only one of its two
+// token endpoints that authenticates a token exchange's client by
+// private_key_jwt.
+func startAuthServerWith(t *testing.T, gatewaySecret string, wrap bool, ccAudience ...string) *authServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +157,7 @@ func startAuthServer(t *testing.T, gatewaySecret string, ccAudience ...string) *
 	}
 	a.store = &asStorage{Storage: storage.NewStorageWithClients(storage.NewUserStore(a.Issuer), clients), ccAudience: ccAudience}
 	a.store.secret.Store(&gatewaySecret)
-	router := exampleop.SetupServer(a.Issuer, a.store, nil, false)
+	router := exampleop.SetupServer(a.Issuer, a.store, nil, wrap)
 	a.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/oauth/token" {
 			_ = r.ParseForm()

@@ -46,6 +46,9 @@ type OAuthAuth struct {
 	ClientSecret string `json:"clientSecret,omitempty"`
 	PrivateKey   string `json:"privateKey,omitempty"`
 	KeyID        string `json:"keyId,omitempty"`
+	// AssertionAudience is the aud of private_key_jwt assertions:
+	// tokenEndpoint (default) or issuer.
+	AssertionAudience string `json:"assertionAudience,omitempty"`
 	// Audience, Resource and Scopes of the upstream's token.
 	Audience []string `json:"audience,omitempty"`
 	Resource []string `json:"resource,omitempty"`
@@ -73,7 +76,7 @@ func (o OAuthAuth) config(creds map[string]registry.CredentialSource) (oauthclie
 		return oauthclient.Config{}, err
 	}
 	return oauthclient.Config{Issuer: o.Issuer, TokenURL: o.TokenURL, ClientID: o.ClientID, AuthMethod: o.AuthMethod,
-		Secret: sec, Key: key, KeyID: o.KeyID, Actor: o.Actor, Timeout: o.Timeout.D()}, nil
+		Secret: sec, Key: key, KeyID: o.KeyID, AssertionAudience: o.AssertionAudience, Actor: o.Actor, Timeout: o.Timeout.D()}, nil
 }
 
 // validate returns the entry's problems, each naming

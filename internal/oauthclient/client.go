@@ -24,6 +24,12 @@ const (
 	AuthPrivateKey  = "private_key_jwt"
 )
 
+// Values of Config.AssertionAudience.
+const (
+	AudienceTokenEndpoint = "tokenEndpoint"
+	AudienceIssuer        = "issuer"
+)
+
 // Token type identifiers (RFC 8693 section 3).
 const (
 	TokenExchangeGrantType = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -53,6 +59,12 @@ type Config struct {
 	// Key is the PEM private key (private_key_jwt); KeyID its kid.
 	Key   Source
 	KeyID string
+	// AssertionAudience is the aud of a private_key_jwt assertion:
+	// AudienceTokenEndpoint (default; OpenID Connect Core section 9) or
+	// AudienceIssuer (the issuer identifier, as RFC 7523's update
+	// draft-ietf-oauth-rfc7523bis asks, and as zitadel checks); the
+	// latter needs Issuer.
+	AssertionAudience string
 	// Actor sends the gateway's own client credentials token as the
 	// actor_token of token exchanges (RFC 8693 section 4.1, delegation).
 	Actor bool
@@ -207,6 +219,15 @@ func New(cfg Config) (*Client, error) {
 		}
 		if cfg.Secret != (Source{}) {
 			errs = append(errs, errors.New("clientSecret: not used with authMethod private_key_jwt"))
+		}
+		switch cfg.AssertionAudience {
+		case "", AudienceTokenEndpoint:
+		case AudienceIssuer:
+			if cfg.Issuer == "" {
+				errs = append(errs, errors.New("assertionAudience: issuer needs issuer"))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("assertionAudience: %q is not %s or %s", cfg.AssertionAudience, AudienceTokenEndpoint, AudienceIssuer))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("authMethod: %q is not one of %s, %s, %s", cfg.AuthMethod, AuthSecretBasic, AuthSecretPost, AuthPrivateKey))
@@ -382,7 +403,11 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 		if err != nil {
 			return fail(ClassConfig, "", fmt.Errorf("private key: %w", err))
 		}
-		a, err := clientAssertion(key, c.cfg.KeyID, c.cfg.ClientID, endpoint, c.now())
+		aud := endpoint
+		if c.cfg.AssertionAudience == AudienceIssuer {
+			aud = c.cfg.Issuer
+		}
+		a, err := clientAssertion(key, c.cfg.KeyID, c.cfg.ClientID, aud, c.now())
 		if err != nil {
 			return fail(ClassConfig, "", err)
 		}

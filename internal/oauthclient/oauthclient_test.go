@@ -289,6 +289,8 @@ func TestNewChecksConfig(t *testing.T) {
 		{Config{TokenURL: "https://as/t", ClientID: "c", AuthMethod: AuthPrivateKey, Secret: Source{Env: "X"}}, "privateKey: one of"},
 		{Config{TokenURL: "https://as/t", ClientID: "c", AuthMethod: "tls_client_auth"}, `authMethod: "tls_client_auth"`},
 		{Config{TokenURL: "https://as/t", ClientID: "c", Secret: Source{Env: "X"}, Timeout: -1}, "must not be negative"},
+		{Config{TokenURL: "https://as/t", ClientID: "c", AuthMethod: AuthPrivateKey, Key: Source{Env: "K"}, AssertionAudience: AudienceIssuer}, "assertionAudience: issuer needs issuer"},
+		{Config{Issuer: "https://as", ClientID: "c", AuthMethod: AuthPrivateKey, Key: Source{Env: "K"}, AssertionAudience: "both"}, `assertionAudience: "both"`},
 	} {
 		_, err := New(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
