@@ -58,6 +58,7 @@ const (
 // by the stream's goroutine and never shared.
 type exchange struct {
 	s     *Server
+	rt    *Runtime // the configuration in force when the stream opened (runtime.go)
 	ctx   context.Context
 	start time.Time
 
@@ -131,6 +132,7 @@ var sendPrepared = &extprocv3.ProcessingResponse{}
 func (s *Server) newExchange(ctx context.Context) *exchange {
 	return &exchange{
 		s:     s,
+		rt:    s.runtime.Load(),
 		ctx:   ctx,
 		start: time.Now(),
 		// The listener's level, once per stream (routedeadline.go).

@@ -232,7 +232,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if !ok {
 		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
 	}
-	if lim := x.s.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
+	if lim := x.rt.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
 		// As for a tools/call (requestBody): the service's own limit.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)

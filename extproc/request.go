@@ -266,7 +266,7 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 	if r := x.authorizeCall(call, t); r != nil {
 		return r
 	}
-	if lim := x.s.bodyLimit(t.Service); lim > 0 && int64(len(body)) > lim {
+	if lim := x.rt.bodyLimit(t.Service); lim > 0 && int64(len(body)) > lim {
 		// The same answer as a body over the deployment-wide limit
 		// (docs/contracts/mcp.md): Envoy let it through because another
 		// Tool Service of the route allows more.
@@ -276,7 +276,7 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 
 	args := call.Arguments
 	var addHeaders map[string]string
-	if x.s.cfg.Filters == nil {
+	if x.rt.Filters == nil {
 		if msgs := x.validate(t, args); len(msgs) > 0 {
 			x.callOutcome = callInvalidArgs
 			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
