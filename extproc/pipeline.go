@@ -66,7 +66,7 @@ func (x *exchange) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 		// gets its Portal headers.
 		return x.forwardCall(c.call, c.tool, c.body, c.args)
 	}
-	x.outcome, x.routed = outcomeRouted, true
+	x.outcome, x.kind = outcomeRouted, nativeCall{}
 	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds) // callplan.go
 }
 

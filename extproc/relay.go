@@ -86,7 +86,7 @@ func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) 
 	up := mcp.SetMember(body, "id", t.ID)
 	resp := x.toMCPServer(svc, h, auth, "", up, nil)
 	// It ends like a routed call, with the outcome of what came back.
-	x.relayed, x.routed, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = relayedAnswer{}, outcomeRouted, callNoResponse
 	return resp
 }
 
