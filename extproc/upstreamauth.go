@@ -13,6 +13,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -104,7 +105,7 @@ func (u UpstreamAuth) Validate() error {
 			bad(svc, field, "%q is not a valid HTTP header name", name)
 		case slices.Contains(reservedUpstreamHeaders, l):
 			bad(svc, field, "%q is set by toolmesh or Envoy itself; not configurable", name)
-		case strings.HasPrefix(l, registry.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
+		case strings.HasPrefix(l, wire.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
 			bad(svc, field, "%q: the prefix is toolmesh's, Envoy's or MCP's own", name)
 		default:
 			return true

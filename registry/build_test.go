@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -94,7 +95,7 @@ func TestBuildSnapshot(t *testing.T) {
 		t.Errorf("add resolved to %+v", add)
 	}
 	alerts, _ := s.Lookup("get_alerts")
-	if alerts.Path != "/tools/get_alerts" || alerts.BasePath != "" || alerts.Cluster != ClusterName("weather") {
+	if alerts.Path != "/tools/get_alerts" || alerts.BasePath != "" || alerts.Cluster != wire.ClusterName("weather") {
 		t.Errorf("get_alerts resolved to %+v", alerts)
 	}
 	if z, _ := s.Lookup("zeta"); z.Description != "" || z.Title != "" {

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // The Portal fields of a federated MCP server (protocol mcp) and the
@@ -79,8 +81,8 @@ func (s ToolService) checkProtocol() []error {
 			errs = append(errs, fmt.Errorf("headers: %q is not a valid HTTP header name", name))
 		case slices.Contains(reservedHeaders, strings.ToLower(name)):
 			errs = append(errs, fmt.Errorf("headers.%s: set by toolmesh itself; not configurable", name))
-		case strings.HasPrefix(strings.ToLower(name), HeaderPrefix):
-			errs = append(errs, fmt.Errorf("headers.%s: the %s prefix is toolmesh's own", name, HeaderPrefix))
+		case strings.HasPrefix(strings.ToLower(name), wire.HeaderPrefix):
+			errs = append(errs, fmt.Errorf("headers.%s: the %s prefix is toolmesh's own", name, wire.HeaderPrefix))
 		}
 		if !credentialRE.MatchString(h.Credential) {
 			errs = append(errs, fmt.Errorf("headers.%s.credential: %q must match %s (the name of a credential in the toolmesh config file, never the secret)", name, h.Credential, credentialRE))

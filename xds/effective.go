@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -100,7 +101,7 @@ func (s *Server) Clusters() []ClusterView {
 			if err != nil {
 				// The build translated this service, so this cannot happen;
 				// say so rather than show nothing.
-				v = ClusterView{Service: svc.Name, Cluster: registry.ClusterName(svc.Name),
+				v = ClusterView{Service: svc.Name, Cluster: wire.ClusterName(svc.Name),
 					Protocol: svc.ProtocolName(), Origins: map[string]string{"error": err.Error()}}
 			}
 			v.Routes = []string{r.Key}

@@ -9,6 +9,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -114,7 +115,7 @@ func TestServerClusters(t *testing.T) {
 				t.Fatalf("Clusters = %+v, want one (weather)", views)
 			}
 			v := views[0]
-			if v.Service != "weather" || v.Cluster != registry.ClusterName("weather") || v.Protocol != "toolservice" ||
+			if v.Service != "weather" || v.Cluster != wire.ClusterName("weather") || v.Protocol != "toolservice" ||
 				v.Endpoint != "http://10.0.0.1:8080" || !slices.Equal(v.Routes, []string{"core", "ops"}) {
 				t.Errorf("view = %+v", v)
 			}

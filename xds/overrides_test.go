@@ -14,6 +14,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -256,7 +257,7 @@ type effective struct {
 
 func observe(t *testing.T, res *xds.Resources, service string) effective {
 	t.Helper()
-	name := registry.ClusterName(service)
+	name := wire.ClusterName(service)
 	var c *clusterv3.Cluster
 	for _, r := range res.Clusters {
 		if cachev3.GetResourceName(r) == name {
