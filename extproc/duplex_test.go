@@ -13,6 +13,7 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -82,7 +83,7 @@ func duplexStackWith(t *testing.T, url string, requestTimeout time.Duration, cfg
 	t.Helper()
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{{
 		Name: "fed", URL: url + "/mcp", Protocol: registry.ProtocolMCP,
-		Cluster: &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)},
+		Cluster: &registry.ClusterSettings{RequestTimeout: config.Duration(requestTimeout)},
 	}}}
 	snap := buildSnapshot(t, route, map[string]*registry.Manifest{"fed": {
 		Tools: []registry.ManifestTool{{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}},

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -102,7 +102,7 @@ func TestRouteStreamDeadline(t *testing.T) {
 	sess := newSessionServer(t)
 	nat := nativeService(t)
 	sreOverride := func(d time.Duration) xds.Options {
-		rd := registry.Duration(d)
+		rd := config.Duration(d)
 		return xds.Options{Overrides: &xds.Overrides{Services: map[string]xds.Tuning{"fed": {RequestTimeout: &rd}}}}
 	}
 	tests := []struct {

@@ -13,9 +13,9 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Upstream credentials (docs/decisions/0010-caller-identity-and-upstream-credentials.md).
@@ -57,7 +57,7 @@ type UpstreamAuth struct {
 	// Services are the entries by Tool Service name.
 	Services map[string]ServiceAuth
 	// Credentials are the config file's credentials map.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 }
 
 // The call outcome and details of a call whose upstreamAuth credential
@@ -135,7 +135,7 @@ func (u UpstreamAuth) Validate() error {
 		if a.Prefix != "" && a.Credential == "" {
 			bad(svc, "prefix", "only used with credential")
 		}
-		if !registry.ValidHeaderText(a.Prefix) {
+		if !config.ValidHeaderText(a.Prefix) {
 			bad(svc, "prefix", "must not contain control characters")
 		}
 		seen := map[string]bool{}
@@ -168,7 +168,7 @@ func (s *Server) SetUpstreamAuth(u UpstreamAuth) error {
 		return err
 	}
 	c := UpstreamAuth{Services: make(map[string]ServiceAuth, len(u.Services)),
-		Credentials: make(map[string]registry.CredentialSource, len(u.Credentials))}
+		Credentials: make(map[string]config.CredentialSource, len(u.Credentials))}
 	for k, v := range u.Services {
 		claims := make(map[string]string, len(v.ForwardClaims))
 		for h, cl := range v.ForwardClaims {
@@ -206,7 +206,7 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 		}
 		out[a.header()] = a.Prefix + v
 	case a.ForwardToken:
-		if v := firstHeader(x.headers, "authorization"); v != "" && registry.ValidHeaderText(v) {
+		if v := firstHeader(x.headers, "authorization"); v != "" && config.ValidHeaderText(v) {
 			out[a.header()] = v
 		}
 	case a.OAuth != nil:
@@ -254,7 +254,7 @@ func (x *exchange) claimHeader(claim string) (string, bool) {
 	default:
 		return "", false
 	}
-	if v == "" || len(v) > MaxClaimHeaderBytes || !registry.ValidHeaderText(v) {
+	if v == "" || len(v) > MaxClaimHeaderBytes || !config.ValidHeaderText(v) {
 		return "", false
 	}
 	return v, true

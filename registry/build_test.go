@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -429,7 +430,7 @@ func TestValidateArguments(t *testing.T) {
 func TestSnapshotJSONRoundTrip(t *testing.T) {
 	route := coreRoute()
 	route.Description = "Core <tools>"
-	route.ToolServices[0].Cluster = &ClusterSettings{RequestTimeout: Duration(3 * time.Second), OutlierDetection: &OutlierDetection{Consecutive5xx: 2}}
+	route.ToolServices[0].Cluster = &ClusterSettings{RequestTimeout: config.Duration(3 * time.Second), OutlierDetection: &OutlierDetection{Consecutive5xx: 2}}
 	ms := map[string]*Manifest{
 		"weather": fixtureManifest(t, "manifest-weather.json"),
 		"calc": mustManifest(t, `{"tools":[

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -133,7 +134,7 @@ func TestSnapshotFederatedItemsPaged(t *testing.T) {
 
 func TestUpstreamHeadersCache(t *testing.T) {
 	t.Setenv("TOOLMESH_TEST_CRED", "one")
-	l := NewMCPLister(nil, 0, map[string]CredentialSource{"c": {Env: "TOOLMESH_TEST_CRED"}}).(*HTTPLister)
+	l := NewMCPLister(nil, 0, map[string]config.CredentialSource{"c": {Env: "TOOLMESH_TEST_CRED"}}).(*HTTPLister)
 	svc := ToolService{Name: "s", Protocol: ProtocolMCP, Headers: map[string]HeaderValue{"X-Key": {Credential: "c", Prefix: "K "}}}
 	h, err := l.UpstreamHeaders(svc)
 	if err != nil || h["X-Key"] != "K one" {

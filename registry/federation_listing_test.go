@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 func federatedListing() *Listing {
@@ -151,7 +153,7 @@ func TestCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TOOLMESH_TEST_TOKEN", "ghp_env")
-	creds := map[string]CredentialSource{
+	creds := map[string]config.CredentialSource{
 		"from-file": {File: file},
 		"from-env":  {Env: "TOOLMESH_TEST_TOKEN"},
 		"unset":     {Env: "TOOLMESH_TEST_UNSET_VARIABLE"},
@@ -183,10 +185,10 @@ func TestCredentials(t *testing.T) {
 			}
 		})
 	}
-	if err := CheckCredentials(map[string]CredentialSource{"ok": {Env: "X"}, "both": {Env: "X", File: "f"}, "none": {}, "bad name!": {Env: "X"}}); err == nil ||
+	if err := config.CheckCredentials(map[string]config.CredentialSource{"ok": {Env: "X"}, "both": {Env: "X", File: "f"}, "none": {}, "bad name!": {Env: "X"}}); err == nil ||
 		!strings.Contains(err.Error(), "credentials.both: file and env are exclusive") ||
 		!strings.Contains(err.Error(), "credentials.none: one of file and env is required") ||
 		!strings.Contains(err.Error(), "credentials.bad name!: name must match") {
-		t.Errorf("CheckCredentials: %v", err)
+		t.Errorf("config.CheckCredentials: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
@@ -52,7 +53,7 @@ func (f Freshness) FreshFor() time.Duration {
 // name.
 type HTTPLister struct {
 	client *upstream.Client
-	creds  map[string]CredentialSource
+	creds  map[string]config.CredentialSource
 	// resolved are the header values each service was last listed with,
 	// for the call path (UpstreamHeaders). They live only in this map:
 	// never in a snapshot, the store, xDS, logs or /health.
@@ -104,7 +105,7 @@ func (h *HTTPLister) Client() *upstream.Client { return h.client }
 // timeout when nil), refuses any response over maxBytes
 // ([DefaultMaxManifestBytes] when maxBytes <= 0), and reads header values
 // from creds (the toolmesh config file's credentials).
-func NewMCPLister(client *http.Client, maxBytes int64, creds map[string]CredentialSource) MCPLister {
+func NewMCPLister(client *http.Client, maxBytes int64, creds map[string]config.CredentialSource) MCPLister {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxManifestBytes
 	}

@@ -9,6 +9,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -18,7 +19,7 @@ import (
 // the layers they merge and against the clusters the same build pushed.
 func TestServerClusters(t *testing.T) {
 	portalCluster := &registry.ClusterSettings{
-		ConnectTimeout: registry.Duration(2 * time.Second),
+		ConnectTimeout: config.Duration(2 * time.Second),
 		MaxRetries:     1,
 		LBPolicy:       "LEAST_REQUEST",
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -336,7 +337,7 @@ func TestServerDeltaSidecar(t *testing.T) {
 	})
 
 	// Only the changed cluster is sent again.
-	portal[1].ToolServices[0].Cluster = &registry.ClusterSettings{ConnectTimeout: registry.Duration(3 * time.Second)}
+	portal[1].ToolServices[0].Cluster = &registry.ClusterSettings{ConnectTimeout: config.Duration(3 * time.Second)}
 	if pushed, err := s.Update(t.Context(), portal); err != nil || !pushed {
 		t.Fatalf("Update = %v, %v", pushed, err)
 	}

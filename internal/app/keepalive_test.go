@@ -27,8 +27,8 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestGRPCKeepaliveEnforcement pings a real gRPC server on loopback the way
@@ -39,7 +39,7 @@ import (
 func TestGRPCKeepaliveEnforcement(t *testing.T) {
 	ours := func(minTime time.Duration) []grpc.ServerOption {
 		cfg := defaultConfig()
-		cfg.GRPCKeepaliveMinTime = registry.Duration(minTime)
+		cfg.GRPCKeepaliveMinTime = config.Duration(minTime)
 		return keepaliveOptions(cfg)
 	}
 	const pings = 12

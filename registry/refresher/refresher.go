@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/memstore"
@@ -90,7 +91,7 @@ type Options struct {
 	MCPLister registry.MCPLister
 	// Credentials are the toolmesh config file's credentials, by name: the
 	// values of the headers a Portal entry sends to an MCP server.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 
 	// Embeddings are the embedding services search-mode routes may name
 	// (catalog.embedding), by name, and DefaultEmbedding the one a
