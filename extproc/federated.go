@@ -33,7 +33,7 @@ import (
 // event stream streamed event by event.
 
 // Upstreams gives the call path what only the registry knows about
-// federated MCP servers. registry.HTTPLister implements it.
+// federated MCP servers. fetch.HTTPLister implements it.
 type Upstreams interface {
 	// UpstreamHeaders returns the values of the service's Portal headers.
 	UpstreamHeaders(svc registry.ToolService) (map[string]string, error)

@@ -97,8 +97,8 @@ func (p ListingProblem) prefix(source string) string {
 	return ""
 }
 
-// withSource sets the source of a *ListingError in err, if any, and returns err.
-func withSource(err error, source string) error {
+// WithSource sets the source of a *ListingError in err, if any, and returns err.
+func WithSource(err error, source string) error {
 	var le *ListingError
 	if errors.As(err, &le) {
 		le.Source = source

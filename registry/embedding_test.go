@@ -62,8 +62,8 @@ func newEmbedEnvRoute(t *testing.T, store *jsonStore, emb *embedtest.Server, svc
 		svc.Model = "m1"
 	}
 	e.reg = &cycle{
-		src:     NewHTTPSource(e.portal.URL, e.portal.Client()),
-		fetcher: NewHTTPFetcher(e.svc.Client(), 0),
+		src:     portalSource{url: e.portal.URL, client: e.portal.Client()},
+		fetcher: manifestGetter{client: e.svc.Client()},
 		store:   e.store,
 		emb: NewEmbedders(map[string]EmbeddingService{"e": svc}, def, nil, nil,
 			e.prom, slog.New(slog.DiscardHandler), 2*time.Second),

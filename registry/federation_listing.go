@@ -117,25 +117,3 @@ func sortedHeaderNames(h map[string]HeaderValue) []string {
 	slices.Sort(names)
 	return names
 }
-
-// upstreamHeaders resolves a federated service's headers from creds. The
-// error names the header and the credential, never the value.
-func upstreamHeaders(svc ToolService, creds map[string]config.CredentialSource) (map[string]string, error) {
-	if len(svc.Headers) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(svc.Headers))
-	for _, name := range sortedHeaderNames(svc.Headers) {
-		h := svc.Headers[name]
-		src, ok := creds[h.Credential]
-		if !ok {
-			return nil, fmt.Errorf("headers.%s: credential %q is not defined in the toolmesh config file (credentials)", name, h.Credential)
-		}
-		v, err := src.Read()
-		if err != nil {
-			return nil, fmt.Errorf("headers.%s: credential %q: %w", name, h.Credential, err)
-		}
-		out[name] = h.Prefix + v
-	}
-	return out, nil
-}

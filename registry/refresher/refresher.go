@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/memstore"
 )
 
@@ -203,10 +204,10 @@ func New(opts Options) *Registry {
 		panic("registry: Options.Source is required")
 	}
 	if opts.Fetcher == nil {
-		opts.Fetcher = registry.NewHTTPFetcher(nil, 0)
+		opts.Fetcher = fetch.NewHTTPFetcher(nil, 0)
 	}
 	if opts.MCPLister == nil {
-		opts.MCPLister = registry.NewMCPLister(nil, 0, opts.Credentials)
+		opts.MCPLister = fetch.NewMCPLister(nil, 0, opts.Credentials)
 	}
 	if opts.Store == nil {
 		opts.Store = memstore.New()
