@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/search"
 )
 
@@ -314,10 +315,10 @@ func DefaultClusterSettings() ClusterSettings {
 // zero fields get defaults too. The copy shares no pointers with c.
 func (c ClusterSettings) WithDefaults() ClusterSettings {
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = Duration(DefaultConnectTimeout)
+		c.ConnectTimeout = config.Duration(DefaultConnectTimeout)
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = Duration(DefaultRequestTimeout)
+		c.RequestTimeout = config.Duration(DefaultRequestTimeout)
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
@@ -340,10 +341,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			od.Consecutive5xx = DefaultOutlierConsecutive5xx
 		}
 		if od.Interval == 0 {
-			od.Interval = Duration(DefaultOutlierInterval)
+			od.Interval = config.Duration(DefaultOutlierInterval)
 		}
 		if od.BaseEjectionTime == 0 {
-			od.BaseEjectionTime = Duration(DefaultOutlierBaseEjectionTime)
+			od.BaseEjectionTime = config.Duration(DefaultOutlierBaseEjectionTime)
 		}
 		if od.MaxEjectionPercent == 0 {
 			od.MaxEjectionPercent = DefaultOutlierMaxEjectionPercent
@@ -356,10 +357,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			hc.Path = DefaultHealthCheckPath
 		}
 		if hc.Interval == 0 {
-			hc.Interval = Duration(DefaultHealthCheckInterval)
+			hc.Interval = config.Duration(DefaultHealthCheckInterval)
 		}
 		if hc.Timeout == 0 {
-			hc.Timeout = Duration(DefaultHealthCheckTimeout)
+			hc.Timeout = config.Duration(DefaultHealthCheckTimeout)
 		}
 		if hc.HealthyThreshold == 0 {
 			hc.HealthyThreshold = DefaultHealthCheckHealthyThreshold
@@ -388,8 +389,8 @@ func (c Catalog) check() []error {
 	for _, err := range search.ValidateSynonyms(c.Synonyms) {
 		errs = append(errs, fmt.Errorf("synonyms%w", err))
 	}
-	if c.Embedding != "" && c.Embedding != EmbeddingNone && !credentialRE.MatchString(c.Embedding) {
-		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, credentialRE))
+	if c.Embedding != "" && c.Embedding != EmbeddingNone && !config.ValidCredentialName(c.Embedding) {
+		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, config.CredentialNamePattern))
 	}
 	return errs
 }
