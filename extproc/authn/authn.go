@@ -81,9 +81,10 @@ type profile struct {
 }
 
 type issuer struct {
-	name string
-	algs []string
-	keys *keySource
+	name       string
+	algs       []string
+	keys       *keySource
+	requireTyp bool // RequireAccessTokenTyp
 }
 
 // New returns an Authenticator with no configuration: every route is open
@@ -166,7 +167,7 @@ func (a *Authenticator) Apply(resourceBase string, c *Config) error {
 				}
 				next[id] = src
 			}
-			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src})
+			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src, requireTyp: is.RequireAccessTokenTyp})
 			for _, alg := range algs {
 				if !slices.Contains(cp.algs, alg) {
 					cp.algs = append(cp.algs, alg)
