@@ -326,6 +326,11 @@ func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map
 			remove = append(remove, k)
 		}
 	}
+	for _, k := range x.droppedClientHeaders(svc.Name) { // forwardheaders.go
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -119,7 +120,7 @@ func (r *Route) normalize(i int) []error {
 		if _, _, _, _, err := s.Endpoint(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: url: %w", label, err))
 		}
-		for _, err := range s.checkProtocol() {
+		for _, err := range append(s.checkProtocol(), s.checkForwardHeaders()...) {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
 		if !s.IsMCP() {
@@ -265,7 +266,7 @@ func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
 		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects ||
-		a.TrustAnnotations != b.TrustAnnotations {
+		a.TrustAnnotations != b.TrustAnnotations || !slices.Equal(a.ForwardHeaders, b.ForwardHeaders) {
 		return false
 	}
 	var ca, cb ClusterSettings

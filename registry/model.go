@@ -79,6 +79,10 @@ type ToolService struct {
 	// servers are untrusted. A native Tool Service's manifest is the
 	// operator's, and trusted.
 	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+	// ForwardHeaders are client request headers (lower case) the service
+	// receives besides DefaultForwardHeaders; every other client header is
+	// removed from a routed request (forwardheaders.go).
+	ForwardHeaders []string `json:"forwardHeaders,omitempty"`
 	// Priority orders the route's services when they claim one name (a
 	// tool, a prompt, a resource URI or template): the highest priority
 	// wins, then the earlier service in the route's toolServices. The

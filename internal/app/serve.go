@@ -93,6 +93,7 @@ type app struct {
 
 	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
 	xdsGate       func() bool                  // tests only (hooks)
+	idleOverride  time.Duration                // tests only (hooks)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -250,7 +251,7 @@ func (a *app) startServers(base context.Context, ls *listeners, metrics *prometh
 
 	// Admin last: its handlers read the component list built above. It
 	// answers /healthz (and 503 on /readyz) during the registry's start.
-	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout,
+	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(adminIdleTimeout),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	go serveHTTP(a.admin, ls.admin, "admin", errc)
 	return nil
@@ -266,7 +267,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	client := newHTTPClient()
 	*cleanups = append(*cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate, idleOverride: h.idleTimeout}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return nil, err
 	}
@@ -419,7 +420,7 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 			log.Error("ADS watch ended", slog.Any("error", err))
 		}
 	})
-	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
+	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout, ConnState: dp.ConnState, // the listener's idle_timeout
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ln := ls.dataPlane
 	if a.cfg.DownstreamTLS != nil {
@@ -453,7 +454,7 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	}
 	a.notify = srv
 	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
-	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
+	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(notificationsIdleTimeout),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	tc, err := a.controlTLS("notifications")
 	if err != nil {
