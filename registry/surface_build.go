@@ -172,3 +172,6 @@ func virtualTool(t *Tool, o surface.Override, lazy bool) (*Tool, error) {
 	}
 	return &vt, nil
 }
+
+// Tools are the manifest's entries, for pinning to decide on (read only).
+func (c *Canonical) Tools() []ManifestTool { return c.m.Tools }
