@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/search"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
@@ -49,6 +50,9 @@ func (l *Listing) Validate() error {
 		r := &l.Routes[i]
 		errs = append(errs, r.normalize(i)...)
 		where := routeLabel(i, r.Key)
+		if r.Surface != nil {
+			errs = append(errs, fmt.Errorf("%s: surface: is the gateway's own (the toolmesh config's surface block), not the Portal's", where))
+		}
 		if r.Key != "" {
 			if keys[r.Key] {
 				errs = append(errs, fmt.Errorf("%s: key: duplicate route key", where))
@@ -129,6 +133,11 @@ func (r *Route) normalize(i int) []error {
 			}
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+			}
+		}
+		if len(s.AcceptedHashes) > 0 {
+			if err := (surface.Policy{Accepted: s.AcceptedHashes}).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: acceptedHashes: %w", label, err))
 			}
 		}
 		if s.Cluster != nil {
