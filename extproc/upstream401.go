@@ -47,10 +47,7 @@ func (x *exchange) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
 // (the 401 is the server's answer, passed on as any other).
 func (x *exchange) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	f := x.fed
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil, false
-	}
+	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[f.svc.Name]
 	if !ok || a.OAuth == nil {
 		return nil, false

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/oauthclient"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // OAuth modes of an upstreamAuth entry (docs/identity.md, "Delegated
@@ -56,10 +56,10 @@ type OAuthAuth struct {
 	// Actor sends the gateway's own token as the exchange's actor_token.
 	Actor bool `json:"actor,omitempty"`
 	// Timeout bounds one request to the authorization server (default 5s).
-	Timeout registry.Duration `json:"timeout,omitempty"`
+	Timeout config.Duration `json:"timeout,omitempty"`
 }
 
-func (o OAuthAuth) config(creds map[string]registry.CredentialSource) (oauthclient.Config, error) {
+func (o OAuthAuth) config(creds map[string]config.CredentialSource) (oauthclient.Config, error) {
 	src := func(field, name string) (oauthclient.Source, error) {
 		if name == "" {
 			return oauthclient.Source{}, nil
@@ -81,7 +81,7 @@ func (o OAuthAuth) config(creds map[string]registry.CredentialSource) (oauthclie
 
 // validate returns the entry's problems, each naming
 // upstreamAuth.<service>.oauth.<field>.
-func (o OAuthAuth) validate(svc string, creds map[string]registry.CredentialSource) []error {
+func (o OAuthAuth) validate(svc string, creds map[string]config.CredentialSource) []error {
 	var errs []error
 	bad := func(err error) { errs = append(errs, fmt.Errorf("upstreamAuth.%s.oauth.%w", svc, err)) }
 	if o.Mode != ModeTokenExchange && o.Mode != ModeClientCredentials {
@@ -190,11 +190,27 @@ func buildOAuth(u UpstreamAuth, prev oauthSet) (oauthSet, error) {
 	return set, nil
 }
 
+// buildOAuthAfter builds u's token clients unless they were built
+// (BuildUpstreamAuth), taking over those of prev (the Runtime in force,
+// nil at start) for unchanged entries.
+func (u *UpstreamAuth) buildOAuthAfter(prev *Runtime) error {
+	if u.oauth != nil {
+		return nil
+	}
+	var p oauthSet
+	if prev != nil {
+		p = prev.UpstreamAuth.oauth
+	}
+	set, err := buildOAuth(*u, p)
+	u.oauth = set
+	return err
+}
+
 // BuildUpstreamAuth validates the upstreamAuth of a configuration and
 // builds its token clients, taking over prev's (nil: none) where an entry
-// is unchanged. Calls (SetUpstreamAuth) and listings (ListingCredentials)
-// given the result share its clients.
-func BuildUpstreamAuth(services map[string]ServiceAuth, creds map[string]registry.CredentialSource, prev *UpstreamAuth) (*UpstreamAuth, error) {
+// is unchanged. Calls (Runtime.UpstreamAuth) and listings
+// (ListingCredentials) given the result share its clients.
+func BuildUpstreamAuth(services map[string]ServiceAuth, creds map[string]config.CredentialSource, prev *UpstreamAuth) (*UpstreamAuth, error) {
 	u := UpstreamAuth{Services: services, Credentials: creds}
 	if err := u.Validate(); err != nil {
 		return nil, err

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/oauthclient"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 func TestOAuthRequest(t *testing.T) {
@@ -56,7 +56,7 @@ func TestOAuthRequest(t *testing.T) {
 // an entry whose client configuration did not change (its cache and what
 // it discovered), and builds a new one for a changed entry.
 func TestBuildUpstreamAuthKeepsUnchangedClients(t *testing.T) {
-	creds := map[string]registry.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
 	entry := func(client string, aud ...string) ServiceAuth {
 		return ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s", Audience: aud}}
 	}
@@ -101,7 +101,7 @@ func TestListingUnauthorizedDiscovers(t *testing.T) {
 	defer srv.Close()
 	mcpURL := srv.URL + "/mcp"
 	challenge := []string{`Bearer resource_metadata="` + srv.URL + `/.well-known/oauth-protected-resource/mcp"`}
-	creds := map[string]registry.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
 	u, err := BuildUpstreamAuth(map[string]ServiceAuth{
 		"disc":  {OAuth: &OAuthAuth{Mode: ModeTokenExchange, ClientID: "gw", ClientSecret: "s"}},
 		"fixed": {OAuth: &OAuthAuth{Mode: ModeClientCredentials, TokenURL: "https://as.example.com/token", ClientID: "gw", ClientSecret: "s"}},

@@ -1,4 +1,4 @@
-package registry
+package fetch
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestListingUnauthorizedRetriesOnce: a listing answered 401 tells the
@@ -34,7 +36,7 @@ func TestListingUnauthorizedRetriesOnce(t *testing.T) {
 			token = "Bearer new"
 			return retry
 		})
-		_, _, err := l.List(t.Context(), ToolService{Name: "prot", URL: srv.URL + "/mcp"})
+		_, _, err := l.List(t.Context(), registry.ToolService{Name: "prot", URL: srv.URL + "/mcp"})
 		srv.Close()
 		if err == nil {
 			t.Fatal("a 401 listing succeeded")

@@ -1,10 +1,11 @@
-package registry
+package fetch
 
 import (
 	"context"
 	"maps"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
@@ -18,7 +19,7 @@ type Unauthorized func(ctx context.Context, service, url string, challenges []st
 // once, when f says so.
 func (h *HTTPLister) SetListingUnauthorized(f Unauthorized) { h.unauthorized.Store(&f) }
 
-func (h *HTTPLister) retryUnauthorized(ctx context.Context, svc ToolService, err error) bool {
+func (h *HTTPLister) retryUnauthorized(ctx context.Context, svc registry.ToolService, err error) bool {
 	challenges, ok := upstream.Unauthorized(err)
 	f := h.unauthorized.Load()
 	return ok && f != nil && *f != nil && (*f)(ctx, svc.Name, svc.URL, challenges)
