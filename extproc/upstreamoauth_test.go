@@ -129,3 +129,31 @@ func TestListingUnauthorizedDiscovers(t *testing.T) {
 		t.Error("an entry without oauth lists again")
 	}
 }
+
+// TestRuntimeCarriesOAuthClients: a Runtime put in force builds the token
+// clients of its upstreamAuth, an update of another part keeps them, and
+// a new upstreamAuth keeps those of unchanged entries.
+func TestRuntimeCarriesOAuthClients(t *testing.T) {
+	env := newTestEnv(t, Config{}, testTable(t))
+	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	entry := func(client string) ServiceAuth {
+		return ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s"}}
+	}
+	if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"a": entry("gw"), "b": entry("gw")}, Credentials: creds}); err != nil {
+		t.Fatal(err)
+	}
+	first := env.srv.Runtime().UpstreamAuth.oauth
+	if first["a"] == nil || first["a"].fixed == nil {
+		t.Fatal("no client built with the Runtime")
+	}
+	env.srv.SetBodyLimits(BodyLimits{Default: 1 << 20})
+	if got := env.srv.Runtime().UpstreamAuth.oauth; got["a"] != first["a"] || got["b"] != first["b"] {
+		t.Error("an update of the body limits rebuilt the token clients")
+	}
+	if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"a": entry("gw"), "b": entry("other")}, Credentials: creds}); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.srv.Runtime().UpstreamAuth.oauth; got["a"] != first["a"] || got["b"] == first["b"] {
+		t.Error("a new upstreamAuth did not keep the unchanged client or kept the changed one")
+	}
+}
