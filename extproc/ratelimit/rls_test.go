@@ -64,7 +64,7 @@ func TestRLSDescriptorsAndOverLimit(t *testing.T) {
 	}
 	// A generous timeout: the default 100 ms is lost to connecting on a
 	// loaded machine, and the limiter then proceeds as if no answer came.
-	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh", Timeout: registry.Duration(10 * time.Second)}, Default: []Limit{
+	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh", Timeout: config.Duration(10 * time.Second)}, Default: []Limit{
 		{Name: "org", Global: true, By: []string{"claim:org"}},
 		{Name: "deletes", Global: true, Tools: []string{"records_*"}, By: []string{"caller", "tool"}},
 		{Name: "local", Requests: 100, Per: "second"},
