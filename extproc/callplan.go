@@ -129,8 +129,9 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 	p := planFor(x.routeKey, t)
 	trace := x.traceHeaders()
 	rerouted := x.headerRoute != t
+	dropped := x.droppedClientHeaders(t.Service) // forwardheaders.go
 	if x.s.wire.Load() && len(addHeaders) == 0 && len(trace) == 0 && len(creds) == 0 &&
-		len(x.unsetAuthHeaders(t.Service, nil)) == 0 {
+		len(x.unsetAuthHeaders(t.Service, nil)) == 0 && len(dropped) == 0 {
 		// The common call, prepared from the plan's encoded pieces.
 		x.prepared = routedCallWire(call, p, args, rerouted)
 		return sendPrepared
@@ -160,6 +161,7 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 			remove = append(remove, "authorization")
 		}
 	}
+	remove = appendNew(remove, dropped)
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{

@@ -63,7 +63,7 @@ func TestListingValidateFederated(t *testing.T) {
 		{name: "one header twice", mutate: func(l *Listing) { gh(l).Headers["authorization"] = HeaderValue{Credential: "other"} },
 			want: []string{`tool service "github": headers: "Authorization" and "authorization" name the same header`}},
 		{name: "shared service different prefix", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ToolPrefix = "git_" },
-			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match`}},
+			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`}},
 		{name: "trustAnnotations on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].TrustAnnotations = true },
 			want: []string{`route "core": tool service "weather": trustAnnotations: only allowed with protocol mcp`}},
 		{name: "forwardAuthorization on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].ForwardAuthorization = true },

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/search"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
@@ -48,6 +50,9 @@ func (l *Listing) Validate() error {
 		r := &l.Routes[i]
 		errs = append(errs, r.normalize(i)...)
 		where := routeLabel(i, r.Key)
+		if r.Surface != nil {
+			errs = append(errs, fmt.Errorf("%s: surface: is the gateway's own (the toolmesh config's surface block), not the Portal's", where))
+		}
 		if r.Key != "" {
 			if keys[r.Key] {
 				errs = append(errs, fmt.Errorf("%s: key: duplicate route key", where))
@@ -70,7 +75,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -119,7 +124,7 @@ func (r *Route) normalize(i int) []error {
 		if _, _, _, _, err := s.Endpoint(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: url: %w", label, err))
 		}
-		for _, err := range s.checkProtocol() {
+		for _, err := range append(s.checkProtocol(), s.checkForwardHeaders()...) {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
 		if !s.IsMCP() {
@@ -128,6 +133,11 @@ func (r *Route) normalize(i int) []error {
 			}
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+			}
+		}
+		if len(s.AcceptedHashes) > 0 {
+			if err := (surface.Policy{Accepted: s.AcceptedHashes}).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: acceptedHashes: %w", label, err))
 			}
 		}
 		if s.Cluster != nil {
@@ -265,7 +275,7 @@ func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
 		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects ||
-		a.TrustAnnotations != b.TrustAnnotations {
+		a.TrustAnnotations != b.TrustAnnotations || !slices.Equal(a.ForwardHeaders, b.ForwardHeaders) {
 		return false
 	}
 	var ca, cb ClusterSettings

@@ -20,6 +20,11 @@ type Route struct {
 	// in initialize and server/discover before its MCP servers' (at most
 	// MaxRouteInstructions bytes).
 	Instructions string `json:"instructions,omitempty"`
+	// Surface is the gateway's own change to the route (pin decisions and
+	// the config's virtual tools, surface_build.go), set by the refresher
+	// before a build and part of the snapshot's version; the Portal never
+	// sets it (Listing.Validate refuses it).
+	Surface *RouteSurface `json:"surface,omitempty"`
 }
 
 // Catalog is the per-route large-catalog setting of ADR 0004. The toolmesh
@@ -79,6 +84,10 @@ type ToolService struct {
 	// servers are untrusted. A native Tool Service's manifest is the
 	// operator's, and trusted.
 	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+	// ForwardHeaders are client request headers (lower case) the service
+	// receives besides DefaultForwardHeaders; every other client header is
+	// removed from a routed request (forwardheaders.go).
+	ForwardHeaders []string `json:"forwardHeaders,omitempty"`
 	// Priority orders the route's services when they claim one name (a
 	// tool, a prompt, a resource URI or template): the highest priority
 	// wins, then the earlier service in the route's toolServices. The
@@ -87,12 +96,16 @@ type ToolService struct {
 	// it different priorities. Default 0; omitted when 0, so definitions
 	// without it hash as before.
 	Priority int `json:"priority,omitempty"`
+	// AcceptedHashes are tool definition hashes ("sha256:<64 hex>", by the
+	// tool's name on the service) an operator accepted in review outside
+	// the gateway, for pinning (docs/surface.md). Per route, like Priority.
+	AcceptedHashes map[string][]string `json:"acceptedHashes,omitempty"`
 }
 
 // SharedDefinition is the part of the definition every route that names the
 // service shares: everything but Priority, which is per route.
 func (s ToolService) SharedDefinition() ToolService {
-	s.Priority = 0
+	s.Priority, s.AcceptedHashes = 0, nil
 	return s
 }
 

@@ -93,6 +93,7 @@ type app struct {
 
 	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
 	xdsGate       func() bool                  // tests only (hooks)
+	idleOverride  time.Duration                // tests only (hooks)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -248,7 +249,7 @@ func (a *app) startServers(base context.Context, ls *listeners, metrics *prometh
 
 	// Admin last: its handlers read the component list built above. It
 	// answers /healthz (and 503 on /readyz) during the registry's start.
-	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout,
+	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(adminIdleTimeout),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	go serveHTTP(a.admin, ls.admin, "admin", errc)
 	return nil
@@ -264,7 +265,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	client := newHTTPClient()
 	*cleanups = append(*cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate, idleOverride: h.idleTimeout}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return nil, err
 	}
@@ -417,7 +418,7 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 			log.Error("ADS watch ended", slog.Any("error", err))
 		}
 	})
-	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
+	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout, ConnState: dp.ConnState, // the listener's idle_timeout
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ln := ls.dataPlane
 	if a.cfg.DownstreamTLS != nil {
@@ -451,7 +452,7 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	}
 	a.notify = srv
 	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
-	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
+	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(notificationsIdleTimeout),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	tc, err := a.controlTLS("notifications")
 	if err != nil {
@@ -509,9 +510,9 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// reloadBlocks reads the configuration (file and flags) once and hands it to
-// each block that reloads on SIGHUP. A block that does not validate keeps its
-// last good configuration; the others still reload.
+// reloadBlocks reads the configuration (file and flags) once and builds the
+// extproc Runtime from it (runtime.go): all its blocks reload together, or,
+// when one does not build, none does.
 func (a *app) reloadBlocks() {
 	if a.reloadConfig == nil {
 		return
@@ -522,12 +523,7 @@ func (a *app) reloadBlocks() {
 			slog.Any("error", err))
 		return
 	}
-	a.reloadAuth(cfg)
-	a.reloadApproval(cfg)
-	a.reloadRateLimits(cfg)
-	a.reloadRelayKeys(cfg)
-	a.reloadUpstreamAuth(cfg)
-	a.reloadPolicies(cfg)
+	a.reloadRuntime(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
