@@ -51,6 +51,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListChanged: a.notify != nil,
 		},
 		MaxResponseBytes:           a.cfg.MaxResponseBytes,
+		UpstreamCallTimeout:        upstreamCallTimeout(a.cfg.MessageTimeout.D()),
 		FederatedStreamTimeout:     a.cfg.FederatedStreamTimeout.D(),
 		FederatedStreamDeadlineOff: a.cfg.FederatedStreamDeadline == "off",
 		TracerProvider:             a.tracer,
@@ -247,4 +248,18 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 		gs.Stop()
 		<-done
 	}
+}
+
+// upstreamCallTimeout bounds what the extproc server sends a federated
+// server itself while Envoy waits for its reply (opening a legacy session,
+// re-issuing a call whose session expired): a second below messageTimeout,
+// so the gateway's own error reaches the client before Envoy's message
+// timer fires, and an operator who raises messageTimeout for slow servers
+// raises this with it. The default messageTimeout of 5 s gives
+// extproc.DefaultUpstreamCallTimeout.
+func upstreamCallTimeout(messageTimeout time.Duration) time.Duration {
+	if messageTimeout <= 2*time.Second {
+		return messageTimeout / 2
+	}
+	return messageTimeout - time.Second
 }
