@@ -28,7 +28,7 @@ import (
 // toolServiceUnauthorized is the tool error of a routed Tool Service call
 // answered 401 for the OAuth token it carried, which is evicted; false when
 // the call carried none.
-func (x *exchange) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
+func (x *request) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
 	if u.Status != http.StatusUnauthorized || x.oauthUsed == nil || x.call == nil || x.tool == nil {
 		return nil, false
 	}
@@ -45,7 +45,7 @@ func (x *exchange) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
 // challenge), a new one obtained, and the request sent once more from
 // here. It returns the client's body, or false when the entry has no oauth
 // (the 401 is the server's answer, passed on as any other).
-func (x *exchange) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
+func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	f := x.fed
 	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[f.svc.Name]

@@ -336,7 +336,7 @@ func (u *UpstreamAuth) serviceOAuth(service string) (*serviceOAuth, error) {
 // oauthCredential is the Authorization value of a call to service by o, ""
 // while its authorization server is not discovered yet (the call goes
 // without, and the server's 401 discovers it: fedUnauthorized).
-func (x *exchange) oauthCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
+func (x *request) oauthCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
 	so, err := u.serviceOAuth(service)
 	if err != nil {
 		return "", err
