@@ -20,6 +20,7 @@ import (
 	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -90,13 +91,13 @@ func (h *hcmConfig) filtersOrNil() []*extProcFilter {
 	return h.filters
 }
 
-func (h *hcmConfig) applyEarly(m *headerMap, c *fmtContext) {
+func (h *hcmConfig) applyEarly(m *headers.Map, c *fmtContext) {
 	for _, e := range h.early {
 		switch {
 		case e.remove != "":
-			m.del(e.remove)
+			m.Del(e.remove)
 		case e.match != nil:
-			m.delFunc(e.match.match)
+			m.DelFunc(e.match.match)
 		case e.add != nil:
 			applyHeadersToAdd(m, []headerAdd{*e.add}, c)
 		}

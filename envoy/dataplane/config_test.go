@@ -11,6 +11,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -137,7 +138,7 @@ func TestReadyAndEmpty(t *testing.T) {
 
 func TestLocalReplyPrepare(t *testing.T) {
 	jsonBody := &bodyFormat{text: mustText(t, `{"e":"%LOCAL_REPLY_BODY%"}`), contentType: "application/json"}
-	setCT := func(ct string) func(*headerMap) { return func(h *headerMap) { h.set("content-type", ct) } }
+	setCT := func(ct string) func(*headers.Map) { return func(h *headers.Map) { h.Set("content-type", ct) } }
 	tests := []struct {
 		name     string
 		cfg      *localReplyConfig
@@ -158,17 +159,17 @@ func TestLocalReplyPrepare(t *testing.T) {
 			cfg: &localReplyConfig{body: jsonBody, mappers: []*responseMapper{{
 				filter:  filterFunc(func(*fmtContext) bool { return true }),
 				status:  200,
-				headers: []headerAdd{{key: "content-type", value: mustText(t, "application/x-custom"), mode: appendOverwrite}},
+				headers: []headerAdd{{key: "content-type", value: mustText(t, "application/x-custom"), mode: headers.AppendOverwrite}},
 			}}},
 			l: localReply{code: 504, body: "timeout"}, wantCT: "application/x-custom", wantBody: `{"e":"timeout"}`, wantCode: "200"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, body := tt.cfg.prepare(tt.l, &fmtContext{})
-			if ct, _ := h.get("content-type"); ct != tt.wantCT || body != tt.wantBody || h.value(":status") != tt.wantCode {
-				t.Fatalf("got %s %q %q, want %s %q %q", h.value(":status"), ct, body, tt.wantCode, tt.wantCT, tt.wantBody)
+			if ct, _ := h.Get("content-type"); ct != tt.wantCT || body != tt.wantBody || h.Value(":status") != tt.wantCode {
+				t.Fatalf("got %s %q %q, want %s %q %q", h.Value(":status"), ct, body, tt.wantCode, tt.wantCT, tt.wantBody)
 			}
-			if cl, ok := h.get("content-length"); ok != (body != "") || (ok && cl != strconv.Itoa(len(body))) {
+			if cl, ok := h.Get("content-length"); ok != (body != "") || (ok && cl != strconv.Itoa(len(body))) {
 				t.Fatalf("content-length %q (present %v) for body %q", cl, ok, body)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -32,9 +33,9 @@ type exchange struct {
 	ctx   context.Context
 	start time.Time
 
-	reqH       *headerMap
-	reqHBuf    headerMap // where reqH points
-	route      *route    // cached route (Envoy's route cache)
+	reqH       *headers.Map
+	reqHBuf    headers.Map // where reqH points
+	route      *route      // cached route (Envoy's route cache)
 	routeValid bool
 	first      *route // route selected at decodeHeaders
 	req        reqBody
@@ -78,30 +79,30 @@ func (x *exchange) serve() {
 		}
 	}()
 	hcm := x.cfg.hcm
-	x.reqH = requestHeaderMap(&x.reqHBuf, x.r)
+	x.reqH = headers.FromRequest(&x.reqHBuf, x.r)
 	if lr := hcm.checkDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return
 	}
 	if hcm.normalizePath || hcm.mergeSlashes {
-		x.reqH.set(":path", normalizePath(x.reqH.value(":path"), hcm.normalizePath, hcm.mergeSlashes))
+		x.reqH.Set(":path", headers.NormalizePath(x.reqH.Value(":path"), hcm.normalizePath, hcm.mergeSlashes))
 	}
 	hcm.applyEarly(x.reqH, x.fmtCtx())
-	sanitizeRequest(x.reqH)
+	headers.SanitizeRequest(x.reqH)
 	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
 	// generated when absent (generate_request_id, default true) and
 	// x-forwarded-proto is set from the downstream scheme when absent.
-	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
-		x.reqH.set("x-request-id", newRequestID())
+	if hcm.generateRequestID && !x.reqH.Has("x-request-id") {
+		x.reqH.Set("x-request-id", newRequestID())
 	}
-	hadXFF := x.reqH.has("x-forwarded-for")
+	hadXFF := x.reqH.Has("x-forwarded-for")
 	if hcm.useRemoteAddress {
-		appendXFF(x.reqH, x.r)
+		headers.AppendXFF(x.reqH, x.r)
 	}
-	sanitizeExternal(x.reqH, x.r, hcm, hadXFF)
-	sanitizeXFCC(x.reqH, x.r, hcm.xfcc)
-	if !x.reqH.has("x-forwarded-proto") {
-		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
+	headers.SanitizeExternal(x.reqH, x.r, hcm.useRemoteAddress, hcm.internalCIDRs, hadXFF)
+	headers.SanitizeXFCC(x.reqH, x.r, hcm.xfcc)
+	if !x.reqH.Has("x-forwarded-proto") {
+		x.reqH.Set("x-forwarded-proto", x.reqH.Value(":scheme"))
 	}
 	x.first = x.currentRoute()
 	x.filters = x.activeFilters(x.first)
@@ -263,7 +264,7 @@ func (x *exchange) router() {
 	case rt.kind == kindDirect:
 		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
 			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
-			extra: func(h *headerMap) { x.finalizeResponseHeaders(rt, h) },
+			extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
 		})
 	default:
 		x.routeToCluster(rt)
@@ -273,9 +274,9 @@ func (x *exchange) router() {
 // encode runs an upstream response through the encoder filters (in reverse
 // order) and writes it.
 func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
-	h := responseHeaderMap(resp)
+	h := headers.FromResponse(resp)
 	if !x.cfg.hcm.suppressEnvoyHeaders {
-		h.set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+		h.Set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	}
 	x.finalizeResponseHeaders(rt, h)
 	eos := resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
@@ -288,7 +289,7 @@ func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
 // (in reverse order) and writes them: FilterManager::encodeHeaders and
 // encodeData for an upstream response or a local reply sent via the filter
 // chain. A local reply raised on the way goes out directly.
-func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Reader, eos bool) {
+func (x *exchange) encodeFilters(ctx context.Context, h *headers.Map, body io.Reader, eos bool) {
 	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
 	for i := len(x.filters) - 1; i >= 0; i-- {
 		f := x.filters[i]
@@ -374,7 +375,7 @@ func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localRepl
 	}
 	x.details = l.details
 	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply via the filter chain", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.log.Debug("local reply via the filter chain", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.details)
 	x.encodeFilters(ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
 }
 
@@ -390,34 +391,34 @@ func (x *exchange) sendLocalReply(l localReply) {
 	}
 	x.details = l.details
 	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.details)
 	x.write(h, bytes.NewReader(stringBytes(body)))
 }
 
 // write sends the final headers and body to the client.
-func (x *exchange) write(h *headerMap, body io.Reader) {
+func (x *exchange) write(h *headers.Map, body io.Reader) {
 	hcm := x.cfg.hcm
 	switch hcm.serverHeader {
 	case serverOverwrite:
-		h.set("server", hcm.serverName)
+		h.Set("server", hcm.serverName)
 	case serverAppendIfAbsent:
-		if !h.has("server") {
-			h.set("server", hcm.serverName)
+		if !h.Has("server") {
+			h.Set("server", hcm.serverName)
 		}
 	}
-	status, err := strconv.Atoi(h.value(":status"))
+	status, err := strconv.Atoi(h.Value(":status"))
 	if err != nil || status < 100 || status > 999 {
 		status = http.StatusBadGateway
 	}
 	out := x.w.Header()
 	if len(out) == 0 {
-		h.fillHTTPHeader(out)
+		h.FillHTTPHeader(out)
 	} else {
-		for k, v := range h.httpHeader() {
+		for k, v := range h.HTTPHeader() {
 			out[k] = v
 		}
 	}
-	if !h.has("content-type") {
+	if !h.Has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
 	}
 	flusher, _ := x.w.(http.Flusher)
@@ -429,7 +430,7 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 	held, _ := body.(*bytes.Reader)
 	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
 		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
-		status != http.StatusNotModified && !h.has("content-length")
+		status != http.StatusNotModified && !h.Has("content-length")
 	if chunked {
 		out["Transfer-Encoding"] = []string{"chunked"}
 	}
@@ -555,8 +556,8 @@ func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
 }
 
 // contentLength is the content-length of h, -1 when absent or invalid.
-func contentLength(h *headerMap) int64 {
-	v, ok := h.get("content-length")
+func contentLength(h *headers.Map) int64 {
+	v, ok := h.Get("content-length")
 	if !ok {
 		return -1
 	}

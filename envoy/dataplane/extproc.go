@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -162,7 +163,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 		code:    immediateStatus(int(ir.GetStatus().GetCode())),
 		body:    bytesString(ir.GetBody()),
 		details: responseDetails(ir.GetDetails()),
-		modify: func(h *headerMap) {
+		modify: func(h *headers.Map) {
 			if hm != nil {
 				// Checked against the filter's mutation_rules; errors are
 				// logged and ignored, what was applied so far stays.
@@ -235,7 +236,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	removeCL := shouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
 	if e.complete || e.mode.GetRequestHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
 		if removeCL && !e.complete {
-			x.reqH.del("content-length")
+			x.reqH.Del("content-length")
 		}
 		return nil, nil
 	}
@@ -246,7 +247,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	// The content-length removal happens right after the headers are sent,
 	// with the mode in force then.
 	if removeCL && !e.complete {
-		x.reqH.del("content-length")
+		x.reqH.Del("content-length")
 	}
 	resp, lr, err := e.wait(waitRequestHeaders)
 	if resp == nil {
@@ -266,7 +267,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		}
 		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
 			if cr.GetBodyMutation() != nil {
-				x.reqH.del("content-length")
+				x.reqH.Del("content-length")
 				x.req.replace(applyBodyMutation(cr.GetBodyMutation(), nil))
 			}
 			e.mode.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
@@ -281,7 +282,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 }
 
 // applyCommonHeaders applies a CommonResponse header_mutation to h.
-func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerMap, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
+func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
 	if cr.GetHeaderMutation() == nil {
 		return nil
 	}
@@ -295,7 +296,7 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerM
 // (cluster common_http_protocol_options.max_headers_count and
 // max_response_headers_kb are not emulated; their defaults are 100 and 60
 // KiB [verify]).
-func (e *extProcRun) limits(h *headerMap) headerLimits {
+func (e *extProcRun) limits(h *headers.Map) headerLimits {
 	if h == e.x.reqH {
 		return headerLimits{count: e.x.cfg.hcm.maxHeaders, kb: e.x.cfg.hcm.maxHeadersBytes >> 10}
 	}
@@ -305,7 +306,7 @@ func (e *extProcRun) limits(h *headerMap) headerLimits {
 // bufferedBody exchanges one buffered (or partial) body and applies the
 // answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos bool) ([]byte, *localReply, error) {
+func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *localReply, error) {
 	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
@@ -396,7 +397,7 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 
 // encodeHeaders is Filter::encodeHeaders. It returns whether a
 // CONTINUE_AND_REPLACE replaced the body, and the replacement.
-func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, didReplace bool, lr *localReply, err error) {
+func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, didReplace bool, lr *localReply, err error) {
 	removeCL := shouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
 	if e.complete {
 		return nil, false, nil, nil
@@ -408,7 +409,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			return nil, false, nil, nil
 		}
 		if removeCL {
-			h.del("content-length")
+			h.Del("content-length")
 		}
 		return nil, false, nil, nil
 	}
@@ -416,7 +417,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {
-		h.del("content-length")
+		h.Del("content-length")
 	}
 	resp, lr, err := e.wait(waitResponseHeaders)
 	if resp == nil {
@@ -439,7 +440,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			e.finishAndContinue()
 		}
 		if replace && cr.GetBodyMutation() != nil {
-			h.del("content-length")
+			h.Del("content-length")
 			return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
 		}
 		return nil, false, nil, nil

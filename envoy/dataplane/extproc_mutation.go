@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
@@ -15,7 +16,7 @@ import (
 // (capitalized, with periods), because they become the local reply's
 // %RESPONSE_CODE_DETAILS%. lim is the header map's own limits
 // (headerLimits); the zero value checks none.
-func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headers.Map, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
 	if err := lim.checkMutationSize(m); err != nil {
 		return err
 	}
@@ -26,7 +27,7 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		name = lowerASCII(name)
 		switch c.check(opRemove, name, "") {
 		case checkOK:
-			h.del(name)
+			h.Del(name)
 		case checkFail:
 			return fmt.Errorf("Invalid attempt to remove %s", name)
 		}
@@ -51,10 +52,10 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		}
 		mode := extProcAppendMode(sh)
 		op := opSet
-		if mode == appendAdd && h.has(key) {
+		if mode == headers.AppendAdd && h.Has(key) {
 			op = opAppend
 		}
-		if (mode == appendIfAbsent && h.has(key)) || (mode == appendOverwriteIfExists && !h.has(key)) {
+		if (mode == headers.AppendIfAbsent && h.Has(key)) || (mode == headers.AppendOverwriteIfExists && !h.Has(key)) {
 			continue
 		}
 		res := c.check(op, key, value)
@@ -64,7 +65,7 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		}
 		switch res {
 		case checkOK:
-			h.apply(mode, key, value)
+			h.Apply(mode, key, value)
 		case checkFail:
 			return fmt.Errorf("Invalid attempt to modify %s", key)
 		}
@@ -99,17 +100,17 @@ func (l headerLimits) checkMutationSize(m *extprocv3.HeaderMutation) error {
 // checkResult is MutationUtils::headerMutationResultCheck: after the
 // mutation the map must stay within its limits, counting every entry,
 // pseudo-headers included (HeaderMap::size and byteSize: keys plus values).
-func (l headerLimits) checkResult(h *headerMap) error {
+func (l headerLimits) checkResult(h *headers.Map) error {
 	if l.count == 0 {
 		return nil
 	}
 	size := 0
-	for _, hd := range h.h {
-		size += len(hd.key) + len(hd.value)
+	for _, hd := range h.H {
+		size += len(hd.Key) + len(hd.Value)
 	}
-	if size > l.kb*1024 || len(h.h) > l.count {
+	if size > l.kb*1024 || len(h.H) > l.count {
 		return fmt.Errorf("Header mutation causes end result header count %d or header size %d bytes, exceeding the count limit %d or the size limit %d kilobytes",
-			len(h.h), size, l.count, l.kb)
+			len(h.H), size, l.count, l.kb)
 	}
 	return nil
 }
@@ -143,8 +144,8 @@ func applyBodyMutation(m *extprocv3.BodyMutation, body []byte) []byte {
 }
 
 // checkContentLength is ProcessorState::validateContentLength.
-func checkContentLength(h *headerMap, m *extprocv3.BodyMutation) error {
-	v, ok := h.get("content-length")
+func checkContentLength(h *headers.Map, m *extprocv3.BodyMutation) error {
+	v, ok := h.Get("content-length")
 	if !ok {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -109,7 +110,7 @@ func (e *extProcRun) envoyStatus(err error) *status.Status {
 // ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
 // comes with its header map, h, which goes into the message as it is now;
 // otherwise h is nil.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
+func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headers.Map) *localReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
 	}
@@ -131,7 +132,7 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 			// would be an allocation per message.
 			forward = e.f.forward
 		}
-		hm := h.toProto(forward)
+		hm := h.ToProto(forward)
 		if rh := req.GetRequestHeaders(); rh != nil {
 			rh.Headers = hm
 		} else {

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ func FuzzNormalizePathShortcut(f *testing.F) {
 	f.Fuzz(func(t *testing.T, full string) {
 		for _, c := range []struct{ canonical, merge bool }{{true, true}, {true, false}, {false, true}} {
 			p, q, hasQuery := strings.Cut(full, "?")
-			want := rebuildPath(p, q, hasQuery, c.canonical, c.merge)
-			if got := normalizePath(full, c.canonical, c.merge); got != want {
+			want := headers.RebuildPath(p, q, hasQuery, c.canonical, c.merge)
+			if got := headers.NormalizePath(full, c.canonical, c.merge); got != want {
 				t.Fatalf("normalizePath(%q, %v, %v) = %q, rebuilt %q", full, c.canonical, c.merge, got, want)
 			}
 		}
@@ -44,7 +45,7 @@ func TestNormalPath(t *testing.T) {
 		{"a", true, false},
 		{"", true, false},
 	} {
-		if got := normalPath(tt.p, tt.merge); got != tt.want {
+		if got := headers.NormalPath(tt.p, tt.merge); got != tt.want {
 			t.Errorf("normalPath(%q, %v) = %v, want %v", tt.p, tt.merge, got, tt.want)
 		}
 	}
@@ -53,20 +54,20 @@ func TestNormalPath(t *testing.T) {
 func TestLowerKey(t *testing.T) {
 	for _, k := range []string{"Content-Type", "content-type", "X-Request-Id", "", "ÄÖ-X"} {
 		for range 2 { // the second time from the cache
-			if got, want := lowerKey(k), strings.ToLower(k); got != want {
+			if got, want := headers.LowerKey(k), strings.ToLower(k); got != want {
 				t.Errorf("lowerKey(%q) = %q, want %q", k, got, want)
 			}
 		}
 	}
-	m := &headerMap{}
-	addSorted(m, http.Header{"X-B": {"1"}, "Host": {"h"}, "X-A": {"2", "3"}})
-	want := []header{{"x-a", "2"}, {"x-a", "3"}, {"x-b", "1"}}
-	if len(m.h) != len(want) {
-		t.Fatalf("addSorted: %v, want %v", m.h, want)
+	m := &headers.Map{}
+	headers.AddSorted(m, http.Header{"X-B": {"1"}, "Host": {"h"}, "X-A": {"2", "3"}})
+	want := []headers.Header{{Key: "x-a", Value: "2"}, {Key: "x-a", Value: "3"}, {Key: "x-b", Value: "1"}}
+	if len(m.H) != len(want) {
+		t.Fatalf("addSorted: %v, want %v", m.H, want)
 	}
 	for i := range want {
-		if m.h[i] != want[i] {
-			t.Fatalf("addSorted: %v, want %v", m.h, want)
+		if m.H[i] != want[i] {
+			t.Fatalf("addSorted: %v, want %v", m.H, want)
 		}
 	}
 }

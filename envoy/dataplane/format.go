@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -26,7 +27,7 @@ var commandRe = regexp.MustCompile(`^%((?:[A-Z]|[0-9]|_)+)(?:\((.*?)\))?(?::([0-
 
 // fmtContext is what a format string can see of one stream.
 type fmtContext struct {
-	reqH, respH  *headerMap
+	reqH, respH  *headers.Map
 	code         int
 	flags        responseFlags
 	details      string
@@ -186,9 +187,9 @@ func (op *operator) value(c *fmtContext) (s string, typed any, ok bool) {
 		if h == nil {
 			return "", nil, false
 		}
-		v, ok := h.get(op.main)
+		v, ok := h.Get(op.main)
 		if !ok && op.alt != "" {
-			v, ok = h.get(op.alt)
+			v, ok = h.Get(op.alt)
 		}
 		return v, v, ok
 	case "DYNAMIC_METADATA":

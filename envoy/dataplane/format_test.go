@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -17,9 +18,9 @@ func testFmtContext(t testing.TB) *fmtContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &headerMap{}
-	req.add(":path", "/mcp/core")
-	req.add("x-request-id", "rid")
+	req := &headers.Map{}
+	req.Add(":path", "/mcp/core")
+	req.Add("x-request-id", "rid")
 	return &fmtContext{
 		reqH: req, code: 504, flags: flagUT | flagURX, details: "upstream_response_timeout",
 		localBody: "upstream request timeout", protocol: "HTTP/1.1", cluster: "toolsvc_a",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/grpc/status"
 )
 
@@ -45,7 +46,7 @@ type duplexReader struct {
 	awaitHeaders bool
 	holdHeaders  bool
 	replaced     bool // CONTINUE_AND_REPLACE: the rest of the body is drained
-	h            *headerMap
+	h            *headers.Map
 	lr           *localReply
 
 	// idle is the stream idle timer (exchange.idleTimeout), re-armed by
@@ -342,7 +343,7 @@ func (d *duplexReader) fail(lr *localReply) {
 // timer; the headers leave once the reply came (and, when the whole body
 // was sent before it, once the server streams body back). It returns the
 // client's body, or the local reply a failure before that is.
-func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *localReply, error) {
+func (e *extProcRun) duplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *localReply, error) {
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: false},
 	}}, h); lr != nil {
@@ -353,7 +354,7 @@ func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *loc
 	}
 	// shouldRemoveContentLength: always in this mode.
 	if shouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.allowCL) {
-		h.del("content-length")
+		h.Del("content-length")
 	}
 	d := e.newDuplexReader(src)
 	d.awaitHeaders, d.holdHeaders, d.h = true, true, h
@@ -413,7 +414,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			// and the stream closes (closeGrpcStreamIfLastRespReceived);
 			// what the upstream still sends is drained. [choice] Not used
 			// by toolmesh in this mode.
-			d.h.del("content-length")
+			d.h.Del("content-length")
 			d.out = applyBodyMutation(cr.GetBodyMutation(), nil)
 			d.replaced, d.holdHeaders = true, false
 			e.finishAndContinue()

@@ -11,6 +11,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -94,7 +95,7 @@ func TestHeaderMutationLimits(t *testing.T) {
 // StringUtil::replaceAllEmptySpace by sendImmediateResponse.
 func TestExtProcErrorDetails(t *testing.T) {
 	mutationErr := func(m *extprocv3.HeaderMutation, rules *mutationChecker) string {
-		h := &headerMap{h: []header{{":authority", "a"}, {"host", "a"}}}
+		h := &headers.Map{H: []headers.Header{{Key: ":authority", Value: "a"}, {Key: "host", Value: "a"}}}
 		err := applyHeaderMutation(m, h, rules, false, false, headerLimits{count: 4, kb: 1})
 		if err == nil {
 			return "<nil>"

@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -39,7 +40,7 @@ type responseMapper struct {
 type headerAdd struct {
 	key       string
 	value     *textFormat
-	mode      appendMode
+	mode      headers.AppendMode
 	keepEmpty bool
 }
 
@@ -64,13 +65,13 @@ func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]headerAdd, error) 
 	return out, nil
 }
 
-func applyHeadersToAdd(h *headerMap, adds []headerAdd, c *fmtContext) {
+func applyHeadersToAdd(h *headers.Map, adds []headerAdd, c *fmtContext) {
 	for _, a := range adds {
 		v := a.value.format(c)
 		if v == "" && !a.keepEmpty {
 			continue
 		}
-		h.apply(a.mode, a.key, v)
+		h.Apply(a.mode, a.key, v)
 	}
 }
 
@@ -418,25 +419,25 @@ type localReply struct {
 	body    string
 	details string
 	// modify applies ImmediateResponse.headers before the mappers run.
-	modify func(*headerMap)
+	modify func(*headers.Map)
 	// extra applies route response_headers_to_add (direct responses).
-	extra func(*headerMap)
+	extra func(*headers.Map)
 }
 
 // prepare emulates Utility::prepareLocalReply (source/common/http/utility.cc)
 // with the local_reply_config rewrite: it returns the final headers and body.
-func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headerMap, string) {
-	h := &headerMap{}
-	h.add(":status", strconv.Itoa(l.code))
+func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headers.Map, string) {
+	h := &headers.Map{}
+	h.Add(":status", strconv.Itoa(l.code))
 	if l.modify != nil {
 		l.modify(h)
 	}
 	if l.extra != nil {
 		l.extra(h)
 	}
-	ctBefore, _ := h.get("content-type")
+	ctBefore, _ := h.Get("content-type")
 	code, body := l.code, l.body
-	h.set(":status", strconv.Itoa(code))
+	h.Set(":status", strconv.Itoa(code))
 	c.code, c.respH = code, h
 	var final *bodyFormat
 	for _, m := range lr.mappers {
@@ -449,7 +450,7 @@ func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headerMap, st
 		applyHeadersToAdd(h, m.headers, c)
 		if m.status != 0 && m.status != code {
 			code = m.status
-			h.set(":status", strconv.Itoa(code))
+			h.Set(":status", strconv.Itoa(code))
 			c.code = code
 		}
 		final = m.bodyFormat
@@ -460,16 +461,16 @@ func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headerMap, st
 	}
 	c.localBody = body
 	out := final.format(c)
-	ctAfter, _ := h.get("content-type")
+	ctAfter, _ := h.Get("content-type")
 	custom := ctBefore != ctAfter
 	if out != "" {
-		h.set("content-length", strconv.Itoa(len(out)))
-		if !h.has("content-type") || (out != l.body && !custom) {
-			h.set("content-type", final.contentType)
+		h.Set("content-length", strconv.Itoa(len(out)))
+		if !h.Has("content-type") || (out != l.body && !custom) {
+			h.Set("content-type", final.contentType)
 		}
 	} else {
-		h.del("content-length")
-		h.del("content-type")
+		h.Del("content-length")
+		h.Del("content-type")
 	}
 	return h, out
 }

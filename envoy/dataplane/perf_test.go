@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -57,11 +58,11 @@ func TestCopyMode(t *testing.T) {
 // their order, pseudo and hop-by-hop headers left out, and each name's
 // values independent of the others'.
 func TestHTTPHeader(t *testing.T) {
-	m := &headerMap{}
+	m := &headers.Map{}
 	for _, kv := range [][2]string{{":status", "200"}, {"x-a", "1"}, {"connection", "close"}, {"x-b", "2"}, {"x-a", "3"}, {"content-type", "t"}} {
-		m.add(kv[0], kv[1])
+		m.Add(kv[0], kv[1])
 	}
-	h := m.httpHeader()
+	h := m.HTTPHeader()
 	want := http.Header{"X-A": {"1", "3"}, "X-B": {"2"}, "Content-Type": {"t"}}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("httpHeader = %v, want %v", h, want)
@@ -77,21 +78,21 @@ func TestHTTPHeader(t *testing.T) {
 func TestCanonicalKey(t *testing.T) {
 	for _, k := range []string{"x-request-id", "content-type", "x-envoy-expected-rq-timeout-ms", "mcp-protocol-version", "x_under", "X-Already"} {
 		for range 2 { // computed, then cached
-			if got, want := canonicalKey(k), http.CanonicalHeaderKey(k); got != want {
+			if got, want := headers.CanonicalKey(k), http.CanonicalHeaderKey(k); got != want {
 				t.Errorf("canonicalKey(%q) = %q, want %q", k, got, want)
 			}
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = canonicalKey("x-forwarded-proto") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = headers.CanonicalKey("x-forwarded-proto") }); n != 0 {
 		t.Errorf("a cached name allocated %v times", n)
 	}
-	for i := range 2 * maxCanonicalKeys {
-		canonicalKey("x-made-up-" + strconv.Itoa(i))
+	for i := range 2 * headers.MaxCanonicalKeys {
+		headers.CanonicalKey("x-made-up-" + strconv.Itoa(i))
 	}
-	if n := canonicalKeys.n.Load(); n > maxCanonicalKeys {
-		t.Errorf("the cache holds %d names, bound %d", n, maxCanonicalKeys)
+	if n := headers.CanonicalKeys.N.Load(); n > headers.MaxCanonicalKeys {
+		t.Errorf("the cache holds %d names, bound %d", n, headers.MaxCanonicalKeys)
 	}
-	if got := canonicalKey("x-after-the-bound"); got != "X-After-The-Bound" {
+	if got := headers.CanonicalKey("x-after-the-bound"); got != "X-After-The-Bound" {
 		t.Errorf("past the bound: %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bytes"
 	"errors"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"io"
 	"strings"
 	"testing"
@@ -38,9 +39,9 @@ func TestReadUpTo(t *testing.T) {
 
 func TestContentLength(t *testing.T) {
 	for v, want := range map[string]int64{"": -1, "12": 12, "0": 0, "-3": -1, "x": -1} {
-		h := &headerMap{}
+		h := &headers.Map{}
 		if v != "" {
-			h.set("content-length", v)
+			h.Set("content-length", v)
 		}
 		if got := contentLength(h); got != want {
 			t.Errorf("content-length %q: %d, want %d", v, got, want)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // routeTable is a compiled RouteConfiguration.
@@ -370,8 +371,8 @@ func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 
 // match returns the first route of the virtual host that matches (routes
 // are tried in order; RouteMatcher::route).
-func (t *routeTable) match(h *headerMap) *route {
-	vh := t.selectVirtualHost(h.value(":authority"))
+func (t *routeTable) match(h *headers.Map) *route {
+	vh := t.selectVirtualHost(h.Value(":authority"))
 	if vh == nil {
 		return nil
 	}
@@ -383,9 +384,9 @@ func (t *routeTable) match(h *headerMap) *route {
 	return nil
 }
 
-func (m *routeMatch) matches(h *headerMap) bool {
-	full := h.value(":path")
-	p := pathOnly(full)
+func (m *routeMatch) matches(h *headers.Map) bool {
+	full := h.Value(":path")
+	p := headers.PathOnly(full)
 	if !m.caseSensitive {
 		p = strings.ToLower(p)
 	}
@@ -443,12 +444,12 @@ func parseQuery(path string) map[string]string {
 
 // pickCluster returns the cluster name the route sends to. For
 // cluster_header only the first value counts; a missing header gives "".
-func (r *route) pickCluster(h *headerMap) string {
+func (r *route) pickCluster(h *headers.Map) string {
 	switch r.kind {
 	case kindCluster:
 		return r.target
 	case kindClusterHeader:
-		v, _ := h.get(r.target)
+		v, _ := h.Get(r.target)
 		return v
 	case kindWeighted:
 		n := rand.Uint32N(r.totalWeight)
@@ -487,17 +488,17 @@ func (r *route) decoderLimit(listener uint64) uint64 {
 }
 
 // rewritePath applies prefix_rewrite or regex_rewrite to :path.
-func (r *route) rewritePath(h *headerMap) {
-	full := h.value(":path")
-	p, rest := pathOnly(full), full[len(pathOnly(full)):]
+func (r *route) rewritePath(h *headers.Map) {
+	full := h.Value(":path")
+	p, rest := headers.PathOnly(full), full[len(headers.PathOnly(full)):]
 	switch {
 	case r.prefixRewrite != "" && r.match.kind == 0 || r.prefixRewrite != "" && r.match.kind == 3:
 		if len(p) >= len(r.match.s) {
-			h.set(":path", r.prefixRewrite+p[len(r.match.s):]+rest)
+			h.Set(":path", r.prefixRewrite+p[len(r.match.s):]+rest)
 		}
 	case r.prefixRewrite != "" && r.match.kind == 1:
-		h.set(":path", r.prefixRewrite+rest)
+		h.Set(":path", r.prefixRewrite+rest)
 	case r.regexRewrite != nil:
-		h.set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
+		h.Set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
 	}
 }

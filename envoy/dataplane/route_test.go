@@ -6,6 +6,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -85,12 +86,12 @@ func TestRouteMatching(t *testing.T) {
 		{host: "other", path: "/q?tool=y", want: ""},
 	}
 	for _, tt := range tests {
-		h := &headerMap{}
-		h.add(":authority", tt.host)
-		h.add(":path", tt.path)
+		h := &headers.Map{}
+		h.Add(":authority", tt.host)
+		h.Add(":path", tt.path)
 		for k, vs := range tt.hdrs {
 			for _, v := range vs {
-				h.add(k, v)
+				h.Add(k, v)
 			}
 		}
 		got := ""
@@ -138,12 +139,12 @@ func TestRewritePath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := &headerMap{}
-			h.add(":authority", "h")
-			h.add(":path", tt.in)
+			h := &headers.Map{}
+			h.Add(":authority", "h")
+			h.Add(":path", tt.in)
 			r := table.match(h)
 			r.rewritePath(h)
-			if got := h.value(":path"); got != tt.want {
+			if got := h.Value(":path"); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
@@ -167,7 +168,7 @@ func TestNormalizePath(t *testing.T) {
 		{"//mcp/./core", false, false, "//mcp/./core"},
 	}
 	for _, tt := range tests {
-		if got := normalizePath(tt.in, tt.canonical, tt.mrg); got != tt.want {
+		if got := headers.NormalizePath(tt.in, tt.canonical, tt.mrg); got != tt.want {
 			t.Errorf("normalizePath(%q, %v, %v) = %q, want %q", tt.in, tt.canonical, tt.mrg, got, tt.want)
 		}
 	}

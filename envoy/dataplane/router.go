@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"io"
 	"net"
 	"net/http"
@@ -76,31 +77,31 @@ func (x *exchange) finalizeRequestHeaders(rt *route) {
 	}{{rt.reqDel, rt.reqAdd}, {rt.vh.reqDel, rt.vh.reqAdd}, {rt.table.reqDel, rt.table.reqAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") && d != "host" {
-				x.reqH.del(d)
+				x.reqH.Del(d)
 			}
 		}
 		applyHeadersToAdd(x.reqH, lvl.add, c)
 	}
 	if rt.hostRewrite != "" {
-		x.reqH.set(":authority", rt.hostRewrite)
+		x.reqH.Set(":authority", rt.hostRewrite)
 	}
-	orig := x.reqH.value(":path")
+	orig := x.reqH.Value(":path")
 	rt.rewritePath(x.reqH)
-	if p := x.reqH.value(":path"); p != orig {
-		x.reqH.set("x-envoy-original-path", orig)
+	if p := x.reqH.Value(":path"); p != orig {
+		x.reqH.Set("x-envoy-original-path", orig)
 	}
 	timeout := rt.timeout
 	if rt.retry != nil && rt.retry.perTry > 0 && (timeout == 0 || rt.retry.perTry < timeout) {
 		timeout = rt.retry.perTry
 	}
 	if timeout > 0 && !x.cfg.hcm.suppressEnvoyHeaders {
-		x.reqH.set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
+		x.reqH.Set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
 	}
 }
 
 // finalizeResponseHeaders applies response_headers_to_remove/add of the
 // route, virtual host and route configuration.
-func (x *exchange) finalizeResponseHeaders(rt *route, h *headerMap) {
+func (x *exchange) finalizeResponseHeaders(rt *route, h *headers.Map) {
 	c := x.fmtCtx()
 	c.respH = h
 	for _, lvl := range []struct {
@@ -109,7 +110,7 @@ func (x *exchange) finalizeResponseHeaders(rt *route, h *headerMap) {
 	}{{rt.respDel, rt.respAdd}, {rt.vh.respDel, rt.vh.respAdd}, {rt.table.respDel, rt.table.respAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") {
-				h.del(d)
+				h.Del(d)
 			}
 		}
 		applyHeadersToAdd(h, lvl.add, c)
@@ -382,7 +383,7 @@ func classifyUpstreamError(err error) *upstreamFailure {
 // headers without pseudo and hop-by-hop headers, :authority as Host, the
 // body with its content-length (chunked when there is none).
 func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string) (*http.Request, error) {
-	path := x.reqH.value(":path")
+	path := x.reqH.Value(":path")
 	u := &url.URL{Scheme: cl.scheme, Host: addr}
 	p, q, _ := strings.Cut(path, "?")
 	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") {
@@ -402,7 +403,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string
 	case len(x.req.buf) > 0:
 		body, length = bytes.NewReader(x.req.buf), -1
 	}
-	if v, ok := x.reqH.get("content-length"); ok {
+	if v, ok := x.reqH.Get("content-length"); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			length = n
 		}
@@ -410,13 +411,13 @@ func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string
 	if body == nil && length > 0 {
 		body = bytes.NewReader(nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.reqH.value(":method"), "http://placeholder/", body)
+	req, err := http.NewRequestWithContext(ctx, x.reqH.Value(":method"), "http://placeholder/", body)
 	if err != nil {
 		return nil, err
 	}
 	req.URL = u
-	req.Host = x.reqH.value(":authority")
-	req.Header = x.reqH.httpHeader()
+	req.Host = x.reqH.Value(":authority")
+	req.Header = x.reqH.HTTPHeader()
 	req.Header.Del("Content-Length")
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""} // Go would add its own

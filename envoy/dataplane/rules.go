@@ -17,6 +17,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // Defaults taken from the Envoy API protos.
@@ -315,13 +316,13 @@ func parseResponseFlag(name string) (responseFlags, bool) {
 //   - path_with_escaped_slashes_action (ConnectionManagerUtility::
 //     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
 //     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
-func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
+func (h *hcmConfig) checkDownstream(m *headers.Map) *localReply {
 	size, count := 0, 0
-	for _, hd := range m.h {
-		if strings.HasPrefix(hd.key, ":") && hd.key != ":authority" {
+	for _, hd := range m.H {
+		if strings.HasPrefix(hd.Key, ":") && hd.Key != ":authority" {
 			continue
 		}
-		size += len(hd.key) + len(hd.value)
+		size += len(hd.Key) + len(hd.Value)
 		count++
 	}
 	if size > h.maxHeadersBytes {
@@ -332,8 +333,8 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 	}
 	switch h.underscores {
 	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
-		for _, hd := range m.h {
-			if strings.HasPrefix(hd.key, ":") || !strings.Contains(hd.key, "_") {
+		for _, hd := range m.H {
+			if strings.HasPrefix(hd.Key, ":") || !strings.Contains(hd.Key, "_") {
 				continue
 			}
 			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
@@ -341,10 +342,10 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 			}
 		}
 		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
-			m.delFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
+			m.DelFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
 		}
 	}
-	path := m.value(":path")
+	path := m.Value(":path")
 	p, q, hasQ := strings.Cut(path, "?")
 	lower := strings.ToLower(p)
 	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
@@ -357,7 +358,7 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 			if hasQ {
 				p += "?" + q
 			}
-			m.set(":path", p)
+			m.Set(":path", p)
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -138,16 +139,6 @@ func validHeaderValue(v string) bool {
 	return !strings.ContainsAny(v, "\x00\r\n")
 }
 
-// appendMode is how a HeaderValueOption is applied.
-type appendMode int
-
-const (
-	appendAdd       appendMode = iota // append a value, or add the header
-	appendIfAbsent                    // add only if absent
-	appendOverwrite                   // replace all values, or add
-	appendOverwriteIfExists
-)
-
 // extProcAppendMode decides how ext_proc applies one set_headers entry
 // (source/extensions/filters/http/ext_proc/mutation_utils.cc).
 //
@@ -161,12 +152,12 @@ const (
 // toolmesh's extproc server does, ADR 0001) behaves the same
 // under both readings; one that leaves the action unset sees its values
 // appended here, which surfaces the ambiguity instead of hiding it. [verify]
-func extProcAppendMode(o *corev3.HeaderValueOption) appendMode {
+func extProcAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
-			return appendAdd
+			return headers.AppendAdd
 		}
-		return appendOverwrite
+		return headers.AppendOverwrite
 	}
 	return headerAppendAction(o.GetAppendAction())
 }
@@ -175,26 +166,26 @@ func extProcAppendMode(o *corev3.HeaderValueOption) appendMode {
 // local_reply configuration (headers_to_add) is applied: base.proto says
 // `append` defaults to true, append_action defaults to
 // APPEND_IF_EXISTS_OR_ADD, and `append`, when set, wins.
-func configAppendMode(o *corev3.HeaderValueOption) appendMode {
+func configAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
-			return appendAdd
+			return headers.AppendAdd
 		}
-		return appendOverwrite
+		return headers.AppendOverwrite
 	}
 	return headerAppendAction(o.GetAppendAction())
 }
 
-func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) appendMode {
+func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) headers.AppendMode {
 	switch a {
 	case corev3.HeaderValueOption_ADD_IF_ABSENT:
-		return appendIfAbsent
+		return headers.AppendIfAbsent
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
-		return appendOverwrite
+		return headers.AppendOverwrite
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
-		return appendOverwriteIfExists
+		return headers.AppendOverwriteIfExists
 	default:
-		return appendAdd
+		return headers.AppendAdd
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -81,13 +82,13 @@ func TestApplyHeaderMutation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &headerMap{}
-			h.add("x-a", "old")
+			h := &headers.Map{}
+			h.Add("x-a", "old")
 			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false, headerLimits{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
-			if got := h.values("x-a"); !equalStrings(got, tt.want) {
+			if got := h.Values("x-a"); !equalStrings(got, tt.want) {
 				t.Fatalf("x-a = %q, want %q", got, tt.want)
 			}
 		})
