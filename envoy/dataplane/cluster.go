@@ -23,6 +23,7 @@ import (
 	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -73,7 +74,7 @@ type clusterRuntime struct {
 }
 
 func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
-	cl := &cluster{name: c.GetName(), connectTimeout: defaultConnectTimeout, idleTimeout: defaultIdleTimeout, scheme: "http", panicThreshold: defaultPanicThreshold}
+	cl := &cluster{name: c.GetName(), connectTimeout: rules.DefaultConnectTimeout, idleTimeout: rules.DefaultIdleTimeout, scheme: "http", panicThreshold: rules.DefaultPanicThreshold}
 	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
 		// "The specified percent will be truncated to the nearest 1%."
 		cl.panicThreshold = math.Trunc(p.GetValue())
@@ -118,7 +119,7 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 			return nil, err
 		}
 	}
-	cl.limits = clusterLimits{defaultMaxConnections, defaultMaxPending, defaultMaxRequests, defaultMaxRetries}
+	cl.limits = clusterLimits{rules.DefaultMaxConnections, rules.DefaultMaxPending, rules.DefaultMaxRequests, rules.DefaultMaxRetries}
 	for _, th := range c.GetCircuitBreakers().GetThresholds() {
 		if th.GetPriority() != corev3.RoutingPriority_DEFAULT {
 			continue // only the DEFAULT priority is used by routes here
@@ -465,10 +466,10 @@ func newTransport(cl *cluster) upstreamPool {
 	}
 	tr := &http.Transport{
 		DialContext:            dial,
-		MaxIdleConnsPerHost:    maxIdlePerHost,
+		MaxIdleConnsPerHost:    rules.MaxIdlePerHost,
 		IdleConnTimeout:        cl.idleTimeout,
 		DisableCompression:     true,
-		MaxResponseHeaderBytes: maxResponseHeadersH2,
+		MaxResponseHeaderBytes: rules.MaxResponseHeadersH2,
 	}
 	protos := new(http.Protocols)
 	var tc *tls.Config
@@ -481,7 +482,7 @@ func newTransport(cl *cluster) upstreamPool {
 	}
 	switch {
 	case !cl.h2:
-		tr.MaxResponseHeaderBytes = maxResponseHeadersH1
+		tr.MaxResponseHeaderBytes = rules.MaxResponseHeadersH1
 		protos.SetHTTP1(true)
 	case tc != nil:
 		protos.SetHTTP2(true)

@@ -21,6 +21,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -180,7 +181,7 @@ func compileConfig(res resourceList) (*config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 		}
-		hc.bufferLimit = defaultBufferLimit
+		hc.bufferLimit = rules.DefaultBufferLimit
 		if l.GetPerConnectionBufferLimitBytes() != nil {
 			hc.bufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 		}
@@ -287,9 +288,9 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		// net/http server of the local data plane has its own timeouts.
 	}
 	if hc.serverName == "" {
-		hc.serverName = defaultServerName
+		hc.serverName = rules.DefaultServerName
 	}
-	hc.streamIdleTimeout = defaultStreamIdleTimeout
+	hc.streamIdleTimeout = rules.DefaultStreamIdleTimeout
 	if d := h.GetStreamIdleTimeout(); d != nil {
 		hc.streamIdleTimeout = d.AsDuration()
 	}

@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -92,8 +93,8 @@ func New(opts Options) (*DataPlane, error) {
 		// no default retry policy is applied at the client level").
 		cc, err := grpc.NewClient(opts.ExtProcTarget,
 			grpc.WithTransportCredentials(controlCreds(opts.ControlTLS)),
-			grpc.WithInitialWindowSize(envoyHTTP2StreamWindow),
-			grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
+			grpc.WithInitialWindowSize(rules.EnvoyHTTP2StreamWindow),
+			grpc.WithInitialConnWindowSize(rules.EnvoyHTTP2ConnWindow),
 			grpc.WithDisableRetry(),
 			keepaliveDialOption(d.keepalive, d.log.With("grpc", "ext_proc")))
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // TLSConfig is what the data plane's listener socket must be served with
@@ -69,7 +70,7 @@ func compileDownstreamTLS(d *tlsv3.DownstreamTlsContext) (*tls.Config, error) {
 	if alpn := common.GetAlpnProtocols(); len(alpn) > 0 && !slices.Contains(alpn, "http/1.1") {
 		return nil, fmt.Errorf("alpn_protocols %v: only http/1.1 is emulated downstream", alpn)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: downstreamALPN(common.GetAlpnProtocols())}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: rules.DownstreamALPN(common.GetAlpnProtocols())}
 	certs, err := tlsCertificates(common)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,6 @@ func compileDownstreamTLS(d *tlsv3.DownstreamTlsContext) (*tls.Config, error) {
 		return nil, err
 	}
 	cfg.ClientCAs = pool
-	cfg.ClientAuth = downstreamClientAuth(require)
+	cfg.ClientAuth = rules.DownstreamClientAuth(require)
 	return cfg, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -41,7 +42,7 @@ type exchange struct {
 	req        reqBody
 
 	meta         map[string]*structpb.Struct // nil until a filter sets some
-	flags        responseFlags
+	flags        rules.ResponseFlags
 	details      string
 	cluster      string
 	upstreamHost string
@@ -208,7 +209,7 @@ func (x *exchange) decodeBody() bool {
 		for _, f := range x.filters {
 			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamDecoderFilter::requestDataTooLarge.
-				x.sendLocalReply(localReply{code: 413, body: bodyPayloadTooLarge, details: detailsRequestTooLarge})
+				x.sendLocalReply(localReply{code: 413, body: rules.BodyPayloadTooLarge, details: rules.DetailsRequestTooLarge})
 				return false
 			}
 		}
@@ -259,11 +260,11 @@ func (x *exchange) router() {
 	rt := x.currentRoute()
 	switch {
 	case rt == nil:
-		x.flags |= flagNR
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: detailsRouteNotFound})
+		x.flags |= rules.FlagNR
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: rules.DetailsRouteNotFound})
 	case rt.kind == kindDirect:
 		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
-			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
+			code: rt.direct.status, body: rt.direct.body, details: rules.DetailsDirectResponse,
 			extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
 		})
 	default:
@@ -337,7 +338,7 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headers.Map, body io.Re
 			complete := uint64(len(buf)) <= limit
 			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamEncoderFilter::responseDataTooLarge.
-				x.sendLocalReply(localReply{code: 500, body: bodyInternalError, details: detailsResponseTooLarge})
+				x.sendLocalReply(localReply{code: 500, body: rules.BodyInternalError, details: rules.DetailsResponseTooLarge})
 				return
 			}
 			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)

@@ -12,10 +12,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // This file emulates one ext_proc filter instance on one HTTP stream
@@ -152,7 +154,7 @@ func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
 func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 	if e.f.disableImmediate {
-		return e.spurious(resp, spuriousImmediateDisabled)
+		return e.spurious(resp, rules.SpuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
 	e.complete = true
@@ -160,9 +162,9 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 	ir := resp.GetImmediateResponse()
 	hm := ir.GetHeaders()
 	return &localReply{
-		code:    immediateStatus(int(ir.GetStatus().GetCode())),
+		code:    rules.ImmediateStatus(int(ir.GetStatus().GetCode())),
 		body:    bytesString(ir.GetBody()),
-		details: responseDetails(ir.GetDetails()),
+		details: rules.ResponseDetails(ir.GetDetails()),
 		modify: func(h *headers.Map) {
 			if hm != nil {
 				// Checked against the filter's mutation_rules; errors are
@@ -189,7 +191,7 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *l
 		e.setMetadata(resp)
 	}
 	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
-	if e.failureModeAllow || !failCloseSpurious {
+	if e.failureModeAllow || !rules.FailCloseSpurious {
 		e.finishAndContinue()
 		return nil
 	}
@@ -202,7 +204,7 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *l
 func (e *extProcRun) failed(err error) *localReply {
 	e.complete = true
 	e.close()
-	return &localReply{code: e.f.statusOnError, details: responseDetails(err.Error())}
+	return &localReply{code: e.f.statusOnError, details: rules.ResponseDetails(err.Error())}
 }
 
 // setMetadata is Filter::setDynamicMetadata: only namespaces listed in
@@ -233,7 +235,7 @@ func contains(list []string, s string) bool {
 // decodeHeaders is Filter::decodeHeaders.
 func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	x := e.x
-	removeCL := shouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+	removeCL := rules.ShouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
 	if e.complete || e.mode.GetRequestHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
 		if removeCL && !e.complete {
 			x.reqH.Del("content-length")
@@ -260,7 +262,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		if err := e.applyCommonHeaders(cr, x.reqH, e.mode.GetRequestBodyMode(), true); err != nil {
 			return e.failed(err), nil
 		}
-		if clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+		if rules.ClearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 			x.clearRouteCache()
 		} else if cr.GetClearRouteCache() {
 			x.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.name, "reason", "no header_mutation or route_cache_action")
@@ -277,7 +279,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return e.immediate(resp), nil
 	default:
-		return e.spurious(resp, spuriousKind(resp)), nil
+		return e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 }
 
@@ -288,7 +290,7 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL), e.limits(h))
+		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.allowCL), e.limits(h))
 }
 
 // limits are the header limits of h: the HTTP connection manager's for the
@@ -300,7 +302,7 @@ func (e *extProcRun) limits(h *headers.Map) headerLimits {
 	if h == e.x.reqH {
 		return headerLimits{count: e.x.cfg.hcm.maxHeaders, kb: e.x.cfg.hcm.maxHeadersBytes >> 10}
 	}
-	return headerLimits{count: defaultMaxHeadersCount, kb: defaultMaxHeadersKB}
+	return headerLimits{count: rules.DefaultMaxHeadersCount, kb: rules.DefaultMaxHeadersKB}
 }
 
 // bufferedBody exchanges one buffered (or partial) body and applies the
@@ -318,18 +320,18 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eo
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return body, e.spurious(resp, spuriousKind(resp)), nil
+			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return body, e.spurious(resp, spuriousKind(resp)), nil
+			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return body, e.immediate(resp), nil
 	default:
-		return body, e.spurious(resp, spuriousKind(resp)), nil
+		return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
@@ -347,7 +349,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eo
 		}
 		body = applyBodyMutation(cr.GetBodyMutation(), body)
 	}
-	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 		e.x.clearRouteCache()
 	}
 	return body, nil, nil
@@ -369,27 +371,27 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return chunk, e.spurious(resp, spuriousKind(resp)), nil
+			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return chunk, e.spurious(resp, spuriousKind(resp)), nil
+			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return chunk, e.immediate(resp), nil
 	default:
-		return chunk, e.spurious(resp, spuriousKind(resp)), nil
+		return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	if cr.GetBodyMutation().GetStreamedResponse() != nil {
-		return chunk, e.spurious(resp, spuriousStreamedResponse), nil
+		return chunk, e.spurious(resp, rules.SpuriousStreamedResponse), nil
 	}
 	if cr.GetBodyMutation() != nil {
 		chunk = applyBodyMutation(cr.GetBodyMutation(), chunk)
 	}
-	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 		e.x.clearRouteCache()
 	}
 	return chunk, nil, nil
@@ -398,7 +400,7 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 // encodeHeaders is Filter::encodeHeaders. It returns whether a
 // CONTINUE_AND_REPLACE replaced the body, and the replacement.
 func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, didReplace bool, lr *localReply, err error) {
-	removeCL := shouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+	removeCL := rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
 	if e.complete {
 		return nil, false, nil, nil
 	}
@@ -436,7 +438,7 @@ func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, d
 			e.mode.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
 			e.mode.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
 		}
-		if lastResponseHeaders(eos, e.mode) {
+		if rules.LastResponseHeaders(eos, e.mode) {
 			e.finishAndContinue()
 		}
 		if replace && cr.GetBodyMutation() != nil {
@@ -449,7 +451,7 @@ func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, d
 		// directly while the response has not started.
 		return nil, false, e.immediate(resp), nil
 	default:
-		return nil, false, e.spurious(resp, spuriousKind(resp)), nil
+		return nil, false, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 }
 
@@ -547,4 +549,21 @@ func bodyMessage(dir waitState, body []byte, eos bool) *extprocv3.ProcessingRequ
 // only reads it.
 func bytesString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// addAttributes is Filter::addAttributes for the decoding state.
+func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
+	switch req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders, *extprocv3.ProcessingRequest_RequestBody,
+		*extprocv3.ProcessingRequest_RequestTrailers:
+	default:
+		return
+	}
+	if e.attrsSent || len(e.f.requestAttrs) == 0 {
+		return
+	}
+	e.attrsSent = true
+	req.Attributes = map[string]*structpb.Struct{
+		rules.ExtProcAttrNamespace: rules.ExtProcAttributes(e.f.requestAttrs, e.x.r.TLS),
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +26,7 @@ type extProcFilter struct {
 	configuredMode    *extprocfilterv3.ProcessingMode // processing_mode as written
 	messageTimeout    time.Duration
 	maxMessageTimeout time.Duration // 0: override_message_timeout is ignored
-	checker           *mutationChecker
+	checker           *rules.MutationChecker
 	allowModeOverride bool
 	allowedOverride   []*extprocfilterv3.ProcessingMode
 	receiving         []string
@@ -66,7 +67,7 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		mode:              normalizeMode(c.GetProcessingMode()),
 		configuredMode:    c.GetProcessingMode(),
 		bodyWithoutWait:   c.GetSendBodyWithoutWaitingForHeaderResponse(),
-		messageTimeout:    defaultMessageTimeout,
+		messageTimeout:    rules.DefaultMessageTimeout,
 		allowModeOverride: c.GetAllowModeOverride(),
 		allowedOverride:   c.GetAllowedOverrideModes(),
 		receiving:         c.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(),
@@ -80,10 +81,10 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		return nil, err
 	}
 	for _, a := range c.GetRequestAttributes() {
-		if slices.Contains(emulatedAttributes, a) {
+		if slices.Contains(rules.EmulatedAttributes, a) {
 			f.requestAttrs = append(f.requestAttrs, a)
 		} else {
-			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(emulatedAttributes, ", ")+" are emulated)")
+			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(rules.EmulatedAttributes, ", ")+" are emulated)")
 		}
 	}
 	if len(c.GetResponseAttributes()) > 0 {
@@ -136,23 +137,23 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	return f, nil
 }
 
-func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*mutationChecker, error) {
+func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*rules.MutationChecker, error) {
 	r := c.GetMutationRules()
-	mc := &mutationChecker{
-		allowAllRouting: r.GetAllowAllRouting().GetValue(),
-		allowEnvoy:      r.GetAllowEnvoy().GetValue(),
-		disallowSystem:  r.GetDisallowSystem().GetValue(),
-		disallowAll:     r.GetDisallowAll().GetValue(),
-		disallowIsError: r.GetDisallowIsError().GetValue(),
+	mc := &rules.MutationChecker{
+		AllowAllRouting: r.GetAllowAllRouting().GetValue(),
+		AllowEnvoy:      r.GetAllowEnvoy().GetValue(),
+		DisallowSystem:  r.GetDisallowSystem().GetValue(),
+		DisallowAll:     r.GetDisallowAll().GetValue(),
+		DisallowIsError: r.GetDisallowIsError().GetValue(),
 	}
 	var err error
 	if r.GetAllowExpression() != nil {
-		if mc.allowExpr, err = compileRegex(r.GetAllowExpression()); err != nil {
+		if mc.AllowExpr, err = compileRegex(r.GetAllowExpression()); err != nil {
 			return nil, fmt.Errorf("mutation_rules allow_expression: %w", err)
 		}
 	}
 	if r.GetDisallowExpression() != nil {
-		if mc.disallowExpr, err = compileRegex(r.GetDisallowExpression()); err != nil {
+		if mc.DisallowExpr, err = compileRegex(r.GetDisallowExpression()); err != nil {
 			return nil, fmt.Errorf("mutation_rules disallow_expression: %w", err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
@@ -16,19 +17,19 @@ import (
 // (capitalized, with periods), because they become the local reply's
 // %RESPONSE_CODE_DETAILS%. lim is the header map's own limits
 // (headerLimits); the zero value checks none.
-func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headers.Map, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headers.Map, c *rules.MutationChecker, replacing, skipCL bool, lim headerLimits) error {
 	if err := lim.checkMutationSize(m); err != nil {
 		return err
 	}
 	for _, name := range m.GetRemoveHeaders() {
-		if !validHeaderName(name) {
+		if !rules.ValidHeaderName(name) {
 			return errors.New("Invalid character in remove_headers mutation.")
 		}
 		name = lowerASCII(name)
-		switch c.check(opRemove, name, "") {
-		case checkOK:
+		switch c.Check(rules.OpRemove, name, "") {
+		case rules.CheckOK:
 			h.Del(name)
-		case checkFail:
+		case rules.CheckFail:
 			return fmt.Errorf("Invalid attempt to remove %s", name)
 		}
 	}
@@ -47,26 +48,26 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headers.Map, c *mutatio
 		// mutation is part of a message received from the stream, which
 		// nothing writes to (bytesString), so its bytes are not copied.
 		value := bytesString(sh.GetHeader().GetRawValue())
-		if !validHeaderName(key) || !validHeaderValue(value) {
+		if !rules.ValidHeaderName(key) || !rules.ValidHeaderValue(value) {
 			return errors.New("Invalid character in set_headers mutation.")
 		}
-		mode := extProcAppendMode(sh)
-		op := opSet
+		mode := rules.ExtProcAppendMode(sh)
+		op := rules.OpSet
 		if mode == headers.AppendAdd && h.Has(key) {
-			op = opAppend
+			op = rules.OpAppend
 		}
 		if (mode == headers.AppendIfAbsent && h.Has(key)) || (mode == headers.AppendOverwriteIfExists && !h.Has(key)) {
 			continue
 		}
-		res := c.check(op, key, value)
+		res := c.Check(op, key, value)
 		if replacing && key == ":method" {
 			// CONTINUE_AND_REPLACE may change :method ("to stay compatible").
-			res = checkOK
+			res = rules.CheckOK
 		}
 		switch res {
-		case checkOK:
+		case rules.CheckOK:
 			h.Apply(mode, key, value)
-		case checkFail:
+		case rules.CheckFail:
 			return fmt.Errorf("Invalid attempt to modify %s", key)
 		}
 	}
@@ -154,7 +155,7 @@ func checkContentLength(h *headers.Map, m *extprocv3.BodyMutation) error {
 		return nil
 	}
 	if n != uint64(len(m.GetBody())) {
-		return errors.New(errContentLengthMismatch)
+		return errors.New(rules.ErrContentLengthMismatch)
 	}
 	return nil
 }

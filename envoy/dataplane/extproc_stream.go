@@ -13,6 +13,7 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -79,7 +80,7 @@ func (e *extProcRun) onGrpcError(err error) *localReply {
 	}
 	e.complete = true
 	e.close()
-	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())}
+	return &localReply{code: e.f.statusOnError, details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())}
 }
 
 // envoyStatus is the status Envoy's gRPC client would report for err, one
@@ -95,7 +96,7 @@ func (e *extProcRun) envoyStatus(err error) *status.Status {
 		why := msg[strings.LastIndex(msg, "while dialing")+len("while dialing"):]
 		why = strings.TrimSuffix(strings.TrimPrefix(why, ": "), `"`)
 		return status.New(codes.Unavailable, "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure{"+
-			detailsResetBeforeStarted+"{remote_connection_failure|"+responseDetails("delayed connect error: "+why)+"}}")
+			rules.DetailsResetBeforeStarted+"{remote_connection_failure|"+rules.ResponseDetails("delayed connect error: "+why)+"}}")
 	case strings.HasPrefix(msg, "stream terminated by RST_STREAM"):
 		return status.New(codes.Internal, msg)
 	case st.Code() == codes.Unavailable && e.stream != nil && !strings.HasPrefix(msg, "upstream"):
@@ -183,7 +184,7 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 			}
 			e.complete = true
 			e.close()
-			return nil, &localReply{code: 504, details: detailsMessageTimeout}, nil
+			return nil, &localReply{code: 504, details: rules.DetailsMessageTimeout}, nil
 		}
 		if err != nil {
 			if e.x.ctx.Err() != nil {

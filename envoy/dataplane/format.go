@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -29,7 +30,7 @@ var commandRe = regexp.MustCompile(`^%((?:[A-Z]|[0-9]|_)+)(?:\((.*?)\))?(?::([0-
 type fmtContext struct {
 	reqH, respH  *headers.Map
 	code         int
-	flags        responseFlags
+	flags        rules.ResponseFlags
 	details      string
 	localBody    string
 	meta         map[string]*structpb.Struct
@@ -244,7 +245,7 @@ func (f *textFormat) format(c *fmtContext) string {
 		s, _, ok := p.op.value(c)
 		if !ok {
 			if !f.omitEmpty {
-				return unspecifiedValue
+				return rules.UnspecifiedValue
 			}
 			return ""
 		}
@@ -259,7 +260,7 @@ func (f *textFormat) format(c *fmtContext) string {
 		s, _, ok := p.op.value(c)
 		if !ok {
 			if !f.omitEmpty {
-				b.WriteString(unspecifiedValue)
+				b.WriteString(rules.UnspecifiedValue)
 			}
 			continue
 		}

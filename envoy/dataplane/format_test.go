@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -22,7 +23,7 @@ func testFmtContext(t testing.TB) *fmtContext {
 	req.Add(":path", "/mcp/core")
 	req.Add("x-request-id", "rid")
 	return &fmtContext{
-		reqH: req, code: 504, flags: flagUT | flagURX, details: "upstream_response_timeout",
+		reqH: req, code: 504, flags: rules.FlagUT | rules.FlagURX, details: "upstream_response_timeout",
 		localBody: "upstream request timeout", protocol: "HTTP/1.1", cluster: "toolsvc_a",
 		meta: map[string]*structpb.Struct{"toolmesh": meta},
 	}

@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc/status"
 )
 
@@ -174,8 +175,8 @@ func (d *duplexReader) step() {
 		// ActiveStream::onIdleTimeout: the upstream's response headers
 		// were received, so the stream is reset, not answered 408
 		// (rules.go, "Stream idle timeout").
-		d.e.x.flags |= flagSI
-		d.e.x.details = detailsStreamIdleTimeout
+		d.e.x.flags |= rules.FlagSI
+		d.e.x.details = rules.DetailsStreamIdleTimeout
 		d.idled = true
 		d.holdHeaders = false
 		d.fail(nil)
@@ -256,7 +257,7 @@ func (d *duplexReader) response(r duplexResp) {
 			return
 		}
 		st := status.Convert(r.err)
-		d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
+		d.fail(&localReply{code: e.f.statusOnError, details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
 		return
 	}
 	resp := r.resp
@@ -275,19 +276,19 @@ func (d *duplexReader) response(r duplexResp) {
 			d.finish(errStreamFailed)
 			return
 		}
-		d.spurious(resp, spuriousKind(resp))
+		d.spurious(resp, rules.SpuriousKind(resp))
 		return
 	}
 	if !d.streaming {
 		// handleBodyResponse: isValidBodyCallbackState is false before
 		// the first chunk was sent (and after the last response).
-		d.spurious(resp, spuriousMessage)
+		d.spurious(resp, rules.SpuriousMessage)
 		return
 	}
 	e.setMetadata(resp)
 	sr := rb.ResponseBody.GetResponse().GetBodyMutation().GetStreamedResponse()
 	if sr == nil {
-		d.spurious(resp, spuriousNormalInDuplex)
+		d.spurious(resp, rules.SpuriousNormalInDuplex)
 		return
 	}
 	// handleDuplexStreamedBodyResponse: the body is injected downstream;
@@ -312,13 +313,13 @@ func (d *duplexReader) response(r duplexResp) {
 func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) {
 	e := d.e
 	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "error", msg)
-	if !d.bodyReceived && (e.failureModeAllow || !failCloseSpurious) {
+	if !d.bodyReceived && (e.failureModeAllow || !rules.FailCloseSpurious) {
 		e.finishAndContinue()
 		d.passThrough = true
 		d.awaitHeaders, d.holdHeaders = false, false
 		return
 	}
-	d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(msg)})
+	d.fail(&localReply{code: e.f.statusOnError, details: rules.ResponseDetails(msg)})
 }
 
 // fail ends processing with a local reply: sent as such while the
@@ -353,7 +354,7 @@ func (e *extProcRun) duplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *l
 		return src, nil, nil
 	}
 	// shouldRemoveContentLength: always in this mode.
-	if shouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.allowCL) {
+	if rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.allowCL) {
 		h.Del("content-length")
 	}
 	d := e.newDuplexReader(src)
@@ -392,7 +393,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			d.awaitHeaders, d.holdHeaders = false, false
 		default:
 			st := status.Convert(r.err)
-			d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
+			d.fail(&localReply{code: e.f.statusOnError, details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
 		}
 		return
 	}
@@ -405,7 +406,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 		e.setMetadata(resp)
 		cr := rr.ResponseHeaders.GetResponse()
 		if err := e.applyCommonHeaders(cr, d.h, e.mode.GetResponseBodyMode(), true); err != nil {
-			d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(err.Error())})
+			d.fail(&localReply{code: e.f.statusOnError, details: rules.ResponseDetails(err.Error())})
 			return
 		}
 		d.awaitHeaders = false
@@ -444,6 +445,6 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 		// A body response before the headers reply: isValidBodyCallbackState
 		// is false in HeadersCallback.
 		e.setMetadata(resp)
-		d.spurious(resp, spuriousKind(resp))
+		d.spurious(resp, rules.SpuriousKind(resp))
 	}
 }

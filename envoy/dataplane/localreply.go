@@ -13,6 +13,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -48,7 +49,7 @@ func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]headerAdd, error) 
 	var out []headerAdd
 	for _, o := range opts {
 		key := o.GetHeader().GetKey()
-		if !validHeaderName(key) {
+		if !rules.ValidHeaderName(key) {
 			return nil, fmt.Errorf("headers_to_add: invalid header name %q", key)
 		}
 		v := o.GetHeader().GetValue()
@@ -60,7 +61,7 @@ func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]headerAdd, error) 
 			return nil, fmt.Errorf("headers_to_add %q: %w", key, err)
 		}
 		f.omitEmpty = true
-		out = append(out, headerAdd{key: strings.ToLower(key), value: f, mode: configAppendMode(o), keepEmpty: o.GetKeepEmptyValue()})
+		out = append(out, headerAdd{key: strings.ToLower(key), value: f, mode: rules.ConfigAppendMode(o), keepEmpty: o.GetKeepEmptyValue()})
 	}
 	return out, nil
 }
@@ -240,9 +241,9 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 		}
 		return filterFunc(func(c *fmtContext) bool { return c.reqH != nil && hm.match(c.reqH) }), nil
 	case *accesslogv3.AccessLogFilter_ResponseFlagFilter:
-		var want responseFlags
+		var want rules.ResponseFlags
 		for _, name := range s.ResponseFlagFilter.GetFlags() {
-			bit, ok := parseResponseFlag(name)
+			bit, ok := rules.ParseResponseFlag(name)
 			if !ok {
 				return nil, fmt.Errorf("response_flag_filter: unknown flag %q", name)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // retryPolicy is a compiled RetryPolicy.
@@ -26,7 +27,7 @@ type retryPolicy struct {
 }
 
 func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
-	rp := &retryPolicy{numRetries: defaultNumRetries, base: defaultRetryBase, statusCodes: map[int]bool{}}
+	rp := &retryPolicy{numRetries: rules.DefaultNumRetries, base: rules.DefaultRetryBase, statusCodes: map[int]bool{}}
 	if p.GetNumRetries() != nil {
 		rp.numRetries = int(p.GetNumRetries().GetValue())
 	}
@@ -42,7 +43,7 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
 		}
 	}
 	if rp.max == 0 {
-		rp.max = defaultRetryMaxFactor * rp.base
+		rp.max = rules.DefaultRetryMaxFactor * rp.base
 	}
 	for _, c := range p.GetRetriableStatusCodes() {
 		rp.statusCodes[int(c)] = true
@@ -97,7 +98,7 @@ func (p *retryPolicy) retryReset(f *upstreamFailure) bool {
 	switch {
 	case p.on5xx, p.onGatewayError, p.onReset:
 		return true
-	case (p.onConnect || p.onBeforeSend) && f.flag == flagUF:
+	case (p.onConnect || p.onBeforeSend) && f.flag == rules.FlagUF:
 		return true
 	case p.onBeforeSend && f.beforeSend:
 		return true

@@ -11,6 +11,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // routeTable is a compiled RouteConfiguration.
@@ -195,7 +196,7 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 }
 
 func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*route, error) {
-	rt := &route{name: r.GetName(), vh: vh, table: t, timeout: defaultRouteTimeout, notFound: 503}
+	rt := &route{name: r.GetName(), vh: vh, table: t, timeout: rules.DefaultRouteTimeout, notFound: 503}
 	m := r.GetMatch()
 	rt.match.caseSensitive = m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()
 	switch p := m.GetPathSpecifier().(type) {

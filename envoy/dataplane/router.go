@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"io"
 	"net"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 
 // upstreamFailure describes an attempt that ended before response headers.
 type upstreamFailure struct {
-	flag      responseFlags
+	flag      rules.ResponseFlags
 	reason    string // Envoy reset reason (Utility::resetReasonToString)
 	transport string // transport failure reason, if any
 	refused   bool
@@ -35,8 +36,8 @@ func (x *exchange) routeToCluster(rt *route) {
 	name := rt.pickCluster(x.reqH)
 	cl := x.cfg.clusters[name]
 	if cl == nil {
-		x.flags |= flagNC
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: detailsClusterNotFound})
+		x.flags |= rules.FlagNC
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: rules.DetailsClusterNotFound})
 		return
 	}
 	x.cluster = name
@@ -148,10 +149,10 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 			last = fail
 			switch {
 			case fail.noHealthy:
-				x.flags |= flagUH
-				return nil, &localReply{code: 503, body: bodyNoHealthyUpstream, details: detailsNoHealthyUpstream}
+				x.flags |= rules.FlagUH
+				return nil, &localReply{code: 503, body: rules.BodyNoHealthyUpstream, details: rules.DetailsNoHealthyUpstream}
 			case fail.overflow:
-				x.flags |= flagUO
+				x.flags |= rules.FlagUO
 				return nil, x.resetReply(fail, retrying)
 			}
 			if rp != nil && rp.retryReset(fail) {
@@ -163,13 +164,13 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 						if x.ctx.Err() != nil {
 							return nil, nil
 						}
-						x.flags |= flagUO // retry overflow (max_retries)
+						x.flags |= rules.FlagUO // retry overflow (max_retries)
 						return nil, x.resetReply(fail, retrying)
 					}
 					continue
 				}
 				if attempt > numRetries {
-					x.flags |= flagURX
+					x.flags |= rules.FlagURX
 				}
 			}
 			return nil, x.resetReply(last, retrying)
@@ -187,9 +188,9 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 					}
 					continue
 				}
-				x.flags |= flagUO
+				x.flags |= rules.FlagUO
 			} else if attempt > numRetries {
-				x.flags |= flagURX
+				x.flags |= rules.FlagURX
 			}
 		}
 		return resp, nil
@@ -230,16 +231,16 @@ func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt in
 }
 
 func (x *exchange) routeTimeout() *localReply {
-	x.flags |= flagUT
-	return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsUpstreamTimeout}
+	x.flags |= rules.FlagUT
+	return &localReply{code: 504, body: rules.BodyUpstreamTimeout, details: rules.DetailsUpstreamTimeout}
 }
 
 // resetReply is the local reply for an attempt that ended before response
 // headers (Router::onUpstreamReset / onPerTryTimeout).
 func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 	if f.perTry {
-		x.flags |= flagUT
-		return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsPerTryTimeout}
+		x.flags |= rules.FlagUT
+		return &localReply{code: 504, body: rules.BodyUpstreamTimeout, details: rules.DetailsPerTryTimeout}
 	}
 	x.flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. "
@@ -247,10 +248,10 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 		body += "retried and the latest "
 	}
 	body += "reset reason: " + f.reason
-	details := detailsResetBeforeStarted + "{" + responseDetails(f.reason)
+	details := rules.DetailsResetBeforeStarted + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
 		// In the details only since 1.39 (rules.go, "Router rules").
-		details += "|" + responseDetails(f.transport)
+		details += "|" + rules.ResponseDetails(f.transport)
 	}
 	return &localReply{code: 503, body: body, details: details + "}"}
 }
@@ -280,9 +281,9 @@ func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply 
 	f := classifyUpstreamError(err)
 	x.flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
-	details := detailsResetAfterStarted + "{" + responseDetails(f.reason)
+	details := rules.DetailsResetAfterStarted + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
-		details += "|" + responseDetails(f.transport)
+		details += "|" + rules.ResponseDetails(f.transport)
 	}
 	return localReply{code: 503, body: body, details: details + "}"}
 }
@@ -291,14 +292,14 @@ func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply 
 func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.Response, *upstreamFailure) {
 	addr, ok := cl.pick()
 	if !ok {
-		return nil, &upstreamFailure{noHealthy: true, flag: flagUH}
+		return nil, &upstreamFailure{noHealthy: true, flag: rules.FlagUH}
 	}
 	release, overflow, err := cl.acquire(ctx, x.log)
 	if overflow {
-		return nil, &upstreamFailure{overflow: true, flag: flagUO, reason: "overflow"}
+		return nil, &upstreamFailure{overflow: true, flag: rules.FlagUO, reason: "overflow"}
 	}
 	if err != nil {
-		return nil, &upstreamFailure{flag: flagUC, reason: "local reset"}
+		return nil, &upstreamFailure{flag: rules.FlagUC, reason: "local reset"}
 	}
 	tctx, tcancel := ctx, context.CancelFunc(func() {})
 	if rt.retry != nil && rt.retry.perTry > 0 {
@@ -308,7 +309,7 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 	if err != nil {
 		release()
 		tcancel()
-		return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: err.Error()}
+		return nil, &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error", transport: err.Error()}
 	}
 	x.upstreamHost = addr
 	resp, err := cl.transport.RoundTrip(req)
@@ -317,7 +318,7 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 		perTry := tctx.Err() != nil && ctx.Err() == nil
 		tcancel()
 		if perTry {
-			return nil, &upstreamFailure{perTry: true, flag: flagUT}
+			return nil, &upstreamFailure{perTry: true, flag: rules.FlagUT}
 		}
 		return nil, classifyUpstreamError(err)
 	}
@@ -349,7 +350,7 @@ func (b *releasingBody) Close() error {
 func classifyUpstreamError(err error) *upstreamFailure {
 	var de *dialError
 	if errors.As(err, &de) {
-		f := &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.err.Error()}
+		f := &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.err.Error()}
 		if de.timeout {
 			f.reason, f.transport = "connection timeout", ""
 		}
@@ -360,23 +361,23 @@ func classifyUpstreamError(err error) *upstreamFailure {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
-		return &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + oe.Err.Error()}
+		return &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + oe.Err.Error()}
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "server closed idle connection"):
 		// Go's errServerClosedIdle: nothing of the request was written.
-		return &upstreamFailure{flag: flagUC, reason: "connection termination", beforeSend: true}
+		return &upstreamFailure{flag: rules.FlagUC, reason: "connection termination", beforeSend: true}
 	case strings.Contains(msg, "response headers exceeded"), strings.Contains(msg, "header list too large"):
 		// Over max_response_headers_kb: a codec error, 503 (rules.go,
 		// maxResponseHeadersH1).
-		return &upstreamFailure{flag: flagUPE, reason: "protocol error"}
+		return &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error"}
 	case strings.Contains(msg, "REFUSED_STREAM"):
-		return &upstreamFailure{flag: flagUR, reason: "remote refused stream reset", refused: true}
+		return &upstreamFailure{flag: rules.FlagUR, reason: "remote refused stream reset", refused: true}
 	case strings.Contains(msg, "stream error"):
-		return &upstreamFailure{flag: flagUR, reason: "remote reset"}
+		return &upstreamFailure{flag: rules.FlagUR, reason: "remote reset"}
 	}
-	return &upstreamFailure{flag: flagUC, reason: "connection termination"}
+	return &upstreamFailure{flag: rules.FlagUC, reason: "connection termination"}
 }
 
 // upstreamRequest builds the request Envoy's codec would send: the mutated

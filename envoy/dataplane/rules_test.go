@@ -7,47 +7,48 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 func TestMutationChecker(t *testing.T) {
-	def := &mutationChecker{}
-	strict := &mutationChecker{disallowIsError: true}
+	def := &rules.MutationChecker{}
+	strict := &rules.MutationChecker{DisallowIsError: true}
 	tests := []struct {
 		name  string
-		c     *mutationChecker
-		op    checkOp
+		c     *rules.MutationChecker
+		op    rules.CheckOp
 		key   string
 		value string
-		want  checkResult
+		want  rules.CheckResult
 	}{
-		{"regular header", def, opSet, "x-mcp-cluster", "a", checkOK},
-		{":path may be set", def, opSet, ":path", "/tools/x", checkOK},
-		{":status may be set", def, opSet, ":status", "200", checkOK},
-		{":status must parse", def, opSet, ":status", "abc", checkIgnore},
-		{":status below 200", def, opSet, ":status", "199", checkIgnore},
-		{":authority is a routing header", def, opSet, ":authority", "evil", checkIgnore},
-		{"host is a routing header", def, opSet, "host", "evil", checkIgnore},
-		{":scheme is a routing header", def, opSet, ":scheme", "https", checkIgnore},
-		{":method is a routing header", def, opSet, ":method", "GET", checkIgnore},
-		{"x-envoy headers are internal", def, opSet, "x-envoy-retry-on", "5xx", checkIgnore},
-		{"x-envoy prefix without dash", def, opSet, "x-envoyfoo", "1", checkIgnore},
-		{"append to a pseudo header", def, opAppend, ":path", "/x", checkIgnore},
-		{"remove a pseudo header", def, opRemove, ":path", "", checkIgnore},
-		{"remove host", def, opRemove, "host", "", checkIgnore},
-		{"remove a regular header", def, opRemove, "content-length", "", checkOK},
-		{"invalid value", def, opSet, "x-a", "a\nb", checkIgnore},
-		{"disallow_is_error fails", strict, opSet, ":authority", "evil", checkFail},
-		{"allow_all_routing", &mutationChecker{allowAllRouting: true}, opSet, ":authority", "ok.example", checkOK},
-		{"allow_envoy", &mutationChecker{allowEnvoy: true}, opSet, "x-envoy-x", "1", checkOK},
-		{"disallow_system", &mutationChecker{disallowSystem: true}, opSet, ":path", "/", checkIgnore},
-		{"disallow_all", &mutationChecker{disallowAll: true}, opSet, "x-a", "1", checkIgnore},
-		{"allow_expression beats disallow_all", &mutationChecker{disallowAll: true, allowExpr: regexp.MustCompile(`^x-a$`)}, opSet, "x-a", "1", checkOK},
-		{"disallow_expression beats allow_expression", &mutationChecker{allowExpr: regexp.MustCompile(`^x-.*$`), disallowExpr: regexp.MustCompile(`^x-a$`)}, opSet, "x-a", "1", checkIgnore},
+		{"regular header", def, rules.OpSet, "x-mcp-cluster", "a", rules.CheckOK},
+		{":path may be set", def, rules.OpSet, ":path", "/tools/x", rules.CheckOK},
+		{":status may be set", def, rules.OpSet, ":status", "200", rules.CheckOK},
+		{":status must parse", def, rules.OpSet, ":status", "abc", rules.CheckIgnore},
+		{":status below 200", def, rules.OpSet, ":status", "199", rules.CheckIgnore},
+		{":authority is a routing header", def, rules.OpSet, ":authority", "evil", rules.CheckIgnore},
+		{"host is a routing header", def, rules.OpSet, "host", "evil", rules.CheckIgnore},
+		{":scheme is a routing header", def, rules.OpSet, ":scheme", "https", rules.CheckIgnore},
+		{":method is a routing header", def, rules.OpSet, ":method", "GET", rules.CheckIgnore},
+		{"x-envoy headers are internal", def, rules.OpSet, "x-envoy-retry-on", "5xx", rules.CheckIgnore},
+		{"x-envoy prefix without dash", def, rules.OpSet, "x-envoyfoo", "1", rules.CheckIgnore},
+		{"append to a pseudo header", def, rules.OpAppend, ":path", "/x", rules.CheckIgnore},
+		{"remove a pseudo header", def, rules.OpRemove, ":path", "", rules.CheckIgnore},
+		{"remove host", def, rules.OpRemove, "host", "", rules.CheckIgnore},
+		{"remove a regular header", def, rules.OpRemove, "content-length", "", rules.CheckOK},
+		{"invalid value", def, rules.OpSet, "x-a", "a\nb", rules.CheckIgnore},
+		{"disallow_is_error fails", strict, rules.OpSet, ":authority", "evil", rules.CheckFail},
+		{"allow_all_routing", &rules.MutationChecker{AllowAllRouting: true}, rules.OpSet, ":authority", "ok.example", rules.CheckOK},
+		{"allow_envoy", &rules.MutationChecker{AllowEnvoy: true}, rules.OpSet, "x-envoy-x", "1", rules.CheckOK},
+		{"disallow_system", &rules.MutationChecker{DisallowSystem: true}, rules.OpSet, ":path", "/", rules.CheckIgnore},
+		{"disallow_all", &rules.MutationChecker{DisallowAll: true}, rules.OpSet, "x-a", "1", rules.CheckIgnore},
+		{"allow_expression beats disallow_all", &rules.MutationChecker{DisallowAll: true, AllowExpr: regexp.MustCompile(`^x-a$`)}, rules.OpSet, "x-a", "1", rules.CheckOK},
+		{"disallow_expression beats allow_expression", &rules.MutationChecker{AllowExpr: regexp.MustCompile(`^x-.*$`), DisallowExpr: regexp.MustCompile(`^x-a$`)}, rules.OpSet, "x-a", "1", rules.CheckIgnore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.c.check(tt.op, tt.key, tt.value); got != tt.want {
+			if got := tt.c.Check(tt.op, tt.key, tt.value); got != tt.want {
 				t.Fatalf("check(%v, %q, %q) = %v, want %v", tt.op, tt.key, tt.value, got, tt.want)
 			}
 		})
@@ -84,7 +85,7 @@ func TestApplyHeaderMutation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &headers.Map{}
 			h.Add("x-a", "old")
-			err := applyHeaderMutation(tt.m, h, &mutationChecker{}, false, false, headerLimits{})
+			err := applyHeaderMutation(tt.m, h, &rules.MutationChecker{}, false, false, headerLimits{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -109,21 +110,21 @@ func equalStrings(a, b []string) bool {
 
 func TestResponseFlags(t *testing.T) {
 	tests := []struct {
-		f    responseFlags
+		f    rules.ResponseFlags
 		want string
 	}{
 		{0, ""},
-		{flagUF, "UF"},
-		{flagURX | flagUF, "UF,URX"},
-		{flagNC | flagUH | flagUT, "UH,UT,NC"},
+		{rules.FlagUF, "UF"},
+		{rules.FlagURX | rules.FlagUF, "UF,URX"},
+		{rules.FlagNC | rules.FlagUH | rules.FlagUT, "UH,UT,NC"},
 	}
 	for _, tt := range tests {
 		if got := tt.f.String(); got != tt.want {
 			t.Errorf("%b: got %q, want %q", tt.f, got, tt.want)
 		}
 	}
-	for _, n := range responseFlagNames {
-		if f, ok := parseResponseFlag(n); !ok || f.String() != n {
+	for _, n := range rules.ResponseFlagNames {
+		if f, ok := rules.ParseResponseFlag(n); !ok || f.String() != n {
 			t.Errorf("parseResponseFlag(%q) = %v %v", n, f, ok)
 		}
 	}
@@ -134,7 +135,7 @@ func TestResponseFlags(t *testing.T) {
 // 200), with DefaultImmediateStatus 200.
 func TestImmediateStatus(t *testing.T) {
 	for in, want := range map[int]int{0: 200, 100: 200, 199: 200, 200: 200, 403: 403, 599: 599, 1000: 200} {
-		if got := immediateStatus(in); got != want {
+		if got := rules.ImmediateStatus(in); got != want {
 			t.Errorf("immediateStatus(%d) = %d, want %d", in, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package rules
 
 // Envoy's rules for the data plane's connections, router, retries and
 // timeouts (see rules.go).
@@ -84,11 +84,11 @@ import "time"
 const (
 	// The bootstraps' interval and timeout (envoy/*.yaml, deploy/); Envoy
 	// itself sends no PINGs without connection_keepalive.
-	defaultKeepaliveInterval = 30 * time.Second
-	defaultKeepaliveTimeout  = 5 * time.Second
+	DefaultKeepaliveInterval = 30 * time.Second
+	DefaultKeepaliveTimeout  = 5 * time.Second
 	// protocol.proto KeepaliveSettings.interval_jitter: "The default value
 	// is 15%."
-	defaultKeepaliveJitterPercent = 15.0
+	DefaultKeepaliveJitterPercent = 15.0
 )
 
 // The initial HTTP/2 stream and connection windows of Envoy's codec unless
@@ -100,8 +100,8 @@ const (
 // sends no BDP-estimation PINGs, and grpc-go sends none either once a
 // window is set (dialoptions.go WithInitialWindowSize).
 const (
-	envoyHTTP2StreamWindow = 16 << 20
-	envoyHTTP2ConnWindow   = 24 << 20
+	EnvoyHTTP2StreamWindow = 16 << 20
+	EnvoyHTTP2ConnWindow   = 24 << 20
 )
 
 // Upstream response header limits (api/envoy/config/core/v3/protocol.proto,
@@ -113,13 +113,13 @@ const (
 // emulated [verify: source/common/http/http1/codec_impl.cc
 // ConnectionImpl::checkMaxHeadersSize].
 const (
-	maxResponseHeadersH1 = 80 << 10
-	maxResponseHeadersH2 = 60 << 10
+	MaxResponseHeadersH1 = 80 << 10
+	MaxResponseHeadersH2 = 60 << 10
 )
 
-// maxIdlePerHost bounds the idle upstream connections per endpoint [choice:
+// MaxIdlePerHost bounds the idle upstream connections per endpoint [choice:
 // Envoy keeps every connection the max_connections circuit breaker allows].
-const maxIdlePerHost = 64
+const MaxIdlePerHost = 64
 
 // Router rules (source/common/router/router.cc, config_impl.cc):
 //
