@@ -7,8 +7,10 @@ import (
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
@@ -172,7 +174,7 @@ type streamReader struct {
 	buf  []byte
 	out  []byte
 	done bool
-	fail *localReply
+	fail *xdsconfig.LocalReply
 }
 
 func (e *extProcRun) newStreamReader(dir waitState, src io.Reader) *streamReader {

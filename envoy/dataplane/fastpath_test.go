@@ -1,10 +1,11 @@
 package dataplane
 
 import (
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // FuzzNormalizePathShortcut checks that the shortcut of normalizePath

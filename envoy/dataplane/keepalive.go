@@ -6,8 +6,9 @@ import (
 	"net"
 	"sync"
 
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // keepaliveDefaults fills the zero fields.

@@ -11,9 +11,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // TestHeaderMutationLimits follows MutationUtils::applyHeaderMutations

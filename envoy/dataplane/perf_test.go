@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // TestNewRequestID: a random UUID v4 in its canonical lower-case text form,
@@ -40,7 +42,7 @@ func TestCopyMode(t *testing.T) {
 		RequestTrailerMode:  extprocfilterv3.ProcessingMode_SEND,
 		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
 	}
-	c := copyMode(m)
+	c := xdsconfig.CopyMode(m)
 	if !proto.Equal(c, m) {
 		t.Fatalf("copy %v, want %v", c, m)
 	}

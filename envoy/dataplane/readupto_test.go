@@ -3,11 +3,12 @@ package dataplane
 import (
 	"bytes"
 	"errors"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // TestReadUpTo: whatever length the headers announce, readUpTo returns

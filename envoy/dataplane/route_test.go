@@ -6,8 +6,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 func named(name string, m *routev3.RouteMatch) *routev3.Route {
@@ -54,7 +56,7 @@ func TestRouteMatching(t *testing.T) {
 						MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x"}}}}}}),
 		}},
 	}}
-	table, err := compileRouteTable(rc, nil)
+	table, err := xdsconfig.CompileRouteTable(rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +97,8 @@ func TestRouteMatching(t *testing.T) {
 			}
 		}
 		got := ""
-		if r := table.match(h); r != nil {
-			got = r.name
+		if r := table.Match(h); r != nil {
+			got = r.Name
 		}
 		if got != tt.want {
 			t.Errorf("%s%s %v: route %q, want %q", tt.host, tt.path, tt.hdrs, got, tt.want)
@@ -108,7 +110,7 @@ func TestDuplicateDomains(t *testing.T) {
 	rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{
 		{Name: "a", Domains: []string{"*"}}, {Name: "b", Domains: []string{"*"}},
 	}}
-	if _, err := compileRouteTable(rc, nil); err == nil {
+	if _, err := xdsconfig.CompileRouteTable(rc, nil); err == nil {
 		t.Fatal("duplicate domains accepted")
 	}
 }
@@ -135,15 +137,15 @@ func TestRewritePath(t *testing.T) {
 			tt.a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "c"}
 			rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
 				Routes: []*routev3.Route{{Match: tt.m, Action: &routev3.Route_Route{Route: tt.a}}}}}}
-			table, err := compileRouteTable(rc, nil)
+			table, err := xdsconfig.CompileRouteTable(rc, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			h := &headers.Map{}
 			h.Add(":authority", "h")
 			h.Add(":path", tt.in)
-			r := table.match(h)
-			r.rewritePath(h)
+			r := table.Match(h)
+			r.RewritePath(h)
 			if got := h.Value(":path"); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // upstreamFailure describes an attempt that ended before response headers.
@@ -32,12 +34,12 @@ type upstreamFailure struct {
 
 // routeToCluster runs the router filter for a route with a cluster action
 // (source/common/router/router.cc).
-func (x *exchange) routeToCluster(rt *route) {
-	name := rt.pickCluster(x.reqH)
-	cl := x.cfg.clusters[name]
+func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {
+	name := rt.PickCluster(x.reqH)
+	cl := x.cfg.Clusters[name]
 	if cl == nil {
 		x.flags |= rules.FlagNC
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: rules.DetailsClusterNotFound})
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: rt.NotFound, Details: rules.DetailsClusterNotFound})
 		return
 	}
 	x.cluster = name
@@ -58,9 +60,9 @@ func (x *exchange) routeToCluster(rt *route) {
 
 // routeContext bounds the whole upstream exchange, retries included, by
 // the route timeout (0 disables it).
-func (x *exchange) routeContext(rt *route) (context.Context, context.CancelFunc) {
-	if rt.timeout > 0 {
-		return context.WithTimeout(x.ctx, rt.timeout)
+func (x *activeStream) routeContext(rt *xdsconfig.Route) (context.Context, context.CancelFunc) {
+	if rt.Timeout > 0 {
+		return context.WithTimeout(x.ctx, rt.Timeout)
 	}
 	return context.WithCancel(x.ctx)
 }
@@ -70,62 +72,62 @@ func (x *exchange) routeContext(rt *route) (context.Context, context.CancelFunc)
 // route configuration level (in that order, so the outermost level has the
 // final say), host_rewrite_literal, path rewrites (keeping the original in
 // x-envoy-original-path) and x-envoy-expected-rq-timeout-ms.
-func (x *exchange) finalizeRequestHeaders(rt *route) {
+func (x *activeStream) finalizeRequestHeaders(rt *xdsconfig.Route) {
 	c := x.fmtCtx()
 	for _, lvl := range []struct {
 		del []string
-		add []headerAdd
-	}{{rt.reqDel, rt.reqAdd}, {rt.vh.reqDel, rt.vh.reqAdd}, {rt.table.reqDel, rt.table.reqAdd}} {
+		add []xdsconfig.HeaderAdd
+	}{{rt.ReqDel, rt.ReqAdd}, {rt.VH.ReqDel, rt.VH.ReqAdd}, {rt.Table.ReqDel, rt.Table.ReqAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") && d != "host" {
 				x.reqH.Del(d)
 			}
 		}
-		applyHeadersToAdd(x.reqH, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(x.reqH, lvl.add, c)
 	}
-	if rt.hostRewrite != "" {
-		x.reqH.Set(":authority", rt.hostRewrite)
+	if rt.HostRewrite != "" {
+		x.reqH.Set(":authority", rt.HostRewrite)
 	}
 	orig := x.reqH.Value(":path")
-	rt.rewritePath(x.reqH)
+	rt.RewritePath(x.reqH)
 	if p := x.reqH.Value(":path"); p != orig {
 		x.reqH.Set("x-envoy-original-path", orig)
 	}
-	timeout := rt.timeout
-	if rt.retry != nil && rt.retry.perTry > 0 && (timeout == 0 || rt.retry.perTry < timeout) {
-		timeout = rt.retry.perTry
+	timeout := rt.Timeout
+	if rt.Retry != nil && rt.Retry.PerTry > 0 && (timeout == 0 || rt.Retry.PerTry < timeout) {
+		timeout = rt.Retry.PerTry
 	}
-	if timeout > 0 && !x.cfg.hcm.suppressEnvoyHeaders {
+	if timeout > 0 && !x.cfg.HCM.SuppressEnvoyHeaders {
 		x.reqH.Set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
 	}
 }
 
 // finalizeResponseHeaders applies response_headers_to_remove/add of the
 // route, virtual host and route configuration.
-func (x *exchange) finalizeResponseHeaders(rt *route, h *headers.Map) {
+func (x *activeStream) finalizeResponseHeaders(rt *xdsconfig.Route, h *headers.Map) {
 	c := x.fmtCtx()
-	c.respH = h
+	c.RespH = h
 	for _, lvl := range []struct {
 		del []string
-		add []headerAdd
-	}{{rt.respDel, rt.respAdd}, {rt.vh.respDel, rt.vh.respAdd}, {rt.table.respDel, rt.table.respAdd}} {
+		add []xdsconfig.HeaderAdd
+	}{{rt.RespDel, rt.RespAdd}, {rt.VH.RespDel, rt.VH.RespAdd}, {rt.Table.RespDel, rt.Table.RespAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") {
 				h.Del(d)
 			}
 		}
-		applyHeadersToAdd(h, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(h, lvl.add, c)
 	}
 }
 
 // forward sends the request upstream with the route's retry policy. It
 // returns the response, or a local reply, or neither when the downstream is
 // gone.
-func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.Response, *localReply) {
-	rp := rt.retry
+func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *xdsconfig.LocalReply) {
+	rp := rt.Retry
 	numRetries := 0
 	if rp != nil {
-		numRetries = rp.numRetries
+		numRetries = rp.NumRetries
 	}
 	// Retries need the whole body; a body over the buffer limit disables them.
 	canRetry := x.req.rest == nil
@@ -134,7 +136,7 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 		retrying := attempt > 1
 		resp, fail := x.attempt(ctx, rt, cl)
 		if retrying {
-			cl.rt.retries.Add(-1)
+			cl.RT.Retries.Add(-1)
 		}
 		if x.ctx.Err() != nil {
 			if resp != nil {
@@ -150,12 +152,12 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 			switch {
 			case fail.noHealthy:
 				x.flags |= rules.FlagUH
-				return nil, &localReply{code: 503, body: rules.BodyNoHealthyUpstream, details: rules.DetailsNoHealthyUpstream}
+				return nil, &xdsconfig.LocalReply{Code: 503, Body: rules.BodyNoHealthyUpstream, Details: rules.DetailsNoHealthyUpstream}
 			case fail.overflow:
 				x.flags |= rules.FlagUO
 				return nil, x.resetReply(fail, retrying)
 			}
-			if rp != nil && rp.retryReset(fail) {
+			if rp != nil && rp.RetryReset(fail.flag, fail.beforeSend, fail.refused) {
 				if attempt <= numRetries && canRetry {
 					if !x.backoff(ctx, cl, rp, attempt) {
 						if ctx.Err() != nil && x.ctx.Err() == nil {
@@ -175,7 +177,7 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 			}
 			return nil, x.resetReply(last, retrying)
 		}
-		if rp != nil && rp.retryStatus(resp.StatusCode) {
+		if rp != nil && rp.RetryStatus(resp.StatusCode) {
 			if attempt <= numRetries && canRetry {
 				if x.backoffAvailable(cl) {
 					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
@@ -199,28 +201,28 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 
 // backoff reserves a retry (circuit breaker max_retries) and waits the
 // back-off; false means no retry happens.
-func (x *exchange) backoff(ctx context.Context, cl *cluster, rp *retryPolicy, attempt int) bool {
+func (x *activeStream) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *xdsconfig.RetryPolicy, attempt int) bool {
 	if !x.backoffAvailable(cl) {
 		return false
 	}
 	if !x.sleepBackoff(ctx, rp, attempt) {
-		cl.rt.retries.Add(-1)
+		cl.RT.Retries.Add(-1)
 		return false
 	}
 	return true
 }
 
 // backoffAvailable reserves one of the cluster's max_retries.
-func (x *exchange) backoffAvailable(cl *cluster) bool {
-	if cl.rt.retries.Add(1) > cl.limits.maxRetries {
-		cl.rt.retries.Add(-1)
+func (x *activeStream) backoffAvailable(cl *xdsconfig.Cluster) bool {
+	if cl.RT.Retries.Add(1) > cl.Limits.MaxRetries {
+		cl.RT.Retries.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt int) bool {
-	t := time.NewTimer(rp.backoff(attempt))
+func (x *activeStream) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPolicy, attempt int) bool {
+	t := time.NewTimer(rp.Backoff(attempt))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -230,17 +232,17 @@ func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt in
 	}
 }
 
-func (x *exchange) routeTimeout() *localReply {
+func (x *activeStream) routeTimeout() *xdsconfig.LocalReply {
 	x.flags |= rules.FlagUT
-	return &localReply{code: 504, body: rules.BodyUpstreamTimeout, details: rules.DetailsUpstreamTimeout}
+	return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsUpstreamTimeout}
 }
 
 // resetReply is the local reply for an attempt that ended before response
 // headers (Router::onUpstreamReset / onPerTryTimeout).
-func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
+func (x *activeStream) resetReply(f *upstreamFailure, retried bool) *xdsconfig.LocalReply {
 	if f.perTry {
 		x.flags |= rules.FlagUT
-		return &localReply{code: 504, body: rules.BodyUpstreamTimeout, details: rules.DetailsPerTryTimeout}
+		return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsPerTryTimeout}
 	}
 	x.flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. "
@@ -253,17 +255,17 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 		// In the details only since 1.39 (rules.go, "Router rules").
 		details += "|" + rules.ResponseDetails(f.transport)
 	}
-	return &localReply{code: 503, body: body, details: details + "}"}
+	return &xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
 }
 
 // idleTimeout is the stream idle timeout: the matched route's idle_timeout,
 // else the connection manager's stream_idle_timeout (rules.go, "Stream
 // idle timeout").
-func (x *exchange) idleTimeout() time.Duration {
-	if rt := x.currentRoute(); rt != nil && rt.idleTimeout != nil {
-		return *rt.idleTimeout
+func (x *activeStream) idleTimeout() time.Duration {
+	if rt := x.currentRoute(); rt != nil && rt.IdleTimeout != nil {
+		return *rt.IdleTimeout
 	}
-	return x.cfg.hcm.streamIdleTimeout
+	return x.cfg.HCM.StreamIdleTimeout
 }
 
 // upstreamBodyAbort is the router's answer to an upstream failure after the
@@ -274,7 +276,7 @@ func (x *exchange) idleTimeout() time.Duration {
 // since the router already passed the headers on. sendLocalReply then
 // decides: a direct local reply while the headers are still held by a
 // filter, a downstream reset once they went out.
-func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply {
+func (x *activeStream) upstreamBodyAbort(ctx context.Context, err error) xdsconfig.LocalReply {
 	if ctx.Err() != nil && x.ctx.Err() == nil {
 		return *x.routeTimeout()
 	}
@@ -285,16 +287,16 @@ func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply 
 	if f.transport != "" {
 		details += "|" + rules.ResponseDetails(f.transport)
 	}
-	return localReply{code: 503, body: body, details: details + "}"}
+	return xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
 }
 
 // attempt is one upstream try.
-func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.Response, *upstreamFailure) {
-	addr, ok := cl.pick()
+func (x *activeStream) attempt(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *upstreamFailure) {
+	addr, ok := cl.Pick()
 	if !ok {
 		return nil, &upstreamFailure{noHealthy: true, flag: rules.FlagUH}
 	}
-	release, overflow, err := cl.acquire(ctx, x.log)
+	release, overflow, err := cl.Acquire(ctx, x.log)
 	if overflow {
 		return nil, &upstreamFailure{overflow: true, flag: rules.FlagUO, reason: "overflow"}
 	}
@@ -302,8 +304,8 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 		return nil, &upstreamFailure{flag: rules.FlagUC, reason: "local reset"}
 	}
 	tctx, tcancel := ctx, context.CancelFunc(func() {})
-	if rt.retry != nil && rt.retry.perTry > 0 {
-		tctx, tcancel = context.WithTimeout(ctx, rt.retry.perTry)
+	if rt.Retry != nil && rt.Retry.PerTry > 0 {
+		tctx, tcancel = context.WithTimeout(ctx, rt.Retry.PerTry)
 	}
 	req, err := x.upstreamRequest(tctx, cl, addr)
 	if err != nil {
@@ -312,7 +314,7 @@ func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.R
 		return nil, &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error", transport: err.Error()}
 	}
 	x.upstreamHost = addr
-	resp, err := cl.transport.RoundTrip(req)
+	resp, err := cl.Transport.RoundTrip(req)
 	if err != nil {
 		release()
 		perTry := tctx.Err() != nil && ctx.Err() == nil
@@ -348,14 +350,14 @@ func (b *releasingBody) Close() error {
 // classifyUpstreamError maps a transport error to Envoy's reset reasons and
 // response flags.
 func classifyUpstreamError(err error) *upstreamFailure {
-	var de *dialError
+	var de *xdsconfig.DialError
 	if errors.As(err, &de) {
-		f := &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.err.Error()}
-		if de.timeout {
+		f := &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.Err.Error()}
+		if de.Timeout {
 			f.reason, f.transport = "connection timeout", ""
 		}
-		if strings.HasPrefix(de.err.Error(), "TLS error") {
-			f.reason, f.transport = "connection failure", de.err.Error()
+		if strings.HasPrefix(de.Err.Error(), "TLS error") {
+			f.reason, f.transport = "connection failure", de.Err.Error()
 		}
 		return f
 	}
@@ -383,9 +385,9 @@ func classifyUpstreamError(err error) *upstreamFailure {
 // upstreamRequest builds the request Envoy's codec would send: the mutated
 // headers without pseudo and hop-by-hop headers, :authority as Host, the
 // body with its content-length (chunked when there is none).
-func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string) (*http.Request, error) {
+func (x *activeStream) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluster, addr string) (*http.Request, error) {
 	path := x.reqH.Value(":path")
-	u := &url.URL{Scheme: cl.scheme, Host: addr}
+	u := &url.URL{Scheme: cl.Scheme, Host: addr}
 	p, q, _ := strings.Cut(path, "?")
 	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") {
 		u.Opaque, u.RawQuery = p, q

@@ -1,4 +1,9 @@
-package dataplane
+// Package xdsconfig compiles the xDS resources the local data plane accepts
+// (a listener with an HTTP connection manager, its filters and
+// local_reply_config, routes, clusters and endpoints) into the immutable
+// Config the data plane swaps in atomically, and rejects what it does not
+// emulate, so an ADS update it cannot honour is NACKed.
+package xdsconfig
 
 import (
 	"crypto/tls"
@@ -20,59 +25,60 @@ import (
 	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"google.golang.org/protobuf/proto"
 )
 
-// config is one immutable, validated configuration of the data plane. It
+// Config is one immutable, validated configuration of the data plane. It
 // is swapped atomically by Apply and read without locks by every request.
-type config struct {
-	listener string
-	hcm      *hcmConfig
-	routes   *routeTable
-	clusters map[string]*cluster
+type Config struct {
+	Listener string
+	HCM      *hcmConfig
+	Routes   *routeTable
+	Clusters map[string]*Cluster
 
-	// downstreamTLS is the listener's DownstreamTlsContext, nil for
+	// DownstreamTLS is the listener's DownstreamTlsContext, nil for
 	// plaintext (downstream_tls.go).
-	downstreamTLS *tls.Config
+	DownstreamTLS *tls.Config
 }
 
 const (
-	serverOverwrite = iota
-	serverAppendIfAbsent
+	ServerOverwrite = iota
+	ServerAppendIfAbsent
 	serverPassThrough
 )
 
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
-	streamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
+	StreamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
 	early             []earlyMutation
-	filters           []*extProcFilter
-	localReply        *localReplyConfig
-	generateRequestID bool
-	useRemoteAddress  bool // use_remote_address, unless skip_xff_append
-	serverName        string
-	serverHeader      int
-	bufferLimit       uint64 // listener per_connection_buffer_limit_bytes
+	Filters           []*ExtProcFilter
+	LocalReply        *LocalReplyConfig
+	GenerateRequestID bool
+	UseRemoteAddress  bool // use_remote_address, unless skip_xff_append
+	ServerName        string
+	ServerHeader      int
+	BufferLimit       uint64 // listener per_connection_buffer_limit_bytes
 	rdsName           string
-	normalizePath     bool
-	mergeSlashes      bool
+	NormalizePath     bool
+	MergeSlashes      bool
 	// Downstream request limits (codec and connection-manager checks).
 	escapedSlashes  hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction
-	maxHeadersBytes int // max_request_headers_kb, default 60 KiB
-	maxHeaders      int // common_http_protocol_options.max_headers_count, default 100
+	MaxHeadersBytes int // max_request_headers_kb, default 60 KiB
+	MaxHeaders      int // common_http_protocol_options.max_headers_count, default 100
 	underscores     corev3.HttpProtocolOptions_HeadersWithUnderscoresAction
-	// suppressEnvoyHeaders is the router's suppress_envoy_headers: no
+	// SuppressEnvoyHeaders is the router's suppress_envoy_headers: no
 	// x-envoy-expected-rq-timeout-ms upstream, no
 	// x-envoy-upstream-service-time downstream.
-	suppressEnvoyHeaders bool
-	// internalCIDRs is internal_address_config.cidr_ranges: a request is
+	SuppressEnvoyHeaders bool
+	// InternalCIDRs is internal_address_config.cidr_ranges: a request is
 	// internal only from one of them (none: no request is, Envoy's
 	// default since 1.33).
-	internalCIDRs []netip.Prefix
-	// xfcc is forward_client_cert_details.
-	xfcc hcmv3.HttpConnectionManager_ForwardClientCertDetails
+	InternalCIDRs []netip.Prefix
+	// XFCC is forward_client_cert_details.
+	XFCC hcmv3.HttpConnectionManager_ForwardClientCertDetails
 }
 
 // earlyMutation is one mutation of the early header mutation extension
@@ -81,18 +87,18 @@ type hcmConfig struct {
 type earlyMutation struct {
 	remove string
 	match  *stringMatcher
-	add    *headerAdd
+	add    *HeaderAdd
 }
 
-// filtersOrNil returns the ext_proc filters; nil for a nil manager.
-func (h *hcmConfig) filtersOrNil() []*extProcFilter {
+// FiltersOrNil returns the ext_proc filters; nil for a nil manager.
+func (h *hcmConfig) FiltersOrNil() []*ExtProcFilter {
 	if h == nil {
 		return nil
 	}
-	return h.filters
+	return h.Filters
 }
 
-func (h *hcmConfig) applyEarly(m *headers.Map, c *fmtContext) {
+func (h *hcmConfig) ApplyEarly(m *headers.Map, c *FmtContext) {
 	for _, e := range h.early {
 		switch {
 		case e.remove != "":
@@ -100,7 +106,7 @@ func (h *hcmConfig) applyEarly(m *headers.Map, c *fmtContext) {
 		case e.match != nil:
 			m.DelFunc(e.match.match)
 		case e.add != nil:
-			applyHeadersToAdd(m, []headerAdd{*e.add}, c)
+			ApplyHeadersToAdd(m, []HeaderAdd{*e.add}, c)
 		}
 	}
 }
@@ -108,7 +114,7 @@ func (h *hcmConfig) applyEarly(m *headers.Map, c *fmtContext) {
 // resourceList is what Apply reads: the resources of each type.
 type resourceList map[resourcev3.Type][]types.Resource
 
-func compileConfig(res resourceList) (*config, error) {
+func Compile(res resourceList) (*Config, error) {
 	routeConfigs := map[string]*routev3.RouteConfiguration{}
 	for _, r := range res[resourcev3.RouteType] {
 		rc, ok := r.(*routev3.RouteConfiguration)
@@ -131,7 +137,7 @@ func compileConfig(res resourceList) (*config, error) {
 		}
 		clas[cla.GetClusterName()] = cla
 	}
-	cfg := &config{clusters: map[string]*cluster{}}
+	cfg := &Config{Clusters: map[string]*Cluster{}}
 	for _, r := range res[resourcev3.ClusterType] {
 		c, ok := r.(*clusterv3.Cluster)
 		if !ok {
@@ -140,7 +146,7 @@ func compileConfig(res resourceList) (*config, error) {
 		if err := c.ValidateAll(); err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
-		cl, err := compileCluster(c)
+		cl, err := CompileCluster(c)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
@@ -152,10 +158,10 @@ func compileConfig(res resourceList) (*config, error) {
 				}
 			}
 		}
-		if _, dup := cfg.clusters[cl.name]; dup {
+		if _, dup := cfg.Clusters[cl.name]; dup {
 			return nil, fmt.Errorf("duplicate cluster %q", cl.name)
 		}
-		cfg.clusters[cl.name] = cl
+		cfg.Clusters[cl.name] = cl
 	}
 	listeners := make([]*listenerv3.Listener, 0, len(res[resourcev3.ListenerType]))
 	for _, r := range res[resourcev3.ListenerType] {
@@ -170,20 +176,20 @@ func compileConfig(res resourceList) (*config, error) {
 	}
 	sort.Slice(listeners, func(i, j int) bool { return listeners[i].GetName() < listeners[j].GetName() })
 	for _, l := range listeners {
-		h, err := listenerHCM(l)
+		h, err := ListenerHCM(l)
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 		}
-		if h == nil || cfg.hcm != nil {
+		if h == nil || cfg.HCM != nil {
 			continue // the first listener with an HTTP connection manager is served
 		}
 		hc, inline, err := compileHCM(h)
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 		}
-		hc.bufferLimit = rules.DefaultBufferLimit
+		hc.BufferLimit = rules.DefaultBufferLimit
 		if l.GetPerConnectionBufferLimitBytes() != nil {
-			hc.bufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
+			hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 		}
 		rc := inline
 		if rc == nil {
@@ -192,26 +198,26 @@ func compileConfig(res resourceList) (*config, error) {
 			}
 		}
 		names := map[string]bool{}
-		for _, f := range hc.filters {
-			names[f.name] = true
+		for _, f := range hc.Filters {
+			names[f.Name] = true
 		}
-		if cfg.routes, err = compileRouteTable(rc, names); err != nil {
+		if cfg.Routes, err = CompileRouteTable(rc, names); err != nil {
 			return nil, fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
 		}
-		if cfg.downstreamTLS, err = listenerTLS(l); err != nil {
+		if cfg.DownstreamTLS, err = listenerTLS(l); err != nil {
 			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 		}
-		cfg.listener, cfg.hcm = l.GetName(), hc
+		cfg.Listener, cfg.HCM = l.GetName(), hc
 	}
-	if cfg.hcm == nil && len(listeners) > 0 {
+	if cfg.HCM == nil && len(listeners) > 0 {
 		return nil, errors.New("no listener has an HTTP connection manager")
 	}
 	return cfg, nil
 }
 
-// listenerHCM finds the HTTP connection manager in the listener's filter
+// ListenerHCM finds the HTTP connection manager in the listener's filter
 // chains (or its default filter chain). Listener filters are not emulated.
-func listenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
+func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 	chains := l.GetFilterChains()
 	if l.GetDefaultFilterChain() != nil {
 		chains = append(chains, l.GetDefaultFilterChain())
@@ -242,11 +248,11 @@ func listenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 
 func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfiguration, error) {
 	hc := &hcmConfig{
-		generateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
-		serverName:        h.GetServerName(),
-		normalizePath:     h.GetNormalizePath().GetValue(),
-		mergeSlashes:      h.GetMergeSlashes(),
-		useRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
+		GenerateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
+		ServerName:        h.GetServerName(),
+		NormalizePath:     h.GetNormalizePath().GetValue(),
+		MergeSlashes:      h.GetMergeSlashes(),
+		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
 	}
 	for _, r := range h.GetInternalAddressConfig().GetCidrRanges() {
 		addr, err := netip.ParseAddr(r.GetAddressPrefix())
@@ -257,14 +263,14 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		if err != nil {
 			return nil, nil, fmt.Errorf("internal_address_config.cidr_ranges: %w", err)
 		}
-		hc.internalCIDRs = append(hc.internalCIDRs, p)
+		hc.InternalCIDRs = append(hc.InternalCIDRs, p)
 	}
 	switch f := h.GetForwardClientCertDetails(); f {
 	case hcmv3.HttpConnectionManager_SANITIZE, hcmv3.HttpConnectionManager_FORWARD_ONLY, hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY:
-		hc.xfcc = f
+		hc.XFCC = f
 	default:
 		// APPEND_FORWARD and SANITIZE_SET write the peer certificate's
-		// details, which the local data plane does not.
+		// Details, which the local data plane does not.
 		return nil, nil, fmt.Errorf("forward_client_cert_details %v is not emulated", f)
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
@@ -275,30 +281,30 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		return nil, nil, fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
 	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
-	hc.maxHeadersBytes, hc.maxHeaders = 60<<10, 100
+	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
 	if kb := h.GetMaxRequestHeadersKb(); kb != nil {
-		hc.maxHeadersBytes = int(kb.GetValue()) << 10
+		hc.MaxHeadersBytes = int(kb.GetValue()) << 10
 	}
 	if po := h.GetCommonHttpProtocolOptions(); po != nil {
 		if n := po.GetMaxHeadersCount(); n != nil {
-			hc.maxHeaders = int(n.GetValue())
+			hc.MaxHeaders = int(n.GetValue())
 		}
 		hc.underscores = po.GetHeadersWithUnderscoresAction()
 		// idle_timeout, max_connection_duration, max_stream_duration: the
 		// net/http server of the local data plane has its own timeouts.
 	}
-	if hc.serverName == "" {
-		hc.serverName = rules.DefaultServerName
+	if hc.ServerName == "" {
+		hc.ServerName = rules.DefaultServerName
 	}
-	hc.streamIdleTimeout = rules.DefaultStreamIdleTimeout
+	hc.StreamIdleTimeout = rules.DefaultStreamIdleTimeout
 	if d := h.GetStreamIdleTimeout(); d != nil {
-		hc.streamIdleTimeout = d.AsDuration()
+		hc.StreamIdleTimeout = d.AsDuration()
 	}
 	switch h.GetServerHeaderTransformation() {
 	case hcmv3.HttpConnectionManager_APPEND_IF_ABSENT:
-		hc.serverHeader = serverAppendIfAbsent
+		hc.ServerHeader = ServerAppendIfAbsent
 	case hcmv3.HttpConnectionManager_PASS_THROUGH:
-		hc.serverHeader = serverPassThrough
+		hc.ServerHeader = serverPassThrough
 	}
 	var inline *routev3.RouteConfiguration
 	switch rs := h.GetRouteSpecifier().(type) {
@@ -341,7 +347,7 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		}
 	}
 	var err error
-	if hc.localReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
+	if hc.LocalReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
 		return nil, nil, err
 	}
 	filters := h.GetHttpFilters()
@@ -368,12 +374,12 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 			if err != nil {
 				return nil, nil, fmt.Errorf("http filter %q: %w", f.GetName(), err)
 			}
-			hc.filters = append(hc.filters, ep)
+			hc.Filters = append(hc.Filters, ep)
 		case *routerv3.Router:
 			if i != len(filters)-1 {
 				return nil, nil, fmt.Errorf("http filter %q: the router must be the last filter", f.GetName())
 			}
-			hc.suppressEnvoyHeaders = c.GetSuppressEnvoyHeaders()
+			hc.SuppressEnvoyHeaders = c.GetSuppressEnvoyHeaders()
 		default:
 			if f.GetIsOptional() {
 				continue

@@ -1,55 +1,66 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
-// extProcFilter is a compiled envoy.filters.http.ext_proc configuration
+// ExtProcCallOptions lift grpc-go's 4 MiB receive limit: Envoy's gRPC
+// client has none unless max_receive_message_length is set
+// (api/envoy/config/core/v3/grpc_service.proto,
+// GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0, which
+// means unlimited"); math.MaxInt32 is grpc-go's largest. Made once, as
+// each option is an allocation; compileExtProc adds the stream's
+// :authority for the data plane's own connection.
+var ExtProcCallOptions = []grpc.CallOption{grpc.MaxCallRecvMsgSize(math.MaxInt32)}
+
+// ExtProcFilter is a compiled envoy.filters.http.ext_proc configuration
 // (ExternalProcessor). Field defaults follow ext_proc.proto.
-type extProcFilter struct {
-	name              string
-	disabledByDefault bool // HttpFilter.disabled
-	failureModeAllow  bool
-	mode              *extprocfilterv3.ProcessingMode // normalized
-	configuredMode    *extprocfilterv3.ProcessingMode // processing_mode as written
-	messageTimeout    time.Duration
-	maxMessageTimeout time.Duration // 0: override_message_timeout is ignored
-	checker           *rules.MutationChecker
-	allowModeOverride bool
-	allowedOverride   []*extprocfilterv3.ProcessingMode
-	receiving         []string
-	forwarding        []string
-	routeCacheAction  extprocfilterv3.ExternalProcessor_RouteCacheAction
-	disableImmediate  bool
-	allowedHeaders    []*stringMatcher
-	disallowedHeaders []*stringMatcher
-	statusOnError     int
-	allowCL           bool
-	bodyWithoutWait   bool // send_body_without_waiting_for_header_response
-	initialMetadata   metadata.MD
-	// callOptions are the stream's on the data plane's own connection:
-	// extProcCallOptions and the :authority Envoy's gRPC client sends,
+type ExtProcFilter struct {
+	Name              string
+	DisabledByDefault bool // HttpFilter.disabled
+	FailureModeAllow  bool
+	Mode              *extprocfilterv3.ProcessingMode // normalized
+	ConfiguredMode    *extprocfilterv3.ProcessingMode // processing_mode as written
+	MessageTimeout    time.Duration
+	MaxMessageTimeout time.Duration // 0: override_message_timeout is ignored
+	Checker           *rules.MutationChecker
+	AllowModeOverride bool
+	AllowedOverride   []*extprocfilterv3.ProcessingMode
+	Receiving         []string
+	Forwarding        []string
+	RouteCacheAction  extprocfilterv3.ExternalProcessor_RouteCacheAction
+	DisableImmediate  bool
+	AllowedHeaders    []*stringMatcher
+	DisallowedHeaders []*stringMatcher
+	StatusOnError     int
+	AllowCL           bool
+	BodyWithoutWait   bool // send_body_without_waiting_for_header_response
+	InitialMetadata   metadata.MD
+	// CallOptions are the stream's on the data plane's own connection:
+	// ExtProcCallOptions and the :authority Envoy's gRPC client sends,
 	// envoy_grpc.authority or else the cluster name
 	// (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize).
-	callOptions  []grpc.CallOption
-	requestAttrs []string // request_attributes the emulation evaluates
-	// ignored lists configured fields the emulation ignores; Apply logs them.
-	ignored []string
+	CallOptions  []grpc.CallOption
+	RequestAttrs []string // request_attributes the emulation evaluates
+	// Ignored lists configured fields the emulation ignores; Apply logs them.
+	Ignored []string
 }
 
-func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProcessor) (*extProcFilter, error) {
+func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProcessor) (*ExtProcFilter, error) {
 	if c.GetGrpcService() == nil {
 		return nil, errors.New("grpc_service is required (http_service is not emulated)")
 	}
@@ -60,79 +71,79 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		// FilterConfig constructor in ext_proc.cc.
 		return nil, errors.New("disable_clear_route_cache and route_cache_action can not be set to none-default at the same time")
 	}
-	f := &extProcFilter{
-		name:              name,
-		disabledByDefault: disabled,
-		failureModeAllow:  c.GetFailureModeAllow(),
-		mode:              normalizeMode(c.GetProcessingMode()),
-		configuredMode:    c.GetProcessingMode(),
-		bodyWithoutWait:   c.GetSendBodyWithoutWaitingForHeaderResponse(),
-		messageTimeout:    rules.DefaultMessageTimeout,
-		allowModeOverride: c.GetAllowModeOverride(),
-		allowedOverride:   c.GetAllowedOverrideModes(),
-		receiving:         c.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(),
-		forwarding:        c.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(),
-		routeCacheAction:  c.GetRouteCacheAction(),
-		disableImmediate:  c.GetDisableImmediateResponse(),
-		statusOnError:     500,
-		allowCL:           c.GetAllowContentLengthHeader(),
+	f := &ExtProcFilter{
+		Name:              name,
+		DisabledByDefault: disabled,
+		FailureModeAllow:  c.GetFailureModeAllow(),
+		Mode:              NormalizeMode(c.GetProcessingMode()),
+		ConfiguredMode:    c.GetProcessingMode(),
+		BodyWithoutWait:   c.GetSendBodyWithoutWaitingForHeaderResponse(),
+		MessageTimeout:    rules.DefaultMessageTimeout,
+		AllowModeOverride: c.GetAllowModeOverride(),
+		AllowedOverride:   c.GetAllowedOverrideModes(),
+		Receiving:         c.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(),
+		Forwarding:        c.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(),
+		RouteCacheAction:  c.GetRouteCacheAction(),
+		DisableImmediate:  c.GetDisableImmediateResponse(),
+		StatusOnError:     500,
+		AllowCL:           c.GetAllowContentLengthHeader(),
 	}
-	if err := checkBodyModes(f.mode); err != nil {
+	if err := checkBodyModes(f.Mode); err != nil {
 		return nil, err
 	}
 	for _, a := range c.GetRequestAttributes() {
 		if slices.Contains(rules.EmulatedAttributes, a) {
-			f.requestAttrs = append(f.requestAttrs, a)
+			f.RequestAttrs = append(f.RequestAttrs, a)
 		} else {
-			f.ignored = append(f.ignored, "request_attributes "+a+" (only "+strings.Join(rules.EmulatedAttributes, ", ")+" are emulated)")
+			f.Ignored = append(f.Ignored, "request_attributes "+a+" (only "+strings.Join(rules.EmulatedAttributes, ", ")+" are emulated)")
 		}
 	}
 	if len(c.GetResponseAttributes()) > 0 {
-		f.ignored = append(f.ignored, "response_attributes (not emulated)")
+		f.Ignored = append(f.Ignored, "response_attributes (not emulated)")
 	}
 	if c.GetSendBodyWithoutWaitingForHeaderResponse() {
-		f.ignored = append(f.ignored, "send_body_without_waiting_for_header_response")
+		f.Ignored = append(f.Ignored, "send_body_without_waiting_for_header_response")
 	}
 	if c.GetProcessingRequestModifier() != nil || c.GetOnProcessingResponse() != nil {
-		f.ignored = append(f.ignored, "processing_request_modifier/on_processing_response")
+		f.Ignored = append(f.Ignored, "processing_request_modifier/on_processing_response")
 	}
 	if c.GetDisableClearRouteCache() {
-		f.routeCacheAction = extprocfilterv3.ExternalProcessor_RETAIN
+		f.RouteCacheAction = extprocfilterv3.ExternalProcessor_RETAIN
 	}
 	if c.GetMessageTimeout() != nil {
-		f.messageTimeout = c.GetMessageTimeout().AsDuration()
+		f.MessageTimeout = c.GetMessageTimeout().AsDuration()
 	}
 	if c.GetMaxMessageTimeout() != nil {
-		f.maxMessageTimeout = c.GetMaxMessageTimeout().AsDuration()
+		f.MaxMessageTimeout = c.GetMaxMessageTimeout().AsDuration()
 	}
 	if s := c.GetStatusOnError(); s != nil && s.GetCode() != 0 {
-		f.statusOnError = int(s.GetCode())
+		f.StatusOnError = int(s.GetCode())
 	}
 	var err error
-	if f.checker, err = compileMutationRules(c); err != nil {
+	if f.Checker, err = compileMutationRules(c); err != nil {
 		return nil, err
 	}
-	if f.allowedHeaders, err = compileListMatcher(c.GetForwardRules().GetAllowedHeaders()); err != nil {
+	if f.AllowedHeaders, err = compileListMatcher(c.GetForwardRules().GetAllowedHeaders()); err != nil {
 		return nil, fmt.Errorf("forward_rules: %w", err)
 	}
-	if f.disallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
+	if f.DisallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
 		return nil, fmt.Errorf("forward_rules: %w", err)
 	}
 	authority := c.GetGrpcService().GetEnvoyGrpc().GetAuthority()
 	if authority == "" {
 		authority = c.GetGrpcService().GetEnvoyGrpc().GetClusterName()
 	}
-	f.callOptions = extProcCallOptions
+	f.CallOptions = ExtProcCallOptions
 	if authority != "" {
-		f.callOptions = append(extProcCallOptions[:len(extProcCallOptions):len(extProcCallOptions)], grpc.CallAuthority(authority))
+		f.CallOptions = append(ExtProcCallOptions[:len(ExtProcCallOptions):len(ExtProcCallOptions)], grpc.CallAuthority(authority))
 	}
-	f.initialMetadata = metadata.MD{}
+	f.InitialMetadata = metadata.MD{}
 	for _, kv := range c.GetGrpcService().GetInitialMetadata() {
 		v := kv.GetValue()
 		if len(kv.GetRawValue()) > 0 {
 			v = string(kv.GetRawValue())
 		}
-		f.initialMetadata.Append(kv.GetKey(), v)
+		f.InitialMetadata.Append(kv.GetKey(), v)
 	}
 	return f, nil
 }
@@ -160,16 +171,16 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*rules.Mutation
 	return mc, nil
 }
 
-// copyMode copies the six modes of m, which each request changes in its own
+// CopyMode copies the six modes of m, which each request changes in its own
 // copy; proto.Clone would walk the message by reflection every time.
-func copyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
+func CopyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	c := &extprocfilterv3.ProcessingMode{}
-	copyModeInto(c, m)
+	CopyModeInto(c, m)
 	return c
 }
 
-// copyModeInto is copyMode into an existing message.
-func copyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
+// CopyModeInto is copyMode into an existing message.
+func CopyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
 	dst.RequestHeaderMode = m.GetRequestHeaderMode()
 	dst.ResponseHeaderMode = m.GetResponseHeaderMode()
 	dst.RequestBodyMode = m.GetRequestBodyMode()
@@ -178,9 +189,9 @@ func copyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
 	dst.ResponseTrailerMode = m.GetResponseTrailerMode()
 }
 
-// normalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
+// NormalizeMode copies a ProcessingMode; DEFAULT header modes mean SEND and
 // DEFAULT trailer modes mean SKIP (processing_mode.proto).
-func normalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
+func NormalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	out := &extprocfilterv3.ProcessingMode{}
 	if m != nil {
 		out = proto.Clone(m).(*extprocfilterv3.ProcessingMode)
@@ -212,7 +223,7 @@ func checkBodyModes(m *extprocfilterv3.ProcessingMode) error {
 	return nil
 }
 
-// effectiveOverride is effectiveModeOverride in
+// EffectiveOverride is effectiveModeOverride in
 // source/extensions/filters/http/ext_proc/ext_proc.cc (Envoy >= 1.34): the
 // server's mode_override is filled in from the filter's configured
 // processing_mode (as written, not merged with per-route overrides): a
@@ -220,7 +231,7 @@ func checkBodyModes(m *extprocfilterv3.ProcessingMode) error {
 // both body modes are taken from the override as given (an unset body mode
 // is NONE). The result is both what the allow-list is checked against and
 // the new mode of both directions.
-func effectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
+func EffectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	n := &extprocfilterv3.ProcessingMode{}
 	if configured != nil {
 		n = proto.Clone(configured).(*extprocfilterv3.ProcessingMode)
@@ -242,7 +253,7 @@ func effectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfi
 	return n
 }
 
-// overrideAllowed is the allow-list check of Filter::onReceiveMessage
+// OverrideAllowed is the allow-list check of Filter::onReceiveMessage
 // (AllowedOverrideModesSet::isModeSupported,
 // source/extensions/filters/http/ext_proc/allowed_override_modes_set.h):
 // with allowed_override_modes configured, the *effective* override must
@@ -251,11 +262,11 @@ func effectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfi
 // an effective override whose field is DEFAULT too, so an entry listing
 // only response_body_mode: STREAMED never matches when the configured mode
 // sets the other fields.
-func (f *extProcFilter) overrideAllowed(eff *extprocfilterv3.ProcessingMode) bool {
-	if len(f.allowedOverride) == 0 {
+func (f *ExtProcFilter) OverrideAllowed(eff *extprocfilterv3.ProcessingMode) bool {
+	if len(f.AllowedOverride) == 0 {
 		return true
 	}
-	for _, a := range f.allowedOverride {
+	for _, a := range f.AllowedOverride {
 		if a.GetResponseHeaderMode() == eff.GetResponseHeaderMode() &&
 			a.GetRequestBodyMode() == eff.GetRequestBodyMode() &&
 			a.GetResponseBodyMode() == eff.GetResponseBodyMode() &&
@@ -267,34 +278,34 @@ func (f *extProcFilter) overrideAllowed(eff *extprocfilterv3.ProcessingMode) boo
 	return false
 }
 
-// forward is MutationUtils::headerCanBeForwarded (forward_rules).
-func (f *extProcFilter) forward(key string) bool {
-	if len(f.disallowedHeaders) > 0 && matchAny(f.disallowedHeaders, key) {
+// Forward is MutationUtils::headerCanBeForwarded (forward_rules).
+func (f *ExtProcFilter) Forward(key string) bool {
+	if len(f.DisallowedHeaders) > 0 && matchAny(f.DisallowedHeaders, key) {
 		return false
 	}
-	return len(f.allowedHeaders) == 0 || matchAny(f.allowedHeaders, key)
+	return len(f.AllowedHeaders) == 0 || matchAny(f.AllowedHeaders, key)
 }
 
-// extProcPerRoute is a compiled ExtProcPerRoute.
-type extProcPerRoute struct {
-	disabled         bool
-	mode             *extprocfilterv3.ProcessingMode
-	receiving        []string
-	hasReceiving     bool
-	forwarding       []string
-	hasForwarding    bool
-	failureModeAllow *bool
-	initialMetadata  metadata.MD
+// ExtProcPerRoute is a compiled ExtProcPerRoute.
+type ExtProcPerRoute struct {
+	Disabled         bool
+	Mode             *extprocfilterv3.ProcessingMode
+	Receiving        []string
+	HasReceiving     bool
+	Forwarding       []string
+	HasForwarding    bool
+	FailureModeAllow *bool
+	InitialMetadata  metadata.MD
 }
 
-func compilePerFilterConfig(a *anypb.Any) (*perFilterConfig, error) {
+func compilePerFilterConfig(a *anypb.Any) (*PerFilterConfig, error) {
 	msg, err := a.UnmarshalNew()
 	if err != nil {
 		return nil, err
 	}
-	pf := &perFilterConfig{}
+	pf := &PerFilterConfig{}
 	if fc, ok := msg.(*routev3.FilterConfig); ok {
-		pf.disabled = fc.GetDisabled()
+		pf.Disabled = fc.GetDisabled()
 		if fc.GetConfig() == nil {
 			return pf, nil
 		}
@@ -309,39 +320,39 @@ func compilePerFilterConfig(a *anypb.Any) (*perFilterConfig, error) {
 	if err := pr.ValidateAll(); err != nil {
 		return nil, err
 	}
-	c := &extProcPerRoute{disabled: pr.GetDisabled()}
+	c := &ExtProcPerRoute{Disabled: pr.GetDisabled()}
 	if o := pr.GetOverrides(); o != nil {
 		if o.GetProcessingMode() != nil {
-			c.mode = normalizeMode(o.GetProcessingMode())
-			if err := checkBodyModes(c.mode); err != nil {
+			c.Mode = NormalizeMode(o.GetProcessingMode())
+			if err := checkBodyModes(c.Mode); err != nil {
 				return nil, err
 			}
 		}
 		if ns := o.GetMetadataOptions().GetReceivingNamespaces(); ns != nil {
-			c.receiving, c.hasReceiving = ns.GetUntyped(), true
+			c.Receiving, c.HasReceiving = ns.GetUntyped(), true
 		}
 		if ns := o.GetMetadataOptions().GetForwardingNamespaces(); ns != nil {
-			c.forwarding, c.hasForwarding = ns.GetUntyped(), true
+			c.Forwarding, c.HasForwarding = ns.GetUntyped(), true
 		}
 		if o.GetFailureModeAllow() != nil {
 			v := o.GetFailureModeAllow().GetValue()
-			c.failureModeAllow = &v
+			c.FailureModeAllow = &v
 		}
 		if len(o.GetGrpcInitialMetadata()) > 0 {
-			c.initialMetadata = metadata.MD{}
+			c.InitialMetadata = metadata.MD{}
 			for _, kv := range o.GetGrpcInitialMetadata() {
-				c.initialMetadata.Set(kv.GetKey(), kv.GetValue())
+				c.InitialMetadata.Set(kv.GetKey(), kv.GetValue())
 			}
 		}
 	}
-	pf.perRoute = c
+	pf.PerRoute = c
 	return pf, nil
 }
 
-// mergePerRoute is FilterConfigPerRoute's merge constructor: the more
+// MergePerRoute is FilterConfigPerRoute's merge constructor: the more
 // specific config decides disabled; the other fields fall back to the less
 // specific one when unset.
-func mergePerRoute(less, more *extProcPerRoute) *extProcPerRoute {
+func MergePerRoute(less, more *ExtProcPerRoute) *ExtProcPerRoute {
 	if less == nil {
 		return more
 	}
@@ -349,40 +360,40 @@ func mergePerRoute(less, more *extProcPerRoute) *extProcPerRoute {
 		return less
 	}
 	out := *more
-	if more.disabled {
-		out.mode = nil
-	} else if out.mode == nil {
-		out.mode = less.mode
+	if more.Disabled {
+		out.Mode = nil
+	} else if out.Mode == nil {
+		out.Mode = less.Mode
 	}
-	if !out.hasReceiving {
-		out.receiving, out.hasReceiving = less.receiving, less.hasReceiving
+	if !out.HasReceiving {
+		out.Receiving, out.HasReceiving = less.Receiving, less.HasReceiving
 	}
-	if !out.hasForwarding {
-		out.forwarding, out.hasForwarding = less.forwarding, less.hasForwarding
+	if !out.HasForwarding {
+		out.Forwarding, out.HasForwarding = less.Forwarding, less.HasForwarding
 	}
-	if out.failureModeAllow == nil {
-		out.failureModeAllow = less.failureModeAllow
+	if out.FailureModeAllow == nil {
+		out.FailureModeAllow = less.FailureModeAllow
 	}
-	md := metadata.Join(less.initialMetadata, more.initialMetadata)
-	for k := range more.initialMetadata {
-		md[k] = more.initialMetadata[k]
+	md := metadata.Join(less.InitialMetadata, more.InitialMetadata)
+	for k := range more.InitialMetadata {
+		md[k] = more.InitialMetadata[k]
 	}
-	out.initialMetadata = md
+	out.InitialMetadata = md
 	return &out
 }
 
-// perFilterConfig is one typed_per_filter_config entry for an ext_proc
-// filter (ExtProcPerRoute, possibly wrapped in a route FilterConfig).
-type perFilterConfig struct {
-	disabled bool // FilterConfig.disabled
-	perRoute *extProcPerRoute
+// PerFilterConfig is one typed_per_filter_config entry for an ext_proc
+// Filter (ExtProcPerRoute, possibly wrapped in a route FilterConfig).
+type PerFilterConfig struct {
+	Disabled bool // FilterConfig.disabled
+	PerRoute *ExtProcPerRoute
 }
 
-func compilePerFilter(m map[string]*anypb.Any, filterNames map[string]bool) (map[string]*perFilterConfig, error) {
+func compilePerFilter(m map[string]*anypb.Any, filterNames map[string]bool) (map[string]*PerFilterConfig, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
-	out := map[string]*perFilterConfig{}
+	out := map[string]*PerFilterConfig{}
 	for name, a := range m {
 		if !filterNames[name] {
 			continue // configuration for a filter that is not in the chain

@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
@@ -21,10 +22,10 @@ type routeTable struct {
 	suffix   []wildcardHost // "*.example.com", longest first
 	prefix   []wildcardHost // "example.*", longest first
 	fallback *virtualHost   // "*"
-	reqAdd   []headerAdd
-	reqDel   []string
-	respAdd  []headerAdd
-	respDel  []string
+	ReqAdd   []HeaderAdd
+	ReqDel   []string
+	RespAdd  []HeaderAdd
+	RespDel  []string
 }
 
 type wildcardHost struct {
@@ -34,15 +35,15 @@ type wildcardHost struct {
 
 type virtualHost struct {
 	name        string
-	routes      []*route
+	routes      []*Route
 	bufferLimit *uint64 // request_body_buffer_limit
 	perRequest  *uint64 // deprecated per_request_buffer_limit_bytes
-	perFilter   map[string]*perFilterConfig
-	retry       *retryPolicy
-	reqAdd      []headerAdd
-	reqDel      []string
-	respAdd     []headerAdd
-	respDel     []string
+	PerFilter   map[string]*PerFilterConfig
+	retry       *RetryPolicy
+	ReqAdd      []HeaderAdd
+	ReqDel      []string
+	RespAdd     []HeaderAdd
+	RespDel     []string
 }
 
 type routeKind int
@@ -51,7 +52,7 @@ const (
 	kindCluster routeKind = iota
 	kindClusterHeader
 	kindWeighted
-	kindDirect
+	KindDirect
 )
 
 type weightedCluster struct {
@@ -59,35 +60,35 @@ type weightedCluster struct {
 	weight uint32
 }
 
-type route struct {
-	name   string
-	vh     *virtualHost
-	table  *routeTable
+type Route struct {
+	Name   string
+	VH     *virtualHost
+	Table  *routeTable
 	match  routeMatch
-	kind   routeKind
+	Kind   routeKind
 	target string // cluster name or cluster header
 	// weighted clusters
 	weighted    []weightedCluster
 	totalWeight uint32
-	notFound    int // cluster_not_found_response_code
-	direct      struct {
-		status int
-		body   string
+	NotFound    int // cluster_not_found_response_code
+	Direct      struct {
+		Status int
+		Body   string
 	}
-	timeout       time.Duration  // 0: disabled
-	idleTimeout   *time.Duration // idle_timeout, when set (0: disabled)
-	hostRewrite   string
+	Timeout       time.Duration  // 0: disabled
+	IdleTimeout   *time.Duration // idle_timeout, when set (0: disabled)
+	HostRewrite   string
 	prefixRewrite string
 	regexRewrite  *regexp.Regexp
 	regexSubst    string
-	retry         *retryPolicy
+	Retry         *RetryPolicy
 	bufferLimit   *uint64
 	perRequest    *uint64
-	perFilter     map[string]*perFilterConfig
-	reqAdd        []headerAdd
-	reqDel        []string
-	respAdd       []headerAdd
-	respDel       []string
+	PerFilter     map[string]*PerFilterConfig
+	ReqAdd        []HeaderAdd
+	ReqDel        []string
+	RespAdd       []HeaderAdd
+	RespDel       []string
 }
 
 type routeMatch struct {
@@ -105,17 +106,17 @@ type queryMatcher struct {
 	str     *stringMatcher
 }
 
-func compileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
+func CompileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
 	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
 	var err error
-	if t.reqAdd, err = compileHeadersToAdd(rc.GetRequestHeadersToAdd()); err != nil {
+	if t.ReqAdd, err = compileHeadersToAdd(rc.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	if t.respAdd, err = compileHeadersToAdd(rc.GetResponseHeadersToAdd()); err != nil {
+	if t.RespAdd, err = compileHeadersToAdd(rc.GetResponseHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	t.reqDel = lowerAll(rc.GetRequestHeadersToRemove())
-	t.respDel = lowerAll(rc.GetResponseHeadersToRemove())
+	t.ReqDel = lowerAll(rc.GetRequestHeadersToRemove())
+	t.RespDel = lowerAll(rc.GetResponseHeadersToRemove())
 	for _, v := range rc.GetVirtualHosts() {
 		vh, err := compileVirtualHost(t, v, filterNames)
 		if err != nil {
@@ -169,7 +170,7 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 		n := uint64(v.GetPerRequestBufferLimitBytes().GetValue())
 		vh.perRequest = &n
 	}
-	if vh.perFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if vh.PerFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if v.GetRetryPolicy() != nil {
@@ -177,14 +178,14 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 			return nil, err
 		}
 	}
-	if vh.reqAdd, err = compileHeadersToAdd(v.GetRequestHeadersToAdd()); err != nil {
+	if vh.ReqAdd, err = compileHeadersToAdd(v.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	if vh.respAdd, err = compileHeadersToAdd(v.GetResponseHeadersToAdd()); err != nil {
+	if vh.RespAdd, err = compileHeadersToAdd(v.GetResponseHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	vh.reqDel = lowerAll(v.GetRequestHeadersToRemove())
-	vh.respDel = lowerAll(v.GetResponseHeadersToRemove())
+	vh.ReqDel = lowerAll(v.GetRequestHeadersToRemove())
+	vh.RespDel = lowerAll(v.GetResponseHeadersToRemove())
 	for i, r := range v.GetRoutes() {
 		rt, err := compileRoute(t, vh, r, filterNames)
 		if err != nil {
@@ -195,8 +196,8 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 	return vh, nil
 }
 
-func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*route, error) {
-	rt := &route{name: r.GetName(), vh: vh, table: t, timeout: rules.DefaultRouteTimeout, notFound: 503}
+func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*Route, error) {
+	rt := &Route{Name: r.GetName(), VH: vh, Table: t, Timeout: rules.DefaultRouteTimeout, NotFound: 503}
 	m := r.GetMatch()
 	rt.match.caseSensitive = m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()
 	switch p := m.GetPathSpecifier().(type) {
@@ -245,23 +246,23 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 		rt.match.query = append(rt.match.query, qm)
 	}
 	var err error
-	if rt.perFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
-	if rt.reqAdd, err = compileHeadersToAdd(r.GetRequestHeadersToAdd()); err != nil {
+	if rt.ReqAdd, err = compileHeadersToAdd(r.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	if rt.respAdd, err = compileHeadersToAdd(r.GetResponseHeadersToAdd()); err != nil {
+	if rt.RespAdd, err = compileHeadersToAdd(r.GetResponseHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	rt.reqDel = lowerAll(r.GetRequestHeadersToRemove())
-	rt.respDel = lowerAll(r.GetResponseHeadersToRemove())
+	rt.ReqDel = lowerAll(r.GetRequestHeadersToRemove())
+	rt.RespDel = lowerAll(r.GetResponseHeadersToRemove())
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_DirectResponse:
-		rt.kind = kindDirect
-		rt.direct.status = int(a.DirectResponse.GetStatus())
+		rt.Kind = KindDirect
+		rt.Direct.Status = int(a.DirectResponse.GetStatus())
 		if a.DirectResponse.GetBody() != nil {
-			if rt.direct.body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
+			if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
 				return nil, err
 			}
 		}
@@ -283,14 +284,14 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	return rt, nil
 }
 
-func compileRouteAction(rt *route, a *routev3.RouteAction) error {
+func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 	switch c := a.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
-		rt.kind, rt.target = kindCluster, c.Cluster
+		rt.Kind, rt.target = kindCluster, c.Cluster
 	case *routev3.RouteAction_ClusterHeader:
-		rt.kind, rt.target = kindClusterHeader, strings.ToLower(c.ClusterHeader)
+		rt.Kind, rt.target = kindClusterHeader, strings.ToLower(c.ClusterHeader)
 	case *routev3.RouteAction_WeightedClusters:
-		rt.kind = kindWeighted
+		rt.Kind = kindWeighted
 		for _, w := range c.WeightedClusters.GetClusters() {
 			if w.GetName() == "" {
 				return errors.New("weighted cluster without a name is not emulated")
@@ -307,21 +308,21 @@ func compileRouteAction(rt *route, a *routev3.RouteAction) error {
 	}
 	switch a.GetClusterNotFoundResponseCode() {
 	case routev3.RouteAction_NOT_FOUND:
-		rt.notFound = 404
+		rt.NotFound = 404
 	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
-		rt.notFound = 500
+		rt.NotFound = 500
 	}
 	if a.GetTimeout() != nil {
-		rt.timeout = a.GetTimeout().AsDuration()
+		rt.Timeout = a.GetTimeout().AsDuration()
 	}
 	if a.GetIdleTimeout() != nil {
 		d := a.GetIdleTimeout().AsDuration()
-		rt.idleTimeout = &d
+		rt.IdleTimeout = &d
 	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case nil:
 	case *routev3.RouteAction_HostRewriteLiteral:
-		rt.hostRewrite = h.HostRewriteLiteral
+		rt.HostRewrite = h.HostRewriteLiteral
 	default:
 		return fmt.Errorf("host rewrite %T is not emulated", h)
 	}
@@ -340,11 +341,11 @@ func compileRouteAction(rt *route, a *routev3.RouteAction) error {
 	}
 	if a.GetRetryPolicy() != nil {
 		var err error
-		if rt.retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
+		if rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
 			return err
 		}
 	} else {
-		rt.retry = rt.vh.retry
+		rt.Retry = rt.VH.retry
 	}
 	return nil
 }
@@ -370,9 +371,9 @@ func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 	return t.fallback
 }
 
-// match returns the first route of the virtual host that matches (routes
+// Match returns the first route of the virtual host that matches (routes
 // are tried in order; RouteMatcher::route).
-func (t *routeTable) match(h *headers.Map) *route {
+func (t *routeTable) Match(h *headers.Map) *Route {
 	vh := t.selectVirtualHost(h.Value(":authority"))
 	if vh == nil {
 		return nil
@@ -443,10 +444,10 @@ func parseQuery(path string) map[string]string {
 	return out
 }
 
-// pickCluster returns the cluster name the route sends to. For
+// PickCluster returns the cluster name the route sends to. For
 // cluster_header only the first value counts; a missing header gives "".
-func (r *route) pickCluster(h *headers.Map) string {
-	switch r.kind {
+func (r *Route) PickCluster(h *headers.Map) string {
+	switch r.Kind {
 	case kindCluster:
 		return r.target
 	case kindClusterHeader:
@@ -464,23 +465,23 @@ func (r *route) pickCluster(h *headers.Map) string {
 	return ""
 }
 
-// decoderLimit is the decoder buffer limit of a request whose first route
-// match was r (nil: no route): request_body_buffer_limit on the route, else
+// DecoderLimit is the decoder buffer limit of a request whose first route
+// Match was r (nil: no route): request_body_buffer_limit on the route, else
 // on the virtual host, else min(per_request_buffer_limit_bytes, listener
 // limit), else the listener's per_connection_buffer_limit_bytes.
-func (r *route) decoderLimit(listener uint64) uint64 {
+func (r *Route) DecoderLimit(listener uint64) uint64 {
 	if r == nil {
 		return listener
 	}
 	if r.bufferLimit != nil {
 		return *r.bufferLimit
 	}
-	if r.vh.bufferLimit != nil {
-		return *r.vh.bufferLimit
+	if r.VH.bufferLimit != nil {
+		return *r.VH.bufferLimit
 	}
 	per := r.perRequest
 	if per == nil {
-		per = r.vh.perRequest
+		per = r.VH.perRequest
 	}
 	if per != nil && *per < listener {
 		return *per
@@ -488,8 +489,8 @@ func (r *route) decoderLimit(listener uint64) uint64 {
 	return listener
 }
 
-// rewritePath applies prefix_rewrite or regex_rewrite to :path.
-func (r *route) rewritePath(h *headers.Map) {
+// RewritePath applies prefix_rewrite or regex_rewrite to :path.
+func (r *Route) RewritePath(h *headers.Map) {
 	full := h.Value(":path")
 	p, rest := headers.PathOnly(full), full[len(headers.PathOnly(full)):]
 	switch {

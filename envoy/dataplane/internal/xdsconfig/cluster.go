@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"context"
@@ -23,20 +23,21 @@ import (
 	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 const (
-	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+	HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 	tlsTransportSocket     = "envoy.transport_sockets.tls"
 	// dnsClusterType is the registered name of DnsClusterFactory
 	// (source/extensions/clusters/dns/dns_cluster.h).
 	dnsClusterType = "envoy.cluster.dns"
 )
 
-// cluster is a compiled Cluster with its endpoints.
-type cluster struct {
+// Cluster is a compiled Cluster with its endpoints.
+type Cluster struct {
 	name           string
 	edsName        string // EDS: the ClusterLoadAssignment name
 	isEDS          bool
@@ -46,10 +47,10 @@ type cluster struct {
 	h2             bool
 	connectTimeout time.Duration
 	idleTimeout    time.Duration // common_http_protocol_options.idle_timeout; 0: none
-	limits         clusterLimits
-	rt             *clusterRuntime
-	transport      http.RoundTripper
-	scheme         string
+	Limits         ClusterLimits
+	RT             *ClusterRuntime
+	Transport      http.RoundTripper
+	Scheme         string
 	tlsKey         string // fingerprint of the UpstreamTlsContext
 }
 
@@ -58,23 +59,23 @@ type hostSet struct {
 	healthy, all []string
 }
 
-type clusterLimits struct {
-	maxConnections, maxPending, maxRequests, maxRetries int64
+type ClusterLimits struct {
+	maxConnections, maxPending, maxRequests, MaxRetries int64
 }
 
-// clusterRuntime is the mutable per-cluster state that survives updates of
+// ClusterRuntime is the mutable per-cluster state that survives updates of
 // the cluster's configuration: round-robin position and circuit-breaker
 // gauges. All of it is atomic, so the hot path takes no lock.
-type clusterRuntime struct {
+type ClusterRuntime struct {
 	rr      atomic.Uint64
 	active  atomic.Int64 // upstream requests in flight (rq_active)
 	pending atomic.Int64 // requests waiting for a connection (rq_pending_active)
-	retries atomic.Int64 // retries in flight (rq_retry_open)
+	Retries atomic.Int64 // retries in flight (rq_retry_open)
 	slots   chan struct{}
 }
 
-func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
-	cl := &cluster{name: c.GetName(), connectTimeout: rules.DefaultConnectTimeout, idleTimeout: rules.DefaultIdleTimeout, scheme: "http", panicThreshold: rules.DefaultPanicThreshold}
+func CompileCluster(c *clusterv3.Cluster) (*Cluster, error) {
+	cl := &Cluster{name: c.GetName(), connectTimeout: rules.DefaultConnectTimeout, idleTimeout: rules.DefaultIdleTimeout, Scheme: "http", panicThreshold: rules.DefaultPanicThreshold}
 	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
 		// "The specified percent will be truncated to the nearest 1%."
 		cl.panicThreshold = math.Trunc(p.GetValue())
@@ -119,31 +120,31 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 			return nil, err
 		}
 	}
-	cl.limits = clusterLimits{rules.DefaultMaxConnections, rules.DefaultMaxPending, rules.DefaultMaxRequests, rules.DefaultMaxRetries}
+	cl.Limits = ClusterLimits{rules.DefaultMaxConnections, rules.DefaultMaxPending, rules.DefaultMaxRequests, rules.DefaultMaxRetries}
 	for _, th := range c.GetCircuitBreakers().GetThresholds() {
 		if th.GetPriority() != corev3.RoutingPriority_DEFAULT {
 			continue // only the DEFAULT priority is used by routes here
 		}
 		if th.GetMaxConnections() != nil {
-			cl.limits.maxConnections = int64(th.GetMaxConnections().GetValue())
+			cl.Limits.maxConnections = int64(th.GetMaxConnections().GetValue())
 		}
 		if th.GetMaxPendingRequests() != nil {
-			cl.limits.maxPending = int64(th.GetMaxPendingRequests().GetValue())
+			cl.Limits.maxPending = int64(th.GetMaxPendingRequests().GetValue())
 		}
 		if th.GetMaxRequests() != nil {
-			cl.limits.maxRequests = int64(th.GetMaxRequests().GetValue())
+			cl.Limits.maxRequests = int64(th.GetMaxRequests().GetValue())
 		}
 		if th.GetMaxRetries() != nil {
-			cl.limits.maxRetries = int64(th.GetMaxRetries().GetValue())
+			cl.Limits.MaxRetries = int64(th.GetMaxRetries().GetValue())
 		}
 	}
 	if c.GetHttp2ProtocolOptions() != nil {
 		cl.h2 = true // deprecated field, still honoured by Envoy
 	}
-	if a, ok := c.GetTypedExtensionProtocolOptions()[httpProtocolOptionsKey]; ok {
+	if a, ok := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]; ok {
 		var hpo upstreamhttpv3.HttpProtocolOptions
 		if err := a.UnmarshalTo(&hpo); err != nil {
-			return nil, fmt.Errorf("%s: %w", httpProtocolOptionsKey, err)
+			return nil, fmt.Errorf("%s: %w", HTTPProtocolOptionsKey, err)
 		}
 		if len(hpo.GetHttpFilters()) > 0 {
 			return nil, errors.New("upstream http filters are not emulated")
@@ -181,7 +182,7 @@ func compileCluster(c *clusterv3.Cluster) (*cluster, error) {
 			if err != nil {
 				return nil, err
 			}
-			cl.tlsConfig, cl.scheme = tc, "https"
+			cl.tlsConfig, cl.Scheme = tc, "https"
 			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&utc)
 			sum := sha256.Sum256(b)
 			cl.tlsKey = hex.EncodeToString(sum[:8])
@@ -412,24 +413,24 @@ func wildcardDNSMatch(certName, name string) bool {
 	return i > 0 && strings.EqualFold(name[i:], certName[1:])
 }
 
-// dialError marks a failure to establish the upstream connection (TCP or
+// DialError marks a failure to establish the upstream connection (TCP or
 // TLS), which Envoy reports as a connection failure (flag UF).
-type dialError struct {
-	err     error
-	timeout bool
+type DialError struct {
+	Err     error
+	Timeout bool
 }
 
-func (e *dialError) Error() string { return e.err.Error() }
-func (e *dialError) Unwrap() error { return e.err }
+func (e *DialError) Error() string { return e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }
 
 // dialUpstream connects to an endpoint of a cluster, with TLS when tc is
 // set; the handshake has its own connect timeout. Every failure is a
-// dialError.
+// DialError.
 func dialUpstream(ctx context.Context, d *net.Dialer, tc *tls.Config, addr string) (net.Conn, error) {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		var ne net.Error
-		return nil, &dialError{err: err, timeout: errors.As(err, &ne) && ne.Timeout()}
+		return nil, &DialError{Err: err, Timeout: errors.As(err, &ne) && ne.Timeout()}
 	}
 	if tc == nil {
 		return c, nil
@@ -439,27 +440,27 @@ func dialUpstream(ctx context.Context, d *net.Dialer, tc *tls.Config, addr strin
 	tlsConn := tls.Client(c, tc)
 	if err := tlsConn.HandshakeContext(hctx); err != nil {
 		_ = c.Close()
-		return nil, &dialError{err: fmt.Errorf("TLS error: %w", err)}
+		return nil, &DialError{Err: fmt.Errorf("TLS error: %w", err)}
 	}
 	return tlsConn, nil
 }
 
-// upstreamPool is a cluster's connection pool.
-type upstreamPool interface {
+// UpstreamPool is a cluster's connection pool.
+type UpstreamPool interface {
 	http.RoundTripper
-	// retire closes the idle connections of a pool no configuration uses
+	// Retire closes the idle connections of a pool no configuration uses
 	// any more.
-	retire()
+	Retire()
 }
 
 // netTransport is a cluster's pool: net/http's Transport.
 type netTransport struct{ *http.Transport }
 
-func (t netTransport) retire() { t.CloseIdleConnections() }
+func (t netTransport) Retire() { t.CloseIdleConnections() }
 
-// newTransport builds the connection pool of a cluster: net/http's
+// NewTransport builds the connection pool of a cluster: net/http's
 // Transport, for HTTP/1.1 and HTTP/2 (rules.go, "Upstream connections").
-func newTransport(cl *cluster) upstreamPool {
+func NewTransport(cl *Cluster) UpstreamPool {
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
 	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return dialUpstream(ctx, dialer, nil, addr)
@@ -496,9 +497,9 @@ func newTransport(cl *cluster) upstreamPool {
 	return netTransport{tr}
 }
 
-// transportKey identifies a cluster's connection settings, so an unchanged
-// cluster keeps its connection pool across updates.
-func transportKey(cl *cluster) string {
+// TransportKey identifies a cluster's connection settings, so an unchanged
+// Cluster keeps its connection pool across updates.
+func TransportKey(cl *Cluster) string {
 	t := "plain"
 	if cl.tlsConfig != nil {
 		t = "tls:" + cl.tlsKey
@@ -506,22 +507,22 @@ func transportKey(cl *cluster) string {
 	return fmt.Sprintf("%s|%s|h2=%v|ct=%s|idle=%s", cl.name, t, cl.h2, cl.connectTimeout, cl.idleTimeout)
 }
 
-func newClusterRuntime(l clusterLimits) *clusterRuntime {
-	rt := &clusterRuntime{}
+func NewClusterRuntime(l ClusterLimits) *ClusterRuntime {
+	rt := &ClusterRuntime{}
 	if l.maxConnections > 0 {
 		rt.slots = make(chan struct{}, l.maxConnections)
 	}
 	return rt
 }
 
-// pick returns the next endpoint, round robin over the hosts pickHosts
+// Pick returns the next endpoint, round robin over the hosts pickHosts
 // chooses.
-func (c *cluster) pick() (string, bool) {
+func (c *Cluster) Pick() (string, bool) {
 	eps := c.pickHosts()
 	if len(eps) == 0 {
 		return "", false
 	}
-	n := c.rt.rr.Add(1) - 1
+	n := c.RT.rr.Add(1) - 1
 	return eps[n%uint64(len(eps))], true
 }
 
@@ -534,7 +535,7 @@ func (c *cluster) pick() (string, bool) {
 // first priority with healthy hosts (or, in total panic, with any host)
 // takes all the load; Envoy spreads load over priorities by their health
 // with the overprovisioning factor.
-func (c *cluster) pickHosts() []string {
+func (c *Cluster) pickHosts() []string {
 	for _, hs := range c.priorities {
 		if len(hs.healthy) == 0 {
 			continue
@@ -555,14 +556,14 @@ func (c *cluster) pickHosts() []string {
 	return nil
 }
 
-// acquire applies the circuit breakers before an upstream request
+// Acquire applies the circuit breakers before an upstream request
 // (ConnPoolImplBase::newStreamImpl): max_requests bounds requests in flight;
 // for HTTP/1.1, where a connection carries one request at a time,
 // max_connections bounds concurrent requests and the overflow waits as
 // pending up to max_pending_requests. Overflow is flag UO.
-func (c *cluster) acquire(ctx context.Context, log *slog.Logger) (release func(), overflow bool, err error) {
-	rt := c.rt
-	if rt.active.Add(1) > c.limits.maxRequests {
+func (c *Cluster) Acquire(ctx context.Context, log *slog.Logger) (release func(), overflow bool, err error) {
+	rt := c.RT
+	if rt.active.Add(1) > c.Limits.maxRequests {
 		rt.active.Add(-1)
 		return nil, true, nil
 	}
@@ -572,7 +573,7 @@ func (c *cluster) acquire(ctx context.Context, log *slog.Logger) (release func()
 	select {
 	case rt.slots <- struct{}{}:
 	default:
-		if rt.pending.Add(1) > c.limits.maxPending {
+		if rt.pending.Add(1) > c.Limits.maxPending {
 			rt.pending.Add(-1)
 			rt.active.Add(-1)
 			return nil, true, nil

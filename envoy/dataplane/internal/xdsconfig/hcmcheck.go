@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
-// checkDownstream applies the downstream request checks Envoy makes before
+// CheckDownstream applies the downstream request checks Envoy makes before
 // any filter runs, and returns the local reply of a refused request. Codec
 // errors go through ServerConnectionImpl::sendProtocolError
 // (source/common/http/http1/codec_impl.cc), which answers with
@@ -27,7 +27,7 @@ import (
 //   - path_with_escaped_slashes_action (ConnectionManagerUtility::
 //     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
 //     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
-func (h *hcmConfig) checkDownstream(m *headers.Map) *localReply {
+func (h *hcmConfig) CheckDownstream(m *headers.Map) *LocalReply {
 	size, count := 0, 0
 	for _, hd := range m.H {
 		if strings.HasPrefix(hd.Key, ":") && hd.Key != ":authority" {
@@ -36,11 +36,11 @@ func (h *hcmConfig) checkDownstream(m *headers.Map) *localReply {
 		size += len(hd.Key) + len(hd.Value)
 		count++
 	}
-	if size > h.maxHeadersBytes {
-		return &localReply{code: 431, body: rules.BodyHeadersTooLarge, details: "http1.headers_too_large"}
+	if size > h.MaxHeadersBytes {
+		return &LocalReply{Code: 431, Body: rules.BodyHeadersTooLarge, Details: "http1.headers_too_large"}
 	}
-	if count > h.maxHeaders {
-		return &localReply{code: 431, body: rules.BodyHeadersTooLarge, details: "http1.too_many_headers"}
+	if count > h.MaxHeaders {
+		return &LocalReply{Code: 431, Body: rules.BodyHeadersTooLarge, Details: "http1.too_many_headers"}
 	}
 	switch h.underscores {
 	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
@@ -49,7 +49,7 @@ func (h *hcmConfig) checkDownstream(m *headers.Map) *localReply {
 				continue
 			}
 			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &localReply{code: 400, body: rules.BodyBadRequest, details: "http1.unexpected_underscore"}
+				return &LocalReply{Code: 400, Body: rules.BodyBadRequest, Details: "http1.unexpected_underscore"}
 			}
 		}
 		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
@@ -62,7 +62,7 @@ func (h *hcmConfig) checkDownstream(m *headers.Map) *localReply {
 	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
 		switch h.escapedSlashes {
 		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
-			return &localReply{code: 400, details: "path_normalization_failed"}
+			return &LocalReply{Code: 400, Details: "path_normalization_failed"}
 		case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
 			r := strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "\\", "%5c", "\\")
 			p = r.Replace(p)

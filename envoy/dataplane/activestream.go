@@ -16,18 +16,21 @@ import (
 	"unsafe"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"google.golang.org/protobuf/types/known/structpb"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
-// exchange is one HTTP stream through the HTTP connection manager: the
-// request headers and body as the filters see them, the cached route, the
-// stream's dynamic metadata and response flags, and the ext_proc filter
-// instances. It lives on the stack of one ServeHTTP call.
-type exchange struct {
+// activeStream is one HTTP stream through the HTTP connection manager
+// (ConnectionManagerImpl::ActiveStream in
+// source/common/http/conn_manager_impl.h): the request headers and body as
+// the filters see them, the cached route, the stream's dynamic metadata and
+// response flags, and the ext_proc filter instances. It lives on the stack of one ServeHTTP call.
+type activeStream struct {
 	d     *DataPlane
-	cfg   *config
+	cfg   *xdsconfig.Config
 	log   *slog.Logger
 	w     http.ResponseWriter
 	r     *http.Request
@@ -35,10 +38,10 @@ type exchange struct {
 	start time.Time
 
 	reqH       *headers.Map
-	reqHBuf    headers.Map // where reqH points
-	route      *route      // cached route (Envoy's route cache)
+	reqHBuf    headers.Map      // where reqH points
+	route      *xdsconfig.Route // cached route (Envoy's route cache)
 	routeValid bool
-	first      *route // route selected at decodeHeaders
+	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
 	meta         map[string]*structpb.Struct // nil until a filter sets some
@@ -48,7 +51,7 @@ type exchange struct {
 	upstreamHost string
 
 	filters   []*extProcRun
-	filterArr [2]*extProcRun // room for filters in the exchange itself
+	filterArr [2]*extProcRun // room for filters in the stream itself
 	started   bool           // response headers went to the client
 }
 
@@ -73,35 +76,35 @@ func (b *reqBody) reader() io.Reader {
 	return io.MultiReader(bytes.NewReader(b.buf), b.rest)
 }
 
-func (x *exchange) serve() {
+func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
 			f.close()
 		}
 	}()
-	hcm := x.cfg.hcm
+	hcm := x.cfg.HCM
 	x.reqH = headers.FromRequest(&x.reqHBuf, x.r)
-	if lr := hcm.checkDownstream(x.reqH); lr != nil {
+	if lr := hcm.CheckDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return
 	}
-	if hcm.normalizePath || hcm.mergeSlashes {
-		x.reqH.Set(":path", headers.NormalizePath(x.reqH.Value(":path"), hcm.normalizePath, hcm.mergeSlashes))
+	if hcm.NormalizePath || hcm.MergeSlashes {
+		x.reqH.Set(":path", headers.NormalizePath(x.reqH.Value(":path"), hcm.NormalizePath, hcm.MergeSlashes))
 	}
-	hcm.applyEarly(x.reqH, x.fmtCtx())
+	hcm.ApplyEarly(x.reqH, x.fmtCtx())
 	headers.SanitizeRequest(x.reqH)
 	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
 	// generated when absent (generate_request_id, default true) and
 	// x-forwarded-proto is set from the downstream scheme when absent.
-	if hcm.generateRequestID && !x.reqH.Has("x-request-id") {
+	if hcm.GenerateRequestID && !x.reqH.Has("x-request-id") {
 		x.reqH.Set("x-request-id", newRequestID())
 	}
 	hadXFF := x.reqH.Has("x-forwarded-for")
-	if hcm.useRemoteAddress {
+	if hcm.UseRemoteAddress {
 		headers.AppendXFF(x.reqH, x.r)
 	}
-	headers.SanitizeExternal(x.reqH, x.r, hcm.useRemoteAddress, hcm.internalCIDRs, hadXFF)
-	headers.SanitizeXFCC(x.reqH, x.r, hcm.xfcc)
+	headers.SanitizeExternal(x.reqH, x.r, hcm.UseRemoteAddress, hcm.InternalCIDRs, hadXFF)
+	headers.SanitizeXFCC(x.reqH, x.r, hcm.XFCC)
 	if !x.reqH.Has("x-forwarded-proto") {
 		x.reqH.Set("x-forwarded-proto", x.reqH.Value(":scheme"))
 	}
@@ -130,28 +133,28 @@ func (x *exchange) serve() {
 
 // currentRoute returns the cached route, re-matching after a
 // clear_route_cache with the headers as they are now.
-func (x *exchange) currentRoute() *route {
+func (x *activeStream) currentRoute() *xdsconfig.Route {
 	if !x.routeValid {
 		x.routeValid = true
 		x.route = nil
-		if x.cfg.routes != nil {
-			x.route = x.cfg.routes.match(x.reqH)
+		if x.cfg.Routes != nil {
+			x.route = x.cfg.Routes.Match(x.reqH)
 		}
 	}
 	return x.route
 }
 
-func (x *exchange) clearRouteCache() { x.routeValid = false }
+func (x *activeStream) clearRouteCache() { x.routeValid = false }
 
 // activeFilters instantiates the ext_proc filters the first route enables
 // (HttpFilter.disabled filters need a per-route config that is not a
 // disabled FilterConfig).
-func (x *exchange) activeFilters(rt *route) []*extProcRun {
+func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extProcRun {
 	out := x.filterArr[:0]
-	for _, f := range x.cfg.hcm.filters {
-		enabled := !f.disabledByDefault
-		if pf := perFilterFor(rt, f.name); pf != nil {
-			enabled = !pf.disabled
+	for _, f := range x.cfg.HCM.Filters {
+		enabled := !f.DisabledByDefault
+		if pf := perFilterFor(rt, f.Name); pf != nil {
+			enabled = !pf.Disabled
 		}
 		if enabled {
 			out = append(out, newExtProcRun(x, f, nil))
@@ -161,37 +164,37 @@ func (x *exchange) activeFilters(rt *route) []*extProcRun {
 }
 
 // perFilterFor returns the most specific typed_per_filter_config entry.
-func perFilterFor(rt *route, name string) *perFilterConfig {
+func perFilterFor(rt *xdsconfig.Route, name string) *xdsconfig.PerFilterConfig {
 	if rt == nil {
 		return nil
 	}
-	if pf := rt.perFilter[name]; pf != nil {
+	if pf := rt.PerFilter[name]; pf != nil {
 		return pf
 	}
-	return rt.vh.perFilter[name]
+	return rt.VH.PerFilter[name]
 }
 
 // applyPerRoute merges the virtual host and route ExtProcPerRoute configs.
-func (e *extProcRun) applyPerRoute(rt *route) {
+func (e *extProcRun) applyPerRoute(rt *xdsconfig.Route) {
 	if rt == nil {
 		return
 	}
-	var less, more *extProcPerRoute
-	if pf := rt.vh.perFilter[e.f.name]; pf != nil {
-		less = pf.perRoute
+	var less, more *xdsconfig.ExtProcPerRoute
+	if pf := rt.VH.PerFilter[e.f.Name]; pf != nil {
+		less = pf.PerRoute
 	}
-	if pf := rt.perFilter[e.f.name]; pf != nil {
-		more = pf.perRoute
+	if pf := rt.PerFilter[e.f.Name]; pf != nil {
+		more = pf.PerRoute
 	}
-	if pr := mergePerRoute(less, more); pr != nil {
+	if pr := xdsconfig.MergePerRoute(less, more); pr != nil {
 		e.init(e.x, e.f, pr)
 	}
 }
 
 // decodeBody reads and processes the request body. false means a reply was
 // sent or the downstream is gone.
-func (x *exchange) decodeBody() bool {
-	limit := min(x.first.decoderLimit(x.cfg.hcm.bufferLimit), maxBufferLimit)
+func (x *activeStream) decodeBody() bool {
+	limit := min(x.first.DecoderLimit(x.cfg.HCM.BufferLimit), maxBufferLimit)
 	if x.req.replaced {
 		// onData drains the downstream body after CONTINUE_AND_REPLACE.
 		_, _ = io.Copy(io.Discard, x.r.Body)
@@ -209,7 +212,7 @@ func (x *exchange) decodeBody() bool {
 		for _, f := range x.filters {
 			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamDecoderFilter::requestDataTooLarge.
-				x.sendLocalReply(localReply{code: 413, body: rules.BodyPayloadTooLarge, details: rules.DetailsRequestTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 413, Body: rules.BodyPayloadTooLarge, Details: rules.DetailsRequestTooLarge})
 				return false
 			}
 		}
@@ -218,7 +221,7 @@ func (x *exchange) decodeBody() bool {
 		if f.complete {
 			continue
 		}
-		var lr *localReply
+		var lr *xdsconfig.LocalReply
 		var err error
 		switch f.mode.GetRequestBodyMode() {
 		case extprocfilterv3.ProcessingMode_BUFFERED:
@@ -256,16 +259,16 @@ func (x *exchange) decodeBody() bool {
 // cluster: callbacks_->sendLocalReply in Filter::decodeHeaders
 // (source/common/router/router.cc), so they go through the encoder filters
 // (rules.go, "Local replies and ext_proc").
-func (x *exchange) router() {
+func (x *activeStream) router() {
 	rt := x.currentRoute()
 	switch {
 	case rt == nil:
 		x.flags |= rules.FlagNR
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: rules.DetailsRouteNotFound})
-	case rt.kind == kindDirect:
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
-			code: rt.direct.status, body: rt.direct.body, details: rules.DetailsDirectResponse,
-			extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: 404, Details: rules.DetailsRouteNotFound})
+	case rt.Kind == xdsconfig.KindDirect:
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{
+			Code: rt.Direct.Status, Body: rt.Direct.Body, Details: rules.DetailsDirectResponse,
+			Extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
 		})
 	default:
 		x.routeToCluster(rt)
@@ -274,9 +277,9 @@ func (x *exchange) router() {
 
 // encode runs an upstream response through the encoder filters (in reverse
 // order) and writes it.
-func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
+func (x *activeStream) encode(ctx context.Context, rt *xdsconfig.Route, resp *http.Response) {
 	h := headers.FromResponse(resp)
-	if !x.cfg.hcm.suppressEnvoyHeaders {
+	if !x.cfg.HCM.SuppressEnvoyHeaders {
 		h.Set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	}
 	x.finalizeResponseHeaders(rt, h)
@@ -290,8 +293,8 @@ func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
 // (in reverse order) and writes them: FilterManager::encodeHeaders and
 // encodeData for an upstream response or a local reply sent via the filter
 // chain. A local reply raised on the way goes out directly.
-func (x *exchange) encodeFilters(ctx context.Context, h *headers.Map, body io.Reader, eos bool) {
-	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
+func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body io.Reader, eos bool) {
+	limit := min(x.cfg.HCM.BufferLimit, maxBufferLimit)
 	for i := len(x.filters) - 1; i >= 0; i-- {
 		f := x.filters[i]
 		if f.duplexBeforeHeaders(eos) {
@@ -338,7 +341,7 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headers.Map, body io.Re
 			complete := uint64(len(buf)) <= limit
 			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamEncoderFilter::responseDataTooLarge.
-				x.sendLocalReply(localReply{code: 500, body: rules.BodyInternalError, details: rules.DetailsResponseTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 500, Body: rules.BodyInternalError, Details: rules.DetailsResponseTooLarge})
 				return
 			}
 			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)
@@ -369,14 +372,14 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headers.Map, body io.Re
 // through the encoder filters, so an ext_proc filter whose processing is
 // not complete sends the reshaped headers and body to its server (rules.go,
 // "Local replies and ext_proc").
-func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localReply) {
+func (x *activeStream) sendLocalReplyViaFilterChain(ctx context.Context, l xdsconfig.LocalReply) {
 	if x.started {
 		x.reset(errors.New("local reply after the response started"))
 		return
 	}
-	x.details = l.details
-	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply via the filter chain", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.details = l.Details
+	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
+	x.log.Debug("local reply via the filter chain", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
 	x.encodeFilters(ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
 }
 
@@ -385,26 +388,26 @@ func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localRepl
 // router's replies go via the filter chain here, see
 // sendLocalReplyViaFilterChain). Once the response has started, a local
 // reply can only reset the stream.
-func (x *exchange) sendLocalReply(l localReply) {
+func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply) {
 	if x.started {
 		x.reset(errors.New("local reply after the response started"))
 		return
 	}
-	x.details = l.details
-	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.details = l.Details
+	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
+	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
 	x.write(h, bytes.NewReader(stringBytes(body)))
 }
 
 // write sends the final headers and body to the client.
-func (x *exchange) write(h *headers.Map, body io.Reader) {
-	hcm := x.cfg.hcm
-	switch hcm.serverHeader {
-	case serverOverwrite:
-		h.Set("server", hcm.serverName)
-	case serverAppendIfAbsent:
+func (x *activeStream) write(h *headers.Map, body io.Reader) {
+	hcm := x.cfg.HCM
+	switch hcm.ServerHeader {
+	case xdsconfig.ServerOverwrite:
+		h.Set("server", hcm.ServerName)
+	case xdsconfig.ServerAppendIfAbsent:
 		if !h.Has("server") {
-			h.Set("server", hcm.serverName)
+			h.Set("server", hcm.ServerName)
 		}
 	}
 	status, err := strconv.Atoi(h.Value(":status"))
@@ -483,12 +486,12 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b
 
 // reset resets the downstream stream, as Envoy does when an error happens
 // after the response started (or an upstream fails mid-body).
-func (x *exchange) reset(err error) {
+func (x *activeStream) reset(err error) {
 	x.log.Debug("resetting downstream stream", "error", err)
 	panic(http.ErrAbortHandler)
 }
 
-func (x *exchange) fmtCtx() *fmtContext {
+func (x *activeStream) fmtCtx() *xdsconfig.FmtContext {
 	proto := "HTTP/1.1"
 	if x.r.ProtoMajor == 2 {
 		proto = "HTTP/2"
@@ -497,11 +500,11 @@ func (x *exchange) fmtCtx() *fmtContext {
 	}
 	name := ""
 	if x.route != nil {
-		name = x.route.name
+		name = x.route.Name
 	}
-	return &fmtContext{
-		reqH: x.reqH, flags: x.flags, details: x.details, meta: x.meta, protocol: proto,
-		cluster: x.cluster, upstreamHost: x.upstreamHost, routeName: name, start: x.start,
+	return &xdsconfig.FmtContext{
+		ReqH: x.reqH, Flags: x.flags, Details: x.details, Meta: x.meta, Protocol: proto,
+		Cluster: x.cluster, UpstreamHost: x.upstreamHost, RouteName: name, Start: x.start,
 	}
 }
 

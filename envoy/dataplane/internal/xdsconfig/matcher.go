@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
