@@ -401,6 +401,39 @@ func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply) {
 
 // write sends the final headers and body to the client.
 func (x *activeStream) write(h *headers.Map, body io.Reader) {
+	status := x.writeHeaders(h, body)
+	x.w.WriteHeader(status.code)
+	x.started = true
+	if x.r.Method == http.MethodHead || body == nil {
+		return
+	}
+	flusher, _ := x.w.(http.Flusher)
+	switch b := body.(type) {
+	case *bytes.Reader:
+		// Held whole: out with the headers, in one write (a local reply of
+		// megabytes copied through a 32 KiB buffer was a syscall per piece).
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !status.chunked {
+			flusher.Flush()
+		}
+		return
+	case *strings.Reader: // held whole: out with the headers
+	default:
+		if flusher != nil { // still streaming: the headers go now (rules.go)
+			flusher.Flush()
+		}
+	}
+	x.copyBody(body, flusher)
+}
+
+// responseStart is the status line of a response about to be written.
+type responseStart struct {
+	code    int
+	chunked bool
+}
+
+// writeHeaders applies the server header transformation and puts h in the
+// response writer's header map; it returns the status to write.
+func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStart {
 	hcm := x.cfg.HCM
 	switch hcm.ServerHeader {
 	case xdsconfig.ServerOverwrite:
@@ -425,38 +458,30 @@ func (x *activeStream) write(h *headers.Map, body io.Reader) {
 	if !h.Has("content-type") {
 		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
 	}
-	flusher, _ := x.w.(http.Flusher)
+	_, canFlush := x.w.(http.Flusher)
 	// A body held whole without a content-length went out chunked because
 	// it was flushed before the handler returned (net/http would otherwise
 	// count it and send a content-length, which Envoy does not add). Asking
 	// net/http for chunking instead gives the same bytes without the flush,
 	// in one write with the final chunk rather than two.
 	held, _ := body.(*bytes.Reader)
-	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
-		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
-		status != http.StatusNotModified && !h.Has("content-length")
+	chunked := held != nil && held.Len() > 0 && canFlush && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && bodyAllowed(status) && !h.Has("content-length")
 	if chunked {
 		out["Transfer-Encoding"] = []string{"chunked"}
 	}
-	x.w.WriteHeader(status)
-	x.started = true
-	if x.r.Method == http.MethodHead || body == nil {
-		return
-	}
-	switch b := body.(type) {
-	case *bytes.Reader:
-		// Held whole: out with the headers, in one write (a local reply of
-		// megabytes copied through a 32 KiB buffer was a syscall per piece).
-		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
-			flusher.Flush()
-		}
-		return
-	case *strings.Reader: // held whole: out with the headers
-	default:
-		if flusher != nil { // still streaming: the headers go now (rules.go)
-			flusher.Flush()
-		}
-	}
+	return responseStart{code: status, chunked: chunked}
+}
+
+// bodyAllowed reports whether a response with this status has a body
+// (RFC 9110 §6.4.1).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// copyBody streams a body that is not held whole, flushing each piece; a
+// read error resets the downstream stream.
+func (x *activeStream) copyBody(body io.Reader, flusher http.Flusher) {
 	bp := writeBufs.Get().(*[]byte)
 	defer writeBufs.Put(bp)
 	buf := *bp

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -74,6 +72,8 @@ type ClusterRuntime struct {
 	slots   chan struct{}
 }
 
+// CompileCluster compiles one cluster; an EDS cluster's endpoints come
+// from its ClusterLoadAssignment (Compile).
 func CompileCluster(c *clusterv3.Cluster) (*Cluster, error) {
 	cl := &Cluster{name: c.GetName(), connectTimeout: rules.DefaultConnectTimeout, idleTimeout: rules.DefaultIdleTimeout, Scheme: "http", panicThreshold: rules.DefaultPanicThreshold}
 	if p := c.GetCommonLbConfig().GetHealthyPanicThreshold(); p != nil {
@@ -83,6 +83,34 @@ func CompileCluster(c *clusterv3.Cluster) (*Cluster, error) {
 	if c.GetConnectTimeout() != nil {
 		cl.connectTimeout = c.GetConnectTimeout().AsDuration()
 	}
+	if err := cl.compileDiscovery(c); err != nil {
+		return nil, err
+	}
+	if !cl.isEDS {
+		var err error
+		if cl.priorities, err = compileEndpoints(c.GetLoadAssignment()); err != nil {
+			return nil, err
+		}
+	}
+	cl.Limits = compileCircuitBreakers(c.GetCircuitBreakers())
+	if c.GetHttp2ProtocolOptions() != nil {
+		cl.h2 = true // deprecated field, still honoured by Envoy
+	}
+	if err := cl.compileProtocolOptions(c); err != nil {
+		return nil, err
+	}
+	if err := cl.compileTransportSocket(c.GetTransportSocket()); err != nil {
+		return nil, err
+	}
+	if len(c.GetTransportSocketMatches()) > 0 {
+		return nil, errors.New("transport_socket_matches are not emulated")
+	}
+	return cl, nil
+}
+
+// compileDiscovery accepts the discovery types whose hosts Go's dialer
+// resolves the way Envoy would, and EDS.
+func (cl *Cluster) compileDiscovery(c *clusterv3.Cluster) error {
 	switch t := c.GetClusterDiscoveryType().(type) {
 	case nil:
 		// Type defaults to STATIC.
@@ -99,99 +127,107 @@ func CompileCluster(c *clusterv3.Cluster) (*Cluster, error) {
 				cl.edsName = c.GetName()
 			}
 		default:
-			return nil, fmt.Errorf("cluster type %v is not emulated", t.Type)
+			return fmt.Errorf("cluster type %v is not emulated", t.Type)
 		}
 	case *clusterv3.Cluster_ClusterType:
 		// The DNS cluster extension (source/extensions/clusters/dns): strict
 		// or logical DNS, resolved by the dialer like the two types above.
 		if t.ClusterType.GetName() != dnsClusterType {
-			return nil, fmt.Errorf("cluster_type %q is not emulated", t.ClusterType.GetName())
+			return fmt.Errorf("cluster_type %q is not emulated", t.ClusterType.GetName())
 		}
 		var dc dnsclusterv3.DnsCluster
 		if err := t.ClusterType.GetTypedConfig().UnmarshalTo(&dc); err != nil {
-			return nil, fmt.Errorf("cluster_type %s: %w", dnsClusterType, err)
+			return fmt.Errorf("cluster_type %s: %w", dnsClusterType, err)
 		}
 	default:
-		return nil, fmt.Errorf("cluster discovery type %T is not emulated", t)
+		return fmt.Errorf("cluster discovery type %T is not emulated", t)
 	}
-	if !cl.isEDS {
-		var err error
-		if cl.priorities, err = compileEndpoints(c.GetLoadAssignment()); err != nil {
-			return nil, err
-		}
-	}
-	cl.Limits = ClusterLimits{rules.DefaultMaxConnections, rules.DefaultMaxPending, rules.DefaultMaxRequests, rules.DefaultMaxRetries}
-	for _, th := range c.GetCircuitBreakers().GetThresholds() {
+	return nil
+}
+
+// compileCircuitBreakers reads the DEFAULT priority's thresholds over
+// Envoy's defaults; routes here use no other priority.
+func compileCircuitBreakers(cb *clusterv3.CircuitBreakers) ClusterLimits {
+	l := ClusterLimits{rules.DefaultMaxConnections, rules.DefaultMaxPending, rules.DefaultMaxRequests, rules.DefaultMaxRetries}
+	for _, th := range cb.GetThresholds() {
 		if th.GetPriority() != corev3.RoutingPriority_DEFAULT {
-			continue // only the DEFAULT priority is used by routes here
+			continue
 		}
 		if th.GetMaxConnections() != nil {
-			cl.Limits.maxConnections = int64(th.GetMaxConnections().GetValue())
+			l.maxConnections = int64(th.GetMaxConnections().GetValue())
 		}
 		if th.GetMaxPendingRequests() != nil {
-			cl.Limits.maxPending = int64(th.GetMaxPendingRequests().GetValue())
+			l.maxPending = int64(th.GetMaxPendingRequests().GetValue())
 		}
 		if th.GetMaxRequests() != nil {
-			cl.Limits.maxRequests = int64(th.GetMaxRequests().GetValue())
+			l.maxRequests = int64(th.GetMaxRequests().GetValue())
 		}
 		if th.GetMaxRetries() != nil {
-			cl.Limits.MaxRetries = int64(th.GetMaxRetries().GetValue())
+			l.MaxRetries = int64(th.GetMaxRetries().GetValue())
 		}
 	}
-	if c.GetHttp2ProtocolOptions() != nil {
-		cl.h2 = true // deprecated field, still honoured by Envoy
+	return l
+}
+
+// compileProtocolOptions reads the cluster's HttpProtocolOptions: the
+// upstream protocol and the idle timeout.
+func (cl *Cluster) compileProtocolOptions(c *clusterv3.Cluster) error {
+	a, ok := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]
+	if !ok {
+		return nil
 	}
-	if a, ok := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]; ok {
-		var hpo upstreamhttpv3.HttpProtocolOptions
-		if err := a.UnmarshalTo(&hpo); err != nil {
-			return nil, fmt.Errorf("%s: %w", HTTPProtocolOptionsKey, err)
-		}
-		if len(hpo.GetHttpFilters()) > 0 {
-			return nil, errors.New("upstream http filters are not emulated")
-		}
-		if d := hpo.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
-			cl.idleTimeout = d.AsDuration()
-		}
-		switch p := hpo.GetUpstreamProtocolOptions().(type) {
-		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_:
-			switch p.ExplicitHttpConfig.GetProtocolConfig().(type) {
-			case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
-				cl.h2 = true
-			case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
-			default:
-				return nil, errors.New("HTTP/3 upstreams are not emulated")
-			}
-		case *upstreamhttpv3.HttpProtocolOptions_UseDownstreamProtocolConfig, *upstreamhttpv3.HttpProtocolOptions_AutoConfig:
-			// HTTP/1.1 downstream in the local data plane; ALPN picks for TLS.
-		}
+	var hpo upstreamhttpv3.HttpProtocolOptions
+	if err := a.UnmarshalTo(&hpo); err != nil {
+		return fmt.Errorf("%s: %w", HTTPProtocolOptionsKey, err)
 	}
-	if ts := c.GetTransportSocket(); ts != nil {
-		if ts.GetName() != tlsTransportSocket && ts.GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" {
-			if ts.GetName() != "envoy.transport_sockets.raw_buffer" {
-				return nil, fmt.Errorf("transport socket %q is not emulated", ts.GetName())
-			}
-		} else {
-			var utc tlsv3.UpstreamTlsContext
-			if err := ts.GetTypedConfig().UnmarshalTo(&utc); err != nil {
-				return nil, fmt.Errorf("transport socket: %w", err)
-			}
-			if err := utc.ValidateAll(); err != nil {
-				return nil, fmt.Errorf("transport socket: %w", err)
-			}
-			tc, err := compileUpstreamTLS(&utc, cl.h2)
-			if err != nil {
-				return nil, err
-			}
-			cl.tlsConfig, cl.Scheme = tc, "https"
-			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&utc)
-			sum := sha256.Sum256(b)
-			cl.tlsKey = hex.EncodeToString(sum[:8])
+	if len(hpo.GetHttpFilters()) > 0 {
+		return errors.New("upstream http filters are not emulated")
+	}
+	if d := hpo.GetCommonHttpProtocolOptions().GetIdleTimeout(); d != nil {
+		cl.idleTimeout = d.AsDuration()
+	}
+	switch p := hpo.GetUpstreamProtocolOptions().(type) {
+	case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_:
+		switch p.ExplicitHttpConfig.GetProtocolConfig().(type) {
+		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
+			cl.h2 = true
+		case *upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
+		default:
+			return errors.New("HTTP/3 upstreams are not emulated")
 		}
+	case *upstreamhttpv3.HttpProtocolOptions_UseDownstreamProtocolConfig, *upstreamhttpv3.HttpProtocolOptions_AutoConfig:
+		// HTTP/1.1 downstream in the local data plane; ALPN picks for TLS.
 	}
-	if len(c.GetTransportSocketMatches()) > 0 {
-		return nil, errors.New("transport_socket_matches are not emulated")
+	return nil
+}
+
+// compileTransportSocket accepts raw_buffer and the TLS transport socket.
+func (cl *Cluster) compileTransportSocket(ts *corev3.TransportSocket) error {
+	if ts == nil {
+		return nil
 	}
-	return cl, nil
+	if ts.GetName() != tlsTransportSocket && ts.GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext" {
+		if ts.GetName() != "envoy.transport_sockets.raw_buffer" {
+			return fmt.Errorf("transport socket %q is not emulated", ts.GetName())
+		}
+		return nil
+	}
+	var utc tlsv3.UpstreamTlsContext
+	if err := ts.GetTypedConfig().UnmarshalTo(&utc); err != nil {
+		return fmt.Errorf("transport socket: %w", err)
+	}
+	if err := utc.ValidateAll(); err != nil {
+		return fmt.Errorf("transport socket: %w", err)
+	}
+	tc, err := compileUpstreamTLS(&utc, cl.h2)
+	if err != nil {
+		return err
+	}
+	cl.tlsConfig, cl.Scheme = tc, "https"
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&utc)
+	sum := sha256.Sum256(b)
+	cl.tlsKey = hex.EncodeToString(sum[:8])
+	return nil
 }
 
 // compileEndpoints lists the endpoints of a ClusterLoadAssignment by
@@ -231,186 +267,6 @@ func compileEndpoints(cla *endpointv3.ClusterLoadAssignment) ([]hostSet, error) 
 		}
 	}
 	return out, nil
-}
-
-// tlsCertificates and validationContext read what upstream and downstream
-// contexts share, as Envoy's one CommonTlsContext reader serves both
-// (source/common/tls/context_config_impl.cc): the inline tls_certificates,
-// and the inline validation_context (nil when there is none).
-func tlsCertificates(common *tlsv3.CommonTlsContext) ([]tls.Certificate, error) {
-	var certs []tls.Certificate
-	for _, c := range common.GetTlsCertificates() {
-		chain, err := dataSource(c.GetCertificateChain())
-		if err != nil {
-			return nil, err
-		}
-		key, err := dataSource(c.GetPrivateKey())
-		if err != nil {
-			return nil, err
-		}
-		pair, err := tls.X509KeyPair([]byte(chain), []byte(key))
-		if err != nil {
-			return nil, fmt.Errorf("tls certificate: %w", err)
-		}
-		certs = append(certs, pair)
-	}
-	return certs, nil
-}
-
-func validationContext(common *tlsv3.CommonTlsContext) (*tlsv3.CertificateValidationContext, error) {
-	switch v := common.GetValidationContextType().(type) {
-	case nil:
-		return nil, nil
-	case *tlsv3.CommonTlsContext_ValidationContext:
-		return v.ValidationContext, nil
-	default:
-		return nil, fmt.Errorf("validation context %T is not emulated", v)
-	}
-}
-
-// trustedCAPool is the pool of a validation context's trusted_ca.
-func trustedCAPool(vc *tlsv3.CertificateValidationContext) (*x509.CertPool, error) {
-	ca, err := dataSource(vc.GetTrustedCa())
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(ca)) {
-		return nil, errors.New("trusted_ca: no certificates")
-	}
-	return pool, nil
-}
-
-// compileUpstreamTLS emulates the upstream TLS transport socket: SNI only
-// when sni is set; the server certificate is verified against trusted_ca
-// only when a validation context has one (Envoy does not verify upstream
-// certificates without it), and its SANs only when SAN matchers are given —
-// never against the SNI.
-func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: u.GetSni(), InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
-	common := u.GetCommonTlsContext()
-	cfg.NextProtos = common.GetAlpnProtocols()
-	if len(cfg.NextProtos) == 0 {
-		cfg.NextProtos = []string{"http/1.1"}
-		if h2 {
-			cfg.NextProtos = []string{"h2"}
-		}
-	}
-	certs, err := tlsCertificates(common)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Certificates = certs
-	vc, err := validationContext(common)
-	if err != nil {
-		return nil, err
-	}
-	if vc.GetTrustedCa() == nil {
-		return cfg, nil
-	}
-	pool, err := trustedCAPool(vc)
-	if err != nil {
-		return nil, err
-	}
-	var sans []sanMatcher
-	for _, m := range vc.GetMatchTypedSubjectAltNames() {
-		sm, err := compileStringMatcher(m.GetMatcher())
-		if err != nil {
-			return nil, err
-		}
-		if m.GetSanType() == tlsv3.SubjectAltNameMatcher_OTHER_NAME || m.GetSanType() == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED {
-			return nil, fmt.Errorf("subject alt name type %v is not emulated", m.GetSanType())
-		}
-		sans = append(sans, sanMatcher{typ: m.GetSanType(), m: sm})
-	}
-	for _, m := range vc.GetMatchSubjectAltNames() {
-		sm, err := compileStringMatcher(m)
-		if err != nil {
-			return nil, err
-		}
-		sans = append(sans, sanMatcher{m: sm}) // deprecated untyped form: any SAN
-	}
-	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
-			return errors.New("no peer certificate")
-		}
-		certs := make([]*x509.Certificate, len(raw))
-		for i, r := range raw {
-			c, err := x509.ParseCertificate(r)
-			if err != nil {
-				return err
-			}
-			certs[i] = c
-		}
-		inter := x509.NewCertPool()
-		for _, c := range certs[1:] {
-			inter.AddCert(c)
-		}
-		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter}); err != nil {
-			return err
-		}
-		if len(sans) == 0 {
-			return nil
-		}
-		for _, s := range sans {
-			if s.match(certs[0]) {
-				return nil
-			}
-		}
-		return errors.New("no subject alternative name matched")
-	}
-	return cfg, nil
-}
-
-// sanMatcher is one SubjectAltNameMatcher (DefaultCertValidator): the SANs
-// of the given type are matched; a DNS SAN with a leading wildcard label
-// matches an exact matcher for a name in that domain (dnsNameMatch).
-type sanMatcher struct {
-	typ tlsv3.SubjectAltNameMatcher_SanType // unspecified: any type
-	m   *stringMatcher
-}
-
-func (s sanMatcher) match(c *x509.Certificate) bool {
-	anyType := s.typ == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_DNS {
-		for _, n := range c.DNSNames {
-			if s.m.match(n) || (s.m.kind == 0 && wildcardDNSMatch(n, s.m.s)) {
-				return true
-			}
-		}
-	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_IP_ADDRESS {
-		for _, ip := range c.IPAddresses {
-			if s.m.match(ip.String()) {
-				return true
-			}
-		}
-	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_URI {
-		for _, u := range c.URIs {
-			if s.m.match(u.String()) {
-				return true
-			}
-		}
-	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_EMAIL {
-		for _, e := range c.EmailAddresses {
-			if s.m.match(e) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// wildcardDNSMatch matches a certificate name "*.example.com" against
-// "a.example.com" (one label only).
-func wildcardDNSMatch(certName, name string) bool {
-	if !strings.HasPrefix(certName, "*.") {
-		return false
-	}
-	i := strings.IndexByte(name, '.')
-	return i > 0 && strings.EqualFold(name[i:], certName[1:])
 }
 
 // DialError marks a failure to establish the upstream connection (TCP or

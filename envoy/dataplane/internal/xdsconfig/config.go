@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -114,105 +115,127 @@ func (h *hcmConfig) ApplyEarly(m *headers.Map, c *FmtContext) {
 // resourceList is what Apply reads: the resources of each type.
 type resourceList map[resourcev3.Type][]types.Resource
 
+// Compile compiles a complete set of resources into a Config, or names the
+// first resource it cannot emulate.
 func Compile(res resourceList) (*Config, error) {
+	rcs, err := validated(res[resourcev3.RouteType], "route configuration", (*routev3.RouteConfiguration).GetName)
+	if err != nil {
+		return nil, err
+	}
 	routeConfigs := map[string]*routev3.RouteConfiguration{}
-	for _, r := range res[resourcev3.RouteType] {
-		rc, ok := r.(*routev3.RouteConfiguration)
-		if !ok {
-			return nil, fmt.Errorf("route resource has type %T", r)
-		}
-		if err := rc.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
-		}
+	for _, rc := range rcs {
 		routeConfigs[rc.GetName()] = rc
 	}
+	assignments, err := validated(res[resourcev3.EndpointType], "cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
+	if err != nil {
+		return nil, err
+	}
 	clas := map[string]*endpointv3.ClusterLoadAssignment{}
-	for _, r := range res[resourcev3.EndpointType] {
-		cla, ok := r.(*endpointv3.ClusterLoadAssignment)
-		if !ok {
-			return nil, fmt.Errorf("endpoint resource has type %T", r)
-		}
-		if err := cla.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("cluster load assignment %q: %w", cla.GetClusterName(), err)
-		}
+	for _, cla := range assignments {
 		clas[cla.GetClusterName()] = cla
 	}
 	cfg := &Config{Clusters: map[string]*Cluster{}}
-	for _, r := range res[resourcev3.ClusterType] {
-		c, ok := r.(*clusterv3.Cluster)
-		if !ok {
-			return nil, fmt.Errorf("cluster resource has type %T", r)
-		}
-		if err := c.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
-		}
-		cl, err := CompileCluster(c)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
-		}
-		if cl.isEDS {
-			// An EDS cluster without its assignment has no endpoints (UH).
-			if cla, ok := clas[cl.edsName]; ok {
-				if cl.priorities, err = compileEndpoints(cla); err != nil {
-					return nil, fmt.Errorf("cluster load assignment %q: %w", cl.edsName, err)
-				}
-			}
-		}
-		if _, dup := cfg.Clusters[cl.name]; dup {
-			return nil, fmt.Errorf("duplicate cluster %q", cl.name)
-		}
-		cfg.Clusters[cl.name] = cl
+	clusters, err := validated(res[resourcev3.ClusterType], "cluster", (*clusterv3.Cluster).GetName)
+	if err != nil {
+		return nil, err
 	}
-	listeners := make([]*listenerv3.Listener, 0, len(res[resourcev3.ListenerType]))
-	for _, r := range res[resourcev3.ListenerType] {
-		l, ok := r.(*listenerv3.Listener)
-		if !ok {
-			return nil, fmt.Errorf("listener resource has type %T", r)
+	for _, c := range clusters {
+		if err := cfg.addCluster(c, clas); err != nil {
+			return nil, err
 		}
-		if err := l.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
-		}
-		listeners = append(listeners, l)
+	}
+	listeners, err := validated(res[resourcev3.ListenerType], "listener", (*listenerv3.Listener).GetName)
+	if err != nil {
+		return nil, err
 	}
 	sort.Slice(listeners, func(i, j int) bool { return listeners[i].GetName() < listeners[j].GetName() })
 	for _, l := range listeners {
-		h, err := ListenerHCM(l)
-		if err != nil {
-			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
+		if err := cfg.addListener(l, routeConfigs); err != nil {
+			return nil, err
 		}
-		if h == nil || cfg.HCM != nil {
-			continue // the first listener with an HTTP connection manager is served
-		}
-		hc, inline, err := compileHCM(h)
-		if err != nil {
-			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
-		}
-		hc.BufferLimit = rules.DefaultBufferLimit
-		if l.GetPerConnectionBufferLimitBytes() != nil {
-			hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
-		}
-		rc := inline
-		if rc == nil {
-			if rc = routeConfigs[hc.rdsName]; rc == nil {
-				return nil, fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
-			}
-		}
-		names := map[string]bool{}
-		for _, f := range hc.Filters {
-			names[f.Name] = true
-		}
-		if cfg.Routes, err = CompileRouteTable(rc, names); err != nil {
-			return nil, fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
-		}
-		if cfg.DownstreamTLS, err = listenerTLS(l); err != nil {
-			return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
-		}
-		cfg.Listener, cfg.HCM = l.GetName(), hc
 	}
 	if cfg.HCM == nil && len(listeners) > 0 {
 		return nil, errors.New("no listener has an HTTP connection manager")
 	}
 	return cfg, nil
+}
+
+// validated returns the resources as T, each passing ValidateAll; what and
+// name identify a resource in the error.
+func validated[T interface{ ValidateAll() error }](rs []types.Resource, what string, name func(T) string) ([]T, error) {
+	out := make([]T, 0, len(rs))
+	for _, r := range rs {
+		v, ok := r.(T)
+		if !ok {
+			return nil, fmt.Errorf("%s resource has type %T", what, r)
+		}
+		if err := v.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, name(v), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// addCluster compiles a cluster, with its endpoints from clas when it is
+// an EDS cluster.
+func (cfg *Config) addCluster(c *clusterv3.Cluster, clas map[string]*endpointv3.ClusterLoadAssignment) error {
+	cl, err := CompileCluster(c)
+	if err != nil {
+		return fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	if cl.isEDS {
+		// An EDS cluster without its assignment has no endpoints (UH).
+		if cla, ok := clas[cl.edsName]; ok {
+			if cl.priorities, err = compileEndpoints(cla); err != nil {
+				return fmt.Errorf("cluster load assignment %q: %w", cl.edsName, err)
+			}
+		}
+	}
+	if _, dup := cfg.Clusters[cl.name]; dup {
+		return fmt.Errorf("duplicate cluster %q", cl.name)
+	}
+	cfg.Clusters[cl.name] = cl
+	return nil
+}
+
+// addListener compiles the listener's HTTP connection manager and its
+// routes, unless an earlier listener already has one: the first listener
+// with an HTTP connection manager is served.
+func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*routev3.RouteConfiguration) error {
+	h, err := ListenerHCM(l)
+	if err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	if h == nil || cfg.HCM != nil {
+		return nil
+	}
+	hc, inline, err := compileHCM(h)
+	if err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	hc.BufferLimit = rules.DefaultBufferLimit
+	if l.GetPerConnectionBufferLimitBytes() != nil {
+		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
+	}
+	rc := inline
+	if rc == nil {
+		if rc = routeConfigs[hc.rdsName]; rc == nil {
+			return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
+		}
+	}
+	names := map[string]bool{}
+	for _, f := range hc.Filters {
+		names[f.Name] = true
+	}
+	if cfg.Routes, err = CompileRouteTable(rc, names); err != nil {
+		return fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
+	}
+	if cfg.DownstreamTLS, err = listenerTLS(l); err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	cfg.Listener, cfg.HCM = l.GetName(), hc
+	return nil
 }
 
 // ListenerHCM finds the HTTP connection manager in the listener's filter
@@ -254,14 +277,44 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		MergeSlashes:      h.GetMergeSlashes(),
 		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
 	}
+	if err := compileHCMRequestRules(hc, h); err != nil {
+		return nil, nil, err
+	}
+	compileHCMDefaults(hc, h)
+	var inline *routev3.RouteConfiguration
+	switch rs := h.GetRouteSpecifier().(type) {
+	case *hcmv3.HttpConnectionManager_Rds:
+		hc.rdsName = rs.Rds.GetRouteConfigName()
+	case *hcmv3.HttpConnectionManager_RouteConfig:
+		inline = rs.RouteConfig
+	default:
+		return nil, nil, fmt.Errorf("route specifier %T is not emulated", rs)
+	}
+	var err error
+	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
+		return nil, nil, err
+	}
+	if hc.LocalReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
+		return nil, nil, err
+	}
+	if err := compileHTTPFilters(hc, h.GetHttpFilters()); err != nil {
+		return nil, nil, err
+	}
+	return hc, inline, nil
+}
+
+// compileHCMRequestRules compiles what the connection manager applies to
+// each request's headers: internal addresses, x-forwarded-client-cert,
+// escaped slashes and the codec's header limits.
+func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error {
 	for _, r := range h.GetInternalAddressConfig().GetCidrRanges() {
 		addr, err := netip.ParseAddr(r.GetAddressPrefix())
 		if err != nil {
-			return nil, nil, fmt.Errorf("internal_address_config.cidr_ranges: %q: %w", r.GetAddressPrefix(), err)
+			return fmt.Errorf("internal_address_config.cidr_ranges: %q: %w", r.GetAddressPrefix(), err)
 		}
 		p, err := addr.Prefix(int(r.GetPrefixLen().GetValue()))
 		if err != nil {
-			return nil, nil, fmt.Errorf("internal_address_config.cidr_ranges: %w", err)
+			return fmt.Errorf("internal_address_config.cidr_ranges: %w", err)
 		}
 		hc.InternalCIDRs = append(hc.InternalCIDRs, p)
 	}
@@ -271,14 +324,14 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 	default:
 		// APPEND_FORWARD and SANITIZE_SET write the peer certificate's
 		// Details, which the local data plane does not.
-		return nil, nil, fmt.Errorf("forward_client_cert_details %v is not emulated", f)
+		return fmt.Errorf("forward_client_cert_details %v is not emulated", f)
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,
 		hcmv3.HttpConnectionManager_REJECT_REQUEST, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
 		hc.escapedSlashes = a
 	default:
-		return nil, nil, fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
+		return fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
 	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
 	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
@@ -293,6 +346,12 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		// idle_timeout, max_connection_duration, max_stream_duration: the
 		// net/http server of the local data plane has its own timeouts.
 	}
+	return nil
+}
+
+// compileHCMDefaults sets the server name, stream idle timeout and server
+// header transformation, with Envoy's defaults where they are unset.
+func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
 	if hc.ServerName == "" {
 		hc.ServerName = rules.DefaultServerName
 	}
@@ -306,94 +365,117 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 	case hcmv3.HttpConnectionManager_PASS_THROUGH:
 		hc.ServerHeader = serverPassThrough
 	}
-	var inline *routev3.RouteConfiguration
-	switch rs := h.GetRouteSpecifier().(type) {
-	case *hcmv3.HttpConnectionManager_Rds:
-		hc.rdsName = rs.Rds.GetRouteConfigName()
-	case *hcmv3.HttpConnectionManager_RouteConfig:
-		inline = rs.RouteConfig
-	default:
-		return nil, nil, fmt.Errorf("route specifier %T is not emulated", rs)
-	}
-	for _, ext := range h.GetEarlyHeaderMutationExtensions() {
+}
+
+// compileEarlyMutations compiles early_header_mutation_extensions, of which
+// the header_mutation extension is emulated.
+func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]earlyMutation, error) {
+	var early []earlyMutation
+	for _, ext := range exts {
 		m, err := ext.GetTypedConfig().UnmarshalNew()
 		if err != nil {
-			return nil, nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+			return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
 		}
 		hm, ok := m.(*earlymutationv3.HeaderMutation)
 		if !ok {
-			return nil, nil, fmt.Errorf("early header mutation %q: %T is not emulated", ext.GetName(), m)
+			return nil, fmt.Errorf("early header mutation %q: %T is not emulated", ext.GetName(), m)
 		}
 		if err := hm.ValidateAll(); err != nil {
-			return nil, nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+			return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
 		}
 		for _, mu := range hm.GetMutations() {
-			switch {
-			case mu.GetRemove() != "":
-				hc.early = append(hc.early, earlyMutation{remove: strings.ToLower(mu.GetRemove())})
-			case mu.GetRemoveOnMatch() != nil:
-				sm, err := compileStringMatcher(mu.GetRemoveOnMatch().GetKeyMatcher())
-				if err != nil {
-					return nil, nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
-				}
-				hc.early = append(hc.early, earlyMutation{match: sm})
-			case mu.GetAppend() != nil:
-				one, err := compileHeadersToAdd([]*corev3.HeaderValueOption{mu.GetAppend()})
-				if err != nil {
-					return nil, nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
-				}
-				hc.early = append(hc.early, earlyMutation{add: &one[0]})
+			e, err := compileEarlyMutation(mu)
+			if err != nil {
+				return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+			}
+			if e != nil {
+				early = append(early, *e)
 			}
 		}
 	}
-	var err error
-	if hc.LocalReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
-		return nil, nil, err
-	}
-	filters := h.GetHttpFilters()
-	for i, f := range filters {
-		tc := f.GetTypedConfig()
-		if tc == nil {
-			return nil, nil, fmt.Errorf("http filter %q: only typed_config is emulated", f.GetName())
-		}
-		m, err := tc.UnmarshalNew()
+	return early, nil
+}
+
+func compileEarlyMutation(mu *mutationrulesv3.HeaderMutation) (*earlyMutation, error) {
+	switch {
+	case mu.GetRemove() != "":
+		return &earlyMutation{remove: strings.ToLower(mu.GetRemove())}, nil
+	case mu.GetRemoveOnMatch() != nil:
+		sm, err := compileStringMatcher(mu.GetRemoveOnMatch().GetKeyMatcher())
 		if err != nil {
-			if f.GetIsOptional() {
-				continue
-			}
-			return nil, nil, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+			return nil, err
 		}
-		if v, ok := m.(interface{ ValidateAll() error }); ok {
-			if err := v.ValidateAll(); err != nil {
-				return nil, nil, fmt.Errorf("http filter %q: %w", f.GetName(), err)
-			}
+		return &earlyMutation{match: sm}, nil
+	case mu.GetAppend() != nil:
+		one, err := compileHeadersToAdd([]*corev3.HeaderValueOption{mu.GetAppend()})
+		if err != nil {
+			return nil, err
+		}
+		return &earlyMutation{add: &one[0]}, nil
+	}
+	return nil, nil
+}
+
+// compileHTTPFilters compiles http_filters: ext_proc filters, and the
+// router, which must be last; optional filters it does not know are
+// skipped, as Envoy skips an optional filter it has no factory for.
+func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
+	for i, f := range filters {
+		m, skip, err := httpFilterConfig(f)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
 		}
 		switch c := m.(type) {
 		case *extprocfilterv3.ExternalProcessor:
 			ep, err := compileExtProc(f.GetName(), f.GetDisabled(), c)
 			if err != nil {
-				return nil, nil, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+				return fmt.Errorf("http filter %q: %w", f.GetName(), err)
 			}
 			hc.Filters = append(hc.Filters, ep)
 		case *routerv3.Router:
 			if i != len(filters)-1 {
-				return nil, nil, fmt.Errorf("http filter %q: the router must be the last filter", f.GetName())
+				return fmt.Errorf("http filter %q: the router must be the last filter", f.GetName())
 			}
 			hc.SuppressEnvoyHeaders = c.GetSuppressEnvoyHeaders()
 		default:
 			if f.GetIsOptional() {
 				continue
 			}
-			return nil, nil, fmt.Errorf("http filter %q (%s) is not emulated by the local data plane", f.GetName(), tc.GetTypeUrl())
+			return fmt.Errorf("http filter %q (%s) is not emulated by the local data plane", f.GetName(), f.GetTypedConfig().GetTypeUrl())
 		}
 	}
 	if len(filters) == 0 {
-		return nil, nil, errors.New("no http filters: the router filter is required")
+		return errors.New("no http filters: the router filter is required")
 	}
 	if _, ok := mustUnmarshal(filters[len(filters)-1]).(*routerv3.Router); !ok {
-		return nil, nil, errors.New("the last http filter must be the router")
+		return errors.New("the last http filter must be the router")
 	}
-	return hc, inline, nil
+	return nil
+}
+
+// httpFilterConfig unmarshals and validates a filter's typed_config; skip
+// is set for an optional filter whose type is unknown.
+func httpFilterConfig(f *hcmv3.HttpFilter) (m proto.Message, skip bool, err error) {
+	tc := f.GetTypedConfig()
+	if tc == nil {
+		return nil, false, fmt.Errorf("http filter %q: only typed_config is emulated", f.GetName())
+	}
+	m, err = tc.UnmarshalNew()
+	if err != nil {
+		if f.GetIsOptional() {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+	}
+	if v, ok := m.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+		}
+	}
+	return m, false, nil
 }
 
 func mustUnmarshal(f *hcmv3.HttpFilter) proto.Message {
