@@ -62,7 +62,9 @@ func TestRLSDescriptorsAndOverLimit(t *testing.T) {
 				CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 10, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}},
 		}}, nil
 	}
-	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh"}, Default: []Limit{
+	// A generous timeout: the default 100 ms is lost to connecting on a
+	// loaded machine, and the limiter then proceeds as if no answer came.
+	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh", Timeout: registry.Duration(10 * time.Second)}, Default: []Limit{
 		{Name: "org", Global: true, By: []string{"claim:org"}},
 		{Name: "deletes", Global: true, Tools: []string{"records_*"}, By: []string{"caller", "tool"}},
 		{Name: "local", Requests: 100, Per: "second"},
