@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
@@ -91,22 +92,7 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if err := checkBodyModes(f.Mode); err != nil {
 		return nil, err
 	}
-	for _, a := range c.GetRequestAttributes() {
-		if slices.Contains(rules.EmulatedAttributes, a) {
-			f.RequestAttrs = append(f.RequestAttrs, a)
-		} else {
-			f.Ignored = append(f.Ignored, "request_attributes "+a+" (only "+strings.Join(rules.EmulatedAttributes, ", ")+" are emulated)")
-		}
-	}
-	if len(c.GetResponseAttributes()) > 0 {
-		f.Ignored = append(f.Ignored, "response_attributes (not emulated)")
-	}
-	if c.GetSendBodyWithoutWaitingForHeaderResponse() {
-		f.Ignored = append(f.Ignored, "send_body_without_waiting_for_header_response")
-	}
-	if c.GetProcessingRequestModifier() != nil || c.GetOnProcessingResponse() != nil {
-		f.Ignored = append(f.Ignored, "processing_request_modifier/on_processing_response")
-	}
+	f.compileIgnored(c)
 	if c.GetDisableClearRouteCache() {
 		f.RouteCacheAction = extprocfilterv3.ExternalProcessor_RETAIN
 	}
@@ -129,23 +115,51 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if f.DisallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
 		return nil, fmt.Errorf("forward_rules: %w", err)
 	}
-	authority := c.GetGrpcService().GetEnvoyGrpc().GetAuthority()
+	f.compileGRPCService(c.GetGrpcService())
+	return f, nil
+}
+
+// compileIgnored keeps the request attributes the data plane emulates and
+// lists the fields it accepts but ignores, which Apply logs.
+func (f *ExtProcFilter) compileIgnored(c *extprocfilterv3.ExternalProcessor) {
+	for _, a := range c.GetRequestAttributes() {
+		if slices.Contains(rules.EmulatedAttributes, a) {
+			f.RequestAttrs = append(f.RequestAttrs, a)
+		} else {
+			f.Ignored = append(f.Ignored, "request_attributes "+a+" (only "+strings.Join(rules.EmulatedAttributes, ", ")+" are emulated)")
+		}
+	}
+	if len(c.GetResponseAttributes()) > 0 {
+		f.Ignored = append(f.Ignored, "response_attributes (not emulated)")
+	}
+	if c.GetSendBodyWithoutWaitingForHeaderResponse() {
+		f.Ignored = append(f.Ignored, "send_body_without_waiting_for_header_response")
+	}
+	if c.GetProcessingRequestModifier() != nil || c.GetOnProcessingResponse() != nil {
+		f.Ignored = append(f.Ignored, "processing_request_modifier/on_processing_response")
+	}
+}
+
+// compileGRPCService sets the call options and initial metadata of the
+// filter's gRPC streams: the :authority is the envoy_grpc authority, or the
+// cluster name when that is unset (rules_extproc.go).
+func (f *ExtProcFilter) compileGRPCService(g *corev3.GrpcService) {
+	authority := g.GetEnvoyGrpc().GetAuthority()
 	if authority == "" {
-		authority = c.GetGrpcService().GetEnvoyGrpc().GetClusterName()
+		authority = g.GetEnvoyGrpc().GetClusterName()
 	}
 	f.CallOptions = ExtProcCallOptions
 	if authority != "" {
 		f.CallOptions = append(ExtProcCallOptions[:len(ExtProcCallOptions):len(ExtProcCallOptions)], grpc.CallAuthority(authority))
 	}
 	f.InitialMetadata = metadata.MD{}
-	for _, kv := range c.GetGrpcService().GetInitialMetadata() {
+	for _, kv := range g.GetInitialMetadata() {
 		v := kv.GetValue()
 		if len(kv.GetRawValue()) > 0 {
 			v = string(kv.GetRawValue())
 		}
 		f.InitialMetadata.Append(kv.GetKey(), v)
 	}
-	return f, nil
 }
 
 func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*rules.MutationChecker, error) {

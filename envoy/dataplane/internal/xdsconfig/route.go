@@ -198,54 +198,10 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 
 func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*Route, error) {
 	rt := &Route{Name: r.GetName(), VH: vh, Table: t, Timeout: rules.DefaultRouteTimeout, NotFound: 503}
-	m := r.GetMatch()
-	rt.match.caseSensitive = m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()
-	switch p := m.GetPathSpecifier().(type) {
-	case *routev3.RouteMatch_Prefix:
-		rt.match.kind, rt.match.s = 0, p.Prefix
-	case *routev3.RouteMatch_Path:
-		rt.match.kind, rt.match.s = 1, p.Path
-	case *routev3.RouteMatch_SafeRegex:
-		re, err := compileRegex(p.SafeRegex)
-		if err != nil {
-			return nil, err
-		}
-		rt.match.kind, rt.match.re = 2, re
-	case *routev3.RouteMatch_PathSeparatedPrefix:
-		rt.match.kind, rt.match.s = 3, p.PathSeparatedPrefix
-	default:
-		return nil, fmt.Errorf("path specifier %T is not emulated", p)
-	}
-	if !rt.match.caseSensitive {
-		rt.match.s = strings.ToLower(rt.match.s)
-	}
-	if m.GetRuntimeFraction() != nil || m.GetGrpc() != nil || len(m.GetDynamicMetadata()) > 0 ||
-		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 {
-		return nil, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies and filter_state matches are not emulated")
-	}
-	for _, h := range m.GetHeaders() {
-		hm, err := compileHeaderMatcher(h)
-		if err != nil {
-			return nil, err
-		}
-		rt.match.headers = append(rt.match.headers, hm)
-	}
-	for _, q := range m.GetQueryParameters() {
-		qm := queryMatcher{name: q.GetName()}
-		if q.GetPresentMatch() {
-			qm.present = true
-		} else if q.GetStringMatch() != nil {
-			sm, err := compileStringMatcher(q.GetStringMatch())
-			if err != nil {
-				return nil, err
-			}
-			qm.str = sm
-		} else {
-			qm.present = true
-		}
-		rt.match.query = append(rt.match.query, qm)
-	}
 	var err error
+	if rt.match, err = compileRouteMatch(r.GetMatch()); err != nil {
+		return nil, err
+	}
 	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
@@ -503,4 +459,54 @@ func (r *Route) RewritePath(h *headers.Map) {
 	case r.regexRewrite != nil:
 		h.Set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
 	}
+}
+
+// compileRouteMatch compiles a route's match: the path specifier, headers
+// and query parameters; the other match kinds are not emulated.
+func compileRouteMatch(m *routev3.RouteMatch) (routeMatch, error) {
+	rm := routeMatch{caseSensitive: m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()}
+	switch p := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix:
+		rm.kind, rm.s = 0, p.Prefix
+	case *routev3.RouteMatch_Path:
+		rm.kind, rm.s = 1, p.Path
+	case *routev3.RouteMatch_SafeRegex:
+		re, err := compileRegex(p.SafeRegex)
+		if err != nil {
+			return rm, err
+		}
+		rm.kind, rm.re = 2, re
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		rm.kind, rm.s = 3, p.PathSeparatedPrefix
+	default:
+		return rm, fmt.Errorf("path specifier %T is not emulated", p)
+	}
+	if !rm.caseSensitive {
+		rm.s = strings.ToLower(rm.s)
+	}
+	if m.GetRuntimeFraction() != nil || m.GetGrpc() != nil || len(m.GetDynamicMetadata()) > 0 ||
+		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 {
+		return rm, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies and filter_state matches are not emulated")
+	}
+	for _, h := range m.GetHeaders() {
+		hm, err := compileHeaderMatcher(h)
+		if err != nil {
+			return rm, err
+		}
+		rm.headers = append(rm.headers, hm)
+	}
+	for _, q := range m.GetQueryParameters() {
+		// Neither present_match nor string_match set: the parameter must be
+		// present.
+		qm := queryMatcher{name: q.GetName(), present: q.GetStringMatch() == nil || q.GetPresentMatch()}
+		if !qm.present {
+			sm, err := compileStringMatcher(q.GetStringMatch())
+			if err != nil {
+				return rm, err
+			}
+			qm.str = sm
+		}
+		rm.query = append(rm.query, qm)
+	}
+	return rm, nil
 }
