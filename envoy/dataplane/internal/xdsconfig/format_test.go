@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"strings"
@@ -10,10 +10,9 @@ import (
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
-func testFmtContext(t testing.TB) *xdsconfig.FmtContext {
+func testFmtContext(t testing.TB) *FmtContext {
 	t.Helper()
 	meta, err := structpb.NewStruct(map[string]any{
 		"id": "7", "quoted": `"abc"`, "n": 3.5, "obj": map[string]any{"k": "v"}, "b": true,
@@ -24,7 +23,7 @@ func testFmtContext(t testing.TB) *xdsconfig.FmtContext {
 	req := &headers.Map{}
 	req.Add(":path", "/mcp/core")
 	req.Add("x-request-id", "rid")
-	return &xdsconfig.FmtContext{
+	return &FmtContext{
 		ReqH: req, Code: 504, Flags: rules.FlagUT | rules.FlagURX, Details: "upstream_response_timeout",
 		LocalBody: "upstream request timeout", Protocol: "HTTP/1.1", Cluster: "toolsvc_a",
 		Meta: map[string]*structpb.Struct{"toolmesh": meta},
@@ -60,7 +59,7 @@ func TestTextFormat(t *testing.T) {
 	}
 	c := testFmtContext(t)
 	for _, tt := range tests {
-		f, err := xdsconfig.ParseTextFormat(tt.format)
+		f, err := ParseTextFormat(tt.format)
 		if err != nil {
 			t.Errorf("parse %q: %v", tt.format, err)
 			continue
@@ -72,7 +71,7 @@ func TestTextFormat(t *testing.T) {
 }
 
 func TestTextFormatOmitEmpty(t *testing.T) {
-	f, err := xdsconfig.ParseTextFormat("[%DYNAMIC_METADATA(toolmesh:missing)%]")
+	f, err := ParseTextFormat("[%DYNAMIC_METADATA(toolmesh:missing)%]")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestTextFormatOmitEmpty(t *testing.T) {
 // value, or "-" or "" (omit_empty_values) when it has none, and does not
 // copy it (a local reply body can be megabytes).
 func TestTextFormatOneOperator(t *testing.T) {
-	missing, err := xdsconfig.ParseTextFormat("%DYNAMIC_METADATA(toolmesh:missing)%")
+	missing, err := ParseTextFormat("%DYNAMIC_METADATA(toolmesh:missing)%")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestTextFormatOneOperator(t *testing.T) {
 		t.Errorf("missing value with omit_empty_values = %q, want empty", got)
 	}
 	c.LocalBody = strings.Repeat("x", 1<<20)
-	got := xdsconfig.DefaultBodyFormat.Text.Format(c)
+	got := DefaultBodyFormat.Text.Format(c)
 	if got != c.LocalBody {
 		t.Fatal("the default body format changed the body")
 	}
@@ -119,7 +118,7 @@ func TestTextFormatErrors(t *testing.T) {
 		"%RESPONSE_CODE:99999999999%", // length does not fit
 		"%START_TIME(%s)%",            // sub-formats are not emulated
 	} {
-		if _, err := xdsconfig.ParseTextFormat(bad); err == nil {
+		if _, err := ParseTextFormat(bad); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
 	}
@@ -137,7 +136,7 @@ func TestJSONFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := xdsconfig.ParseJSONFormat(s)
+	f, err := ParseJSONFormat(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func FuzzTextFormat(f *testing.F) {
 	}
 	c := testFmtContext(f)
 	f.Fuzz(func(t *testing.T, s string) {
-		tf, err := xdsconfig.ParseTextFormat(s)
+		tf, err := ParseTextFormat(s)
 		if err != nil {
 			return
 		}

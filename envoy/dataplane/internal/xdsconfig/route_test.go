@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"testing"
@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 func named(name string, m *routev3.RouteMatch) *routev3.Route {
@@ -56,7 +55,7 @@ func TestRouteMatching(t *testing.T) {
 						MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x"}}}}}}),
 		}},
 	}}
-	table, err := xdsconfig.CompileRouteTable(rc, nil)
+	table, err := CompileRouteTable(rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +109,7 @@ func TestDuplicateDomains(t *testing.T) {
 	rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{
 		{Name: "a", Domains: []string{"*"}}, {Name: "b", Domains: []string{"*"}},
 	}}
-	if _, err := xdsconfig.CompileRouteTable(rc, nil); err == nil {
+	if _, err := CompileRouteTable(rc, nil); err == nil {
 		t.Fatal("duplicate domains accepted")
 	}
 }
@@ -137,7 +136,7 @@ func TestRewritePath(t *testing.T) {
 			tt.a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "c"}
 			rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
 				Routes: []*routev3.Route{{Match: tt.m, Action: &routev3.Route_Route{Route: tt.a}}}}}}
-			table, err := xdsconfig.CompileRouteTable(rc, nil)
+			table, err := CompileRouteTable(rc, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
