@@ -200,7 +200,7 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
 // Filter::decodeHeaders and the upstream callbacks) via the filter chain
-// (exchange.go sendLocalReplyViaFilterChain); its other local replies (413
+// (activestream.go sendLocalReplyViaFilterChain); its other local replies (413
 // over the buffer limit) still go out directly without ext_proc, which
 // toolmesh's extproc server, answering such requests itself, does not
 // observe. A local reply once response headers exist but
@@ -273,6 +273,21 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // (mergePerRouteConfig runs in each filter's decodeHeaders) and the request
 // buffer limit. Responses get server: envoy (server_header_transformation
 // OVERWRITE) and, from the router, x-envoy-upstream-service-time.
+//
+// Route header matchers (RouteMatch.headers, HeaderMatcher) see a header
+// sent several times as its values joined with "," (HeaderUtility::
+// getAllOfHeaderAsString, headers.Map.Joined). [verify] Envoy 1.39 changed
+// this: "Such headers are now matched individually, so a rule matching
+// admin matches, and a rule matching user,admin no longer does" (the
+// change applies everywhere HeaderMatcher is used; runtime guard
+// envoy.reloadable_features.match_headers_individually; changelogs/
+// 1.39.0.yaml, minor_behavior_changes, area http). The emulation still
+// matches the joined value: how invert_match, present_match and
+// treat_missing_header_as_empty combine with per-value matching is in
+// source/common/http/header_utility.cc HeaderUtility::matchHeaders, not
+// readable at v1.40.0. toolmesh's routes match one header, the cluster
+// header its extproc server sets to a single value (xds/routes.go,
+// registry.ClusterHeader), where both readings agree.
 
 // Not emulated (Apply rejects the configuration, or the field is ignored as
 // noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED as the
@@ -295,7 +310,7 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // client with its headers before its first byte, as an idle event stream
 // needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
 // goes out with its headers. The local data plane flushes the headers of
-// the first kind (exchange.write). [verify: read in an older codec_impl.cc;
+// the first kind (activeStream.write). [verify: read in an older codec_impl.cc;
 // HTTP/2 sends a HEADERS frame at once likewise]
 
 // Downstream request checks (codec limits, underscores, escaped slashes):
