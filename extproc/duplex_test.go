@@ -239,7 +239,7 @@ func TestDuplexChunks(t *testing.T) {
 	// follows what was complete.
 	x := env.srv.newExchange(t.Context())
 	x.call = &mcp.Call{ID: json.RawMessage("9"), Era: mcp.EraStateless, Tool: "gh_search"}
-	x.fed = &fedCall{id: x.call.ID, duplex: &duplexStream{}}
+	x.fed, x.kind = &fedCall{id: x.call.ID, duplex: &duplexStream{}}, federatedCall{}
 	if r := x.duplexDeadline(); r != nil {
 		t.Fatalf("deadline before any chunk sent %v; Envoy would refuse it", r)
 	}

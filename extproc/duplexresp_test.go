@@ -243,7 +243,7 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{FederatedStreamTimeout: tt.timeout, FederatedStreamDeadlineOff: tt.timeout == 0}
 			if tt.filtered {
-				cfg.Filters = redactFilters(t)
+				runtimeOf(&cfg).Filters = redactFilters(t)
 			}
 			front, env := mixedStack(t, srv.URL, nat.URL, tt.requestTimeout, cfg)
 			got := readStream(clientCall(t, front, tt.era, "slow", `{"mode":"hang"}`))
@@ -346,7 +346,7 @@ func TestDuplexResponsesUnchanged(t *testing.T) {
 	run := func(timeout time.Duration) ([]answer, []int64) {
 		// Without the setting: federatedStreamDeadline off too, so that
 		// the responses are BUFFERED as in earlier releases.
-		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, FederatedStreamDeadlineOff: timeout == 0, Filters: redactFilters(t)})
+		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, FederatedStreamDeadlineOff: timeout == 0, Runtime: &Runtime{Filters: redactFilters(t)}})
 		var out []answer
 		var lengths []int64
 		for _, c := range calls {

@@ -232,7 +232,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if !ok {
 		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
 	}
-	if lim := x.s.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
+	if lim := x.rt.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
 		// As for a tools/call (requestBody): the service's own limit.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
@@ -290,7 +290,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		tool = call.Tool
 	}
 	resp := x.toMCPServer(svc, f.headers, auth, tool, up, meta)
-	x.fed, x.routed, x.outcome = f, true, outcomeRouted
+	x.fed, x.kind, x.outcome = f, federatedCall{}, outcomeRouted
 	return resp
 }
 
@@ -456,14 +456,14 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = x.newSSETranslator()
 			resp.ModeOverride = streamOverride()
-			if deadline && x.duplexResp {
+			if deadline && x.fullDuplex() {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
 				f.duplex = &duplexStream{deadline: at}
 			}
 		} else if deadline {
 			// A stream this server can end before the route timeout
-			// (duplex.go). Without duplexResp the override comes now,
+			// (duplex.go). Without fullDuplex the override comes now,
 			// which only a stream that passes unchanged may take (ADR 0013).
 			f.duplex = &duplexStream{deadline: at}
 			resp.ModeOverride = duplexOverride()

@@ -674,7 +674,7 @@ definitions:
   - {name: ssn, type: redact, config: {patterns: ['\b\d{3}-\d{2}-\d{4}\b']}}
 defaults: [ssn]
 `)
-	env := newTestEnv(t, Config{Filters: set}, federatedRoutes(t, ls.URL))
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, federatedRoutes(t, ls.URL))
 	// Same era, same id: only the filter makes the gateway cut the stream
 	// into events.
 	v, upID := routeCall(t, env, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},`+meta2026+`}}`,

@@ -77,7 +77,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 	}
 	// The request's outcome is that of the notifications server's answer
 	// (streamResponseHeaders); no_response when none came.
-	x.routed, x.listening, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = listenStream{}, outcomeRouted, callNoResponse
 	return &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 		ClearRouteCache: true, // honoured because a header mutation comes with it

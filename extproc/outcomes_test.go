@@ -195,7 +195,7 @@ func envoyReply(kind string) func(t *testing.T, e *testEnv) {
 func TestOutcomeLabels(t *testing.T) {
 	set := outcomeFilters(t)
 	plain := newTestEnv(t, Config{MaxResponseBytes: 64}, testTable(t))
-	filtered := newTestEnv(t, Config{MaxResponseBytes: 64, Filters: set}, testTable(t))
+	filtered := newTestEnv(t, Config{MaxResponseBytes: 64, Runtime: &Runtime{Filters: set}}, testTable(t))
 	for _, e := range []*testEnv{plain, filtered} {
 		e.srv.SetBodyLimits(BodyLimits{Default: 1 << 20, Services: map[string]int64{"weather": 150}})
 	}

@@ -183,18 +183,28 @@ func acceptsEventStream(accept string) bool {
 // responseBody turns the whole (BUFFERED) Tool Service reply into the
 // client's JSON-RPC response.
 func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	u, _ := x.upstreamReply(b)
+	return x.resultResponse(u)
+}
+
+// upstreamReply is the Tool Service's whole (BUFFERED) reply; over when it
+// is larger than the limit, and u then a "too large" failure.
+func (x *exchange) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
 	if !x.upHeadersSeen {
 		// response_header_mode is not SEND: the status is unknown and is
 		// reported as 0, which maps to an error result rather than a guess.
 		x.anomaly("response_body before response_headers")
 	}
 	body := b.GetBody()
-	u := mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}
 	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
-		u = mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}
-	} else if x.progress != nil {
-		return x.progressBody(b) // a buffered progress stream
+		return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}, true
 	}
+	return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}, false
+}
+
+// resultResponse answers the response body with the call's result made
+// from u.
+func (x *exchange) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
 	out := x.result(u)
 	if x.s.wire.Load() {
 		x.prepared = resultWire(out) // the same message, in wire format (callwire.go)

@@ -50,23 +50,32 @@ func (x *exchange) routeDeadlineOn() bool {
 	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= registry.ListenerLevel
 }
 
-// noteRouteTimeout reads registry.RouteTimeoutHeader from the response
-// headers. Its value counts only on a federated server's route (x.fed),
-// whose route sets it, replacing any copy the server sent
-// (OVERWRITE_IF_EXISTS_OR_ADD); elsewhere it is only removed.
+// noteRouteTimeout notes whether the response headers carry
+// registry.RouteTimeoutHeader: it is removed from every response. Its value
+// counts only on a federated server's route, whose route sets it,
+// replacing any copy the server sent (OVERWRITE_IF_EXISTS_OR_ADD): the
+// federatedCall kind reads it (routeTimeoutOf).
 func (x *exchange) noteRouteTimeout(h *extprocv3.HttpHeaders) {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == registry.RouteTimeoutHeader {
+			x.routeTimeoutSeen = true
+		}
+	}
+}
+
+// routeTimeoutOf is the route timeout registry.RouteTimeoutHeader gives,
+// zero for none.
+func routeTimeoutOf(h *extprocv3.HttpHeaders) time.Duration {
+	var d time.Duration
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		if hv.GetKey() != registry.RouteTimeoutHeader {
 			continue
 		}
-		x.routeTimeoutSeen = true
-		if x.fed == nil {
-			continue
-		}
 		if ms, err := strconv.ParseInt(headerValue(hv), 10, 64); err == nil && ms > 0 {
-			x.routeTimeout = time.Duration(ms) * time.Millisecond
+			d = time.Duration(ms) * time.Millisecond
 		}
 	}
+	return d
 }
 
 // withoutRouteTimeout adds the removal of registry.RouteTimeoutHeader to a
@@ -115,7 +124,7 @@ func (x *exchange) streamDeadline() time.Time {
 	if t := x.s.cfg.FederatedStreamTimeout; t > 0 {
 		d = x.start.Add(t)
 	}
-	if x.duplexResp && x.routeDeadlineOn() && x.routeTimeout > 0 {
+	if x.fullDuplex() && x.routeDeadlineOn() && x.routeTimeout > 0 {
 		if r := x.start.Add(x.routeTimeout - routeMargin(x.routeTimeout)); d.IsZero() || r.Before(d) {
 			d = r
 		}

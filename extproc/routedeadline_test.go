@@ -277,7 +277,10 @@ func TestStreamDeadline(t *testing.T) {
 		{name: "no override in force", listener: 1, route: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &exchange{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, duplexResp: tc.duplex, routeTimeout: tc.route}
+			x := &exchange{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, routeTimeout: tc.route, mode: bufferedResponse{}}
+			if tc.duplex {
+				x.mode = duplexResponseMode{}
+			}
 			got := x.streamDeadline()
 			if tc.want == 0 {
 				if !got.IsZero() {

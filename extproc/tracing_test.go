@@ -73,7 +73,7 @@ func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) (string, bool) {
 // to the Tool Service, and that no argument value reaches a span.
 func TestTraceRoutedCall(t *testing.T) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}}
-	env, sr := tracedEnv(t, Config{Filters: tracingFilters(t)}, routes,
+	env, sr := tracedEnv(t, Config{Runtime: &Runtime{Filters: tracingFilters(t)}}, routes,
 		sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0)))
 
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"` + secretArg + `"}}}`

@@ -159,39 +159,12 @@ func (u UpstreamAuth) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SetUpstreamAuth validates u and puts it in force for the calls that
-// start from now on; on error the configuration in force stays. The maps
-// are copied.
-func (s *Server) SetUpstreamAuth(u UpstreamAuth) error {
-	if err := u.Validate(); err != nil {
-		return err
-	}
-	c := UpstreamAuth{Services: make(map[string]ServiceAuth, len(u.Services)),
-		Credentials: make(map[string]registry.CredentialSource, len(u.Credentials))}
-	for k, v := range u.Services {
-		claims := make(map[string]string, len(v.ForwardClaims))
-		for h, cl := range v.ForwardClaims {
-			claims[strings.ToLower(h)] = cl
-		}
-		v.ForwardClaims = claims
-		c.Services[k] = v
-	}
-	for k, v := range u.Credentials {
-		c.Credentials[k] = v
-	}
-	s.upstreamAuth.Store(&c)
-	return nil
-}
-
 // upstreamCredentials returns the headers (lower-case names) a call to the
 // Tool Service named service carries by its upstreamAuth entry, and
 // whether the entry forwards the client's token. An error (an unreadable
 // credential) means the call must not be sent.
 func (x *exchange) upstreamCredentials(service string) (map[string]string, error) {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil, nil
-	}
+	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
 		return nil, nil
@@ -275,10 +248,7 @@ func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *ext
 
 // claimHeaderNames are the headers of service's forwardClaims.
 func (x *exchange) claimHeaderNames(service string) []string {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil
-	}
+	u := &x.rt.UpstreamAuth
 	return slices.Sorted(maps.Keys(u.Services[service].ForwardClaims))
 }
 
@@ -286,10 +256,7 @@ func (x *exchange) claimHeaderNames(service string) []string {
 // set does not fill: they are removed from the routed request, so a
 // client cannot send its own x-caller-sub where a claim was missing.
 func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []string {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil
-	}
+	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
 		return nil

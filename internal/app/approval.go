@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -108,20 +107,4 @@ func (k ApprovalKey) read() ([]byte, error) {
 		return nil, fmt.Errorf("read key file: %w", err)
 	}
 	return []byte(strings.TrimRight(string(b), "\r\n")), nil
-}
-
-// reloadApproval puts the reloaded configuration's approval block and its
-// keys (read again) in force (SIGHUP); on any error the approval in force stays,
-// and the error is logged naming the key.
-func (a *app) reloadApproval(cfg Config) {
-	if a.extprocServer == nil {
-		return
-	}
-	ap, err := cfg.Approval.build(a.approvalLedger)
-	if err != nil {
-		a.log.Error("approval reload failed; the approval configuration in force stays", slog.Any("error", err))
-		return
-	}
-	a.extprocServer.SetApproval(ap)
-	a.log.Info("approval configuration reloaded", slog.Bool("enabled", ap != nil))
 }

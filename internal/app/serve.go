@@ -544,9 +544,9 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// reloadBlocks reads the configuration (file and flags) once and hands it to
-// each block that reloads on SIGHUP. A block that does not validate keeps its
-// last good configuration; the others still reload.
+// reloadBlocks reads the configuration (file and flags) once and builds the
+// extproc Runtime from it (runtime.go): all its blocks reload together, or,
+// when one does not build, none does.
 func (a *app) reloadBlocks() {
 	if a.reloadConfig == nil {
 		return
@@ -557,12 +557,7 @@ func (a *app) reloadBlocks() {
 			slog.Any("error", err))
 		return
 	}
-	a.reloadAuth(cfg)
-	a.reloadApproval(cfg)
-	a.reloadRateLimits(cfg)
-	a.reloadRelayKeys(cfg)
-	a.reloadUpstreamAuth(cfg)
-	a.reloadPolicies(cfg)
+	a.reloadRuntime(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
