@@ -190,7 +190,7 @@ func FromRequest(m *Map, r *http.Request) *Map {
 	m.Add(":path", path)
 	m.Add(":method", r.Method)
 	m.Add(":scheme", scheme)
-	AddSorted(m, r.Header)
+	addSorted(m, r.Header)
 	return m
 }
 
@@ -302,14 +302,14 @@ func SanitizeXFCC(m *Map, r *http.Request, mode hcmv3.HttpConnectionManager_Forw
 func FromResponse(resp *http.Response) *Map {
 	m := &Map{H: make([]Header, 0, len(resp.Header)+8)}
 	m.Add(":status", strconv.Itoa(resp.StatusCode))
-	AddSorted(m, resp.Header)
+	addSorted(m, resp.Header)
 	if len(resp.TransferEncoding) > 0 && !m.Has("transfer-encoding") {
 		m.Add("transfer-encoding", strings.Join(resp.TransferEncoding, ","))
 	}
 	return m
 }
 
-func AddSorted(m *Map, h http.Header) {
+func addSorted(m *Map, h http.Header) {
 	// Room on the stack for the names of a usual message.
 	var arr [32]string
 	keys := arr[:0]
@@ -318,7 +318,7 @@ func AddSorted(m *Map, h http.Header) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		lk := LowerKey(k)
+		lk := lowerKey(k)
 		if lk == "host" {
 			continue // carried as :authority
 		}
@@ -347,7 +347,7 @@ func (m *Map) FillHTTPHeader(out http.Header) {
 		if strings.HasPrefix(e.Key, ":") || hopByHop[e.Key] {
 			continue
 		}
-		k := CanonicalKey(e.Key)
+		k := canonicalKey(e.Key)
 		if prev, ok := out[k]; ok {
 			out[k] = append(prev, e.Value)
 			continue
@@ -362,10 +362,10 @@ func (m *Map) FillHTTPHeader(out http.Header) {
 // names cannot grow it.
 type keyCache struct {
 	m sync.Map // name → converted name
-	N atomic.Int32
+	n atomic.Int32
 }
 
-const MaxCanonicalKeys = 512
+const maxCanonicalKeys = 512
 
 func (c *keyCache) get(k string, conv func(string) string) string {
 	if v, ok := c.m.Load(k); ok {
@@ -375,9 +375,9 @@ func (c *keyCache) get(k string, conv func(string) string) string {
 	if v == k {
 		return k // nothing to cache: conv did not allocate
 	}
-	if c.N.Load() < MaxCanonicalKeys {
+	if c.n.Load() < maxCanonicalKeys {
 		if _, loaded := c.m.LoadOrStore(k, v); !loaded {
-			c.N.Add(1)
+			c.n.Add(1)
 		}
 	}
 	return v
@@ -387,16 +387,16 @@ func (c *keyCache) get(k string, conv func(string) string) string {
 // canonical keys, and all but its few common names cost an allocation each
 // time, several per request (x-request-id, x-forwarded-proto, x-envoy-*,
 // ...).
-var CanonicalKeys keyCache // lower-case name → canonical name
+var canonicalKeys keyCache // lower-case name → canonical name
 
-func CanonicalKey(k string) string { return CanonicalKeys.get(k, http.CanonicalHeaderKey) }
+func canonicalKey(k string) string { return canonicalKeys.get(k, http.CanonicalHeaderKey) }
 
 // lowerKeys caches strings.ToLower: Go's HTTP stack hands names over
 // canonical ("Content-Type"), Envoy's header maps hold them in lower case,
 // and each conversion was an allocation per header per message.
 var lowerKeys keyCache // name as received → lower-case name
 
-func LowerKey(k string) string { return lowerKeys.get(k, strings.ToLower) }
+func lowerKey(k string) string { return lowerKeys.get(k, strings.ToLower) }
 
 // PathOnly is the :path without its query string, which is what route
 // matching uses.
@@ -415,16 +415,16 @@ func PathOnly(p string) string {
 // and merge_slashes collapses runs of slashes. The query is left alone.
 func NormalizePath(full string, canonical, mergeSlashes bool) string {
 	p, q, hasQuery := strings.Cut(full, "?")
-	if NormalPath(p, mergeSlashes) {
+	if normalPath(p, mergeSlashes) {
 		// Nothing to change: the common case, without building the path
 		// again (several allocations per request).
 		return full
 	}
-	return RebuildPath(p, q, hasQuery, canonical, mergeSlashes)
+	return rebuildPath(p, q, hasQuery, canonical, mergeSlashes)
 }
 
-// RebuildPath is normalizePath without its shortcut.
-func RebuildPath(p, q string, hasQuery, canonical, mergeSlashes bool) string {
+// rebuildPath is normalizePath without its shortcut.
+func rebuildPath(p, q string, hasQuery, canonical, mergeSlashes bool) string {
 	if canonical {
 		p = canonicalPath(p)
 	}
@@ -444,10 +444,10 @@ func RebuildPath(p, q string, hasQuery, canonical, mergeSlashes bool) string {
 	return p
 }
 
-// NormalPath reports whether p is already what canonicalPath returns and,
+// normalPath reports whether p is already what canonicalPath returns and,
 // with mergeSlashes, has no run of slashes: it starts with "/" and has no
 // backslash, no percent sign and no "." or ".." segment.
-func NormalPath(p string, mergeSlashes bool) bool {
+func normalPath(p string, mergeSlashes bool) bool {
 	if !strings.HasPrefix(p, "/") {
 		return false
 	}
