@@ -13,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -137,7 +138,7 @@ func mixedStack(t *testing.T, legacyURL, nativeURL string, requestTimeout time.D
 // (serveThroughDataPlaneEdited).
 func mixedStackWith(t *testing.T, legacyURL, nativeURL string, requestTimeout time.Duration, cfg Config, edit func(*xds.Resources)) (*httptest.Server, *testEnv) {
 	t.Helper()
-	cl := &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)}
+	cl := &registry.ClusterSettings{RequestTimeout: config.Duration(requestTimeout)}
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{
 		{Name: "old", URL: legacyURL + "/mcp", Protocol: registry.ProtocolMCP, Cluster: cl},
 		{Name: "nat", URL: nativeURL},

@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -32,7 +33,7 @@ import (
 // event stream streamed event by event.
 
 // Upstreams gives the call path what only the registry knows about
-// federated MCP servers. registry.HTTPLister implements it.
+// federated MCP servers. fetch.HTTPLister implements it.
 type Upstreams interface {
 	// UpstreamHeaders returns the values of the service's Portal headers.
 	UpstreamHeaders(svc registry.ToolService) (map[string]string, error)
@@ -209,9 +210,9 @@ func upstreamCallBody(call *mcp.Call, name string, args, meta []byte) []byte {
 // JSON-RPC errors (a CallToolResult would be the wrong shape).
 func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
-			registry.MetadataEra:       structpb.NewStringValue(era.Label()),
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
+			wire.MetadataEra:       structpb.NewStringValue(era.Label()),
 		}}),
 	}}
 }
@@ -305,22 +306,27 @@ func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map
 		basePath = "/"
 	}
 	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
+		setHeader(wire.ClusterHeader, wire.ClusterName(svc.Name)),
 		setHeader(":path", basePath),
 		setHeader("content-type", contentTypeJSON),
 		setHeader("content-length", strconv.Itoa(len(up))),
 		setHeader("accept", "application/json, text/event-stream"),
-		setHeader(registry.RouteHeader, x.routeKey),
+		setHeader(wire.RouteHeader, x.routeKey),
 	}
 	if tool != "" {
-		set = append(set, setHeader(registry.ToolHeader, tool))
+		set = append(set, setHeader(wire.ToolHeader, tool))
 	}
 	set = append(set, x.traceHeaders()...)
 	for _, k := range sortedHeaderKeys(h) {
 		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
 	}
-	remove := []string{"accept-encoding", registry.ToolVersionHeader}
+	remove := []string{"accept-encoding", wire.ToolVersionHeader}
 	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	for _, k := range x.droppedClientHeaders(svc.Name) { // forwardheaders.go
 		if h.Get(k) == "" && !slices.Contains(remove, k) {
 			remove = append(remove, k)
 		}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -99,7 +100,7 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			x.sessionID = v
 		default:
 			switch {
-			case strings.HasPrefix(key, registry.HeaderPrefix):
+			case strings.HasPrefix(key, wire.HeaderPrefix):
 				if !slices.Contains(owned, key) {
 					owned = append(owned, key)
 				}
@@ -200,8 +201,8 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 // withClusterHeader returns the client's x-toolmesh-* header names plus the
 // routing header, which is removed whether the client sent it or not.
 func withClusterHeader(owned []string) []string {
-	if !slices.Contains(owned, registry.ClusterHeader) {
-		owned = append(owned, registry.ClusterHeader)
+	if !slices.Contains(owned, wire.ClusterHeader) {
+		owned = append(owned, wire.ClusterHeader)
 	}
 	return owned
 }
@@ -270,11 +271,11 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 // result carrying the request id.
 func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
-			registry.MetadataToolCall:  structpb.NewStringValue("true"),
-			registry.MetadataTool:      structpb.NewStringValue(t.Name),
-			registry.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
+			wire.MetadataToolCall:  structpb.NewStringValue("true"),
+			wire.MetadataTool:      structpb.NewStringValue(t.Name),
+			wire.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
 		}}),
 	}}
 }
@@ -345,7 +346,7 @@ func clientHeaders(hm *corev3.HeaderMap) map[string]string {
 
 // clientHeader reports whether filters see the header named k (lowercase).
 func clientHeader(k string) bool {
-	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, registry.HeaderPrefix)
+	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, wire.HeaderPrefix)
 }
 
 func sortedKeys(m map[string]string) []string {

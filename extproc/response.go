@@ -10,8 +10,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // The response path of a routed tools/call. Envoy holds the response headers
@@ -48,7 +48,7 @@ func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 // response. Envoy >= 1.37 passes its local replies through ext_proc's
 // encoder path (envoy/dataplane/internal/rules/rules.go, "Local replies and ext_proc") after
 // local_reply_config reshaped them into the client's tool result and added
-// registry.LocalReplyHeader (xds/localreply.go). The marker counts only
+// wire.LocalReplyHeader (xds/localreply.go). The marker counts only
 // without x-envoy-upstream-service-time, which the router adds to every
 // proxied response (router.cc onUpstreamHeaders; the listener never sets
 // suppress_envoy_headers) and never to a local reply: a Tool Service that
@@ -60,11 +60,11 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 		switch hv.GetKey() {
 		case "x-envoy-upstream-service-time":
 			return ""
-		case registry.LocalReplyHeader:
+		case wire.LocalReplyHeader:
 			switch headerValue(hv) {
-			case registry.LocalReplyTimeout:
+			case wire.LocalReplyTimeout:
 				kind = callTimeout
-			case registry.LocalReplyUnavailable:
+			case wire.LocalReplyUnavailable:
 				kind = callUnavailable
 			}
 		}
@@ -79,7 +79,7 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 func (x *exchange) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 	x.resultSent, x.callOutcome = true, kind
 	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		RemoveHeaders: []string{registry.LocalReplyHeader},
+		RemoveHeaders: []string{wire.LocalReplyHeader},
 	}})
 }
 

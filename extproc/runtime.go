@@ -10,7 +10,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // Runtime is the per-request configuration in force: everything a request
@@ -52,7 +52,7 @@ func (rt *Runtime) normalized() (*Runtime, error) {
 	}
 	c := *rt
 	u := UpstreamAuth{Services: make(map[string]ServiceAuth, len(rt.UpstreamAuth.Services)),
-		Credentials: make(map[string]registry.CredentialSource, len(rt.UpstreamAuth.Credentials))}
+		Credentials: make(map[string]config.CredentialSource, len(rt.UpstreamAuth.Credentials))}
 	for k, v := range rt.UpstreamAuth.Services {
 		claims := make(map[string]string, len(v.ForwardClaims))
 		for h, cl := range v.ForwardClaims {

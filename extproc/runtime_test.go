@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // TestRuntimeCapturedOncePerStream: a Runtime put in force while a request
@@ -40,7 +40,7 @@ func TestRuntimeCapturedOncePerStream(t *testing.T) {
 	v.send(reqHeaders(false, post("/mcp/core", len(body), "mcp-protocol-version", "2025-11-25")...))
 	reload(true, false) // mid-request: after the headers, before the body
 	resp := v.send(reqBody(body))
-	if got := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[registry.ClusterHeader]; got != "toolsvc_weather" {
+	if got := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[wire.ClusterHeader]; got != "toolsvc_weather" {
 		t.Fatalf("the request under way saw the new body limit: %v", resp)
 	}
 	reload(true, true) // mid-request: after the body, before the response

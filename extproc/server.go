@@ -16,7 +16,7 @@
 // headers SEND, request body BUFFERED, response headers SEND, response body
 // BUFFERED, trailers SKIP, failure_mode_allow false, a message_timeout of
 // seconds, and metadata_options.receiving_namespaces.untyped containing
-// registry.MetadataNamespace. On an mTLS listener, request_attributes
+// wire.MetadataNamespace. On an mTLS listener, request_attributes
 // carries the caller's SPIFFE ID (mesh.go).
 package extproc
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/wasmtest"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -82,7 +83,7 @@ func TestTraceRoutedCall(t *testing.T) {
 		"traceparent", traceparent(clientTraceID, clientSpanID, "01"), "tracestate", "vendor=x")...))
 	rb := v.send(reqBody(body)).GetRequestBody().GetResponse()
 	set := setOf(t, rb.GetHeaderMutation())
-	if set[registry.ClusterHeader] != "toolsvc_files" {
+	if set[wire.ClusterHeader] != "toolsvc_files" {
 		t.Fatalf("call not routed: set headers %v", set)
 	}
 	v.send(respHeaders(false, ":status", "200", "content-type", "application/json"))

@@ -13,8 +13,9 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Upstream credentials (docs/decisions/0010-caller-identity-and-upstream-credentials.md).
@@ -56,7 +57,7 @@ type UpstreamAuth struct {
 	// Services are the entries by Tool Service name.
 	Services map[string]ServiceAuth
 	// Credentials are the config file's credentials map.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 }
 
 // The call outcome and details of a call whose upstreamAuth credential
@@ -104,7 +105,7 @@ func (u UpstreamAuth) Validate() error {
 			bad(svc, field, "%q is not a valid HTTP header name", name)
 		case slices.Contains(reservedUpstreamHeaders, l):
 			bad(svc, field, "%q is set by toolmesh or Envoy itself; not configurable", name)
-		case strings.HasPrefix(l, registry.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
+		case strings.HasPrefix(l, wire.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
 			bad(svc, field, "%q: the prefix is toolmesh's, Envoy's or MCP's own", name)
 		default:
 			return true
@@ -134,7 +135,7 @@ func (u UpstreamAuth) Validate() error {
 		if a.Prefix != "" && a.Credential == "" {
 			bad(svc, "prefix", "only used with credential")
 		}
-		if !registry.ValidHeaderText(a.Prefix) {
+		if !config.ValidHeaderText(a.Prefix) {
 			bad(svc, "prefix", "must not contain control characters")
 		}
 		seen := map[string]bool{}
@@ -178,7 +179,7 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 		}
 		out[a.header()] = a.Prefix + v
 	case a.ForwardToken:
-		if v := firstHeader(x.headers, "authorization"); v != "" && registry.ValidHeaderText(v) {
+		if v := firstHeader(x.headers, "authorization"); v != "" && config.ValidHeaderText(v) {
 			out[a.header()] = v
 		}
 	case a.OAuth != nil:
@@ -226,7 +227,7 @@ func (x *exchange) claimHeader(claim string) (string, bool) {
 	default:
 		return "", false
 	}
-	if v == "" || len(v) > MaxClaimHeaderBytes || !registry.ValidHeaderText(v) {
+	if v == "" || len(v) > MaxClaimHeaderBytes || !config.ValidHeaderText(v) {
 		return "", false
 	}
 	return v, true

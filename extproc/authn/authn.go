@@ -92,9 +92,10 @@ type profile struct {
 }
 
 type issuer struct {
-	name string
-	algs []string
-	keys *keySource
+	name       string
+	algs       []string
+	keys       *keySource
+	requireTyp bool // RequireAccessTokenTyp
 }
 
 // New returns an Authenticator with no configuration: every route is open
@@ -200,7 +201,7 @@ func (a *Authenticator) Compile(resourceBase string, c *Config) (*Profiles, erro
 				}
 				next[id] = src
 			}
-			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src})
+			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src, requireTyp: is.RequireAccessTokenTyp})
 			for _, alg := range algs {
 				if !slices.Contains(cp.algs, alg) {
 					cp.algs = append(cp.algs, alg)

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // ApprovalConfig is the approval key: gateway-side human approval of risky
@@ -19,7 +19,7 @@ type ApprovalConfig struct {
 	Keys []ApprovalKey `json:"keys,omitempty"`
 	// TTL is how long an approval request can be answered; its approval
 	// runs one call (default 5m, 10s..1h).
-	TTL registry.Duration `json:"ttl,omitempty"`
+	TTL config.Duration `json:"ttl,omitempty"`
 	// Routes gives a route its own rule, replacing Default as a whole.
 	Routes map[string]ApprovalRule `json:"routes,omitempty"`
 	// Default is the rule of every route without an entry; unset: none.

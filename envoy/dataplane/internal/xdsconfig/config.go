@@ -54,6 +54,7 @@ const (
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
 	StreamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
+	IdleTimeout       time.Duration // common_http_protocol_options.idle_timeout; 0: disabled (dataplane idle.go)
 	early             []earlyMutation
 	Filters           []*ExtProcFilter
 	LocalReply        *LocalReplyConfig
@@ -335,6 +336,7 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
 	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
+	hc.IdleTimeout = rules.DefaultIdleTimeout // dataplane idle.go
 	if kb := h.GetMaxRequestHeadersKb(); kb != nil {
 		hc.MaxHeadersBytes = int(kb.GetValue()) << 10
 	}
@@ -343,8 +345,10 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 			hc.MaxHeaders = int(n.GetValue())
 		}
 		hc.underscores = po.GetHeadersWithUnderscoresAction()
-		// idle_timeout, max_connection_duration, max_stream_duration: the
-		// net/http server of the local data plane has its own timeouts.
+		if d := po.GetIdleTimeout(); d != nil {
+			hc.IdleTimeout = d.AsDuration()
+		}
+		// max_connection_duration, max_stream_duration: not emulated.
 	}
 	return nil
 }
