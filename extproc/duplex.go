@@ -20,7 +20,7 @@ import (
 // response to the request, the stream is ended from here with that response
 // as an isError "timeout" result and end_of_stream. Envoy then completes the
 // client's stream and closes the upstream request
-// (docs/decisions/0013-federated-stream-deadline.md, envoy/rules.go).
+// (docs/decisions/0013-federated-stream-deadline.md, envoy/dataplane/internal/rules/rules.go).
 //
 // An override in the response-headers reply suits only streams that pass
 // unchanged: a chunk that reaches Envoy while that reply is on its way goes
