@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -46,7 +47,7 @@ func (x *exchange) droppedClientHeaders(service string) []string {
 	for _, h := range x.headers.GetHeaders() {
 		k := strings.ToLower(h.GetKey())
 		if registry.ForwardedByDefault(k) || handledElsewhere[k] || strings.HasPrefix(k, ":") ||
-			strings.HasPrefix(k, "x-envoy-") || strings.HasPrefix(k, registry.HeaderPrefix) {
+			strings.HasPrefix(k, "x-envoy-") || strings.HasPrefix(k, wire.HeaderPrefix) {
 			continue
 		}
 		if !loaded && x.snap != nil {

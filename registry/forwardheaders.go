@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // MaxForwardHeaders bounds a Tool Service's forwardHeaders list.
@@ -69,8 +71,8 @@ func (s ToolService) checkForwardHeaders() []error {
 			errs = append(errs, fmt.Errorf("forwardHeaders[%d]: the client's authorization is never a Tool Service's (set upstreamAuth in the toolmesh config instead)", i))
 		case slices.Contains(notForwardable, name):
 			errs = append(errs, fmt.Errorf("forwardHeaders[%d]: %s belongs to the connection and cannot be forwarded", i, name))
-		case strings.HasPrefix(name, HeaderPrefix):
-			errs = append(errs, fmt.Errorf("forwardHeaders[%d]: the %s prefix is toolmesh's own", i, HeaderPrefix))
+		case strings.HasPrefix(name, wire.HeaderPrefix):
+			errs = append(errs, fmt.Errorf("forwardHeaders[%d]: the %s prefix is toolmesh's own", i, wire.HeaderPrefix))
 		case strings.HasPrefix(name, "x-envoy-"):
 			errs = append(errs, fmt.Errorf("forwardHeaders[%d]: x-envoy-* headers are Envoy's; a client's are removed before routing", i))
 		case slices.Contains(s.ForwardHeaders[:i], name):

@@ -14,7 +14,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/search"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
@@ -48,6 +50,9 @@ func (l *Listing) Validate() error {
 		r := &l.Routes[i]
 		errs = append(errs, r.normalize(i)...)
 		where := routeLabel(i, r.Key)
+		if r.Surface != nil {
+			errs = append(errs, fmt.Errorf("%s: surface: is the gateway's own (the toolmesh config's surface block), not the Portal's", where))
+		}
 		if r.Key != "" {
 			if keys[r.Key] {
 				errs = append(errs, fmt.Errorf("%s: key: duplicate route key", where))
@@ -128,6 +133,11 @@ func (r *Route) normalize(i int) []error {
 			}
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+			}
+		}
+		if len(s.AcceptedHashes) > 0 {
+			if err := (surface.Policy{Accepted: s.AcceptedHashes}).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: acceptedHashes: %w", label, err))
 			}
 		}
 		if s.Cluster != nil {
@@ -315,10 +325,10 @@ func DefaultClusterSettings() ClusterSettings {
 // zero fields get defaults too. The copy shares no pointers with c.
 func (c ClusterSettings) WithDefaults() ClusterSettings {
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = Duration(DefaultConnectTimeout)
+		c.ConnectTimeout = config.Duration(DefaultConnectTimeout)
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = Duration(DefaultRequestTimeout)
+		c.RequestTimeout = config.Duration(DefaultRequestTimeout)
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
@@ -341,10 +351,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			od.Consecutive5xx = DefaultOutlierConsecutive5xx
 		}
 		if od.Interval == 0 {
-			od.Interval = Duration(DefaultOutlierInterval)
+			od.Interval = config.Duration(DefaultOutlierInterval)
 		}
 		if od.BaseEjectionTime == 0 {
-			od.BaseEjectionTime = Duration(DefaultOutlierBaseEjectionTime)
+			od.BaseEjectionTime = config.Duration(DefaultOutlierBaseEjectionTime)
 		}
 		if od.MaxEjectionPercent == 0 {
 			od.MaxEjectionPercent = DefaultOutlierMaxEjectionPercent
@@ -357,10 +367,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			hc.Path = DefaultHealthCheckPath
 		}
 		if hc.Interval == 0 {
-			hc.Interval = Duration(DefaultHealthCheckInterval)
+			hc.Interval = config.Duration(DefaultHealthCheckInterval)
 		}
 		if hc.Timeout == 0 {
-			hc.Timeout = Duration(DefaultHealthCheckTimeout)
+			hc.Timeout = config.Duration(DefaultHealthCheckTimeout)
 		}
 		if hc.HealthyThreshold == 0 {
 			hc.HealthyThreshold = DefaultHealthCheckHealthyThreshold
@@ -389,8 +399,8 @@ func (c Catalog) check() []error {
 	for _, err := range search.ValidateSynonyms(c.Synonyms) {
 		errs = append(errs, fmt.Errorf("synonyms%w", err))
 	}
-	if c.Embedding != "" && c.Embedding != EmbeddingNone && !credentialRE.MatchString(c.Embedding) {
-		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, credentialRE))
+	if c.Embedding != "" && c.Embedding != EmbeddingNone && !config.ValidCredentialName(c.Embedding) {
+		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, config.CredentialNamePattern))
 	}
 	return errs
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 func validListing() *Listing {
@@ -282,7 +284,7 @@ func TestEndpoint(t *testing.T) {
 func TestClusterDefaults(t *testing.T) {
 	d := DefaultClusterSettings()
 	want := ClusterSettings{
-		ConnectTimeout: Duration(time.Second), RequestTimeout: Duration(15 * time.Second),
+		ConnectTimeout: config.Duration(time.Second), RequestTimeout: config.Duration(15 * time.Second),
 		MaxConnections: 1024, MaxPendingRequests: 1024, MaxRequests: 1024, MaxRetries: 3,
 		LBPolicy: "ROUND_ROBIN",
 	}

@@ -83,11 +83,17 @@ var (
 // profile. ctx bounds the only wait there can be: a refetch of the issuer's
 // keys for a kid the cache does not hold.
 func (a *Authenticator) Authenticate(ctx context.Context, r *Request) Result {
-	c, p := a.profile(r.Route)
+	return a.Current().Authenticate(ctx, r)
+}
+
+// Authenticate validates the request's credentials against its route's
+// profile in pr.
+func (pr *Profiles) Authenticate(ctx context.Context, r *Request) Result {
+	c, p := pr.profile(r.Route)
 	if p == nil {
 		return Result{}
 	}
-	caller, f := a.check(ctx, c, p, r)
+	caller, f := pr.a.check(ctx, c, p, r)
 	if f == nil {
 		if caller == nil {
 			return Result{Label: ResultAnonymous}

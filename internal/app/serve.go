@@ -34,6 +34,7 @@ import (
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/memstore"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -284,7 +285,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	if l, ok := store.(approval.Ledger); ok {
 		a.approvalLedger = l
 	}
-	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
+	a.lister = fetch.NewMCPLister(client, 0, cfg.Credentials)
 	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
 	if l, ok := a.lister.(interface {
 		SetListingHeaders(func(string) (map[string]string, error))
@@ -297,7 +298,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	if a.reg, err = newRegistry(&cfg, registryParts{
 		source:  src,
-		fetcher: registry.NewHTTPFetcher(client, 0),
+		fetcher: fetch.NewHTTPFetcher(client, 0),
 		lister:  a.lister,
 		store:   store,
 		client:  client,
@@ -545,9 +546,9 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// reloadBlocks reads the configuration (file and flags) once and hands it to
-// each block that reloads on SIGHUP. A block that does not validate keeps its
-// last good configuration; the others still reload.
+// reloadBlocks reads the configuration (file and flags) once and builds the
+// extproc Runtime from it (runtime.go): all its blocks reload together, or,
+// when one does not build, none does.
 func (a *app) reloadBlocks() {
 	if a.reloadConfig == nil {
 		return
@@ -558,12 +559,7 @@ func (a *app) reloadBlocks() {
 			slog.Any("error", err))
 		return
 	}
-	a.reloadAuth(cfg)
-	a.reloadApproval(cfg)
-	a.reloadRateLimits(cfg)
-	a.reloadRelayKeys(cfg)
-	a.reloadUpstreamAuth(cfg)
-	a.reloadPolicies(cfg)
+	a.reloadRuntime(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
@@ -669,11 +665,11 @@ func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, met
 	}
 	switch {
 	case strings.HasPrefix(cfg.Portal, "http://"), strings.HasPrefix(cfg.Portal, "https://"):
-		src := registry.NewHTTPSource(cfg.Portal, newHTTPClient())
+		src := fetch.NewHTTPSource(cfg.Portal, newHTTPClient())
 		src.Decoder = dec
 		return src, nil
 	case cfg.Portal != "":
-		src := registry.NewFileSource(cfg.Portal)
+		src := fetch.NewFileSource(cfg.Portal)
 		src.Decoder = dec
 		return checkPortalFile(ctx, src, cfg)
 	case m != modeRun:
@@ -695,7 +691,7 @@ func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, met
 // instead of a gateway that serves no route and is never ready. Once
 // started, an invalid file keeps the last good routes (registry.Refresh).
 // The listing read here is the one the registry's first cycle uses.
-func checkPortalFile(ctx context.Context, src *registry.FileSource, cfg Config) (registry.Source, error) {
+func checkPortalFile(ctx context.Context, src *fetch.FileSource, cfg Config) (registry.Source, error) {
 	l, err := src.List(ctx)
 	if err != nil {
 		var le *registry.ListingError
