@@ -82,7 +82,7 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 		call: []*corev3.HeaderValueOption{
 			setHeader("content-type", contentTypeJSON),
 			setHeader(registry.RouteHeader, route),
-			setHeader(registry.ToolHeader, t.Name),
+			setHeader(registry.ToolHeader, t.ServiceToolName()), // a virtual tool's real name
 		},
 		remove:   removeOnCall,
 		metaTool: structpb.NewStringValue(t.Name),

@@ -113,7 +113,7 @@ func newPlanWire(p *toolPlan, t *registry.Tool) *planWire {
 	w.routing = appendSetHeader(w.routing, ":path", t.BasePath+t.Path)
 	w.call = appendSetHeader(w.call, "content-type", contentTypeJSON)
 	w.call = appendSetHeader(w.call, registry.RouteHeader, p.route)
-	w.call = appendSetHeader(w.call, registry.ToolHeader, t.Name)
+	w.call = appendSetHeader(w.call, registry.ToolHeader, t.ServiceToolName())
 	if p.version != nil {
 		w.version = appendSetHeader(nil, registry.ToolVersionHeader, t.Version)
 	}

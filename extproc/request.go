@@ -257,8 +257,11 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 		// Handle resolved the name against the same snapshot, so this is
 		// unreachable; answer as docs/contracts/mcp.md says rather than route nowhere.
 		msg := "unknown tool"
-		if res == mcp.ToolAmbiguous {
+		switch res {
+		case mcp.ToolAmbiguous:
 			msg = "ambiguous tool"
+		case mcp.ToolQuarantined:
+			msg = mcp.QuarantinedMessage(call.Tool)
 		}
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
@@ -275,6 +278,11 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 	}
 
 	args := call.Arguments
+	if t.Args != nil { // a virtual tool refuses hidden and fixed arguments first (virtual.go)
+		if _, r := x.virtualArguments(call, t, args); r != nil {
+			return r
+		}
+	}
 	var addHeaders map[string]string
 	if x.s.cfg.Filters == nil {
 		if msgs := x.validate(t, args); len(msgs) > 0 {
@@ -304,6 +312,12 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 				outcome, denyDetails(outcome))
 		}
 		args, addHeaders = freq.Arguments, out.AddHeaders
+	}
+	if t.Args != nil { // the real tool's arguments, after the filters (virtual.go)
+		var r *extprocv3.ProcessingResponse
+		if args, r = x.virtualArguments(call, t, args); r != nil {
+			return r
+		}
 	}
 	if r := x.approve(call, t); r != nil {
 		return r

@@ -299,6 +299,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 		fetcher: registry.NewHTTPFetcher(client, 0),
 		lister:  a.lister,
 		store:   store,
+		pins:    pinStore(cfg, store),
 		client:  client,
 		log:     log.With(slog.String("component", "registry")),
 		tracer:  a.tracer,
@@ -563,6 +564,7 @@ func (a *app) reloadBlocks() {
 	a.reloadRelayKeys(cfg)
 	a.reloadUpstreamAuth(cfg)
 	a.reloadPolicies(cfg)
+	a.reloadSurface(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
