@@ -292,7 +292,7 @@
           h('td', {}, h('code', {}, t.service)),
           h('td', {}, t.accepted ? shortVersion(t.accepted) : badge('new tool', 'warn')),
           h('td', {}, shortVersion(t.current))))),
-        q.map((t) => h('details', {class: 'definition-diff', 'data-diff': t.name},
+        q.map((t) => h('details', {class: 'definition-diff', 'data-diff': t.name, 'data-key': 'diff ' + key + ' ' + t.service + ' ' + t.tool},
           h('summary', {}, 'Definition of ' + t.name + ': accepted → held back'),
           definitionDiff(t.acceptedDefinition, t.currentDefinition))),
         h('p', {class: 'dim'}, 'Accept or reject with POST /admin/surface/accept or /admin/surface/reject (docs/surface.md).'));
