@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -32,7 +33,7 @@ import (
 // event stream streamed event by event.
 
 // Upstreams gives the call path what only the registry knows about
-// federated MCP servers. registry.HTTPLister implements it.
+// federated MCP servers. fetch.HTTPLister implements it.
 type Upstreams interface {
 	// UpstreamHeaders returns the values of the service's Portal headers.
 	UpstreamHeaders(svc registry.ToolService) (map[string]string, error)
@@ -209,9 +210,9 @@ func upstreamCallBody(call *mcp.Call, name string, args, meta []byte) []byte {
 // JSON-RPC errors (a CallToolResult would be the wrong shape).
 func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
-			registry.MetadataEra:       structpb.NewStringValue(era.Label()),
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
+			wire.MetadataEra:       structpb.NewStringValue(era.Label()),
 		}}),
 	}}
 }
@@ -232,7 +233,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if !ok {
 		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
 	}
-	if lim := x.s.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
+	if lim := x.rt.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
 		// As for a tools/call (requestBody): the service's own limit.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
@@ -290,7 +291,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 		tool = call.Tool
 	}
 	resp := x.toMCPServer(svc, f.headers, auth, tool, up, meta)
-	x.fed, x.routed, x.outcome = f, true, outcomeRouted
+	x.fed, x.kind, x.outcome = f, federatedCall{}, outcomeRouted
 	return resp
 }
 
@@ -305,22 +306,27 @@ func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map
 		basePath = "/"
 	}
 	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
+		setHeader(wire.ClusterHeader, wire.ClusterName(svc.Name)),
 		setHeader(":path", basePath),
 		setHeader("content-type", contentTypeJSON),
 		setHeader("content-length", strconv.Itoa(len(up))),
 		setHeader("accept", "application/json, text/event-stream"),
-		setHeader(registry.RouteHeader, x.routeKey),
+		setHeader(wire.RouteHeader, x.routeKey),
 	}
 	if tool != "" {
-		set = append(set, setHeader(registry.ToolHeader, tool))
+		set = append(set, setHeader(wire.ToolHeader, tool))
 	}
 	set = append(set, x.traceHeaders()...)
 	for _, k := range sortedHeaderKeys(h) {
 		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
 	}
-	remove := []string{"accept-encoding", registry.ToolVersionHeader}
+	remove := []string{"accept-encoding", wire.ToolVersionHeader}
 	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	for _, k := range x.droppedClientHeaders(svc.Name) { // forwardheaders.go
 		if h.Get(k) == "" && !slices.Contains(remove, k) {
 			remove = append(remove, k)
 		}
@@ -456,14 +462,14 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
 			f.sse = x.newSSETranslator()
 			resp.ModeOverride = streamOverride()
-			if deadline && x.duplexResp {
+			if deadline && x.fullDuplex() {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
 				f.duplex = &duplexStream{deadline: at}
 			}
 		} else if deadline {
 			// A stream this server can end before the route timeout
-			// (duplex.go). Without duplexResp the override comes now,
+			// (duplex.go). Without fullDuplex the override comes now,
 			// which only a stream that passes unchanged may take (ADR 0013).
 			f.duplex = &duplexStream{deadline: at}
 			resp.ModeOverride = duplexOverride()

@@ -39,3 +39,31 @@ func (x *exchange) virtualArguments(call *mcp.Call, t *registry.Tool, args []byt
 	return nil, x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, []string{msg}))},
 		outcomeInvalidArgs, detailsInvalidArguments)
 }
+
+// virtualRefuseStep refuses a virtual tool's call that sends an argument
+// the override hides or fixes, before validation, filters or approval see
+// it.
+type virtualRefuseStep struct{}
+
+func (virtualRefuseStep) run(c *callCtx) stepResult {
+	if c.tool.Args == nil {
+		return nil
+	}
+	_, r := c.x.virtualArguments(c.call, c.tool, c.args)
+	return r
+}
+
+// virtualArgsStep rewrites the arguments, as the filters left them, into
+// the real tool's: fixed arguments and missing defaults added.
+type virtualArgsStep struct{}
+
+func (virtualArgsStep) run(c *callCtx) stepResult {
+	if c.tool.Args == nil {
+		return nil
+	}
+	args, r := c.x.virtualArguments(c.call, c.tool, c.args)
+	if r == nil {
+		c.args = args
+	}
+	return r
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/surface"
@@ -58,7 +59,7 @@ func TestVirtualToolCall(t *testing.T) {
 				t.Errorf("upstream body = %s, want %s", got, tc.args)
 			}
 			set := setOf(t, cr.GetHeaderMutation())
-			if set[registry.ToolHeader] != "forecast" || !tc.headerRoute && set[":path"] != "/api/tools/forecast" {
+			if set[wire.ToolHeader] != "forecast" || !tc.headerRoute && set[":path"] != "/api/tools/forecast" {
 				t.Errorf("upstream headers = %v, want the real tool forecast", set)
 			}
 		})

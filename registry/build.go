@@ -18,6 +18,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -674,7 +675,7 @@ func (b builder) tool(job toolJob) toolResult {
 		},
 		Version:              mt.Version,
 		Service:              job.service,
-		Cluster:              ClusterName(job.service),
+		Cluster:              wire.ClusterName(job.service),
 		Path:                 path,
 		BasePath:             job.basePath,
 		ParamHeaders:         params,

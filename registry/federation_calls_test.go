@@ -130,26 +130,3 @@ func TestSnapshotFederatedItemsPaged(t *testing.T) {
 		t.Error("a foreign cursor was accepted")
 	}
 }
-
-func TestUpstreamHeadersCache(t *testing.T) {
-	t.Setenv("TOOLMESH_TEST_CRED", "one")
-	l := NewMCPLister(nil, 0, map[string]CredentialSource{"c": {Env: "TOOLMESH_TEST_CRED"}}).(*HTTPLister)
-	svc := ToolService{Name: "s", Protocol: ProtocolMCP, Headers: map[string]HeaderValue{"X-Key": {Credential: "c", Prefix: "K "}}}
-	h, err := l.UpstreamHeaders(svc)
-	if err != nil || h["X-Key"] != "K one" {
-		t.Fatalf("headers %v, %v", h, err)
-	}
-	// Held until the next listing or a changed definition re-reads it.
-	t.Setenv("TOOLMESH_TEST_CRED", "two")
-	if h, _ := l.UpstreamHeaders(svc); h["X-Key"] != "K one" {
-		t.Errorf("cached value %q", h["X-Key"])
-	}
-	svc.Headers = map[string]HeaderValue{"X-Key": {Credential: "c", Prefix: "Key "}}
-	if h, _ := l.UpstreamHeaders(svc); h["X-Key"] != "Key two" {
-		t.Errorf("after a definition change %q", h["X-Key"])
-	}
-	if _, err := l.UpstreamHeaders(ToolService{Name: "u", Headers: map[string]HeaderValue{"X": {Credential: "missing"}}}); err == nil ||
-		!strings.Contains(err.Error(), `credential "missing" is not defined`) {
-		t.Errorf("undefined credential: %v", err)
-	}
-}

@@ -42,7 +42,7 @@ type Tool struct {
 	mcp.Tool
 	Version string
 	Service string // Tool Service name
-	Cluster string // ClusterName(Service)
+	Cluster string // wire.ClusterName(Service)
 	Path    string // invoke path relative to the Tool Service URL, leading "/"
 	// BasePath is the Tool Service URL's own path prefix ("" for none); the
 	// upstream :path is BasePath+Path.

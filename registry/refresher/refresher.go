@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/memstore"
 	"github.com/toolmesh/toolmesh/registry/surface"
 )
@@ -91,7 +93,7 @@ type Options struct {
 	MCPLister registry.MCPLister
 	// Credentials are the toolmesh config file's credentials, by name: the
 	// values of the headers a Portal entry sends to an MCP server.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 
 	// Embeddings are the embedding services search-mode routes may name
 	// (catalog.embedding), by name, and DefaultEmbedding the one a
@@ -213,10 +215,10 @@ func New(opts Options) *Registry {
 		panic("registry: Options.Source is required")
 	}
 	if opts.Fetcher == nil {
-		opts.Fetcher = registry.NewHTTPFetcher(nil, 0)
+		opts.Fetcher = fetch.NewHTTPFetcher(nil, 0)
 	}
 	if opts.MCPLister == nil {
-		opts.MCPLister = registry.NewMCPLister(nil, 0, opts.Credentials)
+		opts.MCPLister = fetch.NewMCPLister(nil, 0, opts.Credentials)
 	}
 	if opts.Store == nil {
 		opts.Store = memstore.New()

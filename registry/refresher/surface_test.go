@@ -11,7 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
@@ -35,8 +35,8 @@ func TestSurfacePinningAcrossReplicas(t *testing.T) {
 	}}}
 	replicas := make([]*Registry, 2)
 	for i := range replicas {
-		replicas[i] = New(Options{Source: registry.NewHTTPSource(portal.URL, portal.Client()),
-			Fetcher: registry.NewHTTPFetcher(svc.Client(), 0), Pins: pins, FetchTimeout: 2 * time.Second})
+		replicas[i] = New(Options{Source: fetch.NewHTTPSource(portal.URL, portal.Client()),
+			Fetcher: fetch.NewHTTPFetcher(svc.Client(), 0), Pins: pins, FetchTimeout: 2 * time.Second})
 		if err := replicas[i].SetSurface(cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestSurfaceWarnAndQuarantineNew(t *testing.T) {
 	portal := registrytest.NewFakeServer(t, "/v1/routes",
 		fmt.Sprintf(`{"routes":[{"key":"core","toolServices":[{"name":"svc","url":%q}]}]}`, svc.URL))
 	pins := surface.NewMemStore()
-	r := New(Options{Source: registry.NewHTTPSource(portal.URL, portal.Client()), Fetcher: registry.NewHTTPFetcher(svc.Client(), 0), Pins: pins})
+	r := New(Options{Source: fetch.NewHTTPSource(portal.URL, portal.Client()), Fetcher: fetch.NewHTTPFetcher(svc.Client(), 0), Pins: pins})
 	if err := r.SetSurface(&surface.Config{ToolServices: map[string]surface.Policy{"svc": {Mode: surface.ModeWarn}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestSurfaceWarnAndQuarantineNew(t *testing.T) {
 }
 
 func TestSetSurfaceRefusesInvalid(t *testing.T) {
-	r := New(Options{Source: registry.NewHTTPSource("http://127.0.0.1:1", nil)})
+	r := New(Options{Source: fetch.NewHTTPSource("http://127.0.0.1:1", nil)})
 	good := &surface.Config{Routes: map[string]surface.RouteConfig{"core": {Tools: map[string]surface.Override{"a": {Name: "b"}}}}}
 	if err := r.SetSurface(good); err != nil {
 		t.Fatal(err)
