@@ -38,7 +38,7 @@ func pinStore(cfg Config, store registry.Store) surface.Store {
 // whole or not at all: on error the block in force stays and the error
 // names the entry. The routes are rebuilt with it at the next refresh.
 func (a *app) reloadSurface(cfg Config) {
-	if a.reg == nil { // extproc mode and tests without a registry
+	if a.reg == nil {
 		return
 	}
 	if err := a.reg.SetSurface(cfg.Surface); err != nil {
