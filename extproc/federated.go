@@ -66,6 +66,7 @@ type fedCall struct {
 	// caller, so the shared session's handshake does not send them.
 	callerHeaders []string
 	session       string     // the gateway's Mcp-Session-Id sent, "" for none
+	perClient     bool       // session is the client's own (clientsession.go), not the gateway's
 	caps          clientCaps // the client capabilities its session declares
 	status        int        // the client's HTTP status when not 200
 	sse           *sseTranslator
@@ -112,6 +113,10 @@ type fedTarget struct {
 // forwardItem routes resources/read, prompts/get and completion/complete.
 func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
 	x.method, x.era = methodLabel(f.Method), f.Era.Label()
+	switch f.Method {
+	case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+		return x.answer(x.forwardClientState(f, body), "", "") // clientsession.go
+	}
 	tgt := fedTarget{method: f.Method, name: f.Name}
 	var prompt bool
 	switch {
@@ -256,7 +261,17 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if upEra == mcp.EraLegacy {
 		key := sessionKeyOf(svc, upVersion)
 		if era == mcp.EraLegacy {
-			key.caps = capsOf(body) // what the client says it answers (relay.go)
+			own, caps, perClient, bad := x.clientUpstream(svc, upVersion, id) // clientsession.go
+			if bad != nil {
+				return x.answer(bad, "", "")
+			}
+			if perClient {
+				// The client's own session: its ids are its own too.
+				f.session, f.perClient = own.Session, true
+				f.headers.Set(mcp.HeaderSessionID, own.Session)
+				return x.sendFederated(f, svc, auth, call, up, meta)
+			}
+			key.caps = caps | capsOf(body) // what the client says it answers (relay.go)
 		}
 		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
@@ -285,6 +300,11 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			f.headers.Set(mcpParamPrefix+p.Key, p.Value)
 		}
 	}
+	return x.sendFederated(f, svc, auth, call, up, meta)
+}
+
+// sendFederated routes the request f, with body up, to its server.
+func (x *exchange) sendFederated(f *fedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	tool := ""
 	if call != nil {
 		tool = call.Tool
@@ -420,6 +440,13 @@ func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
 func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
+	if x.upStatus == http.StatusNotFound && f.perClient {
+		return responseHeadersResponse(&extprocv3.CommonResponse{
+			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+			HeaderMutation: withStatus(fedHeaders(nil), http.StatusNotFound),
+			BodyMutation:   replaceBody(x.clientSessionLost()),
+		})
+	}
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
 		// open a new one and send the call again from here. A 400 that
@@ -494,7 +521,9 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 	}
 	body := b.GetBody()
 	var out []byte
-	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
+	if x.upStatus == http.StatusBadRequest && f.perClient && upstream.SessionLost(x.upStatus, body) {
+		out = x.clientSessionLost()
+	} else if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
 		out = x.reissue()
 	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
@@ -503,11 +532,7 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 	}
 	h := fedHeaders(setHeader("content-length", strconv.Itoa(len(out))))
 	if f.status != 0 {
-		for i, sh := range h.SetHeaders {
-			if sh.GetHeader().GetKey() == ":status" {
-				h.SetHeaders[i] = setHeader(":status", strconv.Itoa(f.status))
-			}
-		}
+		h = withStatus(h, f.status)
 	}
 	return responseBodyResponse(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: replaceBody(out)})
 }
@@ -671,6 +696,16 @@ func (x *exchange) reissue() []byte {
 		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
 	return out
+}
+
+// withStatus sets the :status of h to status.
+func withStatus(h *extprocv3.HeaderMutation, status int) *extprocv3.HeaderMutation {
+	for i, sh := range h.SetHeaders {
+		if sh.GetHeader().GetKey() == ":status" {
+			h.SetHeaders[i] = setHeader(":status", strconv.Itoa(status))
+		}
+	}
+	return h
 }
 
 // fedHeaders are resultHeaders without the server's Mcp-Session-Id: the

@@ -45,6 +45,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -164,6 +165,9 @@ type Server struct {
 	// relayKeys mint and open the ids of federated servers' requests to
 	// the client (relay.go); never nil. Swapped whole by SetRelayKeys.
 	relayKeys atomic.Pointer[relay.Keys]
+	// sessionKeys seal legacy clients' session tokens (clientsession.go);
+	// never nil. Swapped whole by SetSessionKeys.
+	sessionKeys atomic.Pointer[session.Keys]
 }
 
 // upstreamHeaders returns a federated server's configured header values.
@@ -270,6 +274,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		client:  upstream.New(upstream.Options{MaxBytes: cfg.MaxResponseBytes}),
 	}
 	s.relayKeys.Store(relay.Generate()) // one replica only, until SetRelayKeys
+	s.sessionKeys.Store(session.Generate())
 	return s, nil
 }
 

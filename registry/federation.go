@@ -32,6 +32,17 @@ type MCPManifest struct {
 	// Completions is true when the server declared the completions
 	// capability (completion/complete is routed to it).
 	Completions bool `json:"completions,omitempty"`
+	// Logging and Subscribe are true when the server declared logging or
+	// resources.subscribe: state a legacy client keeps on its own upstream
+	// session (docs/decisions/0022-legacy-client-sessions.md).
+	Logging   bool `json:"logging,omitempty"`
+	Subscribe bool `json:"subscribe,omitempty"`
+}
+
+// PerClientState reports whether a legacy client needs its own session on
+// this server for the state it may set there.
+func (m *MCPManifest) PerClientState() bool {
+	return m.Era() == mcp.EraLegacy && (m.Logging || m.Subscribe)
 }
 
 // Era is the protocol era the server was listed in.
@@ -89,7 +100,9 @@ func manifestOf(l *upstream.Listing) *Manifest {
 		Resources:         l.Resources,
 		ResourceTemplates: l.ResourceTemplates,
 		Prompts:           l.Prompts,
-		Completions:       len(l.Capabilities.Completions) > 0 && string(l.Capabilities.Completions) != "null",
+		Completions:       declared(l.Capabilities.Completions),
+		Logging:           declared(l.Capabilities.Logging),
+		Subscribe:         l.Capabilities.Resources != nil && l.Capabilities.Resources.Subscribe,
 	}}
 	for i, raw := range l.Tools {
 		var t mcpTool
@@ -102,6 +115,9 @@ func manifestOf(l *upstream.Listing) *Manifest {
 	}
 	return m
 }
+
+// declared reports whether a capability member is present (not null).
+func declared(c json.RawMessage) bool { return len(c) > 0 && string(c) != "null" }
 
 // Federated reports whether the tool is served by a federated MCP server.
 // Such a tool has no Path: it is called with tools/call on the server's

@@ -81,6 +81,11 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return err
 	}
 	srv.SetRelayKeys(rk)
+	sk, err := buildSessionKeys(a.cfg.RelayKeys)
+	if err != nil {
+		return err
+	}
+	srv.SetSessionKeys(sk)
 	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}

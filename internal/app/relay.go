@@ -38,8 +38,14 @@ func (a *app) reloadRelayKeys(cfg Config) {
 		a.log.Error("relayKeys reload failed; the keys in force stay", slog.Any("error", err))
 		return
 	}
+	sk, err := buildSessionKeys(cfg.RelayKeys)
+	if err != nil {
+		a.log.Error("relayKeys reload failed; the keys in force stay", slog.Any("error", err))
+		return
+	}
 	if k != nil {
 		a.extprocServer.SetRelayKeys(k)
+		a.extprocServer.SetSessionKeys(sk)
 		a.log.Info("relayKeys reloaded")
 	}
 }
