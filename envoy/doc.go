@@ -1,20 +1,6 @@
-// Package envoy holds toolmesh's Envoy bootstrap configurations and a small
-// local data plane.
-//
-// The local data plane ([DataPlane]) is NOT a production proxy. It is a
-// development and test stand-in for Envoy that understands exactly the
-// configuration toolmesh's xDS translator emits (one listener with an HTTP
-// connection manager, an early header mutation, ext_proc and router filters,
-// local_reply_config, a route configuration, clusters and endpoints) and
-// behaves like Envoy for it: it speaks the ext_proc gRPC protocol to the
-// extproc server the way Envoy's ext_proc filter does, routes with Envoy's
-// route-matching and route-cache rules, and shapes its own error replies
-// through local_reply_config. It exists so `toolmesh run` works without an
-// Envoy binary and so end-to-end tests can exercise the extproc server
-// through real HTTP. Production deployments use real Envoy.
-//
-// Every Envoy behaviour it emulates is written down in rules.go with the
-// Envoy source or documentation it follows, so the emulation can be
-// re-checked against a real Envoy. Anything outside that set is rejected by
-// [DataPlane.Apply] or documented there as not emulated.
+// Package envoy holds toolmesh's Envoy bootstrap configurations,
+// gateway.yaml (Envoy as an edge gateway) and sidecar.yaml (Envoy beside
+// toolmesh in one pod), and the test that checks them against the xDS server
+// and cmd/toolmesh's defaults. The local data plane that stands in for Envoy
+// in `toolmesh run` and the tests is in the dataplane package below.
 package envoy

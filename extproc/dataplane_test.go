@@ -22,7 +22,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 
-	dataplane "github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/envoy/dataplane"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/internal/testpki"
 	"github.com/toolmesh/toolmesh/registry"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/envoy/dataplane"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -155,7 +155,7 @@ func TestExtProcUnreachableIsJSON(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	_ = ln.Close()
-	dp, err := envoy.New(envoy.Options{ExtProcTarget: closed})
+	dp, err := dataplane.New(dataplane.Options{ExtProcTarget: closed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/toolmesh/toolmesh/demo"
-	"github.com/toolmesh/toolmesh/envoy"
+	"github.com/toolmesh/toolmesh/envoy/dataplane"
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
@@ -396,7 +396,7 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 	if err != nil {
 		return err
 	}
-	dp, err := envoy.New(envoy.Options{
+	dp, err := dataplane.New(dataplane.Options{
 		ExtProcTarget: ls.extproc.Addr().String(),
 		Logger:        log,
 		ControlTLS:    ctlTLS,

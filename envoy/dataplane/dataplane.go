@@ -1,0 +1,253 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options configures a [DataPlane].
+type Options struct {
+	// ExtProcTarget is the gRPC target of the extproc server, for example
+	// "127.0.0.1:9002". Every ext_proc filter in the configuration talks to
+	// it, whatever cluster its grpc_service names.
+	ExtProcTarget string
+	// ExtProcConn is an existing connection to the extproc server; it takes
+	// precedence over ExtProcTarget and is not closed by Close.
+	ExtProcConn grpc.ClientConnInterface
+	// Logger receives debug logs of requests and xDS updates; nil discards.
+	Logger *slog.Logger
+	// Keepalive is the HTTP/2 keepalive of the ADS and ext_proc connections
+	// (zero: the bootstraps' 30s interval, 5s timeout, 15% jitter).
+	Keepalive Keepalive
+	// Transport, if set, carries every upstream request instead of the
+	// per-cluster connection pools. Cluster TLS, HTTP/2 and connect_timeout
+	// settings are then the Transport's business.
+	Transport http.RoundTripper
+	// ControlTLS, if set, is the client TLS of the ADS and ext_proc
+	// connections (toolmesh's controlTLS listeners; the clusters' transport
+	// sockets of a real Envoy's bootstrap); nil: plaintext.
+	ControlTLS *tls.Config
+}
+
+// DataPlane is the local stand-in for Envoy: its ServeHTTP is the listener's
+// HTTP connection manager. It is not a production proxy; see the package
+// documentation.
+type DataPlane struct {
+	log       *slog.Logger
+	conn      grpc.ClientConnInterface
+	extProc   extprocv3.ExternalProcessorClient // on conn, made once
+	ownConn   *grpc.ClientConn
+	transport http.RoundTripper
+	keepalive Keepalive
+	ctlTLS    *tls.Config
+
+	cfg atomic.Pointer[config]
+
+	mu         sync.Mutex // serializes Apply and Close; never taken by requests
+	runtimes   map[string]*clusterRuntime
+	limits     map[string]clusterLimits
+	transports map[string]upstreamPool
+	closed     bool
+}
+
+// New returns a data plane with no configuration; it answers 503 until
+// Apply (or WatchADS) gives it a listener.
+func New(opts Options) (*DataPlane, error) {
+	d := &DataPlane{
+		log:        opts.Logger,
+		conn:       opts.ExtProcConn,
+		transport:  opts.Transport,
+		keepalive:  keepaliveDefaults(opts.Keepalive),
+		ctlTLS:     opts.ControlTLS,
+		runtimes:   map[string]*clusterRuntime{},
+		limits:     map[string]clusterLimits{},
+		transports: map[string]upstreamPool{},
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.conn == nil && opts.ExtProcTarget != "" {
+		// grpc-go's client with the windows of Envoy's HTTP/2 codec, which
+		// are static (a window option turns grpc-go's BDP estimation off),
+		// and Envoy's keepalive (rules.go, "ext_proc gRPC client
+		// connection"). It never retries a stream: Envoy retries an
+		// ext_proc stream only under a retry policy, which toolmesh's
+		// grpc_service does not set (api/envoy/config/core/v3/
+		// grpc_service.proto, GrpcService.retry_policy: "If not specified,
+		// no default retry policy is applied at the client level").
+		cc, err := grpc.NewClient(opts.ExtProcTarget,
+			grpc.WithTransportCredentials(controlCreds(opts.ControlTLS)),
+			grpc.WithInitialWindowSize(envoyHTTP2StreamWindow),
+			grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
+			grpc.WithDisableRetry(),
+			keepaliveDialOption(d.keepalive, d.log.With("grpc", "ext_proc")))
+		if err != nil {
+			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
+		}
+		d.conn, d.ownConn = cc, cc
+	}
+	if d.conn != nil {
+		d.extProc = extprocv3.NewExternalProcessorClient(d.conn)
+	}
+	return d, nil
+}
+
+// Apply validates a complete set of listeners, route configurations,
+// clusters and cluster load assignments (keyed by the go-control-plane
+// resource type URLs) and, if it is valid and every construct in it is
+// emulated, makes it the configuration for new requests. On error the
+// previous configuration stays in force.
+func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
+	cfg, err := compileConfig(res)
+	if err != nil {
+		return fmt.Errorf("apply configuration: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("apply configuration: data plane closed")
+	}
+	keep := map[string]bool{}
+	for name, cl := range cfg.clusters {
+		rt, ok := d.runtimes[name]
+		if !ok || d.limits[name] != cl.limits {
+			rt = newClusterRuntime(cl.limits)
+			d.runtimes[name], d.limits[name] = rt, cl.limits
+		}
+		cl.rt = rt
+		if d.transport != nil {
+			cl.transport = d.transport
+			continue
+		}
+		key := transportKey(cl)
+		tr, ok := d.transports[key]
+		if !ok {
+			tr = newTransport(cl)
+			d.transports[key] = tr
+		}
+		cl.transport = tr
+		keep[key] = true
+	}
+	for key, tr := range d.transports {
+		if !keep[key] {
+			tr.retire()
+			delete(d.transports, key)
+		}
+	}
+	for name := range d.runtimes {
+		if _, ok := cfg.clusters[name]; !ok {
+			delete(d.runtimes, name)
+			delete(d.limits, name)
+		}
+	}
+	for _, f := range cfg.hcm.filtersOrNil() {
+		for _, note := range f.ignored {
+			d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.name, "setting", note)
+		}
+	}
+	d.cfg.Store(cfg)
+	d.log.Debug("data plane configuration applied", "listener", cfg.listener, "clusters", len(cfg.clusters))
+	return nil
+}
+
+// Ready reports whether the data plane has a listener with a route
+// configuration.
+func (d *DataPlane) Ready() bool {
+	cfg := d.cfg.Load()
+	return cfg != nil && cfg.hcm != nil && cfg.routes != nil
+}
+
+// Close releases the upstream connection pools and the extproc connection
+// it opened.
+func (d *DataPlane) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	for _, tr := range d.transports {
+		tr.retire()
+	}
+	if d.ownConn != nil {
+		return d.ownConn.Close()
+	}
+	return nil
+}
+
+// ServeHTTP implements [http.Handler]: it is the listener's HTTP connection
+// manager, running early header mutations, the ext_proc filters and the
+// router for one request, the way Envoy does.
+func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := d.cfg.Load()
+	if cfg == nil || cfg.hcm == nil {
+		// Envoy would not be listening yet.
+		http.Error(w, "no listener configured", http.StatusServiceUnavailable)
+		return
+	}
+	if cfg.downstreamTLS != nil && r.TLS == nil {
+		// A TLS listener never reads plaintext HTTP: the connection fails
+		// (rules.go, "Downstream TLS").
+		panic(http.ErrAbortHandler)
+	}
+	x := &exchange{
+		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
+	}
+	x.serve()
+}
+
+// controlCreds are the transport credentials of a connection to toolmesh:
+// TLS with c, else plaintext.
+func controlCreds(c *tls.Config) credentials.TransportCredentials {
+	if c == nil {
+		return insecure.NewCredentials()
+	}
+	return sanVerifiedCreds{credentials.NewTLS(c)}
+}
+
+// sanVerifiedCreds are TLS credentials whose connections accept any
+// per-call authority. The data plane calls with the cluster name as
+// :authority, as Envoy does (toolmesh_extproc); Envoy checks the server's
+// identity once, in the handshake, against the SANs of its
+// UpstreamTlsContext (c's VerifyConnection here), never against a call's
+// :authority, which grpc-go would otherwise check against the host names
+// of the certificate.
+type sanVerifiedCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c sanVerifiedCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, ai, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ti, ok := ai.(credentials.TLSInfo); ok {
+		return conn, sanVerified{ti}, nil
+	}
+	return conn, ai, nil
+}
+
+func (c sanVerifiedCreds) Clone() credentials.TransportCredentials {
+	return sanVerifiedCreds{c.TransportCredentials.Clone()}
+}
+
+type sanVerified struct{ credentials.TLSInfo }
+
+// ValidateAuthority accepts every authority: the SANs were checked in the
+// handshake.
+func (sanVerified) ValidateAuthority(string) error { return nil }

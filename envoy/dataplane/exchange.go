@@ -1,0 +1,568 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// exchange is one HTTP stream through the HTTP connection manager: the
+// request headers and body as the filters see them, the cached route, the
+// stream's dynamic metadata and response flags, and the ext_proc filter
+// instances. It lives on the stack of one ServeHTTP call.
+type exchange struct {
+	d     *DataPlane
+	cfg   *config
+	log   *slog.Logger
+	w     http.ResponseWriter
+	r     *http.Request
+	ctx   context.Context
+	start time.Time
+
+	reqH       *headerMap
+	reqHBuf    headerMap // where reqH points
+	route      *route    // cached route (Envoy's route cache)
+	routeValid bool
+	first      *route // route selected at decodeHeaders
+	req        reqBody
+
+	meta         map[string]*structpb.Struct // nil until a filter sets some
+	flags        responseFlags
+	details      string
+	cluster      string
+	upstreamHost string
+
+	filters   []*extProcRun
+	filterArr [2]*extProcRun // room for filters in the exchange itself
+	started   bool           // response headers went to the client
+}
+
+// maxBufferLimit caps configured buffer limits so they fit an int64.
+const maxBufferLimit = 1 << 40
+
+// reqBody is the request body as buffered by the filter chain.
+type reqBody struct {
+	buf      []byte    // buffered bytes; the whole body when rest is nil
+	rest     io.Reader // the unread remainder of a body over the buffer limit
+	replaced bool      // CONTINUE_AND_REPLACE replaced the body
+}
+
+func (b *reqBody) replace(p []byte) {
+	b.buf, b.rest, b.replaced = p, nil, true
+}
+
+func (b *reqBody) reader() io.Reader {
+	if b.rest == nil {
+		return bytes.NewReader(b.buf)
+	}
+	return io.MultiReader(bytes.NewReader(b.buf), b.rest)
+}
+
+func (x *exchange) serve() {
+	defer func() {
+		for _, f := range x.filters {
+			f.close()
+		}
+	}()
+	hcm := x.cfg.hcm
+	x.reqH = requestHeaderMap(&x.reqHBuf, x.r)
+	if lr := hcm.checkDownstream(x.reqH); lr != nil {
+		x.sendLocalReply(*lr)
+		return
+	}
+	if hcm.normalizePath || hcm.mergeSlashes {
+		x.reqH.set(":path", normalizePath(x.reqH.value(":path"), hcm.normalizePath, hcm.mergeSlashes))
+	}
+	hcm.applyEarly(x.reqH, x.fmtCtx())
+	sanitizeRequest(x.reqH)
+	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
+	// generated when absent (generate_request_id, default true) and
+	// x-forwarded-proto is set from the downstream scheme when absent.
+	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
+		x.reqH.set("x-request-id", newRequestID())
+	}
+	hadXFF := x.reqH.has("x-forwarded-for")
+	if hcm.useRemoteAddress {
+		appendXFF(x.reqH, x.r)
+	}
+	sanitizeExternal(x.reqH, x.r, hcm, hadXFF)
+	sanitizeXFCC(x.reqH, x.r, hcm.xfcc)
+	if !x.reqH.has("x-forwarded-proto") {
+		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
+	}
+	x.first = x.currentRoute()
+	x.filters = x.activeFilters(x.first)
+
+	eos := x.r.Body == nil || x.r.Body == http.NoBody || (x.r.ContentLength == 0 && len(x.r.TransferEncoding) == 0)
+	for _, f := range x.filters {
+		// Filter::mergePerRouteConfig runs in each filter's decodeHeaders
+		// with the route selected at that moment.
+		f.applyPerRoute(x.currentRoute())
+		lr, err := f.decodeHeaders(eos)
+		if err != nil {
+			return
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return
+		}
+	}
+	if !eos && !x.decodeBody() {
+		return
+	}
+	x.router()
+}
+
+// currentRoute returns the cached route, re-matching after a
+// clear_route_cache with the headers as they are now.
+func (x *exchange) currentRoute() *route {
+	if !x.routeValid {
+		x.routeValid = true
+		x.route = nil
+		if x.cfg.routes != nil {
+			x.route = x.cfg.routes.match(x.reqH)
+		}
+	}
+	return x.route
+}
+
+func (x *exchange) clearRouteCache() { x.routeValid = false }
+
+// activeFilters instantiates the ext_proc filters the first route enables
+// (HttpFilter.disabled filters need a per-route config that is not a
+// disabled FilterConfig).
+func (x *exchange) activeFilters(rt *route) []*extProcRun {
+	out := x.filterArr[:0]
+	for _, f := range x.cfg.hcm.filters {
+		enabled := !f.disabledByDefault
+		if pf := perFilterFor(rt, f.name); pf != nil {
+			enabled = !pf.disabled
+		}
+		if enabled {
+			out = append(out, newExtProcRun(x, f, nil))
+		}
+	}
+	return out
+}
+
+// perFilterFor returns the most specific typed_per_filter_config entry.
+func perFilterFor(rt *route, name string) *perFilterConfig {
+	if rt == nil {
+		return nil
+	}
+	if pf := rt.perFilter[name]; pf != nil {
+		return pf
+	}
+	return rt.vh.perFilter[name]
+}
+
+// applyPerRoute merges the virtual host and route ExtProcPerRoute configs.
+func (e *extProcRun) applyPerRoute(rt *route) {
+	if rt == nil {
+		return
+	}
+	var less, more *extProcPerRoute
+	if pf := rt.vh.perFilter[e.f.name]; pf != nil {
+		less = pf.perRoute
+	}
+	if pf := rt.perFilter[e.f.name]; pf != nil {
+		more = pf.perRoute
+	}
+	if pr := mergePerRoute(less, more); pr != nil {
+		e.init(e.x, e.f, pr)
+	}
+}
+
+// decodeBody reads and processes the request body. false means a reply was
+// sent or the downstream is gone.
+func (x *exchange) decodeBody() bool {
+	limit := min(x.first.decoderLimit(x.cfg.hcm.bufferLimit), maxBufferLimit)
+	if x.req.replaced {
+		// onData drains the downstream body after CONTINUE_AND_REPLACE.
+		_, _ = io.Copy(io.Discard, x.r.Body)
+	} else {
+		buf, err := readUpTo(x.r.Body, int64(limit)+1, x.r.ContentLength)
+		if err != nil {
+			return false
+		}
+		x.req.buf = buf
+		if uint64(len(buf)) > limit {
+			x.req.rest = x.r.Body
+		}
+	}
+	if x.req.rest != nil {
+		for _, f := range x.filters {
+			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+				// ActiveStreamDecoderFilter::requestDataTooLarge.
+				x.sendLocalReply(localReply{code: 413, body: bodyPayloadTooLarge, details: detailsRequestTooLarge})
+				return false
+			}
+		}
+	}
+	for _, f := range x.filters {
+		if f.complete {
+			continue
+		}
+		var lr *localReply
+		var err error
+		switch f.mode.GetRequestBodyMode() {
+		case extprocfilterv3.ProcessingMode_BUFFERED:
+			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, true)
+		case extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
+			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, x.req.rest == nil)
+		case extprocfilterv3.ProcessingMode_STREAMED:
+			// Chunks go to the server as they are read; the processed body
+			// is collected before it goes upstream (a simplification: Envoy
+			// forwards each chunk as soon as it is processed).
+			sr := f.newStreamReader(waitRequestBody, x.req.reader())
+			out, rerr := io.ReadAll(sr)
+			switch {
+			case sr.fail != nil:
+				lr = sr.fail
+			case rerr != nil:
+				err = rerr
+			default:
+				x.req.buf, x.req.rest = out, nil
+			}
+		}
+		if err != nil {
+			return false
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return false
+		}
+	}
+	return true
+}
+
+// router is the router filter: the route is (re)selected now. No route and
+// a direct response are local replies of the router like an unknown
+// cluster: callbacks_->sendLocalReply in Filter::decodeHeaders
+// (source/common/router/router.cc), so they go through the encoder filters
+// (rules.go, "Local replies and ext_proc").
+func (x *exchange) router() {
+	rt := x.currentRoute()
+	switch {
+	case rt == nil:
+		x.flags |= flagNR
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: detailsRouteNotFound})
+	case rt.kind == kindDirect:
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
+			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
+			extra: func(h *headerMap) { x.finalizeResponseHeaders(rt, h) },
+		})
+	default:
+		x.routeToCluster(rt)
+	}
+}
+
+// encode runs an upstream response through the encoder filters (in reverse
+// order) and writes it.
+func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
+	h := responseHeaderMap(resp)
+	if !x.cfg.hcm.suppressEnvoyHeaders {
+		h.set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+	}
+	x.finalizeResponseHeaders(rt, h)
+	eos := resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
+		x.r.Method == http.MethodHead
+	x.encodeFilters(ctx, h, resp.Body, eos)
+}
+
+// encodeFilters runs response headers and body through the encoder filters
+// (in reverse order) and writes them: FilterManager::encodeHeaders and
+// encodeData for an upstream response or a local reply sent via the filter
+// chain. A local reply raised on the way goes out directly.
+func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Reader, eos bool) {
+	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
+	for i := len(x.filters) - 1; i >= 0; i-- {
+		f := x.filters[i]
+		if f.duplexBeforeHeaders(eos) {
+			b, lr, err := f.duplexHeaders(h, body)
+			if err != nil {
+				return
+			}
+			if lr != nil {
+				x.sendLocalReply(*lr)
+				return
+			}
+			body = b
+			continue
+		}
+		repl, didReplace, lr, err := f.encodeHeaders(h, eos)
+		if err != nil {
+			return
+		}
+		if lr != nil {
+			x.sendLocalReply(*lr)
+			return
+		}
+		if didReplace {
+			body, eos = bytes.NewReader(repl), false
+			continue
+		}
+		if eos || f.complete {
+			continue
+		}
+		switch f.mode.GetResponseBodyMode() {
+		case extprocfilterv3.ProcessingMode_BUFFERED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
+			buf, err := readUpTo(body, int64(limit)+1, contentLength(h))
+			if err != nil {
+				if x.ctx.Err() != nil {
+					return // the downstream went away
+				}
+				// The filter still holds the response headers, so the
+				// router's local reply goes out directly
+				// (FilterManager::sendLocalReply → sendDirectLocalReply,
+				// local_reply_config applied), not as a reset.
+				x.sendLocalReply(x.upstreamBodyAbort(ctx, err))
+				return
+			}
+			complete := uint64(len(buf)) <= limit
+			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+				// ActiveStreamEncoderFilter::responseDataTooLarge.
+				x.sendLocalReply(localReply{code: 500, body: bodyInternalError, details: detailsResponseTooLarge})
+				return
+			}
+			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)
+			if err != nil {
+				return
+			}
+			if lr != nil {
+				x.sendLocalReply(*lr)
+				return
+			}
+			if complete {
+				body = bytes.NewReader(out)
+			} else {
+				body = io.MultiReader(bytes.NewReader(out), body)
+			}
+		case extprocfilterv3.ProcessingMode_STREAMED:
+			body = f.newStreamReader(waitResponseBody, body)
+		case extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+			body = f.newDuplexReader(body)
+		}
+	}
+	x.write(h, body)
+}
+
+// sendLocalReplyViaFilterChain sends a router's local reply while no
+// response headers exist (DownstreamFilterManager::sendLocalReply →
+// sendLocalReplyViaFilterChain): shaped by local_reply_config first, then
+// through the encoder filters, so an ext_proc filter whose processing is
+// not complete sends the reshaped headers and body to its server (rules.go,
+// "Local replies and ext_proc").
+func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localReply) {
+	if x.started {
+		x.reset(errors.New("local reply after the response started"))
+		return
+	}
+	x.details = l.details
+	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
+	x.log.Debug("local reply via the filter chain", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.encodeFilters(ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
+}
+
+// sendLocalReply sends a reply generated by the data plane itself, shaped
+// by local_reply_config, directly (not through the encoder filters: only the
+// router's replies go via the filter chain here, see
+// sendLocalReplyViaFilterChain). Once the response has started, a local
+// reply can only reset the stream.
+func (x *exchange) sendLocalReply(l localReply) {
+	if x.started {
+		x.reset(errors.New("local reply after the response started"))
+		return
+	}
+	x.details = l.details
+	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
+	x.log.Debug("local reply", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.write(h, bytes.NewReader(stringBytes(body)))
+}
+
+// write sends the final headers and body to the client.
+func (x *exchange) write(h *headerMap, body io.Reader) {
+	hcm := x.cfg.hcm
+	switch hcm.serverHeader {
+	case serverOverwrite:
+		h.set("server", hcm.serverName)
+	case serverAppendIfAbsent:
+		if !h.has("server") {
+			h.set("server", hcm.serverName)
+		}
+	}
+	status, err := strconv.Atoi(h.value(":status"))
+	if err != nil || status < 100 || status > 999 {
+		status = http.StatusBadGateway
+	}
+	out := x.w.Header()
+	if len(out) == 0 {
+		h.fillHTTPHeader(out)
+	} else {
+		for k, v := range h.httpHeader() {
+			out[k] = v
+		}
+	}
+	if !h.has("content-type") {
+		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
+	}
+	flusher, _ := x.w.(http.Flusher)
+	// A body held whole without a content-length went out chunked because
+	// it was flushed before the handler returned (net/http would otherwise
+	// count it and send a content-length, which Envoy does not add). Asking
+	// net/http for chunking instead gives the same bytes without the flush,
+	// in one write with the final chunk rather than two.
+	held, _ := body.(*bytes.Reader)
+	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
+		status != http.StatusNotModified && !h.has("content-length")
+	if chunked {
+		out["Transfer-Encoding"] = []string{"chunked"}
+	}
+	x.w.WriteHeader(status)
+	x.started = true
+	if x.r.Method == http.MethodHead || body == nil {
+		return
+	}
+	switch b := body.(type) {
+	case *bytes.Reader:
+		// Held whole: out with the headers, in one write (a local reply of
+		// megabytes copied through a 32 KiB buffer was a syscall per piece).
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
+			flusher.Flush()
+		}
+		return
+	case *strings.Reader: // held whole: out with the headers
+	default:
+		if flusher != nil { // still streaming: the headers go now (rules.go)
+			flusher.Flush()
+		}
+	}
+	bp := writeBufs.Get().(*[]byte)
+	defer writeBufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, werr := x.w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return
+		}
+		if rerr != nil {
+			x.reset(rerr)
+			return
+		}
+	}
+}
+
+// writeBufs are the copy buffers of write: one per response would be the
+// largest allocation of a routed call.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// reset resets the downstream stream, as Envoy does when an error happens
+// after the response started (or an upstream fails mid-body).
+func (x *exchange) reset(err error) {
+	x.log.Debug("resetting downstream stream", "error", err)
+	panic(http.ErrAbortHandler)
+}
+
+func (x *exchange) fmtCtx() *fmtContext {
+	proto := "HTTP/1.1"
+	if x.r.ProtoMajor == 2 {
+		proto = "HTTP/2"
+	} else if x.r.ProtoMajor == 1 && x.r.ProtoMinor == 0 {
+		proto = "HTTP/1.0"
+	}
+	name := ""
+	if x.route != nil {
+		name = x.route.name
+	}
+	return &fmtContext{
+		reqH: x.reqH, flags: x.flags, details: x.details, meta: x.meta, protocol: proto,
+		cluster: x.cluster, upstreamHost: x.upstreamHost, routeName: name, start: x.start,
+	}
+}
+
+// newRequestID returns a random UUID v4, as Envoy's default request ID
+// extension generates.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	hex.Encode(out[9:13], b[4:6])
+	hex.Encode(out[14:18], b[6:8])
+	hex.Encode(out[19:23], b[8:10])
+	hex.Encode(out[24:36], b[10:16])
+	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
+	return string(out[:])
+}
+
+// stringBytes is s as bytes without copying it, for writers that only read
+// them (http.ResponseWriter.Write): a local reply's body can be megabytes.
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// readUpTo is io.ReadAll(io.LimitReader(r, n)): it reads r to its end or
+// to n bytes, whichever comes first. With the length the headers announce
+// (size; -1 when unknown) it reads into a buffer of that size instead of
+// growing one from 512 bytes; a body longer than announced goes on the
+// generic way, so the result never depends on the announcement.
+func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
+	if size < 0 || size >= n {
+		return io.ReadAll(io.LimitReader(r, n))
+	}
+	// One byte more than announced, so that the end is seen without
+	// growing the buffer.
+	buf := make([]byte, 0, size+1)
+	for {
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			rest, err := io.ReadAll(io.LimitReader(r, n-int64(len(buf))))
+			return append(buf, rest...), err
+		}
+	}
+}
+
+// contentLength is the content-length of h, -1 when absent or invalid.
+func contentLength(h *headerMap) int64 {
+	v, ok := h.get("content-length")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,217 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
+// received message: its values are kept without copying, so nothing may
+// write to its bytes afterwards. Its error texts are Envoy's own
+// (capitalized, with periods), because they become the local reply's
+// %RESPONSE_CODE_DETAILS%. lim is the header map's own limits
+// (headerLimits); the zero value checks none.
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
+	if err := lim.checkMutationSize(m); err != nil {
+		return err
+	}
+	for _, name := range m.GetRemoveHeaders() {
+		if !validHeaderName(name) {
+			return errors.New("Invalid character in remove_headers mutation.")
+		}
+		name = lowerASCII(name)
+		switch c.check(opRemove, name, "") {
+		case checkOK:
+			h.del(name)
+		case checkFail:
+			return fmt.Errorf("Invalid attempt to remove %s", name)
+		}
+	}
+	for _, sh := range m.GetSetHeaders() {
+		if sh.GetHeader() == nil {
+			continue
+		}
+		key := lowerASCII(sh.GetHeader().GetKey())
+		if skipCL && key == "content-length" {
+			continue
+		}
+		if sh.GetHeader().GetValue() != "" && len(sh.GetHeader().GetRawValue()) > 0 {
+			return errors.New("Only one of value or raw_value in the HeaderValue message should be set.")
+		}
+		// Envoy reads raw_value (runtime flag send_header_raw_value). The
+		// mutation is part of a message received from the stream, which
+		// nothing writes to (bytesString), so its bytes are not copied.
+		value := bytesString(sh.GetHeader().GetRawValue())
+		if !validHeaderName(key) || !validHeaderValue(value) {
+			return errors.New("Invalid character in set_headers mutation.")
+		}
+		mode := extProcAppendMode(sh)
+		op := opSet
+		if mode == appendAdd && h.has(key) {
+			op = opAppend
+		}
+		if (mode == appendIfAbsent && h.has(key)) || (mode == appendOverwriteIfExists && !h.has(key)) {
+			continue
+		}
+		res := c.check(op, key, value)
+		if replacing && key == ":method" {
+			// CONTINUE_AND_REPLACE may change :method ("to stay compatible").
+			res = checkOK
+		}
+		switch res {
+		case checkOK:
+			h.apply(mode, key, value)
+		case checkFail:
+			return fmt.Errorf("Invalid attempt to modify %s", key)
+		}
+	}
+	return lim.checkResult(h)
+}
+
+// headerLimits are the limits a header map carries (HeaderMap::
+// maxHeadersCount and maxHeadersKb): the HTTP connection manager's
+// common_http_protocol_options.max_headers_count and
+// max_request_headers_kb for request headers, the upstream codec's for
+// response headers. Zero means unlimited (a local reply's header map).
+type headerLimits struct {
+	count int
+	kb    int
+}
+
+// checkMutationSize is MutationUtils::responseHeaderSizeCheck: a mutation
+// that lists more removals or more set_headers than the map may hold
+// headers is refused before anything is applied.
+func (l headerLimits) checkMutationSize(m *extprocv3.HeaderMutation) error {
+	if l.count == 0 {
+		return nil
+	}
+	rm, st := len(m.GetRemoveHeaders()), len(m.GetSetHeaders())
+	if rm > l.count || st > l.count {
+		return fmt.Errorf("Header mutation remove header count %d or set header count %d exceed the HCM header countlimit %d", rm, st, l.count)
+	}
+	return nil
+}
+
+// checkResult is MutationUtils::headerMutationResultCheck: after the
+// mutation the map must stay within its limits, counting every entry,
+// pseudo-headers included (HeaderMap::size and byteSize: keys plus values).
+func (l headerLimits) checkResult(h *headerMap) error {
+	if l.count == 0 {
+		return nil
+	}
+	size := 0
+	for _, hd := range h.h {
+		size += len(hd.key) + len(hd.value)
+	}
+	if size > l.kb*1024 || len(h.h) > l.count {
+		return fmt.Errorf("Header mutation causes end result header count %d or header size %d bytes, exceeding the count limit %d or the size limit %d kilobytes",
+			len(h.h), size, l.count, l.kb)
+	}
+	return nil
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// applyBodyMutation is MutationUtils::applyBodyMutations.
+func applyBodyMutation(m *extprocv3.BodyMutation, body []byte) []byte {
+	switch b := m.GetMutation().(type) {
+	case *extprocv3.BodyMutation_Body:
+		return append([]byte{}, b.Body...)
+	case *extprocv3.BodyMutation_ClearBody:
+		if b.ClearBody {
+			return []byte{}
+		}
+	}
+	return body
+}
+
+// checkContentLength is ProcessorState::validateContentLength.
+func checkContentLength(h *headerMap, m *extprocv3.BodyMutation) error {
+	v, ok := h.get("content-length")
+	if !ok {
+		return nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return nil
+	}
+	if n != uint64(len(m.GetBody())) {
+		return errors.New(errContentLengthMismatch)
+	}
+	return nil
+}
+
+// streamReader runs a STREAMED body through the filter chunk by chunk as it
+// is read. Like Envoy's data callbacks, a chunk carries end_of_stream when
+// the read that produced it also hit the end; otherwise the end arrives as
+// an empty chunk with end_of_stream (the terminating chunk of HTTP/1.1
+// chunked encoding).
+type streamReader struct {
+	e    *extProcRun
+	dir  waitState
+	src  io.Reader
+	buf  []byte
+	out  []byte
+	done bool
+	fail *localReply
+}
+
+func (e *extProcRun) newStreamReader(dir waitState, src io.Reader) *streamReader {
+	return &streamReader{e: e, dir: dir, src: src, buf: make([]byte, streamChunk)}
+}
+
+func (s *streamReader) Read(p []byte) (int, error) {
+	for len(s.out) == 0 {
+		if s.done {
+			return 0, io.EOF
+		}
+		n, rerr := s.src.Read(s.buf)
+		eos := errors.Is(rerr, io.EOF)
+		if rerr != nil && !eos {
+			return 0, rerr
+		}
+		if n == 0 && !eos {
+			continue
+		}
+		s.done = eos
+		chunk := append([]byte(nil), s.buf[:n]...)
+		if s.e.complete {
+			s.out = chunk
+			continue
+		}
+		out, lr, err := s.e.streamedChunk(s.dir, chunk, eos)
+		if err != nil {
+			return 0, err
+		}
+		if lr != nil {
+			s.fail = lr
+			return 0, errStreamFailed
+		}
+		s.out = out
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
+}
+
+// errStreamFailed means an ext_proc error happened while a STREAMED body was
+// flowing; the caller sends the local reply if it still can, otherwise the
+// downstream stream is reset.
+var errStreamFailed = errors.New("ext_proc failed while streaming a body")

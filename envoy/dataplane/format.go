@@ -1,0 +1,454 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// This file emulates Envoy's substitution format strings
+// (source/common/formatter/substitution_formatter.cc), used by
+// local_reply_config body formats and header values. Only the command
+// operators toolmesh needs are emulated; any other operator is a
+// configuration error, as an unknown operator is in Envoy ("Not supported
+// field in StreamInfo").
+
+// commandRe is Envoy's commandWithArgsRegex: % COMMAND(SUBCOMMAND):LENGTH %.
+var commandRe = regexp.MustCompile(`^%((?:[A-Z]|[0-9]|_)+)(?:\((.*?)\))?(?::([0-9]+))?%`)
+
+// fmtContext is what a format string can see of one stream.
+type fmtContext struct {
+	reqH, respH  *headerMap
+	code         int
+	flags        responseFlags
+	details      string
+	localBody    string
+	meta         map[string]*structpb.Struct
+	protocol     string
+	cluster      string
+	upstreamHost string
+	routeName    string
+	start        time.Time
+}
+
+// operator is one parsed command operator.
+type operator struct {
+	cmd    string
+	arg    string
+	maxLen int // -1: none
+	// DYNAMIC_METADATA
+	ns   string
+	path []string
+	// REQ / RESP
+	main, alt string
+}
+
+// fmtPart is a literal (op == nil) or an operator.
+type fmtPart struct {
+	lit string
+	op  *operator
+}
+
+// textFormat is a parsed text format string.
+type textFormat struct {
+	parts     []fmtPart
+	omitEmpty bool
+}
+
+// parseTextFormat parses a format string the way SubstitutionFormatParser::parse
+// does: "%%" is a literal '%', every other '%' must start a valid command.
+func parseTextFormat(s string) (*textFormat, error) {
+	f := &textFormat{}
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			f.parts = append(f.parts, fmtPart{lit: lit.String()})
+			lit.Reset()
+		}
+	}
+	for pos := 0; pos < len(s); {
+		if s[pos] != '%' {
+			lit.WriteByte(s[pos])
+			pos++
+			continue
+		}
+		if pos+1 < len(s) && s[pos+1] == '%' {
+			lit.WriteByte('%')
+			pos += 2
+			continue
+		}
+		flush()
+		m := commandRe.FindStringSubmatchIndex(s[pos:])
+		if m == nil {
+			return nil, fmt.Errorf("incorrect configuration: %q: couldn't find valid command at position %d", s, pos)
+		}
+		op := &operator{cmd: s[pos+m[2] : pos+m[3]], maxLen: -1}
+		hasArg := m[4] >= 0
+		if hasArg {
+			op.arg = s[pos+m[4] : pos+m[5]]
+		}
+		if m[6] >= 0 {
+			n, err := strconv.ParseUint(s[pos+m[6]:pos+m[7]], 10, 31)
+			if err != nil {
+				return nil, fmt.Errorf("incorrect configuration: %q: couldn't find valid command at position %d", s, pos)
+			}
+			op.maxLen = int(n)
+		}
+		if err := op.compile(hasArg); err != nil {
+			return nil, err
+		}
+		f.parts = append(f.parts, fmtPart{op: op})
+		pos += m[1]
+	}
+	flush()
+	return f, nil
+}
+
+func (op *operator) compile(hasArg bool) error {
+	noArg := func() error {
+		if hasArg {
+			return fmt.Errorf("command operator %s does not take a parameter", op.cmd)
+		}
+		return nil
+	}
+	switch op.cmd {
+	case "RESPONSE_CODE", "RESPONSE_FLAGS", "RESPONSE_CODE_DETAILS", "LOCAL_REPLY_BODY", "PROTOCOL",
+		"UPSTREAM_CLUSTER", "UPSTREAM_HOST", "ROUTE_NAME", "DURATION", "HOSTNAME", "START_TIME":
+		return noArg()
+	case "DYNAMIC_METADATA":
+		parts := strings.Split(op.arg, ":")
+		if !hasArg || parts[0] == "" {
+			return fmt.Errorf("command operator DYNAMIC_METADATA needs a namespace")
+		}
+		op.ns, op.path = parts[0], parts[1:]
+		return nil
+	case "REQ", "RESP":
+		if !hasArg || op.arg == "" {
+			return fmt.Errorf("command operator %s needs a header name", op.cmd)
+		}
+		main, alt, _ := strings.Cut(op.arg, "?")
+		op.main, op.alt = strings.ToLower(main), strings.ToLower(alt)
+		return nil
+	}
+	return fmt.Errorf("command operator %%%s%% is not supported by the local data plane", op.cmd)
+}
+
+// value evaluates the operator. ok is false for an unset value (rendered
+// "-" in text formats, null in JSON formats). typed is the JSON value when
+// the operator has one (numbers, metadata values).
+func (op *operator) value(c *fmtContext) (s string, typed any, ok bool) {
+	switch op.cmd {
+	case "RESPONSE_CODE":
+		return strconv.Itoa(c.code), float64(c.code), true
+	case "RESPONSE_FLAGS":
+		f := c.flags.String()
+		return f, f, f != ""
+	case "RESPONSE_CODE_DETAILS":
+		return c.details, c.details, c.details != ""
+	case "LOCAL_REPLY_BODY":
+		return c.localBody, c.localBody, true
+	case "PROTOCOL":
+		return c.protocol, c.protocol, c.protocol != ""
+	case "UPSTREAM_CLUSTER":
+		return c.cluster, c.cluster, c.cluster != ""
+	case "UPSTREAM_HOST":
+		return c.upstreamHost, c.upstreamHost, c.upstreamHost != ""
+	case "ROUTE_NAME":
+		return c.routeName, c.routeName, c.routeName != ""
+	case "DURATION":
+		if c.start.IsZero() {
+			return "", nil, false
+		}
+		ms := time.Since(c.start).Milliseconds()
+		return strconv.FormatInt(ms, 10), float64(ms), true
+	case "HOSTNAME":
+		h, err := os.Hostname()
+		return h, h, err == nil && h != ""
+	case "START_TIME":
+		if c.start.IsZero() {
+			return "", nil, false
+		}
+		t := c.start.UTC().Format("2006-01-02T15:04:05.000Z")
+		return t, t, true
+	case "REQ", "RESP":
+		h := c.reqH
+		if op.cmd == "RESP" {
+			h = c.respH
+		}
+		if h == nil {
+			return "", nil, false
+		}
+		v, ok := h.get(op.main)
+		if !ok && op.alt != "" {
+			v, ok = h.get(op.alt)
+		}
+		return v, v, ok
+	case "DYNAMIC_METADATA":
+		return metadataValue(c.meta, op.ns, op.path)
+	}
+	return "", nil, false
+}
+
+// metadataValue is MetadataFormatter: a string value renders unquoted, any
+// other value as compact JSON; a missing value is unset.
+func metadataValue(meta map[string]*structpb.Struct, ns string, path []string) (string, any, bool) {
+	st, ok := meta[ns]
+	if !ok {
+		return "", nil, false
+	}
+	var v *structpb.Value = structpb.NewStructValue(st)
+	for _, k := range path {
+		s := v.GetStructValue()
+		if s == nil {
+			return "", nil, false
+		}
+		next, ok := s.GetFields()[k]
+		if !ok {
+			return "", nil, false
+		}
+		v = next
+	}
+	if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+		return sv.StringValue, sv.StringValue, true
+	}
+	typed := v.AsInterface()
+	b, err := marshalJSON(typed)
+	if err != nil {
+		return "", nil, false
+	}
+	return string(b), typed, true
+}
+
+func truncate(s string, n int) string {
+	if n >= 0 && len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// format renders the format string.
+func (f *textFormat) format(c *fmtContext) string {
+	if len(f.parts) == 1 && f.parts[0].op != nil {
+		// One operator (the default "%LOCAL_REPLY_BODY%"): its value is the
+		// output, without copying it (a local reply body can be megabytes).
+		p := f.parts[0]
+		s, _, ok := p.op.value(c)
+		if !ok {
+			if !f.omitEmpty {
+				return unspecifiedValue
+			}
+			return ""
+		}
+		return truncate(s, p.op.maxLen)
+	}
+	var b strings.Builder
+	for _, p := range f.parts {
+		if p.op == nil {
+			b.WriteString(p.lit)
+			continue
+		}
+		s, _, ok := p.op.value(c)
+		if !ok {
+			if !f.omitEmpty {
+				b.WriteString(unspecifiedValue)
+			}
+			continue
+		}
+		b.WriteString(truncate(s, p.op.maxLen))
+	}
+	return b.String()
+}
+
+// jsonFormat is a parsed json_format Struct (JsonFormatterImpl): keys are
+// emitted sorted; a string value with exactly one command operator keeps the
+// operator's type, any other string with a '%' is a string template; the
+// output ends with a newline.
+type jsonFormat struct {
+	root      jsonNode
+	omitEmpty bool
+}
+
+type jsonNode struct {
+	fields   []jsonField // object
+	list     []jsonNode  // list (isList)
+	isList   bool
+	isObject bool
+	literal  any         // constant scalar
+	tmpl     *textFormat // template string
+}
+
+type jsonField struct {
+	key string
+	val jsonNode
+}
+
+func parseJSONFormat(s *structpb.Struct) (*jsonFormat, error) {
+	root, err := compileJSONStruct(s)
+	if err != nil {
+		return nil, err
+	}
+	return &jsonFormat{root: root}, nil
+}
+
+func compileJSONStruct(s *structpb.Struct) (jsonNode, error) {
+	n := jsonNode{isObject: true}
+	keys := make([]string, 0, len(s.GetFields()))
+	for k := range s.GetFields() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, err := compileJSONValue(s.GetFields()[k])
+		if err != nil {
+			return n, err
+		}
+		n.fields = append(n.fields, jsonField{key: k, val: v})
+	}
+	return n, nil
+}
+
+func compileJSONValue(v *structpb.Value) (jsonNode, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StructValue:
+		return compileJSONStruct(k.StructValue)
+	case *structpb.Value_ListValue:
+		n := jsonNode{isList: true}
+		for _, e := range k.ListValue.GetValues() {
+			c, err := compileJSONValue(e)
+			if err != nil {
+				return n, err
+			}
+			n.list = append(n.list, c)
+		}
+		return n, nil
+	case *structpb.Value_StringValue:
+		if !strings.Contains(k.StringValue, "%") {
+			return jsonNode{literal: k.StringValue}, nil
+		}
+		t, err := parseTextFormat(k.StringValue)
+		if err != nil {
+			return jsonNode{}, err
+		}
+		return jsonNode{tmpl: t}, nil
+	default:
+		return jsonNode{literal: v.AsInterface()}, nil
+	}
+}
+
+func (f *jsonFormat) format(c *fmtContext) string {
+	var buf bytes.Buffer
+	f.write(&buf, f.root, c)
+	buf.WriteByte('\n')
+	return buf.String()
+}
+
+func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *fmtContext) {
+	switch {
+	case n.isObject:
+		buf.WriteByte('{')
+		first := true
+		for _, fl := range n.fields {
+			if f.omitEmpty && fl.val.tmpl != nil && !fl.val.tmpl.hasValue(c) {
+				continue
+			}
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			writeJSON(buf, fl.key)
+			buf.WriteByte(':')
+			f.write(buf, fl.val, c)
+		}
+		buf.WriteByte('}')
+	case n.isList:
+		buf.WriteByte('[')
+		for i, e := range n.list {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			f.write(buf, e, c)
+		}
+		buf.WriteByte(']')
+	case n.tmpl != nil:
+		if len(n.tmpl.parts) == 1 && n.tmpl.parts[0].op != nil {
+			op := n.tmpl.parts[0].op
+			s, typed, ok := op.value(c)
+			switch {
+			case !ok:
+				buf.WriteString("null")
+			case op.maxLen >= 0:
+				writeJSON(buf, truncate(s, op.maxLen))
+			default:
+				writeJSON(buf, typed)
+			}
+			return
+		}
+		s := n.tmpl.format(c)
+		if f.omitEmpty {
+			s = (&textFormat{parts: n.tmpl.parts, omitEmpty: true}).format(c)
+		}
+		writeJSON(buf, s)
+	default:
+		writeJSON(buf, n.literal)
+	}
+}
+
+func (t *textFormat) hasValue(c *fmtContext) bool {
+	if len(t.parts) != 1 || t.parts[0].op == nil {
+		return true
+	}
+	_, _, ok := t.parts[0].op.value(c)
+	return ok
+}
+
+func writeJSON(buf *bytes.Buffer, v any) {
+	b, err := marshalJSON(v)
+	if err != nil {
+		buf.WriteString("null")
+		return
+	}
+	buf.Write(b)
+}
+
+// marshalJSON encodes without HTML escaping, as Envoy's serializer does.
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// bodyFormat is a compiled SubstitutionFormatString: the text or JSON
+// formatter and the content type it implies (local_reply.cc BodyFormatter:
+// content_type if set, else application/json for json_format, else
+// text/plain).
+type bodyFormat struct {
+	text        *textFormat
+	json        *jsonFormat
+	contentType string
+}
+
+func (b *bodyFormat) format(c *fmtContext) string {
+	if b.json != nil {
+		return b.json.format(c)
+	}
+	return b.text.format(c)
+}
+
+// defaultBodyFormat is BodyFormatter's default: "%LOCAL_REPLY_BODY%" as
+// text/plain.
+var defaultBodyFormat = &bodyFormat{
+	text:        &textFormat{parts: []fmtPart{{op: &operator{cmd: "LOCAL_REPLY_BODY", maxLen: -1}}}},
+	contentType: "text/plain",
+}

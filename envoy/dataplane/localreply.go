@@ -1,0 +1,475 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// localReplyConfig emulates LocalReplyImpl
+// (source/common/local_reply/local_reply.cc): mappers are tried in order and
+// the first whose filter matches rewrites the reply; the body is then
+// formatted with that mapper's body_format_override, or else the global
+// body_format, or else "%LOCAL_REPLY_BODY%" as text/plain.
+type localReplyConfig struct {
+	mappers []*responseMapper
+	body    *bodyFormat
+}
+
+type responseMapper struct {
+	filter     logFilter
+	status     int
+	body       *string
+	headers    []headerAdd
+	bodyFormat *bodyFormat
+}
+
+// headerAdd is a compiled headers_to_add entry. Values are format strings;
+// Router::HeaderParser renders unset operators as "" and drops a header
+// whose value ends up empty unless keep_empty_value.
+type headerAdd struct {
+	key       string
+	value     *textFormat
+	mode      appendMode
+	keepEmpty bool
+}
+
+func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]headerAdd, error) {
+	var out []headerAdd
+	for _, o := range opts {
+		key := o.GetHeader().GetKey()
+		if !validHeaderName(key) {
+			return nil, fmt.Errorf("headers_to_add: invalid header name %q", key)
+		}
+		v := o.GetHeader().GetValue()
+		if len(o.GetHeader().GetRawValue()) > 0 {
+			v = string(o.GetHeader().GetRawValue())
+		}
+		f, err := parseTextFormat(v)
+		if err != nil {
+			return nil, fmt.Errorf("headers_to_add %q: %w", key, err)
+		}
+		f.omitEmpty = true
+		out = append(out, headerAdd{key: strings.ToLower(key), value: f, mode: configAppendMode(o), keepEmpty: o.GetKeepEmptyValue()})
+	}
+	return out, nil
+}
+
+func applyHeadersToAdd(h *headerMap, adds []headerAdd, c *fmtContext) {
+	for _, a := range adds {
+		v := a.value.format(c)
+		if v == "" && !a.keepEmpty {
+			continue
+		}
+		h.apply(a.mode, a.key, v)
+	}
+}
+
+func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*localReplyConfig, error) {
+	lr := &localReplyConfig{body: defaultBodyFormat}
+	if cfg == nil {
+		return lr, nil
+	}
+	if cfg.GetBodyFormat() != nil {
+		b, err := compileBodyFormat(cfg.GetBodyFormat())
+		if err != nil {
+			return nil, fmt.Errorf("local_reply_config body_format: %w", err)
+		}
+		lr.body = b
+	}
+	for i, m := range cfg.GetMappers() {
+		rm := &responseMapper{}
+		var err error
+		if rm.filter, err = compileLogFilter(m.GetFilter()); err != nil {
+			return nil, fmt.Errorf("local_reply_config mapper %d filter: %w", i, err)
+		}
+		if m.GetStatusCode() != nil {
+			rm.status = int(m.GetStatusCode().GetValue())
+		}
+		if m.GetBody() != nil {
+			b, err := dataSource(m.GetBody())
+			if err != nil {
+				return nil, fmt.Errorf("local_reply_config mapper %d body: %w", i, err)
+			}
+			rm.body = &b
+		}
+		if rm.headers, err = compileHeadersToAdd(m.GetHeadersToAdd()); err != nil {
+			return nil, fmt.Errorf("local_reply_config mapper %d: %w", i, err)
+		}
+		if m.GetBodyFormatOverride() != nil {
+			if rm.bodyFormat, err = compileBodyFormat(m.GetBodyFormatOverride()); err != nil {
+				return nil, fmt.Errorf("local_reply_config mapper %d body_format_override: %w", i, err)
+			}
+		}
+		lr.mappers = append(lr.mappers, rm)
+	}
+	return lr, nil
+}
+
+func compileBodyFormat(s *corev3.SubstitutionFormatString) (*bodyFormat, error) {
+	if len(s.GetFormatters()) > 0 {
+		return nil, errors.New("formatter extensions are not emulated")
+	}
+	b := &bodyFormat{contentType: s.GetContentType()}
+	var err error
+	switch f := s.GetFormat().(type) {
+	case *corev3.SubstitutionFormatString_TextFormat:
+		b.text, err = parseTextFormat(f.TextFormat)
+	case *corev3.SubstitutionFormatString_TextFormatSource:
+		var src string
+		if src, err = dataSource(f.TextFormatSource); err == nil {
+			b.text, err = parseTextFormat(src)
+		}
+	case *corev3.SubstitutionFormatString_JsonFormat:
+		b.json, err = parseJSONFormat(f.JsonFormat)
+		if b.json != nil {
+			b.json.omitEmpty = s.GetOmitEmptyValues()
+		}
+		if b.contentType == "" {
+			b.contentType = "application/json"
+		}
+	default:
+		return nil, fmt.Errorf("substitution format %T is not emulated", f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b.text != nil {
+		b.text.omitEmpty = s.GetOmitEmptyValues()
+	}
+	if b.contentType == "" {
+		b.contentType = "text/plain"
+	}
+	return b, nil
+}
+
+// dataSource reads a DataSource: inline, or a file read once when the
+// configuration is applied (Envoy also reads files at load time; watched
+// reloads are not emulated). Environment variables are not emulated.
+func dataSource(d *corev3.DataSource) (string, error) {
+	switch s := d.GetSpecifier().(type) {
+	case *corev3.DataSource_InlineString:
+		return s.InlineString, nil
+	case *corev3.DataSource_InlineBytes:
+		return string(s.InlineBytes), nil
+	case *corev3.DataSource_Filename:
+		b, err := os.ReadFile(s.Filename)
+		if err != nil {
+			return "", fmt.Errorf("read data source: %w", err)
+		}
+		return string(b), nil
+	case nil:
+		return "", nil
+	default:
+		return "", fmt.Errorf("data source %T is not emulated", s)
+	}
+}
+
+// logFilter emulates the access log filters (source/common/access_log/
+// access_log_impl.cc) that local_reply_config mappers use.
+type logFilter interface {
+	eval(c *fmtContext) bool
+}
+
+type filterFunc func(c *fmtContext) bool
+
+func (f filterFunc) eval(c *fmtContext) bool { return f(c) }
+
+func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
+	switch s := f.GetFilterSpecifier().(type) {
+	case *accesslogv3.AccessLogFilter_StatusCodeFilter:
+		cmp, err := compileComparison(s.StatusCodeFilter.GetComparison())
+		if err != nil {
+			return nil, err
+		}
+		return filterFunc(func(c *fmtContext) bool { return cmp(uint64(c.code)) }), nil
+	case *accesslogv3.AccessLogFilter_DurationFilter:
+		cmp, err := compileComparison(s.DurationFilter.GetComparison())
+		if err != nil {
+			return nil, err
+		}
+		return filterFunc(func(c *fmtContext) bool {
+			return cmp(uint64(time.Since(c.start).Milliseconds()))
+		}), nil
+	case *accesslogv3.AccessLogFilter_NotHealthCheckFilter:
+		// The local data plane has no health-check filter, so no request is one.
+		return filterFunc(func(*fmtContext) bool { return true }), nil
+	case *accesslogv3.AccessLogFilter_TraceableFilter:
+		// No tracing: no request is traceable.
+		return filterFunc(func(*fmtContext) bool { return false }), nil
+	case *accesslogv3.AccessLogFilter_AndFilter:
+		subs, err := compileLogFilters(s.AndFilter.GetFilters())
+		if err != nil {
+			return nil, err
+		}
+		return filterFunc(func(c *fmtContext) bool {
+			for _, f := range subs {
+				if !f.eval(c) {
+					return false
+				}
+			}
+			return true
+		}), nil
+	case *accesslogv3.AccessLogFilter_OrFilter:
+		subs, err := compileLogFilters(s.OrFilter.GetFilters())
+		if err != nil {
+			return nil, err
+		}
+		return filterFunc(func(c *fmtContext) bool {
+			for _, f := range subs {
+				if f.eval(c) {
+					return true
+				}
+			}
+			return false
+		}), nil
+	case *accesslogv3.AccessLogFilter_HeaderFilter:
+		hm, err := compileHeaderMatcher(s.HeaderFilter.GetHeader())
+		if err != nil {
+			return nil, err
+		}
+		return filterFunc(func(c *fmtContext) bool { return c.reqH != nil && hm.match(c.reqH) }), nil
+	case *accesslogv3.AccessLogFilter_ResponseFlagFilter:
+		var want responseFlags
+		for _, name := range s.ResponseFlagFilter.GetFlags() {
+			bit, ok := parseResponseFlag(name)
+			if !ok {
+				return nil, fmt.Errorf("response_flag_filter: unknown flag %q", name)
+			}
+			want |= bit
+		}
+		// ResponseFlagFilter: with no flags listed, any set flag matches.
+		return filterFunc(func(c *fmtContext) bool {
+			if want == 0 {
+				return c.flags != 0
+			}
+			return c.flags&want != 0
+		}), nil
+	case *accesslogv3.AccessLogFilter_MetadataFilter:
+		return compileMetadataFilter(s.MetadataFilter)
+	case nil:
+		return nil, errors.New("missing filter")
+	default:
+		return nil, fmt.Errorf("access log filter %T is not emulated", s)
+	}
+}
+
+func compileLogFilters(fs []*accesslogv3.AccessLogFilter) ([]logFilter, error) {
+	out := make([]logFilter, 0, len(fs))
+	for _, f := range fs {
+		c, err := compileLogFilter(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// compileComparison is ComparisonFilter with the runtime key ignored (the
+// local data plane has no runtime), so default_value is the value.
+func compileComparison(c *accesslogv3.ComparisonFilter) (func(uint64) bool, error) {
+	v := uint64(c.GetValue().GetDefaultValue())
+	switch c.GetOp() {
+	case accesslogv3.ComparisonFilter_EQ:
+		return func(x uint64) bool { return x == v }, nil
+	case accesslogv3.ComparisonFilter_GE:
+		return func(x uint64) bool { return x >= v }, nil
+	case accesslogv3.ComparisonFilter_LE:
+		return func(x uint64) bool { return x <= v }, nil
+	case accesslogv3.ComparisonFilter_NE:
+		return func(x uint64) bool { return x != v }, nil
+	}
+	return nil, fmt.Errorf("comparison op %v is not emulated", c.GetOp())
+}
+
+// compileMetadataFilter is MetadataFilter: when the path names a value in
+// the dynamic metadata, the matcher decides; otherwise
+// match_if_key_not_found, which defaults to true.
+func compileMetadataFilter(f *accesslogv3.MetadataFilter) (logFilter, error) {
+	m := f.GetMatcher()
+	if m == nil {
+		return nil, errors.New("metadata_filter: missing matcher")
+	}
+	vm, err := compileValueMatcher(m.GetValue())
+	if err != nil {
+		return nil, fmt.Errorf("metadata_filter: %w", err)
+	}
+	ns := m.GetFilter()
+	var path []string
+	for _, seg := range m.GetPath() {
+		path = append(path, seg.GetKey())
+	}
+	notFound := true
+	if f.GetMatchIfKeyNotFound() != nil {
+		notFound = f.GetMatchIfKeyNotFound().GetValue()
+	}
+	invert := m.GetInvert()
+	return filterFunc(func(c *fmtContext) bool {
+		v, ok := lookupMetadata(c.meta, ns, path)
+		if !ok {
+			return notFound
+		}
+		return vm(v) != invert
+	}), nil
+}
+
+func lookupMetadata(meta map[string]*structpb.Struct, ns string, path []string) (*structpb.Value, bool) {
+	st, ok := meta[ns]
+	if !ok {
+		return nil, false
+	}
+	v := structpb.NewStructValue(st)
+	for _, k := range path {
+		s := v.GetStructValue()
+		if s == nil {
+			return nil, false
+		}
+		if v, ok = s.GetFields()[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// compileValueMatcher emulates Matchers::ValueMatcher
+// (source/common/common/matchers.cc).
+func compileValueMatcher(m *matcherv3.ValueMatcher) (func(*structpb.Value) bool, error) {
+	switch p := m.GetMatchPattern().(type) {
+	case *matcherv3.ValueMatcher_NullMatch_:
+		return func(v *structpb.Value) bool { _, ok := v.GetKind().(*structpb.Value_NullValue); return ok }, nil
+	case *matcherv3.ValueMatcher_BoolMatch:
+		return func(v *structpb.Value) bool {
+			b, ok := v.GetKind().(*structpb.Value_BoolValue)
+			return ok && b.BoolValue == p.BoolMatch
+		}, nil
+	case *matcherv3.ValueMatcher_PresentMatch:
+		return func(v *structpb.Value) bool {
+			_, isNull := v.GetKind().(*structpb.Value_NullValue)
+			return (v.GetKind() != nil && !isNull) == p.PresentMatch
+		}, nil
+	case *matcherv3.ValueMatcher_StringMatch:
+		sm, err := compileStringMatcher(p.StringMatch)
+		if err != nil {
+			return nil, err
+		}
+		return func(v *structpb.Value) bool {
+			s, ok := v.GetKind().(*structpb.Value_StringValue)
+			return ok && sm.match(s.StringValue)
+		}, nil
+	case *matcherv3.ValueMatcher_DoubleMatch:
+		dm := p.DoubleMatch
+		return func(v *structpb.Value) bool {
+			n, ok := v.GetKind().(*structpb.Value_NumberValue)
+			if !ok {
+				return false
+			}
+			if r := dm.GetRange(); r != nil {
+				return n.NumberValue >= r.GetStart() && n.NumberValue < r.GetEnd()
+			}
+			return n.NumberValue == dm.GetExact()
+		}, nil
+	case *matcherv3.ValueMatcher_ListMatch:
+		inner, err := compileValueMatcher(p.ListMatch.GetOneOf())
+		if err != nil {
+			return nil, err
+		}
+		return func(v *structpb.Value) bool {
+			for _, e := range v.GetListValue().GetValues() {
+				if inner(e) {
+					return true
+				}
+			}
+			return false
+		}, nil
+	case *matcherv3.ValueMatcher_OrMatch:
+		var subs []func(*structpb.Value) bool
+		for _, vm := range p.OrMatch.GetValueMatchers() {
+			s, err := compileValueMatcher(vm)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, s)
+		}
+		return func(v *structpb.Value) bool {
+			for _, s := range subs {
+				if s(v) {
+					return true
+				}
+			}
+			return false
+		}, nil
+	}
+	return nil, fmt.Errorf("value matcher %T is not emulated", m.GetMatchPattern())
+}
+
+// localReply is one reply Envoy generates itself (sendLocalReply).
+type localReply struct {
+	code    int
+	body    string
+	details string
+	// modify applies ImmediateResponse.headers before the mappers run.
+	modify func(*headerMap)
+	// extra applies route response_headers_to_add (direct responses).
+	extra func(*headerMap)
+}
+
+// prepare emulates Utility::prepareLocalReply (source/common/http/utility.cc)
+// with the local_reply_config rewrite: it returns the final headers and body.
+func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headerMap, string) {
+	h := &headerMap{}
+	h.add(":status", strconv.Itoa(l.code))
+	if l.modify != nil {
+		l.modify(h)
+	}
+	if l.extra != nil {
+		l.extra(h)
+	}
+	ctBefore, _ := h.get("content-type")
+	code, body := l.code, l.body
+	h.set(":status", strconv.Itoa(code))
+	c.code, c.respH = code, h
+	var final *bodyFormat
+	for _, m := range lr.mappers {
+		if !m.filter.eval(c) {
+			continue
+		}
+		if m.body != nil {
+			body = *m.body
+		}
+		applyHeadersToAdd(h, m.headers, c)
+		if m.status != 0 && m.status != code {
+			code = m.status
+			h.set(":status", strconv.Itoa(code))
+			c.code = code
+		}
+		final = m.bodyFormat
+		break
+	}
+	if final == nil {
+		final = lr.body
+	}
+	c.localBody = body
+	out := final.format(c)
+	ctAfter, _ := h.get("content-type")
+	custom := ctBefore != ctAfter
+	if out != "" {
+		h.set("content-length", strconv.Itoa(len(out)))
+		if !h.has("content-type") || (out != l.body && !custom) {
+			h.set("content-type", final.contentType)
+		}
+	} else {
+		h.del("content-length")
+		h.del("content-type")
+	}
+	return h, out
+}

@@ -1,0 +1,195 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+)
+
+// stringMatcher emulates Matchers::StringMatcherImpl
+// (source/common/common/matchers.cc): exact, prefix, suffix, contains and
+// safe_regex (a full match, RE2 syntax — Go's regexp is RE2), with
+// ignore_case for all but regex.
+type stringMatcher struct {
+	kind       int // 0 exact, 1 prefix, 2 suffix, 3 contains, 4 regex
+	s          string
+	re         *regexp.Regexp
+	ignoreCase bool
+}
+
+func compileStringMatcher(m *matcherv3.StringMatcher) (*stringMatcher, error) {
+	if m == nil {
+		return nil, errors.New("missing string matcher")
+	}
+	sm := &stringMatcher{ignoreCase: m.GetIgnoreCase()}
+	switch p := m.GetMatchPattern().(type) {
+	case *matcherv3.StringMatcher_Exact:
+		sm.kind, sm.s = 0, p.Exact
+	case *matcherv3.StringMatcher_Prefix:
+		sm.kind, sm.s = 1, p.Prefix
+	case *matcherv3.StringMatcher_Suffix:
+		sm.kind, sm.s = 2, p.Suffix
+	case *matcherv3.StringMatcher_Contains:
+		sm.kind, sm.s = 3, p.Contains
+	case *matcherv3.StringMatcher_SafeRegex:
+		re, err := compileRegex(p.SafeRegex)
+		if err != nil {
+			return nil, err
+		}
+		sm.kind, sm.re = 4, re
+	default:
+		return nil, fmt.Errorf("string matcher %T is not emulated", p)
+	}
+	if sm.ignoreCase {
+		sm.s = strings.ToLower(sm.s)
+	}
+	return sm, nil
+}
+
+// compileRegex compiles a RegexMatcher for full matches.
+func compileRegex(r *matcherv3.RegexMatcher) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(`^(?:` + r.GetRegex() + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("regex %q: %w", r.GetRegex(), err)
+	}
+	return re, nil
+}
+
+func (m *stringMatcher) match(v string) bool {
+	if m.kind == 4 {
+		return m.re.MatchString(v)
+	}
+	if m.ignoreCase {
+		v = strings.ToLower(v)
+	}
+	switch m.kind {
+	case 0:
+		return v == m.s
+	case 1:
+		return strings.HasPrefix(v, m.s)
+	case 2:
+		return strings.HasSuffix(v, m.s)
+	default:
+		return strings.Contains(v, m.s)
+	}
+}
+
+func compileListMatcher(l *matcherv3.ListStringMatcher) ([]*stringMatcher, error) {
+	var out []*stringMatcher
+	for _, p := range l.GetPatterns() {
+		m, err := compileStringMatcher(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func matchAny(ms []*stringMatcher, v string) bool {
+	for _, m := range ms {
+		if m.match(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerMatcher emulates HeaderUtility::HeaderData
+// (source/common/http/header_utility.cc): a missing header never matches
+// (whatever invert_match says) unless treat_missing_header_as_empty; a
+// repeated header is matched as its values joined with ",";
+// present_match compares presence.
+type headerMatcher struct {
+	name           string
+	present        *bool
+	rangeStart     int64
+	rangeEnd       int64
+	isRange        bool
+	str            *stringMatcher
+	invert         bool
+	missingIsEmpty bool
+}
+
+func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
+	hm := &headerMatcher{
+		name:           strings.ToLower(h.GetName()),
+		invert:         h.GetInvertMatch(),
+		missingIsEmpty: h.GetTreatMissingHeaderAsEmpty(),
+	}
+	var err error
+	switch s := h.GetHeaderMatchSpecifier().(type) {
+	case nil:
+		// No specifier: Envoy treats it as a present match.
+		t := true
+		hm.present = &t
+	case *routev3.HeaderMatcher_ExactMatch:
+		if s.ExactMatch == "" {
+			t := true // an empty exact match matches any value of a present header
+			hm.present = &t
+		} else {
+			hm.str = &stringMatcher{kind: 0, s: s.ExactMatch}
+		}
+	case *routev3.HeaderMatcher_PresentMatch:
+		p := s.PresentMatch
+		hm.present = &p
+	case *routev3.HeaderMatcher_PrefixMatch:
+		hm.str = &stringMatcher{kind: 1, s: s.PrefixMatch}
+	case *routev3.HeaderMatcher_SuffixMatch:
+		hm.str = &stringMatcher{kind: 2, s: s.SuffixMatch}
+	case *routev3.HeaderMatcher_ContainsMatch:
+		hm.str = &stringMatcher{kind: 3, s: s.ContainsMatch}
+	case *routev3.HeaderMatcher_SafeRegexMatch:
+		re, rerr := compileRegex(s.SafeRegexMatch)
+		if rerr != nil {
+			return nil, rerr
+		}
+		hm.str = &stringMatcher{kind: 4, re: re}
+	case *routev3.HeaderMatcher_RangeMatch:
+		hm.isRange = true
+		hm.rangeStart, hm.rangeEnd = s.RangeMatch.GetStart(), s.RangeMatch.GetEnd()
+	case *routev3.HeaderMatcher_StringMatch:
+		hm.str, err = compileStringMatcher(s.StringMatch)
+		if err != nil {
+			return nil, fmt.Errorf("header %q: %w", h.GetName(), err)
+		}
+	default:
+		return nil, fmt.Errorf("header matcher %T is not emulated", s)
+	}
+	return hm, nil
+}
+
+func (m *headerMatcher) match(h *headerMap) bool {
+	v, ok := h.joined(m.name)
+	if m.present != nil {
+		return (ok == *m.present) != m.invert
+	}
+	if !ok {
+		if !m.missingIsEmpty {
+			return false
+		}
+		v = ""
+	}
+	var r bool
+	if m.isRange {
+		n, err := strconv.ParseInt(v, 10, 64)
+		r = err == nil && n >= m.rangeStart && n < m.rangeEnd
+	} else {
+		r = m.str.match(v)
+	}
+	return r != m.invert
+}
+
+func matchHeaders(ms []*headerMatcher, h *headerMap) bool {
+	for _, m := range ms {
+		if !m.match(h) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,121 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+)
+
+// retryPolicy is a compiled RetryPolicy.
+type retryPolicy struct {
+	numRetries     int
+	perTry         time.Duration
+	base, max      time.Duration
+	on5xx          bool
+	onGatewayError bool
+	onReset        bool
+	onBeforeSend   bool
+	onConnect      bool
+	onRefused      bool
+	on4xx          bool
+	statusCodes    map[int]bool
+}
+
+func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
+	rp := &retryPolicy{numRetries: defaultNumRetries, base: defaultRetryBase, statusCodes: map[int]bool{}}
+	if p.GetNumRetries() != nil {
+		rp.numRetries = int(p.GetNumRetries().GetValue())
+	}
+	if p.GetPerTryTimeout() != nil {
+		rp.perTry = p.GetPerTryTimeout().AsDuration()
+	}
+	if b := p.GetRetryBackOff(); b != nil {
+		if b.GetBaseInterval() != nil {
+			rp.base = b.GetBaseInterval().AsDuration()
+		}
+		if b.GetMaxInterval() != nil {
+			rp.max = b.GetMaxInterval().AsDuration()
+		}
+	}
+	if rp.max == 0 {
+		rp.max = defaultRetryMaxFactor * rp.base
+	}
+	for _, c := range p.GetRetriableStatusCodes() {
+		rp.statusCodes[int(c)] = true
+	}
+	for _, on := range strings.Split(p.GetRetryOn(), ",") {
+		switch strings.TrimSpace(on) {
+		case "5xx":
+			rp.on5xx = true
+		case "gateway-error":
+			rp.onGatewayError = true
+		case "reset":
+			rp.onReset = true
+		case "reset-before-request":
+			rp.onBeforeSend = true
+		case "connect-failure":
+			rp.onConnect = true
+		case "refused-stream":
+			rp.onRefused = true
+		case "retriable-4xx":
+			rp.on4xx = true
+		case "retriable-status-codes", "":
+		case "envoy-ratelimited", "retriable-headers", "http3-post-connect-failure":
+			// Not applicable to the local data plane: never triggers.
+		default:
+			return nil, fmt.Errorf("retry_on %q is not emulated", on)
+		}
+	}
+	if len(p.GetRetriableHeaders()) > 0 || len(p.GetRetriableRequestHeaders()) > 0 ||
+		p.GetRetryPriority() != nil || len(p.GetRetryHostPredicate()) > 0 {
+		return nil, errors.New("retriable headers, retry priority and host predicates are not emulated")
+	}
+	return rp, nil
+}
+
+// retryStatus says whether an upstream response status is retriable
+// (RetryStateImpl::wouldRetryFromHeaders).
+func (p *retryPolicy) retryStatus(code int) bool {
+	switch {
+	case p.on5xx && code >= 500:
+		return true
+	case p.onGatewayError && (code == 502 || code == 503 || code == 504):
+		return true
+	case p.on4xx && code == 409:
+		return true
+	}
+	return p.statusCodes[code]
+}
+
+// retryReset says whether a failure before response headers is retriable
+// (RetryStateImpl::wouldRetryFromReset).
+func (p *retryPolicy) retryReset(f *upstreamFailure) bool {
+	switch {
+	case p.on5xx, p.onGatewayError, p.onReset:
+		return true
+	case (p.onConnect || p.onBeforeSend) && f.flag == flagUF:
+		return true
+	case p.onBeforeSend && f.beforeSend:
+		return true
+	case p.onRefused && f.refused:
+		return true
+	}
+	return false
+}
+
+// backoff is the jittered exponential back-off before retry n (1-based):
+// a random duration in [0, min(base*2^(n-1), max)] (JitteredExponentialBackOffStrategy).
+func (p *retryPolicy) backoff(n int) time.Duration {
+	d := p.base << uint(min(n-1, 20))
+	if d > p.max || d <= 0 {
+		d = p.max
+	}
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(d) + 1))
+}

@@ -1,0 +1,429 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// upstreamFailure describes an attempt that ended before response headers.
+type upstreamFailure struct {
+	flag      responseFlags
+	reason    string // Envoy reset reason (Utility::resetReasonToString)
+	transport string // transport failure reason, if any
+	refused   bool
+	// beforeSend: the request cannot have reached the upstream (a connect
+	// failure, or a pooled connection the server had already closed).
+	beforeSend bool
+	perTry     bool // per_try_timeout fired
+	noHealthy  bool
+	overflow   bool
+}
+
+// routeToCluster runs the router filter for a route with a cluster action
+// (source/common/router/router.cc).
+func (x *exchange) routeToCluster(rt *route) {
+	name := rt.pickCluster(x.reqH)
+	cl := x.cfg.clusters[name]
+	if cl == nil {
+		x.flags |= flagNC
+		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: detailsClusterNotFound})
+		return
+	}
+	x.cluster = name
+	x.finalizeRequestHeaders(rt)
+	ctx, cancel := x.routeContext(rt)
+	defer cancel()
+	resp, lr := x.forward(ctx, rt, cl)
+	if lr != nil {
+		x.sendLocalReplyViaFilterChain(x.ctx, *lr)
+		return
+	}
+	if resp == nil {
+		return // downstream went away
+	}
+	defer resp.Body.Close()
+	x.encode(ctx, rt, resp)
+}
+
+// routeContext bounds the whole upstream exchange, retries included, by
+// the route timeout (0 disables it).
+func (x *exchange) routeContext(rt *route) (context.Context, context.CancelFunc) {
+	if rt.timeout > 0 {
+		return context.WithTimeout(x.ctx, rt.timeout)
+	}
+	return context.WithCancel(x.ctx)
+}
+
+// finalizeRequestHeaders is RouteEntryImplBase::finalizeRequestHeaders plus
+// the router's own headers: headers_to_remove/add at route, virtual host and
+// route configuration level (in that order, so the outermost level has the
+// final say), host_rewrite_literal, path rewrites (keeping the original in
+// x-envoy-original-path) and x-envoy-expected-rq-timeout-ms.
+func (x *exchange) finalizeRequestHeaders(rt *route) {
+	c := x.fmtCtx()
+	for _, lvl := range []struct {
+		del []string
+		add []headerAdd
+	}{{rt.reqDel, rt.reqAdd}, {rt.vh.reqDel, rt.vh.reqAdd}, {rt.table.reqDel, rt.table.reqAdd}} {
+		for _, d := range lvl.del {
+			if !strings.HasPrefix(d, ":") && d != "host" {
+				x.reqH.del(d)
+			}
+		}
+		applyHeadersToAdd(x.reqH, lvl.add, c)
+	}
+	if rt.hostRewrite != "" {
+		x.reqH.set(":authority", rt.hostRewrite)
+	}
+	orig := x.reqH.value(":path")
+	rt.rewritePath(x.reqH)
+	if p := x.reqH.value(":path"); p != orig {
+		x.reqH.set("x-envoy-original-path", orig)
+	}
+	timeout := rt.timeout
+	if rt.retry != nil && rt.retry.perTry > 0 && (timeout == 0 || rt.retry.perTry < timeout) {
+		timeout = rt.retry.perTry
+	}
+	if timeout > 0 && !x.cfg.hcm.suppressEnvoyHeaders {
+		x.reqH.set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
+	}
+}
+
+// finalizeResponseHeaders applies response_headers_to_remove/add of the
+// route, virtual host and route configuration.
+func (x *exchange) finalizeResponseHeaders(rt *route, h *headerMap) {
+	c := x.fmtCtx()
+	c.respH = h
+	for _, lvl := range []struct {
+		del []string
+		add []headerAdd
+	}{{rt.respDel, rt.respAdd}, {rt.vh.respDel, rt.vh.respAdd}, {rt.table.respDel, rt.table.respAdd}} {
+		for _, d := range lvl.del {
+			if !strings.HasPrefix(d, ":") {
+				h.del(d)
+			}
+		}
+		applyHeadersToAdd(h, lvl.add, c)
+	}
+}
+
+// forward sends the request upstream with the route's retry policy. It
+// returns the response, or a local reply, or neither when the downstream is
+// gone.
+func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.Response, *localReply) {
+	rp := rt.retry
+	numRetries := 0
+	if rp != nil {
+		numRetries = rp.numRetries
+	}
+	// Retries need the whole body; a body over the buffer limit disables them.
+	canRetry := x.req.rest == nil
+	var last *upstreamFailure
+	for attempt := 1; ; attempt++ {
+		retrying := attempt > 1
+		resp, fail := x.attempt(ctx, rt, cl)
+		if retrying {
+			cl.rt.retries.Add(-1)
+		}
+		if x.ctx.Err() != nil {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			return nil, nil
+		}
+		if ctx.Err() != nil && (fail != nil || resp == nil) {
+			return nil, x.routeTimeout()
+		}
+		if fail != nil {
+			last = fail
+			switch {
+			case fail.noHealthy:
+				x.flags |= flagUH
+				return nil, &localReply{code: 503, body: bodyNoHealthyUpstream, details: detailsNoHealthyUpstream}
+			case fail.overflow:
+				x.flags |= flagUO
+				return nil, x.resetReply(fail, retrying)
+			}
+			if rp != nil && rp.retryReset(fail) {
+				if attempt <= numRetries && canRetry {
+					if !x.backoff(ctx, cl, rp, attempt) {
+						if ctx.Err() != nil && x.ctx.Err() == nil {
+							return nil, x.routeTimeout()
+						}
+						if x.ctx.Err() != nil {
+							return nil, nil
+						}
+						x.flags |= flagUO // retry overflow (max_retries)
+						return nil, x.resetReply(fail, retrying)
+					}
+					continue
+				}
+				if attempt > numRetries {
+					x.flags |= flagURX
+				}
+			}
+			return nil, x.resetReply(last, retrying)
+		}
+		if rp != nil && rp.retryStatus(resp.StatusCode) {
+			if attempt <= numRetries && canRetry {
+				if x.backoffAvailable(cl) {
+					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+					resp.Body.Close()
+					if !x.sleepBackoff(ctx, rp, attempt) {
+						if x.ctx.Err() != nil {
+							return nil, nil
+						}
+						return nil, x.routeTimeout()
+					}
+					continue
+				}
+				x.flags |= flagUO
+			} else if attempt > numRetries {
+				x.flags |= flagURX
+			}
+		}
+		return resp, nil
+	}
+}
+
+// backoff reserves a retry (circuit breaker max_retries) and waits the
+// back-off; false means no retry happens.
+func (x *exchange) backoff(ctx context.Context, cl *cluster, rp *retryPolicy, attempt int) bool {
+	if !x.backoffAvailable(cl) {
+		return false
+	}
+	if !x.sleepBackoff(ctx, rp, attempt) {
+		cl.rt.retries.Add(-1)
+		return false
+	}
+	return true
+}
+
+// backoffAvailable reserves one of the cluster's max_retries.
+func (x *exchange) backoffAvailable(cl *cluster) bool {
+	if cl.rt.retries.Add(1) > cl.limits.maxRetries {
+		cl.rt.retries.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt int) bool {
+	t := time.NewTimer(rp.backoff(attempt))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (x *exchange) routeTimeout() *localReply {
+	x.flags |= flagUT
+	return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsUpstreamTimeout}
+}
+
+// resetReply is the local reply for an attempt that ended before response
+// headers (Router::onUpstreamReset / onPerTryTimeout).
+func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
+	if f.perTry {
+		x.flags |= flagUT
+		return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsPerTryTimeout}
+	}
+	x.flags |= f.flag
+	body := "upstream connect error or disconnect/reset before headers. "
+	if retried {
+		body += "retried and the latest "
+	}
+	body += "reset reason: " + f.reason
+	details := detailsResetBeforeStarted + "{" + responseDetails(f.reason)
+	if f.transport != "" {
+		// In the details only since 1.39 (rules.go, "Router rules").
+		details += "|" + responseDetails(f.transport)
+	}
+	return &localReply{code: 503, body: body, details: details + "}"}
+}
+
+// idleTimeout is the stream idle timeout: the matched route's idle_timeout,
+// else the connection manager's stream_idle_timeout (rules.go, "Stream
+// idle timeout").
+func (x *exchange) idleTimeout() time.Duration {
+	if rt := x.currentRoute(); rt != nil && rt.idleTimeout != nil {
+		return *rt.idleTimeout
+	}
+	return x.cfg.hcm.streamIdleTimeout
+}
+
+// upstreamBodyAbort is the router's answer to an upstream failure after the
+// response headers arrived (Router::onResponseTimeout and onUpstreamReset
+// reach onUpstreamAbort whatever the response state): the route timeout
+// (ctx expired) is 504 "upstream request timeout" with flag UT; a reset is
+// 503 with the reset's flag and the "after response started" details,
+// since the router already passed the headers on. sendLocalReply then
+// decides: a direct local reply while the headers are still held by a
+// filter, a downstream reset once they went out.
+func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply {
+	if ctx.Err() != nil && x.ctx.Err() == nil {
+		return *x.routeTimeout()
+	}
+	f := classifyUpstreamError(err)
+	x.flags |= f.flag
+	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
+	details := detailsResetAfterStarted + "{" + responseDetails(f.reason)
+	if f.transport != "" {
+		details += "|" + responseDetails(f.transport)
+	}
+	return localReply{code: 503, body: body, details: details + "}"}
+}
+
+// attempt is one upstream try.
+func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.Response, *upstreamFailure) {
+	addr, ok := cl.pick()
+	if !ok {
+		return nil, &upstreamFailure{noHealthy: true, flag: flagUH}
+	}
+	release, overflow, err := cl.acquire(ctx, x.log)
+	if overflow {
+		return nil, &upstreamFailure{overflow: true, flag: flagUO, reason: "overflow"}
+	}
+	if err != nil {
+		return nil, &upstreamFailure{flag: flagUC, reason: "local reset"}
+	}
+	tctx, tcancel := ctx, context.CancelFunc(func() {})
+	if rt.retry != nil && rt.retry.perTry > 0 {
+		tctx, tcancel = context.WithTimeout(ctx, rt.retry.perTry)
+	}
+	req, err := x.upstreamRequest(tctx, cl, addr)
+	if err != nil {
+		release()
+		tcancel()
+		return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: err.Error()}
+	}
+	x.upstreamHost = addr
+	resp, err := cl.transport.RoundTrip(req)
+	if err != nil {
+		release()
+		perTry := tctx.Err() != nil && ctx.Err() == nil
+		tcancel()
+		if perTry {
+			return nil, &upstreamFailure{perTry: true, flag: flagUT}
+		}
+		return nil, classifyUpstreamError(err)
+	}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release, cancel: tcancel}
+	return resp, nil
+}
+
+// releasingBody releases the circuit-breaker slot and ends the try's
+// context when the body is closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+	cancel  context.CancelFunc
+	done    bool
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	if !b.done {
+		b.done = true
+		b.release()
+		b.cancel()
+	}
+	return err
+}
+
+// classifyUpstreamError maps a transport error to Envoy's reset reasons and
+// response flags.
+func classifyUpstreamError(err error) *upstreamFailure {
+	var de *dialError
+	if errors.As(err, &de) {
+		f := &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.err.Error()}
+		if de.timeout {
+			f.reason, f.transport = "connection timeout", ""
+		}
+		if strings.HasPrefix(de.err.Error(), "TLS error") {
+			f.reason, f.transport = "connection failure", de.err.Error()
+		}
+		return f
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + oe.Err.Error()}
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "server closed idle connection"):
+		// Go's errServerClosedIdle: nothing of the request was written.
+		return &upstreamFailure{flag: flagUC, reason: "connection termination", beforeSend: true}
+	case strings.Contains(msg, "response headers exceeded"), strings.Contains(msg, "header list too large"):
+		// Over max_response_headers_kb: a codec error, 503 (rules.go,
+		// maxResponseHeadersH1).
+		return &upstreamFailure{flag: flagUPE, reason: "protocol error"}
+	case strings.Contains(msg, "REFUSED_STREAM"):
+		return &upstreamFailure{flag: flagUR, reason: "remote refused stream reset", refused: true}
+	case strings.Contains(msg, "stream error"):
+		return &upstreamFailure{flag: flagUR, reason: "remote reset"}
+	}
+	return &upstreamFailure{flag: flagUC, reason: "connection termination"}
+}
+
+// upstreamRequest builds the request Envoy's codec would send: the mutated
+// headers without pseudo and hop-by-hop headers, :authority as Host, the
+// body with its content-length (chunked when there is none).
+func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string) (*http.Request, error) {
+	path := x.reqH.value(":path")
+	u := &url.URL{Scheme: cl.scheme, Host: addr}
+	p, q, _ := strings.Cut(path, "?")
+	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") {
+		u.Opaque, u.RawQuery = p, q
+	} else {
+		pu, err := url.ParseRequestURI(path)
+		if err != nil {
+			return nil, fmt.Errorf("invalid :path %q: %w", path, err)
+		}
+		u.Path, u.RawPath, u.RawQuery = pu.Path, pu.RawPath, pu.RawQuery
+	}
+	var body io.Reader
+	length := int64(0)
+	switch {
+	case x.req.rest != nil:
+		body, length = io.MultiReader(bytes.NewReader(x.req.buf), x.req.rest), -1
+	case len(x.req.buf) > 0:
+		body, length = bytes.NewReader(x.req.buf), -1
+	}
+	if v, ok := x.reqH.get("content-length"); ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			length = n
+		}
+	}
+	if body == nil && length > 0 {
+		body = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequestWithContext(ctx, x.reqH.value(":method"), "http://placeholder/", body)
+	if err != nil {
+		return nil, err
+	}
+	req.URL = u
+	req.Host = x.reqH.value(":authority")
+	req.Header = x.reqH.httpHeader()
+	req.Header.Del("Content-Length")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = []string{""} // Go would add its own
+	}
+	req.ContentLength = length
+	if length == 0 {
+		req.Body = nil
+	}
+	return req, nil
+}

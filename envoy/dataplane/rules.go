@@ -1,0 +1,401 @@
+package dataplane
+
+// This file, with rules_upstream.go (connections, router, retries, timeouts)
+// and rules_extproc.go (the ext_proc filter), is the single place where the
+// Envoy behaviour emulated by the local data plane is written down; a
+// reference `rules.go, "Section"` names a section in one of the three. Every rule names the Envoy source file,
+// proto comment or document it follows (paths are relative to the
+// envoyproxy/envoy repository, protos to data-plane-api), so the set can be
+// re-checked against a real Envoy. Rules marked [inferred] were derived from
+// reading the source, not observed on a binary; rules marked [choice] are
+// deliberate decisions where Envoy versions differ.
+
+import (
+	"crypto/tls"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+)
+
+// Defaults taken from the Envoy API protos.
+const (
+	// ext_proc.proto message_timeout: "If not set, the default is 200 milliseconds."
+	defaultMessageTimeout = 200 * time.Millisecond
+	// listener.proto per_connection_buffer_limit_bytes: default 1MiB. It is the
+	// decoder/encoder buffer limit unless the route or virtual host sets
+	// request_body_buffer_limit (route_components.proto).
+	defaultBufferLimit = 1 << 20
+	// route_components.proto RouteAction.timeout: "defaults to 15 seconds";
+	// 0 disables it.
+	defaultRouteTimeout = 15 * time.Second
+	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
+	defaultConnectTimeout = 5 * time.Second
+	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's
+	// common_http_protocol_options): "If not specified, this defaults to
+	// 1 hour. To disable idle timeouts explicitly set this to 0."
+	defaultIdleTimeout = time.Hour
+	// http_connection_manager.proto stream_idle_timeout: "If not specified,
+	// this defaults to 5 minutes"; 0 disables it.
+	defaultStreamIdleTimeout = 5 * time.Minute
+	// circuit_breaker.proto thresholds defaults.
+	defaultMaxConnections = 1024
+	defaultMaxPending     = 1024
+	defaultMaxRequests    = 1024
+	defaultMaxRetries     = 3
+	// cluster.proto CommonLbConfig.healthy_panic_threshold: "If not
+	// specified, the default is 50%. To disable panic mode, set to 0%."
+	defaultPanicThreshold  = 50.0
+	defaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
+	defaultRetryBase       = 25 * time.Millisecond
+	defaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
+	defaultImmediateStatus = 200
+	// source/common/http/headers.h: Headers::get().prefix() is "x-envoy"
+	// unless the bootstrap changes header_prefix.
+	envoyHeaderPrefix = "x-envoy"
+	// Http::DEFAULT_MAX_HEADERS_COUNT and DEFAULT_MAX_REQUEST_HEADERS_KB
+	// (envoy/http/codec.h), the limits of an upstream response header map
+	// unless the cluster sets its own (not emulated). A later Envoy header
+	// raises both (1000 and 128, for CVE-2026-47774); whether v1.40 has
+	// that change is not verified [verify].
+	defaultMaxHeadersCount = 100
+	defaultMaxHeadersKB    = 60
+	// ext_proc.cc ErrorPrefix.
+	extProcErrorPrefix = "ext_proc_error"
+	// HCM server_name default.
+	defaultServerName = "envoy"
+	// Unspecified value of a command operator in a text format
+	// (substitution_formatter.cc DefaultUnspecifiedValueStringView).
+	unspecifiedValue = "-"
+)
+
+// Response codes details, bodies and flags of the local replies Envoy's
+// router and filter manager send (source/common/stream_info/utility.h
+// ResponseCodeDetailValues; source/common/router/router.cc;
+// source/common/http/filter_manager.cc).
+const (
+	detailsRouteNotFound      = "route_not_found"
+	detailsClusterNotFound    = "cluster_not_found"
+	detailsNoHealthyUpstream  = "no_healthy_upstream"
+	detailsUpstreamTimeout    = "upstream_response_timeout"
+	detailsPerTryTimeout      = "upstream_per_try_timeout"
+	detailsDirectResponse     = "direct_response"
+	detailsRequestTooLarge    = "request_payload_too_large"
+	detailsResponseTooLarge   = "response_payload_too_large"
+	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
+	detailsStreamIdleTimeout  = "stream_idle_timeout"
+	detailsResetBeforeStarted = "upstream_reset_before_response_started"
+	detailsResetAfterStarted  = "upstream_reset_after_response_started"
+
+	bodyNoHealthyUpstream = "no healthy upstream"
+	bodyUpstreamTimeout   = "upstream request timeout"
+	bodyPayloadTooLarge   = "Payload Too Large"               // CodeUtility::toString(413)
+	bodyInternalError     = "Internal Server Error"           // CodeUtility::toString(500)
+	bodyBadRequest        = "Bad Request"                     // CodeUtility::toString(400)
+	bodyHeadersTooLarge   = "Request Header Fields Too Large" // CodeUtility::toString(431)
+)
+
+// responseFlags is the set of Envoy response flags of one stream.
+type responseFlags uint32
+
+// The flags in StreamInfo::CoreResponseFlag order
+// (envoy/stream_info/stream_info.h), which is the order %RESPONSE_FLAGS%
+// prints them in (source/common/stream_info/utility.cc).
+const (
+	flagLH responseFlags = 1 << iota
+	flagUH
+	flagUT
+	flagLR
+	flagUR
+	flagUF
+	flagUC
+	flagUO
+	flagNR
+	flagDI
+	flagFI
+	flagRL
+	flagUAEX
+	flagRLSE
+	flagDC
+	flagURX
+	flagSI
+	flagIH
+	flagDPE
+	flagUMSDR
+	flagRFCF
+	flagNFCF
+	flagDT
+	flagUPE
+	flagNC
+	flagOM
+	flagDF
+	flagDO
+	flagDR
+)
+
+var responseFlagNames = []string{
+	"LH", "UH", "UT", "LR", "UR", "UF", "UC", "UO", "NR", "DI", "FI", "RL", "UAEX", "RLSE",
+	"DC", "URX", "SI", "IH", "DPE", "UMSDR", "RFCF", "NFCF", "DT", "UPE", "NC", "OM", "DF",
+	"DO", "DR",
+}
+
+// String renders the flags the way %RESPONSE_FLAGS% does: short names joined
+// by commas, "" when none is set.
+func (f responseFlags) String() string {
+	var b strings.Builder
+	for i, name := range responseFlagNames {
+		if f&(1<<i) == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(name)
+	}
+	return b.String()
+}
+
+// parseResponseFlag maps a short flag name (response_flag_filter) to its bit.
+func parseResponseFlag(name string) (responseFlags, bool) {
+	for i, n := range responseFlagNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}
+
+// Local replies and ext_proc. Envoy 1.34 (CVE-2025-30157, runtime guard
+// envoy.reloadable_features.skip_ext_proc_on_local_reply) kept local
+// replies from the ext_proc server: Filter::onLocalReply in
+// source/extensions/filters/http/ext_proc/ext_proc.h set
+// processing_complete_, and Filter::encodeHeaders (ext_proc.cc) sends
+// response headers only while !processing_complete_. Envoy PR #41769
+// ("ext_proc: re-enable sending local replies to the ext_proc server",
+// 1.37) removed that override: the Filter class of later ext_proc.h (read
+// in a tree that already has StreamedImmediateResponse) declares no
+// onLocalReply, and ext_proc.cc encodeHeaders calls mergePerRouteConfig
+// "in case the decodeHeaders() is not called when processing local reply".
+// So in Envoy 1.40 a router local reply raised while no response headers
+// exist (DownstreamFilterManager::sendLocalReply →
+// sendLocalReplyViaFilterChain, source/common/http/filter_manager.cc) is
+// built by Utility::sendLocalReply (source/common/http/utility.cc):
+// modify_headers (the route's response headers), then local_reply_config
+// (LocalReplyImpl::rewrite, source/common/local_reply/local_reply.cc: the
+// first matching mapper applies body, headers_to_add and status_code, which
+// %RESPONSE_CODE% then reports; a non-empty body gets content-length and,
+// when no content-type is set or the body changed without the mapper
+// setting a content-type, the format's content type; an empty body loses
+// both), then encodeHeaders(nullptr, ...) through every encoder filter: an
+// ext_proc filter whose processing is not complete sends those reshaped
+// headers (and, per its response body mode, the body) to its server, with
+// no x-envoy-upstream-service-time (the router adds that only to proxied
+// responses, router.cc onUpstreamHeaders). ext_proc's own replies
+// (ImmediateResponse, gRPC error, message timeout, spurious message) set
+// processing_complete_ before sendLocalReply and skip the filter. Whether
+// the removal also covers the downstream filter, not only the upstream
+// filter chain the PR names, was read from the source, not run [verify].
+// The local data plane sends the router's replies (upstream timeout,
+// reset, overflow, no healthy upstream, unknown cluster, no route, direct
+// responses: all callbacks_->sendLocalReply in router.cc
+// Filter::decodeHeaders and the upstream callbacks) via the filter chain
+// (exchange.go sendLocalReplyViaFilterChain); its other local replies (413
+// over the buffer limit) still go out directly without ext_proc, which
+// toolmesh's extproc server, answering such requests itself, does not
+// observe. A local reply once response headers exist but
+// were not sent (a filter holding them for a BUFFERED body) goes out
+// directly (sendDirectLocalReply), bypassing the filters. The codec and
+// path-normalization replies of checkDownstream also go through the HCM
+// local_reply_config (localreply.go).
+//
+// ext_proc grpc_service.initial_metadata goes as request metadata on every
+// ext_proc stream: Envoy's gRPC client adds it to the stream's headers
+// (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize,
+// metadata_parser_ built from initial_metadata; extproc.go open).
+//
+// ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
+// read in a release with allowed_override_modes, status_on_error and
+// graceful gRPC close, not in the v1.40.0 tag itself [verify]). Every
+// details string goes through StringUtil::replaceAllEmptySpace in
+// sendImmediateResponse:
+//   - gRPC error status while processing: onGrpcError — status_on_error
+//     (default 500) with details ext_proc_error_gRPC_error_<code>{<message>}
+//     (grpcErrorDetails), or continue without the server when
+//     failure_mode_allow.
+//   - message_timeout: onMessageTimeout — 504 (always GatewayTimeout, not
+//     status_on_error), details ext_proc_error_per-message_timeout_exceeded,
+//     or continue when failure_mode_allow.
+//   - clean end by the server (status OK): onGrpcClose, which is
+//     onGrpcCloseWithStatus(Aborted) — processing completes and the request
+//     continues without the server, whatever failure_mode_allow says.
+//   - spurious message (a response of the wrong kind or out of order, one
+//     without a known response such as a standalone mode_override, an
+//     ImmediateResponse with disable_immediate_response, streamed_response
+//     outside FULL_DUPLEX_STREAMED): onReceiveMessage's FailedPrecondition
+//     branch. With failure_mode_allow (or the runtime guard
+//     ext_proc_fail_close_spurious_resp off) the stream is closed and the
+//     request continues; otherwise handleErrorResponse sends a local reply
+//     with status_on_error (default 500) and the status message as details:
+//     "spurious_message", "unhandled_message", … (the spurious* constants).
+//     Dynamic metadata of a typed response is stored before its handler
+//     finds it out of order.
+//   - any other error in applying a response (a mutation failing with
+//     disallow_is_error, the header limits below, the content-length
+//     mismatch): handleErrorResponse, status_on_error with the error text as
+//     details.
+//   - header mutation limits (MutationUtils::applyHeaderMutations,
+//     mutation_utils.cc): before anything is applied, more remove_headers
+//     or more set_headers than the map's max_headers_count is refused
+//     ("Header mutation remove header count <r> or set header count <s>
+//     exceed the HCM header countlimit <n>"); after the mutation the map,
+//     pseudo-headers included, must hold at most max_headers_count entries
+//     and max_headers_kb KiB of keys plus values ("Header mutation causes
+//     end result header count <c> or header size <b> bytes, exceeding the
+//     count limit <n> or the size limit <k> kilobytes"). Request headers
+//     carry the HCM's limits, upstream response headers the codec's
+//     (headerLimits). Envoy 1.37 replaced the mutation error texts with a
+//     fixed set ("Use one of a hard-coded set of error messages when a
+//     HeaderMutation fails", version history 1.37.0); the texts here are
+//     the earlier ones, the fixed set was not available to check [verify].
+//   - an ImmediateResponse on the response path is honoured too: Envoy's
+//     sendLocalReply replaces the held response headers while the response
+//     has not started (FilterManager::sendDirectLocalReply). toolmesh only
+//     sends them on the request path
+//     (docs/decisions/0001-ext-proc-architecture.md).
+//
+// HTTP connection manager request handling, in this order
+// (ConnectionManagerImpl::ActiveStream::decodeHeaders): normalize_path and
+// merge_slashes (maybeNormalizePath), early_header_mutation_extensions,
+// proxy-header cleanup and x-request-id / x-forwarded-proto
+// (mutateRequestHeaders), route selection (cached), then the filter chain.
+// The route matched then fixes each filter's per-route config
+// (mergePerRouteConfig runs in each filter's decodeHeaders) and the request
+// buffer limit. Responses get server: envoy (server_header_transformation
+// OVERWRITE) and, from the router, x-envoy-upstream-service-time.
+
+// Not emulated (Apply rejects the configuration, or the field is ignored as
+// noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED as the
+// configured mode, the GRPC body mode, send_body_without_waiting_for_header_response (ignored), CEL
+// request/response attributes (ignored), typed_dynamic_metadata (ignored),
+// trailers (never sent), http_service, per-route grpc_service (every filter
+// uses Options.ExtProcTarget); active health checks and outlier detection
+// (an endpoint is healthy unless its EDS health_status says otherwise; panic
+// mode is emulated, see cluster.pickHosts); load balancing weights and policies other
+// than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
+// filters; other HTTP filters unless is_optional. STREAMED request bodies are
+// collected before they go upstream (each chunk is still exchanged with the
+// server as it is read); STREAMED response bodies flow chunk by chunk.
+
+// Response headers on the wire (source/common/http/http1/codec_impl.cc,
+// StreamEncoderImpl::encodeHeadersBase): headers encoded without end_stream
+// are flushed at once (connection_.flushOutput()), before any body; writes
+// of one event-loop pass coalesce. So a response whose body is still
+// streaming (passed through, or STREAMED through ext_proc) reaches the
+// client with its headers before its first byte, as an idle event stream
+// needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
+// goes out with its headers. The local data plane flushes the headers of
+// the first kind (exchange.write). [verify: read in an older codec_impl.cc;
+// HTTP/2 sends a HEADERS frame at once likewise]
+
+// checkDownstream applies the downstream request checks Envoy makes before
+// any filter runs, and returns the local reply of a refused request. Codec
+// errors go through ServerConnectionImpl::sendProtocolError
+// (source/common/http/http1/codec_impl.cc), which answers with
+// ActiveStream::sendLocalReply and the body CodeUtility::toString(code), so
+// local_reply_config sees them like any other local reply:
+//
+//   - the codec refuses request headers over max_request_headers_kb
+//     (details http1.headers_too_large) or more than max_headers_count
+//     (http1.too_many_headers) with 431; the count is of the headers on the
+//     wire, Host included (http2 the same through its header list limits);
+//   - headers_with_underscores_action: REJECT_REQUEST answers 400 (details
+//     http1.unexpected_underscore), DROP_HEADER removes the header (the
+//     codec's checkHeaderNameForUnderscores);
+//   - path_with_escaped_slashes_action (ConnectionManagerUtility::
+//     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
+//     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
+func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
+	size, count := 0, 0
+	for _, hd := range m.h {
+		if strings.HasPrefix(hd.key, ":") && hd.key != ":authority" {
+			continue
+		}
+		size += len(hd.key) + len(hd.value)
+		count++
+	}
+	if size > h.maxHeadersBytes {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.headers_too_large"}
+	}
+	if count > h.maxHeaders {
+		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.too_many_headers"}
+	}
+	switch h.underscores {
+	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
+		for _, hd := range m.h {
+			if strings.HasPrefix(hd.key, ":") || !strings.Contains(hd.key, "_") {
+				continue
+			}
+			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
+				return &localReply{code: 400, body: bodyBadRequest, details: "http1.unexpected_underscore"}
+			}
+		}
+		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
+			m.delFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
+		}
+	}
+	path := m.value(":path")
+	p, q, hasQ := strings.Cut(path, "?")
+	lower := strings.ToLower(p)
+	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
+		switch h.escapedSlashes {
+		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
+			return &localReply{code: 400, details: "path_normalization_failed"}
+		case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+			r := strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "\\", "%5c", "\\")
+			p = r.Replace(p)
+			if hasQ {
+				p += "?" + q
+			}
+			m.set(":path", p)
+		}
+	}
+	return nil
+}
+
+// Downstream TLS: the listener's filter chain transport_socket
+// envoy.transport_sockets.tls with a DownstreamTlsContext
+// (api/envoy/extensions/transport_sockets/tls/v3/tls.proto), compiled by
+// compileDownstreamTLS:
+//   - tls_certificates are the server certificate; trusted_ca of the
+//     validation context is the client CA list. With a CA, the server
+//     verifies a client certificate the client sends; with
+//     require_client_certificate it also fails the handshake without one
+//     (DefaultCertValidator::addClientValidationContext sets
+//     SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+//     source/common/tls/cert_validator/default_validator.cc, read in an
+//     older tree under source/extensions/transport_sockets/tls [verify];
+//     the verify-if-given mode without require is [inferred]).
+//   - Envoy's TLS defaults: TLS 1.2 minimum (tls.proto TlsParameters).
+//   - A plaintext request on a TLS listener never reaches the HTTP
+//     connection manager: the handshake fails and the connection closes.
+//
+// [choice] The local data plane's downstream is HTTP/1.1 only (ADR 0002),
+// so of alpn_protocols it offers http/1.1 alone; SDS, SNI-based chains,
+// SAN/hash/SPKI/CRL checks of client certificates are rejected as not
+// emulated. The listener socket is served with DataPlane.TLSConfig.
+func downstreamALPN(configured []string) []string {
+	if len(configured) == 0 {
+		return nil // Envoy negotiates no ALPN
+	}
+	return []string{"http/1.1"}
+}
+
+// downstreamClientAuth is the client-certificate mode of a listener with a
+// trusted CA.
+func downstreamClientAuth(require bool) tls.ClientAuthType {
+	if require {
+		return tls.RequireAndVerifyClientCert
+	}
+	return tls.VerifyClientCertIfGiven
+}

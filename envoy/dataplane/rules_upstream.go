@@ -1,0 +1,238 @@
+package dataplane
+
+// Envoy's rules for the data plane's connections, router, retries and
+// timeouts (see rules.go).
+
+import "time"
+
+// HTTP/2 connection keepalive of the data plane's gRPC connections (ADS and
+// ext_proc), as the bootstraps' connection_keepalive on toolmesh_xds and
+// toolmesh_extproc makes Envoy do (api config/core/v3/protocol.proto
+// KeepaliveSettings; source/common/http/http2/codec_impl.cc ConnectionImpl):
+//   - The constructor schedules the first PING at interval plus jitter
+//     (onKeepaliveResponse), from the moment the connection exists, whether
+//     or not a stream is open.
+//   - sendKeepalive skips the PING while one is awaiting its ACK, otherwise
+//     sends it (payload: milliseconds since the epoch) and arms the timeout.
+//   - A PING ACK (onPing → onKeepaliveResponse) stops the timeout and
+//     schedules the next PING at interval + random() % (interval_jitter% of
+//     interval), so PINGs are never closer than interval.
+//   - Any frame received other than a PING ACK re-arms a running timeout
+//     (onBeforeFrameReceived: HOL blocking must not look like a dead peer).
+//   - onKeepaliveResponseTimeout closes the connection (h2_ping_timeout);
+//     its streams fail (Unavailable) and the next stream connects again.
+//
+// [choice] grpc-go's own client keepalive (keepalive.ClientParameters) is
+// not used: it raises Time below 10s to 10s (dialoptions.go
+// WithKeepaliveParams, internal.KeepaliveMinPingTime), pings only after
+// Time without reading anything instead of on a fixed cadence, and has no
+// jitter. The ADS and ext_proc connections are wrapped instead
+// (keepalive.go pingConn, pinger.go): PINGs go out between grpc-go's
+// frames, and their ACKs, recognised by payload, are taken out before
+// grpc-go reads. Only ACKs of our own PINGs count as keepalive responses.
+// connection_idle_interval (a PING before a new stream on an idle
+// connection) is not emulated: the bootstraps do not set it. The codec was
+// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// source/common/http/http2/codec_impl.cc ConnectionImpl::sendKeepalive and
+// onKeepaliveResponse].
+//
+// ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
+// server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
+// cluster's HTTP/2 connection pool; the data plane uses grpc-go's client
+// (dataplane.go New) with Envoy's windows and keepalive, and maps what the
+// server can tell apart. Options.ExtProcConn may be any
+// grpc.ClientConnInterface (tests inject their own).
+//   - :authority is envoy_grpc.authority, else the cluster name
+//     (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize;
+//     extProcFilter.callOptions). Envoy also sends x-envoy-internal and
+//     x-forwarded-for (source/common/http/async_client_impl.cc
+//     AsyncStreamImpl::sendHeaders) and no user-agent; grpc-go sends its
+//     user-agent and neither of those [choice: the extproc server reads
+//     none of them]. initial_metadata goes as headers.
+//   - Receive limit: none unless max_receive_message_length is set
+//     (api/envoy/config/core/v3/grpc_service.proto,
+//     GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0,
+//     which means unlimited"); here grpc-go's largest, math.MaxInt32.
+//   - Windows: stream 16 MiB and connection 24 MiB
+//     (envoyHTTP2StreamWindow); concurrent streams: Envoy opens at most
+//     Http2ProtocolOptions.max_concurrent_streams (default 1024,
+//     protocol.proto; changelogs/1.40.0.yaml: the safe HTTP/2 defaults
+//     always apply) on a connection and follows the server's
+//     SETTINGS_MAX_CONCURRENT_STREAMS below that; grpc-go follows the
+//     server's setting, and toolmesh's server sets none, so the cap is not
+//     reached by the data plane's load [choice].
+//   - Closing: ExternalProcessorStreamImpl::close
+//     (source/extensions/filters/http/ext_proc/client_impl.cc) half-closes
+//     and then resets the stream. Since 1.37 a local reset goes out as
+//     RST_STREAM INTERNAL_ERROR, not CANCEL or NO_ERROR, behind the runtime
+//     guard envoy.reloadable_features.reset_with_error (changelogs/1.37.0.yaml
+//     [verify: source/common/http/http2/codec_impl.cc
+//     ConnectionImpl::StreamImpl::resetStream at v1.40.0]). grpc-go's cancel
+//     sends CANCEL [choice]: a grpc-go server reports either code to its
+//     handler alike, a cancelled stream context (http2_server.go
+//     handleRSTStream).
+//   - Statuses (extProcRun.envoyStatus): a connect failure is the router's
+//     local reply, Unavailable with its body and response code details
+//     appended (source/common/grpc/async_client_impl.cc enhancedGrpcMessage)
+//     [inferred]; a reset stream, and a connection lost after the response
+//     headers, are Internal (AsyncStreamImpl::onReset reports
+//     Status::Internal) [verify: source/common/grpc/async_client_impl.cc
+//     AsyncStreamImpl::onReset at v1.40.0]; grpc-go's Unavailable is kept
+//     for a connection lost before them (the router's 503).
+//   - Not emulated: retries (no retry_policy in the bootstraps), the
+//     cluster's circuit breakers and idle_timeout on this connection, TLS.
+const (
+	// The bootstraps' interval and timeout (envoy/*.yaml, deploy/); Envoy
+	// itself sends no PINGs without connection_keepalive.
+	defaultKeepaliveInterval = 30 * time.Second
+	defaultKeepaliveTimeout  = 5 * time.Second
+	// protocol.proto KeepaliveSettings.interval_jitter: "The default value
+	// is 15%."
+	defaultKeepaliveJitterPercent = 15.0
+)
+
+// The initial HTTP/2 stream and connection windows of Envoy's codec unless
+// http2_protocol_options set them (api/envoy/config/core/v3/protocol.proto,
+// Http2ProtocolOptions.initial_stream_window_size: "defaults to 16MiB",
+// initial_connection_window_size: "The default is 24MiB"; changelog 1.36,
+// down from 256 MiB); the bootstraps set none for toolmesh_extproc.
+// Envoy's windows are static: unlike grpc-go's default dynamic window, it
+// sends no BDP-estimation PINGs, and grpc-go sends none either once a
+// window is set (dialoptions.go WithInitialWindowSize).
+const (
+	envoyHTTP2StreamWindow = 16 << 20
+	envoyHTTP2ConnWindow   = 24 << 20
+)
+
+// Upstream response header limits (api/envoy/config/core/v3/protocol.proto,
+// HttpProtocolOptions.max_response_headers_kb: "If unconfigured, the
+// default is 60 KiB, except for HTTP/1 response headers which have a
+// default of 80 KiB"; "Responses that exceed this limit will result in a
+// HTTP 503 response"). net/http counts HTTP/1 header bytes as read and
+// HTTP/2 ones as decoded field sizes; Envoy's exact counting is not
+// emulated [verify: source/common/http/http1/codec_impl.cc
+// ConnectionImpl::checkMaxHeadersSize].
+const (
+	maxResponseHeadersH1 = 80 << 10
+	maxResponseHeadersH2 = 60 << 10
+)
+
+// maxIdlePerHost bounds the idle upstream connections per endpoint [choice:
+// Envoy keeps every connection the max_connections circuit breaker allows].
+const maxIdlePerHost = 64
+
+// Router rules (source/common/router/router.cc, config_impl.cc):
+//
+//   - No route: 404, flag NR, details route_not_found, empty body.
+//   - cluster_header: only the first value is used; a missing header gives an
+//     empty cluster name. An unknown (or empty) cluster is a local reply with
+//     RouteAction.cluster_not_found_response_code (default 503 — the proto
+//     field comment; the older "Envoy will return a 404" sentence on
+//     cluster_header predates that field), flag NC, details
+//     cluster_not_found, empty body. [verify]
+//   - direct_response: a local reply (details direct_response) with the
+//     route's response_headers_to_add.
+//   - response_headers_to_add (route, virtual host, route configuration) on
+//     an upstream response: added before the encoder filters run
+//     (Filter::onUpstreamHeaders: route_entry_->finalizeResponseHeaders,
+//     then callbacks_->encodeHeaders), so ext_proc's response_headers
+//     message carries them (exchange.go encode).
+//   - No healthy endpoint: 503, flag UH, body "no healthy upstream".
+//   - Circuit breaker overflow (max_requests, max_pending_requests,
+//     max_retries when a retry is wanted): 503, flag UO.
+//   - Connect failure or timeout: 503, flag UF; connection closed before
+//     response headers: 503, flag UC; stream reset (h2): 503, flag UR. Body
+//     "upstream connect error or disconnect/reset before headers. [retried
+//     and the latest ]reset reason: <reason>", details
+//     upstream_reset_before_response_started{<reason>[|<why>]} with spaces
+//     as '_'. Exhausted retries add URX. The transport failure reason <why>
+//     left the body in 1.39 (changelogs/1.39.0.yaml; router.cc
+//     Filter::onUpstreamReset [verify: the body is built in
+//     source/common/router/router.cc Filter::onUpstreamAbort]) and stays in
+//     the details.
+//   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
+//     "upstream request timeout", details upstream_response_timeout. The
+//     router sends that local reply even after the upstream response headers
+//     arrived (Router::onResponseTimeout → onUpstreamTimeoutAbort →
+//     onUpstreamAbort); FilterManager::sendLocalReply then decides
+//     (source/common/http/filter_manager.cc): no response headers yet → a
+//     local reply through the encoder filters; headers received but not yet
+//     sent downstream (an ext_proc filter holding them for a BUFFERED body)
+//     → sendDirectLocalReply, which skips the filters but still applies
+//     local_reply_config (local_reply_.rewrite); headers already sent → a
+//     downstream reset. The local data plane starts the timer when the
+//     router starts, which is when the request is complete except for
+//     bodies over the buffer limit.
+//   - Upstream reset after the response headers (connection closed or
+//     stream reset mid-body, Router::onUpstreamReset): the same three-way
+//     choice, with 503, the reset's flag, the "before headers" body text
+//     and details upstream_reset_after_response_started{<reason>} (the
+//     router has set downstream_response_started_).
+//   - Request headers: request_headers_to_remove/add of route, virtual host
+//     and route configuration in that order, host_rewrite_literal, prefix or
+//     regex rewrite (x-envoy-original-path keeps the old path) and
+//     x-envoy-expected-rq-timeout-ms, unless the router suppresses Envoy
+//     headers.
+//
+// Retry conditions (source/common/router/retry_state_impl.cc):
+// "5xx" retries 5xx responses and every reset/connect failure;
+// "gateway-error" retries 502/503/504 and every reset/connect failure;
+// "reset" retries resets and connect failures; "connect-failure" only
+// connect failures; "reset-before-request" connect failures and resets
+// before the request headers were encoded (wouldRetryFromReset with
+// upstream_request_started: Filter::maybeRetryReset in router.cc reads
+// first_upstream_tx_byte_sent, which UpstreamCodecFilter::decodeHeaders sets
+// once the headers went to the codec) — here an HTTP/2 pooled connection
+// net/http found closed before writing (errServerClosedIdle); an HTTP/1.1
+// request written to a connection that then closes is started (see
+// "Upstream connections"); "refused-stream" only REFUSED_STREAM resets;
+// "retriable-4xx" 409; "retriable-status-codes" the listed codes. A retry is
+// not attempted when the request body was larger than the buffer limit
+// (the router stops buffering for retries). Back-off is full-jitter
+// exponential from base_interval (25ms) up to max_interval (10x base).
+//
+// Upstream connections (cluster.go newTransport) are net/http's Transport,
+// for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
+// (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc;
+// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// ConnPoolImpl::onResponseComplete]):
+//   - HTTP/1.1: one request at a time per connection; a connection goes
+//     back to the pool when its response is complete unless either side
+//     asked to close (HeaderUtility::shouldCloseConnection), and a stream
+//     reset before the response is complete closes it
+//     (ConnPoolImpl::onDownstreamReset). net/http does the same.
+//   - Idle connections close after the cluster's
+//     common_http_protocol_options.idle_timeout (IdleConnTimeout; Envoy's
+//     default 1h, 0 none); at most maxIdlePerHost stay idle per endpoint.
+//   - A connection that closes after the request was written and before any
+//     response byte: 503, flag UC, "reset reason: connection termination"
+//     (CodecClient::onEvent, Filter::onUpstreamReset); the route's retry
+//     policy decides a retry (wouldRetryFromReset). [choice] net/http
+//     itself resends a request on a reused connection that failed before
+//     anything of it was written, or an idempotent one without a body;
+//     Envoy resends neither. An MCP request is a POST with a body.
+//   - A malformed response is reported the same way [choice: Envoy's codec
+//     reports a protocol error, 502 UPE]; response headers over
+//     maxResponseHeadersH1 (HTTP/1) or maxResponseHeadersH2 are 503 UPE
+//     "protocol error" (classifyUpstreamError).
+//   - Interim 1xx responses other than 101 are read and dropped [choice:
+//     Envoy's router passes them on (Filter::onUpstream1xxHeaders →
+//     encode1xxHeaders), subject to the connection manager's
+//     proxy_100_continue].
+
+// Stream idle timeout (route_components.proto RouteAction.idle_timeout,
+// which overrides http_connection_manager.proto stream_idle_timeout; 0
+// disables): "Each time an encode/decode event for headers or data is
+// processed for the stream, the timer will be reset. If the timeout fires,
+// the stream is terminated with a 408 Request Timeout error code if no
+// upstream response header has been received, otherwise a stream reset
+// occurs" (source/common/http/conn_manager_impl.cc
+// ActiveStream::onIdleTimeout; flag SI, details stream_idle_timeout). It
+// is what bounds a FULL_DUPLEX_STREAMED response whose server stalls: no
+// message timer runs in that mode, and once the upstream response is
+// complete the router's timeout is gone too. The emulation arms it only
+// there (duplexReader.step, re-armed by each upstream chunk and server
+// message [inferred: Envoy re-arms it on the downstream stream's encode
+// and decode events]); everywhere else net/http's server has its own
+// timeouts. Upstream response headers have always been received on that
+// path, so it resets the stream.
