@@ -157,7 +157,7 @@ func (x *exchange) clientUpstream(svc registry.ToolService, version string, id [
 	case err != nil:
 		return u, 0, false, sessionGone(id)
 	}
-	if u, ok := st.Upstream(svc.Name); ok && u.Version == version {
+	if u, ok := st.Upstream(svc.Name); ok && u.Version == version && !x.s.sessions.isLost(svc.Name, u.Session) {
 		return u, clientCaps(st.Caps), true, nil
 	}
 	return u, clientCaps(st.Caps), false, nil
@@ -217,7 +217,8 @@ func (x *exchange) exchangeOn(svc registry.ToolService, u session.Upstream, f *m
 	status, msg, err := x.s.upstreamClient().Exchange(ctx, svc.URL, h, body, f.ID)
 	switch {
 	case status == http.StatusNotFound:
-		return sessionGone(f.ID) // the server forgot the client's session
+		x.s.sessions.markLost(svc.Name, u.Session)
+		return sessionGone(f.ID) // the server forgot the client's session: initialize again
 	case err != nil:
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated "+f.Method+" failed", slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
@@ -229,16 +230,18 @@ func (x *exchange) exchangeOn(svc registry.ToolService, u session.Upstream, f *m
 	return nil
 }
 
-// clientSessionLost is the client's answer when a server forgot the
-// client's own upstream session: 404, so that the client initializes again
-// and gets a new one. The request is not re-sent on the shared session: the
-// state the client set there (log level, subscriptions) would be lost
-// without it knowing.
+// clientSessionLost handles a server's answer that it forgot the client's
+// own session (404, or a 400 naming the session), so it did not execute
+// the request: the session is noted lost on this replica, and the request
+// is sent again, once, on the shared session of the client's
+// capabilities (reissue), as for any lost session. The client's log level
+// on that server is gone until it initializes again; its calls keep
+// working.
 func (x *exchange) clientSessionLost() []byte {
-	x.resultSent = true
-	x.fed.status = http.StatusNotFound
-	if x.fed.method == "tools/call" {
-		x.callOutcome = callUpstream4xx
-	}
-	return sessionGone(x.fed.id).Body
+	f := x.fed
+	x.s.sessions.markLost(f.svc.Name, f.session)
+	f.perClient = false
+	f.upID = x.s.sessions.requestID() // the shared session's ids are the gateway's
+	f.body = mcp.SetMember(f.body, "id", f.upID)
+	return x.reissue()
 }

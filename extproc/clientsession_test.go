@@ -201,13 +201,26 @@ func TestClientSessions(t *testing.T) {
 		t.Errorf("setLevel without a session: %s", r.GetImmediateResponse().GetBody())
 	}
 
-	// The server forgets the client's session: the client is told to
-	// initialize again, and the call is not sent on the shared session.
+	// The server forgets the client's session (a restart): the call is
+	// sent again on the shared session, once, and the client's next calls
+	// go there at once; setLevel, which must not reach the shared session,
+	// tells the client to initialize again.
 	v, _ := askOpen(t, env, "/mcp/fed", call, sid...)
-	defer v.close()
+	ss.mu.Lock()
+	delete(ss.sessions, "up1")
+	ss.mu.Unlock()
 	cr := v.send(respHeaders(false, ":status", "404", "content-type", "text/plain")).GetResponseHeaders().GetResponse()
-	if st := setOf(t, cr.GetHeaderMutation())[":status"]; st != "404" || cr.GetStatus() != extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
-		t.Errorf("lost client session: status %q (%v), want 404", st, cr.GetStatus())
+	v.close()
+	if res := decodeResult(t, cr.GetBodyMutation().GetBody(), "3"); res.IsError || res.Content[0].Text != "ok" {
+		t.Errorf("call after the client's session was lost: %+v", res)
+	}
+	r = ask(t, env, "/mcp/fed", call, sid...)
+	if up := setOf(t, r.GetRequestBody().GetResponse().GetHeaderMutation())["mcp-session-id"]; up == "up1" || up == "" {
+		t.Errorf("a call after the loss went on session %q", up)
+	}
+	r = ask(t, env, "/mcp/fed", `{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"info"}}`, sid...)
+	if got := r.GetImmediateResponse().GetStatus().GetCode(); got != 404 {
+		t.Errorf("setLevel on a lost session: status %d, want 404", got)
 	}
 }
 

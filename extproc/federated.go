@@ -67,6 +67,7 @@ type fedCall struct {
 	callerHeaders []string
 	session       string     // the gateway's Mcp-Session-Id sent, "" for none
 	perClient     bool       // session is the client's own (clientsession.go), not the gateway's
+	answered      bool       // the response to the request went to the client (streams)
 	caps          clientCaps // the client capabilities its session declares
 	status        int        // the client's HTTP status when not 200
 	sse           *sseTranslator
@@ -267,7 +268,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 			}
 			if perClient {
 				// The client's own session: its ids are its own too.
-				f.session, f.perClient = own.Session, true
+				f.session, f.perClient, f.caps = own.Session, true, caps|capsOf(body)
 				f.headers.Set(mcp.HeaderSessionID, own.Session)
 				return x.sendFederated(f, svc, auth, call, up, meta)
 			}
@@ -440,13 +441,6 @@ func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
 func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
-	if x.upStatus == http.StatusNotFound && f.perClient {
-		return responseHeadersResponse(&extprocv3.CommonResponse{
-			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-			HeaderMutation: withStatus(fedHeaders(nil), http.StatusNotFound),
-			BodyMutation:   replaceBody(x.clientSessionLost()),
-		})
-	}
 	if x.upStatus == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
 		// open a new one and send the call again from here. A 400 that
@@ -455,7 +449,7 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 		return responseHeadersResponse(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   replaceBody(x.reissue()),
+			BodyMutation:   replaceBody(x.sessionLost()),
 		})
 	}
 	if h.GetEndOfStream() {
@@ -474,24 +468,30 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
 			RemoveHeaders: []string{"content-length", "mcp-session-id"},
 		}})
-		// Events are rewritten chunk by chunk (STREAMED) only when they
-		// need translating or the result filtering; otherwise the body
-		// passes without ext_proc.
-		resp.ModeOverride = passThroughOverride()
+		// Events go through this server chunk by chunk (STREAMED), to be
+		// translated or filtered, or only split and bounded: no stream of
+		// a server the gateway does not trust passes without its bounds
+		// (each event and the whole stream at most MaxResponseBytes).
+		resp.ModeOverride = streamOverride()
 		at := x.streamDeadline() // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
-		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
+		filter := f.method == "tools/call" && x.filtersResults()
+		switch rewrite := filter || f.translate() || f.remapped() || f.relays(); {
+		case rewrite || !deadline:
+			// Unchanged events come out of the translator as they went
+			// in; an incomplete one waits in it, so a stream cut at a
+			// bound ends on a whole event and the failure.
 			f.sse = x.newSSETranslator()
-			resp.ModeOverride = streamOverride()
 			if deadline && x.duplexResp {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
 				f.duplex = &duplexStream{deadline: at}
 			}
-		} else if deadline {
+		default:
 			// A stream this server can end before the route timeout
-			// (duplex.go). Without duplexResp the override comes now,
-			// which only a stream that passes unchanged may take (ADR 0013).
+			// (duplex.go), bounded there. Without duplexResp the override
+			// comes now, which only a stream that passes unchanged may
+			// take (ADR 0013).
 			f.duplex = &duplexStream{deadline: at}
 			resp.ModeOverride = duplexOverride()
 		}
@@ -514,17 +514,15 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}
 		out, err := f.sse.feed(b.GetBody(), b.GetEndOfStream())
-		if err != nil {
+		if err != nil && !f.answered { // past the response, the rest is only dropped
 			out = append(out, x.fedStreamFailure(err)...)
 		}
 		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
 	}
 	body := b.GetBody()
 	var out []byte
-	if x.upStatus == http.StatusBadRequest && f.perClient && upstream.SessionLost(x.upStatus, body) {
-		out = x.clientSessionLost()
-	} else if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
-		out = x.reissue()
+	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
+		out = x.sessionLost()
 	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
 	} else {
@@ -594,6 +592,7 @@ func (x *exchange) fedFiltered(msg []byte) []byte {
 func (x *exchange) fedStreamMessage(data []byte) []byte {
 	out := x.clientMessage(data)
 	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
+		x.fed.answered = true
 		if d := x.fed.duplex; d != nil {
 			d.seen = true // no deadline after the response (duplex.go)
 		}
@@ -651,6 +650,15 @@ func excerpt(b []byte) string {
 		s = s[:200] + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// sessionLost answers a server's answer that it lost the session the
+// request went on: the client's own (clientsession.go) or the gateway's.
+func (x *exchange) sessionLost() []byte {
+	if x.fed.perClient {
+		return x.clientSessionLost()
+	}
+	return x.reissue()
 }
 
 // reissue answers a session-using server's answer that it lost the

@@ -28,9 +28,9 @@ type Offers struct {
 	Resources   bool // resources or resource templates
 	Prompts     bool
 	Completions bool // some server declared completions (argument completion of prompts or templates)
-	// Logging and Subscribe: some legacy-era server declared logging or
-	// resources.subscribe, state a client keeps on its own upstream session
-	// (docs/decisions/0022-legacy-client-sessions.md). Declared, and
+	// Logging and Subscribe: some legacy-era server declared logging (and
+	// resources.subscribe), state a client keeps on its own upstream
+	// session (docs/decisions/0022-legacy-client-sessions.md). Declared, and
 	// logging/setLevel and resources/(un)subscribe forwarded, to legacy
 	// clients only.
 	Logging, Subscribe bool

@@ -40,9 +40,10 @@ type MCPManifest struct {
 }
 
 // PerClientState reports whether a legacy client needs its own session on
-// this server for the state it may set there.
+// this server: the server keeps a log level per session, which decides
+// what it sends in that client's call streams.
 func (m *MCPManifest) PerClientState() bool {
-	return m.Era() == mcp.EraLegacy && (m.Logging || m.Subscribe)
+	return m.Era() == mcp.EraLegacy && m.Logging
 }
 
 // Era is the protocol era the server was listed in.

@@ -40,8 +40,10 @@ func (s *Snapshot) Offers() mcp.Offers {
 		}
 		o.Completions = o.Completions || m.MCP.Completions
 		if m.MCP.Era() == mcp.EraLegacy {
+			// Subscriptions ride on the client's own session, which a
+			// server gets for its log level (PerClientState).
 			o.Logging = o.Logging || m.MCP.Logging
-			o.Subscribe = o.Subscribe || m.MCP.Subscribe && len(s.Resources)+len(s.ResourceTemplates) > 0
+			o.Subscribe = o.Subscribe || m.MCP.Subscribe && m.MCP.Logging && len(s.Resources)+len(s.ResourceTemplates) > 0
 		}
 	}
 	return o
