@@ -20,7 +20,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -108,8 +108,8 @@ func checkBootstrap(t reporter, where string, b *bootstrapv3.Bootstrap) bootstra
 		t.Errorf("%s: admin on %s:%d, want 127.0.0.1:%d", where, admin.GetAddress(), admin.GetPortValue(), envoyAdminPort)
 	}
 	ads := b.GetDynamicResources().GetAdsConfig()
-	if g := ads.GetGrpcServices(); len(g) != 1 || g[0].GetEnvoyGrpc().GetClusterName() != registry.XDSCluster {
-		t.Errorf("%s: ADS does not go to %s: %v", where, registry.XDSCluster, g)
+	if g := ads.GetGrpcServices(); len(g) != 1 || g[0].GetEnvoyGrpc().GetClusterName() != wire.XDSCluster {
+		t.Errorf("%s: ADS does not go to %s: %v", where, wire.XDSCluster, g)
 	}
 	for name, cs := range map[string]*corev3.ConfigSource{
 		"lds": b.GetDynamicResources().GetLdsConfig(), "cds": b.GetDynamicResources().GetCdsConfig(),
@@ -129,7 +129,7 @@ func checkBootstrap(t reporter, where string, b *bootstrapv3.Bootstrap) bootstra
 			f.endpoints[c.GetName()] = eps[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
 		}
 	}
-	for _, name := range []string{registry.XDSCluster, registry.ExtProcCluster} {
+	for _, name := range []string{wire.XDSCluster, wire.ExtProcCluster} {
 		c, ok := f.clusters[name]
 		if !ok {
 			t.Errorf("%s: no static cluster %s", where, name)
@@ -143,8 +143,8 @@ func checkBootstrap(t reporter, where string, b *bootstrapv3.Bootstrap) bootstra
 		}
 		checkKeepalive(t, where, c)
 	}
-	if c := f.clusters[registry.ExtProcCluster]; c != nil && c.GetPerConnectionBufferLimitBytes().GetValue() == 0 {
-		t.Errorf("%s: %s has no per_connection_buffer_limit_bytes", where, registry.ExtProcCluster)
+	if c := f.clusters[wire.ExtProcCluster]; c != nil && c.GetPerConnectionBufferLimitBytes().GetValue() == 0 {
+		t.Errorf("%s: %s has no per_connection_buffer_limit_bytes", where, wire.ExtProcCluster)
 	}
 
 	for _, l := range b.GetStaticResources().GetListeners() {
@@ -262,7 +262,7 @@ func TestRepoBootstraps(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			b := decodeBootstrap(t, file, readRepoFile(t, file))
 			f := checkBootstrap(t, file, b)
-			for _, name := range []string{registry.XDSCluster, registry.ExtProcCluster} {
+			for _, name := range []string{wire.XDSCluster, wire.ExtProcCluster} {
 				if f.endpoints[name].GetPortValue() == 0 {
 					t.Errorf("%s: %s has no port", file, name)
 				}

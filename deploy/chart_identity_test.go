@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolmesh/toolmesh/deploy/render"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -60,7 +60,7 @@ func (c *chartCheck) notificationsWiring(where string, f bootstrapFacts, envoy *
 	if enabled {
 		wantRequests += c.o.num("notifications.maxStreams")
 	}
-	th := f.clusters[registry.ExtProcCluster].GetCircuitBreakers().GetThresholds()
+	th := f.clusters[wire.ExtProcCluster].GetCircuitBreakers().GetThresholds()
 	if len(th) != 1 || int64(th[0].GetMaxRequests().GetValue()) != wantRequests || int64(th[0].GetMaxPendingRequests().GetValue()) != wantRequests {
 		t.Errorf("%s: toolmesh_extproc circuit breakers %v, want max_requests and max_pending_requests %d", where, th, wantRequests)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -710,13 +711,13 @@ func (c *chartCheck) bootstrap() {
 	if maxResp == 0 {
 		maxResp = 4 << 20
 	}
-	if lim := f.clusters[registry.ExtProcCluster].GetPerConnectionBufferLimitBytes().GetValue(); int64(lim) < 2*maxResp {
+	if lim := f.clusters[wire.ExtProcCluster].GetPerConnectionBufferLimitBytes().GetValue(); int64(lim) < 2*maxResp {
 		t.Errorf("%s: ext_proc buffer %d < twice maxResponseBytes %d", where, lim, maxResp)
 	}
 
 	// The two toolmesh clusters reach the toolmesh gRPC servers.
 	for _, tc := range []struct{ cluster, sub string }{
-		{registry.XDSCluster, "xds"}, {registry.ExtProcCluster, "extproc"},
+		{wire.XDSCluster, "xds"}, {wire.ExtProcCluster, "extproc"},
 	} {
 		c.toolmeshCluster(where, f, tc.cluster, tc.sub, envoy)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -138,8 +139,8 @@ func TestSmokeTargets(t *testing.T) {
 		t.Errorf("smoke.sh ENVOY_ADMIN_PORT=%s (on loopback in the container); %s's admin is %s:%d", vars["ENVOY_ADMIN_PORT"], src, admin.GetAddress(), admin.GetPortValue())
 	}
 	ads := b.GetDynamicResources().GetAdsConfig().GetGrpcServices()
-	if len(ads) != 1 || ads[0].GetEnvoyGrpc().GetClusterName() != vars["XDS_CLUSTER"] || vars["XDS_CLUSTER"] != registry.XDSCluster {
-		t.Errorf("smoke.sh XDS_CLUSTER=%s; %s's ADS goes to %v, registry.XDSCluster is %s", vars["XDS_CLUSTER"], src, ads, registry.XDSCluster)
+	if len(ads) != 1 || ads[0].GetEnvoyGrpc().GetClusterName() != vars["XDS_CLUSTER"] || vars["XDS_CLUSTER"] != wire.XDSCluster {
+		t.Errorf("smoke.sh XDS_CLUSTER=%s; %s's ADS goes to %v, wire.XDSCluster is %s", vars["XDS_CLUSTER"], src, ads, wire.XDSCluster)
 	}
 
 	// The probes' route, and the service that serves its Tool Services.

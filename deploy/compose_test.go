@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -342,7 +343,7 @@ func (m *composeModel) checkEnvoy(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := checkBootstrap(t, src, decodeBootstrap(t, src, raw))
-	for cluster, flag := range map[string]string{registry.XDSCluster: "xds-listen", registry.ExtProcCluster: "extproc-listen"} {
+	for cluster, flag := range map[string]string{wire.XDSCluster: "xds-listen", wire.ExtProcCluster: "extproc-listen"} {
 		ep := f.endpoints[cluster]
 		if ep == nil {
 			continue // reported

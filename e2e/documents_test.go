@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -81,7 +82,7 @@ func TestToolServiceContractExamples(t *testing.T) {
 		t.Errorf("weather resolved to %+v, want the active version 2", weather)
 	}
 	add, _ := snap.Lookup("add")
-	if add == nil || add.Path != "/tools/add" || add.BasePath != "/base" || add.Cluster != registry.ClusterName("contract") {
+	if add == nil || add.Path != "/tools/add" || add.BasePath != "/base" || add.Cluster != wire.ClusterName("contract") {
 		t.Errorf("add = %+v", add)
 	}
 }

@@ -656,7 +656,13 @@ func TestInteropStdioBridge(t *testing.T) {
 			map[string]any{"name": "native", "url": native.srv.URL},
 			map[string]any{"name": "memory-m", "protocol": "mcp", "url": url, "toolPrefix": "m_", "cluster": cluster}}},
 	}})
-	gw := startGateway(t, portal)
+	// supergateway's stateful mode starts a node process per session, which
+	// can take longer than the default 4 s session set-up on a loaded
+	// machine; and supergateway 3.4.3 exits when a client gives up on an
+	// initialize before its child answered ("No connection established for
+	// request ID"). A longer messageTimeout raises the gateway's set-up bound
+	// with it (internal/app upstreamCallTimeout).
+	gw := startGateway(t, portal, "--message-timeout", "30s")
 
 	t.Run("discovery", func(t *testing.T) {
 		server := healthLine{server: "memory-server 0.6.3", tools: 9}

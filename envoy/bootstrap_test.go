@@ -17,7 +17,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -78,8 +78,8 @@ func TestBootstrapFiles(t *testing.T) {
 			if ads.GetApiType() != corev3.ApiConfigSource_GRPC && ads.GetApiType() != corev3.ApiConfigSource_DELTA_GRPC {
 				t.Errorf("ads api_type = %v", ads.GetApiType())
 			}
-			if len(ads.GetGrpcServices()) != 1 || ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != registry.XDSCluster {
-				t.Errorf("ADS does not go to cluster %s: %v", registry.XDSCluster, ads.GetGrpcServices())
+			if len(ads.GetGrpcServices()) != 1 || ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != wire.XDSCluster {
+				t.Errorf("ADS does not go to cluster %s: %v", wire.XDSCluster, ads.GetGrpcServices())
 			}
 			for name, cs := range map[string]*corev3.ConfigSource{
 				"lds": b.GetDynamicResources().GetLdsConfig(), "cds": b.GetDynamicResources().GetCdsConfig(),
@@ -93,7 +93,7 @@ func TestBootstrapFiles(t *testing.T) {
 			for _, c := range b.GetStaticResources().GetClusters() {
 				clusters[c.GetName()] = c
 			}
-			for name, port := range map[string]uint32{registry.XDSCluster: defaultXDSPort, registry.ExtProcCluster: defaultExtProcPort} {
+			for name, port := range map[string]uint32{wire.XDSCluster: defaultXDSPort, wire.ExtProcCluster: defaultExtProcPort} {
 				c, ok := clusters[name]
 				if !ok {
 					t.Errorf("no static cluster %s", name)

@@ -48,20 +48,13 @@ const (
 	approvalUnsupported = "unsupported" // the client cannot carry an approval (legacy era, no elicitation)
 )
 
-// SetApproval puts an approval configuration in force for the requests that
-// start from now on; nil turns approval off.
-func (s *Server) SetApproval(a *approval.Approver) { s.approval.Store(a) }
-
-// Approval is the approval configuration in force; nil: approval is off.
-func (s *Server) Approval() *approval.Approver { return s.approval.Load() }
-
 // mayNeedApproval reports whether a stateless call of t, known by its
-// headers only, may need approval under the configuration in force now: a
-// rule whose when condition reads the arguments or the caller counts as
-// "may", so the call is not routed early. The body phase decides with the
-// configuration it loads itself.
+// headers only, may need approval under the request's Runtime: a rule
+// whose when condition reads the arguments or the caller counts as "may",
+// so the call is not routed early. The body phase decides with the same
+// Runtime.
 func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
-	a := x.s.approval.Load()
+	a := x.rt.Approval
 	if a == nil {
 		return false // no approval configured: nothing to build per call
 	}
@@ -80,7 +73,7 @@ func approvalTool(t *registry.Tool) approval.Tool {
 // route it; otherwise the answer. It runs before anything is sent to a Tool
 // Service.
 func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
-	a := x.s.approval.Load()
+	a := x.rt.Approval
 	if a == nil {
 		return nil
 	}

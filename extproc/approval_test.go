@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -137,7 +138,7 @@ func TestApprovalFlow(t *testing.T) {
 
 	// Not selected by the rule: routed in the headers phase, as before.
 	hr, resp := exchange2026(t, env, "list_repos", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_repos","arguments":{},`+capsElicit+`}}`)
-	if setOf(t, hr.GetHeaderMutation())[registry.ClusterHeader] != "toolsvc_repo" || resp.GetRequestBody() == nil {
+	if setOf(t, hr.GetHeaderMutation())[wire.ClusterHeader] != "toolsvc_repo" || resp.GetRequestBody() == nil {
 		t.Fatalf("list_repos: headers %v, body %v; want routed", hr, resp)
 	}
 
@@ -146,7 +147,7 @@ func TestApprovalFlow(t *testing.T) {
 	// The approved retry is routed with the original arguments; the call
 	// that needs approval was not routed in the headers phase.
 	hr, resp = exchange2026(t, env, "delete_repo", deleteCall("2", args, `"requestState":"`+state+`",`+approveYes, capsElicit))
-	if set := setOf(t, hr.GetHeaderMutation()); len(set) != 0 || !slices.Contains(hr.GetHeaderMutation().GetRemoveHeaders(), registry.ClusterHeader) {
+	if set := setOf(t, hr.GetHeaderMutation()); len(set) != 0 || !slices.Contains(hr.GetHeaderMutation().GetRemoveHeaders(), wire.ClusterHeader) {
 		t.Fatalf("headers phase of a call that needs approval: %v, want no routing", hr)
 	}
 	if body := resp.GetRequestBody().GetResponse().GetBodyMutation().GetBody(); string(body) != args {
@@ -445,15 +446,15 @@ func TestApprovalWhen(t *testing.T) {
 			resp := v.send(reqBody(body))
 			v.close()
 
-			routedEarly := setOf(t, hr.GetHeaderMutation())[registry.ClusterHeader] != ""
+			routedEarly := setOf(t, hr.GetHeaderMutation())[wire.ClusterHeader] != ""
 			if routedEarly != tc.early {
 				t.Fatalf("routed in the headers phase: %v, want %v (%v)", routedEarly, tc.early, hr)
 			}
 			if !tc.needs {
 				// Routed: the cluster is set in the headers phase (early) or
 				// in the body phase.
-				cluster := setOf(t, hr.GetHeaderMutation())[registry.ClusterHeader]
-				if c := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[registry.ClusterHeader]; c != "" {
+				cluster := setOf(t, hr.GetHeaderMutation())[wire.ClusterHeader]
+				if c := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[wire.ClusterHeader]; c != "" {
 					cluster = c
 				}
 				if resp.GetRequestBody() == nil || cluster != "toolsvc_repo" {

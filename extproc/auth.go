@@ -18,8 +18,8 @@ const detailsUnauthenticated = "toolmesh_unauthenticated"
 // it sets x.caller, or answers before any body is read, so nothing of a
 // refused request is routed. nil means go on.
 func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
-	a := x.s.cfg.Auth
-	if a == nil || !a.Enabled(route) {
+	a := x.rt.Auth
+	if !a.Enabled(route) {
 		return nil // an open route reads no header for it
 	}
 	r := authn.Request{Route: route, PublicPath: x.req.Path}
@@ -77,9 +77,9 @@ func (x *exchange) protectedResource() *extprocv3.ProcessingResponse {
 	public := strings.TrimPrefix(x.req.Path, authn.MetadataPrefix)
 	key, _, ok := x.s.routes.Lookup(public)
 	var doc []byte
-	if ok && x.s.cfg.Auth != nil {
+	if ok && x.rt.Auth != nil {
 		x.routeKey = key
-		doc, ok = x.s.cfg.Auth.Metadata(key, public)
+		doc, ok = x.rt.Auth.Metadata(key, public)
 	}
 	if !ok || doc == nil {
 		r := mcp.ErrorReply(404, nullID, mcp.CodeInvalidRequest, "no protected resource metadata at this path", nil)

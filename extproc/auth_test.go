@@ -51,7 +51,7 @@ func newAuthEnv(t *testing.T, p *authIDP) *testEnv {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return newTestEnv(t, Config{Auth: a}, testTable(t))
+	return newTestEnv(t, Config{Runtime: &Runtime{Auth: a.Current()}}, testTable(t))
 }
 
 const coreMetadataURL = `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp/core"`

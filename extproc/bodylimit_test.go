@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // TestToolServiceBodyLimit checks that a tools/call whose body is over its
@@ -35,7 +35,7 @@ func TestToolServiceBodyLimit(t *testing.T) {
 			v.send(reqHeaders(false, post("/mcp/core", len(tc.body), "mcp-protocol-version", "2025-11-25")...))
 			resp := v.send(reqBody(tc.body))
 			if tc.want == 0 {
-				if got := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[registry.ClusterHeader]; got != tc.cluster {
+				if got := setOf(t, resp.GetRequestBody().GetResponse().GetHeaderMutation())[wire.ClusterHeader]; got != tc.cluster {
 					t.Fatalf("routed to %q, want %q (%v)", got, tc.cluster, resp)
 				}
 				return
@@ -49,8 +49,8 @@ func TestToolServiceBodyLimit(t *testing.T) {
 				r.Error.Message != "Request body too large: the limit is 150 bytes" {
 				t.Errorf("body %s", ir.GetBody())
 			}
-			m := resp.GetDynamicMetadata().GetFields()[registry.MetadataNamespace].GetStructValue().GetFields()
-			if m[registry.MetadataAnswered].GetStringValue() != "true" {
+			m := resp.GetDynamicMetadata().GetFields()[wire.MetadataNamespace].GetStructValue().GetFields()
+			if m[wire.MetadataAnswered].GetStringValue() != "true" {
 				t.Errorf("ImmediateResponse not marked as answered: %v", resp.GetDynamicMetadata())
 			}
 		})

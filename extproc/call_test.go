@@ -9,8 +9,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // wantRouted checks a request_body reply that routes a call: every header
@@ -43,16 +43,16 @@ func wantRoutedFrom(t *testing.T, resp *extprocv3.ProcessingResponse, headerRout
 	}
 	set := setOf(t, cr.GetHeaderMutation())
 	want := map[string]string{
-		"content-type":       "application/json",
-		"content-length":     strconv.Itoa(len(body)),
-		registry.RouteHeader: "core",
-		registry.ToolHeader:  tool,
+		"content-type":   "application/json",
+		"content-length": strconv.Itoa(len(body)),
+		wire.RouteHeader: "core",
+		wire.ToolHeader:  tool,
 	}
 	if !headerRouted {
-		want[registry.ClusterHeader], want[":path"] = cluster, path
+		want[wire.ClusterHeader], want[":path"] = cluster, path
 	}
 	if version != "" {
-		want[registry.ToolVersionHeader] = version
+		want[wire.ToolVersionHeader] = version
 	}
 	for k, v := range want {
 		if got, ok := set[k]; !ok || got != v {
@@ -68,28 +68,28 @@ func wantRoutedFrom(t *testing.T, resp *extprocv3.ProcessingResponse, headerRout
 			t.Errorf("remove_headers = %v, want %s", removed, h)
 		}
 	}
-	if version == "" && !slices.Contains(removed, registry.ToolVersionHeader) {
-		t.Errorf("remove_headers = %v, want %s for a tool without version", removed, registry.ToolVersionHeader)
+	if version == "" && !slices.Contains(removed, wire.ToolVersionHeader) {
+		t.Errorf("remove_headers = %v, want %s for a tool without version", removed, wire.ToolVersionHeader)
 	}
 	for _, h := range removed {
 		if _, ok := set[h]; ok {
 			t.Errorf("header %s is both set and removed", h)
 		}
 	}
-	ns := resp.GetDynamicMetadata().GetFields()[registry.MetadataNamespace].GetStructValue().GetFields()
+	ns := resp.GetDynamicMetadata().GetFields()[wire.MetadataNamespace].GetStructValue().GetFields()
 	md := map[string]string{}
 	for k, v := range ns {
 		md[k] = v.GetStringValue()
 	}
 	wantMD := map[string]string{
-		registry.MetadataJSONRPCID: id,
-		registry.MetadataToolCall:  "true",
-		registry.MetadataTool:      tool,
-		"era":                      era,
+		wire.MetadataJSONRPCID: id,
+		wire.MetadataToolCall:  "true",
+		wire.MetadataTool:      tool,
+		"era":                  era,
 	}
 	for k, v := range wantMD {
 		if md[k] != v {
-			t.Errorf("dynamic metadata %s.%s = %q, want %q", registry.MetadataNamespace, k, md[k], v)
+			t.Errorf("dynamic metadata %s.%s = %q, want %q", wire.MetadataNamespace, k, md[k], v)
 		}
 	}
 }
@@ -112,7 +112,7 @@ func TestToolsCallRouted(t *testing.T) {
 		era         string
 	}{
 		{name: "legacy with string id",
-			extra:   []string{"mcp-protocol-version", mcp.Version20251125, registry.ClusterHeader, "toolsvc_evil"},
+			extra:   []string{"mcp-protocol-version", mcp.Version20251125, wire.ClusterHeader, "toolsvc_evil"},
 			body:    `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"forecast","arguments":{"city":"Oslo", "days":2}}}`,
 			cluster: "toolsvc_weather", path: "/api/tools/forecast", tool: "forecast", version: "1.2.0",
 			args: `{"city":"Oslo", "days":2}`, id: `"abc"`, era: "legacy"},
@@ -136,25 +136,25 @@ func TestToolsCallRouted(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := env.open(t)
-			extra := append([]string{"accept-encoding", "gzip", registry.ToolHeader, "spoofed"}, tc.extra...)
+			extra := append([]string{"accept-encoding", "gzip", wire.ToolHeader, "spoofed"}, tc.extra...)
 			hr := v.send(reqHeaders(false, post("/mcp/core", len(tc.body), extra...)...)).GetRequestHeaders().GetResponse()
 			if hr == nil {
 				t.Fatal("want a HeadersResponse")
 			}
 			hset := setOf(t, hr.GetHeaderMutation())
 			removed := hr.GetHeaderMutation().GetRemoveHeaders()
-			if !slices.Contains(removed, registry.ToolHeader) {
-				t.Errorf("headers phase remove_headers = %v, want the client's %s", removed, registry.ToolHeader)
+			if !slices.Contains(removed, wire.ToolHeader) {
+				t.Errorf("headers phase remove_headers = %v, want the client's %s", removed, wire.ToolHeader)
 			}
 			if tc.headerRoute {
-				if hset[registry.ClusterHeader] != tc.cluster || hset[":path"] != tc.path || !hr.GetClearRouteCache() {
+				if hset[wire.ClusterHeader] != tc.cluster || hset[":path"] != tc.path || !hr.GetClearRouteCache() {
 					t.Errorf("headers phase = %v, want a route to %s %s with clear_route_cache", hr, tc.cluster, tc.path)
 				}
-				if slices.Contains(removed, registry.ClusterHeader) {
-					t.Errorf("headers phase both sets and removes %s", registry.ClusterHeader)
+				if slices.Contains(removed, wire.ClusterHeader) {
+					t.Errorf("headers phase both sets and removes %s", wire.ClusterHeader)
 				}
 			} else {
-				if len(hset) != 0 || hr.GetClearRouteCache() || !slices.Contains(removed, registry.ClusterHeader) {
+				if len(hset) != 0 || hr.GetClearRouteCache() || !slices.Contains(removed, wire.ClusterHeader) {
 					t.Errorf("headers phase = %v, want only removals", hr)
 				}
 			}

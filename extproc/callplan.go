@@ -11,6 +11,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -76,21 +77,21 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 	p := &toolPlan{
 		route: route,
 		routing: []*corev3.HeaderValueOption{
-			setHeader(registry.ClusterHeader, t.Cluster),
+			setHeader(wire.ClusterHeader, t.Cluster),
 			setHeader(":path", t.BasePath+t.Path),
 		},
 		call: []*corev3.HeaderValueOption{
 			setHeader("content-type", contentTypeJSON),
-			setHeader(registry.RouteHeader, route),
-			setHeader(registry.ToolHeader, t.Name),
+			setHeader(wire.RouteHeader, route),
+			setHeader(wire.ToolHeader, t.Name),
 		},
 		remove:   removeOnCall,
 		metaTool: structpb.NewStringValue(t.Name),
 	}
 	if t.Version != "" {
-		p.version = setHeader(registry.ToolVersionHeader, t.Version)
+		p.version = setHeader(wire.ToolVersionHeader, t.Version)
 	} else {
-		p.remove = append(p.remove[:len(p.remove):len(p.remove)], registry.ToolVersionHeader)
+		p.remove = append(p.remove[:len(p.remove):len(p.remove)], wire.ToolVersionHeader)
 	}
 	p.remove = p.remove[:len(p.remove):len(p.remove)]
 	p.removeAuth = append(p.remove, "authorization")
@@ -109,7 +110,7 @@ func earlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.
 	return requestHeadersResponse(&extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{
 			SetHeaders:    routing,
-			RemoveHeaders: append(without(owned, registry.ClusterHeader), "authorization"),
+			RemoveHeaders: append(without(owned, wire.ClusterHeader), "authorization"),
 		},
 		ClearRouteCache: true, // honoured because a header mutation comes with it
 	})
@@ -128,8 +129,9 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 	p := planFor(x.routeKey, t)
 	trace := x.traceHeaders()
 	rerouted := x.headerRoute != t
+	dropped := x.droppedClientHeaders(t.Service) // forwardheaders.go
 	if x.s.wire.Load() && len(addHeaders) == 0 && len(trace) == 0 && len(creds) == 0 &&
-		len(x.unsetAuthHeaders(t.Service, nil)) == 0 {
+		len(x.unsetAuthHeaders(t.Service, nil)) == 0 && len(dropped) == 0 {
 		// The common call, prepared from the plan's encoded pieces.
 		x.prepared = routedCallWire(call, p, args, rerouted)
 		return sendPrepared
@@ -159,6 +161,7 @@ func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, add
 			remove = append(remove, "authorization")
 		}
 	}
+	remove = appendNew(remove, dropped)
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{
@@ -186,11 +189,11 @@ func callMetadataOf(call *mcp.Call, p *toolPlan) *structpb.Struct {
 		era = metaEraNew
 	}
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
-			registry.MetadataToolCall:  metaTrue,
-			registry.MetadataTool:      p.metaTool,
-			registry.MetadataEra:       era,
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
+			wire.MetadataToolCall:  metaTrue,
+			wire.MetadataTool:      p.metaTool,
+			wire.MetadataEra:       era,
 		}}),
 	}}
 }

@@ -6,6 +6,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -22,21 +23,21 @@ func TestToolPlan(t *testing.T) {
 	if q := planFor("core", withVersion); q != p {
 		t.Error("a second call of the same tool built a new plan")
 	}
-	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.routing}); set[registry.ClusterHeader] != "toolsvc_s" || set[":path"] != "/base/t" {
+	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.routing}); set[wire.ClusterHeader] != "toolsvc_s" || set[":path"] != "/base/t" {
 		t.Errorf("routing headers %v", set)
 	}
-	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.call}); set[registry.RouteHeader] != "core" || set[registry.ToolHeader] != "t" || set["content-type"] != contentTypeJSON {
+	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.call}); set[wire.RouteHeader] != "core" || set[wire.ToolHeader] != "t" || set["content-type"] != contentTypeJSON {
 		t.Errorf("call headers %v", set)
 	}
-	if p.version == nil || string(p.version.GetHeader().GetRawValue()) != "2" || slices.Contains(p.remove, registry.ToolVersionHeader) {
+	if p.version == nil || string(p.version.GetHeader().GetRawValue()) != "2" || slices.Contains(p.remove, wire.ToolVersionHeader) {
 		t.Errorf("version %v, remove %v", p.version, p.remove)
 	}
-	if other := planFor("edge", withVersion); other == p || setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[registry.RouteHeader] != "edge" {
-		t.Errorf("the plan of another route names route %q", setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[registry.RouteHeader])
+	if other := planFor("edge", withVersion); other == p || setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[wire.RouteHeader] != "edge" {
+		t.Errorf("the plan of another route names route %q", setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[wire.RouteHeader])
 	}
 
 	n := planFor("core", noVersion)
-	if n.version != nil || !slices.Contains(n.remove, registry.ToolVersionHeader) {
+	if n.version != nil || !slices.Contains(n.remove, wire.ToolVersionHeader) {
 		t.Errorf("tool without version: version %v, remove %v", n.version, n.remove)
 	}
 	for _, s := range [][]string{n.remove, p.remove} {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -109,27 +110,27 @@ type planWire struct {
 
 func newPlanWire(p *toolPlan, t *registry.Tool) *planWire {
 	w := &planWire{}
-	w.routing = appendSetHeader(w.routing, registry.ClusterHeader, t.Cluster)
+	w.routing = appendSetHeader(w.routing, wire.ClusterHeader, t.Cluster)
 	w.routing = appendSetHeader(w.routing, ":path", t.BasePath+t.Path)
 	w.call = appendSetHeader(w.call, "content-type", contentTypeJSON)
-	w.call = appendSetHeader(w.call, registry.RouteHeader, p.route)
-	w.call = appendSetHeader(w.call, registry.ToolHeader, t.Name)
+	w.call = appendSetHeader(w.call, wire.RouteHeader, p.route)
+	w.call = appendSetHeader(w.call, wire.ToolHeader, t.Name)
 	if p.version != nil {
-		w.version = appendSetHeader(nil, registry.ToolVersionHeader, t.Version)
+		w.version = appendSetHeader(nil, wire.ToolVersionHeader, t.Version)
 	}
 	for _, h := range p.removeAuth {
 		w.removeAuth = appendLen(w.removeAuth, fRemoveHeaders, []byte(h))
 	}
-	w.meta = appendStringEntry(w.meta, registry.MetadataToolCall, "true")
-	w.meta = appendStringEntry(w.meta, registry.MetadataTool, t.Name)
+	w.meta = appendStringEntry(w.meta, wire.MetadataToolCall, "true")
+	w.meta = appendStringEntry(w.meta, wire.MetadataTool, t.Name)
 	return w
 }
 
 // The era field of the metadata, for each era.
 var (
-	metaEraLegacyWire = appendStringEntry(nil, registry.MetadataEra, mcp.EraLegacy.Label())
-	metaEraNewWire    = appendStringEntry(nil, registry.MetadataEra, mcp.EraStateless.Label())
-	metaNamespaceKey  = appendLen(nil, fEntryKey, []byte(registry.MetadataNamespace))
+	metaEraLegacyWire = appendStringEntry(nil, wire.MetadataEra, mcp.EraLegacy.Label())
+	metaEraNewWire    = appendStringEntry(nil, wire.MetadataEra, mcp.EraStateless.Label())
+	metaNamespaceKey  = appendLen(nil, fEntryKey, []byte(wire.MetadataNamespace))
 )
 
 // routedCallWire is routedCall(call, t, args, nil, nil) for a call with
@@ -139,7 +140,7 @@ func routedCallWire(call *mcp.Call, p *toolPlan, args []byte, rerouted bool) *wi
 	var clBuf [64]byte
 	cl := appendSetHeader(clBuf[:0], "content-length", strconv.Itoa(len(args)))
 	var idBuf [128]byte
-	id := appendStringEntry(idBuf[:0], registry.MetadataJSONRPCID, string(call.ID))
+	id := appendStringEntry(idBuf[:0], wire.MetadataJSONRPCID, string(call.ID))
 	era := metaEraLegacyWire
 	if call.Era == mcp.EraStateless {
 		era = metaEraNewWire

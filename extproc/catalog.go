@@ -31,10 +31,10 @@ var _ mcp.Catalog = (*requestCatalog)(nil)
 // view: authentication has set x.caller by then (request-headers phase).
 func (x *exchange) catalog() *requestCatalog {
 	c := &requestCatalog{snap: x.snap, st: &x.pol}
-	if x.s.cfg.Filters != nil {
+	if x.rt.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are
 		// neither listed nor resolvable.
-		x.chain = x.s.cfg.Filters.Chain(x.routeKey)
+		x.chain = x.rt.Filters.Chain(x.routeKey)
 		c.vis = x.s.visible.tools(x.routeKey, x.snap, x.chain)
 	}
 	x.startPolicies()

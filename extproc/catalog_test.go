@@ -7,6 +7,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -38,7 +39,7 @@ func answerOf(t *testing.T, env *testEnv, path, body string, extra ...string) st
 		return "answered " + im.GetStatus().GetCode().String() + " " + string(im.GetBody())
 	}
 	cr := r.GetRequestBody().GetResponse()
-	return "routed to " + setOf(t, cr.GetHeaderMutation())[registry.ClusterHeader] + " " +
+	return "routed to " + setOf(t, cr.GetHeaderMutation())[wire.ClusterHeader] + " " +
 		string(cr.GetBodyMutation().GetBody())
 }
 
@@ -58,7 +59,7 @@ func TestTracingKeepsFederatedSearchRoute(t *testing.T) {
 			t.Errorf("%s with tracing\n got %s\nwant %s", body, got, want)
 		}
 	}
-	if got := answerOf(t, traced, "/mcp/search", `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gh://readme"}}`); !strings.HasPrefix(got, "routed to "+registry.ClusterName("gh")) {
+	if got := answerOf(t, traced, "/mcp/search", `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"gh://readme"}}`); !strings.HasPrefix(got, "routed to "+wire.ClusterName("gh")) {
 		t.Errorf("resources/read with tracing: %s, want it routed to gh", got)
 	}
 }

@@ -28,20 +28,11 @@ import (
 // Every replica opens the token; nothing is stored. Every other client
 // stays sessionless.
 
-// SetSessionKeys puts the session token keys in force (the relay keys,
-// internal/app); nil keeps the ones in force. New starts with a key
-// generated at start, which only this replica knows.
-func (s *Server) SetSessionKeys(k *session.Keys) {
-	if k != nil {
-		s.sessionKeys.Store(k)
-	}
-}
-
 // clientSessionInit gives the answer r to a legacy initialize (body) its
 // Mcp-Session-Id when the client needs one; r is unchanged otherwise. A
 // session that cannot be set up leaves the client sessionless, as before.
 func (x *exchange) clientSessionInit(body []byte, r *mcp.Reply) {
-	keys := x.s.sessionKeys.Load()
+	keys := x.rt.SessionKeys
 	if keys == nil || x.snap == nil || r.Status != 200 || len(r.Parts) > 0 || mcp.Member(r.Body, "result") == nil {
 		return
 	}
@@ -123,7 +114,7 @@ func (x *exchange) clientSession() (*session.State, error) {
 	if !session.Is(x.sessionID) {
 		return nil, errNoClientSession
 	}
-	keys := x.s.sessionKeys.Load()
+	keys := x.rt.SessionKeys
 	if keys == nil {
 		return nil, errNoClientSession
 	}

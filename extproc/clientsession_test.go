@@ -226,7 +226,7 @@ func TestClientSessions(t *testing.T) {
 
 // mintFor is a token of another route, sealed with the server's keys.
 func mintFor(t *testing.T, env *testEnv, route string) string {
-	tok, err := env.srv.sessionKeys.Load().Mint(session.State{Route: route, Caller: "", Version: mcp.Version20251125,
+	tok, err := env.srv.Runtime().SessionKeys.Mint(session.State{Route: route, Caller: "", Version: mcp.Version20251125,
 		Upstreams: []session.Upstream{{Service: "old", Version: mcp.Version20251125, Session: "up1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestClientSessionsOnlyWhenNeeded(t *testing.T) {
 	}
 	r := ask(t, env, "/mcp/plain", initBody)
 	tok := immediateHeader(r, "mcp-session-id")
-	st, err := env.srv.sessionKeys.Load().Open(tok, "plain", "")
+	st, err := env.srv.Runtime().SessionKeys.Open(tok, "plain", "")
 	if err != nil || clientCaps(st.Caps) != capElicitForm || len(st.Upstreams) != 0 {
 		t.Fatalf("session %+v (%v): want the capabilities only", st, err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/testpki"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -177,7 +178,7 @@ func TestUpstreamCredentialsThroughDataPlane(t *testing.T) {
 				"x-caller-level": "level", "x-caller-note": "note", "x-caller-roles": "roles"}},
 			"token": {ForwardToken: true},
 		},
-		Credentials: map[string]registry.CredentialSource{"static": {Env: "TOOLMESH_TEST_STATIC"}},
+		Credentials: map[string]config.CredentialSource{"static": {Env: "TOOLMESH_TEST_STATIC"}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -24,7 +26,7 @@ const progressEvent = `{"jsonrpc":"2.0","method":"notifications/progress","param
 // an event stream: one progress event, then either its response
 // (arguments {"mode":"finish"}) or nothing until the request goes away
 // ({"mode":"hang"}), which it reports on closed; {"mode":"spoof"} hangs
-// too, after sending registry.RouteTimeoutHeader itself.
+// too, after sending wire.RouteTimeoutHeader itself.
 func stallingServer(t *testing.T) (*httptest.Server, chan struct{}) {
 	closed := make(chan struct{}, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +42,7 @@ func stallingServer(t *testing.T) (*httptest.Server, chan struct{}) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		if m.Params.Arguments.Mode == "spoof" {
 			// A server claiming a route timeout of 10 minutes, then hanging.
-			w.Header().Set(registry.RouteTimeoutHeader, "600000")
+			w.Header().Set(wire.RouteTimeoutHeader, "600000")
 		}
 		_, _ = io.WriteString(w, "event: message\ndata: "+progressEvent+"\n\n")
 		w.(http.Flusher).Flush()
@@ -81,7 +83,7 @@ func duplexStackWith(t *testing.T, url string, requestTimeout time.Duration, cfg
 	t.Helper()
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{{
 		Name: "fed", URL: url + "/mcp", Protocol: registry.ProtocolMCP,
-		Cluster: &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)},
+		Cluster: &registry.ClusterSettings{RequestTimeout: config.Duration(requestTimeout)},
 	}}}
 	snap := buildSnapshot(t, route, map[string]*registry.Manifest{"fed": {
 		Tools: []registry.ManifestTool{{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)}},
@@ -239,7 +241,7 @@ func TestDuplexChunks(t *testing.T) {
 	// follows what was complete.
 	x := env.srv.newExchange(t.Context())
 	x.call = &mcp.Call{ID: json.RawMessage("9"), Era: mcp.EraStateless, Tool: "gh_search"}
-	x.fed = &fedCall{id: x.call.ID, duplex: &duplexStream{}}
+	x.fed, x.kind = &fedCall{id: x.call.ID, duplex: &duplexStream{}}, federatedCall{}
 	if r := x.duplexDeadline(); r != nil {
 		t.Fatalf("deadline before any chunk sent %v; Envoy would refuse it", r)
 	}

@@ -51,7 +51,7 @@ import (
 // So every response of such a route comes here in chunks, JSON answers and
 // Envoy's local replies included. An answer the configured BUFFERED mode
 // would have taken whole is collected here instead: its headers reply is
-// held, and at its end the usual buffered logic (responseBodyPhase) runs
+// held, and at its end the usual buffered logic (the kind's responseBody) runs
 // and its result goes out as the headers reply and the body, in
 // StreamedBodyResponse messages with end_of_stream. An event stream, and a
 // body that passes as it is, get their headers reply at once and the
@@ -88,7 +88,7 @@ func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.
 	if !ok || resp.GetModeOverride() != nil || !x.duplexRoute() {
 		return resp
 	}
-	x.duplexResp = true
+	x.mode = duplexResponseMode{}
 	// A copy: resp may be shared (removeClusterHeader).
 	return &extprocv3.ProcessingResponse{Response: rh, DynamicMetadata: resp.GetDynamicMetadata(), ModeOverride: duplexOverride()}
 }
@@ -127,7 +127,7 @@ func (x *exchange) unwire(r *extprocv3.ProcessingResponse) *extprocv3.Processing
 // duplexHeaders answers the response headers: at once for a stream or a
 // body that passes, held for an answer taken whole.
 func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	r := x.unwire(x.responseHeadersPhase(h))
+	r := x.unwire(x.kind.responseHeaders(x, h))
 	hr := r.GetResponseHeaders()
 	if hr == nil {
 		return r // an ImmediateResponse: Envoy's local reply, the headers not sent yet
@@ -149,7 +149,7 @@ func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		// once it sent a chunk, so it goes with the first one.
 		x.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), readyAtHeaders: true}
 		return nil
-	case x.streaming || x.resultSent || !x.routed || x.listening:
+	case x.kind.streamsBody(x):
 		x.dx = &duplexResponse{stream: true}
 		return r
 	}
@@ -174,16 +174,8 @@ func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	case d.readyAtHeaders:
 		return x.duplexFinal(d.mut, d.ready)
 	case d.stream:
-		if x.fed != nil && x.fed.duplex != nil {
-			if x.fed.duplex.ended {
-				return nil // the deadline ended it
-			}
-			r := x.duplexChunk(b) // with the deadline (duplex.go)
-			d.done = x.fed.duplex.ended
-			return r
-		}
-		r := asStreamed(x.unwire(x.responseBodyPhase(b)), b)
-		d.done = r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream()
+		r, done := x.kind.streamedChunk(x, b) // kinds.go
+		d.done = done
 		return r
 	}
 	if !d.over {
@@ -198,7 +190,7 @@ func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return nil
 	}
 	// The whole answer (or enough of it): the buffered logic, unchanged.
-	r := x.unwire(x.responseBodyPhase(&extprocv3.HttpBody{Body: d.body, EndOfStream: true}))
+	r := x.unwire(x.kind.responseBody(x, &extprocv3.HttpBody{Body: d.body, EndOfStream: true}))
 	if r.GetResponseBody() == nil {
 		d.done = true
 		return r // an ImmediateResponse: Envoy's local reply, the headers still held

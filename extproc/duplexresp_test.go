@@ -13,6 +13,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -137,7 +138,7 @@ func mixedStack(t *testing.T, legacyURL, nativeURL string, requestTimeout time.D
 // (serveThroughDataPlaneEdited).
 func mixedStackWith(t *testing.T, legacyURL, nativeURL string, requestTimeout time.Duration, cfg Config, edit func(*xds.Resources)) (*httptest.Server, *testEnv) {
 	t.Helper()
-	cl := &registry.ClusterSettings{RequestTimeout: registry.Duration(requestTimeout)}
+	cl := &registry.ClusterSettings{RequestTimeout: config.Duration(requestTimeout)}
 	route := registry.Route{Key: "core", PublicPath: "/mcp/core", ToolServices: []registry.ToolService{
 		{Name: "old", URL: legacyURL + "/mcp", Protocol: registry.ProtocolMCP, Cluster: cl},
 		{Name: "nat", URL: nativeURL},
@@ -243,7 +244,7 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{FederatedStreamTimeout: tt.timeout, FederatedStreamDeadlineOff: tt.timeout == 0}
 			if tt.filtered {
-				cfg.Filters = redactFilters(t)
+				runtimeOf(&cfg).Filters = redactFilters(t)
 			}
 			front, env := mixedStack(t, srv.URL, nat.URL, tt.requestTimeout, cfg)
 			got := readStream(clientCall(t, front, tt.era, "slow", `{"mode":"hang"}`))
@@ -346,7 +347,7 @@ func TestDuplexResponsesUnchanged(t *testing.T) {
 	run := func(timeout time.Duration) ([]answer, []int64) {
 		// Without the setting: federatedStreamDeadline off too, so that
 		// the responses are BUFFERED as in earlier releases.
-		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, FederatedStreamDeadlineOff: timeout == 0, Filters: redactFilters(t)})
+		front, _ := mixedStack(t, srv.URL, nat.URL, time.Minute, Config{FederatedStreamTimeout: timeout, FederatedStreamDeadlineOff: timeout == 0, Runtime: &Runtime{Filters: redactFilters(t)}})
 		var out []answer
 		var lengths []int64
 		for _, c := range calls {

@@ -58,6 +58,7 @@ const (
 // by the stream's goroutine and never shared.
 type exchange struct {
 	s     *Server
+	rt    *Runtime // the configuration in force when the stream opened (runtime.go)
 	ctx   context.Context
 	start time.Time
 
@@ -84,12 +85,10 @@ type exchange struct {
 	chain       *filters.Chain    // the route's filters, captured with the call
 	call        *mcp.Call         // the request's tools/call, once Handle returned one
 	tool        *registry.Tool    // the tool it resolved to
-	routed      bool              // the call was sent to a Tool Service
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
-	relayed     bool              // a client's answer routed to a federated server (relay.go)
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).
@@ -100,7 +99,6 @@ type exchange struct {
 	upHeadersSeen bool
 	resultSent    bool
 	streaming     bool            // the response body was switched to STREAMED
-	listening     bool            // routed to the notifications server (listen.go)
 	progress      *progressStream // a 2xx application/x-ndjson answer (progress.go)
 	callOutcome   string
 
@@ -109,12 +107,17 @@ type exchange struct {
 
 	prepared *wireMessage // the answer when dispatch returned sendPrepared
 
-	// duplexResp: the request-headers reply switched the response body to
-	// FULL_DUPLEX_STREAMED (duplexresp.go); dx is that response's state,
+	// kind is what the request turned out to be (kinds.go): it answers
+	// the response phases. localAnswer until something is routed.
+	kind requestKind
+	// mode is how the response body reaches this server: as configured,
+	// or FULL_DUPLEX_STREAMED since the request headers (duplexresp.go).
+	mode responseMode
+
+	// dx is the state of a FULL_DUPLEX_STREAMED response (duplexresp.go),
 	// queued the messages to send after the current answer.
-	duplexResp bool
-	dx         *duplexResponse
-	queued     []*extprocv3.ProcessingResponse
+	dx     *duplexResponse
+	queued []*extprocv3.ProcessingResponse
 
 	// listener is the level the stream's listener declares; routeTimeout
 	// is the federated server's route timeout from the response headers,
@@ -131,12 +134,15 @@ var sendPrepared = &extprocv3.ProcessingResponse{}
 func (s *Server) newExchange(ctx context.Context) *exchange {
 	return &exchange{
 		s:     s,
+		rt:    s.runtime.Load(),
 		ctx:   ctx,
 		start: time.Now(),
 		// The listener's level, once per stream (routedeadline.go).
 		listener: listenerLevel(ctx),
 		req:      mcp.HTTPRequest{ContentLength: -1},
 		outcome:  outcomeIncomplete,
+		kind:     localAnswer{},
+		mode:     bufferedResponse{},
 		tr:       exchangeTrace{tracer: s.tracer},
 	}
 }
@@ -217,23 +223,14 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		x.noteRouteTimeout(r.ResponseHeaders) // routedeadline.go
-		if x.duplexResp {
-			if resp := x.duplexHeaders(r.ResponseHeaders); resp != nil { // duplexresp.go
-				return x.withoutRouteTimeout(resp)
-			}
-			return nil
+		if resp := x.mode.headers(x, r.ResponseHeaders); resp != nil {
+			return x.withoutRouteTimeout(resp)
 		}
-		return x.withoutRouteTimeout(x.responseHeadersPhase(r.ResponseHeaders))
+		return nil
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		if x.duplexResp {
-			return x.duplexBody(r.ResponseBody)
-		}
-		return x.responseBodyPhase(r.ResponseBody)
+		return x.mode.body(x, r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
-		if x.duplexResp {
-			return x.duplexTrailers()
-		}
-		return responseTrailersResponse
+		return x.mode.trailers(x)
 	default:
 		// A message kind this server does not know (a newer Envoy); it
 		// expects no answer we could give correctly.
@@ -246,48 +243,45 @@ func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Process
 var responseTrailersResponse = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
 	ResponseTrailers: &extprocv3.TrailersResponse{}}}
 
-// responseHeadersPhase answers the response headers as the configured
-// (BUFFERED) response body mode expects: the reply may switch the body to
-// STREAMED or NONE (mode_override) or replace it.
-func (x *exchange) responseHeadersPhase(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	if x.relayed {
-		return x.relayResponseHeaders(h)
-	}
-	if !x.routed {
-		// Nothing was routed, so there is nothing to translate.
-		return continueResponseHeaders
-	}
-	if kind := localReplyKind(h); kind != "" {
-		return x.localReplyHeaders(kind)
-	}
-	if x.fed != nil {
-		return x.fedResponseHeaders(h)
-	}
-	if x.listening {
-		return x.streamResponseHeaders(h)
-	}
-	return x.responseHeaders(h)
+// responseMode is how the response body reaches this server; the
+// request's kind answers it either way.
+type responseMode interface {
+	headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
+	body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
+	trailers(x *exchange) *extprocv3.ProcessingResponse
 }
 
-// responseBodyPhase answers a response body message: the whole body when
-// BUFFERED, one chunk when the headers reply switched it to STREAMED.
-func (x *exchange) responseBodyPhase(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if x.progress != nil && x.streaming {
-		// Every chunk is rewritten, after the result too: the raw
-		// frames must never reach the client.
-		return x.progressBody(b)
-	}
-	if x.fed != nil && x.streaming {
-		return x.fedResponseBody(b)
-	}
-	if !x.routed || x.resultSent || x.listening {
-		return continueResponseBody
-	}
-	if x.fed != nil {
-		return x.fedResponseBody(b)
-	}
-	return x.responseBody(b)
+// bufferedResponse is the configured mode (BUFFERED, which the headers
+// reply may switch to STREAMED or NONE): each message goes to the kind.
+type bufferedResponse struct{}
+
+func (bufferedResponse) headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return x.kind.responseHeaders(x, h)
 }
+func (bufferedResponse) body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return x.kind.responseBody(x, b)
+}
+func (bufferedResponse) trailers(*exchange) *extprocv3.ProcessingResponse {
+	return responseTrailersResponse
+}
+
+// duplexResponseMode is FULL_DUPLEX_STREAMED since the request headers
+// (duplexresp.go).
+type duplexResponseMode struct{}
+
+func (duplexResponseMode) headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return x.duplexHeaders(h)
+}
+func (duplexResponseMode) body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return x.duplexBody(b)
+}
+func (duplexResponseMode) trailers(x *exchange) *extprocv3.ProcessingResponse {
+	return x.duplexTrailers()
+}
+
+// fullDuplex reports whether the request-headers reply switched the
+// response body to FULL_DUPLEX_STREAMED (duplexresp.go).
+func (x *exchange) fullDuplex() bool { return x.mode == responseMode(duplexResponseMode{}) }
 
 // anomaly logs a message sequence Envoy should not send with the settings of
 // ADR 0001.
@@ -307,7 +301,7 @@ func (x *exchange) finish() {
 			callOut = callRejected
 		}
 	}
-	if x.routed {
+	if x.kind.routed() {
 		x.outcome = callOut // what became of the routed call
 	}
 	if x.streamErr != nil {

@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -32,7 +33,7 @@ import (
 // event stream streamed event by event.
 
 // Upstreams gives the call path what only the registry knows about
-// federated MCP servers. registry.HTTPLister implements it.
+// federated MCP servers. fetch.HTTPLister implements it.
 type Upstreams interface {
 	// UpstreamHeaders returns the values of the service's Portal headers.
 	UpstreamHeaders(svc registry.ToolService) (map[string]string, error)
@@ -215,9 +216,9 @@ func upstreamCallBody(call *mcp.Call, name string, args, meta []byte) []byte {
 // JSON-RPC errors (a CallToolResult would be the wrong shape).
 func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
-			registry.MetadataEra:       structpb.NewStringValue(era.Label()),
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(id)),
+			wire.MetadataEra:       structpb.NewStringValue(era.Label()),
 		}}),
 	}}
 }
@@ -238,7 +239,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 	if !ok {
 		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
 	}
-	if lim := x.s.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
+	if lim := x.rt.bodyLimit(svc.Name); call == nil && lim > 0 && int64(len(body)) > lim {
 		// As for a tools/call (requestBody): the service's own limit.
 		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
 			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
@@ -311,7 +312,7 @@ func (x *exchange) sendFederated(f *fedCall, svc registry.ToolService, auth map[
 		tool = call.Tool
 	}
 	resp := x.toMCPServer(svc, f.headers, auth, tool, up, meta)
-	x.fed, x.routed, x.outcome = f, true, outcomeRouted
+	x.fed, x.kind, x.outcome = f, federatedCall{}, outcomeRouted
 	return resp
 }
 
@@ -326,22 +327,27 @@ func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map
 		basePath = "/"
 	}
 	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, registry.ClusterName(svc.Name)),
+		setHeader(wire.ClusterHeader, wire.ClusterName(svc.Name)),
 		setHeader(":path", basePath),
 		setHeader("content-type", contentTypeJSON),
 		setHeader("content-length", strconv.Itoa(len(up))),
 		setHeader("accept", "application/json, text/event-stream"),
-		setHeader(registry.RouteHeader, x.routeKey),
+		setHeader(wire.RouteHeader, x.routeKey),
 	}
 	if tool != "" {
-		set = append(set, setHeader(registry.ToolHeader, tool))
+		set = append(set, setHeader(wire.ToolHeader, tool))
 	}
 	set = append(set, x.traceHeaders()...)
 	for _, k := range sortedHeaderKeys(h) {
 		set = append(set, setHeader(strings.ToLower(k), h.Get(k)))
 	}
-	remove := []string{"accept-encoding", registry.ToolVersionHeader}
+	remove := []string{"accept-encoding", wire.ToolVersionHeader}
 	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
+		if h.Get(k) == "" && !slices.Contains(remove, k) {
+			remove = append(remove, k)
+		}
+	}
+	for _, k := range x.droppedClientHeaders(svc.Name) { // forwardheaders.go
 		if h.Get(k) == "" && !slices.Contains(remove, k) {
 			remove = append(remove, k)
 		}
@@ -482,14 +488,14 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 			// in; an incomplete one waits in it, so a stream cut at a
 			// bound ends on a whole event and the failure.
 			f.sse = x.newSSETranslator()
-			if deadline && x.duplexResp {
+			if deadline && x.fullDuplex() {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
 				f.duplex = &duplexStream{deadline: at}
 			}
 		default:
 			// A stream this server can end before the route timeout
-			// (duplex.go), bounded there. Without duplexResp the override
+			// (duplex.go), bounded there. Without fullDuplex the override
 			// comes now, which only a stream that passes unchanged may
 			// take (ADR 0013).
 			f.duplex = &duplexStream{deadline: at}

@@ -18,6 +18,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/upstream"
@@ -114,7 +115,7 @@ func TestFederatedRouting(t *testing.T) {
 	ls := newLegacyServer(t)
 	env := newTestEnv(t, Config{Upstreams: fakeUpstreams{map[string]string{"Authorization": "Bearer upstream-secret"}}},
 		federatedRoutes(t, ls.URL))
-	ghCluster := registry.ClusterName("gh")
+	ghCluster := wire.ClusterName("gh")
 	for _, tc := range []struct {
 		name, body string
 		extra      []string
@@ -151,7 +152,7 @@ func TestFederatedRouting(t *testing.T) {
 		{name: "2026 client, legacy server: _meta protocol members dropped, session injected, the gateway's id, Authorization forwarded by opt-in",
 			body:    `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			extra:   stateless("tools/call", "legacy_tool"),
-			cluster: registry.ClusterName("old"), path: "/mcp",
+			cluster: wire.ClusterName("old"), path: "/mcp",
 			// The first request this server sends in a shared session.
 			wantBody:   `{"jsonrpc":"2.0","id":"toolmesh-1","method":"tools/call","params":{"name":"legacy_tool","arguments":{},"_meta":{"progressToken":"t"}}}`,
 			wantSet:    map[string]string{"mcp-protocol-version": "2025-11-25", "mcp-session-id": "s1", "authorization": "Bearer s3cret-token"},
@@ -167,8 +168,8 @@ func TestFederatedRouting(t *testing.T) {
 				t.Fatalf("not routed: %v", r)
 			}
 			set := setOf(t, cr.GetHeaderMutation())
-			if set[registry.ClusterHeader] != tc.cluster || set[":path"] != tc.path || !cr.GetClearRouteCache() {
-				t.Errorf("cluster %q path %q clear %v", set[registry.ClusterHeader], set[":path"], cr.GetClearRouteCache())
+			if set[wire.ClusterHeader] != tc.cluster || set[":path"] != tc.path || !cr.GetClearRouteCache() {
+				t.Errorf("cluster %q path %q clear %v", set[wire.ClusterHeader], set[":path"], cr.GetClearRouteCache())
 			}
 			if tc.wantBody != "" && bodyOf(r) != tc.wantBody {
 				t.Errorf("body\n got %s\nwant %s", bodyOf(r), tc.wantBody)
@@ -188,9 +189,9 @@ func TestFederatedRouting(t *testing.T) {
 			}
 			// Envoy's own 503/504 become isError results only for a
 			// tools/call (local_reply_config reads this metadata).
-			ns := r.GetDynamicMetadata().GetFields()[registry.MetadataNamespace].GetStructValue().GetFields()
+			ns := r.GetDynamicMetadata().GetFields()[wire.MetadataNamespace].GetStructValue().GetFields()
 			isCall := strings.Contains(tc.body, `"tools/call"`)
-			if ns[registry.MetadataJSONRPCID].GetStringValue() == "" || (ns[registry.MetadataToolCall].GetStringValue() == "true") != isCall {
+			if ns[wire.MetadataJSONRPCID].GetStringValue() == "" || (ns[wire.MetadataToolCall].GetStringValue() == "true") != isCall {
 				t.Errorf("dynamic metadata %v (tools/call: %v)", ns, isCall)
 			}
 			if _, ok := tc.wantSet["authorization"]; !ok && set["authorization"] == "" &&
@@ -678,7 +679,7 @@ definitions:
   - {name: ssn, type: redact, config: {patterns: ['\b\d{3}-\d{2}-\d{4}\b']}}
 defaults: [ssn]
 `)
-	env := newTestEnv(t, Config{Filters: set}, federatedRoutes(t, ls.URL))
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, federatedRoutes(t, ls.URL))
 	// Same era, same id: only the filter makes the gateway cut the stream
 	// into events.
 	v, upID := routeCall(t, env, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},`+meta2026+`}}`,

@@ -111,7 +111,7 @@ func callThrough(t *testing.T, env *testEnv, era, tool, args string) (*envoy, *e
 
 func TestFiltersThroughExtProc(t *testing.T) {
 	set := filterSet(t, "200ms")
-	env := newTestEnv(t, Config{Filters: set}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
 
 	for _, era := range []string{"legacy", "stateless"} {
 		t.Run(era, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestFiltersThroughExtProc(t *testing.T) {
 // call gets a right answer (routed, or denied for the denied path).
 func TestFilterReloadMidTraffic(t *testing.T) {
 	set := filterSet(t, "30s")
-	env := newTestEnv(t, Config{Filters: set}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}})
 	stop := make(chan struct{})
 	var reloads sync.WaitGroup
 	reloads.Go(func() {
@@ -247,7 +247,7 @@ defaults: [acl]
 		{Name: "get_user", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		{Name: "run", InputSchema: json.RawMessage(`{"type":"object"}`)},
 	}}})
-	env := newTestEnv(t, Config{Filters: set}, testRoutes{
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, testRoutes{
 		"/mcp/core":  {key: "core", snap: snap},
 		"/mcp/paged": {key: "paged", snap: paged},
 	})
@@ -356,7 +356,7 @@ schemaValidationOff: [raw]
 		}}})
 		routes["/mcp/"+key] = testRoute{key: key, snap: snap}
 	}
-	env := newTestEnv(t, Config{Filters: set}, routes)
+	env := newTestEnv(t, Config{Runtime: &Runtime{Filters: set}}, routes)
 	const body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":7}}}`
 	for _, tc := range []struct {
 		route     string

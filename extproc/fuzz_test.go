@@ -8,7 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // FuzzExchange drives one request through every phase with arbitrary
@@ -36,7 +36,7 @@ func FuzzExchange(f *testing.F) {
 		x := srv.newExchange(context.Background())
 		defer x.finish()
 		kv := []string{":method", method, ":path", path, ":authority", "localhost", "content-type", ctype,
-			"accept", "application/json", "content-length", strconv.Itoa(len(body)), registry.ClusterHeader, "evil"}
+			"accept", "application/json", "content-length", strconv.Itoa(len(body)), wire.ClusterHeader, "evil"}
 		for _, h := range [][2]string{{"mcp-protocol-version", version}, {"mcp-method", mcpMethod}, {"mcp-name", mcpName}} {
 			if h[1] != "" {
 				kv = append(kv, h[0], h[1])
@@ -48,7 +48,7 @@ func FuzzExchange(f *testing.F) {
 		done := checkReply(t, hr, false)
 		routedTo := ""
 		if c := hr.GetRequestHeaders().GetResponse(); c.GetClearRouteCache() {
-			routedTo = setOf(t, c.GetHeaderMutation())[registry.ClusterHeader]
+			routedTo = setOf(t, c.GetHeaderMutation())[wire.ClusterHeader]
 		}
 		done = checkReplyRouted(t, x.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}}), done, routedTo) || done
@@ -106,8 +106,8 @@ func checkReplyRouted(t *testing.T, resp *extprocv3.ProcessingResponse, answered
 		}
 		// A call routed at request headers keeps that route when the body
 		// names the same tool: no second cluster header, no second clear.
-		if set := setOf(t, cr.GetHeaderMutation()); (!cr.GetClearRouteCache() || set[registry.ClusterHeader] == "") &&
-			(headerRouted == "" || set[registry.ClusterHeader] != "" || cr.GetClearRouteCache()) {
+		if set := setOf(t, cr.GetHeaderMutation()); (!cr.GetClearRouteCache() || set[wire.ClusterHeader] == "") &&
+			(headerRouted == "" || set[wire.ClusterHeader] != "" || cr.GetClearRouteCache()) {
 			t.Fatalf("routed call without cluster header and clear_route_cache (routed at headers to %q): %v", headerRouted, cr)
 		}
 	case *extprocv3.ProcessingResponse_ResponseHeaders:

@@ -25,17 +25,10 @@ const (
 	detailsRateLimited = "toolmesh_rate_limited"
 )
 
-// SetRateLimiter puts limits in force for the calls that start from now on;
-// nil turns them off. Calls admitted before keep the permits they hold.
-func (s *Server) SetRateLimiter(l *ratelimit.Limiter) { s.limiter.Store(l) }
-
-// RateLimiter is the Limiter in force, nil when none.
-func (s *Server) RateLimiter() *ratelimit.Limiter { return s.limiter.Load() }
-
 // rateLimit is the limit step of a resolved, admitted call: nil means route
 // it (holding x.permit until the stream ends); otherwise the 429 answer.
 func (x *exchange) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
-	l := x.s.limiter.Load()
+	l := x.rt.RateLimits
 	if l == nil {
 		return nil
 	}

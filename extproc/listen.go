@@ -7,15 +7,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Change-notification streams (docs/decisions/0012). The extproc server
 // cannot hold a long-lived response, so a subscriptions/listen POST (from
 // its body reply) and a legacy GET (from its headers reply, as a GET has no
 // body) are routed like a tool call: x-toolmesh-cluster names the
-// notifications cluster, :path becomes registry.NotificationsPath, and
+// notifications cluster, :path becomes wire.NotificationsPath, and
 // headers tell the notifications server the route, the subscription id, the
 // notification kinds and the caller. At the response headers the body is
 // switched to STREAMED with the override event streams already use
@@ -49,25 +49,25 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 	for _, k := range []struct {
 		on   bool
 		name string
-	}{{l.Tools, registry.NotifyTools}, {l.Prompts, registry.NotifyPrompts}, {l.Resources, registry.NotifyResources}} {
+	}{{l.Tools, wire.NotifyTools}, {l.Prompts, wire.NotifyPrompts}, {l.Resources, wire.NotifyResources}} {
 		if k.on {
 			kinds = append(kinds, k.name)
 		}
 	}
 	set := []*corev3.HeaderValueOption{
-		setHeader(registry.ClusterHeader, registry.NotificationsCluster),
-		setHeader(":path", registry.NotificationsPath),
-		setHeader(registry.RouteHeader, x.routeKey),
-		setHeader(registry.NotifyHeader, strings.Join(kinds, ",")),
+		setHeader(wire.ClusterHeader, wire.NotificationsCluster),
+		setHeader(":path", wire.NotificationsPath),
+		setHeader(wire.RouteHeader, x.routeKey),
+		setHeader(wire.NotifyHeader, strings.Join(kinds, ",")),
 	}
-	mine := []string{registry.ClusterHeader, registry.RouteHeader, registry.NotifyHeader}
+	mine := []string{wire.ClusterHeader, wire.RouteHeader, wire.NotifyHeader}
 	if l.ID != nil {
-		set = append(set, setHeader(registry.SubscriptionHeader, string(l.ID)))
-		mine = append(mine, registry.SubscriptionHeader)
+		set = append(set, setHeader(wire.SubscriptionHeader, string(l.ID)))
+		mine = append(mine, wire.SubscriptionHeader)
 	}
 	if !x.caller.Anonymous() {
-		set = append(set, setHeader(registry.CallerHeader, x.caller.Key()))
-		mine = append(mine, registry.CallerHeader)
+		set = append(set, setHeader(wire.CallerHeader, x.caller.Key()))
+		mine = append(mine, wire.CallerHeader)
 	}
 	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}
 	for _, k := range owned {
@@ -77,7 +77,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 	}
 	// The request's outcome is that of the notifications server's answer
 	// (streamResponseHeaders); no_response when none came.
-	x.routed, x.listening, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = listenStream{}, outcomeRouted, callNoResponse
 	return &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 		ClearRouteCache: true, // honoured because a header mutation comes with it

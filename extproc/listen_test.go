@@ -5,8 +5,8 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 const listenBody = `{"jsonrpc":"2.0","id":"s1","method":"subscriptions/listen","params":{"_meta":{` +
@@ -33,14 +33,14 @@ func TestStreamRouting(t *testing.T) {
 			t.Fatalf("headers reply %v, want a routing mutation", resp)
 		}
 		set := setOf(t, cr.GetHeaderMutation())
-		want := map[string]string{registry.ClusterHeader: registry.NotificationsCluster, ":path": registry.NotificationsPath,
-			registry.RouteHeader: "core", registry.NotifyHeader: "tools"}
+		want := map[string]string{wire.ClusterHeader: wire.NotificationsCluster, ":path": wire.NotificationsPath,
+			wire.RouteHeader: "core", wire.NotifyHeader: "tools"}
 		for k, w := range want {
 			if set[k] != w {
 				t.Errorf("%s = %q, want %q", k, set[k], w)
 			}
 		}
-		if _, ok := set[registry.SubscriptionHeader]; ok {
+		if _, ok := set[wire.SubscriptionHeader]; ok {
 			t.Error("a legacy stream got a subscription id")
 		}
 		streamed(t, v)
@@ -56,8 +56,8 @@ func TestStreamRouting(t *testing.T) {
 		resp := v.send(reqBody(listenBody))
 		cr := resp.GetRequestBody().GetResponse()
 		set := setOf(t, cr.GetHeaderMutation())
-		if set[registry.ClusterHeader] != registry.NotificationsCluster || set[registry.SubscriptionHeader] != `"s1"` ||
-			set[registry.NotifyHeader] != "tools" || !cr.GetClearRouteCache() || cr.GetBodyMutation() != nil {
+		if set[wire.ClusterHeader] != wire.NotificationsCluster || set[wire.SubscriptionHeader] != `"s1"` ||
+			set[wire.NotifyHeader] != "tools" || !cr.GetClearRouteCache() || cr.GetBodyMutation() != nil {
 			// prompts: the route offers none, so it is not carried
 			t.Fatalf("body reply %v, want the stream routed with id \"s1\" and kinds tools", resp)
 		}

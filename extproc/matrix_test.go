@@ -110,7 +110,7 @@ func matrixFeatures() []matrixFeature {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			cfg.Auth = a
+			runtimeOf(cfg).Auth = a.Current()
 		}, headers: func(t *testing.T) []string {
 			return []string{"authorization", "Bearer " + idp.token(t, jose.ES256, func(c map[string]any) {
 				c["aud"] = []string{"https://mcp.example.com/mcp/core", "https://mcp.example.com/mcp/gh",
@@ -136,7 +136,7 @@ func matrixFeatures() []matrixFeature {
 			s.SetApproval(a)
 		}},
 		{name: "filters", config: func(t *testing.T, cfg *Config) {
-			cfg.Filters = buildFilters(t, `
+			runtimeOf(cfg).Filters = buildFilters(t, `
 definitions:
   - {name: acl, type: tool_acl, config: {deny: ["no_such_*"]}}
   - {name: ssn, type: redact, config: {patterns: ['\bno-such-secret\b']}}

@@ -16,7 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // outcomeCase drives one request and names the outcome labels it must
@@ -136,7 +136,7 @@ var outcomeCases = []outcomeCase{
 		drive: func(t *testing.T, e *testEnv) {
 			v := routed(t, e, "echo", `{}`)
 			v.send(respHeaders(false, ":status", "200", "content-type", "application/json",
-				"x-envoy-upstream-service-time", "3", registry.LocalReplyHeader, "timeout"))
+				"x-envoy-upstream-service-time", "3", wire.LocalReplyHeader, "timeout"))
 			v.send(respBody(`{"a":1}`))
 			v.close()
 		}},
@@ -176,9 +176,9 @@ func envoyReply(kind string) func(t *testing.T, e *testEnv) {
 	return func(t *testing.T, e *testEnv) {
 		v := routed(t, e, "echo", `{}`)
 		hr := v.send(respHeaders(false, ":status", "200", "content-type", "application/json",
-			"content-length", "60", registry.LocalReplyHeader, kind)).GetResponseHeaders().GetResponse()
+			"content-length", "60", wire.LocalReplyHeader, kind)).GetResponseHeaders().GetResponse()
 		if rm := hr.GetHeaderMutation().GetRemoveHeaders(); hr.GetStatus() != extprocv3.CommonResponse_CONTINUE ||
-			!slices.Equal(rm, []string{registry.LocalReplyHeader}) || len(hr.GetHeaderMutation().GetSetHeaders()) != 0 {
+			!slices.Equal(rm, []string{wire.LocalReplyHeader}) || len(hr.GetHeaderMutation().GetSetHeaders()) != 0 {
 			t.Fatalf("local reply headers answered %v, want CONTINUE removing only the marker", hr)
 		}
 		br := v.send(respBody(`{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`)).GetResponseBody().GetResponse()
@@ -195,7 +195,7 @@ func envoyReply(kind string) func(t *testing.T, e *testEnv) {
 func TestOutcomeLabels(t *testing.T) {
 	set := outcomeFilters(t)
 	plain := newTestEnv(t, Config{MaxResponseBytes: 64}, testTable(t))
-	filtered := newTestEnv(t, Config{MaxResponseBytes: 64, Filters: set}, testTable(t))
+	filtered := newTestEnv(t, Config{MaxResponseBytes: 64, Runtime: &Runtime{Filters: set}}, testTable(t))
 	for _, e := range []*testEnv{plain, filtered} {
 		e.srv.SetBodyLimits(BodyLimits{Default: 1 << 20, Services: map[string]int64{"weather": 150}})
 	}

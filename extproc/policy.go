@@ -35,15 +35,6 @@ import (
 // naming only the last tool the caller saw, so neither page sizes nor
 // cursors tell hidden tools apart from absent ones.
 
-// SetPolicies puts a compiled policy set in force for the requests that
-// start from now on; nil is no policies (everything allowed). The cached
-// per-caller views of the previous set are dropped (a request that already
-// captured one finishes with it).
-func (s *Server) SetPolicies(set *authz.Set) {
-	s.policies.Store(set)
-	s.policyRoutes.byRoute.Clear()
-}
-
 // The filtered catalogs kept per route, one per distinct policy-relevant
 // identity (e.g. per set of roles), not per token, are bounded in number
 // and in the bytes of their pages (a view of a 10,000-tool route holds a
@@ -390,7 +381,7 @@ func (x *exchange) startPolicies() {
 		return
 	}
 	x.pol.started = true
-	x.pol.route = x.s.policies.Load().Route(x.routeKey)
+	x.pol.route = x.rt.Policies.Route(x.routeKey)
 }
 
 // policyCaller is the request's caller prepared for evaluation, once:
@@ -412,8 +403,8 @@ func (x *exchange) mayRouteEarly(name string) bool {
 		return true
 	}
 	var chain *filters.Chain
-	if x.s.cfg.Filters != nil {
-		chain = x.s.cfg.Filters.Chain(x.routeKey)
+	if x.rt.Filters != nil {
+		chain = x.rt.Filters.Chain(x.routeKey)
 	}
 	_, hidden := x.view(chain).hidden[name]
 	return !hidden
@@ -536,6 +527,3 @@ func (x *exchange) auditPolicy(method string, subject slog.Attr, decision, polic
 	}
 	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit", attrs...)
 }
-
-// Policies returns the policy set in force (nil: none).
-func (s *Server) Policies() *authz.Set { return s.policies.Load() }

@@ -44,7 +44,7 @@ type progressStream struct {
 
 // progressHeaders answers the response headers of a 2xx progress stream.
 func (x *exchange) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
-	x.progress = &progressStream{}
+	x.progress, x.kind = &progressStream{}, progressCall{} // the kind from now on (kinds.go)
 	if eos {
 		// Headers only: a stream without a single frame.
 		out := x.progressEnd()

@@ -9,8 +9,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Small builders for the ProcessingResponse shapes the server sends. They
@@ -100,8 +100,8 @@ func immediateHead(r *mcp.Reply, hasBody bool, details string) *extprocv3.Immedi
 
 // answeredMetadata marks an ImmediateResponse of this server.
 var answeredMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
-	registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataAnswered: structpb.NewStringValue("true"),
+	wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		wire.MetadataAnswered: structpb.NewStringValue("true"),
 	}}),
 }}
 
@@ -121,7 +121,7 @@ var (
 	// removeClusterHeader answers request headers that carry no client
 	// x-toolmesh-* header: only the routing header is removed.
 	removeClusterHeader = requestHeadersResponse(&extprocv3.CommonResponse{
-		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{registry.ClusterHeader}},
+		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{wire.ClusterHeader}},
 	})
 	continueResponseHeaders = responseHeadersResponse(&extprocv3.CommonResponse{})
 	continueResponseBody    = responseBodyResponse(&extprocv3.CommonResponse{})

@@ -22,15 +22,6 @@ import (
 // answer, a POST of a JSON-RPC response with that id, is routed by the
 // token alone to the server's cluster, on whichever replica it lands.
 
-// SetRelayKeys puts the relay token keys in force; nil keeps the ones in
-// force. New starts with a key generated at start, which only this replica
-// knows.
-func (s *Server) SetRelayKeys(k *relay.Keys) {
-	if k != nil {
-		s.relayKeys.Store(k)
-	}
-}
-
 // relayRequest gives a request of the server (a message with method and id)
 // a relay token as id. A request whose token cannot be minted keeps its id:
 // its answer then cannot be delivered, as before relaying existed.
@@ -42,7 +33,7 @@ func (x *exchange) relayRequest(msg []byte) []byte {
 	if id == nil {
 		return msg // a notification
 	}
-	f, keys := x.fed, x.s.relayKeys.Load()
+	f, keys := x.fed, x.rt.RelayKeys
 	if keys == nil { // a Server not made by New
 		return msg
 	}
@@ -66,7 +57,7 @@ func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) 
 	if !relay.Is(a.ID) {
 		return x.answer(accepted, "", "")
 	}
-	keys := x.s.relayKeys.Load()
+	keys := x.rt.RelayKeys
 	if keys == nil {
 		return x.answer(accepted, "", "")
 	}
@@ -95,7 +86,7 @@ func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) 
 	up := mcp.SetMember(body, "id", t.ID)
 	resp := x.toMCPServer(svc, h, auth, "", up, nil)
 	// It ends like a routed call, with the outcome of what came back.
-	x.relayed, x.routed, x.outcome, x.callOutcome = true, true, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = relayedAnswer{}, outcomeRouted, callNoResponse
 	return resp
 }
 

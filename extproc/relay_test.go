@@ -10,8 +10,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // TestClientCaps: what a legacy client's tools/call declares in _meta is
@@ -96,7 +96,7 @@ func TestFederatedRelayAnswer(t *testing.T) {
 	}
 	cr := routed.GetRequestBody().GetResponse()
 	set := setOf(t, cr.GetHeaderMutation())
-	if set["x-toolmesh-cluster"] != registry.ClusterName("old") || set[":path"] != "/mcp" || set["mcp-session-id"] != ls.live.Load().(string) ||
+	if set["x-toolmesh-cluster"] != wire.ClusterName("old") || set[":path"] != "/mcp" || set["mcp-session-id"] != ls.live.Load().(string) ||
 		set["mcp-protocol-version"] != "2025-11-25" || set["authorization"] != "Bearer s3cret-token" {
 		t.Errorf("headers %v", set)
 	}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
-	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -100,7 +100,7 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 			x.sessionID = v
 		default:
 			switch {
-			case strings.HasPrefix(key, registry.HeaderPrefix):
+			case strings.HasPrefix(key, wire.HeaderPrefix):
 				if !slices.Contains(owned, key) {
 					owned = append(owned, key)
 				}
@@ -201,8 +201,8 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 // withClusterHeader returns the client's x-toolmesh-* header names plus the
 // routing header, which is removed whether the client sent it or not.
 func withClusterHeader(owned []string) []string {
-	if !slices.Contains(owned, registry.ClusterHeader) {
-		owned = append(owned, registry.ClusterHeader)
+	if !slices.Contains(owned, wire.ClusterHeader) {
+		owned = append(owned, wire.ClusterHeader)
 	}
 	return owned
 }
@@ -266,66 +266,7 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
 	x.call, x.tool = call, t
-	if r := x.authorizeCall(call, t); r != nil {
-		return r
-	}
-	if lim := x.s.bodyLimit(t.Service); lim > 0 && int64(len(body)) > lim {
-		// The same answer as a body over the deployment-wide limit
-		// (docs/contracts/mcp.md): Envoy let it through because another
-		// Tool Service of the route allows more.
-		return x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
-			"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
-	}
-
-	args := call.Arguments
-	var addHeaders map[string]string
-	if x.s.cfg.Filters == nil {
-		if msgs := x.validate(t, args); len(msgs) > 0 {
-			x.callOutcome = callInvalidArgs
-			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
-				outcomeInvalidArgs, detailsInvalidArguments)
-		}
-	} else {
-		freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
-			Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: args,
-			Headers: clientHeaders(x.headers), Validate: t.ValidateArguments}
-		out := x.chain.RunRequest(x.ctx, freq)
-		if out.Err != nil {
-			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "filter failed", slog.String("request_id", x.requestID),
-				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", out.Err))
-		}
-		if out.Denied() {
-			outcome := denyOutcome(&out)
-			x.callOutcome = outcome
-			x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "filter denied the call", slog.String("request_id", x.requestID),
-				slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", out.Filter),
-				slog.String("reason", out.Reason))
-			if out.DenyAs == filters.RPCError {
-				return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcome, denyDetails(outcome))
-			}
-			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, denyText(t.Name, &out))},
-				outcome, denyDetails(outcome))
-		}
-		args, addHeaders = freq.Arguments, out.AddHeaders
-	}
-	if r := x.approve(call, t); r != nil {
-		return r
-	}
-	if r := x.rateLimit(call, t); r != nil {
-		return r
-	}
-	if t.Federated() {
-		// Filter headers are for the native contract; a federated server
-		// gets its Portal headers.
-		return x.forwardCall(call, t, body, args)
-	}
-
-	creds, err := x.upstreamCredentials(t.Service)
-	if err != nil {
-		return x.noCredentials(call, t.Service, err)
-	}
-	x.outcome, x.routed = outcomeRouted, true
-	return x.routedCall(call, t, args, addHeaders, creds) // callplan.go
+	return x.runCallPipeline(&callCtx{x: x, call: call, tool: t, body: body, args: call.Arguments}) // pipeline.go
 }
 
 // callMetadata is the dynamic metadata of a routed call: Envoy's
@@ -333,11 +274,11 @@ func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingR
 // result carrying the request id.
 func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		registry.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			registry.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
-			registry.MetadataToolCall:  structpb.NewStringValue("true"),
-			registry.MetadataTool:      structpb.NewStringValue(t.Name),
-			registry.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
+		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			wire.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
+			wire.MetadataToolCall:  structpb.NewStringValue("true"),
+			wire.MetadataTool:      structpb.NewStringValue(t.Name),
+			wire.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
 		}}),
 	}}
 }
@@ -408,7 +349,7 @@ func clientHeaders(hm *corev3.HeaderMap) map[string]string {
 
 // clientHeader reports whether filters see the header named k (lowercase).
 func clientHeader(k string) bool {
-	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, registry.HeaderPrefix)
+	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, wire.HeaderPrefix)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -10,8 +10,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 const (
@@ -282,13 +282,13 @@ func TestHeadersPhaseStripsClientHeaders(t *testing.T) {
 	for _, path := range []string{"/mcp/nope", "/mcp/core"} {
 		v = env.open(t)
 		resp := v.send(reqHeaders(false, post(path, 10,
-			registry.ClusterHeader, "toolsvc_evil", registry.ToolHeader, "x", "X-Other", "kept")...))
+			wire.ClusterHeader, "toolsvc_evil", wire.ToolHeader, "x", "X-Other", "kept")...))
 		cr := resp.GetRequestHeaders().GetResponse()
 		if cr == nil {
 			t.Fatalf("%s: got %v, want a HeadersResponse", path, resp)
 		}
 		removed := cr.GetHeaderMutation().GetRemoveHeaders()
-		for _, h := range []string{registry.ClusterHeader, registry.ToolHeader} {
+		for _, h := range []string{wire.ClusterHeader, wire.ToolHeader} {
 			if !slices.Contains(removed, h) {
 				t.Errorf("%s: remove_headers = %v, want %s", path, removed, h)
 			}
@@ -303,8 +303,8 @@ func TestHeadersPhaseStripsClientHeaders(t *testing.T) {
 	// A header reply with no routing header at all still strips the cluster header.
 	v2 := env.open(t)
 	cr := v2.send(reqHeaders(false, post("/mcp/core", 10)...)).GetRequestHeaders().GetResponse()
-	if !slices.Equal(cr.GetHeaderMutation().GetRemoveHeaders(), []string{registry.ClusterHeader}) {
-		t.Errorf("remove_headers = %v, want [%s]", cr.GetHeaderMutation().GetRemoveHeaders(), registry.ClusterHeader)
+	if !slices.Equal(cr.GetHeaderMutation().GetRemoveHeaders(), []string{wire.ClusterHeader}) {
+		t.Errorf("remove_headers = %v, want [%s]", cr.GetHeaderMutation().GetRemoveHeaders(), wire.ClusterHeader)
 	}
 	v.close()
 	v2.close()

@@ -10,8 +10,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // The response path of a routed tools/call. Envoy holds the response headers
@@ -48,7 +48,7 @@ func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 // response. Envoy >= 1.37 passes its local replies through ext_proc's
 // encoder path (envoy/rules.go, "Local replies and ext_proc") after
 // local_reply_config reshaped them into the client's tool result and added
-// registry.LocalReplyHeader (xds/localreply.go). The marker counts only
+// wire.LocalReplyHeader (xds/localreply.go). The marker counts only
 // without x-envoy-upstream-service-time, which the router adds to every
 // proxied response (router.cc onUpstreamHeaders; the listener never sets
 // suppress_envoy_headers) and never to a local reply: a Tool Service that
@@ -60,11 +60,11 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 		switch hv.GetKey() {
 		case "x-envoy-upstream-service-time":
 			return ""
-		case registry.LocalReplyHeader:
+		case wire.LocalReplyHeader:
 			switch headerValue(hv) {
-			case registry.LocalReplyTimeout:
+			case wire.LocalReplyTimeout:
 				kind = callTimeout
-			case registry.LocalReplyUnavailable:
+			case wire.LocalReplyUnavailable:
 				kind = callUnavailable
 			}
 		}
@@ -79,7 +79,7 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 func (x *exchange) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 	x.resultSent, x.callOutcome = true, kind
 	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		RemoveHeaders: []string{registry.LocalReplyHeader},
+		RemoveHeaders: []string{wire.LocalReplyHeader},
 	}})
 }
 
@@ -183,18 +183,28 @@ func acceptsEventStream(accept string) bool {
 // responseBody turns the whole (BUFFERED) Tool Service reply into the
 // client's JSON-RPC response.
 func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	u, _ := x.upstreamReply(b)
+	return x.resultResponse(u)
+}
+
+// upstreamReply is the Tool Service's whole (BUFFERED) reply; over when it
+// is larger than the limit, and u then a "too large" failure.
+func (x *exchange) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
 	if !x.upHeadersSeen {
 		// response_header_mode is not SEND: the status is unknown and is
 		// reported as 0, which maps to an error result rather than a guess.
 		x.anomaly("response_body before response_headers")
 	}
 	body := b.GetBody()
-	u := mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}
 	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
-		u = mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}
-	} else if x.progress != nil {
-		return x.progressBody(b) // a buffered progress stream
+		return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}, true
 	}
+	return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}, false
+}
+
+// resultResponse answers the response body with the call's result made
+// from u.
+func (x *exchange) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
 	out := x.result(u)
 	if x.s.wire.Load() {
 		x.prepared = resultWire(out) // the same message, in wire format (callwire.go)

@@ -9,20 +9,20 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // The route-timeout deadline of federated event streams, on by default
 // (docs/decisions/0013-federated-stream-deadline.md): the extproc server
 // learns each federated server's route timeout, SRE overrides applied, from
-// registry.RouteTimeoutHeader on the response (xds/routes.go adds it), and
+// wire.RouteTimeoutHeader on the response (xds/routes.go adds it), and
 // ends a stalled stream with the request's isError "timeout" result shortly
 // before Envoy's route timeout would reset it.
 //
 // The rollout guard: the request-headers override to FULL_DUPLEX_STREAMED
 // (duplexresp.go) is sent by default only on a stream whose listener
 // declares, in the ext_proc stream's initial metadata, that it allows that
-// override (registry.ListenerLevelMetadata, set by xds/listener.go). An
+// override (wire.ListenerLevelMetadata, set by xds/listener.go). An
 // older listener would ignore the override and keep the body BUFFERED while
 // this server held its headers reply (a 504 from the message timeout on
 // JSON answers, a spurious StreamedBodyResponse on streams): without the
@@ -33,7 +33,7 @@ import (
 // it declares none (an older listener) or something unreadable.
 func listenerLevel(ctx context.Context) int {
 	// Only the one key: FromIncomingContext would copy the whole metadata.
-	v := metadata.ValueFromIncomingContext(ctx, registry.ListenerLevelMetadata)
+	v := metadata.ValueFromIncomingContext(ctx, wire.ListenerLevelMetadata)
 	if len(v) != 1 {
 		return 0
 	}
@@ -47,29 +47,38 @@ func listenerLevel(ctx context.Context) int {
 // routeDeadlineOn reports whether this stream may take the route-timeout
 // deadline: not switched off, and a listener that allows the override.
 func (x *exchange) routeDeadlineOn() bool {
-	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= registry.ListenerLevel
+	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= wire.ListenerLevel
 }
 
-// noteRouteTimeout reads registry.RouteTimeoutHeader from the response
-// headers. Its value counts only on a federated server's route (x.fed),
-// whose route sets it, replacing any copy the server sent
-// (OVERWRITE_IF_EXISTS_OR_ADD); elsewhere it is only removed.
+// noteRouteTimeout notes whether the response headers carry
+// wire.RouteTimeoutHeader: it is removed from every response. Its value
+// counts only on a federated server's route, whose route sets it,
+// replacing any copy the server sent (OVERWRITE_IF_EXISTS_OR_ADD): the
+// federatedCall kind reads it (routeTimeoutOf).
 func (x *exchange) noteRouteTimeout(h *extprocv3.HttpHeaders) {
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() != registry.RouteTimeoutHeader {
-			continue
-		}
-		x.routeTimeoutSeen = true
-		if x.fed == nil {
-			continue
-		}
-		if ms, err := strconv.ParseInt(headerValue(hv), 10, 64); err == nil && ms > 0 {
-			x.routeTimeout = time.Duration(ms) * time.Millisecond
+		if hv.GetKey() == wire.RouteTimeoutHeader {
+			x.routeTimeoutSeen = true
 		}
 	}
 }
 
-// withoutRouteTimeout adds the removal of registry.RouteTimeoutHeader to a
+// routeTimeoutOf is the route timeout wire.RouteTimeoutHeader gives,
+// zero for none.
+func routeTimeoutOf(h *extprocv3.HttpHeaders) time.Duration {
+	var d time.Duration
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() != wire.RouteTimeoutHeader {
+			continue
+		}
+		if ms, err := strconv.ParseInt(headerValue(hv), 10, 64); err == nil && ms > 0 {
+			d = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return d
+}
+
+// withoutRouteTimeout adds the removal of wire.RouteTimeoutHeader to a
 // response-headers reply when the response carried it: it is for this
 // server, never for the client. A copy: r may be shared.
 func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
@@ -86,7 +95,7 @@ func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extproc
 	if cr.HeaderMutation == nil {
 		cr.HeaderMutation = &extprocv3.HeaderMutation{}
 	}
-	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, registry.RouteTimeoutHeader)
+	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, wire.RouteTimeoutHeader)
 	return out
 }
 
@@ -115,7 +124,7 @@ func (x *exchange) streamDeadline() time.Time {
 	if t := x.s.cfg.FederatedStreamTimeout; t > 0 {
 		d = x.start.Add(t)
 	}
-	if x.duplexResp && x.routeDeadlineOn() && x.routeTimeout > 0 {
+	if x.fullDuplex() && x.routeDeadlineOn() && x.routeTimeout > 0 {
 		if r := x.start.Add(x.routeTimeout - routeMargin(x.routeTimeout)); d.IsZero() || r.Before(d) {
 			d = r
 		}

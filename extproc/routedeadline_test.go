@@ -16,16 +16,17 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
 // oldRelease turns the translated resources into those of a release before
 // the route deadline, and before FULL_DUPLEX_STREAMED: the ext_proc
-// grpc_service has no registry.ListenerLevelMetadata, allowed_override_modes
+// grpc_service has no wire.ListenerLevelMetadata, allowed_override_modes
 // lacks the FULL_DUPLEX_STREAMED entry, and no route adds
-// registry.RouteTimeoutHeader. An extproc server that sent its override to
+// wire.RouteTimeoutHeader. An extproc server that sent its override to
 // such a listener would see it ignored (the body stays BUFFERED).
 func oldRelease(t *testing.T) func(*xds.Resources) {
 	return func(res *xds.Resources) {
@@ -40,7 +41,7 @@ func oldRelease(t *testing.T) func(*xds.Resources) {
 						continue
 					}
 					for _, hf := range hcm.GetHttpFilters() {
-						if hf.GetName() != registry.ExtProcFilterName {
+						if hf.GetName() != wire.ExtProcFilterName {
 							continue
 						}
 						ep := &extprocfilterv3.ExternalProcessor{}
@@ -101,7 +102,7 @@ func TestRouteStreamDeadline(t *testing.T) {
 	sess := newSessionServer(t)
 	nat := nativeService(t)
 	sreOverride := func(d time.Duration) xds.Options {
-		rd := registry.Duration(d)
+		rd := config.Duration(d)
 		return xds.Options{Overrides: &xds.Overrides{Services: map[string]xds.Tuning{"fed": {RequestTimeout: &rd}}}}
 	}
 	tests := []struct {
@@ -146,8 +147,8 @@ func TestRouteStreamDeadline(t *testing.T) {
 			if resp.StatusCode != 200 || !isEventStream(resp.Header.Get("Content-Type")) {
 				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
-			if v := resp.Header.Values(registry.RouteTimeoutHeader); len(v) != 0 {
-				t.Errorf("the client got %s: %q", registry.RouteTimeoutHeader, v)
+			if v := resp.Header.Values(wire.RouteTimeoutHeader); len(v) != 0 {
+				t.Errorf("the client got %s: %q", wire.RouteTimeoutHeader, v)
 			}
 			events, end := sseEvents(resp.Body)
 			if len(events) == 0 || !strings.Contains(events[0], "notifications/progress") {
@@ -242,8 +243,8 @@ func TestRouteDeadlineOldListener(t *testing.T) {
 			if got := resp.ContentLength == int64(len(b)); got != tc.wantCL {
 				t.Errorf("content-length %d for %d bytes: want it kept %v", resp.ContentLength, len(b), tc.wantCL)
 			}
-			if v := resp.Header.Values(registry.RouteTimeoutHeader); len(v) != 0 {
-				t.Errorf("the client got %s: %q", registry.RouteTimeoutHeader, v)
+			if v := resp.Header.Values(wire.RouteTimeoutHeader); len(v) != 0 {
+				t.Errorf("the client got %s: %q", wire.RouteTimeoutHeader, v)
 			}
 		})
 	}
@@ -277,7 +278,10 @@ func TestStreamDeadline(t *testing.T) {
 		{name: "no override in force", listener: 1, route: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &exchange{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, duplexResp: tc.duplex, routeTimeout: tc.route}
+			x := &exchange{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, routeTimeout: tc.route, mode: bufferedResponse{}}
+			if tc.duplex {
+				x.mode = duplexResponseMode{}
+			}
 			got := x.streamDeadline()
 			if tc.want == 0 {
 				if !got.IsZero() {
@@ -300,11 +304,11 @@ func TestListenerLevel(t *testing.T) {
 		want int
 	}{
 		{nil, 0},
-		{metadata.Pairs(registry.ListenerLevelMetadata, "1"), 1},
-		{metadata.Pairs(registry.ListenerLevelMetadata, "7"), 7},
-		{metadata.Pairs(registry.ListenerLevelMetadata, "yes"), 0},
-		{metadata.Pairs(registry.ListenerLevelMetadata, "-1"), 0},
-		{metadata.Pairs(registry.ListenerLevelMetadata, "1", registry.ListenerLevelMetadata, "1"), 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "1"), 1},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "7"), 7},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "yes"), 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "-1"), 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "1", wire.ListenerLevelMetadata, "1"), 0},
 	} {
 		ctx := context.Background()
 		if tc.md != nil {

@@ -16,7 +16,7 @@
 // headers SEND, request body BUFFERED, response headers SEND, response body
 // BUFFERED, trailers SKIP, failure_mode_allow false, a message_timeout of
 // seconds, and metadata_options.receiving_namespaces.untyped containing
-// registry.MetadataNamespace. On an mTLS listener, request_attributes
+// wire.MetadataNamespace. On an mTLS listener, request_attributes
 // carries the caller's SPIFFE ID (mesh.go).
 package extproc
 
@@ -28,6 +28,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,11 +40,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/toolmesh/toolmesh/extproc/approval"
-	"github.com/toolmesh/toolmesh/extproc/authn"
-	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
-	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/filters"
@@ -75,10 +72,10 @@ type Config struct {
 	// isError result ("response too large"). Zero means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
-	// Filters gives each route's filter chain (docs/wasm-abi.md). A filters.Set
-	// implements it. When nil, the only policy is input-schema validation,
-	// done inline.
-	Filters Filters
+	// Runtime is the per-request configuration in force at start (auth,
+	// policies, approval, limits, credentials, filters: runtime.go); nil
+	// is none of them. Reloads replace it with UpdateRuntime.
+	Runtime *Runtime
 	// ToolLabels is how many distinct tools of each route get their own
 	// tool label in toolmesh_tool_calls_total; calls of further tools count
 	// as tool="(other)". Zero means DefaultToolLabels.
@@ -105,10 +102,6 @@ type Config struct {
 	// streams, the route timeout less a margin (routedeadline.go): then only
 	// FederatedStreamTimeout, if set, ends them, as in earlier releases.
 	FederatedStreamDeadlineOff bool
-	// Auth authenticates each request's caller (extproc/authn) in the
-	// request-headers phase and answers the protected-resource metadata;
-	// nil: every route is open.
-	Auth *authn.Authenticator
 }
 
 // Filters gives the filter chain of a route. The chain is captured once per
@@ -137,16 +130,18 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
-	// policies are the authorization policies in force (SetPolicies);
-	// policyRoutes their per-route, per-caller views (policy.go).
-	policies     atomic.Pointer[authz.Set]
+	// runtime is the per-request configuration in force (runtime.go),
+	// captured once per stream; runtimeMu serializes its writers only.
+	runtime   atomic.Pointer[Runtime]
+	runtimeMu sync.Mutex
+	// startKeys are the relay keys generated at start, in force while the
+	// Runtime names none (one replica only).
+	startKeys *relay.Keys
+	// startSessionKeys are the session keys generated at start
+	// (clientsession.go), likewise.
+	startSessionKeys *session.Keys
+	// policyRoutes are the policies' per-route, per-caller views (policy.go).
 	policyRoutes policyRoutes
-	// bodyLimits are the per-Tool-Service request body limits in force;
-	// swapped whole by SetBodyLimits, read on every routed call.
-	bodyLimits atomic.Pointer[BodyLimits]
-	// upstreamAuth is the upstreamAuth configuration in force
-	// (upstreamauth.go); swapped whole by SetUpstreamAuth.
-	upstreamAuth atomic.Pointer[UpstreamAuth]
 	// callerSeam, set only by tests, stands in for token authentication
 	// (the request's caller from its headers); nil in production.
 	callerSeam func(*corev3.HeaderMap) *identity.Caller
@@ -157,17 +152,6 @@ type Server struct {
 	// wire is set once GRPCServerOptions installed wireCodec: only then
 	// may Process send a *wireMessage.
 	wire atomic.Bool
-	// approval is the approval configuration in force (approval.go); nil:
-	// no call needs approval. Swapped whole by SetApproval.
-	approval atomic.Pointer[approval.Approver]
-	// limiter is the rate and concurrency limits in force (limits.go).
-	limiter atomic.Pointer[ratelimit.Limiter]
-	// relayKeys mint and open the ids of federated servers' requests to
-	// the client (relay.go); never nil. Swapped whole by SetRelayKeys.
-	relayKeys atomic.Pointer[relay.Keys]
-	// sessionKeys seal legacy clients' session tokens (clientsession.go);
-	// never nil. Swapped whole by SetSessionKeys.
-	sessionKeys atomic.Pointer[session.Keys]
 }
 
 // upstreamHeaders returns a federated server's configured header values.
@@ -214,28 +198,6 @@ type BodyLimits struct {
 	Services map[string]int64
 }
 
-// SetBodyLimits puts per-Tool-Service body limits in force for the calls
-// that start from now on. The map is copied.
-func (s *Server) SetBodyLimits(l BodyLimits) {
-	c := BodyLimits{Default: l.Default, Services: make(map[string]int64, len(l.Services))}
-	for k, v := range l.Services {
-		c.Services[k] = v
-	}
-	s.bodyLimits.Store(&c)
-}
-
-// bodyLimit returns the body limit of a Tool Service, 0 for none.
-func (s *Server) bodyLimit(service string) int64 {
-	l := s.bodyLimits.Load()
-	if l == nil {
-		return 0
-	}
-	if v, ok := l.Services[service]; ok {
-		return v
-	}
-	return l.Default
-}
-
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
 
 // New returns a Server answering from routes. log may be nil (discard); reg
@@ -273,8 +235,15 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		metrics: m,
 		client:  upstream.New(upstream.Options{MaxBytes: cfg.MaxResponseBytes}),
 	}
-	s.relayKeys.Store(relay.Generate()) // one replica only, until SetRelayKeys
-	s.sessionKeys.Store(session.Generate())
+	s.startKeys = relay.Generate()
+	s.startSessionKeys = session.Generate()
+	rt := cfg.Runtime
+	if rt == nil {
+		rt = &Runtime{}
+	}
+	if err := s.SetRuntime(rt); err != nil {
+		return nil, fmt.Errorf("extproc: %w", err)
+	}
 	return s, nil
 }
 

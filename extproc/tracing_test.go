@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/wasmtest"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -73,7 +74,7 @@ func spanAttr(s sdktrace.ReadOnlySpan, k attribute.Key) (string, bool) {
 // to the Tool Service, and that no argument value reaches a span.
 func TestTraceRoutedCall(t *testing.T) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: filterSnapshot(t)}}
-	env, sr := tracedEnv(t, Config{Filters: tracingFilters(t)}, routes,
+	env, sr := tracedEnv(t, Config{Runtime: &Runtime{Filters: tracingFilters(t)}}, routes,
 		sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0)))
 
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"delete_file","arguments":{"path":"` + secretArg + `"}}}`
@@ -82,7 +83,7 @@ func TestTraceRoutedCall(t *testing.T) {
 		"traceparent", traceparent(clientTraceID, clientSpanID, "01"), "tracestate", "vendor=x")...))
 	rb := v.send(reqBody(body)).GetRequestBody().GetResponse()
 	set := setOf(t, rb.GetHeaderMutation())
-	if set[registry.ClusterHeader] != "toolsvc_files" {
+	if set[wire.ClusterHeader] != "toolsvc_files" {
 		t.Fatalf("call not routed: set headers %v", set)
 	}
 	v.send(respHeaders(false, ":status", "200", "content-type", "application/json"))

@@ -13,8 +13,9 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // Upstream credentials (docs/decisions/0010-caller-identity-and-upstream-credentials.md).
@@ -56,7 +57,7 @@ type UpstreamAuth struct {
 	// Services are the entries by Tool Service name.
 	Services map[string]ServiceAuth
 	// Credentials are the config file's credentials map.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 }
 
 // The call outcome and details of a call whose upstreamAuth credential
@@ -104,7 +105,7 @@ func (u UpstreamAuth) Validate() error {
 			bad(svc, field, "%q is not a valid HTTP header name", name)
 		case slices.Contains(reservedUpstreamHeaders, l):
 			bad(svc, field, "%q is set by toolmesh or Envoy itself; not configurable", name)
-		case strings.HasPrefix(l, registry.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
+		case strings.HasPrefix(l, wire.HeaderPrefix) || strings.HasPrefix(l, "x-envoy-") || strings.HasPrefix(l, mcpParamPrefix):
 			bad(svc, field, "%q: the prefix is toolmesh's, Envoy's or MCP's own", name)
 		default:
 			return true
@@ -134,7 +135,7 @@ func (u UpstreamAuth) Validate() error {
 		if a.Prefix != "" && a.Credential == "" {
 			bad(svc, "prefix", "only used with credential")
 		}
-		if !registry.ValidHeaderText(a.Prefix) {
+		if !config.ValidHeaderText(a.Prefix) {
 			bad(svc, "prefix", "must not contain control characters")
 		}
 		seen := map[string]bool{}
@@ -159,39 +160,12 @@ func (u UpstreamAuth) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SetUpstreamAuth validates u and puts it in force for the calls that
-// start from now on; on error the configuration in force stays. The maps
-// are copied.
-func (s *Server) SetUpstreamAuth(u UpstreamAuth) error {
-	if err := u.Validate(); err != nil {
-		return err
-	}
-	c := UpstreamAuth{Services: make(map[string]ServiceAuth, len(u.Services)),
-		Credentials: make(map[string]registry.CredentialSource, len(u.Credentials))}
-	for k, v := range u.Services {
-		claims := make(map[string]string, len(v.ForwardClaims))
-		for h, cl := range v.ForwardClaims {
-			claims[strings.ToLower(h)] = cl
-		}
-		v.ForwardClaims = claims
-		c.Services[k] = v
-	}
-	for k, v := range u.Credentials {
-		c.Credentials[k] = v
-	}
-	s.upstreamAuth.Store(&c)
-	return nil
-}
-
 // upstreamCredentials returns the headers (lower-case names) a call to the
 // Tool Service named service carries by its upstreamAuth entry, and
 // whether the entry forwards the client's token. An error (an unreadable
 // credential) means the call must not be sent.
 func (x *exchange) upstreamCredentials(service string) (map[string]string, error) {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil, nil
-	}
+	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
 		return nil, nil
@@ -205,7 +179,7 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 		}
 		out[a.header()] = a.Prefix + v
 	case a.ForwardToken:
-		if v := firstHeader(x.headers, "authorization"); v != "" && registry.ValidHeaderText(v) {
+		if v := firstHeader(x.headers, "authorization"); v != "" && config.ValidHeaderText(v) {
 			out[a.header()] = v
 		}
 	case a.OAuth != nil:
@@ -253,7 +227,7 @@ func (x *exchange) claimHeader(claim string) (string, bool) {
 	default:
 		return "", false
 	}
-	if v == "" || len(v) > MaxClaimHeaderBytes || !registry.ValidHeaderText(v) {
+	if v == "" || len(v) > MaxClaimHeaderBytes || !config.ValidHeaderText(v) {
 		return "", false
 	}
 	return v, true
@@ -275,10 +249,7 @@ func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *ext
 
 // claimHeaderNames are the headers of service's forwardClaims.
 func (x *exchange) claimHeaderNames(service string) []string {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil
-	}
+	u := &x.rt.UpstreamAuth
 	return slices.Sorted(maps.Keys(u.Services[service].ForwardClaims))
 }
 
@@ -286,10 +257,7 @@ func (x *exchange) claimHeaderNames(service string) []string {
 // set does not fill: they are removed from the routed request, so a
 // client cannot send its own x-caller-sub where a claim was missing.
 func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []string {
-	u := x.s.upstreamAuth.Load()
-	if u == nil {
-		return nil
-	}
+	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
 		return nil

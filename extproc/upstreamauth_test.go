@@ -18,11 +18,11 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 func TestUpstreamAuthValidate(t *testing.T) {
-	creds := map[string]registry.CredentialSource{"tok": {Env: "TOK"}}
+	creds := map[string]config.CredentialSource{"tok": {Env: "TOK"}}
 	for _, tc := range []struct {
 		name string
 		a    ServiceAuth
@@ -106,7 +106,7 @@ func TestUpstreamAuthHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TOOLMESH_TEST_ECHO_KEY", "env-secret")
-	creds := map[string]registry.CredentialSource{
+	creds := map[string]config.CredentialSource{
 		"echo-token": {File: filepath.Join(dir, "echo-token")},
 		"echo-key":   {Env: "TOOLMESH_TEST_ECHO_KEY"},
 	}
@@ -172,7 +172,7 @@ func TestUpstreamAuthHeaders(t *testing.T) {
 func TestUpstreamAuthCredentialUnreadable(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
 	err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": {Credential: "gone"}},
-		Credentials: map[string]registry.CredentialSource{"gone": {File: filepath.Join(t.TempDir(), "missing")}}})
+		Credentials: map[string]config.CredentialSource{"gone": {File: filepath.Join(t.TempDir(), "missing")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestUpstreamAuthOAuthFailures(t *testing.T) {
 	down := "http://" + ln.Addr().String() + "/token"
 	ln.Close()
 	t.Setenv("TOOLMESH_TEST_OAUTH_SECRET", "the-secret")
-	creds := map[string]registry.CredentialSource{"gw": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	creds := map[string]config.CredentialSource{"gw": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
 	for _, tc := range []struct {
 		name, mode, want string
 	}{
@@ -240,7 +240,7 @@ func TestSetUpstreamAuthKeepsLastGood(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
 	t.Setenv("TOOLMESH_TEST_ECHO_KEY", "env-secret")
 	good := UpstreamAuth{Services: map[string]ServiceAuth{"echo": {Credential: "k", Header: "x-api-key"}},
-		Credentials: map[string]registry.CredentialSource{"k": {Env: "TOOLMESH_TEST_ECHO_KEY"}}}
+		Credentials: map[string]config.CredentialSource{"k": {Env: "TOOLMESH_TEST_ECHO_KEY"}}}
 	if err := env.srv.SetUpstreamAuth(good); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestFederatedUpstreamAuth(t *testing.T) {
 			"gh":  {Credential: "gh", Prefix: "Bearer ", ForwardClaims: map[string]string{"x-caller-sub": "sub"}},
 			"old": {ForwardClaims: map[string]string{"x-caller-sub": "sub"}},
 		},
-		Credentials: map[string]registry.CredentialSource{"gh": {Env: "TOOLMESH_TEST_GH"}}}); err != nil {
+		Credentials: map[string]config.CredentialSource{"gh": {Env: "TOOLMESH_TEST_GH"}}}); err != nil {
 		t.Fatal(err)
 	}
 	env.srv.callerSeam = func(*corev3.HeaderMap) *identity.Caller {

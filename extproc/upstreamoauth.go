@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/oauthclient"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // OAuth modes of an upstreamAuth entry (docs/identity.md, "Delegated
@@ -49,10 +49,10 @@ type OAuthAuth struct {
 	// Actor sends the gateway's own token as the exchange's actor_token.
 	Actor bool `json:"actor,omitempty"`
 	// Timeout bounds one request to the authorization server (default 5s).
-	Timeout registry.Duration `json:"timeout,omitempty"`
+	Timeout config.Duration `json:"timeout,omitempty"`
 }
 
-func (o OAuthAuth) config(creds map[string]registry.CredentialSource) (oauthclient.Config, error) {
+func (o OAuthAuth) config(creds map[string]config.CredentialSource) (oauthclient.Config, error) {
 	src := func(field, name string) (oauthclient.Source, error) {
 		if name == "" {
 			return oauthclient.Source{}, nil
@@ -74,7 +74,7 @@ func (o OAuthAuth) config(creds map[string]registry.CredentialSource) (oauthclie
 
 // validate returns the entry's problems, each naming
 // upstreamAuth.<service>.oauth.<field>.
-func (o OAuthAuth) validate(svc string, creds map[string]registry.CredentialSource) []error {
+func (o OAuthAuth) validate(svc string, creds map[string]config.CredentialSource) []error {
 	var errs []error
 	bad := func(err error) { errs = append(errs, fmt.Errorf("upstreamAuth.%s.oauth.%w", svc, err)) }
 	if o.Mode != ModeTokenExchange && o.Mode != ModeClientCredentials {
@@ -130,7 +130,7 @@ func sameConfig(a, b oauthclient.Config) bool {
 }
 
 // oauthClient returns the Client of service's entry o.
-func oauthClient(service string, o OAuthAuth, creds map[string]registry.CredentialSource) (*oauthclient.Client, error) {
+func oauthClient(service string, o OAuthAuth, creds map[string]config.CredentialSource) (*oauthclient.Client, error) {
 	cfg, err := o.config(creds)
 	if err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func oauthRequest(o OAuthAuth, callerIssuer, callerSub, callerToken string, list
 }
 
 // oauthHeader is the Authorization value of service's entry o.
-func oauthHeader(ctx context.Context, service string, o OAuthAuth, creds map[string]registry.CredentialSource, r oauthclient.Request) (string, error) {
+func oauthHeader(ctx context.Context, service string, o OAuthAuth, creds map[string]config.CredentialSource, r oauthclient.Request) (string, error) {
 	c, err := oauthClient(service, o, creds)
 	if err != nil {
 		return "", err

@@ -346,3 +346,29 @@ func TestCheckUpstreamHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestPerCallerFilter: a filter sees the call's caller, so a per-caller
+// rule is a filter: here only alice may call.
+func TestPerCallerFilter(t *testing.T) {
+	var trace []string
+	onlyAlice := func(r *Request) (Decision, error) {
+		if r.Caller == nil || r.Caller.Issuer != "https://idp.example.com" || r.Caller.Subject != "alice" {
+			return Decision{Action: ActionDeny, Reason: "not alice"}, nil
+		}
+		return Decision{}, nil
+	}
+	c := newTestChain(t, &trace, step{name: "only-alice", req: onlyAlice})
+	for _, tc := range []struct {
+		caller *Caller
+		denied bool
+	}{
+		{caller: nil, denied: true},
+		{caller: &Caller{Issuer: "https://idp.example.com", Subject: "bob"}, denied: true},
+		{caller: &Caller{Issuer: "https://idp.example.com", Subject: "alice"}, denied: false},
+	} {
+		out := c.RunRequest(t.Context(), &Request{Route: "core", Tool: "t", Arguments: []byte(`{}`), Caller: tc.caller})
+		if out.Denied() != tc.denied {
+			t.Errorf("caller %+v: denied %v, want %v", tc.caller, out.Denied(), tc.denied)
+		}
+	}
+}

@@ -56,11 +56,31 @@ type Request struct {
 	// Headers holds the client's request headers: lowercase names,
 	// pseudo-headers excluded.
 	Headers map[string]string
+	// Caller is who makes the call, as authentication and the mesh
+	// established it; nil when nothing is known (an anonymous caller). A
+	// per-caller rule can be a filter that reads it.
+	Caller *Caller
 	// Validate checks arguments against the tool's inputSchema and returns
 	// the validation messages (none when valid). The caller supplies it
 	// because filters must not depend on the registry; nil skips
 	// validation.
 	Validate func(args json.RawMessage) []string
+}
+
+// Caller is the caller of a call as filters see it. Filters never see the
+// caller's token.
+type Caller struct {
+	// Authenticated is true when a bearer token was validated.
+	Authenticated bool
+	// Issuer and Subject are the token's iss and sub.
+	Issuer  string
+	Subject string
+	// MeshID is the SPIFFE ID of the downstream mTLS peer, if any.
+	MeshID string
+	// Scopes are the token's granted scopes.
+	Scopes []string
+	// Claims are the token's claims as decoded JSON; read only.
+	Claims map[string]any
 }
 
 // Result is one tool result at the result stage.

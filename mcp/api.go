@@ -116,6 +116,9 @@ const (
 	ToolUnknown   Resolution = iota // no active tool of that name
 	ToolFound                       // exactly one
 	ToolAmbiguous                   // two or more active tools of that name
+	// ToolQuarantined: the tool's definition changed and is held back
+	// until an operator accepts it (pinned definitions).
+	ToolQuarantined
 )
 
 // Catalog is what one route offers a request: every method the protocol
@@ -286,4 +289,11 @@ type Upstream struct {
 	ContentType string
 	Body        []byte
 	Failure     Failure
+}
+
+// QuarantinedMessage is the -32602 error message of a call to a tool held
+// back by pinning: the client learns the name is known but not callable,
+// and why, without the definition that changed.
+func QuarantinedMessage(name string) string {
+	return "tool held for review: " + clip(name) + ": its definition changed and an operator has not accepted it yet"
 }

@@ -426,6 +426,8 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	case ToolFound:
 	case ToolAmbiguous:
 		return fail(200, q.id, CodeInvalidParams, "ambiguous tool: "+clip(name))
+	case ToolQuarantined:
+		return fail(200, q.id, CodeInvalidParams, QuarantinedMessage(name))
 	default:
 		return fail(200, q.id, CodeInvalidParams, "unknown tool: "+clip(name))
 	}

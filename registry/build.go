@@ -18,6 +18,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -524,6 +525,7 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 
 	claims := map[string][]*Tool{}
 	var order []string
+	held, heldTools := in.route.Surface.heldSet(), map[*Tool]HeldTool{} // pinning (surface_build.go)
 	for _, svc := range in.route.ToolServices {
 		for _, bad := range in.manifests[svc.Name].Invalid {
 			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
@@ -549,6 +551,9 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 				continue
 			}
 			t := res.tool
+			if h, ok := held[[2]string{svc.Name, e.name}]; ok {
+				heldTools[t] = h
+			}
 			if _, seen := claims[t.Name]; !seen {
 				order = append(order, t.Name)
 			}
@@ -579,9 +584,14 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			s.Ambiguous = append(s.Ambiguous, name)
 			continue
 		}
+		if h, ok := heldTools[mine[0]]; ok {
+			s.quarantine(name, mine[0], h)
+			continue
+		}
 		s.byName[name] = mine[0]
 		s.Tools = append(s.Tools, mine[0])
 	}
+	s.applyOverrides(in, b.lazy)
 	slices.Sort(s.Ambiguous)
 	slices.SortFunc(s.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
 	list := make([]mcp.Tool, len(s.Tools))
@@ -665,7 +675,7 @@ func (b builder) tool(job toolJob) toolResult {
 		},
 		Version:              mt.Version,
 		Service:              job.service,
-		Cluster:              ClusterName(job.service),
+		Cluster:              wire.ClusterName(job.service),
 		Path:                 path,
 		BasePath:             job.basePath,
 		ParamHeaders:         params,

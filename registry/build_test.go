@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -94,7 +96,7 @@ func TestBuildSnapshot(t *testing.T) {
 		t.Errorf("add resolved to %+v", add)
 	}
 	alerts, _ := s.Lookup("get_alerts")
-	if alerts.Path != "/tools/get_alerts" || alerts.BasePath != "" || alerts.Cluster != ClusterName("weather") {
+	if alerts.Path != "/tools/get_alerts" || alerts.BasePath != "" || alerts.Cluster != wire.ClusterName("weather") {
 		t.Errorf("get_alerts resolved to %+v", alerts)
 	}
 	if z, _ := s.Lookup("zeta"); z.Description != "" || z.Title != "" {
@@ -428,7 +430,7 @@ func TestValidateArguments(t *testing.T) {
 func TestSnapshotJSONRoundTrip(t *testing.T) {
 	route := coreRoute()
 	route.Description = "Core <tools>"
-	route.ToolServices[0].Cluster = &ClusterSettings{RequestTimeout: Duration(3 * time.Second), OutlierDetection: &OutlierDetection{Consecutive5xx: 2}}
+	route.ToolServices[0].Cluster = &ClusterSettings{RequestTimeout: config.Duration(3 * time.Second), OutlierDetection: &OutlierDetection{Consecutive5xx: 2}}
 	ms := map[string]*Manifest{
 		"weather": fixtureManifest(t, "manifest-weather.json"),
 		"calc": mustManifest(t, `{"tools":[

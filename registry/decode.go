@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
@@ -96,8 +97,8 @@ func (p ListingProblem) prefix(source string) string {
 	return ""
 }
 
-// withSource sets the source of a *ListingError in err, if any, and returns err.
-func withSource(err error, source string) error {
+// WithSource sets the source of a *ListingError in err, if any, and returns err.
+func WithSource(err error, source string) error {
 	var le *ListingError
 	if errors.As(err, &le) {
 		le.Source = source
@@ -200,7 +201,7 @@ type walker struct {
 	problems []ListingProblem
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var durationType = reflect.TypeFor[config.Duration]()
 
 func (w *walker) fail(n *yaml3.Node, path, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
@@ -319,7 +320,7 @@ func (w *walker) scalar(n *yaml3.Node, t reflect.Type, path string) {
 	}
 }
 
-// duration applies Duration's own rules to a scalar.
+// duration applies config.Duration's own rules to a scalar.
 func (w *walker) duration(n *yaml3.Node, path string) {
 	if n.Kind != yaml3.ScalarNode {
 		w.fail(n, path, "want a duration string such as \"1s\", got %s", nodeKind(n))
@@ -329,7 +330,7 @@ func (w *walker) duration(n *yaml3.Node, path string) {
 	if n.Tag == "!!str" {
 		raw, _ = json.Marshal(n.Value)
 	}
-	var d Duration
+	var d config.Duration
 	if err := d.UnmarshalJSON(raw); err != nil {
 		w.fail(n, path, "%v", err)
 	}

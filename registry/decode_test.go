@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -214,17 +212,4 @@ func unknownFieldCounts(t *testing.T, reg *prometheus.Registry) map[string]float
 		}
 	}
 	return counts
-}
-
-func TestFileSourcePositions(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "portal.yaml")
-	if err := os.WriteFile(bad, []byte("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: gopher://a\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := NewFileSource(bad).List(t.Context())
-	want := "list routes: " + bad + `:5:5: route "a": tool service "s": url:`
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("List() = %v, want prefix %q", err, want)
-	}
 }

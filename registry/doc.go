@@ -12,15 +12,12 @@
 //   - the large-catalog views of a snapshot (ADR 0004): tools/list paging
 //     and the search-mode meta-tools (catalog.go, page.go, searchmode.go),
 //     and the tool embeddings of search mode (embedding.go, ADR 0007);
-//   - the names the extproc server and the xDS translator must agree on
-//     (naming.go), so they can never drift apart;
 //   - the contracts of the I/O the refresher runs on: Source,
 //     ManifestFetcher, Store (with BatchStore, ListingStore and
 //     StatusReporter) and the health detail types in registry.go, MCPLister
-//     in federation_refresh.go; and their default implementations: the
-//     Portal sources (source.go: a local file or GET /v1/routes), the HTTP
-//     manifest fetcher (manifest.go) and the federated-server lister
-//     (federation_refresh.go).
+//     and Freshness in federation_refresh.go. Their default implementations
+//     (the Portal sources, the HTTP manifest fetcher and the federated-server
+//     lister) are in registry/fetch.
 //
 // Sub-packages:
 //
@@ -30,11 +27,13 @@
 //   - registry/memstore is the in-memory Store, the default;
 //   - registry/redisstore is the Redis Store (keys, pipelined operations,
 //     Redis URL syntax, toolmesh_redis_* metrics);
+//   - registry/fetch is the I/O: the Portal sources (a local file or GET
+//     /v1/routes), the HTTP manifest fetcher and the federated-server lister;
 //   - registry/upstream is the MCP client for federated MCP servers;
 //   - registry/search ranks a route's tools for search mode.
 //
 // upstream and search are leaves that registry uses and that import nothing
-// of registry. refresher, memstore and redisstore build on registry's types
+// of registry. fetch, refresher, memstore and redisstore build on registry's types
 // and interfaces, so they import registry and registry never imports them:
 // internal/app wires them together.
 package registry

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/promreg"
 
 	"github.com/toolmesh/toolmesh/registry/search"
@@ -41,9 +42,9 @@ type EmbeddingService struct {
 	Credential string `json:"credential,omitempty"`
 	// Timeout bounds the one embedding call of a search_tools request
 	// (default 300ms); past it the answer is the lexical one.
-	Timeout Duration `json:"timeout,omitempty"`
+	Timeout config.Duration `json:"timeout,omitempty"`
 	// BatchTimeout bounds one request of tool embeddings (default 30s).
-	BatchTimeout Duration `json:"batchTimeout,omitempty"`
+	BatchTimeout config.Duration `json:"batchTimeout,omitempty"`
 	// BatchSize is the most tool texts per request (default 32);
 	// Concurrency the most such requests at once, over all routes (default 2).
 	BatchSize   int `json:"batchSize,omitempty"`
@@ -60,7 +61,7 @@ type EmbeddingService struct {
 }
 
 // Client returns the service's client; creds resolves Credential.
-func (e EmbeddingService) Client(creds map[string]CredentialSource, hc *http.Client) (*embed.Client, error) {
+func (e EmbeddingService) Client(creds map[string]config.CredentialSource, hc *http.Client) (*embed.Client, error) {
 	if e.MinSimilarity < 0 || e.MinSimilarity > 1 {
 		return nil, fmt.Errorf("minSimilarity: %v is not in 0..1", e.MinSimilarity)
 	}
@@ -84,11 +85,11 @@ func (e EmbeddingService) Client(creds map[string]CredentialSource, hc *http.Cli
 
 // CheckEmbeddings checks the config's embeddings map and defaultEmbedding;
 // each error names the key to change.
-func CheckEmbeddings(services map[string]EmbeddingService, def string, creds map[string]CredentialSource) error {
+func CheckEmbeddings(services map[string]EmbeddingService, def string, creds map[string]config.CredentialSource) error {
 	var errs []error
 	for name, e := range services {
-		if !credentialRE.MatchString(name) || name == EmbeddingNone {
-			errs = append(errs, fmt.Errorf("embeddings.%s: the name must match %s and not be %q", name, credentialRE, EmbeddingNone))
+		if !config.ValidCredentialName(name) || name == EmbeddingNone {
+			errs = append(errs, fmt.Errorf("embeddings.%s: the name must match %s and not be %q", name, config.CredentialNamePattern, EmbeddingNone))
 		}
 		if _, err := e.Client(creds, nil); err != nil {
 			errs = append(errs, fmt.Errorf("embeddings.%s.%w", name, err))
@@ -242,7 +243,7 @@ type Embedders struct {
 // (CheckEmbeddings); one that still fails is logged and left out, so its
 // routes rank lexically. saveTimeout bounds each save of a snapshot with
 // new embeddings. It returns nil when there are no services.
-func NewEmbedders(services map[string]EmbeddingService, def string, creds map[string]CredentialSource, hc *http.Client,
+func NewEmbedders(services map[string]EmbeddingService, def string, creds map[string]config.CredentialSource, hc *http.Client,
 	reg prometheus.Registerer, log *slog.Logger, saveTimeout time.Duration) *Embedders {
 	if len(services) == 0 {
 		return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry/search"
 	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
@@ -61,8 +62,8 @@ func newEmbedEnvRoute(t *testing.T, store *jsonStore, emb *embedtest.Server, svc
 		svc.Model = "m1"
 	}
 	e.reg = &cycle{
-		src:     NewHTTPSource(e.portal.URL, e.portal.Client()),
-		fetcher: NewHTTPFetcher(e.svc.Client(), 0),
+		src:     portalSource{url: e.portal.URL, client: e.portal.Client()},
+		fetcher: manifestGetter{client: e.svc.Client()},
 		store:   e.store,
 		emb: NewEmbedders(map[string]EmbeddingService{"e": svc}, def, nil, nil,
 			e.prom, slog.New(slog.DiscardHandler), 2*time.Second),
@@ -367,7 +368,7 @@ func TestEmbeddingsFailureNeverBlocks(t *testing.T) {
 // service gives the lexical answer and counts the fallback; a request no
 // tool serves stays rejected.
 func TestSearchToolsSemantic(t *testing.T) {
-	e := newEmbedEnv(t, nil, nil, EmbeddingService{Timeout: Duration(100 * time.Millisecond)})
+	e := newEmbedEnv(t, nil, nil, EmbeddingService{Timeout: config.Duration(100 * time.Millisecond)})
 	e.start(t)
 	e.wait()
 	snap := e.reg.Snapshot("big")

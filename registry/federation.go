@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
 // The snapshot side of federated MCP servers: a server's listing becomes a
@@ -76,49 +75,6 @@ func compactAll(items []json.RawMessage) []json.RawMessage {
 	}
 	return out
 }
-
-// mcpTool is the part of an MCP Tool that a snapshot keeps. Fields a
-// native manifest entry has beyond it (version, active, path) cannot come
-// from an MCP server.
-type mcpTool struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Annotations  json.RawMessage `json:"annotations,omitempty"`
-	Icons        json.RawMessage `json:"icons,omitempty"`
-}
-
-// manifestOf turns an MCP server's listing into its Manifest. A tool entry
-// that does not decode is kept as Invalid, as in a native manifest.
-func manifestOf(l *upstream.Listing) *Manifest {
-	m := &Manifest{Tools: make([]ManifestTool, 0, len(l.Tools)), MCP: &MCPManifest{
-		ProtocolVersion:   l.ProtocolVersion,
-		ServerName:        l.Server.Name,
-		ServerVersion:     l.Server.Version,
-		Instructions:      l.Instructions,
-		Resources:         l.Resources,
-		ResourceTemplates: l.ResourceTemplates,
-		Prompts:           l.Prompts,
-		Completions:       declared(l.Capabilities.Completions),
-		Logging:           declared(l.Capabilities.Logging),
-		Subscribe:         l.Capabilities.Resources != nil && l.Capabilities.Resources.Subscribe,
-	}}
-	for i, raw := range l.Tools {
-		var t mcpTool
-		if err := json.Unmarshal(raw, &t); err != nil {
-			m.Invalid = append(m.Invalid, InvalidEntry{Index: i, Name: entryName(raw), Reason: "not a valid tool entry: " + decodeReason(err)})
-			continue
-		}
-		m.Tools = append(m.Tools, ManifestTool{Name: t.Name, Title: t.Title, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations, Icons: t.Icons})
-	}
-	return m
-}
-
-// declared reports whether a capability member is present (not null).
-func declared(c json.RawMessage) bool { return len(c) > 0 && string(c) != "null" }
 
 // Federated reports whether the tool is served by a federated MCP server.
 // Such a tool has no Path: it is called with tools/call on the server's

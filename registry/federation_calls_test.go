@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry/upstream"
 )
 
 func TestURITemplateMatch(t *testing.T) {
@@ -132,43 +131,9 @@ func TestSnapshotFederatedItemsPaged(t *testing.T) {
 	}
 }
 
-func TestUpstreamHeadersCache(t *testing.T) {
-	t.Setenv("TOOLMESH_TEST_CRED", "one")
-	l := NewMCPLister(nil, 0, map[string]CredentialSource{"c": {Env: "TOOLMESH_TEST_CRED"}}).(*HTTPLister)
-	svc := ToolService{Name: "s", Protocol: ProtocolMCP, Headers: map[string]HeaderValue{"X-Key": {Credential: "c", Prefix: "K "}}}
-	h, err := l.UpstreamHeaders(svc)
-	if err != nil || h["X-Key"] != "K one" {
-		t.Fatalf("headers %v, %v", h, err)
-	}
-	// Held until the next listing or a changed definition re-reads it.
-	t.Setenv("TOOLMESH_TEST_CRED", "two")
-	if h, _ := l.UpstreamHeaders(svc); h["X-Key"] != "K one" {
-		t.Errorf("cached value %q", h["X-Key"])
-	}
-	svc.Headers = map[string]HeaderValue{"X-Key": {Credential: "c", Prefix: "Key "}}
-	if h, _ := l.UpstreamHeaders(svc); h["X-Key"] != "Key two" {
-		t.Errorf("after a definition change %q", h["X-Key"])
-	}
-	if _, err := l.UpstreamHeaders(ToolService{Name: "u", Headers: map[string]HeaderValue{"X": {Credential: "missing"}}}); err == nil ||
-		!strings.Contains(err.Error(), `credential "missing" is not defined`) {
-		t.Errorf("undefined credential: %v", err)
-	}
-}
-
-// TestPerClientState: a legacy server's logging and resources.subscribe
-// capabilities are kept from its listing and offered to legacy clients
-// (ADR 0022); a 2026-07-28 server's are not per-client state.
-func TestPerClientState(t *testing.T) {
-	caps := mcp.ServerCapabilities{Logging: json.RawMessage(`{}`), Resources: &mcp.ListCapability{Subscribe: true}}
-	legacy := manifestOf(&upstream.Listing{ProtocolVersion: mcp.Version20251125, Capabilities: caps})
-	modern := manifestOf(&upstream.Listing{ProtocolVersion: mcp.Version20260728, Capabilities: caps})
-	bare := manifestOf(&upstream.Listing{ProtocolVersion: mcp.Version20251125, Capabilities: mcp.ServerCapabilities{Logging: json.RawMessage(`null`)}})
-	if !legacy.MCP.Logging || !legacy.MCP.Subscribe || !legacy.MCP.PerClientState() {
-		t.Errorf("legacy manifest %+v: want logging and subscribe kept", legacy.MCP)
-	}
-	if modern.MCP.PerClientState() || bare.MCP.PerClientState() {
-		t.Errorf("per-client state for a 2026-07-28 server (%v) or one without the capabilities (%v)", modern.MCP.PerClientState(), bare.MCP.PerClientState())
-	}
+// TestPerClientStateOffers: servers without logging offer no per-client
+// state (ADR 0022).
+func TestPerClientStateOffers(t *testing.T) {
 	s := federatedItemsSnapshot(t, 0)
 	if o := s.Offers(); o.Logging || o.Subscribe {
 		t.Errorf("offers %+v from servers without logging or subscribe", o)

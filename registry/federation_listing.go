@@ -3,11 +3,12 @@ package registry
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // The Portal fields of a federated MCP server (protocol mcp) and the
@@ -20,8 +21,6 @@ const MaxToolPrefixLen = 32
 var (
 	// toolPrefixRE admits only characters a tool name may contain.
 	toolPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
-	// credentialRE is the shape of a credential name.
-	credentialRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	// headerNameRE is an HTTP field name (RFC 9110 token).
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
@@ -79,16 +78,16 @@ func (s ToolService) checkProtocol() []error {
 			errs = append(errs, fmt.Errorf("headers: %q is not a valid HTTP header name", name))
 		case slices.Contains(reservedHeaders, strings.ToLower(name)):
 			errs = append(errs, fmt.Errorf("headers.%s: set by toolmesh itself; not configurable", name))
-		case strings.HasPrefix(strings.ToLower(name), HeaderPrefix):
-			errs = append(errs, fmt.Errorf("headers.%s: the %s prefix is toolmesh's own", name, HeaderPrefix))
+		case strings.HasPrefix(strings.ToLower(name), wire.HeaderPrefix):
+			errs = append(errs, fmt.Errorf("headers.%s: the %s prefix is toolmesh's own", name, wire.HeaderPrefix))
 		}
-		if !credentialRE.MatchString(h.Credential) {
-			errs = append(errs, fmt.Errorf("headers.%s.credential: %q must match %s (the name of a credential in the toolmesh config file, never the secret)", name, h.Credential, credentialRE))
+		if !config.ValidCredentialName(h.Credential) {
+			errs = append(errs, fmt.Errorf("headers.%s.credential: %q must match %s (the name of a credential in the toolmesh config file, never the secret)", name, h.Credential, config.CredentialNamePattern))
 		}
 		if h.Value != "" {
 			errs = append(errs, fmt.Errorf("headers.%s.value: inline header values are not accepted, the Portal must not carry secrets; name a credential of the toolmesh config file instead", name))
 		}
-		if !ValidHeaderText(h.Prefix) {
+		if !config.ValidHeaderText(h.Prefix) {
 			errs = append(errs, fmt.Errorf("headers.%s.prefix: must not contain control characters", name))
 		}
 	}
@@ -117,107 +116,4 @@ func sortedHeaderNames(h map[string]HeaderValue) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// ValidHeaderText reports whether s may be (part of) an HTTP header value:
-// no control characters (CR, LF and NUL included) but tab.
-func ValidHeaderText(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// CredentialSource says where the value of one credential is read: exactly
-// one of File (the file's content, without trailing line breaks) and Env (an
-// environment variable). It is read at every listing, so a rotated secret
-// is used from the next refresh on.
-type CredentialSource struct {
-	File string `json:"file,omitempty"`
-	Env  string `json:"env,omitempty"`
-}
-
-// Check returns an error when the source is not exactly one of file and env.
-func (c CredentialSource) Check() error {
-	switch {
-	case c.File == "" && c.Env == "":
-		return errors.New("one of file and env is required")
-	case c.File != "" && c.Env != "":
-		return errors.New("file and env are exclusive")
-	}
-	return nil
-}
-
-// maxCredentialBytes bounds a credential file read.
-const maxCredentialBytes = 64 << 10
-
-// Read returns the credential's value.
-func (c CredentialSource) Read() (string, error) {
-	if err := c.Check(); err != nil {
-		return "", err
-	}
-	var v string
-	if c.Env != "" {
-		val, ok := os.LookupEnv(c.Env)
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", c.Env)
-		}
-		v = val
-	} else {
-		b, err := os.ReadFile(c.File)
-		if err != nil {
-			return "", fmt.Errorf("read credential file: %w", err)
-		}
-		if len(b) > maxCredentialBytes {
-			return "", fmt.Errorf("credential file %s is larger than %d bytes", c.File, maxCredentialBytes)
-		}
-		v = strings.TrimRight(string(b), "\r\n")
-	}
-	if v == "" {
-		return "", errors.New("empty value")
-	}
-	if !ValidHeaderText(v) {
-		return "", errors.New("value contains control characters or line breaks")
-	}
-	return v, nil
-}
-
-// CheckCredentials checks the toolmesh config file's credentials map:
-// every name well formed, every source exactly one of file and env.
-func CheckCredentials(creds map[string]CredentialSource) error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(creds)) {
-		if !credentialRE.MatchString(name) {
-			errs = append(errs, fmt.Errorf("credentials.%s: name must match %s", name, credentialRE))
-		}
-		if err := creds[name].Check(); err != nil {
-			errs = append(errs, fmt.Errorf("credentials.%s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// upstreamHeaders resolves a federated service's headers from creds. The
-// error names the header and the credential, never the value.
-func upstreamHeaders(svc ToolService, creds map[string]CredentialSource) (map[string]string, error) {
-	if len(svc.Headers) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(svc.Headers))
-	for _, name := range sortedHeaderNames(svc.Headers) {
-		h := svc.Headers[name]
-		src, ok := creds[h.Credential]
-		if !ok {
-			return nil, fmt.Errorf("headers.%s: credential %q is not defined in the toolmesh config file (credentials)", name, h.Credential)
-		}
-		v, err := src.Read()
-		if err != nil {
-			return nil, fmt.Errorf("headers.%s: credential %q: %w", name, h.Credential, err)
-		}
-		out[name] = h.Prefix + v
-	}
-	return out, nil
 }

@@ -1,8 +1,6 @@
 package registry
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,7 +63,7 @@ func TestListingValidateFederated(t *testing.T) {
 		{name: "one header twice", mutate: func(l *Listing) { gh(l).Headers["authorization"] = HeaderValue{Credential: "other"} },
 			want: []string{`tool service "github": headers: "Authorization" and "authorization" name the same header`}},
 		{name: "shared service different prefix", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ToolPrefix = "git_" },
-			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match`}},
+			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`}},
 		{name: "trustAnnotations on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].TrustAnnotations = true },
 			want: []string{`route "core": tool service "weather": trustAnnotations: only allowed with protocol mcp`}},
 		{name: "forwardAuthorization on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].ForwardAuthorization = true },
@@ -141,52 +139,5 @@ routes:
 		if err == nil || !strings.Contains(err.Error(), "headers.A.value: inline header values are not accepted") || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("strict=%v: an inline header value must be refused without echoing it: %v", d.Strict, err)
 		}
-	}
-}
-
-func TestCredentials(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "token")
-	if err := os.WriteFile(file, []byte("ghp_file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("TOOLMESH_TEST_TOKEN", "ghp_env")
-	creds := map[string]CredentialSource{
-		"from-file": {File: file},
-		"from-env":  {Env: "TOOLMESH_TEST_TOKEN"},
-		"unset":     {Env: "TOOLMESH_TEST_UNSET_VARIABLE"},
-		"missing":   {File: filepath.Join(dir, "nope")},
-	}
-	svc := func(cred string) ToolService {
-		return ToolService{Name: "g", Protocol: ProtocolMCP, Headers: map[string]HeaderValue{"Authorization": {Credential: cred, Prefix: "Bearer "}}}
-	}
-	tests := []struct {
-		cred, want, err string
-	}{
-		{cred: "from-file", want: "Bearer ghp_file"},
-		{cred: "from-env", want: "Bearer ghp_env"},
-		{cred: "unset", err: `headers.Authorization: credential "unset": environment variable TOOLMESH_TEST_UNSET_VARIABLE is not set`},
-		{cred: "missing", err: `headers.Authorization: credential "missing": read credential file`},
-		{cred: "undefined", err: `headers.Authorization: credential "undefined" is not defined in the toolmesh config file (credentials)`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.cred, func(t *testing.T) {
-			h, err := upstreamHeaders(svc(tc.cred), creds)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || h["Authorization"] != tc.want {
-				t.Fatalf("headers %v, %v; want %q", h, err, tc.want)
-			}
-		})
-	}
-	if err := CheckCredentials(map[string]CredentialSource{"ok": {Env: "X"}, "both": {Env: "X", File: "f"}, "none": {}, "bad name!": {Env: "X"}}); err == nil ||
-		!strings.Contains(err.Error(), "credentials.both: file and env are exclusive") ||
-		!strings.Contains(err.Error(), "credentials.none: one of file and env is required") ||
-		!strings.Contains(err.Error(), "credentials.bad name!: name must match") {
-		t.Errorf("CheckCredentials: %v", err)
 	}
 }

@@ -8,12 +8,15 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/search"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // DefaultManifestPath is the manifest path of a Tool Service that names none.
@@ -47,6 +50,9 @@ func (l *Listing) Validate() error {
 		r := &l.Routes[i]
 		errs = append(errs, r.normalize(i)...)
 		where := routeLabel(i, r.Key)
+		if r.Surface != nil {
+			errs = append(errs, fmt.Errorf("%s: surface: is the gateway's own (the toolmesh config's surface block), not the Portal's", where))
+		}
 		if r.Key != "" {
 			if keys[r.Key] {
 				errs = append(errs, fmt.Errorf("%s: key: duplicate route key", where))
@@ -69,7 +75,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -118,7 +124,7 @@ func (r *Route) normalize(i int) []error {
 		if _, _, _, _, err := s.Endpoint(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: url: %w", label, err))
 		}
-		for _, err := range s.checkProtocol() {
+		for _, err := range append(s.checkProtocol(), s.checkForwardHeaders()...) {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
 		if !s.IsMCP() {
@@ -127,6 +133,11 @@ func (r *Route) normalize(i int) []error {
 			}
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
+			}
+		}
+		if len(s.AcceptedHashes) > 0 {
+			if err := (surface.Policy{Accepted: s.AcceptedHashes}).Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: acceptedHashes: %w", label, err))
 			}
 		}
 		if s.Cluster != nil {
@@ -264,7 +275,7 @@ func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
 		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects ||
-		a.TrustAnnotations != b.TrustAnnotations {
+		a.TrustAnnotations != b.TrustAnnotations || !slices.Equal(a.ForwardHeaders, b.ForwardHeaders) {
 		return false
 	}
 	var ca, cb ClusterSettings
@@ -314,10 +325,10 @@ func DefaultClusterSettings() ClusterSettings {
 // zero fields get defaults too. The copy shares no pointers with c.
 func (c ClusterSettings) WithDefaults() ClusterSettings {
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = Duration(DefaultConnectTimeout)
+		c.ConnectTimeout = config.Duration(DefaultConnectTimeout)
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = Duration(DefaultRequestTimeout)
+		c.RequestTimeout = config.Duration(DefaultRequestTimeout)
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
@@ -340,10 +351,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			od.Consecutive5xx = DefaultOutlierConsecutive5xx
 		}
 		if od.Interval == 0 {
-			od.Interval = Duration(DefaultOutlierInterval)
+			od.Interval = config.Duration(DefaultOutlierInterval)
 		}
 		if od.BaseEjectionTime == 0 {
-			od.BaseEjectionTime = Duration(DefaultOutlierBaseEjectionTime)
+			od.BaseEjectionTime = config.Duration(DefaultOutlierBaseEjectionTime)
 		}
 		if od.MaxEjectionPercent == 0 {
 			od.MaxEjectionPercent = DefaultOutlierMaxEjectionPercent
@@ -356,10 +367,10 @@ func (c ClusterSettings) WithDefaults() ClusterSettings {
 			hc.Path = DefaultHealthCheckPath
 		}
 		if hc.Interval == 0 {
-			hc.Interval = Duration(DefaultHealthCheckInterval)
+			hc.Interval = config.Duration(DefaultHealthCheckInterval)
 		}
 		if hc.Timeout == 0 {
-			hc.Timeout = Duration(DefaultHealthCheckTimeout)
+			hc.Timeout = config.Duration(DefaultHealthCheckTimeout)
 		}
 		if hc.HealthyThreshold == 0 {
 			hc.HealthyThreshold = DefaultHealthCheckHealthyThreshold
@@ -388,8 +399,8 @@ func (c Catalog) check() []error {
 	for _, err := range search.ValidateSynonyms(c.Synonyms) {
 		errs = append(errs, fmt.Errorf("synonyms%w", err))
 	}
-	if c.Embedding != "" && c.Embedding != EmbeddingNone && !credentialRE.MatchString(c.Embedding) {
-		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, credentialRE))
+	if c.Embedding != "" && c.Embedding != EmbeddingNone && !config.ValidCredentialName(c.Embedding) {
+		errs = append(errs, fmt.Errorf("embedding: %q must be %q or match %s (the name of an embedding service in the toolmesh config file)", c.Embedding, EmbeddingNone, config.CredentialNamePattern))
 	}
 	return errs
 }

@@ -2,21 +2,11 @@ package registry
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
-	"net/http"
-	"net/url"
-	"strings"
-	"time"
 )
-
-// DefaultMaxManifestBytes bounds a manifest read when the fetcher is given no
-// limit. A larger manifest is an error, not a truncation.
-const DefaultMaxManifestBytes = 4 << 20
 
 // InvalidEntry is a manifest entry that could not even be decoded as a tool
 // (not an object, or a field of the wrong type). It is kept so the snapshot
@@ -54,12 +44,18 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 	for i, raw := range *top.Tools {
 		var t ManifestTool
 		if err := json.Unmarshal(raw, &t); err != nil {
-			m.Invalid = append(m.Invalid, InvalidEntry{Index: i, Name: entryName(raw), Reason: "not a valid tool entry: " + decodeReason(err)})
+			m.Invalid = append(m.Invalid, InvalidToolEntry(i, raw, err))
 			continue
 		}
 		m.Tools = append(m.Tools, t)
 	}
 	return m, nil
+}
+
+// InvalidToolEntry reports the tool entry at index that did not decode
+// (err), in a native manifest or an MCP server's listing.
+func InvalidToolEntry(index int, raw json.RawMessage, err error) InvalidEntry {
+	return InvalidEntry{Index: index, Name: entryName(raw), Reason: "not a valid tool entry: " + decodeReason(err)}
 }
 
 // entryName digs the name out of an entry that failed to decode, for the report.
@@ -86,91 +82,4 @@ func decodeReason(err error) string {
 		return fmt.Sprintf("field %q: unexpected %s", te.Field, te.Value)
 	}
 	return err.Error()
-}
-
-// HTTPFetcher fetches manifests over HTTP: GET {url}{manifestPath}.
-type HTTPFetcher struct {
-	client   *http.Client
-	maxBytes int64
-}
-
-// NewHTTPFetcher returns a [ManifestFetcher] that uses client (a client with a
-// 30 s timeout when nil) and refuses manifests over maxBytes
-// ([DefaultMaxManifestBytes] when maxBytes <= 0). Callers bound each fetch
-// with the context they pass to Fetch.
-func NewHTTPFetcher(client *http.Client, maxBytes int64) ManifestFetcher {
-	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
-	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxManifestBytes
-	}
-	return &HTTPFetcher{client: client, maxBytes: maxBytes}
-}
-
-// Fetch implements [ManifestFetcher]: a 2xx application/json answer within the
-// size limit, decoded with [DecodeManifest].
-func (f *HTTPFetcher) Fetch(ctx context.Context, svc ToolService) (*Manifest, error) {
-	u := svc.ManifestURL()
-	body, err := getJSON(ctx, f.client, u, f.maxBytes, false)
-	if err != nil {
-		return nil, fmt.Errorf("fetch manifest of %q: %w", svc.Name, err)
-	}
-	m, err := DecodeManifest(body)
-	if err != nil {
-		return nil, fmt.Errorf("fetch manifest of %q from %s: %w", svc.Name, u, err)
-	}
-	return m, nil
-}
-
-// getJSON GETs u and returns its body: the status must be 200 (exactly, when
-// exact200) or any 2xx, the media type application/json, and the body at
-// most max bytes.
-func getJSON(ctx context.Context, client *http.Client, u string, max int64, exact200 bool) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("build request for %s: %w", u, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		// client.Do's *url.Error repeats the method and URL; the wrapper
-		// here names the URL once.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("get %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	ok := resp.StatusCode/100 == 2
-	if exact200 {
-		ok = resp.StatusCode == http.StatusOK
-	}
-	if !ok {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, fmt.Errorf("get %s: status %d%s", u, resp.StatusCode, bodyHint(snippet))
-	}
-	ct := resp.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return nil, fmt.Errorf("get %s: content type %q, want application/json", u, ct)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", u, err)
-	}
-	if int64(len(body)) > max {
-		return nil, fmt.Errorf("get %s: body larger than %d bytes", u, max)
-	}
-	return body, nil
-}
-
-// bodyHint quotes the start of an error body so an operator sees what the
-// other side said.
-func bodyHint(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return ""
-	}
-	return fmt.Sprintf(": %q", s)
 }

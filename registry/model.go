@@ -1,10 +1,6 @@
 package registry
 
-import (
-	"encoding/json"
-	"fmt"
-	"time"
-)
+import "github.com/toolmesh/toolmesh/internal/config"
 
 // Listing is one successful answer of the Portal: every route it names.
 type Listing struct {
@@ -24,6 +20,11 @@ type Route struct {
 	// in initialize and server/discover before its MCP servers' (at most
 	// MaxRouteInstructions bytes).
 	Instructions string `json:"instructions,omitempty"`
+	// Surface is the gateway's own change to the route (pin decisions and
+	// the config's virtual tools, surface_build.go), set by the refresher
+	// before a build and part of the snapshot's version; the Portal never
+	// sets it (Listing.Validate refuses it).
+	Surface *RouteSurface `json:"surface,omitempty"`
 }
 
 // Catalog is the per-route large-catalog setting of ADR 0004. The toolmesh
@@ -83,6 +84,10 @@ type ToolService struct {
 	// servers are untrusted. A native Tool Service's manifest is the
 	// operator's, and trusted.
 	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+	// ForwardHeaders are client request headers (lower case) the service
+	// receives besides DefaultForwardHeaders; every other client header is
+	// removed from a routed request (forwardheaders.go).
+	ForwardHeaders []string `json:"forwardHeaders,omitempty"`
 	// Priority orders the route's services when they claim one name (a
 	// tool, a prompt, a resource URI or template): the highest priority
 	// wins, then the earlier service in the route's toolServices. The
@@ -91,12 +96,16 @@ type ToolService struct {
 	// it different priorities. Default 0; omitted when 0, so definitions
 	// without it hash as before.
 	Priority int `json:"priority,omitempty"`
+	// AcceptedHashes are tool definition hashes ("sha256:<64 hex>", by the
+	// tool's name on the service) an operator accepted in review outside
+	// the gateway, for pinning (docs/surface.md). Per route, like Priority.
+	AcceptedHashes map[string][]string `json:"acceptedHashes,omitempty"`
 }
 
 // SharedDefinition is the part of the definition every route that names the
 // service shares: everything but Priority, which is per route.
 func (s ToolService) SharedDefinition() ToolService {
-	s.Priority = 0
+	s.Priority, s.AcceptedHashes = 0, nil
 	return s
 }
 
@@ -133,8 +142,8 @@ func (s ToolService) ProtocolName() string {
 // ClusterSettings is the Portal's `cluster` object: how Envoy reaches one Tool
 // Service. Zero values mean "use the documented default" (see Defaults).
 type ClusterSettings struct {
-	ConnectTimeout     Duration          `json:"connectTimeout,omitempty"`
-	RequestTimeout     Duration          `json:"requestTimeout,omitempty"`
+	ConnectTimeout     config.Duration   `json:"connectTimeout,omitempty"`
+	RequestTimeout     config.Duration   `json:"requestTimeout,omitempty"`
 	MaxConnections     uint32            `json:"maxConnections,omitempty"`
 	MaxPendingRequests uint32            `json:"maxPendingRequests,omitempty"`
 	MaxRequests        uint32            `json:"maxRequests,omitempty"`
@@ -147,51 +156,17 @@ type ClusterSettings struct {
 
 // OutlierDetection mirrors the Portal's outlierDetection object.
 type OutlierDetection struct {
-	Consecutive5xx     uint32   `json:"consecutive5xx,omitempty"`
-	Interval           Duration `json:"interval,omitempty"`
-	BaseEjectionTime   Duration `json:"baseEjectionTime,omitempty"`
-	MaxEjectionPercent uint32   `json:"maxEjectionPercent,omitempty"`
+	Consecutive5xx     uint32          `json:"consecutive5xx,omitempty"`
+	Interval           config.Duration `json:"interval,omitempty"`
+	BaseEjectionTime   config.Duration `json:"baseEjectionTime,omitempty"`
+	MaxEjectionPercent uint32          `json:"maxEjectionPercent,omitempty"`
 }
 
 // HealthCheck mirrors the Portal's healthCheck object (active HTTP checks).
 type HealthCheck struct {
-	Path               string   `json:"path,omitempty"`
-	Interval           Duration `json:"interval,omitempty"`
-	Timeout            Duration `json:"timeout,omitempty"`
-	HealthyThreshold   uint32   `json:"healthyThreshold,omitempty"`
-	UnhealthyThreshold uint32   `json:"unhealthyThreshold,omitempty"`
-}
-
-// Duration is a time.Duration written as a Go duration string ("1s", "250ms")
-// in JSON and YAML.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// MarshalJSON implements [json.Marshaler].
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON implements [json.Unmarshaler]. It accepts a duration string;
-// a bare number is rejected because its unit would be a guess.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"1s\": %s", b)
-	}
-	if s == "" {
-		*d = 0
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: %w", s, err)
-	}
-	if v < 0 {
-		return fmt.Errorf("invalid duration %q: negative", s)
-	}
-	*d = Duration(v)
-	return nil
+	Path               string          `json:"path,omitempty"`
+	Interval           config.Duration `json:"interval,omitempty"`
+	Timeout            config.Duration `json:"timeout,omitempty"`
+	HealthyThreshold   uint32          `json:"healthyThreshold,omitempty"`
+	UnhealthyThreshold uint32          `json:"unhealthyThreshold,omitempty"`
 }

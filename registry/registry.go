@@ -71,6 +71,11 @@ type RouteStatus struct {
 	// left out because a service ranked before theirs (priority, then the
 	// route's order) claims them: each with the winner.
 	Shadowed []Shadowed `json:"shadowed,omitempty"`
+	// Quarantined are the tools pinning holds back until an operator
+	// accepts their definition (docs/surface.md); SurfaceErrors the
+	// route's virtual-tool overrides that name no tool of the route.
+	Quarantined   []QuarantinedTool `json:"quarantined,omitempty"`
+	SurfaceErrors []string          `json:"surfaceErrors,omitempty"`
 }
 
 // Health is the /health detail of the registry (docs/operators.md).

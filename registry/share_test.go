@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -56,7 +57,7 @@ func TestServiceToolsSharedAcrossRoutes(t *testing.T) {
 			if sa.schema != sb.schema {
 				t.Error("identical schemas must share one entry in any case")
 			}
-			if sb.BasePath != "" || sb.Cluster != ClusterName("sh") {
+			if sb.BasePath != "" || sb.Cluster != wire.ClusterName("sh") {
 				t.Errorf("b's s1 = %+v", sb)
 			}
 			if _, res := a.Lookup(mcp.MetaToolSearch); res != mcp.ToolFound {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // ManifestTool is one entry of a Tool Service manifest (docs/contracts/toolservice.md), as declared.
@@ -41,7 +42,7 @@ type Tool struct {
 	mcp.Tool
 	Version string
 	Service string // Tool Service name
-	Cluster string // ClusterName(Service)
+	Cluster string // wire.ClusterName(Service)
 	Path    string // invoke path relative to the Tool Service URL, leading "/"
 	// BasePath is the Tool Service URL's own path prefix ("" for none); the
 	// upstream :path is BasePath+Path.
@@ -57,6 +58,11 @@ type Tool struct {
 	// entry does not set trustAnnotations; the gateway does not act on its
 	// annotations (they are still listed to clients as the server wrote them).
 	UntrustedAnnotations bool
+	// Origin is set on a virtual tool (a route's override, surface_build.go):
+	// its name on the route before the override. Args then rewrites a
+	// call's arguments into the real tool's (nil: unchanged).
+	Origin string
+	Args   *surface.Arguments
 
 	// schema is the tool's input schema and, once compiled, its validator;
 	// nil for a hand-made Tool, which then checks nothing.
@@ -104,6 +110,12 @@ type Snapshot struct {
 	// theirs claims the same name (tools, prompts, resources, templates).
 	Shadowed []Shadowed
 	Rejected []RejectedTool
+	// Quarantined are the tools held back by pinning until an operator
+	// accepts their definition; SurfaceErrors the route's overrides that
+	// name no tool of the route (surface_build.go).
+	Quarantined   []QuarantinedTool
+	SurfaceErrors []string
+	quarantined   map[string]bool
 
 	// What federated MCP servers offer besides tools, kept for the call
 	// path: resources (by uri), resource templates (by uriTemplate) and
@@ -207,6 +219,9 @@ func (s *Snapshot) Lookup(name string) (*Tool, mcp.Resolution) {
 	}
 	if s.ambiguous[name] {
 		return nil, mcp.ToolAmbiguous
+	}
+	if s.quarantined[name] {
+		return nil, mcp.ToolQuarantined
 	}
 	return nil, mcp.ToolUnknown
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/scalegen"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
@@ -28,7 +29,7 @@ func BenchmarkScaleTranslate(b *testing.B) {
 		for i := range changed {
 			if len(changed[i].ToolServices) > 1 && changed[i].ToolServices[1].Name == scalegen.SharedService(0) {
 				svcs := append([]registry.ToolService(nil), changed[i].ToolServices...)
-				svcs[1].Cluster = &registry.ClusterSettings{RequestTimeout: registry.Duration(30e9)}
+				svcs[1].Cluster = &registry.ClusterSettings{RequestTimeout: config.Duration(30e9)}
 				changed[i].ToolServices = svcs
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -13,7 +14,7 @@ import (
 // distinct services (each serves two routes); half are on IP literals (EDS),
 // half on DNS names (STRICT_DNS), every tenth has outlier detection and a
 // health check. timeout varies one service so two Portals differ.
-func benchPortal(timeout registry.Duration) []registry.Route {
+func benchPortal(timeout config.Duration) []registry.Route {
 	const nRoutes, perRoute, nServices = 1000, 4, 2000
 	services := make([]registry.ToolService, nServices)
 	for i := range services {
@@ -45,7 +46,7 @@ func benchPortal(timeout registry.Duration) []registry.Route {
 }
 
 func BenchmarkTranslate1000Routes(b *testing.B) {
-	portals := [2][]registry.Route{benchPortal(0), benchPortal(registry.Duration(30e9))}
+	portals := [2][]registry.Route{benchPortal(0), benchPortal(config.Duration(30e9))}
 
 	b.Run("translate", func(b *testing.B) {
 		b.ReportAllocs()
@@ -80,7 +81,7 @@ func BenchmarkTranslate1000Routes(b *testing.B) {
 			Defaults: &xds.Tuning{OutlierDetection: &xds.OutlierTuning{}},
 			Services: map[string]xds.Tuning{},
 		}}
-		timeout := registry.Duration(20e9)
+		timeout := config.Duration(20e9)
 		for i := 1; i <= 200; i++ { // not svc-0000, whose Portal timeout alternates
 			opts.Overrides.Services[fmt.Sprintf("svc-%04d", i)] = xds.Tuning{RequestTimeout: &timeout}
 		}

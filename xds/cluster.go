@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// One cluster per Tool Service, named registry.ClusterName(name). Its
+// One cluster per Tool Service, named wire.ClusterName(name). Its
 // settings merge, lowest first: built-in defaults, the Portal's `cluster`
 // object (docs/contracts/portal.md), the override file's `defaults`, its entry for the
 // service (tuning.go; docs/sre.md has the full table). What they become:

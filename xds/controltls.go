@@ -13,7 +13,7 @@ import (
 // ControlTLS is Envoy's side of the mutual TLS of toolmesh's control
 // listeners (the extproc server's controlTLS): the client certificate
 // Envoy presents on the clusters xDS programs to reach toolmesh (today
-// registry.NotificationsCluster; toolmesh_extproc and the xDS cluster
+// wire.NotificationsCluster; toolmesh_extproc and the xDS cluster
 // are in Envoy's bootstrap), the CA the server's certificate must chain
 // to, and the SANs it must carry. The paths are on Envoy's file system;
 // Envoy watches them (DataSource filename), so rotation needs no push.

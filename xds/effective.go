@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -36,17 +38,17 @@ type ClusterView struct {
 // EffectiveSettings are the merged values of every Tuning field, named as
 // in the override file (docs/sre.md). Durations are Go duration strings.
 type EffectiveSettings struct {
-	ConnectTimeout        registry.Duration  `json:"connectTimeout"`
-	RequestTimeout        registry.Duration  `json:"requestTimeout"` // 0s: no route timeout
-	IdleTimeout           *registry.Duration `json:"idleTimeout,omitempty"`
-	ConnectionIdleTimeout registry.Duration  `json:"connectionIdleTimeout"`
-	MaxConnections        uint32             `json:"maxConnections"`
-	MaxPendingRequests    uint32             `json:"maxPendingRequests"`
-	MaxRequests           uint32             `json:"maxRequests"`
-	MaxRetries            uint32             `json:"maxRetries"`
-	MaxConcurrentRetries  uint32             `json:"maxConcurrentRetries"`
-	PerTryTimeout         *registry.Duration `json:"perTryTimeout,omitempty"`
-	RetryOn               []string           `json:"retryOn"`
+	ConnectTimeout        config.Duration  `json:"connectTimeout"`
+	RequestTimeout        config.Duration  `json:"requestTimeout"` // 0s: no route timeout
+	IdleTimeout           *config.Duration `json:"idleTimeout,omitempty"`
+	ConnectionIdleTimeout config.Duration  `json:"connectionIdleTimeout"`
+	MaxConnections        uint32           `json:"maxConnections"`
+	MaxPendingRequests    uint32           `json:"maxPendingRequests"`
+	MaxRequests           uint32           `json:"maxRequests"`
+	MaxRetries            uint32           `json:"maxRetries"`
+	MaxConcurrentRetries  uint32           `json:"maxConcurrentRetries"`
+	PerTryTimeout         *config.Duration `json:"perTryTimeout,omitempty"`
+	RetryOn               []string         `json:"retryOn"`
 	// OutlierDetection and HealthCheck are nil when off.
 	OutlierDetection      *registry.OutlierDetection `json:"outlierDetection,omitempty"`
 	HealthCheck           *registry.HealthCheck      `json:"healthCheck,omitempty"`
@@ -100,7 +102,7 @@ func (s *Server) Clusters() []ClusterView {
 			if err != nil {
 				// The build translated this service, so this cannot happen;
 				// say so rather than show nothing.
-				v = ClusterView{Service: svc.Name, Cluster: registry.ClusterName(svc.Name),
+				v = ClusterView{Service: svc.Name, Cluster: wire.ClusterName(svc.Name),
 					Protocol: svc.ProtocolName(), Origins: map[string]string{"error": err.Error()}}
 			}
 			v.Routes = []string{r.Key}
@@ -124,9 +126,9 @@ func clusterView(svc registry.ToolService, opts Options) (ClusterView, error) {
 	}
 	st := u.settings
 	es := EffectiveSettings{
-		ConnectTimeout:        registry.Duration(st.connectTimeout),
-		RequestTimeout:        registry.Duration(st.requestTimeout),
-		ConnectionIdleTimeout: registry.Duration(st.connIdleTimeout),
+		ConnectTimeout:        config.Duration(st.connectTimeout),
+		RequestTimeout:        config.Duration(st.requestTimeout),
+		ConnectionIdleTimeout: config.Duration(st.connIdleTimeout),
 		MaxConnections:        st.maxConnections,
 		MaxPendingRequests:    st.maxPendingRequests,
 		MaxRequests:           st.maxRequests,
@@ -142,11 +144,11 @@ func clusterView(svc registry.ToolService, opts Options) (ClusterView, error) {
 		HealthyPanicThreshold: st.panicThreshold,
 	}
 	if st.idleTimeout != nil {
-		d := registry.Duration(*st.idleTimeout)
+		d := config.Duration(*st.idleTimeout)
 		es.IdleTimeout = &d
 	}
 	if st.perTryTimeout > 0 {
-		d := registry.Duration(st.perTryTimeout)
+		d := config.Duration(st.perTryTimeout)
 		es.PerTryTimeout = &d
 	}
 	if es.TLS {

@@ -9,6 +9,8 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -17,7 +19,7 @@ import (
 // the layers they merge and against the clusters the same build pushed.
 func TestServerClusters(t *testing.T) {
 	portalCluster := &registry.ClusterSettings{
-		ConnectTimeout: registry.Duration(2 * time.Second),
+		ConnectTimeout: config.Duration(2 * time.Second),
 		MaxRetries:     1,
 		LBPolicy:       "LEAST_REQUEST",
 	}
@@ -114,7 +116,7 @@ func TestServerClusters(t *testing.T) {
 				t.Fatalf("Clusters = %+v, want one (weather)", views)
 			}
 			v := views[0]
-			if v.Service != "weather" || v.Cluster != registry.ClusterName("weather") || v.Protocol != "toolservice" ||
+			if v.Service != "weather" || v.Cluster != wire.ClusterName("weather") || v.Protocol != "toolservice" ||
 				v.Endpoint != "http://10.0.0.1:8080" || !slices.Equal(v.Routes, []string{"core", "ops"}) {
 				t.Errorf("view = %+v", v)
 			}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -29,7 +30,7 @@ const goldenDir = "../testdata/xds"
 type goldenOptions struct {
 	ListenAddress    string             `json:"listenAddress"`
 	ListenPort       uint32             `json:"listenPort"`
-	MessageTimeout   registry.Duration  `json:"messageTimeout"`
+	MessageTimeout   config.Duration    `json:"messageTimeout"`
 	MaxRequestBytes  uint64             `json:"maxRequestBytes"`
 	MaxResponseBytes uint64             `json:"maxResponseBytes"`
 	ServerName       string             `json:"serverName"`

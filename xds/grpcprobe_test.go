@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcxds "google.golang.org/grpc/xds"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) pinNode(ctx context.Context, nodeID string, res map[resourcev3.
 // made for the Tool Service.
 func grpcProbeResources(t *testing.T, target, toolService string, res *Resources) map[resourcev3.Type][]types.Resource {
 	t.Helper()
-	clusterName := registry.ClusterName(toolService)
+	clusterName := wire.ClusterName(toolService)
 	routeName := "probe_" + target
 	router, err := pack(&routerv3.Router{})
 	if err != nil {

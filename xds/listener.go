@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // Listener and HTTP connection manager settings:
@@ -27,7 +27,7 @@ import (
 //	per_connection_buffer_limit_bytes   Options.MaxResponseBytes (4 MiB): bounds buffered replies
 //	hcm.stat_prefix                     toolmesh
 //	hcm.codec_type                      AUTO (HTTP/1.1 and h2c)
-//	hcm.rds                             registry.RouteConfigName over ADS
+//	hcm.rds                             wire.RouteConfigName over ADS
 //	hcm.use_remote_address              true: x-forwarded-for gets the downstream peer
 //	hcm.normalize_path, merge_slashes   true (public paths are matched exactly)
 //	hcm.early_header_mutation           remove every client header starting with x-toolmesh-
@@ -72,7 +72,7 @@ func buildListener(opts Options) (*listenerv3.Listener, error) {
 		}
 	}
 	return &listenerv3.Listener{
-		Name:    registry.ListenerName,
+		Name:    wire.ListenerName,
 		Address: socketAddress(opts.ListenAddress, opts.ListenPort),
 		// Bounds a buffered Tool Service reply (request bodies have their own
 		// limit on the virtual host).
@@ -89,7 +89,7 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 			Action: &mutationrulesv3.HeaderMutation_RemoveOnMatch_{
 				RemoveOnMatch: &mutationrulesv3.HeaderMutation_RemoveOnMatch{
 					KeyMatcher: &matcherv3.StringMatcher{
-						MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: registry.HeaderPrefix},
+						MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: wire.HeaderPrefix},
 						IgnoreCase:   true,
 					},
 				},
@@ -116,7 +116,7 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 		StatPrefix: statPrefix,
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			RouteConfigName: registry.RouteConfigName,
+			RouteConfigName: wire.RouteConfigName,
 			ConfigSource:    adsConfigSource(),
 		}},
 		// Envoy is the first proxy toolmesh trusts in both modes: append the
@@ -161,7 +161,7 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 			TypedConfig: early,
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: registry.ExtProcFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: extProc}},
+			{Name: wire.ExtProcFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: extProc}},
 			{Name: wellknown.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}},
 		},
 		LocalReplyConfig: buildLocalReplyConfig(opts),
@@ -242,15 +242,15 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 			// No grpc_service.timeout: it would bound the whole stream, that is
 			// the whole HTTP request including the Tool Service's answer.
 			TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: registry.ExtProcCluster},
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: wire.ExtProcCluster},
 			},
 			// Tells the extproc server, on every stream, what this listener
-			// allows (registry.ListenerLevelMetadata): Envoy's gRPC client
+			// allows (wire.ListenerLevelMetadata): Envoy's gRPC client
 			// sends grpc_service.initial_metadata as request headers of each
 			// stream (source/common/grpc/async_client_impl.cc
 			// AsyncStreamImpl::initialize, metadata_parser_).
 			InitialMetadata: []*corev3.HeaderValue{{
-				Key: registry.ListenerLevelMetadata, Value: strconv.Itoa(registry.ListenerLevel),
+				Key: wire.ListenerLevelMetadata, Value: strconv.Itoa(wire.ListenerLevel),
 			}},
 		},
 		FailureModeAllow:     false,
@@ -263,7 +263,7 @@ func buildExtProc(opts Options) *extprocfilterv3.ExternalProcessor {
 		// listed; local_reply_config reads the JSON-RPC id from it.
 		MetadataOptions: &extprocfilterv3.MetadataOptions{
 			ReceivingNamespaces: &extprocfilterv3.MetadataOptions_MetadataNamespaces{
-				Untyped: []string{registry.MetadataNamespace},
+				Untyped: []string{wire.MetadataNamespace},
 			},
 		},
 	}

@@ -10,7 +10,7 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // Local replies (docs/contracts/mcp.md). The HTTP connection manager
@@ -62,7 +62,7 @@ import (
 // -32603 error.
 const (
 	// metadataEra holds the protocol era the extproc server wrote.
-	metadataEra  = registry.MetadataEra
+	metadataEra  = wire.MetadataEra
 	eraStateless = "2026-07-28"
 )
 
@@ -75,7 +75,7 @@ var unavailableFlags = []string{"UH", "UF", "UO", "URX", "NR", "NC", "LH", "UR",
 
 func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 	toolCall := []*accesslogv3.AccessLogFilter{
-		metadataFilter(registry.MetadataToolCall, &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_OrMatch{
+		metadataFilter(wire.MetadataToolCall, &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_OrMatch{
 			// The key is documented as the string "true"; a bool true is
 			// accepted too so a typed writer cannot silently disable this.
 			OrMatch: &matcherv3.OrMatcher{ValueMatchers: []*matcherv3.ValueMatcher{
@@ -83,7 +83,7 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 				{MatchPattern: &matcherv3.ValueMatcher_BoolMatch{BoolMatch: true}},
 			}},
 		}}),
-		metadataFilter(registry.MetadataJSONRPCID, &matcherv3.ValueMatcher{
+		metadataFilter(wire.MetadataJSONRPCID, &matcherv3.ValueMatcher{
 			MatchPattern: &matcherv3.ValueMatcher_PresentMatch{PresentMatch: true},
 		}),
 	}
@@ -114,7 +114,7 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 			// where the extproc server reads this header to count the call
 			// as timeout or unavailable, and removes it.
 			HeadersToAdd: []*corev3.HeaderValueOption{{
-				Header:       &corev3.HeaderValue{Key: registry.LocalReplyHeader, Value: what},
+				Header:       &corev3.HeaderValue{Key: wire.LocalReplyHeader, Value: what},
 				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 			}},
 			BodyFormatOverride: &corev3.SubstitutionFormatString{
@@ -127,14 +127,14 @@ func buildLocalReplyConfig(opts Options) *hcmv3.LocalReplyConfig {
 			},
 		}
 	}
-	answered := metadataFilter(registry.MetadataAnswered, &matcherv3.ValueMatcher{
+	answered := metadataFilter(wire.MetadataAnswered, &matcherv3.ValueMatcher{
 		MatchPattern: &matcherv3.ValueMatcher_StringMatch{StringMatch: exact("true")},
 	})
 	return &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{
-		mapper([]*accesslogv3.AccessLogFilter{stateless, timeout}, registry.LocalReplyTimeout, meta),
-		mapper([]*accesslogv3.AccessLogFilter{timeout}, registry.LocalReplyTimeout, ""),
-		mapper([]*accesslogv3.AccessLogFilter{stateless, unavailable}, registry.LocalReplyUnavailable, meta),
-		mapper([]*accesslogv3.AccessLogFilter{unavailable}, registry.LocalReplyUnavailable, ""),
+		mapper([]*accesslogv3.AccessLogFilter{stateless, timeout}, wire.LocalReplyTimeout, meta),
+		mapper([]*accesslogv3.AccessLogFilter{timeout}, wire.LocalReplyTimeout, ""),
+		mapper([]*accesslogv3.AccessLogFilter{stateless, unavailable}, wire.LocalReplyUnavailable, meta),
+		mapper([]*accesslogv3.AccessLogFilter{unavailable}, wire.LocalReplyUnavailable, ""),
 		// No status and no body: the first match ends the search and keeps
 		// the reply as it is.
 		{Filter: answered},
@@ -186,8 +186,8 @@ func errorMapper(filter *accesslogv3.AccessLogFilter, code int, message string) 
 // names are [A-Za-z0-9_.-] (docs/contracts/toolservice.md), so neither needs
 // escaping.
 func toolErrorBody(what, extra string) string {
-	return `{"jsonrpc":"2.0","id":%DYNAMIC_METADATA(` + registry.MetadataNamespace + `:` + registry.MetadataJSONRPCID + `)%,` +
-		`"result":{"content":[{"type":"text","text":"tool %DYNAMIC_METADATA(` + registry.MetadataNamespace + `:` + registry.MetadataTool + `)% failed: ` + what + `"}],` +
+	return `{"jsonrpc":"2.0","id":%DYNAMIC_METADATA(` + wire.MetadataNamespace + `:` + wire.MetadataJSONRPCID + `)%,` +
+		`"result":{"content":[{"type":"text","text":"tool %DYNAMIC_METADATA(` + wire.MetadataNamespace + `:` + wire.MetadataTool + `)% failed: ` + what + `"}],` +
 		`"isError":true` + extra + `}}`
 }
 
@@ -203,7 +203,7 @@ func metadataFilter(key string, value *matcherv3.ValueMatcher) *accesslogv3.Acce
 	return &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_MetadataFilter{
 		MetadataFilter: &accesslogv3.MetadataFilter{
 			Matcher: &matcherv3.MetadataMatcher{
-				Filter: registry.MetadataNamespace,
+				Filter: wire.MetadataNamespace,
 				Path:   []*matcherv3.MetadataMatcher_PathSegment{{Segment: &matcherv3.MetadataMatcher_PathSegment_Key{Key: key}}},
 				Value:  value,
 			},

@@ -10,7 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // localReply is what an Envoy local reply looks like to local_reply_config.
@@ -57,7 +57,7 @@ func matches(t *testing.T, f *accesslogv3.AccessLogFilter, r localReply) bool {
 		}
 	case *accesslogv3.AccessLogFilter_MetadataFilter:
 		m := s.MetadataFilter.GetMatcher()
-		if m.GetFilter() != registry.MetadataNamespace || len(m.GetPath()) != 1 {
+		if m.GetFilter() != wire.MetadataNamespace || len(m.GetPath()) != 1 {
 			t.Fatalf("unexpected metadata matcher %v", m)
 		}
 		v, ok := r.meta[m.GetPath()[0].GetKey()]
@@ -101,7 +101,7 @@ func render(t *testing.T, m *hcmv3.ResponseMapper, meta map[string]any) string {
 	s := m.GetBodyFormatOverride().GetTextFormatSource().GetInlineString()
 	for k, v := range meta {
 		if str, ok := v.(string); ok {
-			s = strings.ReplaceAll(s, "%DYNAMIC_METADATA("+registry.MetadataNamespace+":"+k+")%", str)
+			s = strings.ReplaceAll(s, "%DYNAMIC_METADATA("+wire.MetadataNamespace+":"+k+")%", str)
 		}
 	}
 	if strings.Contains(strings.ReplaceAll(s, "%%", ""), "%") {
@@ -116,16 +116,16 @@ func TestLocalReplyMappers(t *testing.T) {
 
 	routed := func(id, era string) map[string]any {
 		m := map[string]any{
-			registry.MetadataToolCall:  "true",
-			registry.MetadataJSONRPCID: id,
-			registry.MetadataTool:      "get_weather",
+			wire.MetadataToolCall:  "true",
+			wire.MetadataJSONRPCID: id,
+			wire.MetadataTool:      "get_weather",
 		}
 		if era != "" {
 			m[metadataEra] = era
 		}
 		return m
 	}
-	answered := map[string]any{registry.MetadataAnswered: "true"}
+	answered := map[string]any{wire.MetadataAnswered: "true"}
 	for _, tc := range []struct {
 		name  string
 		reply localReply
@@ -139,7 +139,7 @@ func TestLocalReplyMappers(t *testing.T) {
 		{"circuit breaker overflow, 2026", localReply{routed("8", eraStateless), []string{"UO"}, 503}, "unavailable", true},
 		{"connect failure after retries", localReply{routed("9", "legacy"), []string{"UF", "URX"}, 503}, "unavailable", false},
 		{"response too large to buffer", localReply{routed("10", "legacy"), nil, 500}, "unavailable", false},
-		{"tool_call as a bool", localReply{map[string]any{registry.MetadataToolCall: true, registry.MetadataJSONRPCID: "3", registry.MetadataTool: "t"}, []string{"UH"}, 503}, "unavailable", false},
+		{"tool_call as a bool", localReply{map[string]any{wire.MetadataToolCall: true, wire.MetadataJSONRPCID: "3", wire.MetadataTool: "t"}, []string{"UH"}, 503}, "unavailable", false},
 		// The extproc server's ImmediateResponses are marked and keep their
 		// bodies, whatever their status.
 		{"immediate response 400", localReply{answered, nil, 400}, "", false},
@@ -149,9 +149,9 @@ func TestLocalReplyMappers(t *testing.T) {
 		// Any other local reply is a JSON-RPC error with id null.
 		{"ext_proc unreachable", localReply{nil, nil, 500}, "error -32603", false},
 		{"ext_proc message timeout", localReply{nil, nil, 504}, "error -32603", false},
-		{"no healthy upstream outside a tool call", localReply{map[string]any{registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
-		{"tool call without a stored id", localReply{map[string]any{registry.MetadataToolCall: "true"}, []string{"UH"}, 503}, "error -32603", false},
-		{"tool_call false", localReply{map[string]any{registry.MetadataToolCall: "false", registry.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
+		{"no healthy upstream outside a tool call", localReply{map[string]any{wire.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
+		{"tool call without a stored id", localReply{map[string]any{wire.MetadataToolCall: "true"}, []string{"UH"}, 503}, "error -32603", false},
+		{"tool_call false", localReply{map[string]any{wire.MetadataToolCall: "false", wire.MetadataJSONRPCID: "1"}, []string{"UH"}, 503}, "error -32603", false},
 		{"413 on a tool call", localReply{routed("1", "legacy"), nil, 413}, "error -32600", false},
 		{"body over the buffer limit", localReply{nil, nil, 413}, "error -32600", false},
 		{"too many headers", localReply{nil, nil, 431}, "error -32600", false},
@@ -218,8 +218,8 @@ func TestLocalReplyMappers(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &got); err != nil {
 				t.Fatalf("body is not JSON: %v\n%s", err, body)
 			}
-			if string(got.ID) != tc.reply.meta[registry.MetadataJSONRPCID] {
-				t.Errorf("id %s, want %s byte for byte", got.ID, tc.reply.meta[registry.MetadataJSONRPCID])
+			if string(got.ID) != tc.reply.meta[wire.MetadataJSONRPCID] {
+				t.Errorf("id %s, want %s byte for byte", got.ID, tc.reply.meta[wire.MetadataJSONRPCID])
 			}
 			r := got.Result
 			if got.JSONRPC != "2.0" || !r.IsError || len(r.Content) != 1 || r.Content[0].Type != "text" ||

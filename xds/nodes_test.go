@@ -10,6 +10,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -126,9 +127,9 @@ func TestTranslateGroupsSubsets(t *testing.T) {
 				}
 				wantPaths = append(wantPaths, r.Path())
 				for _, s := range r.ToolServices {
-					wantClusters = append(wantClusters, registry.ClusterName(s.Name))
+					wantClusters = append(wantClusters, wire.ClusterName(s.Name))
 					if strings.HasPrefix(s.URL, "http://10.") {
-						wantEDS = append(wantEDS, registry.ClusterName(s.Name))
+						wantEDS = append(wantEDS, wire.ClusterName(s.Name))
 					}
 				}
 			}

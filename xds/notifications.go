@@ -15,12 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // Notifications is where Envoy reaches the notifications servers of the
 // extproc processes (docs/decisions/0012-change-notification-streams.md).
-// With it, xDS emits the cluster registry.NotificationsCluster and, first in
+// With it, xDS emits the cluster wire.NotificationsCluster and, first in
 // the route table, a route the extproc server selects with
 // x-toolmesh-cluster, as it selects a Tool Service:
 //
@@ -117,7 +117,7 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 		})
 	}
 	c := &clusterv3.Cluster{
-		Name:                          registry.NotificationsCluster,
+		Name:                          wire.NotificationsCluster,
 		ConnectTimeout:                durationpb.New(notificationsConnectTimeout),
 		TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: hpo},
 		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
@@ -127,7 +127,7 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 			MaxRequests:        wrapperspb.UInt32(limit),
 		}}},
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: registry.NotificationsCluster,
+			ClusterName: wire.NotificationsCluster,
 			Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}},
 		},
 	}
@@ -144,18 +144,18 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 // notifications cluster there, without a route timeout.
 func notificationsRoute() *routev3.Route {
 	return &routev3.Route{
-		Name: registry.NotificationsCluster,
+		Name: wire.NotificationsCluster,
 		Match: &routev3.RouteMatch{
 			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 			Headers: []*routev3.HeaderMatcher{{
-				Name:                 registry.ClusterHeader,
-				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(registry.NotificationsCluster)},
+				Name:                 wire.ClusterHeader,
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(wire.NotificationsCluster)},
 			}},
 		},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: registry.NotificationsCluster},
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: wire.NotificationsCluster},
 			Timeout:          durationpb.New(0),
 		}},
-		RequestHeadersToRemove: []string{registry.ClusterHeader},
+		RequestHeadersToRemove: []string{wire.ClusterHeader},
 	}
 }

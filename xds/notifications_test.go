@@ -7,6 +7,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -45,13 +46,13 @@ func TestTranslateNotifications(t *testing.T) {
 			}
 			var c *clusterv3.Cluster
 			for _, r := range res.Clusters {
-				if r.(*clusterv3.Cluster).GetName() == registry.NotificationsCluster {
+				if r.(*clusterv3.Cluster).GetName() == wire.NotificationsCluster {
 					c = r.(*clusterv3.Cluster)
 				}
 			}
 			first := res.Routes[0].(*routev3.RouteConfiguration).GetVirtualHosts()[0].GetRoutes()[0]
 			if !tc.present {
-				if c != nil || first.GetName() == registry.NotificationsCluster {
+				if c != nil || first.GetName() == wire.NotificationsCluster {
 					t.Fatal("notifications cluster or route emitted without Options.Notifications")
 				}
 				return
@@ -70,14 +71,14 @@ func TestTranslateNotifications(t *testing.T) {
 				t.Errorf("circuit breakers %v, want %d", th, tc.limit)
 			}
 			a := first.GetRoute()
-			if first.GetName() != registry.NotificationsCluster || a.GetCluster() != registry.NotificationsCluster {
+			if first.GetName() != wire.NotificationsCluster || a.GetCluster() != wire.NotificationsCluster {
 				t.Fatalf("first route %v, want the notifications route", first)
 			}
 			if a.GetTimeout() == nil || a.GetTimeout().AsDuration() != 0 {
 				t.Errorf("route timeout %v, want an explicit 0s (the 15s default would end streams)", a.GetTimeout())
 			}
-			if h := first.GetMatch().GetHeaders()[0]; h.GetName() != registry.ClusterHeader ||
-				h.GetStringMatch().GetExact() != registry.NotificationsCluster {
+			if h := first.GetMatch().GetHeaders()[0]; h.GetName() != wire.ClusterHeader ||
+				h.GetStringMatch().GetExact() != wire.NotificationsCluster {
 				t.Errorf("route match %v", first.GetMatch())
 			}
 		})

@@ -14,6 +14,8 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -188,14 +190,14 @@ func TestLoadOverrides(t *testing.T) {
 func TestTranslateOverrideErrors(t *testing.T) {
 	routes := []registry.Route{{Key: "core", ToolServices: []registry.ToolService{{
 		Name: "weather", URL: "http://10.0.0.1:8080",
-		Cluster: &registry.ClusterSettings{RequestTimeout: registry.Duration(10 * time.Second)},
+		Cluster: &registry.ClusterSettings{RequestTimeout: config.Duration(10 * time.Second)},
 	}}}}
-	d := func(s string) *registry.Duration {
+	d := func(s string) *config.Duration {
 		v, err := time.ParseDuration(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := registry.Duration(v)
+		r := config.Duration(v)
 		return &r
 	}
 	u := func(n uint32) *uint32 { return &n }
@@ -256,7 +258,7 @@ type effective struct {
 
 func observe(t *testing.T, res *xds.Resources, service string) effective {
 	t.Helper()
-	name := registry.ClusterName(service)
+	name := wire.ClusterName(service)
 	var c *clusterv3.Cluster
 	for _, r := range res.Clusters {
 		if cachev3.GetResourceName(r) == name {
@@ -368,14 +370,14 @@ func TestTuningMerge(t *testing.T) {
 		{name: "built-in defaults", want: base},
 		{
 			name:   "portal over defaults",
-			portal: &registry.ClusterSettings{ConnectTimeout: registry.Duration(3 * time.Second), MaxRetries: 1, HTTP2: true, LBPolicy: "RANDOM"},
+			portal: &registry.ClusterSettings{ConnectTimeout: config.Duration(3 * time.Second), MaxRetries: 1, HTTP2: true, LBPolicy: "RANDOM"},
 			want: with(func(e *effective) {
 				e.connectTimeout, e.numRetries, e.maxRetriesCB, e.http2, e.lbPolicy = "3s", 1, 1, true, "RANDOM"
 			}),
 		},
 		{
 			name:   "override defaults over portal, service over override defaults",
-			portal: &registry.ClusterSettings{ConnectTimeout: registry.Duration(3 * time.Second), RequestTimeout: registry.Duration(time.Minute)},
+			portal: &registry.ClusterSettings{ConnectTimeout: config.Duration(3 * time.Second), RequestTimeout: config.Duration(time.Minute)},
 			over:   "defaults: {connectTimeout: 4s, maxConnections: 10}\nservices:\n  weather: {connectTimeout: 5s}\n",
 			want: with(func(e *effective) {
 				e.connectTimeout, e.requestTimeout, e.maxConnections = "5s", "1m0s", 10
@@ -419,13 +421,13 @@ func TestTuningMerge(t *testing.T) {
 		},
 		{
 			name:   "health check: portal fields kept, override fields win, off and on again",
-			portal: &registry.ClusterSettings{HealthCheck: &registry.HealthCheck{Path: "/live", Timeout: registry.Duration(2 * time.Second)}},
+			portal: &registry.ClusterSettings{HealthCheck: &registry.HealthCheck{Path: "/live", Timeout: config.Duration(2 * time.Second)}},
 			over:   "defaults: {healthCheck: {enabled: false}}\nservices:\n  weather: {healthCheck: {enabled: true, unhealthyThreshold: 5}}\n",
 			want:   with(func(e *effective) { e.health = "/healthz 5s 1s 1/5" }),
 		},
 		{
 			name:   "health check: portal fields kept under an override",
-			portal: &registry.ClusterSettings{HealthCheck: &registry.HealthCheck{Path: "/live", Timeout: registry.Duration(2 * time.Second)}},
+			portal: &registry.ClusterSettings{HealthCheck: &registry.HealthCheck{Path: "/live", Timeout: config.Duration(2 * time.Second)}},
 			over:   "services:\n  weather: {healthCheck: {interval: 9s}}\n",
 			want:   with(func(e *effective) { e.health = "/live 9s 2s 1/3" }),
 		},

@@ -9,21 +9,21 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // Route configuration (one virtual host, domains "*"), in match order:
 //
 //  0. with Options.Notifications, the route of the notifications cluster
 //     (notifications.go): header x-toolmesh-cluster equal to
-//     registry.NotificationsCluster, timeout 0s.
+//     wire.NotificationsCluster, timeout 0s.
 //  1. one route per Tool Service: any path with header x-toolmesh-cluster
 //     exactly equal to its cluster name → that cluster. Only the extproc
 //     server sets the header (clients' copies are stripped at the edge), in
 //     the same reply that rewrites :path and clears the route cache. Per
 //     route: timeout = cluster.requestTimeout, Host rewritten to the Tool
 //     Service's authority, the routing header removed before forwarding.
-//     A federated MCP server's route also adds registry.RouteTimeoutHeader
+//     A federated MCP server's route also adds wire.RouteTimeoutHeader
 //     to its responses (routeTimeoutHeader).
 //  2. any path with header x-toolmesh-cluster present but naming no route
 //     of 1 → 503 (pendingBody). The registry of an extproc server and the
@@ -94,7 +94,7 @@ func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, op
 	routes = append(routes, directJSON("cluster_pending", &routev3.RouteMatch{
 		PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 		Headers: []*routev3.HeaderMatcher{{
-			Name:                 registry.ClusterHeader,
+			Name:                 wire.ClusterHeader,
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true},
 		}},
 	}, 503, pendingBody))
@@ -111,7 +111,7 @@ func buildRouteConfig(ups []upstream, prs []portalRoute, bodyLimits []uint64, op
 	routes = append(routes, directJSON("not_found",
 		&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, 404, notFoundBody))
 	return &routev3.RouteConfiguration{
-		Name: registry.RouteConfigName,
+		Name: wire.RouteConfigName,
 		VirtualHosts: []*routev3.VirtualHost{{
 			Name:    virtualHostName,
 			Domains: []string{"*"},
@@ -149,12 +149,12 @@ func toolServiceRoute(u upstream) *routev3.Route {
 		Match: &routev3.RouteMatch{
 			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 			Headers: []*routev3.HeaderMatcher{{
-				Name:                 registry.ClusterHeader,
+				Name:                 wire.ClusterHeader,
 				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(u.cluster)},
 			}},
 		},
 		Action:                 &routev3.Route_Route{Route: action},
-		RequestHeadersToRemove: []string{registry.ClusterHeader},
+		RequestHeadersToRemove: []string{wire.ClusterHeader},
 	}
 	if u.mcp {
 		rt.ResponseHeadersToAdd = []*corev3.HeaderValueOption{routeTimeoutHeader(s.requestTimeout)}
@@ -195,7 +195,7 @@ const federatedIdleMargin = 5 * time.Second
 // The extproc server removes it from every response it sees it on.
 func routeTimeoutHeader(timeout time.Duration) *corev3.HeaderValueOption {
 	return &corev3.HeaderValueOption{
-		Header:       &corev3.HeaderValue{Key: registry.RouteTimeoutHeader, Value: strconv.FormatInt(timeout.Milliseconds(), 10)},
+		Header:       &corev3.HeaderValue{Key: wire.RouteTimeoutHeader, Value: strconv.FormatInt(timeout.Milliseconds(), 10)},
 		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 	}
 }

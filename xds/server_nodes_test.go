@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -39,12 +41,12 @@ func (a *ads) subscribe() map[string]*discoveryv3.DiscoveryResponse {
 	a.send(ack(cds))
 	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: eds})
 	a.send(ack(lds))
-	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{registry.RouteConfigName}})
+	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{wire.RouteConfigName}})
 	for k, v := range a.recvTypes(resourcev3.EndpointType, resourcev3.RouteType) {
 		got[k] = v
 	}
 	a.send(ack(got[resourcev3.EndpointType], eds...))
-	a.send(ack(got[resourcev3.RouteType], registry.RouteConfigName))
+	a.send(ack(got[resourcev3.RouteType], wire.RouteConfigName))
 	return got
 }
 
@@ -190,7 +192,7 @@ func TestServerPerNodeSubsets(t *testing.T) {
 		if paths := publicPaths(t, got[resourcev3.RouteType]); !slices.Equal(paths, n.paths) {
 			t.Errorf("%s: RDS public paths %v, want %v", n.node.GetId(), paths, n.paths)
 		}
-		if names := names(t, got[resourcev3.ListenerType]); !slices.Equal(names, []string{registry.ListenerName}) {
+		if names := names(t, got[resourcev3.ListenerType]); !slices.Equal(names, []string{wire.ListenerName}) {
 			t.Errorf("%s: LDS %v", n.node.GetId(), names)
 		}
 		for typ, resp := range got {
@@ -311,12 +313,12 @@ func TestServerDeltaSidecar(t *testing.T) {
 		typ, names, _ := recv()
 		got[typ] = names
 	}
-	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesSubscribe: []string{registry.RouteConfigName}})
+	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNamesSubscribe: []string{wire.RouteConfigName}})
 	_, _, rds := recv()
 	send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{"toolsvc_invoices"}})
 	typ, eds, _ := recv()
 	if !slices.Equal(got[resourcev3.ClusterType], []string{"toolsvc_invoices", "toolsvc_search"}) ||
-		!slices.Equal(got[resourcev3.ListenerType], []string{registry.ListenerName}) {
+		!slices.Equal(got[resourcev3.ListenerType], []string{wire.ListenerName}) {
 		t.Fatalf("delta CDS/LDS = %v", got)
 	}
 	if typ != resourcev3.EndpointType || !slices.Equal(eds, []string{"toolsvc_invoices"}) {
@@ -335,7 +337,7 @@ func TestServerDeltaSidecar(t *testing.T) {
 	})
 
 	// Only the changed cluster is sent again.
-	portal[1].ToolServices[0].Cluster = &registry.ClusterSettings{ConnectTimeout: registry.Duration(3 * time.Second)}
+	portal[1].ToolServices[0].Cluster = &registry.ClusterSettings{ConnectTimeout: config.Duration(3 * time.Second)}
 	if pushed, err := s.Update(t.Context(), portal); err != nil || !pushed {
 		t.Fatalf("Update = %v, %v", pushed, err)
 	}

@@ -13,6 +13,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -183,7 +184,7 @@ func TestServerSetOverrides(t *testing.T) {
 
 	// The overrides in force now reject a Portal change that conflicts.
 	routes := testRoutes("weather")
-	routes[0].ToolServices[0].Cluster = &registry.ClusterSettings{RequestTimeout: registry.Duration(time.Second)}
+	routes[0].ToolServices[0].Cluster = &registry.ClusterSettings{RequestTimeout: config.Duration(time.Second)}
 	if _, err := s.SetOverrides(ctx, parse("services:\n  weather: {maxRetries: 1, perTryTimeout: 2s}\n")); err != nil {
 		t.Fatal(err)
 	}

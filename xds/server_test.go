@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -211,7 +212,7 @@ func TestServerSotW(t *testing.T) {
 	if got := names(t, cds); !slices.Equal(got, []string{"toolsvc_search", "toolsvc_weather"}) {
 		t.Fatalf("CDS names = %v", got)
 	}
-	if got := names(t, lds); !slices.Equal(got, []string{registry.ListenerName}) {
+	if got := names(t, lds); !slices.Equal(got, []string{wire.ListenerName}) {
 		t.Fatalf("LDS names = %v", got)
 	}
 	if cds.GetVersionInfo() != v1 || lds.GetVersionInfo() != v1 {
@@ -220,17 +221,17 @@ func TestServerSotW(t *testing.T) {
 	a.send(ack(cds))
 	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"toolsvc_search", "toolsvc_weather"}})
 	a.send(ack(lds))
-	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{registry.RouteConfigName}})
+	a.send(&discoveryv3.DiscoveryRequest{TypeUrl: resourcev3.RouteType, ResourceNames: []string{wire.RouteConfigName}})
 	second := a.recvTypes(resourcev3.EndpointType, resourcev3.RouteType)
 	eds, rds := second[resourcev3.EndpointType], second[resourcev3.RouteType]
 	if got := names(t, eds); !slices.Equal(got, []string{"toolsvc_search", "toolsvc_weather"}) {
 		t.Fatalf("EDS names = %v", got)
 	}
-	if got := names(t, rds); !slices.Equal(got, []string{registry.RouteConfigName}) {
+	if got := names(t, rds); !slices.Equal(got, []string{wire.RouteConfigName}) {
 		t.Fatalf("RDS names = %v", got)
 	}
 	a.send(ack(eds, "toolsvc_search", "toolsvc_weather"))
-	a.send(ack(rds, registry.RouteConfigName))
+	a.send(ack(rds, wire.RouteConfigName))
 
 	// The same Portal again: nothing to push, version unchanged.
 	pushed, err = s.Update(ctx, testRoutes("weather", "search"))
@@ -365,7 +366,7 @@ func TestServerDelta(t *testing.T) {
 	if !slices.Equal(got[resourcev3.ClusterType], []string{"toolsvc_search", "toolsvc_weather"}) {
 		t.Errorf("delta clusters = %v", got[resourcev3.ClusterType])
 	}
-	if !slices.Equal(got[resourcev3.ListenerType], []string{registry.ListenerName}) {
+	if !slices.Equal(got[resourcev3.ListenerType], []string{wire.ListenerName}) {
 		t.Errorf("delta listeners = %v", got[resourcev3.ListenerType])
 	}
 	if err := st.Send(&discoveryv3.DeltaDiscoveryRequest{

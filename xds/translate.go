@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -99,7 +100,7 @@ func digestOf(res types.Resource, buf []byte) (digest, []byte) {
 // effective cluster settings (every layer merged, every default filled in).
 type upstream struct {
 	name      string // Tool Service name
-	cluster   string // registry.ClusterName(name)
+	cluster   string // wire.ClusterName(name)
 	scheme    string // http or https
 	host      string // DNS name or IP literal, no brackets
 	port      uint32
@@ -312,7 +313,7 @@ func newUpstream(s registry.ToolService, opts Options) (upstream, error) {
 	svc := opts.Overrides.service(s.Name)
 	u := upstream{
 		name:     s.Name,
-		cluster:  registry.ClusterName(s.Name),
+		cluster:  wire.ClusterName(s.Name),
 		scheme:   scheme,
 		host:     host,
 		port:     port,

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -22,17 +23,17 @@ import (
 // Envoy field it becomes.
 type Tuning struct {
 	// ConnectTimeout is cluster.connect_timeout (default 1s; > 0).
-	ConnectTimeout *registry.Duration `json:"connectTimeout,omitempty"`
+	ConnectTimeout *config.Duration `json:"connectTimeout,omitempty"`
 	// RequestTimeout is the Tool Service route's timeout, covering every
 	// retry (default 15s; 0 disables it, for long streamed replies).
-	RequestTimeout *registry.Duration `json:"requestTimeout,omitempty"`
+	RequestTimeout *config.Duration `json:"requestTimeout,omitempty"`
 	// IdleTimeout is the Tool Service route's stream idle timeout (default
 	// unset: the listener's stream_idle_timeout, 5m in Envoy; on a federated
 	// server's route, requestTimeout plus federatedIdleMargin, 5s; 0 disables).
-	IdleTimeout *registry.Duration `json:"idleTimeout,omitempty"`
+	IdleTimeout *config.Duration `json:"idleTimeout,omitempty"`
 	// ConnectionIdleTimeout closes upstream connections idle this long
 	// (default 30s; > 0).
-	ConnectionIdleTimeout *registry.Duration `json:"connectionIdleTimeout,omitempty"`
+	ConnectionIdleTimeout *config.Duration `json:"connectionIdleTimeout,omitempty"`
 	// MaxConnections, MaxPendingRequests and MaxRequests are the cluster's
 	// circuit breakers (default 1024 each; >= 1).
 	MaxConnections     *uint32 `json:"maxConnections,omitempty"`
@@ -47,7 +48,7 @@ type Tuning struct {
 	MaxConcurrentRetries *uint32 `json:"maxConcurrentRetries,omitempty"`
 	// PerTryTimeout bounds each attempt (default unset: every attempt may use
 	// what is left of RequestTimeout; > 0 and not above RequestTimeout).
-	PerTryTimeout *registry.Duration `json:"perTryTimeout,omitempty"`
+	PerTryTimeout *config.Duration `json:"perTryTimeout,omitempty"`
 	// RetryOn are Envoy's retry conditions (default connect-failure,
 	// refused-stream, reset-before-request: only failures where the Tool
 	// Service cannot have seen the call). At least one.
@@ -83,23 +84,23 @@ type Tuning struct {
 // OutlierTuning is the outlierDetection object of a Tuning layer.
 type OutlierTuning struct {
 	// Enabled false turns outlier detection off; absent or true turns it on.
-	Enabled            *bool              `json:"enabled,omitempty"`
-	Consecutive5xx     *uint32            `json:"consecutive5xx,omitempty"`     // default 5; >= 1
-	Interval           *registry.Duration `json:"interval,omitempty"`           // default 10s; > 0
-	BaseEjectionTime   *registry.Duration `json:"baseEjectionTime,omitempty"`   // default 30s; > 0
-	MaxEjectionPercent *uint32            `json:"maxEjectionPercent,omitempty"` // default 10; 1..100
+	Enabled            *bool            `json:"enabled,omitempty"`
+	Consecutive5xx     *uint32          `json:"consecutive5xx,omitempty"`     // default 5; >= 1
+	Interval           *config.Duration `json:"interval,omitempty"`           // default 10s; > 0
+	BaseEjectionTime   *config.Duration `json:"baseEjectionTime,omitempty"`   // default 30s; > 0
+	MaxEjectionPercent *uint32          `json:"maxEjectionPercent,omitempty"` // default 10; 1..100
 }
 
 // HealthCheckTuning is the healthCheck object of a Tuning layer (active
 // HTTP health checks).
 type HealthCheckTuning struct {
 	// Enabled false turns health checks off; absent or true turns them on.
-	Enabled            *bool              `json:"enabled,omitempty"`
-	Path               *string            `json:"path,omitempty"`               // default /healthz
-	Interval           *registry.Duration `json:"interval,omitempty"`           // default 5s; > 0
-	Timeout            *registry.Duration `json:"timeout,omitempty"`            // default 1s; > 0
-	HealthyThreshold   *uint32            `json:"healthyThreshold,omitempty"`   // default 1; >= 1
-	UnhealthyThreshold *uint32            `json:"unhealthyThreshold,omitempty"` // default 3; >= 1
+	Enabled            *bool            `json:"enabled,omitempty"`
+	Path               *string          `json:"path,omitempty"`               // default /healthz
+	Interval           *config.Duration `json:"interval,omitempty"`           // default 5s; > 0
+	Timeout            *config.Duration `json:"timeout,omitempty"`            // default 1s; > 0
+	HealthyThreshold   *uint32          `json:"healthyThreshold,omitempty"`   // default 1; >= 1
+	UnhealthyThreshold *uint32          `json:"unhealthyThreshold,omitempty"` // default 3; >= 1
 }
 
 // Built-in defaults of the knobs the Portal contract does not have. The
@@ -238,7 +239,7 @@ func set[T any](dst *T, v *T) {
 	}
 }
 
-func setD(dst *time.Duration, v *registry.Duration) {
+func setD(dst *time.Duration, v *config.Duration) {
 	if v != nil {
 		*dst = v.D()
 	}
@@ -387,7 +388,7 @@ func checkPortal(c *registry.ClusterSettings) []error {
 	}
 	for _, d := range []struct {
 		field string
-		v     registry.Duration
+		v     config.Duration
 	}{
 		{"connectTimeout", c.ConnectTimeout}, {"requestTimeout", c.RequestTimeout},
 	} {
@@ -416,14 +417,14 @@ func (s settings) crossCheck(opts Options, origin func(field string) string) []e
 	return errs
 }
 
-func positive(d *registry.Duration) error {
+func positive(d *config.Duration) error {
 	if d != nil && *d <= 0 {
 		return fmt.Errorf("%s must be positive", d.D())
 	}
 	return nil
 }
 
-func nonNegative(d *registry.Duration) error {
+func nonNegative(d *config.Duration) error {
 	if d != nil && *d < 0 {
 		return fmt.Errorf("%s is negative", d.D())
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -40,7 +41,7 @@ func listenerWith(t *testing.T, statPrefix string, ep *extprocfilterv3.ExternalP
 			ConfigSource:    &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}},
 		}},
 		HttpFilters: []*hcmv3.HttpFilter{
-			{Name: registry.ExtProcFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, ep)}},
+			{Name: wire.ExtProcFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, ep)}},
 			{Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(t, &routerv3.Router{})}},
 		},
 	}
@@ -59,7 +60,7 @@ func listenerWith(t *testing.T, statPrefix string, ep *extprocfilterv3.ExternalP
 func validExtProc() *extprocfilterv3.ExternalProcessor {
 	return &extprocfilterv3.ExternalProcessor{
 		GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: registry.ExtProcCluster},
+			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: wire.ExtProcCluster},
 		}},
 		MessageTimeout: durationpb.New(5 * time.Second),
 	}

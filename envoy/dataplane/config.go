@@ -45,6 +45,7 @@ const (
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
 	streamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
+	idleTimeout       time.Duration // common_http_protocol_options.idle_timeout; 0: disabled (idle.go)
 	early             []earlyMutation
 	filters           []*extProcFilter
 	localReply        *localReplyConfig
@@ -274,6 +275,7 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
 	hc.maxHeadersBytes, hc.maxHeaders = 60<<10, 100
+	hc.idleTimeout = defaultIdleTimeout // idle.go
 	if kb := h.GetMaxRequestHeadersKb(); kb != nil {
 		hc.maxHeadersBytes = int(kb.GetValue()) << 10
 	}
@@ -282,8 +284,10 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 			hc.maxHeaders = int(n.GetValue())
 		}
 		hc.underscores = po.GetHeadersWithUnderscoresAction()
-		// idle_timeout, max_connection_duration, max_stream_duration: the
-		// net/http server of the local data plane has its own timeouts.
+		if d := po.GetIdleTimeout(); d != nil {
+			hc.idleTimeout = d.AsDuration()
+		}
+		// max_connection_duration, max_stream_duration: not emulated.
 	}
 	if hc.serverName == "" {
 		hc.serverName = defaultServerName

@@ -56,7 +56,8 @@ type DataPlane struct {
 	keepalive Keepalive
 	ctlTLS    *tls.Config
 
-	cfg atomic.Pointer[config]
+	cfg  atomic.Pointer[config]
+	idle sync.Map // net.Conn → *time.Timer of an idle downstream connection (idle.go)
 
 	mu         sync.Mutex // serializes Apply and Close; never taken by requests
 	runtimes   map[string]*clusterRuntime

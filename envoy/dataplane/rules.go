@@ -32,8 +32,9 @@ const (
 	defaultRouteTimeout = 15 * time.Second
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
 	defaultConnectTimeout = 5 * time.Second
-	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's
-	// common_http_protocol_options): "If not specified, this defaults to
+	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's or the
+	// HTTP connection manager's common_http_protocol_options, idle.go):
+	// "If not specified, this defaults to
 	// 1 hour. To disable idle timeouts explicitly set this to 0."
 	defaultIdleTimeout = time.Hour
 	// http_connection_manager.proto stream_idle_timeout: "If not specified,

@@ -50,8 +50,11 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Authenticator validates requests against per-route profiles. Apply swaps
-// the configuration atomically; Authenticate is safe for concurrent use.
+// Authenticator validates requests against per-route profiles. Compile
+// turns a configuration into Profiles, an immutable value a request
+// captures once (extproc's Runtime holds it); Apply compiles and puts the
+// result in force for the Authenticator's own methods. Both are safe for
+// concurrent use.
 type Authenticator struct {
 	opts Options
 	cfg  atomic.Pointer[compiled]
@@ -60,6 +63,14 @@ type Authenticator struct {
 	sources map[string]*keySource
 
 	verified verifiedTokens // tokens whose signature checked out (verified.go)
+}
+
+// Profiles is one compiled auth configuration: the per-route profiles and
+// the key caches they read. It never changes once compiled; a nil
+// *Profiles leaves every route open.
+type Profiles struct {
+	a *Authenticator
+	c *compiled
 }
 
 type compiled struct {
@@ -81,9 +92,10 @@ type profile struct {
 }
 
 type issuer struct {
-	name string
-	algs []string
-	keys *keySource
+	name       string
+	algs       []string
+	keys       *keySource
+	requireTyp bool // RequireAccessTokenTyp
 }
 
 // New returns an Authenticator with no configuration: every route is open
@@ -110,14 +122,37 @@ func New(o Options) *Authenticator {
 	return &Authenticator{opts: o, sources: map[string]*keySource{}}
 }
 
-// Apply validates and puts a configuration in force for the requests that
-// start from now on. On error the configuration in force stays. Key caches
-// of issuers the new configuration keeps (same issuer, jwksUrl and
+// Apply compiles a configuration and puts it in force for the
+// Authenticator's own methods (Enabled, Authenticate, Metadata, View). On
+// error the configuration in force stays.
+func (a *Authenticator) Apply(resourceBase string, c *Config) error {
+	p, err := a.Compile(resourceBase, c)
+	if err != nil {
+		return err
+	}
+	a.cfg.Store(p.c)
+	return nil
+}
+
+// Current is the configuration Apply put in force; nil before the first.
+func (a *Authenticator) Current() *Profiles {
+	if a == nil {
+		return nil
+	}
+	c := a.cfg.Load()
+	if c == nil {
+		return nil
+	}
+	return &Profiles{a: a, c: c}
+}
+
+// Compile validates a configuration and compiles it into Profiles. Key
+// caches of issuers the new configuration keeps (same issuer, jwksUrl and
 // jwksFile) carry over, so a reload does not refetch them; a jwksFile is
 // read again, and must parse.
-func (a *Authenticator) Apply(resourceBase string, c *Config) error {
+func (a *Authenticator) Compile(resourceBase string, c *Config) (*Profiles, error) {
 	if err := Validate(resourceBase, c); err != nil {
-		return err
+		return nil, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -166,7 +201,7 @@ func (a *Authenticator) Apply(resourceBase string, c *Config) error {
 				}
 				next[id] = src
 			}
-			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src})
+			cp.issuers = append(cp.issuers, &issuer{name: is.Issuer, algs: slices.Clone(algs), keys: src, requireTyp: is.RequireAccessTokenTyp})
 			for _, alg := range algs {
 				if !slices.Contains(cp.algs, alg) {
 					cp.algs = append(cp.algs, alg)
@@ -180,23 +215,22 @@ func (a *Authenticator) Apply(resourceBase string, c *Config) error {
 		var err error
 		if c.Default != nil {
 			if nc.def, err = build("auth.default", c.Default); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		for k, p := range c.Routes {
 			if nc.routes[k], err = build("auth.routes."+k, p); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	a.sources = next
-	a.cfg.Store(nc)
 	// First fetch in the background: start-up never waits for an
 	// identity provider. Until it succeeds the issuer's routes answer 503.
 	for _, s := range fresh {
 		s.refresh()
 	}
-	return nil
+	return &Profiles{a: a, c: nc}, nil
 }
 
 func (a *Authenticator) newSource(is Issuer) *keySource {
@@ -208,11 +242,11 @@ func (a *Authenticator) newSource(is Issuer) *keySource {
 }
 
 // profile returns the route's profile, nil when the route is open.
-func (a *Authenticator) profile(route string) (*compiled, *profile) {
-	c := a.cfg.Load()
-	if c == nil {
+func (pr *Profiles) profile(route string) (*compiled, *profile) {
+	if pr == nil || pr.c == nil {
 		return nil, nil
 	}
+	c := pr.c
 	p, ok := c.routes[route]
 	if !ok {
 		p = c.def
@@ -224,10 +258,14 @@ func (a *Authenticator) profile(route string) (*compiled, *profile) {
 }
 
 // Enabled reports whether route authenticates its callers (mode required
+// or optional) by the configuration in force.
+func (a *Authenticator) Enabled(route string) bool { return a.Current().Enabled(route) }
+
+// Enabled reports whether route authenticates its callers (mode required
 // or optional).
-func (a *Authenticator) Enabled(route string) bool {
-	_, p := a.profile(route)
-	return p != nil
+func (p *Profiles) Enabled(route string) bool {
+	_, rp := p.profile(route)
+	return rp != nil
 }
 
 // protectedResource is the RFC 9728 section 2 document.
@@ -242,7 +280,13 @@ type protectedResource struct {
 // path is publicPath; ok is false when the route does not authenticate
 // (the well-known URL then answers 404).
 func (a *Authenticator) Metadata(route, publicPath string) (doc []byte, ok bool) {
-	c, p := a.profile(route)
+	return a.Current().Metadata(route, publicPath)
+}
+
+// Metadata returns the protected-resource metadata of route, whose public
+// path is publicPath; ok is false when the route does not authenticate.
+func (pr *Profiles) Metadata(route, publicPath string) (doc []byte, ok bool) {
+	c, p := pr.profile(route)
 	if p == nil {
 		return nil, false
 	}

@@ -83,6 +83,11 @@ type Issuer struct {
 	// Algorithms is the allow-list of JWS algorithms (default: every
 	// asymmetric one supported).
 	Algorithms []string `json:"algorithms,omitempty"`
+	// RequireAccessTokenTyp refuses a token of this issuer whose JWS header
+	// typ is not "at+jwt" (RFC 9068 section 4), so an ID token or another
+	// JWT the issuer signs is never taken for an access token. Off by
+	// default: many providers issue access tokens typed "JWT" or untyped.
+	RequireAccessTokenTyp bool `json:"requireAccessTokenTyp,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("60s").

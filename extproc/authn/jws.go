@@ -19,10 +19,10 @@ import (
 // compactJWS is a JWS in compact serialization (RFC 7515 section 7.1),
 // parsed but not verified.
 type compactJWS struct {
-	alg, kid     string
-	signingInput string // header.payload, as sent
-	payload      []byte
-	sig          []byte
+	alg, kid, typ string
+	signingInput  string // header.payload, as sent
+	payload       []byte
+	sig           []byte
 }
 
 // jwsHeader is the part of the protected header validation reads. crit is
@@ -33,7 +33,7 @@ type compactJWS struct {
 // case-sensitive), which encoding/json's struct decoding does not do
 // ("ALG" would fill Alg), and a repeated member is refused.
 type jwsHeader struct {
-	Alg, Kid string
+	Alg, Kid, Typ string
 }
 
 // decodeHeader reads the protected header JSON h.
@@ -46,7 +46,7 @@ func decodeHeader(h []byte) (jwsHeader, error) {
 		return jwsHeader{}, errJWSCrit
 	}
 	var hdr jwsHeader
-	for name, dst := range map[string]*string{"alg": &hdr.Alg, "kid": &hdr.Kid} {
+	for name, dst := range map[string]*string{"alg": &hdr.Alg, "kid": &hdr.Kid, "typ": &hdr.Typ} {
 		if raw, ok := m[name]; ok && json.Unmarshal(raw, dst) != nil {
 			return jwsHeader{}, errJWSShape
 		}
@@ -91,7 +91,7 @@ func parseCompact(token string) (*compactJWS, error) {
 		return nil, err
 	}
 	return &compactJWS{
-		alg: hdr.Alg, kid: hdr.Kid,
+		alg: hdr.Alg, kid: hdr.Kid, typ: hdr.Typ,
 		signingInput: token[:len(h)+1+len(p)],
 		payload:      buf[hn : hn+pn],
 		sig:          buf[hn+pn : hn+pn+sn],
@@ -146,4 +146,11 @@ func (j *compactJWS) verifySig(alg string, key any) bool {
 		return ecdsa.Verify(pk, digest, r, s)
 	}
 	return false
+}
+
+// isAccessTokenTyp reports whether typ is RFC 9068's "at+jwt" (section
+// 2.1), with or without the "application/" prefix RFC 7515 section 4.1.9
+// lets a producer add, compared as media types are: case-insensitively.
+func isAccessTokenTyp(typ string) bool {
+	return strings.EqualFold(typ, "at+jwt") || strings.EqualFold(typ, "application/at+jwt")
 }

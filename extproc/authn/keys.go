@@ -203,7 +203,9 @@ func (s *keySource) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := s.client.Do(req)
+	c := *s.client
+	c.CheckRedirect = sameOriginRedirects
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +297,26 @@ func keyFits(k *jose.JSONWebKey, alg string) bool {
 func curve(k *jose.JSONWebKey) elliptic.Curve {
 	if pk, ok := k.Key.(*ecdsa.PublicKey); ok {
 		return pk.Curve
+	}
+	return nil
+}
+
+// maxRedirects is how many redirects a JWKS or metadata fetch follows, as
+// net/http's default.
+const maxRedirects = 10
+
+// sameOriginRedirects follows a redirect only within the origin (scheme,
+// host and port) of the first request: an https jwksUrl or metadata URL
+// must not hand the gateway's trust in an issuer's keys to plain http or to
+// another host, which a redirect would do silently.
+func sameOriginRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("redirect from %s://%s to %s://%s refused: a key source must stay on its origin",
+			first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
 	}
 	return nil
 }

@@ -67,6 +67,7 @@ var (
 	errMalformed      = &failure{401, "invalid_token", "the token is not a signed JWT", ResultInvalid}
 	errAlgorithm      = &failure{401, "invalid_token", "the token's signature algorithm is not accepted", ResultInvalid}
 	errClaims         = &failure{401, "invalid_token", "the token's claims are malformed", ResultInvalid}
+	errTyp            = &failure{401, "invalid_token", "the token is not typed as an access token (at+jwt)", ResultInvalid}
 	errIssuer         = &failure{401, "invalid_token", "the token's issuer is not trusted", ResultInvalid}
 	errUnknownKey     = &failure{401, "invalid_token", "the token's signing key is unknown", ResultInvalid}
 	errSignature      = &failure{401, "invalid_token", "the token's signature is invalid", ResultInvalid}
@@ -82,11 +83,17 @@ var (
 // profile. ctx bounds the only wait there can be: a refetch of the issuer's
 // keys for a kid the cache does not hold.
 func (a *Authenticator) Authenticate(ctx context.Context, r *Request) Result {
-	c, p := a.profile(r.Route)
+	return a.Current().Authenticate(ctx, r)
+}
+
+// Authenticate validates the request's credentials against its route's
+// profile in pr.
+func (pr *Profiles) Authenticate(ctx context.Context, r *Request) Result {
+	c, p := pr.profile(r.Route)
 	if p == nil {
 		return Result{}
 	}
-	caller, f := a.check(ctx, c, p, r)
+	caller, f := pr.a.check(ctx, c, p, r)
 	if f == nil {
 		if caller == nil {
 			return Result{Label: ResultAnonymous}
@@ -212,7 +219,8 @@ func (a *Authenticator) verifiedClaims(ctx context.Context, p *profile, token st
 	if v := a.verified.get(token); v != nil {
 		iss, _ := v.claims["iss"].(string)
 		for _, is := range p.issuers {
-			if is.keys == v.src && is.name == iss && slices.Contains(is.algs, v.alg) && slices.Contains(p.algs, v.alg) {
+			if is.keys == v.src && is.name == iss && slices.Contains(is.algs, v.alg) && slices.Contains(p.algs, v.alg) &&
+				(!is.requireTyp || isAccessTokenTyp(v.typ)) {
 				return v.claims, iss, nil
 			}
 		}
@@ -242,12 +250,15 @@ func (a *Authenticator) verifiedClaims(ctx context.Context, p *profile, token st
 	if !slices.Contains(is.algs, jws.alg) {
 		return nil, "", errAlgorithm
 	}
+	if is.requireTyp && !isAccessTokenTyp(jws.typ) {
+		return nil, "", errTyp
+	}
 	ks, f := a.verify(ctx, is, jws)
 	if f != nil {
 		return nil, "", f
 	}
 	if exp, ok, bad := numericDate(claims, "exp"); ok && !bad && ks != nil {
-		a.verified.put(token, &verifiedToken{src: is.keys, keys: ks, alg: jws.alg, claims: claims, exp: exp}, a.opts.Now())
+		a.verified.put(token, &verifiedToken{src: is.keys, keys: ks, alg: jws.alg, typ: jws.typ, claims: claims, exp: exp}, a.opts.Now())
 	}
 	return claims, iss, nil
 }

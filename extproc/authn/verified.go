@@ -34,6 +34,7 @@ type verifiedToken struct {
 	src    *keySource
 	keys   *keySet
 	alg    string
+	typ    string         // the JWS header's
 	claims map[string]any // decoded once, never changed
 	exp    time.Time
 }

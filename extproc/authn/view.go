@@ -23,10 +23,12 @@ type RouteView struct {
 // View describes the profile in force for route, whose public path is
 // publicPath. A nil Authenticator, or a route without a profile, is open.
 func (a *Authenticator) View(route, publicPath string) RouteView {
-	if a == nil {
-		return RouteView{Mode: ModeOff}
-	}
-	c, p := a.profile(route)
+	return a.Current().View(route, publicPath)
+}
+
+// View describes the profile of route in pr; nil pr is open.
+func (pr *Profiles) View(route, publicPath string) RouteView {
+	c, p := pr.profile(route)
 	if p == nil {
 		return RouteView{Mode: ModeOff}
 	}

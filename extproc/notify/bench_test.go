@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // BenchmarkIdleListeners opens 1,000 idle streams on 127.0.0.1 and reports
@@ -31,8 +31,8 @@ func BenchmarkIdleListeners(b *testing.B) {
 	hs := httptest.NewServer(s)
 	defer hs.Close()
 	addr := strings.TrimPrefix(hs.URL, "http://")
-	req := "GET " + registry.NotificationsPath + " HTTP/1.1\r\nHost: x\r\n" +
-		registry.RouteHeader + ": r\r\n" + registry.NotifyHeader + ": tools\r\n\r\n"
+	req := "GET " + wire.NotificationsPath + " HTTP/1.1\r\nHost: x\r\n" +
+		wire.RouteHeader + ": r\r\n" + wire.NotifyHeader + ": tools\r\n\r\n"
 	for b.Loop() {
 		var before, after runtime.MemStats
 		runtime.GC()

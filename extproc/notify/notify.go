@@ -3,7 +3,7 @@
 // event streams of a 2026-07-28 subscriptions/listen request and of a legacy
 // GET on the MCP endpoint. Envoy's ext_proc filter cannot hold a long-lived
 // response, so the extproc server routes such requests, like a tool call, to
-// the cluster of this HTTP server (registry.NotificationsCluster); it runs
+// the cluster of this HTTP server (wire.NotificationsCluster); it runs
 // in the extproc process and writes the streams itself.
 //
 // A stream sends notifications/tools/list_changed whenever its route's
@@ -30,6 +30,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -60,7 +61,7 @@ type Options struct {
 	MaxStreams int
 	// MaxStreamsPerClient bounds the open streams of one client: the
 	// authenticated caller when the extproc server named one
-	// (registry.CallerHeader), else the downstream address; one more is 429.
+	// (wire.CallerHeader), else the downstream address; one more is 429.
 	MaxStreamsPerClient int
 	Logger              *slog.Logger
 	// Registerer takes the metrics; nil keeps them unexported.
@@ -223,11 +224,11 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
-// Stream kinds, as the extproc server lists them in registry.NotifyHeader.
+// Stream kinds, as the extproc server lists them in wire.NotifyHeader.
 const (
-	KindTools     = registry.NotifyTools
-	KindPrompts   = registry.NotifyPrompts
-	KindResources = registry.NotifyResources
+	KindTools     = wire.NotifyTools
+	KindPrompts   = wire.NotifyPrompts
+	KindResources = wire.NotifyResources
 )
 
 // stream is one open change-notification stream.
@@ -240,21 +241,21 @@ type stream struct {
 	buf                       []byte
 }
 
-// ServeHTTP serves one stream on registry.NotificationsPath.
+// ServeHTTP serves one stream on wire.NotificationsPath.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != registry.NotificationsPath {
+	if r.URL.Path != wire.NotificationsPath {
 		writeError(w, http.StatusNotFound, nil, "no notifications endpoint at this path")
 		return
 	}
-	st := &stream{route: r.Header.Get(registry.RouteHeader), w: w, rc: http.NewResponseController(w)}
-	if v := r.Header.Get(registry.SubscriptionHeader); v != "" {
+	st := &stream{route: r.Header.Get(wire.RouteHeader), w: w, rc: http.NewResponseController(w)}
+	if v := r.Header.Get(wire.SubscriptionHeader); v != "" {
 		if !validID(v) {
 			writeError(w, http.StatusBadRequest, nil, "invalid subscription id")
 			return
 		}
 		st.id = []byte(v)
 	}
-	for k := range strings.SplitSeq(r.Header.Get(registry.NotifyHeader), ",") {
+	for k := range strings.SplitSeq(r.Header.Get(wire.NotifyHeader), ",") {
 		switch strings.TrimSpace(k) {
 		case KindTools:
 			st.tools = true
@@ -461,7 +462,7 @@ func validID(v string) bool {
 // the extproc server named, else the downstream address Envoy appended to
 // x-forwarded-for (use_remote_address), else the peer of this connection.
 func clientKey(r *http.Request) string {
-	if c := r.Header.Get(registry.CallerHeader); c != "" {
+	if c := r.Header.Get(wire.CallerHeader); c != "" {
 		return "caller:" + c
 	}
 	if xff := r.Header.Values("x-forwarded-for"); len(xff) > 0 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -105,7 +106,7 @@ func start(t testing.TB, src Source, opts Options) (*Server, string) {
 		cancel()
 		<-done
 	})
-	return s, hs.URL + registry.NotificationsPath
+	return s, hs.URL + wire.NotificationsPath
 }
 
 // client is one open stream.
@@ -195,12 +196,12 @@ func subscriptionID(m map[string]any) any {
 }
 
 func headers(route, kinds, id, caller string) map[string]string {
-	h := map[string]string{registry.RouteHeader: route, registry.NotifyHeader: kinds}
+	h := map[string]string{wire.RouteHeader: route, wire.NotifyHeader: kinds}
 	if id != "" {
-		h[registry.SubscriptionHeader] = id
+		h[wire.SubscriptionHeader] = id
 	}
 	if caller != "" {
-		h[registry.CallerHeader] = caller
+		h[wire.CallerHeader] = caller
 	}
 	return h
 }

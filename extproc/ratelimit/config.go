@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // Config is the rateLimits block of the config file.
@@ -39,13 +39,13 @@ type RLSConfig struct {
 	// Domain is the RateLimitRequest domain (default toolmesh).
 	Domain string `json:"domain,omitempty"`
 	// Timeout bounds one ShouldRateLimit call (default 100ms, at most 10s).
-	Timeout registry.Duration `json:"timeout,omitempty"`
+	Timeout config.Duration `json:"timeout,omitempty"`
 	// FailureMode is what a call gets when the service fails or times out:
 	// allow (default) or deny.
 	FailureMode string `json:"failureMode,omitempty"`
 	// LogInterval: a failing service is logged at most once per interval
 	// (default 1m).
-	LogInterval registry.Duration `json:"logInterval,omitempty"`
+	LogInterval config.Duration `json:"logInterval,omitempty"`
 }
 
 // Limit is one limit entry: which calls it counts, how it keys them, and

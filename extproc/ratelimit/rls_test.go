@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/rlstest"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // scriptedRLS is a gRPC rate limit service on loopback whose answers the
@@ -62,7 +62,9 @@ func TestRLSDescriptorsAndOverLimit(t *testing.T) {
 				CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: 10, Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}},
 		}}, nil
 	}
-	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh"}, Default: []Limit{
+	// A generous timeout: the default 100 ms is lost to connecting on a
+	// loaded machine, and the limiter then proceeds as if no answer came.
+	l := mustNew(t, &Config{RLS: &RLSConfig{Address: addr, Domain: "mesh", Timeout: config.Duration(10 * time.Second)}, Default: []Limit{
 		{Name: "org", Global: true, By: []string{"claim:org"}},
 		{Name: "deletes", Global: true, Tools: []string{"records_*"}, By: []string{"caller", "tool"}},
 		{Name: "local", Requests: 100, Per: "second"},
@@ -126,8 +128,8 @@ func TestRLSFailureModes(t *testing.T) {
 			var logs bytes.Buffer
 			var mu sync.Mutex
 			log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-			l, err := New(&Config{RLS: &RLSConfig{Address: addr, FailureMode: tc.mode, Timeout: registry.Duration(tc.timeout),
-				LogInterval: registry.Duration(time.Hour)}, Default: []Limit{{Name: "g", Global: true}}}, nil, m, log)
+			l, err := New(&Config{RLS: &RLSConfig{Address: addr, FailureMode: tc.mode, Timeout: config.Duration(tc.timeout),
+				LogInterval: config.Duration(time.Hour)}, Default: []Limit{{Name: "g", Global: true}}}, nil, m, log)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,7 +171,7 @@ func TestGlobalLimitRealService(t *testing.T) {
 	const perDay = 20
 	svc := rlstest.Start(t, redistest.Start(t).Options().Addr, rlstest.PerCaller("deletes", "day", perDay))
 	cfg := func() *Config {
-		return &Config{RLS: &RLSConfig{Address: svc.GRPC, Timeout: registry.Duration(5 * time.Second), FailureMode: FailureDeny},
+		return &Config{RLS: &RLSConfig{Address: svc.GRPC, Timeout: config.Duration(5 * time.Second), FailureMode: FailureDeny},
 			Routes: map[string][]Limit{"core": {{Name: "deletes", Global: true, Tools: []string{"records_delete"}, By: []string{"caller"}}}}}
 	}
 	a, b := mustNew(t, cfg(), nil), mustNew(t, cfg(), nil)

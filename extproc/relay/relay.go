@@ -1,17 +1,25 @@
 // Package relay turns the JSON-RPC id of a request a federated legacy MCP
 // server sends to the client (sampling, elicitation, roots) into an opaque,
-// HMAC-authenticated token, and back (docs/decisions/0006-federated-mcp-servers.md,
-// "Requests of legacy servers to the client").
+// encrypted and authenticated token, and back
+// (docs/decisions/0006-federated-mcp-servers.md, "Requests of legacy
+// servers to the client").
 //
-// The token says everything needed to deliver the client's answer: the
+// The token holds everything needed to deliver the client's answer: the
 // route, the Tool Service, the protocol version and upstream session the
 // request came on, and the server's own id. The gateway keeps no state:
-// any replica holding the key can verify a token and deliver the answer.
+// any replica holding the key can open a token and deliver the answer. The
+// client holds the token but reads nothing of it: the gateway's upstream
+// session id is the gateway's.
 package relay
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -22,18 +30,26 @@ import (
 
 // The token is
 //
-//	tmr1.<key id>.<payload>.<mac>
+//	tmr2.<key id>.<sealed>
 //
-// payload the base64url (unpadded) JSON of payload, mac the base64url
-// HMAC-SHA256 under the key over macLabel, the key id, "." and the payload
-// text.
+// sealed the base64url (unpadded) of a random 12-byte nonce followed by the
+// AES-256-GCM encryption of the JSON of payload, with aadLabel and the key
+// id as additional data. The AES key is derived from the configured key's
+// secret with HKDF-SHA256 (RFC 5869, info aeadInfo), so the relayKeys of
+// the configuration and their rotation are unchanged: the first key
+// seals, every key opens the tokens of its id. Random nonces bound a key
+// to about 2^32 tokens (NIST SP 800-38D section 8.3); relayed requests are
+// far fewer, and rotation resets the count.
+//
+// tmr1 tokens (signed with HMAC-SHA256, the payload readable) are refused.
 const (
-	prefix   = "tmr1."
-	macLabel = "toolmesh relay id v1\x00"
+	prefix    = "tmr2."
+	oldPrefix = "tmr1."
+	aeadInfo  = "toolmesh relay token v2 AES-256-GCM"
+	aadLabel  = "toolmesh relay id v2\x00"
 	// MaxTokenBytes bounds a token the gateway parses.
 	MaxTokenBytes = 2048
-	// MinKeyBytes is the shortest key accepted (RFC 2104 section 3: at
-	// least the hash output).
+	// MinKeyBytes is the shortest key accepted.
 	MinKeyBytes = hmactoken.MinKeyBytes
 	// TTL is how long a token is accepted. The request it stands for is
 	// bounded by the route timeout; an answer later than that reaches a
@@ -43,7 +59,9 @@ const (
 	maxIDBytes = 256
 )
 
-// Key is one HMAC-SHA256 key.
+var b64 = base64.RawURLEncoding
+
+// Key is one relay key: its secret derives the token key.
 type Key struct {
 	ID     string
 	Secret []byte
@@ -74,26 +92,41 @@ type payload struct {
 // Keys mints and opens tokens. It is immutable; a new configuration builds
 // new Keys, swapped in atomically.
 type Keys struct {
-	keys *hmactoken.Keys
-	now  func() time.Time
+	sealID string
+	byID   map[string]cipher.AEAD
+	now    func() time.Time
 	// Generated is true for a key made at start: valid on this replica only.
 	Generated bool
 }
 
-// New validates keys (the first signs, every one verifies). now may be nil.
+// New validates keys (the first seals, every one opens). now may be nil.
 func New(keys []Key, now func() time.Time) (*Keys, error) {
 	hk := make([]hmactoken.Key, len(keys))
 	for i, key := range keys {
 		hk[i] = hmactoken.Key(key)
 	}
-	set, err := hmactoken.New("relayKeys", macLabel, hk)
-	if err != nil {
+	// The shared checks of key ids and lengths, with errors naming relayKeys.
+	if _, err := hmactoken.New("relayKeys", aadLabel, hk); err != nil {
 		return nil, err
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Keys{keys: set, now: now}, nil
+	k := &Keys{sealID: keys[0].ID, byID: make(map[string]cipher.AEAD, len(keys)), now: now}
+	for _, key := range keys {
+		dk, err := hkdf.Key(sha256.New, key.Secret, nil, aeadInfo, 32)
+		if err != nil {
+			return nil, err
+		}
+		block, err := aes.NewCipher(dk)
+		if err != nil {
+			return nil, err
+		}
+		if k.byID[key.ID], err = cipher.NewGCM(block); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
 }
 
 // Generate returns Keys with one random key: tokens verify on this process
@@ -116,40 +149,59 @@ func (k *Keys) Mint(t Target) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok := prefix + k.keys.Seal(p)
-	return json.Marshal(tok)
+	aead := k.byID[k.sealID]
+	sealed := make([]byte, aead.NonceSize(), aead.NonceSize()+len(p)+aead.Overhead())
+	_, _ = rand.Read(sealed) // never fails (crypto/rand)
+	sealed = aead.Seal(sealed, sealed, p, additionalData(k.sealID))
+	return json.Marshal(prefix + k.sealID + "." + b64.EncodeToString(sealed))
 }
 
-// Is reports whether id (raw JSON) has the shape of a token, verified or
-// not.
-func Is(id json.RawMessage) bool { return bytes.HasPrefix(id, []byte(`"`+prefix)) }
+func additionalData(kid string) []byte { return []byte(aadLabel + kid) }
+
+// Is reports whether id (raw JSON) has the shape of a token, of this
+// format or an earlier one, valid or not.
+func Is(id json.RawMessage) bool {
+	return bytes.HasPrefix(id, []byte(`"`+prefix)) || bytes.HasPrefix(id, []byte(`"`+oldPrefix))
+}
 
 // Errors of Open.
 var (
 	ErrMalformed   = errors.New("relay: malformed token")
 	ErrUnknownKey  = errors.New("relay: unknown key")
-	ErrSignature   = errors.New("relay: bad signature")
+	ErrSignature   = errors.New("relay: token does not authenticate")
+	ErrOldFormat   = errors.New("relay: token of an earlier format (tmr1), no longer accepted")
 	ErrExpired     = errors.New("relay: token expired")
 	ErrOtherRoute  = errors.New("relay: token of another route")
 	ErrOtherCaller = errors.New("relay: token of another caller")
 )
 
-// Open authenticates id (raw JSON) and returns its target, checked against
-// the route and caller the answer came with. Authenticity is checked before
-// the payload is read.
+// Open authenticates and decrypts id (raw JSON) and returns its target,
+// checked against the route and caller the answer came with. Nothing of
+// the payload is read before it authenticates.
 func (k *Keys) Open(id json.RawMessage, route, caller string) (*Target, error) {
 	var tok string
-	if len(id) > MaxTokenBytes || json.Unmarshal(id, &tok) != nil || !strings.HasPrefix(tok, prefix) {
+	if len(id) > MaxTokenBytes || json.Unmarshal(id, &tok) != nil {
 		return nil, ErrMalformed
 	}
-	raw, err := k.keys.Open(tok[len(prefix):])
-	switch {
-	case errors.Is(err, hmactoken.ErrUnknownKey):
-		return nil, ErrUnknownKey
-	case errors.Is(err, hmactoken.ErrSignature):
-		return nil, ErrSignature
-	case err != nil:
+	if strings.HasPrefix(tok, oldPrefix) {
+		return nil, ErrOldFormat
+	}
+	kid, body, ok := strings.Cut(strings.TrimPrefix(tok, prefix), ".")
+	if !strings.HasPrefix(tok, prefix) || !ok {
 		return nil, ErrMalformed
+	}
+	aead := k.byID[kid]
+	if aead == nil {
+		return nil, ErrUnknownKey
+	}
+	sealed, err := b64.Strict().DecodeString(body)
+	if err != nil || len(sealed) < aead.NonceSize()+aead.Overhead() {
+		return nil, ErrMalformed
+	}
+	n := aead.NonceSize()
+	raw, err := aead.Open(nil, sealed[:n], sealed[n:], additionalData(kid))
+	if err != nil {
+		return nil, ErrSignature
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

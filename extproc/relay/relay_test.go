@@ -1,11 +1,15 @@
 package relay
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolmesh/toolmesh/internal/hmactoken"
 )
 
 func TestMintOpen(t *testing.T) {
@@ -16,7 +20,8 @@ func TestMintOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := Target{Route: "core", Service: "asker", Version: "2025-11-25", Session: "s-1", ID: json.RawMessage(`7`), Caller: "iss=x\x00sub=ada"}
+	const session = "upstream-session-7f3a9c"
+	target := Target{Route: "core", Service: "asker", Version: "2025-11-25", Session: session, ID: json.RawMessage(`7`), Caller: "iss=x\x00sub=ada"}
 	tok, err := k.Mint(target)
 	if err != nil {
 		t.Fatal(err)
@@ -26,10 +31,41 @@ func TestMintOpen(t *testing.T) {
 	}
 	var s string
 	_ = json.Unmarshal(tok, &s)
-	flipped := []byte(s)
-	flipped[len(flipped)-3] ^= 1
-	quote := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
 	parts := strings.Split(s, ".")
+	if len(parts) != 3 || parts[0] != "tmr2" || parts[1] != "k1" {
+		t.Fatalf("token %q is not tmr2.<kid>.<sealed>", s)
+	}
+	// The client holds the token but can read nothing of it: neither the
+	// token nor its decoded bytes hold the session, the service or the id.
+	sealed, err := b64.DecodeString(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{session, "asker", `"x":`, `"i":7`} {
+		if strings.Contains(s, secret) || bytes.Contains(sealed, []byte(secret)) {
+			t.Errorf("the token shows %q", secret)
+		}
+	}
+	other, _ := k.Mint(target)
+	if string(other) == string(tok) {
+		t.Error("two tokens of one target are equal: the nonce is not fresh")
+	}
+
+	quote := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
+	flip := func(i int) json.RawMessage {
+		b := slices.Clone(sealed)
+		b[i] ^= 1
+		return quote("tmr2.k1." + b64.EncodeToString(b))
+	}
+	var otherSealed string
+	{
+		var o string
+		_ = json.Unmarshal(other, &o)
+		otherSealed = strings.Split(o, ".")[2]
+	}
+	// A token of the earlier format, signed with the same key: refused.
+	hk, _ := hmactoken.New("relayKeys", "toolmesh relay id v1\x00", []hmactoken.Key{{ID: "k1", Secret: secretA}})
+	v1 := quote("tmr1." + hk.Seal([]byte(`{"r":"core","s":"asker","v":"2025-11-25","x":"`+session+`","i":7,"e":1700003600}`)))
 	otherKey, _ := New([]Key{{ID: "k1", Secret: secretB}}, clock)
 	rotated, _ := New([]Key{{ID: "k2", Secret: secretB}, {ID: "k1", Secret: secretA}}, clock)
 	later, _ := New([]Key{{ID: "k1", Secret: secretA}}, func() time.Time { return now.Add(TTL) })
@@ -41,18 +77,24 @@ func TestMintOpen(t *testing.T) {
 		want          error
 	}{
 		{"round trip", k, tok, "core", target.Caller, nil},
-		{"verified by a rotated set", rotated, tok, "core", target.Caller, nil},
-		{"flipped mac", k, quote(string(flipped)), "core", target.Caller, ErrSignature},
-		{"payload of another token", k, quote(parts[0] + "." + parts[1] + ".e30." + parts[3]), "core", target.Caller, ErrSignature},
+		{"opened by a rotated set", rotated, tok, "core", target.Caller, nil},
+		{"flipped nonce", k, flip(0), "core", target.Caller, ErrSignature},
+		{"flipped ciphertext", k, flip(14), "core", target.Caller, ErrSignature},
+		{"flipped tag", k, flip(len(sealed) - 1), "core", target.Caller, ErrSignature},
+		{"truncated", k, quote("tmr2.k1." + b64.EncodeToString(sealed[:len(sealed)-1])), "core", target.Caller, ErrSignature},
+		{"sealed under another key id", rotated, quote("tmr2.k2." + parts[2]), "core", target.Caller, ErrSignature},
 		{"another key", otherKey, tok, "core", target.Caller, ErrSignature},
-		{"unknown key id", k, quote("tmr1.k9." + parts[2] + "." + parts[3]), "core", target.Caller, ErrUnknownKey},
-		{"garbled", k, quote("tmr1.k1.garbage"), "core", target.Caller, ErrMalformed},
+		{"unknown key id", k, quote("tmr2.k9." + parts[2]), "core", target.Caller, ErrUnknownKey},
+		{"another token's sealed part", k, quote("tmr2.k1." + otherSealed), "core", target.Caller, nil},
+		{"garbled", k, quote("tmr2.k1.garbage"), "core", target.Caller, ErrMalformed},
+		{"no key id", k, quote("tmr2." + parts[2]), "core", target.Caller, ErrMalformed},
+		{"earlier format", k, v1, "core", target.Caller, ErrOldFormat},
 		{"not a string", k, json.RawMessage(`7`), "core", target.Caller, ErrMalformed},
 		{"another route", k, tok, "other", target.Caller, ErrOtherRoute},
 		{"another caller", k, tok, "core", "iss=x\x00sub=eve", ErrOtherCaller},
 		{"anonymous caller", k, tok, "core", "", ErrOtherCaller},
 		{"expired", later, tok, "core", target.Caller, ErrExpired},
-		{"too long", k, quote("tmr1." + strings.Repeat("x", MaxTokenBytes)), "core", target.Caller, ErrMalformed},
+		{"too long", k, quote("tmr2." + strings.Repeat("x", MaxTokenBytes)), "core", target.Caller, ErrMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.keys.Open(tc.id, tc.route, tc.caller)
@@ -64,6 +106,9 @@ func TestMintOpen(t *testing.T) {
 				t.Errorf("Open = %+v, want %+v", got, target)
 			}
 		})
+	}
+	if !Is(v1) {
+		t.Error("Is(tmr1 token) = false: an old token would not be refused as one")
 	}
 }
 
@@ -100,4 +145,20 @@ func TestGenerated(t *testing.T) {
 	if _, err := b.Open(tok, "r", ""); !errors.Is(err, ErrSignature) {
 		t.Errorf("another generated key: %v, want ErrSignature", err)
 	}
+}
+
+// FuzzOpen: no input makes Open panic, and only a token the key sealed
+// opens.
+func FuzzOpen(f *testing.F) {
+	k, _ := New([]Key{{ID: "k1", Secret: []byte(strings.Repeat("a", 32))}}, nil)
+	tok, _ := k.Mint(Target{Route: "r", Service: "s", Session: "sess", ID: json.RawMessage(`1`)})
+	f.Add(string(tok))
+	f.Add(`"tmr1.k1.e30.AAAA"`)
+	f.Add(`"tmr2.k1."`)
+	f.Fuzz(func(t *testing.T, id string) {
+		got, err := k.Open(json.RawMessage(id), "r", "")
+		if err == nil && id != string(tok) && got.Session != "sess" {
+			t.Fatalf("%q opened as %+v", id, got)
+		}
+	})
 }

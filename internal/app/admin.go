@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -98,7 +99,7 @@ const minAdminTokenLen = 16
 
 // readAdminToken reads the admin token from its source, once at start;
 // nil means no token.
-func readAdminToken(src *registry.CredentialSource) (string, error) {
+func readAdminToken(src *config.CredentialSource) (string, error) {
 	if src == nil {
 		return "", nil
 	}

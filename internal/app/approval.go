@@ -3,12 +3,11 @@ package app
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 )
 
 // ApprovalConfig is the approval key: gateway-side human approval of risky
@@ -20,7 +19,7 @@ type ApprovalConfig struct {
 	Keys []ApprovalKey `json:"keys,omitempty"`
 	// TTL is how long an approval request can be answered; its approval
 	// runs one call (default 5m, 10s..1h).
-	TTL registry.Duration `json:"ttl,omitempty"`
+	TTL config.Duration `json:"ttl,omitempty"`
 	// Routes gives a route its own rule, replacing Default as a whole.
 	Routes map[string]ApprovalRule `json:"routes,omitempty"`
 	// Default is the rule of every route without an entry; unset: none.
@@ -108,20 +107,4 @@ func (k ApprovalKey) read() ([]byte, error) {
 		return nil, fmt.Errorf("read key file: %w", err)
 	}
 	return []byte(strings.TrimRight(string(b), "\r\n")), nil
-}
-
-// reloadApproval puts the reloaded configuration's approval block and its
-// keys (read again) in force (SIGHUP); on any error the approval in force stays,
-// and the error is logged naming the key.
-func (a *app) reloadApproval(cfg Config) {
-	if a.extprocServer == nil {
-		return
-	}
-	ap, err := cfg.Approval.build(a.approvalLedger)
-	if err != nil {
-		a.log.Error("approval reload failed; the approval configuration in force stays", slog.Any("error", err))
-		return
-	}
-	a.extprocServer.SetApproval(ap)
-	a.log.Info("approval configuration reloaded", slog.Bool("enabled", ap != nil))
 }

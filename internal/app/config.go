@@ -20,6 +20,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/mtls"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -69,18 +70,18 @@ type PortalConfig struct {
 	PortalStrict bool `json:"portalStrict,omitempty"`
 	// RefreshInterval is the time between Portal and manifest refreshes
 	// (default 30s).
-	RefreshInterval registry.Duration `json:"refreshInterval,omitempty"`
+	RefreshInterval config.Duration `json:"refreshInterval,omitempty"`
 	// FetchTimeout bounds each Portal listing and manifest fetch (default
 	// 10s), so one hanging peer cannot stall a refresh cycle.
-	FetchTimeout registry.Duration `json:"fetchTimeout,omitempty"`
+	FetchTimeout config.Duration `json:"fetchTimeout,omitempty"`
 	// RetryBackoff is the first wait before a failed Portal listing or a
 	// route whose refresh failed (one without a snapshot included) is tried
 	// again, ahead of the next refresh (default 1s). The wait doubles after
 	// each failure, jittered; a success resets it.
-	RetryBackoff registry.Duration `json:"retryBackoff,omitempty"`
+	RetryBackoff config.Duration `json:"retryBackoff,omitempty"`
 	// RetryBackoffMax is the longest such wait (default and ceiling: the
 	// refresh interval).
-	RetryBackoffMax registry.Duration `json:"retryBackoffMax,omitempty"`
+	RetryBackoffMax config.Duration `json:"retryBackoffMax,omitempty"`
 	// AllowEmptyListing lets a Portal listing that names no route remove
 	// every route. By default such a listing counts as a failed one and the
 	// current routes stay.
@@ -108,7 +109,7 @@ type ListenConfig struct {
 	// token is read, once at start: a file ({"file": "/run/secrets/admin"},
 	// trailing line breaks dropped) or an environment variable ({"env":
 	// "TOOLMESH_ADMIN_TOKEN"}); the value itself is never in the config.
-	AdminToken *registry.CredentialSource `json:"adminToken,omitempty"`
+	AdminToken *config.CredentialSource `json:"adminToken,omitempty"`
 	// EnvoyListen is the address Envoy's MCP listener binds, as programmed
 	// over xDS by `xds` (default 0.0.0.0:10000). `run` programs its local data
 	// plane with the Listen address instead.
@@ -162,7 +163,7 @@ type EndpointConfig struct {
 	// gateway ends the stream with an isError "timeout" result (ADR 0013).
 	// By default the route timeout less a margin does so already; this
 	// bound matters when it is shorter, or with federatedStreamDeadline off.
-	FederatedStreamTimeout registry.Duration `json:"federatedStreamTimeout,omitempty"`
+	FederatedStreamTimeout config.Duration `json:"federatedStreamTimeout,omitempty"`
 	// FederatedStreamDeadline is "route" (the default: such a stream ends
 	// with that result shortly before its route timeout, where Envoy's
 	// listener allows it) or "off" (only FederatedStreamTimeout, if set,
@@ -171,13 +172,13 @@ type EndpointConfig struct {
 	FederatedStreamDeadline deadlineMode `json:"federatedStreamDeadline,omitempty"`
 	// MessageTimeout is Envoy's per-message ext_proc timeout, programmed over
 	// xDS (default 5s; Envoy's own 200ms default is too short).
-	MessageTimeout registry.Duration `json:"messageTimeout,omitempty"`
+	MessageTimeout config.Duration `json:"messageTimeout,omitempty"`
 	// ServerName is the serverInfo name in MCP answers (default toolmesh).
 	ServerName string `json:"serverName,omitempty"`
 	// ListTTL is the ttlMs caching hint on 2026-07-28 tools/list and
 	// server/discover results (default: the refresh interval, since a listing
 	// cannot change faster than the registry refreshes).
-	ListTTL registry.Duration `json:"listTTL,omitempty"`
+	ListTTL config.Duration `json:"listTTL,omitempty"`
 }
 
 // RedisConfig is the store of the routes' last good snapshots.
@@ -199,7 +200,7 @@ type RedisConfig struct {
 	RedisPrefix string `json:"redisPrefix,omitempty"`
 	// RedisTimeout bounds every Redis operation (default 500ms); a slow or
 	// absent Redis never holds up serving.
-	RedisTimeout registry.Duration `json:"redisTimeout,omitempty"`
+	RedisTimeout config.Duration `json:"redisTimeout,omitempty"`
 }
 
 // SearchConfig is how catalogs are offered: per-route overrides and the embedding services of search mode.
@@ -226,7 +227,7 @@ type UpstreamConfig struct {
 	// Portal names a credential, this map says where its value is read, from
 	// a file ({"file": "/run/secrets/gh"}, trailing line breaks dropped) or
 	// an environment variable ({"env": "GH_TOKEN"}), at every listing.
-	Credentials map[string]registry.CredentialSource `json:"credentials,omitempty"`
+	Credentials map[string]config.CredentialSource `json:"credentials,omitempty"`
 	// UpstreamAuth says, by Tool Service name, what credentials a Tool
 	// Service or federated MCP server receives (ADR 0010): a credentials
 	// entry, claims of the caller, or the client's own token (opt-in). The
@@ -297,18 +298,18 @@ type GRPCConfig struct {
 	// a stream open (default 10s). It must stay below the interval of the
 	// Envoy bootstraps' connection_keepalive (30s): a client that pings more
 	// often gets GOAWAY too_many_pings and loses its connection.
-	GRPCKeepaliveMinTime registry.Duration `json:"grpcKeepaliveMinTime,omitempty"`
+	GRPCKeepaliveMinTime config.Duration `json:"grpcKeepaliveMinTime,omitempty"`
 	// GRPCKeepaliveTime is how long a gRPC server connection may go without
 	// reading anything before the server pings the client (default 1m), so
 	// the streams of an Envoy that vanished are reclaimed.
-	GRPCKeepaliveTime registry.Duration `json:"grpcKeepaliveTime,omitempty"`
+	GRPCKeepaliveTime config.Duration `json:"grpcKeepaliveTime,omitempty"`
 	// GRPCKeepaliveTimeout is how long the server waits for the answer to
 	// its ping before closing the connection (default 20s).
-	GRPCKeepaliveTimeout registry.Duration `json:"grpcKeepaliveTimeout,omitempty"`
+	GRPCKeepaliveTimeout config.Duration `json:"grpcKeepaliveTimeout,omitempty"`
 	// DrainDelay is how long shutdown waits, with readiness and gRPC health
 	// already NOT_SERVING, before it stops accepting work (default 5s; 0
 	// allowed), so Envoy's health checks and load balancers move away first.
-	DrainDelay registry.Duration `json:"drainDelay,omitempty"`
+	DrainDelay config.Duration `json:"drainDelay,omitempty"`
 }
 
 // NotificationsConfig is the change-notification streams server (ADR 0012).
@@ -328,7 +329,7 @@ type NotificationsConfig struct {
 	NotificationsAddresses []string `json:"notificationsAddresses,omitempty"`
 	// NotificationsKeepAlive is the interval of the SSE comment written on
 	// an idle stream (default 15s; below Envoy's 5m stream_idle_timeout).
-	NotificationsKeepAlive registry.Duration `json:"notificationsKeepAlive,omitempty"`
+	NotificationsKeepAlive config.Duration `json:"notificationsKeepAlive,omitempty"`
 	// NotificationsMaxStreams bounds the open streams of one process
 	// (default 10000); one more is HTTP 503.
 	NotificationsMaxStreams int `json:"notificationsMaxStreams,omitempty"`
@@ -404,21 +405,21 @@ func defaultConfig() Config {
 	c.AdminListen = "127.0.0.1:9090"
 	c.EnvoyListen = "0.0.0.0:10000"
 	c.NodeID = "toolmesh-local"
-	c.RefreshInterval = registry.Duration(refresher.DefaultInterval)
-	c.FetchTimeout = registry.Duration(refresher.DefaultFetchTimeout)
-	c.RetryBackoff = registry.Duration(refresher.DefaultRetryBackoff)
+	c.RefreshInterval = config.Duration(refresher.DefaultInterval)
+	c.FetchTimeout = config.Duration(refresher.DefaultFetchTimeout)
+	c.RetryBackoff = config.Duration(refresher.DefaultRetryBackoff)
 	c.MaxBodyBytes = 1 << 20
 	c.MaxResponseBytes = 4 << 20
 	c.ToolLabelsPerRoute = extproc.DefaultToolLabels
-	c.MessageTimeout = registry.Duration(5 * time.Second)
+	c.MessageTimeout = config.Duration(5 * time.Second)
 	c.FederatedStreamDeadline = "route"
 	c.ServerName = "toolmesh"
-	c.GRPCKeepaliveMinTime = registry.Duration(defaultKeepaliveMinTime)
-	c.GRPCKeepaliveTime = registry.Duration(time.Minute)
-	c.GRPCKeepaliveTimeout = registry.Duration(20 * time.Second)
-	c.DrainDelay = registry.Duration(5 * time.Second)
+	c.GRPCKeepaliveMinTime = config.Duration(defaultKeepaliveMinTime)
+	c.GRPCKeepaliveTime = config.Duration(time.Minute)
+	c.GRPCKeepaliveTimeout = config.Duration(20 * time.Second)
+	c.DrainDelay = config.Duration(5 * time.Second)
 	c.LogLevel = "info"
-	c.NotificationsKeepAlive = registry.Duration(notify.DefaultKeepAlive)
+	c.NotificationsKeepAlive = config.Duration(notify.DefaultKeepAlive)
 	c.NotificationsMaxStreams = notify.DefaultMaxStreams
 	c.NotificationsMaxStreamsPerClient = notify.DefaultMaxStreamsPerClient
 	c.LogFormat = "text"
@@ -544,11 +545,11 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 			*dst = v
 		}
 	}
-	dur := func(name string, dst *registry.Duration) {
+	dur := func(name string, dst *config.Duration) {
 		if f := fs.Lookup(name); f != nil && f.Changed {
 			v, err := fs.GetDuration(name)
 			errs = append(errs, err)
-			*dst = registry.Duration(v)
+			*dst = config.Duration(v)
 		}
 	}
 	num := func(name string, dst *int64) {
@@ -567,7 +568,7 @@ func applyFlags(fs *pflag.FlagSet, cfg *Config) error {
 	str("envoy-listen", &cfg.EnvoyListen)
 	str("admin-listen", &cfg.AdminListen)
 	if f := fs.Lookup("admin-token-file"); f != nil && f.Changed {
-		cfg.AdminToken = &registry.CredentialSource{File: f.Value.String()}
+		cfg.AdminToken = &config.CredentialSource{File: f.Value.String()}
 	}
 	str("server-name", &cfg.ServerName)
 	str("redis", &cfg.Redis)

@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/xds"
@@ -208,7 +209,7 @@ func (c *SearchConfig) Validate() error {
 // Validate checks the credentials' sources; upstreamAuth is checked with
 // them (Config.Validate).
 func (c *UpstreamConfig) Validate() error {
-	return registry.CheckCredentials(c.Credentials)
+	return config.CheckCredentials(c.Credentials)
 }
 
 // Validate checks approval, relay keys, authentication and policies; each

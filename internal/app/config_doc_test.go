@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 )
 
@@ -148,7 +148,7 @@ func sameDefault(v reflect.Value, doc, alt string) string {
 		return ""
 	}
 	switch x := v.Interface().(type) {
-	case registry.Duration:
+	case config.Duration:
 		if d, err := time.ParseDuration(doc); err != nil || d != x.D() {
 			return x.D().String()
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -70,25 +71,25 @@ logFormat: json
 			c.ExtProcListen = "127.0.0.1:19002"
 			c.XDSListen = "127.0.0.1:28000"
 			c.AdminListen = "127.0.0.1:19090"
-			c.RefreshInterval = registry.Duration(10 * time.Second)
-			c.RetryBackoff = registry.Duration(500 * time.Millisecond)
-			c.RetryBackoffMax = registry.Duration(5 * time.Second)
+			c.RefreshInterval = config.Duration(10 * time.Second)
+			c.RetryBackoff = config.Duration(500 * time.Millisecond)
+			c.RetryBackoffMax = config.Duration(5 * time.Second)
 			c.AllowedOrigins = []string{"https://app.example.com", "http://localhost:*"}
 			c.AllowedHosts = []string{"gateway.example.com"}
 			c.MaxBodyBytes = 2 << 20
 			c.MaxResponseBytes = 8 << 20
-			c.MessageTimeout = registry.Duration(3 * time.Second)
+			c.MessageTimeout = config.Duration(3 * time.Second)
 			c.ServerName = "acme-tools"
-			c.GRPCKeepaliveMinTime = registry.Duration(20 * time.Second)
-			c.GRPCKeepaliveTime = registry.Duration(2 * time.Minute)
-			c.GRPCKeepaliveTimeout = registry.Duration(10 * time.Second)
+			c.GRPCKeepaliveMinTime = config.Duration(20 * time.Second)
+			c.GRPCKeepaliveTime = config.Duration(2 * time.Minute)
+			c.GRPCKeepaliveTimeout = config.Duration(10 * time.Second)
 			c.DrainDelay = 0
 			c.LogLevel = "debug"
 			c.LogFormat = "json"
 		})},
 		{name: "json file", args: []string{"--config", goodJSON}, want: withDefaults(func(c *Config) {
 			c.Listen = "127.0.0.1:18081"
-			c.RefreshInterval = registry.Duration(time.Minute)
+			c.RefreshInterval = config.Duration(time.Minute)
 		})},
 		{name: "flags override the file", args: []string{"--config", good,
 			"--listen", "127.0.0.1:0", "--refresh-interval", "2s", "--allowed-origins", "https://a.example,https://b.example",
@@ -100,19 +101,19 @@ logFormat: json
 				c.ExtProcListen = "127.0.0.1:19002"
 				c.XDSListen = "127.0.0.1:28000"
 				c.AdminListen = "127.0.0.1:19090"
-				c.RefreshInterval = registry.Duration(2 * time.Second)
-				c.RetryBackoff = registry.Duration(500 * time.Millisecond)
-				c.RetryBackoffMax = registry.Duration(5 * time.Second)
+				c.RefreshInterval = config.Duration(2 * time.Second)
+				c.RetryBackoff = config.Duration(500 * time.Millisecond)
+				c.RetryBackoffMax = config.Duration(5 * time.Second)
 				c.AllowedOrigins = []string{"https://a.example", "https://b.example"}
 				c.AllowedHosts = []string{"gateway.example.com"}
 				c.MaxBodyBytes = 1024
 				c.MaxResponseBytes = 8 << 20
-				c.MessageTimeout = registry.Duration(9 * time.Second)
+				c.MessageTimeout = config.Duration(9 * time.Second)
 				c.ServerName = "acme-tools"
-				c.GRPCKeepaliveMinTime = registry.Duration(5 * time.Second)
-				c.GRPCKeepaliveTime = registry.Duration(30 * time.Second)
-				c.GRPCKeepaliveTimeout = registry.Duration(3 * time.Second)
-				c.DrainDelay = registry.Duration(15 * time.Second)
+				c.GRPCKeepaliveMinTime = config.Duration(5 * time.Second)
+				c.GRPCKeepaliveTime = config.Duration(30 * time.Second)
+				c.GRPCKeepaliveTimeout = config.Duration(3 * time.Second)
+				c.DrainDelay = config.Duration(15 * time.Second)
 				c.LogLevel = "warn"
 				c.LogFormat = "json"
 			})},
@@ -160,7 +161,7 @@ drainDelay: 10m
 		{name: "drain delay zero", args: []string{"--drain-delay", "0s"}, want: withDefaults(func(c *Config) { c.DrainDelay = 0 })},
 		{name: "credentials", args: []string{"--config", write("creds.yaml", "credentials:\n  gh: {file: /run/secrets/gh}\n  docs: {env: DOCS_KEY}\n")},
 			want: withDefaults(func(c *Config) {
-				c.Credentials = map[string]registry.CredentialSource{"gh": {File: "/run/secrets/gh"}, "docs": {Env: "DOCS_KEY"}}
+				c.Credentials = map[string]config.CredentialSource{"gh": {File: "/run/secrets/gh"}, "docs": {Env: "DOCS_KEY"}}
 			})},
 		{name: "bad credentials", args: []string{"--config", write("badcreds.yaml", "credentials:\n  both: {file: f, env: E}\n  none: {}\n")},
 			wantErr: []string{"credentials.both: file and env are exclusive", "credentials.none: one of file and env is required"}},
@@ -168,9 +169,9 @@ drainDelay: 10m
 			"embeddings:\n  e5: {url: \"http://tei:8080/v1/embeddings\", model: e5-small, credential: tei, timeout: 200ms, batchSize: 16, queryPrefix: \"query: \", documentPrefix: \"passage: \"}\n"+
 			"defaultEmbedding: e5\ncatalogs:\n  small: {mode: search, embedding: none}\n")},
 			want: withDefaults(func(c *Config) {
-				c.Credentials = map[string]registry.CredentialSource{"tei": {Env: "TEI_TOKEN"}}
+				c.Credentials = map[string]config.CredentialSource{"tei": {Env: "TEI_TOKEN"}}
 				c.Embeddings = map[string]registry.EmbeddingService{"e5": {URL: "http://tei:8080/v1/embeddings", Model: "e5-small", Credential: "tei",
-					Timeout: registry.Duration(200 * time.Millisecond), BatchSize: 16, QueryPrefix: "query: ", DocumentPrefix: "passage: "}}
+					Timeout: config.Duration(200 * time.Millisecond), BatchSize: 16, QueryPrefix: "query: ", DocumentPrefix: "passage: "}}
 				c.DefaultEmbedding = "e5"
 				c.Catalogs = map[string]registry.Catalog{"small": {Mode: "search", Embedding: "none"}}
 			})},

@@ -200,22 +200,23 @@ func (a *app) consoleState() consoleDoc {
 		doc.Clusters = a.xdsServer.Clusters()
 	}
 	if a.extprocServer != nil {
-		doc.RateLimits = a.extprocServer.RateLimiter().InForce()
+		doc.RateLimits = a.extprocServer.Runtime().RateLimits.InForce()
 	}
 	return doc
 }
 
 // consoleAccess reads rt's access rules from the runtime in force.
 func (a *app) consoleAccess(rt registry.Route) *consoleAccess {
+	in := a.extprocServer.Runtime() // one generation for the whole page
 	acc := &consoleAccess{
-		Auth:       a.auth.View(rt.Key, rt.Path()),
-		Policies:   a.extprocServer.Policies().View(rt.Key),
-		RateLimits: a.extprocServer.RateLimiter().Route(rt.Key),
+		Auth:       in.Auth.View(rt.Key, rt.Path()),
+		Policies:   in.Policies.View(rt.Key),
+		RateLimits: in.RateLimits.Route(rt.Key),
 	}
 	if acc.Policies == nil {
 		acc.Policies = []authz.PolicyView{}
 	}
-	ap := a.extprocServer.Approval()
+	ap := in.Approval
 	rule, ok := ap.View(rt.Key)
 	if !ok {
 		return acc

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/search"
 	"github.com/toolmesh/toolmesh/registry/search/embed"
@@ -246,7 +247,7 @@ func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 		svc = registry.EmbeddingService{URL: o.embURL, Model: o.embModel}
 		if o.embTokenEnv != "" {
 			svc.Credential = "token"
-			emb.credentials = map[string]registry.CredentialSource{"token": {Env: o.embTokenEnv}}
+			emb.credentials = map[string]config.CredentialSource{"token": {Env: o.embTokenEnv}}
 		}
 	default:
 		if o.embedding != "" || o.embModel != "" || o.embTokenEnv != "" {
@@ -261,7 +262,7 @@ func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 		svc.DocumentPrefix = o.embDocPrefix
 	}
 	if o.embTimeout > 0 {
-		svc.Timeout = registry.Duration(o.embTimeout)
+		svc.Timeout = config.Duration(o.embTimeout)
 	}
 	if o.minSimilarity != 0 {
 		svc.MinSimilarity = o.minSimilarity

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/toolmesh/toolmesh/extproc"
-	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -30,19 +29,15 @@ const (
 
 // startExtProc serves the ext_proc gRPC service and its gRPC health service.
 func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc chan<- error) error {
-	var chains extproc.Filters
-	if a.filters != nil { // never a typed nil in the interface
-		chains = a.filters
-	}
 	// The lister holds the header values federated MCP servers were listed
 	// with; calls to them send the same.
 	var upstreams extproc.Upstreams
 	if u, ok := a.lister.(extproc.Upstreams); ok {
 		upstreams = u
 	}
-	a.auth = authn.New(authn.Options{Log: a.log.With(slog.String("component", "authn"))})
-	if err := a.auth.Apply(a.cfg.ResourceBase, a.cfg.Auth); err != nil {
-		return fmt.Errorf("auth: %w", err)
+	rt, err := a.startRuntime(metrics)
+	if err != nil {
+		return err
 	}
 	srv, err := extproc.New(extproc.Config{
 		MCP: mcp.Config{
@@ -56,42 +51,18 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 			ListChanged: a.notify != nil,
 		},
 		MaxResponseBytes:           a.cfg.MaxResponseBytes,
+		UpstreamCallTimeout:        upstreamCallTimeout(a.cfg.MessageTimeout.D()),
 		FederatedStreamTimeout:     a.cfg.FederatedStreamTimeout.D(),
 		FederatedStreamDeadlineOff: a.cfg.FederatedStreamDeadline == "off",
 		TracerProvider:             a.tracer,
 		ToolLabels:                 a.cfg.ToolLabelsPerRoute,
-		Filters:                    chains,
 		Upstreams:                  upstreams,
-		Auth:                       a.auth,
+		Runtime:                    rt,
 	}, a.reg, a.log.With(slog.String("component", "extproc")), metrics)
 	if err != nil {
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
-	ap, err := a.cfg.Approval.build(a.approvalLedger)
-	if err != nil {
-		return err
-	}
-	srv.SetApproval(ap)
-	if err := a.startRateLimits(metrics); err != nil {
-		return err
-	}
-	rk, err := buildRelayKeys(a.cfg.RelayKeys)
-	if err != nil {
-		return err
-	}
-	srv.SetRelayKeys(rk)
-	sk, err := buildSessionKeys(a.cfg.RelayKeys)
-	if err != nil {
-		return err
-	}
-	srv.SetSessionKeys(sk)
-	if err := srv.SetUpstreamAuth(*a.upstreamAuth.Load()); err != nil {
-		return fmt.Errorf("extproc server: %w", err)
-	}
-	if err := a.startPolicies(); err != nil {
-		return err
-	}
 	creds, err := a.controlGRPCOptions("extproc")
 	if err != nil {
 		return err
@@ -125,7 +96,15 @@ func (a *app) followBodyLimits() error {
 		for name, v := range services {
 			l.Services[name] = int64(v)
 		}
-		a.extprocServer.SetBodyLimits(l)
+		// A change of the overrides file replaces the body limits alone.
+		err := a.extprocServer.UpdateRuntime(func(cur *extproc.Runtime) (*extproc.Runtime, error) {
+			next := *cur
+			next.BodyLimits = l
+			return &next, nil
+		})
+		if err != nil {
+			a.log.Error("overrides: body limits not applied; the limits in force stay", slog.Any("error", err))
+		}
 	}
 	switch {
 	case a.xdsServer != nil:
@@ -271,18 +250,16 @@ func stopGRPC(ctx context.Context, gs *grpc.Server) {
 	}
 }
 
-// reloadUpstreamAuth puts the upstreamAuth of the configuration as it is
-// now (file and flags) in force; on any error the last good one stays.
-func (a *app) reloadUpstreamAuth(cfg Config) {
-	u := extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials}
-	err := u.Validate()
-	if err == nil && a.extprocServer != nil {
-		err = a.extprocServer.SetUpstreamAuth(u)
+// upstreamCallTimeout bounds what the extproc server sends a federated
+// server itself while Envoy waits for its reply (opening a legacy session,
+// re-issuing a call whose session expired): a second below messageTimeout,
+// so the gateway's own error reaches the client before Envoy's message
+// timer fires, and an operator who raises messageTimeout for slow servers
+// raises this with it. The default messageTimeout of 5 s gives
+// extproc.DefaultUpstreamCallTimeout.
+func upstreamCallTimeout(messageTimeout time.Duration) time.Duration {
+	if messageTimeout <= 2*time.Second {
+		return messageTimeout / 2
 	}
-	if err != nil {
-		a.log.Error("upstreamAuth reload failed; the last good configuration stays in force", slog.Any("error", err))
-		return
-	}
-	a.upstreamAuth.Store(&u)
-	a.log.Info("SIGHUP: upstreamAuth reloaded", slog.Int("services", len(cfg.UpstreamAuth)))
+	return messageTimeout - time.Second
 }

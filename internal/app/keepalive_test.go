@@ -27,7 +27,8 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // TestGRPCKeepaliveEnforcement pings a real gRPC server on loopback the way
@@ -38,7 +39,7 @@ import (
 func TestGRPCKeepaliveEnforcement(t *testing.T) {
 	ours := func(minTime time.Duration) []grpc.ServerOption {
 		cfg := defaultConfig()
-		cfg.GRPCKeepaliveMinTime = registry.Duration(minTime)
+		cfg.GRPCKeepaliveMinTime = config.Duration(minTime)
 		return keepaliveOptions(cfg)
 	}
 	const pings = 12
@@ -113,7 +114,7 @@ func TestBootstrapKeepalive(t *testing.T) {
 		}
 		found := map[string]bool{}
 		for _, c := range b.GetStaticResources().GetClusters() {
-			if c.GetName() != registry.XDSCluster && c.GetName() != registry.ExtProcCluster {
+			if c.GetName() != wire.XDSCluster && c.GetName() != wire.ExtProcCluster {
 				continue
 			}
 			found[c.GetName()] = true
@@ -130,7 +131,7 @@ func TestBootstrapKeepalive(t *testing.T) {
 				t.Errorf("%s: %s pings every %s, below the gRPC servers' MinTime %s", file, c.GetName(), interval, defaultKeepaliveMinTime)
 			}
 		}
-		if !found[registry.XDSCluster] || !found[registry.ExtProcCluster] {
+		if !found[wire.XDSCluster] || !found[wire.ExtProcCluster] {
 			t.Errorf("%s: toolmesh clusters found: %v", file, found)
 		}
 	}

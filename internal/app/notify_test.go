@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/extproc/notify"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
@@ -237,7 +237,7 @@ func TestRunChangeNotifications(t *testing.T) {
 func startReplica(t *testing.T, portal string) (*notify.Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	reg := refresher.New(refresher.Options{Source: registry.NewFileSource(portal), Interval: 100 * time.Millisecond})
+	reg := refresher.New(refresher.Options{Source: fetch.NewFileSource(portal), Interval: 100 * time.Millisecond})
 	if err := reg.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

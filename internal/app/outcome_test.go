@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
 // toolServer serves a manifest with one tool, name, at /tools/name, and
@@ -86,8 +86,8 @@ func TestRunCallOutcomesOfEnvoysReplies(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"tool `+tc.tool+` failed: `+tc.want+`"`) {
 			t.Fatalf("%s: %d %s, want 200 with the %s tool result", tc.tool, resp.StatusCode, b, tc.want)
 		}
-		if v := resp.Header.Get(registry.LocalReplyHeader); v != "" {
-			t.Errorf("%s: the client got %s: %s", tc.tool, registry.LocalReplyHeader, v)
+		if v := resp.Header.Get(wire.LocalReplyHeader); v != "" {
+			t.Errorf("%s: the client got %s: %s", tc.tool, wire.LocalReplyHeader, v)
 		}
 	}
 

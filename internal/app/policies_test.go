@@ -48,10 +48,14 @@ func TestPolicyReloadKeepsLastGood(t *testing.T) {
 	logs := &lockedBuffer{}
 	a := &app{cfg: cfg, log: slog.New(slog.NewTextHandler(logs, nil)), extprocServer: srv,
 		reloadConfig: func() (Config, error) { return loadConfig(fs) }}
-	if err := a.startPolicies(); err != nil {
+	rt, err := a.startRuntime(nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	first := srv.Policies()
+	if err := srv.SetRuntime(rt); err != nil {
+		t.Fatal(err)
+	}
+	first := srv.Runtime().Policies
 	if first.Route("core") == nil {
 		t.Fatal("the configured policies are not in force")
 	}
@@ -80,23 +84,23 @@ func TestPolicyReloadKeepsLastGood(t *testing.T) {
 	if !strings.Contains(logs.String(), `policies: routes.core policy \"typo\"`) {
 		t.Errorf("the error does not name the key, route and policy:\n%s", logs.String())
 	}
-	if srv.Policies() != first {
+	if srv.Runtime().Policies != first {
 		t.Error("a failed reload replaced the policies in force")
 	}
 	// A configuration that loads but whose policies do not compile (a
 	// reload does not rely on Validate): the last good set stays too.
-	a.reloadPolicies(Config{AccessConfig: AccessConfig{Policies: &authz.Config{Default: []authz.Policy{{Name: "bad", Effect: "allow", When: "1"}}}}})
+	a.reloadRuntime(Config{AccessConfig: AccessConfig{Policies: &authz.Config{Default: []authz.Policy{{Name: "bad", Effect: "allow", When: "1"}}}}})
 	if !strings.Contains(logs.String(), `policy reload failed; the policies in force stay`) ||
 		!strings.Contains(logs.String(), `default policy \"bad\": when is of type int, not bool`) {
 		t.Errorf("no reload error naming the policy:\n%s", logs.String())
 	}
-	if srv.Policies() != first {
+	if srv.Runtime().Policies != first {
 		t.Error("policies that do not compile replaced the policies in force")
 	}
 
 	write("policies:\n  routes:\n    other:\n      - {name: authenticated, effect: allow, when: 'caller.authenticated'}\n")
 	reload("authorization policies reloaded")
-	if p := srv.Policies(); p == first || p.Route("other") == nil || p.Route("core") != nil {
+	if p := srv.Runtime().Policies; p == first || p.Route("other") == nil || p.Route("core") != nil {
 		t.Error("the good configuration was not put in force")
 	}
 }

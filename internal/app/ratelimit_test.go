@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/rlstest"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // limitService is a Tool Service with drop (answers at once) and slow
@@ -203,11 +203,11 @@ func TestRateLimitsConfigErrors(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `rateLimits.routes.core[0] (name deletes): per: "week"`) {
 		t.Errorf("invalid per: %v", err)
 	}
-	cfg.RateLimits = &ratelimit.Config{RLS: &ratelimit.RLSConfig{Address: "127.0.0.1:8081", Timeout: registry.Duration(10 * time.Second)}}
+	cfg.RateLimits = &ratelimit.Config{RLS: &ratelimit.RLSConfig{Address: "127.0.0.1:8081", Timeout: config.Duration(10 * time.Second)}}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "rateLimits.rls.timeout: 10s must be below messageTimeout") {
 		t.Errorf("RLS timeout above messageTimeout: %v", err)
 	}
-	cfg.RateLimits.RLS.Timeout = registry.Duration(time.Second)
+	cfg.RateLimits.RLS.Timeout = config.Duration(time.Second)
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("valid: %v", err)
 	}

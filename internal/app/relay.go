@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"log/slog"
 
 	"github.com/toolmesh/toolmesh/extproc/relay"
 )
@@ -25,27 +24,4 @@ func buildRelayKeys(keys []ApprovalKey) (*relay.Keys, error) {
 		rk = append(rk, relay.Key{ID: k.ID, Secret: secret})
 	}
 	return relay.New(rk, nil)
-}
-
-// reloadRelayKeys puts the reloaded relayKeys in force (SIGHUP); on error,
-// or when the key was removed, the keys in force stay.
-func (a *app) reloadRelayKeys(cfg Config) {
-	if a.extprocServer == nil {
-		return
-	}
-	k, err := buildRelayKeys(cfg.RelayKeys)
-	if err != nil {
-		a.log.Error("relayKeys reload failed; the keys in force stay", slog.Any("error", err))
-		return
-	}
-	sk, err := buildSessionKeys(cfg.RelayKeys)
-	if err != nil {
-		a.log.Error("relayKeys reload failed; the keys in force stay", slog.Any("error", err))
-		return
-	}
-	if k != nil {
-		a.extprocServer.SetRelayKeys(k)
-		a.extprocServer.SetSessionKeys(sk)
-		a.log.Info("relayKeys reloaded")
-	}
 }

@@ -42,6 +42,9 @@ type hooks struct {
 	// false skips it, so a test can hold Envoy's routes behind the
 	// registry's.
 	xdsGate func() bool
+	// idleTimeout, when set, replaces the idle timeout of the admin and
+	// notifications servers (idle.go), so a test need not wait for it.
+	idleTimeout time.Duration
 }
 
 // runtimeError marks an error of a running server, as opposed to a usage error.

@@ -34,6 +34,7 @@ import (
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/memstore"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 	"github.com/toolmesh/toolmesh/registry/refresher"
@@ -92,6 +93,7 @@ type app struct {
 
 	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
 	xdsGate       func() bool                  // tests only (hooks)
+	idleOverride  time.Duration                // tests only (hooks)
 
 	// Set by the parts the mode runs.
 	extprocHealth *health.Server
@@ -249,7 +251,7 @@ func (a *app) startServers(base context.Context, ls *listeners, metrics *prometh
 
 	// Admin last: its handlers read the component list built above. It
 	// answers /healthz (and 503 on /readyz) during the registry's start.
-	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout,
+	a.admin = &http.Server{Handler: a.adminHandler(metrics), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(adminIdleTimeout),
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	go serveHTTP(a.admin, ls.admin, "admin", errc)
 	return nil
@@ -265,7 +267,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	client := newHTTPClient()
 	*cleanups = append(*cleanups, client.CloseIdleConnections)
-	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate}
+	a := &app{mode: m, cfg: cfg, log: log, drainWait: h.drainWait, reloadConfig: h.reloadConfig, extProcStream: h.extProcStream, xdsGate: h.xdsGate, idleOverride: h.idleTimeout}
 	if a.adminToken, err = readAdminToken(cfg.AdminToken); err != nil {
 		return nil, err
 	}
@@ -283,7 +285,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	if l, ok := store.(approval.Ledger); ok {
 		a.approvalLedger = l
 	}
-	a.lister = registry.NewMCPLister(client, 0, cfg.Credentials)
+	a.lister = fetch.NewMCPLister(client, 0, cfg.Credentials)
 	a.upstreamAuth.Store(&extproc.UpstreamAuth{Services: cfg.UpstreamAuth, Credentials: cfg.Credentials})
 	if l, ok := a.lister.(interface {
 		SetListingHeaders(func(string) (map[string]string, error))
@@ -296,7 +298,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	if a.reg, err = newRegistry(&cfg, registryParts{
 		source:  src,
-		fetcher: registry.NewHTTPFetcher(client, 0),
+		fetcher: fetch.NewHTTPFetcher(client, 0),
 		lister:  a.lister,
 		store:   store,
 		client:  client,
@@ -418,7 +420,7 @@ func (a *app) startDataPlane(base context.Context, ls *listeners, errc chan<- er
 			log.Error("ADS watch ended", slog.Any("error", err))
 		}
 	})
-	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout,
+	a.dataPlane = &http.Server{Handler: dp, ReadHeaderTimeout: readHeaderTimeout, ConnState: dp.ConnState, // the listener's idle_timeout
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ln := ls.dataPlane
 	if a.cfg.DownstreamTLS != nil {
@@ -452,7 +454,7 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	}
 	a.notify = srv
 	// No write timeout: a stream lives until the client, Envoy or Drain ends it.
-	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout,
+	a.notifyHTTP = &http.Server{Handler: srv, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: a.idle(notificationsIdleTimeout),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	tc, err := a.controlTLS("notifications")
 	if err != nil {
@@ -544,9 +546,9 @@ func (a *app) reloadOnHangup(ctx context.Context, hup <-chan os.Signal) {
 	}
 }
 
-// reloadBlocks reads the configuration (file and flags) once and hands it to
-// each block that reloads on SIGHUP. A block that does not validate keeps its
-// last good configuration; the others still reload.
+// reloadBlocks reads the configuration (file and flags) once and builds the
+// extproc Runtime from it (runtime.go): all its blocks reload together, or,
+// when one does not build, none does.
 func (a *app) reloadBlocks() {
 	if a.reloadConfig == nil {
 		return
@@ -557,12 +559,7 @@ func (a *app) reloadBlocks() {
 			slog.Any("error", err))
 		return
 	}
-	a.reloadAuth(cfg)
-	a.reloadApproval(cfg)
-	a.reloadRateLimits(cfg)
-	a.reloadRelayKeys(cfg)
-	a.reloadUpstreamAuth(cfg)
-	a.reloadPolicies(cfg)
+	a.reloadRuntime(cfg)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain
@@ -668,11 +665,11 @@ func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, met
 	}
 	switch {
 	case strings.HasPrefix(cfg.Portal, "http://"), strings.HasPrefix(cfg.Portal, "https://"):
-		src := registry.NewHTTPSource(cfg.Portal, newHTTPClient())
+		src := fetch.NewHTTPSource(cfg.Portal, newHTTPClient())
 		src.Decoder = dec
 		return src, nil
 	case cfg.Portal != "":
-		src := registry.NewFileSource(cfg.Portal)
+		src := fetch.NewFileSource(cfg.Portal)
 		src.Decoder = dec
 		return checkPortalFile(ctx, src, cfg)
 	case m != modeRun:
@@ -694,7 +691,7 @@ func portalSource(ctx context.Context, cfg Config, m mode, log *slog.Logger, met
 // instead of a gateway that serves no route and is never ready. Once
 // started, an invalid file keeps the last good routes (registry.Refresh).
 // The listing read here is the one the registry's first cycle uses.
-func checkPortalFile(ctx context.Context, src *registry.FileSource, cfg Config) (registry.Source, error) {
+func checkPortalFile(ctx context.Context, src *fetch.FileSource, cfg Config) (registry.Source, error) {
 	l, err := src.List(ctx)
 	if err != nil {
 		var le *registry.ListingError

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/registry/search/embed"
@@ -24,7 +25,7 @@ import (
 type embeddingSetup struct {
 	services    map[string]registry.EmbeddingService
 	def         string
-	credentials map[string]registry.CredentialSource
+	credentials map[string]config.CredentialSource
 }
 
 // embeddings is the embedding part of c.

@@ -69,6 +69,15 @@ func (k *Key) SignAccessToken(t testing.TB, claims map[string]any) string {
 	return k.sign(t, claims, (&jose.SignerOptions{}).WithType("at+jwt"))
 }
 
+// SignTyped is Sign with the header typ given ("" for none).
+func (k *Key) SignTyped(t testing.TB, typ string, claims map[string]any) string {
+	t.Helper()
+	if typ == "" {
+		return k.sign(t, claims, nil)
+	}
+	return k.sign(t, claims, (&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
+}
+
 func (k *Key) sign(t testing.TB, claims map[string]any, opts *jose.SignerOptions) string {
 	t.Helper()
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: jose.JSONWebKey{Key: k.Signer, KeyID: k.KID}}, opts)

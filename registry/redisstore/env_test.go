@@ -9,6 +9,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
@@ -34,8 +35,8 @@ func newEnv(t *testing.T, options ...func(*refresher.Options)) *env {
 	e.betaDef = fmt.Sprintf(`{"key":"beta","publicPath":"/tools/beta","toolServices":[{"name":"b","url":%q},{"name":"shared","url":%q}]}`, e.b.URL, e.shared.URL)
 	e.portal = registrytest.NewFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	opts := refresher.Options{
-		Source:       registry.NewHTTPSource(e.portal.URL, e.portal.Client()),
-		Fetcher:      registry.NewHTTPFetcher(e.a.Client(), 0),
+		Source:       fetch.NewHTTPSource(e.portal.URL, e.portal.Client()),
+		Fetcher:      fetch.NewHTTPFetcher(e.a.Client(), 0),
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
 	}

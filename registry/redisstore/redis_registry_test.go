@@ -13,6 +13,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 )
 
@@ -127,9 +128,9 @@ func TestRegistryRedisWarmStart(t *testing.T) {
 
 	// A new process: the Portal answers; the Tool Services answer only when
 	// the test lets them.
-	gate := newGateFetcher(registry.NewHTTPFetcher(nil, 0))
+	gate := newGateFetcher(fetch.NewHTTPFetcher(nil, 0))
 	second := newEnv(t, withRedis(t, srv, &registrytest.Recorder{}, RedisOptions{}), func(o *refresher.Options) {
-		o.Source = registry.NewHTTPSource(first.portal.URL, nil)
+		o.Source = fetch.NewHTTPSource(first.portal.URL, nil)
 		o.Fetcher = gate
 		o.FetchTimeout = 30 * time.Second
 		o.ReadyAfterWarmStart = true
@@ -184,7 +185,7 @@ func TestRegistryRedisColdStartPortalDown(t *testing.T) {
 
 	rec := &registrytest.Recorder{}
 	second := newEnv(t, withRedis(t, srv, rec, RedisOptions{}), func(o *refresher.Options) {
-		o.Fetcher = newGateFetcher(registry.NewHTTPFetcher(nil, 0)) // Tool Services hang too
+		o.Fetcher = newGateFetcher(fetch.NewHTTPFetcher(nil, 0)) // Tool Services hang too
 		o.ReadyAfterWarmStart = true
 	})
 	second.portal.Set(registrytest.ModeFail, "")

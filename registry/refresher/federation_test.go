@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/refreshtest"
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -147,7 +148,7 @@ func (e *federationEnv) newRegistry(store registry.Store) *Registry {
 		Store:        store,
 		FetchTimeout: 2 * time.Second,
 		Now:          e.clock.now,
-		Credentials:  map[string]registry.CredentialSource{"up-token": {Env: "TOOLMESH_TEST_UPSTREAM_TOKEN"}},
+		Credentials:  map[string]config.CredentialSource{"up-token": {Env: "TOOLMESH_TEST_UPSTREAM_TOKEN"}},
 	})
 }
 

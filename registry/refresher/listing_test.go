@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 )
 
 // TestRegistryListingFailureLog: the warning that the previous routes are
@@ -68,7 +69,7 @@ func TestRegistryKeepsRoutesOnInvalidFile(t *testing.T) {
 		}
 	}
 	write("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: http://s\n")
-	r := New(Options{Source: registry.NewFileSource(path), Fetcher: downFetcher{}})
+	r := New(Options{Source: fetch.NewFileSource(path), Fetcher: downFetcher{}})
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 )
 
 // TestListingHeaders: a listing sends the extra headers SetListingHeaders
@@ -15,7 +17,7 @@ import (
 func TestListingHeaders(t *testing.T) {
 	up := newMCPServer(t, false, "Bearer config-secret", "search")
 	t.Setenv("TOOLMESH_TEST_PORTAL_TOKEN", "portal-secret")
-	l := registry.NewMCPLister(nil, 0, map[string]registry.CredentialSource{"tok": {Env: "TOOLMESH_TEST_PORTAL_TOKEN"}}).(*registry.HTTPLister)
+	l := fetch.NewMCPLister(nil, 0, map[string]config.CredentialSource{"tok": {Env: "TOOLMESH_TEST_PORTAL_TOKEN"}}).(*fetch.HTTPLister)
 	svc := registry.ToolService{Name: "up", URL: up.URL, Protocol: registry.ProtocolMCP,
 		Headers: map[string]registry.HeaderValue{"Authorization": {Credential: "tok", Prefix: "Bearer "}}}
 

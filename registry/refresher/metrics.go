@@ -83,6 +83,8 @@ var (
 		"Tool names of each route left out because the Tool Service that wins them publishes two active entries (/health: ambiguous).", []string{"route"}, nil)
 	descShadowed = prometheus.NewDesc("toolmesh_registry_shadowed_entries",
 		"Tools, prompts, resources and resource templates of each route left out because a Tool Service ranked before theirs claims the name (/health: shadowed).", []string{"route"}, nil)
+	descQuarantined = prometheus.NewDesc("toolmesh_registry_quarantined_tools",
+		"Tools of each route held back by pinning until an operator accepts their changed (or new) definition (/health: quarantined; docs/surface.md).", []string{"route"}, nil)
 	descReady = prometheus.NewDesc("toolmesh_registry_ready",
 		"1 when at least one route has a snapshot.", nil, nil)
 	descWithout = prometheus.NewDesc("toolmesh_registry_routes_without_snapshot",
@@ -96,6 +98,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRejected
 	ch <- descAmbiguous
 	ch <- descShadowed
+	ch <- descQuarantined
 	ch <- descReady
 	ch <- descWithout
 }
@@ -120,6 +123,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRejected, prometheus.GaugeValue, float64(len(e.snap.Rejected)), key)
 		ch <- prometheus.MustNewConstMetric(descAmbiguous, prometheus.GaugeValue, float64(len(e.snap.Ambiguous)), key)
 		ch <- prometheus.MustNewConstMetric(descShadowed, prometheus.GaugeValue, float64(len(e.snap.Shadowed)), key)
+		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, float64(len(e.snap.Quarantined)), key)
 	}
 	ready := 0.0
 	if st.ready {

@@ -98,6 +98,8 @@ func (r *Registry) Health() registry.Health {
 			rs.Rejected = slices.Clone(s.Rejected)
 			rs.AmbiguousItems = slices.Clone(s.AmbiguousItems)
 			rs.Shadowed = slices.Clone(s.Shadowed)
+			rs.Quarantined = slices.Clone(s.Quarantined)
+			rs.SurfaceErrors = slices.Clone(s.SurfaceErrors)
 		} else {
 			h.RoutesWithoutSnapshot = append(h.RoutesWithoutSnapshot, rt.Key)
 		}

@@ -17,9 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/parallel"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 	"github.com/toolmesh/toolmesh/registry/memstore"
+	"github.com/toolmesh/toolmesh/registry/surface"
 )
 
 // errEmptyListing is the failure of a listing that names no route.
@@ -90,7 +93,7 @@ type Options struct {
 	MCPLister registry.MCPLister
 	// Credentials are the toolmesh config file's credentials, by name: the
 	// values of the headers a Portal entry sends to an MCP server.
-	Credentials map[string]registry.CredentialSource
+	Credentials map[string]config.CredentialSource
 
 	// Embeddings are the embedding services search-mode routes may name
 	// (catalog.embedding), by name, and DefaultEmbedding the one a
@@ -99,6 +102,11 @@ type Options struct {
 	Embeddings       map[string]registry.EmbeddingService
 	DefaultEmbedding string
 	EmbeddingClient  *http.Client
+
+	// Pins keeps pinned tool definitions and the ones held back
+	// (docs/surface.md): surface.RedisStore shares them among replicas
+	// and across restarts; default a surface.MemStore, per process.
+	Pins surface.Store
 }
 
 // Registry keeps the Portal's routes and a snapshot per route up to date
@@ -133,6 +141,11 @@ type Registry struct {
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
 	nextSub int
+
+	// surface is the config's surface block (SetSurface) and pins its
+	// store (surface.go).
+	surface atomic.Pointer[surface.Config]
+	pins    surface.Store
 
 	// embedders are Options.Embeddings, ready to call (nil: none).
 	embedders *registry.Embedders
@@ -202,13 +215,16 @@ func New(opts Options) *Registry {
 		panic("registry: Options.Source is required")
 	}
 	if opts.Fetcher == nil {
-		opts.Fetcher = registry.NewHTTPFetcher(nil, 0)
+		opts.Fetcher = fetch.NewHTTPFetcher(nil, 0)
 	}
 	if opts.MCPLister == nil {
-		opts.MCPLister = registry.NewMCPLister(nil, 0, opts.Credentials)
+		opts.MCPLister = fetch.NewMCPLister(nil, 0, opts.Credentials)
 	}
 	if opts.Store == nil {
 		opts.Store = memstore.New()
+	}
+	if opts.Pins == nil {
+		opts.Pins = surface.NewMemStore()
 	}
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultInterval
@@ -251,7 +267,9 @@ func New(opts Options) *Registry {
 		started: make(chan struct{}),
 
 		retryScheduled: make(chan struct{}, 1),
+		pins:           opts.Pins,
 	}
+	r.surface.Store(&surface.Config{})
 	empty := &state{entries: map[string]*entry{}}
 	empty.index()
 	r.state.Store(empty)
@@ -611,7 +629,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	r.parallel(len(routes), func(i int) {
 		rt := routes[i]
 		_, span := r.startRoute(ctx, rt.Key)
-		outcomes[i] = r.refreshRoute(rt, st.entries[rt.Key].snap, byName, fetchedAt)
+		outcomes[i] = r.refreshRoute(ctx, rt, st.entries[rt.Key].snap, byName, fetchedAt)
 		endSpan(span, routeOutcome(outcomes[i]), outcomes[i].err)
 	})
 
@@ -635,6 +653,7 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 			if o.snap != nil {
 				r.log.Info("route snapshot updated", "route", o.key, "version", o.snap.Version,
 					"tools", len(o.snap.Tools), "ambiguous", len(o.snap.Ambiguous), "rejected", len(o.snap.Rejected))
+				r.logSurface(o.key, cp.snap, o.snap)
 				cp.snap = o.snap
 				changed = true
 				saves = append(saves, o.snap)
@@ -655,9 +674,10 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	return errors.Join(errs...)
 }
 
-// refreshRoute builds one route's snapshot from this cycle's manifests. It
-// is pure apart from reading cur.
-func (r *Registry) refreshRoute(rt registry.Route, cur *registry.Snapshot, results map[string]fetched, fetchedAt time.Time) built {
+// refreshRoute builds one route's snapshot from this cycle's manifests,
+// with its surface (surface.go): pinning's decisions, which read and write
+// the pin store, and the route's virtual tools.
+func (r *Registry) refreshRoute(ctx context.Context, rt registry.Route, cur *registry.Snapshot, results map[string]fetched, fetchedAt time.Time) built {
 	out := built{key: rt.Key}
 	manifests := make(map[string]*registry.Canonical, len(rt.ToolServices))
 	var errs []error
@@ -673,6 +693,7 @@ func (r *Registry) refreshRoute(rt registry.Route, cur *registry.Snapshot, resul
 		out.err = fmt.Errorf("refresh route %q: %w", rt.Key, errors.Join(errs...))
 		return out
 	}
+	rt = r.withSurface(ctx, rt, manifests, fetchedAt)
 	snap, err := registry.RebuildCanonical(rt, cur, manifests, fetchedAt)
 	out.snap, out.err = snap, err
 	return out

@@ -16,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/registrytest"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 )
 
 // env is a fake Portal and three fake Tool Services on 127.0.0.1:
@@ -41,8 +42,8 @@ func newEnv(t *testing.T, options ...func(*Options)) *env {
 	e.portal = registrytest.NewFakeServer(t, "/v1/routes", e.listing(e.alphaDef, e.betaDef))
 	e.store = newJSONStore(e.rec)
 	opts := Options{
-		Source:       refreshtest.RecordingSource{Source: registry.NewHTTPSource(e.portal.URL, e.portal.Client()), Rec: e.rec},
-		Fetcher:      refreshtest.RecordingFetcher{ManifestFetcher: registry.NewHTTPFetcher(e.a.Client(), 0), Rec: e.rec},
+		Source:       refreshtest.RecordingSource{Source: fetch.NewHTTPSource(e.portal.URL, e.portal.Client()), Rec: e.rec},
+		Fetcher:      refreshtest.RecordingFetcher{ManifestFetcher: fetch.NewHTTPFetcher(e.a.Client(), 0), Rec: e.rec},
 		Store:        e.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Workers:      2,
@@ -295,8 +296,8 @@ func TestRegistryWarmStart(t *testing.T) {
 	first.b.Set(registrytest.ModeFail, "")
 	first.shared.Set(registrytest.ModeFail, "")
 	reg := New(Options{
-		Source:       registry.NewHTTPSource(first.portal.URL, nil),
-		Fetcher:      registry.NewHTTPFetcher(nil, 0),
+		Source:       fetch.NewHTTPSource(first.portal.URL, nil),
+		Fetcher:      fetch.NewHTTPFetcher(nil, 0),
 		Store:        first.store,
 		FetchTimeout: 300 * time.Millisecond,
 		Now:          first.clock.now,

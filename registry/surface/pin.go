@@ -124,6 +124,8 @@ type Verdict struct {
 	// enforce with QuarantineNew).
 	New  bool
 	Hash string
+	// Accepted is the hash accepted before, when there is one.
+	Accepted string
 }
 
 // Decide returns what to do with definition d of key k under policy p,
@@ -152,6 +154,9 @@ func Decide(ctx context.Context, s Store, p Policy, k Key, d Definition, now tim
 		}
 		rec.Accepted, rec.Candidate = &pin, nil
 	}
+	if rec.Accepted != nil {
+		v.Accepted = rec.Accepted.Hash
+	}
 	switch {
 	case rec.Accepted == nil && p.Mode == ModeEnforce && p.QuarantineNew:
 		v.New = true
@@ -166,6 +171,7 @@ func Decide(ctx context.Context, s Store, p Policy, k Key, d Definition, now tim
 			v.Serve = true
 			return v, nil
 		}
+		v.Accepted = rec.Accepted.Hash // another replica pinned another definition first
 	case rec.Accepted.Hash == hash:
 		v.Serve = true
 		return v, nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/fetch"
 )
 
 // startFixture builds this program and starts it on a free loopback port
@@ -65,7 +66,7 @@ func TestManifestThroughRegistry(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			svc := registry.ToolService{Name: "fixture", URL: base, ManifestPath: "/manifest"}
-			m, err := registry.NewHTTPFetcher(nil, 0).Fetch(ctx, svc)
+			m, err := fetch.NewHTTPFetcher(nil, 0).Fetch(ctx, svc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,10 @@
-package registry
+// Package wire holds the names the extproc server and the xDS translator
+// must agree on: headers, dynamic metadata keys and the names of Envoy
+// resources and clusters. The extproc server sets them and the xDS translator
+// programs Envoy to read them; both import this package, which imports
+// nothing, so the two sides cannot drift apart.
+package wire
 
-// Names shared by the extproc server (which sets them) and the xDS translator
-// (which programs Envoy to read them). They live here, in the one package both
-// import, so the two sides cannot drift apart.
 const (
 	// ClusterHeader carries the upstream cluster chosen by the extproc server.
 	// Envoy's route table routes on it after clear_route_cache; the listener's

@@ -1,4 +1,4 @@
-package registry
+package fetch
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // MaxListingBytes bounds a Portal listing read (HTTP or file).
@@ -19,15 +21,15 @@ const MaxListingBytes = 8 << 20
 type FileSource struct {
 	path string
 	// Decoder decodes the file; the zero value ignores unknown fields.
-	Decoder ListingDecoder
+	Decoder registry.ListingDecoder
 }
 
-// NewFileSource returns a [Source] that reads the listing at path (JSON or
+// NewFileSource returns a [registry.Source] that reads the listing at path (JSON or
 // YAML, told apart by content).
 func NewFileSource(path string) *FileSource { return &FileSource{path: path} }
 
-// List implements [Source].
-func (s *FileSource) List(ctx context.Context) (*Listing, error) {
+// List implements [registry.Source].
+func (s *FileSource) List(ctx context.Context) (*registry.Listing, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list routes from %s: %w", s.path, err)
 	}
@@ -46,7 +48,7 @@ func (s *FileSource) List(ctx context.Context) (*Listing, error) {
 	l, err := s.Decoder.Decode(data)
 	if err != nil {
 		// Each problem reads path:line:column: ..., so the path is not repeated.
-		return nil, fmt.Errorf("list routes: %w", withSource(err, s.path))
+		return nil, fmt.Errorf("list routes: %w", registry.WithSource(err, s.path))
 	}
 	return l, nil
 }
@@ -56,10 +58,10 @@ type HTTPSource struct {
 	url    string
 	client *http.Client
 	// Decoder decodes the answer; the zero value ignores unknown fields.
-	Decoder ListingDecoder
+	Decoder registry.ListingDecoder
 }
 
-// NewHTTPSource returns a [Source] for the Portal at baseURL, using client (a
+// NewHTTPSource returns a [registry.Source] for the Portal at baseURL, using client (a
 // client with a 30 s timeout when nil). The answer must be 200 with an
 // application/json object of at most [MaxListingBytes].
 func NewHTTPSource(baseURL string, client *http.Client) *HTTPSource {
@@ -69,8 +71,8 @@ func NewHTTPSource(baseURL string, client *http.Client) *HTTPSource {
 	return &HTTPSource{url: strings.TrimRight(baseURL, "/") + "/v1/routes", client: client}
 }
 
-// List implements [Source].
-func (s *HTTPSource) List(ctx context.Context) (*Listing, error) {
+// List implements [registry.Source].
+func (s *HTTPSource) List(ctx context.Context) (*registry.Listing, error) {
 	body, err := getJSON(ctx, s.client, s.url, MaxListingBytes, true)
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
@@ -81,7 +83,7 @@ func (s *HTTPSource) List(ctx context.Context) (*Listing, error) {
 	}
 	l, err := s.Decoder.Decode(body)
 	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", withSource(err, s.url))
+		return nil, fmt.Errorf("list routes: %w", registry.WithSource(err, s.url))
 	}
 	return l, nil
 }

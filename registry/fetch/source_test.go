@@ -1,4 +1,4 @@
-package registry
+package fetch
 
 import (
 	"errors"
@@ -73,5 +73,18 @@ func TestFileSource(t *testing.T) {
 	}
 	if _, err := NewFileSource(big).List(t.Context()); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("big file: %v", err)
+	}
+}
+
+func TestFileSourcePositions(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "portal.yaml")
+	if err := os.WriteFile(bad, []byte("routes:\n- key: a\n  toolServices:\n  - name: s\n    url: gopher://a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := NewFileSource(bad).List(t.Context())
+	want := "list routes: " + bad + `:5:5: route "a": tool service "s": url:`
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("List() = %v, want prefix %q", err, want)
 	}
 }

@@ -1,0 +1,192 @@
+package extproc
+
+import (
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+)
+
+// A request's kind (ADR 0021) is what it turned out to be: answered here,
+// a call routed to a Tool Service (which the Tool Service's response
+// headers may turn into a progress stream), a call or item routed to a
+// federated MCP server, a client's answer relayed to one, or a listen
+// stream. The request-body phase picks it once, from the outcome that
+// decides it (a progress stream: from the response headers), and the
+// kind owns the response phases: no phase tests flags to learn what it
+// is handling.
+
+// requestKind answers the response phases of one kind of request.
+type requestKind interface {
+	// routed reports whether the request was sent upstream; its outcome
+	// is then the call's (finish).
+	routed() bool
+	// responseHeaders answers the response headers as the configured
+	// (BUFFERED) response body mode expects.
+	responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
+	// responseBody answers a response body message: the whole body when
+	// BUFFERED, one chunk when the headers reply switched it to STREAMED.
+	responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
+	// streamsBody reports whether, with the response body
+	// FULL_DUPLEX_STREAMED (duplexresp.go), its chunks are answered as they
+	// come rather than collected into the whole body.
+	streamsBody(x *exchange) bool
+	// streamedChunk answers one such chunk, and whether the body ended.
+	streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool)
+}
+
+var (
+	_ requestKind = localAnswer{}
+	_ requestKind = nativeCall{}
+	_ requestKind = progressCall{}
+	_ requestKind = federatedCall{}
+	_ requestKind = relayedAnswer{}
+	_ requestKind = listenStream{}
+)
+
+// streamedChunk is a chunk answered by the kind's responseBody, as a
+// StreamedBodyResponse.
+func streamedChunk(k requestKind, x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	r := asStreamed(x.unwire(k.responseBody(x, b)), b)
+	return r, r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream()
+}
+
+// routedEnvoyReply answers the response headers of Envoy's own reply to a routed
+// request (its local reply: timeout, no healthy upstream), nil for the
+// upstream's.
+func routedEnvoyReply(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if kind := localReplyKind(h); kind != "" {
+		return x.localReplyHeaders(kind)
+	}
+	return nil
+}
+
+// localAnswer is a request nothing was routed for: answered here, or let
+// through untouched. There is nothing to translate.
+type localAnswer struct{}
+
+func (localAnswer) routed() bool { return false }
+func (localAnswer) responseHeaders(*exchange, *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return continueResponseHeaders
+}
+func (localAnswer) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return continueResponseBody
+}
+func (localAnswer) streamsBody(*exchange) bool { return true }
+func (k localAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	return streamedChunk(k, x, b)
+}
+
+// nativeCall is a tools/call routed to a Tool Service (callplan.go): its
+// reply becomes the call's result (response.go).
+type nativeCall struct{}
+
+func (nativeCall) routed() bool { return true }
+func (nativeCall) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if r := routedEnvoyReply(x, h); r != nil {
+		return r
+	}
+	return x.responseHeaders(h)
+}
+func (nativeCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if x.resultSent {
+		return continueResponseBody // an event stream passed through, or the result made at the headers
+	}
+	return x.responseBody(b)
+}
+func (nativeCall) streamsBody(x *exchange) bool { return x.streaming || x.resultSent }
+func (k nativeCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	return streamedChunk(k, x, b)
+}
+
+// progressCall is a native call whose Tool Service answered with a 2xx
+// progress stream (progress.go); its response headers made it one.
+type progressCall struct{}
+
+func (progressCall) routed() bool { return true }
+func (progressCall) responseHeaders(x *exchange, _ *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.anomaly("second response_headers message")
+	return continueResponseHeaders
+}
+func (progressCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if x.progress.events {
+		// Every chunk is rewritten, after the result too: the raw
+		// frames must never reach the client.
+		return x.progressBody(b)
+	}
+	if x.resultSent {
+		return continueResponseBody
+	}
+	if u, over := x.upstreamReply(b); over {
+		return x.resultResponse(u)
+	}
+	return x.progressBody(b) // a buffered progress stream
+}
+func (progressCall) streamsBody(x *exchange) bool { return x.progress.events || x.resultSent }
+func (k progressCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	return streamedChunk(k, x, b)
+}
+
+// federatedCall is a request routed to a federated MCP server (a
+// tools/call of its tool or an item it owns: federated.go); x.fed is its
+// state.
+type federatedCall struct{}
+
+func (federatedCall) routed() bool { return true }
+func (federatedCall) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	x.routeTimeout = routeTimeoutOf(h) // routedeadline.go
+	if r := routedEnvoyReply(x, h); r != nil {
+		return r
+	}
+	return x.fedResponseHeaders(h)
+}
+func (federatedCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if !x.streaming && x.resultSent {
+		return continueResponseBody
+	}
+	return x.fedResponseBody(b)
+}
+func (federatedCall) streamsBody(x *exchange) bool { return x.streaming || x.resultSent }
+func (k federatedCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	d := x.fed.duplex
+	if d == nil {
+		return streamedChunk(k, x, b)
+	}
+	if d.ended {
+		return nil, false // the deadline ended it
+	}
+	r := x.duplexChunk(b) // with the deadline (duplex.go)
+	return r, d.ended
+}
+
+// relayedAnswer is a client's answer routed to the federated server that
+// asked (relay.go): the server's reply passes as it is.
+type relayedAnswer struct{}
+
+func (relayedAnswer) routed() bool { return true }
+func (relayedAnswer) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return x.relayResponseHeaders(h)
+}
+func (relayedAnswer) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return continueResponseBody
+}
+func (relayedAnswer) streamsBody(*exchange) bool { return true }
+func (k relayedAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	return streamedChunk(k, x, b)
+}
+
+// listenStream is a GET routed to the notifications server (listen.go):
+// its events pass as they are.
+type listenStream struct{}
+
+func (listenStream) routed() bool { return true }
+func (listenStream) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if r := routedEnvoyReply(x, h); r != nil {
+		return r
+	}
+	return x.streamResponseHeaders(h)
+}
+func (listenStream) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return continueResponseBody
+}
+func (listenStream) streamsBody(*exchange) bool { return true }
+func (k listenStream) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	return streamedChunk(k, x, b)
+}

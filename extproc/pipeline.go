@@ -1,0 +1,166 @@
+package extproc
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strconv"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
+)
+
+// The call pipeline (ADR 0021): what a resolved tools/call goes through
+// before it is routed, in order. Each step is a small type with one job;
+// a new step is a type here (or in the file of the feature it belongs to)
+// and one line in callPipeline.
+
+// callCtx is what the steps of one tools/call share.
+type callCtx struct {
+	x    *exchange
+	call *mcp.Call
+	tool *registry.Tool
+	body []byte
+	// args are the arguments as they will be routed: a filter may
+	// rewrite them.
+	args json.RawMessage
+	// addHeaders are headers the filters add to a native call.
+	addHeaders map[string]string
+	// creds are the upstream credentials of a native call.
+	creds map[string]string
+}
+
+// stepResult is a step's verdict: nil lets the call go on to the next
+// step; otherwise it is the request's answer and the call ends there.
+type stepResult = *extprocv3.ProcessingResponse
+
+// callStep is one step of the call pipeline.
+type callStep interface {
+	run(c *callCtx) stepResult
+}
+
+// callPipeline is the order of a tools/call's steps. A call that passes
+// them all is routed: to its federated MCP server (forwardCall), else to
+// its Tool Service (routedCall).
+var callPipeline = [...]callStep{
+	authorizeStep{},   // the caller's policies (policy.go)
+	bodyLimitStep{},   // the Tool Service's maxRequestBytes
+	filterStep{},      // argument validation, or the route's filter chain
+	approvalStep{},    // the user's approval (approval.go)
+	rateLimitStep{},   // rate and concurrency limits (limits.go)
+	credentialsStep{}, // upstream credentials of a native call (upstreamauth.go)
+}
+
+// runCallPipeline runs the steps in order and routes the call when none
+// answered.
+func (x *exchange) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
+	for _, step := range callPipeline {
+		if r := step.run(c); r != nil {
+			return r
+		}
+	}
+	if c.tool.Federated() {
+		// Filter headers are for the native contract; a federated server
+		// gets its Portal headers.
+		return x.forwardCall(c.call, c.tool, c.body, c.args)
+	}
+	x.outcome, x.kind = outcomeRouted, nativeCall{}
+	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds) // callplan.go
+}
+
+// authorizeStep decides the call by the route's policies.
+type authorizeStep struct{}
+
+func (authorizeStep) run(c *callCtx) stepResult { return c.x.authorizeCall(c.call, c.tool) }
+
+// bodyLimitStep answers 413 to a body over its Tool Service's limit.
+type bodyLimitStep struct{}
+
+func (bodyLimitStep) run(c *callCtx) stepResult {
+	lim := c.x.rt.bodyLimit(c.tool.Service)
+	if lim <= 0 || int64(len(c.body)) <= lim {
+		return nil
+	}
+	// The same answer as a body over the deployment-wide limit
+	// (docs/contracts/mcp.md): Envoy let it through because another Tool
+	// Service of the route allows more.
+	return c.x.answer(mcp.ErrorReply(413, nullID, mcp.CodeInvalidRequest,
+		"Request body too large: the limit is "+strconv.FormatInt(lim, 10)+" bytes", nil), "", detailsBodyTooLarge)
+}
+
+// filterStep validates the arguments against the tool's inputSchema, or,
+// when the server has filters, runs the route's chain at the request
+// stage (which validates as its schema filter says).
+type filterStep struct{}
+
+func (filterStep) run(c *callCtx) stepResult {
+	x, call, t := c.x, c.call, c.tool
+	if x.rt.Filters == nil {
+		if msgs := x.validate(t, c.args); len(msgs) > 0 {
+			x.callOutcome = callInvalidArgs
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
+				outcomeInvalidArgs, detailsInvalidArguments)
+		}
+		return nil
+	}
+	freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
+		Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: c.args,
+		Headers: clientHeaders(x.headers), Caller: filterCaller(x), Validate: t.ValidateArguments}
+	out := x.chain.RunRequest(x.ctx, freq)
+	if out.Err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "filter failed", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", out.Err))
+	}
+	if out.Denied() {
+		outcome := denyOutcome(&out)
+		x.callOutcome = outcome
+		x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "filter denied the call", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", out.Filter),
+			slog.String("reason", out.Reason))
+		if out.DenyAs == filters.RPCError {
+			return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcome, denyDetails(outcome))
+		}
+		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, denyText(t.Name, &out))},
+			outcome, denyDetails(outcome))
+	}
+	c.args, c.addHeaders = freq.Arguments, out.AddHeaders
+	return nil
+}
+
+// filterCaller is the request's caller as filters see it; nil when
+// nothing is known of it.
+func filterCaller(x *exchange) *filters.Caller {
+	if x.caller == nil || x.caller.Anonymous() {
+		return nil
+	}
+	return &filters.Caller{Authenticated: x.caller.Authenticated, Issuer: x.caller.Issuer,
+		Subject: x.caller.Subject, MeshID: x.caller.MeshID, Scopes: x.caller.Scopes, Claims: x.caller.Claims}
+}
+
+// approvalStep asks the user to approve a call whose rule says so.
+type approvalStep struct{}
+
+func (approvalStep) run(c *callCtx) stepResult { return c.x.approve(c.call, c.tool) }
+
+// rateLimitStep checks the route's rate and concurrency limits.
+type rateLimitStep struct{}
+
+func (rateLimitStep) run(c *callCtx) stepResult { return c.x.rateLimit(c.call, c.tool) }
+
+// credentialsStep reads what a native call carries by its Tool Service's
+// upstreamAuth entry; a federated server's are added by forwardCall.
+type credentialsStep struct{}
+
+func (credentialsStep) run(c *callCtx) stepResult {
+	if c.tool.Federated() {
+		return nil
+	}
+	creds, err := c.x.upstreamCredentials(c.tool.Service)
+	if err != nil {
+		return c.x.noCredentials(c.call, c.tool.Service, err)
+	}
+	c.creds = creds
+	return nil
+}
