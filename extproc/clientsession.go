@@ -31,7 +31,7 @@ import (
 // clientSessionInit gives the answer r to a legacy initialize (body) its
 // Mcp-Session-Id when the client needs one; r is unchanged otherwise. A
 // session that cannot be set up leaves the client sessionless, as before.
-func (x *exchange) clientSessionInit(body []byte, r *mcp.Reply) {
+func (x *request) clientSessionInit(body []byte, r *mcp.Reply) {
 	keys := x.rt.SessionKeys
 	if keys == nil || x.snap == nil || r.Status != 200 || len(r.Parts) > 0 || mcp.Member(r.Body, "result") == nil {
 		return
@@ -69,7 +69,7 @@ func (x *exchange) clientSessionInit(body []byte, r *mcp.Reply) {
 // openClientSessions opens one upstream session per server, concurrently,
 // declaring the client's capabilities. A server that does not open one is
 // left out: the client's requests to it then go the shared way.
-func (x *exchange) openClientSessions(svcs []registry.ToolService, caps clientCaps) []session.Upstream {
+func (x *request) openClientSessions(svcs []registry.ToolService, caps clientCaps) []session.Upstream {
 	out := make([]session.Upstream, len(svcs))
 	var wg sync.WaitGroup
 	for i, svc := range svcs {
@@ -110,7 +110,7 @@ func (x *exchange) openClientSessions(svcs []registry.ToolService, caps clientCa
 var errNoClientSession = errors.New("no session")
 
 // clientSession opens the session token the request carries.
-func (x *exchange) clientSession() (*session.State, error) {
+func (x *request) clientSession() (*session.State, error) {
 	if !session.Is(x.sessionID) {
 		return nil, errNoClientSession
 	}
@@ -140,7 +140,7 @@ func sessionGone(id []byte) *mcp.Reply {
 // request: its own upstream session on svc when the token has one
 // (perClient), else the capabilities it declared. bad is the answer to a
 // token that does not open.
-func (x *exchange) clientUpstream(svc registry.ToolService, version string, id []byte) (u session.Upstream, caps clientCaps, perClient bool, bad *mcp.Reply) {
+func (x *request) clientUpstream(svc registry.ToolService, version string, id []byte) (u session.Upstream, caps clientCaps, perClient bool, bad *mcp.Reply) {
 	st, err := x.clientSession()
 	switch {
 	case errors.Is(err, errNoClientSession):
@@ -158,7 +158,7 @@ func (x *exchange) clientUpstream(svc registry.ToolService, version string, id [
 // of a legacy client on its own upstream sessions: setLevel on every
 // server its session has one on (the gateway answers), (un)subscribe on
 // the owner of the URI (the server's answer passes back).
-func (x *exchange) forwardClientState(f *mcp.Forward, body []byte) *mcp.Reply {
+func (x *request) forwardClientState(f *mcp.Forward, body []byte) *mcp.Reply {
 	st, err := x.clientSession()
 	switch {
 	case errors.Is(err, errNoClientSession):
@@ -196,7 +196,7 @@ func (x *exchange) forwardClientState(f *mcp.Forward, body []byte) *mcp.Reply {
 // exchangeOn sends body to svc on the client's upstream session u and
 // returns the server's answer as the client's (nil for a result the
 // caller may replace), or the failure.
-func (x *exchange) exchangeOn(svc registry.ToolService, u session.Upstream, f *mcp.Forward, body []byte) *mcp.Reply {
+func (x *request) exchangeOn(svc registry.ToolService, u session.Upstream, f *mcp.Forward, body []byte) *mcp.Reply {
 	h, _, err := x.fedCredentials(svc)
 	if err != nil {
 		return mcp.ErrorReply(200, f.ID, mcp.CodeInternalError, "the MCP server "+svc.Name+" is not available: its credentials cannot be read", nil)
@@ -228,7 +228,7 @@ func (x *exchange) exchangeOn(svc registry.ToolService, u session.Upstream, f *m
 // capabilities (reissue), as for any lost session. The client's log level
 // on that server is gone until it initializes again; its calls keep
 // working.
-func (x *exchange) clientSessionLost() []byte {
+func (x *request) clientSessionLost() []byte {
 	f := x.fed
 	x.s.sessions.markLost(f.svc.Name, f.session)
 	f.perClient = false

@@ -306,7 +306,7 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 }
 
 // sendFederated routes the request f, with body up, to its server.
-func (x *exchange) sendFederated(f *fedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+func (x *request) sendFederated(f *fedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	tool := ""
 	if call != nil {
 		tool = call.Tool
@@ -660,7 +660,7 @@ func excerpt(b []byte) string {
 
 // sessionLost answers a server's answer that it lost the session the
 // request went on: the client's own (clientsession.go) or the gateway's.
-func (x *exchange) sessionLost() []byte {
+func (x *request) sessionLost() []byte {
 	if x.fed.perClient {
 		return x.clientSessionLost()
 	}
