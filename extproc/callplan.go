@@ -125,7 +125,7 @@ func earlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.
 // creds are the upstream credential headers of t's Tool Service
 // (upstreamauth.go); the client's Authorization is removed unless creds
 // set it.
-func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
+func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
 	p := planFor(x.routeKey, t)
 	trace := x.traceHeaders()
 	rerouted := x.headerRoute != t

@@ -19,7 +19,7 @@ import (
 
 // callCtx is what the steps of one tools/call share.
 type callCtx struct {
-	x    *exchange
+	x    *request
 	call *mcp.Call
 	tool *registry.Tool
 	body []byte
@@ -55,7 +55,7 @@ var callPipeline = [...]callStep{
 
 // runCallPipeline runs the steps in order and routes the call when none
 // answered.
-func (x *exchange) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
+func (x *request) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 	for _, step := range callPipeline {
 		if r := step.run(c); r != nil {
 			return r
@@ -131,7 +131,7 @@ func (filterStep) run(c *callCtx) stepResult {
 
 // filterCaller is the request's caller as filters see it; nil when
 // nothing is known of it.
-func filterCaller(x *exchange) *filters.Caller {
+func filterCaller(x *request) *filters.Caller {
 	if x.caller == nil || x.caller.Anonymous() {
 		return nil
 	}

@@ -523,9 +523,45 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 	}
 	s.tag = cursorTag(in.version)
 
-	claims := map[string][]*Tool{}
-	var order []string
-	held, heldTools := in.route.Surface.heldSet(), map[*Tool]HeldTool{} // pinning (surface_build.go)
+	c := s.collectClaims(in, b, searchMode)
+	s.resolveClaims(in, c)
+	s.applyOverrides(in, b.lazy)
+	slices.Sort(s.Ambiguous)
+	slices.SortFunc(s.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	list := make([]mcp.Tool, len(s.Tools))
+	for i, t := range s.Tools {
+		list[i] = t.Tool
+	}
+	// Every raw field was compacted and checked, so encoding cannot fail.
+	toolsJSON, _ := mcp.EncodeTools(list)
+	s.toolsJSON = mcp.NewSharedItems(toolsJSON)
+	s.federate(in)
+	s.sortShadowed()
+	s.instructions = routeInstructions(in)
+	if searchMode {
+		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
+		// A fresh build runs off the request path, so the index is built
+		// now; a restore (lazy) builds it on the first search, so a warm
+		// start of many routes stays cheap.
+		if !b.lazy {
+			s.search.ranker()
+		}
+	}
+	return s
+}
+
+// toolClaims are the valid tools of a route by name, before the rank rule.
+type toolClaims struct {
+	byName    map[string][]*Tool
+	order     []string // names in manifest order
+	heldTools map[*Tool]HeldTool
+}
+
+// collectClaims gathers every service's valid tools, recording the rejected
+// entries and schema errors in s.
+func (s *Snapshot) collectClaims(in *inputs, b builder, searchMode bool) toolClaims {
+	c := toolClaims{byName: map[string][]*Tool{}, heldTools: map[*Tool]HeldTool{}}
+	held := in.route.Surface.heldSet() // pinning (surface_build.go)
 	for _, svc := range in.route.ToolServices {
 		for _, bad := range in.manifests[svc.Name].Invalid {
 			s.Rejected = append(s.Rejected, RejectedTool{Service: svc.Name, Name: bad.Name, Reason: bad.Reason})
@@ -552,17 +588,24 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			}
 			t := res.tool
 			if h, ok := held[[2]string{svc.Name, e.name}]; ok {
-				heldTools[t] = h
+				c.heldTools[t] = h
 			}
-			if _, seen := claims[t.Name]; !seen {
-				order = append(order, t.Name)
+			if _, seen := c.byName[t.Name]; !seen {
+				c.order = append(c.order, t.Name)
 			}
-			claims[t.Name] = append(claims[t.Name], t)
+			c.byName[t.Name] = append(c.byName[t.Name], t)
 		}
 	}
-	s.byName = make(map[string]*Tool, len(order))
-	for _, name := range order {
-		ts := claims[name]
+	return c
+}
+
+// resolveClaims applies the rank rule to each name: the top-ranked service
+// wins, the others are shadowed; two active versions of the winner make the
+// name ambiguous; a held tool is quarantined.
+func (s *Snapshot) resolveClaims(in *inputs, c toolClaims) {
+	s.byName = make(map[string]*Tool, len(c.order))
+	for _, name := range c.order {
+		ts := c.byName[name]
 		top := ts[0].Service
 		for _, t := range ts {
 			if in.rank[t.Service] < in.rank[top] {
@@ -584,36 +627,13 @@ func (in *inputs) build(fetchedAt time.Time, b builder) *Snapshot {
 			s.Ambiguous = append(s.Ambiguous, name)
 			continue
 		}
-		if h, ok := heldTools[mine[0]]; ok {
+		if h, ok := c.heldTools[mine[0]]; ok {
 			s.quarantine(name, mine[0], h)
 			continue
 		}
 		s.byName[name] = mine[0]
 		s.Tools = append(s.Tools, mine[0])
 	}
-	s.applyOverrides(in, b.lazy)
-	slices.Sort(s.Ambiguous)
-	slices.SortFunc(s.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
-	list := make([]mcp.Tool, len(s.Tools))
-	for i, t := range s.Tools {
-		list[i] = t.Tool
-	}
-	// Every raw field was compacted and checked, so encoding cannot fail.
-	toolsJSON, _ := mcp.EncodeTools(list)
-	s.toolsJSON = mcp.NewSharedItems(toolsJSON)
-	s.federate(in)
-	s.sortShadowed()
-	s.instructions = routeInstructions(in)
-	if searchMode {
-		s.search = newSearchMode(s, in.route.Catalog.Shortlist, in.route.Catalog.Synonyms)
-		// A fresh build runs off the request path, so the index is built
-		// now; a restore (lazy) builds it on the first search, so a warm
-		// start of many routes stays cheap.
-		if !b.lazy {
-			s.search.ranker()
-		}
-	}
-	return s
 }
 
 // tool validates one active manifest entry.

@@ -81,11 +81,13 @@ func buildListener(opts Options) (*listenerv3.Listener, error) {
 	}, nil
 }
 
-func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
-	early, err := pack(&earlyheadermutationv3.HeaderMutation{
+// stripOwnHeaders is the listener's early header mutation: it removes every
+// client-supplied header with toolmesh's prefix. A prefix match covers every
+// header toolmesh owns, including ones added later, so a client can never
+// pre-set a routing decision.
+func stripOwnHeaders() *earlyheadermutationv3.HeaderMutation {
+	return &earlyheadermutationv3.HeaderMutation{
 		Mutations: []*mutationrulesv3.HeaderMutation{{
-			// A prefix match covers every header toolmesh owns, including ones
-			// added later, so a client can never pre-set a routing decision.
 			Action: &mutationrulesv3.HeaderMutation_RemoveOnMatch_{
 				RemoveOnMatch: &mutationrulesv3.HeaderMutation_RemoveOnMatch{
 					KeyMatcher: &matcherv3.StringMatcher{
@@ -95,7 +97,11 @@ func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
 				},
 			},
 		}},
-	})
+	}
+}
+
+func buildHCM(opts Options) (*hcmv3.HttpConnectionManager, error) {
+	early, err := pack(stripOwnHeaders())
 	if err != nil {
 		return nil, err
 	}

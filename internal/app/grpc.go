@@ -161,7 +161,6 @@ func (a *app) startXDS(base context.Context, ls *listeners, metrics prometheus.R
 		cancel()
 		return err
 	}
-	a.xdsDebounce = xds.NewDebouncer(0, 0, a.pushXDS)
 	gs := grpc.NewServer(append(keepaliveOptions(a.cfg), creds...)...)
 	a.xdsServer.Register(gs)
 	a.xdsHealth = newHealth(gs, gRPCServiceADS)

@@ -100,8 +100,6 @@ type app struct {
 	xdsHealth     *health.Server
 	xdsServer     *xds.Server
 	extprocServer *extproc.Server
-	xdsDebounce   *xds.Debouncer       // coalesces bursts of registry changes into one push
-	xdsSynced     atomic.Bool          // the last xDS update succeeded
 	filters       *filters.Set         // the filter chains of the ext_proc server
 	auth          *authn.Authenticator // the ext_proc server's authentication
 	notify        *notify.Server       // change-notification streams; nil when not served
@@ -318,18 +316,18 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 }
 
 // runLoops starts the loops of a started process: registry refreshes,
-// following its changes, notifications, the xDS debouncer and override
-// watch, and SIGHUP reloads. The function it returns stops them and waits.
+// following its changes (xds.Runner: xDS pushes through the debouncer and
+// the gRPC health states), notifications, the xDS override watch, and
+// SIGHUP reloads. The function it returns stops them and waits.
 func (a *app) runLoops(base context.Context, sub <-chan struct{}, hup <-chan os.Signal) func() {
 	var wg sync.WaitGroup
 	loopCtx, stopLoops := context.WithCancel(base)
 	wg.Go(func() { a.reg.Run(loopCtx) })
-	wg.Go(func() { a.follow(loopCtx, sub) })
+	runner := xds.NewRunner(xds.RunnerOptions{Server: a.xdsServer, Routes: a.reg.Routes, Ready: a.reg.Ready,
+		Health: a.setHealth, Gate: a.xdsGate, Log: a.log})
+	wg.Go(func() { runner.Run(loopCtx, sub) })
 	if a.notify != nil {
 		wg.Go(func() { a.notify.Run(loopCtx) })
-	}
-	if a.xdsDebounce != nil {
-		wg.Go(func() { a.xdsDebounce.Run(loopCtx) })
 	}
 	if a.xdsServer != nil && a.cfg.Overrides != "" {
 		wg.Go(func() { a.xdsServer.WatchOverrides(loopCtx, a.cfg.Overrides, 0) })
@@ -481,49 +479,15 @@ func (a *app) notificationsEndpoint(ls *listeners) *xds.Notifications {
 		MaxStreams: uint32(min(a.cfg.NotificationsMaxStreams*len(addrs), math.MaxUint32))}
 }
 
-// follow keeps the xDS server and the gRPC health states in step with the
-// registry. The first state is pushed at once; later changes go through the
-// debouncer, so a burst of Portal changes makes one push.
-func (a *app) follow(ctx context.Context, changes <-chan struct{}) {
-	if a.xdsServer != nil {
-		a.pushXDS(ctx, a.reg.Routes())
-	}
-	a.setHealth()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes:
-		}
-		if a.xdsDebounce != nil && (a.xdsGate == nil || a.xdsGate()) {
-			a.xdsDebounce.Schedule(a.reg.Routes())
-		}
-		a.setHealth()
-	}
-}
-
-// pushXDS updates the xDS server with routes and the gRPC health states.
-func (a *app) pushXDS(ctx context.Context, routes []registry.Route) {
-	pushed, err := a.xdsServer.Update(ctx, routes)
-	switch {
-	case err != nil:
-		// Envoy keeps the last good configuration.
-		a.log.Error("xds update failed", slog.Any("error", err))
-	case pushed:
-		a.log.Debug("xds update pushed")
-	}
-	a.xdsSynced.Store(err == nil)
-	a.setHealth()
-}
-
-// setHealth sets the gRPC health states from the registry and xDS.
-func (a *app) setHealth() {
-	ready := a.reg.Ready() && !a.stopping.Load()
+// setHealth sets the gRPC health states: the ext_proc side serves when
+// ready, ADS when ready and the last xDS update succeeded.
+func (a *app) setHealth(ready, synced bool) {
+	ready = ready && !a.stopping.Load()
 	if ready {
 		a.everReady.Store(true)
 	}
 	setServing(a.extprocHealth, gRPCServiceExtProc, ready)
-	setServing(a.xdsHealth, gRPCServiceADS, ready && a.xdsSynced.Load())
+	setServing(a.xdsHealth, gRPCServiceADS, ready && synced)
 }
 
 // reloadOnHangup reloads, on SIGHUP, the filters' WebAssembly modules (they

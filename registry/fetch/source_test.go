@@ -50,7 +50,7 @@ func TestHTTPSource(t *testing.T) {
 
 func TestFileSource(t *testing.T) {
 	for _, name := range []string{"listing.json", "listing.yaml"} {
-		l, err := NewFileSource(filepath.Join("..", "testdata", "registry", name)).List(t.Context())
+		l, err := NewFileSource(filepath.Join("..", "..", "testdata", "registry", name)).List(t.Context())
 		if err != nil || len(l.Routes) != 2 {
 			t.Errorf("List(%s) = %+v, %v", name, l, err)
 		}

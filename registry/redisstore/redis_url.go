@@ -77,86 +77,147 @@ var redisOwnedParams = map[string]string{
 // base, when not nil, is the TLS configuration to start from for TLS
 // schemes.
 func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
-	fail := func(format string, args ...any) (*redisTarget, error) {
-		return nil, fmt.Errorf("redis URL %q (%s): %s", redactRedisURL(raw), redisURLSetting, fmt.Sprintf(format, args...))
+	t, err := parseRedisTarget(raw, base)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL %q (%s): %s", redactRedisURL(raw), redisURLSetting, err)
 	}
+	return t, nil
+}
+
+// redisURLParts are the parts of a Redis URL that parseRedisURL checks
+// before go-redis parses it.
+type redisURLParts struct {
+	scheme     string // lower case, e.g. rediss+sentinel
+	baseScheme string // redis or rediss
+	kind       string // "", cluster or sentinel
+	rest       string // after ://
+	host       string // the first host, without user info
+	tail       string // path and query
+}
+
+// parseRedisTarget is parseRedisURL; its errors do not name the URL.
+func parseRedisTarget(raw string, base *tls.Config) (*redisTarget, error) {
+	u, err := splitRedisURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	q, err := checkRedisQuery(u, raw)
+	if err != nil {
+		return nil, err
+	}
+	t, tlsCfg, db, err := goRedisOptions(u, q)
+	if err != nil {
+		return nil, err
+	}
+	if db < 0 {
+		return nil, fmt.Errorf("database %d is negative", db)
+	}
+	if t.failover != nil && (t.failover.RouteByLatency || t.failover.RouteRandomly) {
+		// NewFailoverClient panics on them: they need go-redis's failover
+		// cluster client, and the store writes to the master anyway.
+		return nil, errors.New("route_by_latency and route_randomly read from replicas; the store needs the master")
+	}
+	if *tlsCfg != nil {
+		*tlsCfg = redisTLS(*tlsCfg, base)
+	}
+	t.display = redisDisplay(u.scheme, u.host, u.tail, q)
+	return t, nil
+}
+
+// splitRedisURL checks the scheme and the first host.
+func splitRedisURL(raw string) (redisURLParts, error) {
+	var u redisURLParts
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return fail("want scheme://host[:port]")
+		return u, errors.New("want scheme://host[:port]")
 	}
-	scheme = strings.ToLower(scheme)
-	baseScheme, kind, _ := strings.Cut(scheme, "+")
-	if (baseScheme != "redis" && baseScheme != "rediss") || (kind != "" && kind != "cluster" && kind != "sentinel") {
-		return fail("scheme must be redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel")
+	u.scheme, u.rest = strings.ToLower(scheme), rest
+	u.baseScheme, u.kind, _ = strings.Cut(u.scheme, "+")
+	if (u.baseScheme != "redis" && u.baseScheme != "rediss") || (u.kind != "" && u.kind != "cluster" && u.kind != "sentinel") {
+		return u, errors.New("scheme must be redis, rediss, redis+cluster, rediss+cluster, redis+sentinel or rediss+sentinel")
 	}
 	if strings.Contains(rest, "#") {
-		return fail("a fragment (#...) is not allowed")
+		return u, errors.New("a fragment (#...) is not allowed")
 	}
-	authority, tail := rest, ""
+	authority := rest
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
+		authority, u.tail = rest[:i], rest[i:]
 	}
-	host := authority
+	u.host = authority
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		host = authority[i+1:]
+		u.host = authority[i+1:]
 	}
-	if host == "" {
-		return fail("empty host")
+	if u.host == "" {
+		return u, errors.New("empty host")
 	}
-	if strings.Contains(host, ",") {
-		return fail("comma-separated hosts are no longer accepted: %s", moreHostsHint(kind))
+	if strings.Contains(u.host, ",") {
+		return u, fmt.Errorf("comma-separated hosts are no longer accepted: %s", moreHostsHint(u.kind))
 	}
-	if kind == "sentinel" {
-		if _, port, err := net.SplitHostPort(host); err != nil || port == "" {
-			return fail("sentinel host %q needs its port (sentinels usually listen on 26379)", host)
+	if u.kind == "sentinel" {
+		if _, port, err := net.SplitHostPort(u.host); err != nil || port == "" {
+			return u, fmt.Errorf("sentinel host %q needs its port (sentinels usually listen on 26379)", u.host)
 		}
 	}
-	if err := checkRedisAddr(host, "6379"); err != nil {
-		return fail("%v", err)
+	if err := checkRedisAddr(u.host, "6379"); err != nil {
+		return u, err
 	}
+	return u, nil
+}
 
-	// Check the query before go-redis does, to say what to write instead.
+// checkRedisQuery checks the query before go-redis does, to say what to
+// write instead.
+func checkRedisQuery(u redisURLParts, raw string) (url.Values, error) {
 	rawQuery := ""
-	if _, q, found := strings.Cut(tail, "?"); found {
+	if _, q, found := strings.Cut(u.tail, "?"); found {
 		rawQuery = q
 	}
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return fail("query: %v", redactErr(err, raw))
+		return nil, fmt.Errorf("query: %v", redactErr(err, raw))
 	}
 	for k, vs := range q {
-		switch {
-		case k == "master":
-			return fail("?master= is now ?master_name=, in a redis+sentinel:// URL")
-		case k == "sentinel_username" || k == "sentinel_password":
-			return fail("?%s= is no longer accepted: the user info of a redis+sentinel:// URL authenticates to the sentinels, ?username=&password= to the master", k)
-		case redisOwnedParams[k] != "":
-			return fail("query parameter %q is set by toolmesh: %s", k, redisOwnedParams[k])
-		case k == "addr":
-			if kind == "" {
-				return fail("?addr= adds cluster nodes or sentinels: use redis+cluster:// or redis+sentinel://")
-			}
-			for _, a := range vs {
-				if err := checkRedisAddr(a, ""); err != nil {
-					return fail("addr: %v", err)
-				}
-			}
-		case len(vs) != 1:
-			return fail("query parameter %q given %d times", k, len(vs))
-		case outOfInt32(vs[0]):
-			// go-redis panics on a pool size beyond int32.
-			return fail("query parameter %q: %s is out of range", k, vs[0])
-		case k == "master_name" && kind != "sentinel":
-			return fail("?master_name= names a sentinel master: use redis+sentinel://")
+		if err := checkRedisParam(u.kind, k, vs); err != nil {
+			return nil, err
 		}
 	}
+	return q, nil
+}
 
-	// What go-redis parses: the same URL with the plain scheme.
-	goURL := baseScheme + "://" + rest
-	t := &redisTarget{}
-	var tlsCfg **tls.Config
-	var db int
-	switch kind {
+// checkRedisParam checks one query parameter of a URL of kind.
+func checkRedisParam(kind, k string, vs []string) error {
+	switch {
+	case k == "master":
+		return errors.New("?master= is now ?master_name=, in a redis+sentinel:// URL")
+	case k == "sentinel_username" || k == "sentinel_password":
+		return fmt.Errorf("?%s= is no longer accepted: the user info of a redis+sentinel:// URL authenticates to the sentinels, ?username=&password= to the master", k)
+	case redisOwnedParams[k] != "":
+		return fmt.Errorf("query parameter %q is set by toolmesh: %s", k, redisOwnedParams[k])
+	case k == "addr":
+		if kind == "" {
+			return errors.New("?addr= adds cluster nodes or sentinels: use redis+cluster:// or redis+sentinel://")
+		}
+		for _, a := range vs {
+			if err := checkRedisAddr(a, ""); err != nil {
+				return fmt.Errorf("addr: %v", err)
+			}
+		}
+	case len(vs) != 1:
+		return fmt.Errorf("query parameter %q given %d times", k, len(vs))
+	case outOfInt32(vs[0]):
+		// go-redis panics on a pool size beyond int32.
+		return fmt.Errorf("query parameter %q: %s is out of range", k, vs[0])
+	case k == "master_name" && kind != "sentinel":
+		return errors.New("?master_name= names a sentinel master: use redis+sentinel://")
+	}
+	return nil
+}
+
+// goRedisOptions has go-redis parse the URL with the plain scheme. It
+// returns where the options keep their TLS configuration, and the database.
+func goRedisOptions(u redisURLParts, q url.Values) (t *redisTarget, tlsCfg **tls.Config, db int, err error) {
+	goURL := u.baseScheme + "://" + u.rest
+	t = &redisTarget{}
+	switch u.kind {
 	case "":
 		t.single, err = redis.ParseURL(goURL)
 		if err == nil {
@@ -164,8 +225,8 @@ func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 		}
 	case "cluster":
 		// ParseClusterURL ignores the path; a cluster has only database 0.
-		if path := strings.Trim(pathOf(tail), "/"); path != "" && path != "0" {
-			return fail("a cluster has only database 0")
+		if path := strings.Trim(pathOf(u.tail), "/"); path != "" && path != "0" {
+			return nil, nil, 0, errors.New("a cluster has only database 0")
 		}
 		t.cluster, err = redis.ParseClusterURL(goURL)
 		if err == nil {
@@ -173,7 +234,7 @@ func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 		}
 	case "sentinel":
 		if q.Get("master_name") == "" {
-			return fail("a redis+sentinel URL needs ?master_name=NAME")
+			return nil, nil, 0, errors.New("a redis+sentinel URL needs ?master_name=NAME")
 		}
 		t.failover, err = redis.ParseFailoverURL(goURL)
 		if err == nil {
@@ -181,21 +242,9 @@ func parseRedisURL(raw string, base *tls.Config) (*redisTarget, error) {
 		}
 	}
 	if err != nil {
-		return fail("%s", strings.TrimPrefix(redactErr(err, goURL).Error(), "redis: "))
+		return nil, nil, 0, errors.New(strings.TrimPrefix(redactErr(err, goURL).Error(), "redis: "))
 	}
-	if db < 0 {
-		return fail("database %d is negative", db)
-	}
-	if t.failover != nil && (t.failover.RouteByLatency || t.failover.RouteRandomly) {
-		// NewFailoverClient panics on them: they need go-redis's failover
-		// cluster client, and the store writes to the master anyway.
-		return fail("route_by_latency and route_randomly read from replicas; the store needs the master")
-	}
-	if *tlsCfg != nil {
-		*tlsCfg = redisTLS(*tlsCfg, base)
-	}
-	t.display = redisDisplay(scheme, host, tail, q)
-	return t, nil
+	return t, tlsCfg, db, nil
 }
 
 // moreHostsHint says how a URL of kind names more than one host.

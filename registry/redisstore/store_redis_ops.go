@@ -218,53 +218,60 @@ func (s *RedisStore) write(ctx context.Context, snaps []*registry.Snapshot, repl
 		if !slices.ContainsFunc(errs[batch:end], func(err error) bool { return err == nil }) {
 			continue // nothing that encodes
 		}
-		octx, cancel := context.WithTimeout(ctx, s.timeout)
-		began := time.Now()
-		pipe := s.client.Pipeline()
-		cmds := make([]*redis.IntCmd, end-batch)
-		for i := batch; i < end; i++ {
-			if errs[i] != nil {
-				continue
-			}
-			k := s.key(snaps[i].Route)
-			if replace[snaps[i].Route] {
-				pipe.Del(octx, k)
-			}
-			cmds[i-batch] = pipe.HSet(octx, k, fieldVersion, snaps[i].Version, fieldSnapshot, data[i], fieldSavedAt, savedAt)
-		}
-		ran, err := pipe.Exec(octx)
-		cancel()
-		if batchFailed(ran, err) {
-			down = fmt.Errorf("save to redis: %w", err)
-			s.done("save", began, err)
-		} else {
-			s.done("save", began, nil)
-		}
-		for i := batch; i < end; i++ {
-			cmd := cmds[i-batch]
-			if cmd == nil {
-				continue
-			}
-			if down != nil {
-				errs[i] = down
-				s.count("save", err)
-				continue
-			}
-			err := cmd.Err()
-			if redis.HasErrorPrefix(err, "WRONGTYPE") && !replace[snaps[i].Route] {
-				// Garbage of another type: replace it now.
-				retry := s.write(ctx, []*registry.Snapshot{snaps[i]}, map[string]bool{snaps[i].Route: true})
-				errs[i] = retry[0]
-				continue
-			}
-			s.count("save", err)
-			if err != nil {
-				errs[i] = fmt.Errorf("save %s: %w", s.key(snaps[i].Route), err)
-				s.noteError("save", errs[i])
-			}
-		}
+		down = s.writeBatch(ctx, snaps[batch:end], data[batch:end], errs[batch:end], replace, savedAt)
 	}
 	return errs
+}
+
+// writeBatch stores one batch of write in one pipelined round trip, setting
+// errs (parallel to snaps; an entry already set did not encode). It returns
+// the transport failure when the round trip failed as a whole.
+func (s *RedisStore) writeBatch(ctx context.Context, snaps []*registry.Snapshot, data [][]byte, errs []error, replace map[string]bool, savedAt string) (down error) {
+	octx, cancel := context.WithTimeout(ctx, s.timeout)
+	began := time.Now()
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(snaps))
+	for i, snap := range snaps {
+		if errs[i] != nil {
+			continue
+		}
+		k := s.key(snap.Route)
+		if replace[snap.Route] {
+			pipe.Del(octx, k)
+		}
+		cmds[i] = pipe.HSet(octx, k, fieldVersion, snap.Version, fieldSnapshot, data[i], fieldSavedAt, savedAt)
+	}
+	ran, err := pipe.Exec(octx)
+	cancel()
+	if batchFailed(ran, err) {
+		down = fmt.Errorf("save to redis: %w", err)
+		s.done("save", began, err)
+	} else {
+		s.done("save", began, nil)
+	}
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		if down != nil {
+			errs[i] = down
+			s.count("save", err)
+			continue
+		}
+		err := cmd.Err()
+		if redis.HasErrorPrefix(err, "WRONGTYPE") && !replace[snaps[i].Route] {
+			// Garbage of another type: replace it now.
+			retry := s.write(ctx, []*registry.Snapshot{snaps[i]}, map[string]bool{snaps[i].Route: true})
+			errs[i] = retry[0]
+			continue
+		}
+		s.count("save", err)
+		if err != nil {
+			errs[i] = fmt.Errorf("save %s: %w", s.key(snaps[i].Route), err)
+			s.noteError("save", errs[i])
+		}
+	}
+	return down
 }
 
 // batchFailed reports whether a pipelined round trip failed as a whole:

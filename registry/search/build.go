@@ -22,9 +22,22 @@ func New(docs []Doc, opts Options) *Index {
 }
 
 func build(docs []Doc, opts Options, p params) *Index {
+	ix := newIndex(len(docs), opts, p)
+	per, totalLen := ix.countTerms(docs)
+	ix.weigh(per, totalLen)
+	if p.assocWeight > 0 {
+		ix.assocFrom(per)
+	}
+	size := len(docs)
+	ix.scratch.New = func() any { return newScratch(size) }
+	return ix
+}
+
+// newIndex is an empty index for n docs with opts' settings and synonyms.
+func newIndex(n int, opts Options, p params) *Index {
 	ix := &Index{
 		p:           p,
-		names:       make([]string, len(docs)),
+		names:       make([]string, n),
 		shortlist:   opts.Shortlist,
 		minCoverage: opts.MinCoverage,
 		minScore:    opts.MinScore,
@@ -50,14 +63,19 @@ func build(docs []Doc, opts Options, p params) *Index {
 			addSynonymGroup(ix.synonyms, terms)
 		}
 	}
+	return ix
+}
 
-	// Pass 1: term frequencies per field and field lengths.
-	type docTerms struct {
-		tf  map[int32]*[numFields]float32
-		len [numFields]float64
-	}
-	per := make([]docTerms, len(docs))
-	var totalLen [numFields]float64
+// docTerms are one doc's term frequencies per field and its field lengths.
+type docTerms struct {
+	tf  map[int32]*[numFields]float32
+	len [numFields]float64
+}
+
+// countTerms is pass 1: it assigns term ids and counts term frequencies per
+// field, field lengths and document frequencies.
+func (ix *Index) countTerms(docs []Doc) (per []docTerms, totalLen [numFields]float64) {
+	per = make([]docTerms, len(docs))
 	for i, d := range docs {
 		ix.names[i] = d.Name
 		dt := docTerms{tf: map[int32]*[numFields]float32{}}
@@ -100,9 +118,14 @@ func build(docs []Doc, opts Options, p params) *Index {
 		}
 		per[i] = dt
 	}
+	return per, totalLen
+}
 
-	// Pass 2: IDF and postings, in doc order so each list is sorted by doc.
-	n := float64(len(docs))
+// weigh is pass 2: IDF and postings, in doc order so each list is sorted
+// by doc.
+func (ix *Index) weigh(per []docTerms, totalLen [numFields]float64) {
+	p := &ix.p
+	n := float64(len(per))
 	ix.idf = make([]float32, len(ix.df))
 	for id, df := range ix.df {
 		ix.idf[id] = float32(idf(n, float64(df)))
@@ -110,7 +133,7 @@ func build(docs []Doc, opts Options, p params) *Index {
 	// Words in more than 1% of the tools count less towards coverage; all
 	// rarer words, and words the catalog never uses, count the same.
 	ix.capIDF = idf(n, max(1, n*p.capDFShare))
-	ix.nameLen = make([]float32, len(docs))
+	ix.nameLen = make([]float32, len(per))
 
 	var avgLen [numFields]float64
 	for f := range numFields {
@@ -124,49 +147,53 @@ func build(docs []Doc, opts Options, p params) *Index {
 	}
 	for i, dt := range per {
 		for id, tf := range dt.tf {
-			var w float64
-			for f := range numFields {
-				if tf[f] == 0 {
-					continue
-				}
-				norm := 1.0
-				if avgLen[f] > 0 {
-					norm = 1 - p.fieldB[f] + p.fieldB[f]*dt.len[f]/avgLen[f]
-				}
-				w += p.fieldWeight[f] * float64(tf[f]) / norm
-			}
-			post := posting{doc: int32(i), sat: float32(w * (p.k1 + 1) / (p.k1 + w))}
-			if tf[fieldName] > 0 || tf[fieldTitle] > 0 || tf[fieldProp] > 0 {
-				post.flags |= inIdent
-			}
-			if tf[fieldName] > 0 {
-				post.flags |= inName
-				ix.nameLen[i]++
-			}
-			ix.postings[id] = append(ix.postings[id], post)
-
+			ix.postings[id] = append(ix.postings[id], ix.posting(i, dt, tf, avgLen))
 		}
 	}
 	// Map iteration above is unordered; postings must be sorted by doc,
 	// which they are because the outer loop runs in doc order.
+}
 
-	if p.assocWeight > 0 {
-		all := make([][]int32, len(per))
-		names := make([][]int32, len(per))
-		for i, dt := range per {
-			for id, tf := range dt.tf {
-				all[i] = append(all[i], id)
-				if tf[fieldName] > 0 {
-					names[i] = append(names[i], id)
-				}
+// posting is doc i's posting for a term with frequencies tf; it counts the
+// doc's name terms.
+func (ix *Index) posting(i int, dt docTerms, tf *[numFields]float32, avgLen [numFields]float64) posting {
+	p := &ix.p
+	var w float64
+	for f := range numFields {
+		if tf[f] == 0 {
+			continue
+		}
+		norm := 1.0
+		if avgLen[f] > 0 {
+			norm = 1 - p.fieldB[f] + p.fieldB[f]*dt.len[f]/avgLen[f]
+		}
+		w += p.fieldWeight[f] * float64(tf[f]) / norm
+	}
+	post := posting{doc: int32(i), sat: float32(w * (p.k1 + 1) / (p.k1 + w))}
+	if tf[fieldName] > 0 || tf[fieldTitle] > 0 || tf[fieldProp] > 0 {
+		post.flags |= inIdent
+	}
+	if tf[fieldName] > 0 {
+		post.flags |= inName
+		ix.nameLen[i]++
+	}
+	return post
+}
+
+// assocFrom builds the term associations from each doc's terms and name
+// terms.
+func (ix *Index) assocFrom(per []docTerms) {
+	all := make([][]int32, len(per))
+	names := make([][]int32, len(per))
+	for i, dt := range per {
+		for id, tf := range dt.tf {
+			all[i] = append(all[i], id)
+			if tf[fieldName] > 0 {
+				names[i] = append(names[i], id)
 			}
 		}
-		ix.buildAssoc(all, names)
 	}
-
-	size := len(docs)
-	ix.scratch.New = func() any { return newScratch(size) }
-	return ix
+	ix.buildAssoc(all, names)
 }
 
 // idf is the BM25 inverse document frequency, always positive.

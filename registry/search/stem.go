@@ -21,64 +21,84 @@ func stem(w string) string {
 		}
 		return w
 	}
-	// Plurals and third person.
-	switch {
-	case strings.HasSuffix(w, "ies") && n > 4:
-		w = w[:n-3] + "y"
-	case strings.HasSuffix(w, "sses"):
-		w = w[:n-2]
-	case strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "zzes"):
-		w = w[:n-2]
-	case strings.HasSuffix(w, "ss") || strings.HasSuffix(w, "us") || strings.HasSuffix(w, "is"):
-	case strings.HasSuffix(w, "s"):
+	w, done := stripVerb(stripPlural(w))
+	if done {
+		return w
+	}
+	w = stripDerivation(w)
+	// A final e, so that "create", "created" and "creating" meet at "creat".
+	if n = len(w); n > 4 && w[n-1] == 'e' {
 		w = w[:n-1]
 	}
-	// Verb forms: -ied, -ing, -ed.
-	n = len(w)
+	return w
+}
+
+// stripPlural folds plurals and the third person.
+func stripPlural(w string) string {
+	n := len(w)
+	switch {
+	case strings.HasSuffix(w, "ies") && n > 4:
+		return w[:n-3] + "y"
+	case strings.HasSuffix(w, "sses"):
+		return w[:n-2]
+	case strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "zzes"):
+		return w[:n-2]
+	case strings.HasSuffix(w, "ss") || strings.HasSuffix(w, "us") || strings.HasSuffix(w, "is"):
+		return w
+	case strings.HasSuffix(w, "s"):
+		return w[:n-1]
+	}
+	return w
+}
+
+// stripVerb folds the verb forms -ied, -ing and -ed. done is true when the
+// result is final (no derivation or final e to strip).
+func stripVerb(w string) (_ string, done bool) {
+	n := len(w)
 	stripped := ""
 	switch {
 	case strings.HasSuffix(w, "ied") && n > 4:
-		return w[:n-3] + "y"
+		return w[:n-3] + "y", true
 	case strings.HasSuffix(w, "ing") && hasVowel(w[:n-3]) && n-3 >= 3:
 		stripped = w[:n-3]
 	case strings.HasSuffix(w, "ed") && !strings.HasSuffix(w, "eed") && hasVowel(w[:n-2]) && n-2 >= 3:
 		stripped = w[:n-2]
 	}
-	if stripped != "" {
-		m := len(stripped)
-		switch {
-		case m >= 4 && stripped[m-1] == stripped[m-2] && undoubles(stripped[m-1]):
-			// "getting" → get, "planned" → plan; "billing" keeps its l.
-			return stripped[:m-1]
-		case m == 3 && isCVC(stripped):
-			// "filed" → file, "rated" → rate: the e that -ed/-ing ate.
-			return stripped + "e"
-		}
-		w = stripped
+	if stripped == "" {
+		return w, false
 	}
-	// Derivations: -ment and -tion on long stems, -ship on nouns, and
-	// -ability back to -able ("availability" meets "available").
-	n = len(w)
+	m := len(stripped)
+	switch {
+	case m >= 4 && stripped[m-1] == stripped[m-2] && undoubles(stripped[m-1]):
+		// "getting" → get, "planned" → plan; "billing" keeps its l.
+		return stripped[:m-1], true
+	case m == 3 && isCVC(stripped):
+		// "filed" → file, "rated" → rate: the e that -ed/-ing ate.
+		return stripped + "e", true
+	}
+	return stripped, false
+}
+
+// stripDerivation folds -ment and -tion on long stems, -ship on nouns, and
+// -ability back to -able ("availability" meets "available").
+func stripDerivation(w string) string {
+	n := len(w)
 	switch {
 	case strings.HasSuffix(w, "ship") && n-4 >= 5:
 		// "ownership" → owner, "membership" → member.
-		w = w[:n-4]
+		return w[:n-4]
 	case strings.HasSuffix(w, "ability") && n-7 >= 3:
-		w = w[:n-7] + "able"
+		return w[:n-7] + "able"
 	case strings.HasSuffix(w, "ibility") && n-7 >= 3:
-		w = w[:n-7] + "ible"
+		return w[:n-7] + "ible"
 	case strings.HasSuffix(w, "ment") && n-4 >= 5:
-		w = w[:n-4]
+		return w[:n-4]
 	case n-3 >= 5 && (strings.HasSuffix(w, "ation") || strings.HasSuffix(w, "etion") ||
 		strings.HasSuffix(w, "ition") || strings.HasSuffix(w, "ution")):
 		// Only Latinate -ate/-ete/-ite/-ute verbs: "creation" → creat, but
 		// "production" stays apart from "product", "collection" from
 		// "collect".
-		w = w[:n-3]
-	}
-	// A final e, so that "create", "created" and "creating" meet at "creat".
-	if n = len(w); n > 4 && w[n-1] == 'e' {
-		w = w[:n-1]
+		return w[:n-3]
 	}
 	return w
 }

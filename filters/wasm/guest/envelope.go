@@ -33,84 +33,20 @@ func decodeEnvelope(src []byte) (Request, error) {
 		i = len(b) // empty object: fall through to the version check
 	}
 	for i < len(b) {
-		if b[i] != '"' {
-			return Request{}, fmt.Errorf("decode envelope: %w", errSyntax)
-		}
-		kend, kesc, err := scanString(b, i)
+		key, vi, err := memberKey(b, i)
 		if err != nil {
 			return Request{}, fmt.Errorf("decode envelope: %w", err)
 		}
-		key := view(b[i+1 : kend-1])
-		if kesc {
-			key, _ = String(b[i:kend])
-		}
-		i = skipSpace(b, kend)
-		if i >= len(b) || b[i] != ':' {
-			return Request{}, fmt.Errorf("decode envelope: %w", errSyntax)
-		}
-		i = skipSpace(b, i+1)
-
+		i = vi
 		if key == "arguments" || key == "result" {
 			if raw, ok := lastValue(b, i); ok {
-				if key == "arguments" {
-					r.Arguments = raw
-				} else {
-					r.Result = raw
-				}
+				r.setRaw(key, raw)
 				break
 			}
 		}
-
-		var vend int
-		if i < len(b) && b[i] == '"' {
-			end, esc, err := scanString(b, i)
-			if err != nil {
-				return Request{}, fmt.Errorf("decode envelope: %w", err)
-			}
-			vend = end
-			s := view(b[i+1 : end-1])
-			if esc {
-				s, _ = String(b[i:end])
-			}
-			switch key {
-			case "stage":
-				r.Stage = Stage(s)
-			case "filter":
-				r.Filter = s
-			case "route":
-				r.Route = s
-			case "era":
-				r.Era = s
-			case "version":
-				r.Version = s
-			case "method":
-				r.Method = s
-			case "tool":
-				r.Tool = s
-			case "toolVersion":
-				r.ToolVersion = s
-			}
-		} else {
-			end, err := skipValue(b, i)
-			if err != nil {
-				return Request{}, fmt.Errorf("decode envelope: %w", err)
-			}
-			vend = end
-			raw := b[i:end:end] // capped: an append by the filter must not overwrite what follows
-			switch key {
-			case "v":
-				n, err := strconv.Atoi(view(raw))
-				if err != nil {
-					return Request{}, fmt.Errorf("decode envelope: bad version %q", raw)
-				}
-				v = n
-			case "headers":
-				r.headers = raw
-			case "arguments":
-				r.Arguments = raw
-			case "result":
-				r.Result = raw
-			}
+		vend, err := r.decodeMember(b, i, key, &v)
+		if err != nil {
+			return Request{}, err
 		}
 		i = skipSpace(b, vend)
 		if i >= len(b) {
@@ -128,6 +64,93 @@ func decodeEnvelope(src []byte) (Request, error) {
 		return Request{}, fmt.Errorf("%w %d (this SDK speaks %d)", errVersion, v, ABIVersion)
 	}
 	return r, nil
+}
+
+// memberKey reads the key of the member at b[i] and its colon; it returns
+// the index of the value.
+func memberKey(b []byte, i int) (key string, value int, err error) {
+	if b[i] != '"' {
+		return "", 0, errSyntax
+	}
+	kend, kesc, err := scanString(b, i)
+	if err != nil {
+		return "", 0, err
+	}
+	key = view(b[i+1 : kend-1])
+	if kesc {
+		key, _ = String(b[i:kend])
+	}
+	i = skipSpace(b, kend)
+	if i >= len(b) || b[i] != ':' {
+		return "", 0, errSyntax
+	}
+	return key, skipSpace(b, i+1), nil
+}
+
+// decodeMember decodes the value at b[i] of the member key into r (or v,
+// the ABI version) and returns the index after it.
+func (r *Request) decodeMember(b []byte, i int, key string, v *int) (int, error) {
+	if i < len(b) && b[i] == '"' {
+		end, esc, err := scanString(b, i)
+		if err != nil {
+			return 0, fmt.Errorf("decode envelope: %w", err)
+		}
+		s := view(b[i+1 : end-1])
+		if esc {
+			s, _ = String(b[i:end])
+		}
+		r.setString(key, s)
+		return end, nil
+	}
+	end, err := skipValue(b, i)
+	if err != nil {
+		return 0, fmt.Errorf("decode envelope: %w", err)
+	}
+	raw := b[i:end:end] // capped: an append by the filter must not overwrite what follows
+	if key == "v" {
+		n, err := strconv.Atoi(view(raw))
+		if err != nil {
+			return 0, fmt.Errorf("decode envelope: bad version %q", raw)
+		}
+		*v = n
+		return end, nil
+	}
+	r.setRaw(key, raw)
+	return end, nil
+}
+
+// setString sets the string member key; unknown keys are ignored.
+func (r *Request) setString(key, s string) {
+	switch key {
+	case "stage":
+		r.Stage = Stage(s)
+	case "filter":
+		r.Filter = s
+	case "route":
+		r.Route = s
+	case "era":
+		r.Era = s
+	case "version":
+		r.Version = s
+	case "method":
+		r.Method = s
+	case "tool":
+		r.Tool = s
+	case "toolVersion":
+		r.ToolVersion = s
+	}
+}
+
+// setRaw sets the raw member key; unknown keys are ignored.
+func (r *Request) setRaw(key string, raw []byte) {
+	switch key {
+	case "headers":
+		r.headers = raw
+	case "arguments":
+		r.Arguments = raw
+	case "result":
+		r.Result = raw
+	}
 }
 
 // lastValue returns the value starting at b[i] when it is an object that
