@@ -257,8 +257,11 @@ func (x *request) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingRe
 		// Handle resolved the name against the same snapshot, so this is
 		// unreachable; answer as docs/contracts/mcp.md says rather than route nowhere.
 		msg := "unknown tool"
-		if res == mcp.ToolAmbiguous {
+		switch res {
+		case mcp.ToolAmbiguous:
 			msg = "ambiguous tool"
+		case mcp.ToolQuarantined:
+			msg = mcp.QuarantinedMessage(call.Tool)
 		}
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
