@@ -83,7 +83,7 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 		call: []*corev3.HeaderValueOption{
 			setHeader("content-type", contentTypeJSON),
 			setHeader(wire.RouteHeader, route),
-			setHeader(wire.ToolHeader, t.Name),
+			setHeader(wire.ToolHeader, t.ServiceToolName()), // a virtual tool's real name
 		},
 		remove:   removeOnCall,
 		metaTool: structpb.NewStringValue(t.Name),

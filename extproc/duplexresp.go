@@ -21,7 +21,7 @@ import (
 //
 // What Envoy does then (source/extensions/filters/http/ext_proc/ext_proc.cc
 // and processor_state.cc, read on a recent envoyproxy/envoy main, not the
-// v1.40.0 tag [verify]; envoy/rules.go, "FULL_DUPLEX_STREAMED response
+// v1.40.0 tag [verify]; envoy/dataplane/internal/rules/rules.go, "FULL_DUPLEX_STREAMED response
 // bodies"):
 //   - Filter::onReceiveMessage takes a mode_override while either direction
 //     waits for a headers reply (inHeaderProcessState), the request's

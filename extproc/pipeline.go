@@ -45,12 +45,14 @@ type callStep interface {
 // them all is routed: to its federated MCP server (forwardCall), else to
 // its Tool Service (routedCall).
 var callPipeline = [...]callStep{
-	authorizeStep{},   // the caller's policies (policy.go)
-	bodyLimitStep{},   // the Tool Service's maxRequestBytes
-	filterStep{},      // argument validation, or the route's filter chain
-	approvalStep{},    // the user's approval (approval.go)
-	rateLimitStep{},   // rate and concurrency limits (limits.go)
-	credentialsStep{}, // upstream credentials of a native call (upstreamauth.go)
+	authorizeStep{},     // the caller's policies (policy.go)
+	bodyLimitStep{},     // the Tool Service's maxRequestBytes
+	virtualRefuseStep{}, // a virtual tool's hidden and fixed arguments refused (virtual.go)
+	filterStep{},        // argument validation, or the route's filter chain
+	virtualArgsStep{},   // a virtual tool's arguments rewritten into the real tool's (virtual.go)
+	approvalStep{},      // the user's approval (approval.go)
+	rateLimitStep{},     // rate and concurrency limits (limits.go)
+	credentialsStep{},   // upstream credentials of a native call (upstreamauth.go)
 }
 
 // runCallPipeline runs the steps in order and routes the call when none

@@ -241,6 +241,9 @@ func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		if r == nil { // Handle broke its contract; never let the request through
 			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
 		}
+		if x.method == "initialize" {
+			x.clientSessionInit(body, r) // clientsession.go
+		}
 		return x.answer(r, "", "")
 	case mcp.OutcomeCall:
 		return x.routeCall(out.Call, body)
@@ -257,8 +260,11 @@ func (x *request) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingRe
 		// Handle resolved the name against the same snapshot, so this is
 		// unreachable; answer as docs/contracts/mcp.md says rather than route nowhere.
 		msg := "unknown tool"
-		if res == mcp.ToolAmbiguous {
+		switch res {
+		case mcp.ToolAmbiguous:
 			msg = "ambiguous tool"
+		case mcp.ToolQuarantined:
+			msg = mcp.QuarantinedMessage(call.Tool)
 		}
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}

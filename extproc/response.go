@@ -46,7 +46,7 @@ func (x *request) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 // localReplyKind returns the call outcome an Envoy local reply's headers
 // carry (callTimeout or callUnavailable), or "" for a Tool Service's
 // response. Envoy >= 1.37 passes its local replies through ext_proc's
-// encoder path (envoy/rules.go, "Local replies and ext_proc") after
+// encoder path (envoy/dataplane/internal/rules/rules.go, "Local replies and ext_proc") after
 // local_reply_config reshaped them into the client's tool result and added
 // wire.LocalReplyHeader (xds/localreply.go). The marker counts only
 // without x-envoy-upstream-service-time, which the router adds to every

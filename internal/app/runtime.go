@@ -56,6 +56,8 @@ func (a *app) buildRuntime(cfg *Config, prev *extproc.Runtime, p runtimeParts) (
 	}
 	if rt.RelayKeys, err = buildRelayKeys(cfg.RelayKeys); err != nil {
 		fail("relayKeys reload failed; the keys in force stay", err)
+	} else if rt.SessionKeys, err = buildSessionKeys(cfg.RelayKeys); err != nil { // sessionkeys.go
+		fail("relayKeys reload failed; the keys in force stay", err)
 	}
 	// The token clients of unchanged entries carry over from the ones in
 	// force, which listings share (upstreamoauth.go).
