@@ -50,10 +50,7 @@ sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules i
 
 .PHONY: vulncheck
 vulncheck: ## govulncheck (golang.org/x/vuln) on every module; fails when code calls a known-vulnerable symbol
-	@set -e; for m in $(MODULES); do \
-		echo "govulncheck: $$m"; \
-		(cd $$m && $(GO) run golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION) -db $(VULNDB) ./...); \
-	done
+	@GO=$(GO) sh scripts/vulncheck.sh $(GOVULNCHECK_VERSION) $(VULNDB) $(MODULES)
 
 # `make test` runs scripts/test.sh: every step runs even when an earlier one
 # failed (test dependencies, gofmt, standalone, go vet, then the tests of the

@@ -255,10 +255,10 @@ func statsRoutes(t reporter, where string, l *listenerv3.Listener) []statsRoute 
 	return out
 }
 
-// TestRepoBootstraps checks envoy/gateway.yaml and envoy/sidecar.yaml as the
+// TestRepoBootstraps checks envoy/gateway.yaml, envoy/gateway-tls.yaml and envoy/sidecar.yaml as the
 // deploy files use them: the compose file mounts the gateway bootstrap.
 func TestRepoBootstraps(t *testing.T) {
-	for _, file := range []string{"envoy/gateway.yaml", "envoy/sidecar.yaml"} {
+	for _, file := range []string{"envoy/gateway.yaml", "envoy/gateway-tls.yaml", "envoy/sidecar.yaml"} {
 		t.Run(file, func(t *testing.T) {
 			b := decodeBootstrap(t, file, readRepoFile(t, file))
 			f := checkBootstrap(t, file, b)

@@ -45,6 +45,11 @@ type sbomComponent struct {
 		Alg     string `json:"alg"`
 		Content string `json:"content"`
 	} `json:"hashes"`
+	// Evidence holds the licenses the generator detected (-licenses
+	// reports them as evidence, not as asserted licenses).
+	Evidence *struct {
+		Licenses []json.RawMessage `json:"licenses"`
+	} `json:"evidence,omitempty"`
 }
 
 // TestSBOM builds toolmesh, generates its SBOM with scripts/sbom.sh (what
@@ -77,8 +82,8 @@ func TestSBOM(t *testing.T) {
 
 // checkSBOM checks a CycloneDX SBOM of toolmesh: the main component is
 // toolmesh's module, every chosen dependency is listed, and every listed
-// module has the version of modules (go list -m), a matching package URL
-// and a hash.
+// module has the version of modules (go list -m), a matching package URL,
+// a hash and a license.
 func checkSBOM(t reporter, bom cycloneDX, modules map[string]string) {
 	t.Helper()
 	if bom.BOMFormat != "CycloneDX" || bom.SpecVersion == "" {
@@ -102,6 +107,9 @@ func checkSBOM(t reporter, bom cycloneDX, modules map[string]string) {
 		}
 		if len(c.Hashes) == 0 {
 			t.Errorf("component %s has no hash", c.Name)
+		}
+		if c.Evidence == nil || len(c.Evidence.Licenses) == 0 {
+			t.Errorf("component %s has no license", c.Name)
 		}
 	}
 	for _, dep := range sbomDeps {
@@ -153,6 +161,9 @@ func TestSBOMCheckFails(t *testing.T) {
 			Alg     string `json:"alg"`
 			Content string `json:"content"`
 		}{"SHA-256", "00"})
+		c.Evidence = &struct {
+			Licenses []json.RawMessage `json:"licenses"`
+		}{[]json.RawMessage{json.RawMessage(`{"license":{"id":"Apache-2.0"}}`)}}
 		good.Components = append(good.Components, c)
 	}
 	if errs := record(func(r reporter) { checkSBOM(r, good, modules) }); len(errs) > 0 {
@@ -172,6 +183,7 @@ func TestSBOMCheckFails(t *testing.T) {
 		"component github.com/spf13/cobra version v1.9.0, go.mod selects v1.10.2",
 		"component example.com/extra is not a module of the build",
 		"component example.com/extra has no hash",
+		"component example.com/extra has no license",
 	} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("errors do not say %q:\n%s", want, errs)

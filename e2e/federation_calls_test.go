@@ -423,7 +423,7 @@ func TestFederatedCalls(t *testing.T) {
 
 	// An event stream that never ends: the progress event arrives, then,
 	// shortly before the route timeout (which could only reset the stream:
-	// envoy/rules.go, route timeout), the gateway ends it with an isError
+	// envoy/dataplane/internal/rules/rules.go, route timeout), the gateway ends it with an isError
 	// "timeout" result carrying the request's id and a clean end
 	// (docs/decisions/0013-federated-stream-deadline.md, on by default).
 	t.Run("endless stream", func(t *testing.T) {

@@ -199,7 +199,7 @@ func TestFederatedRelay(t *testing.T) {
 				t.Fatalf("the server received %d answers %v, want 3", len(ids), ids)
 			}
 			for _, id := range ids {
-				if strings.Contains(id, "tmr1") {
+				if strings.Contains(id, "tmr2") {
 					t.Errorf("the server received the gateway's token %s, not its own id", id)
 				}
 			}
@@ -260,13 +260,13 @@ func TestFederatedRelay(t *testing.T) {
 		}
 		ask := next()
 		var tok string
-		if string(ask["method"]) != `"elicitation/create"` || json.Unmarshal(ask["id"], &tok) != nil || !strings.HasPrefix(tok, "tmr1.") {
+		if string(ask["method"]) != `"elicitation/create"` || json.Unmarshal(ask["id"], &tok) != nil || !strings.HasPrefix(tok, "tmr2.") {
 			t.Fatalf("first event %v: want elicitation/create with a relay token id", ask)
 		}
 		before := len(up.answerIDs())
 		flip := []byte(tok)
 		flip[len(flip)-2] ^= 1
-		for _, id := range []string{string(flip), "tmr1.r1.garbage.x", tok[:len(tok)-10]} {
+		for _, id := range []string{string(flip), "tmr2.r1.garbage", "tmr1.r1.e30.x", tok[:len(tok)-10]} {
 			idj, _ := json.Marshal(id)
 			r := post(gwB.URL+"/mcp/fed", `{"jsonrpc":"2.0","id":`+string(idj)+`,"result":{"action":"accept","content":{"name":"mallory"}}}`)
 			r.Body.Close()

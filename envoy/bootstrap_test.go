@@ -8,8 +8,10 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	dnsclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dns/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
 	// Every type named by an "@type" in the bootstrap files, so protojson
@@ -57,6 +59,7 @@ func TestBootstrapFiles(t *testing.T) {
 		host string // where toolmesh is reached
 	}{
 		{"gateway.yaml", "toolmesh-gateway", true, "toolmesh"},
+		{"gateway-tls.yaml", "toolmesh-gateway", true, "toolmesh"},
 		{"sidecar.yaml", "toolmesh-sidecar", false, "127.0.0.1"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -171,5 +174,46 @@ func requireHTTP2(t *testing.T, c *clusterv3.Cluster) {
 	}
 	if hpo.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
 		t.Errorf("%s: not explicit HTTP/2", c.GetName())
+	}
+}
+
+// TestGatewayTLSBootstrap: gateway-tls.yaml reaches toolmesh's ADS and
+// ext_proc servers over mutual TLS (a client certificate and key, the CA
+// toolmesh's certificate must chain to, its SAN, HTTP/2 by ALPN), and is
+// otherwise gateway.yaml, so the two cannot drift apart.
+func TestGatewayTLSBootstrap(t *testing.T) {
+	plain, withTLS := loadBootstrap(t, "gateway.yaml"), loadBootstrap(t, "gateway-tls.yaml")
+	for _, c := range withTLS.GetStaticResources().GetClusters() {
+		ts := c.GetTransportSocket()
+		if ts.GetName() != "envoy.transport_sockets.tls" {
+			t.Errorf("%s: transport socket %q, want envoy.transport_sockets.tls", c.GetName(), ts.GetName())
+			continue
+		}
+		var up tlsv3.UpstreamTlsContext
+		if err := ts.GetTypedConfig().UnmarshalTo(&up); err != nil {
+			t.Fatalf("%s: %v", c.GetName(), err)
+		}
+		ctx := up.GetCommonTlsContext()
+		certs := ctx.GetTlsCertificates()
+		vc := ctx.GetValidationContext()
+		switch {
+		case len(certs) != 1 || certs[0].GetCertificateChain().GetFilename() == "" || certs[0].GetPrivateKey().GetFilename() == "":
+			t.Errorf("%s: no client certificate and key from files: %v", c.GetName(), certs)
+		case vc.GetTrustedCa().GetFilename() == "":
+			t.Errorf("%s: toolmesh's certificate is not verified against a CA", c.GetName())
+		case len(vc.GetMatchTypedSubjectAltNames()) == 0:
+			t.Errorf("%s: any certificate of the CA would pass: no SAN matcher", c.GetName())
+		case len(ctx.GetAlpnProtocols()) != 1 || ctx.GetAlpnProtocols()[0] != "h2":
+			t.Errorf("%s: ALPN %v, want h2 (gRPC)", c.GetName(), ctx.GetAlpnProtocols())
+		}
+		c.TransportSocket = nil
+	}
+	for _, c := range plain.GetStaticResources().GetClusters() {
+		if c.GetTransportSocket() != nil {
+			t.Errorf("gateway.yaml: %s has a transport socket; it is the plaintext bootstrap", c.GetName())
+		}
+	}
+	if !proto.Equal(plain, withTLS) {
+		t.Error("gateway-tls.yaml differs from gateway.yaml in more than the control-plane transport sockets")
 	}
 }

@@ -53,7 +53,7 @@ const (
 // whose when condition reads the arguments or the caller counts as "may",
 // so the call is not routed early. The body phase decides with the same
 // Runtime.
-func (x *exchange) mayNeedApproval(t *registry.Tool) bool {
+func (x *request) mayNeedApproval(t *registry.Tool) bool {
 	a := x.rt.Approval
 	if a == nil {
 		return false // no approval configured: nothing to build per call
@@ -72,7 +72,7 @@ func approvalTool(t *registry.Tool) approval.Tool {
 // approve is the approval step of a resolved, validated call: nil means
 // route it; otherwise the answer. It runs before anything is sent to a Tool
 // Service.
-func (x *exchange) approve(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
+func (x *request) approve(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
 	a := x.rt.Approval
 	if a == nil {
 		return nil
@@ -177,7 +177,7 @@ func refusalText(r approval.Reason, state string) string {
 }
 
 // approvalAnswer answers a call the approval step stopped.
-func (x *exchange) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
+func (x *request) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
 	x.callOutcome = outcomeApproval
 	if r.Headers == nil {
 		r.Headers = []mcp.Header{{Key: "content-type", Value: contentTypeJSON}}
@@ -187,7 +187,7 @@ func (x *exchange) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
 
 // auditApproval records one approval decision: a structured audit event and
 // toolmesh_approvals_total.
-func (x *exchange) auditApproval(t *registry.Tool, decision, reason string) {
+func (x *request) auditApproval(t *registry.Tool, decision, reason string) {
 	x.s.metrics.approvals.WithLabelValues(x.routeKey, decision).Inc()
 	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit",
 		slog.String("event", "approval"),

@@ -17,7 +17,7 @@ const detailsUnauthenticated = "toolmesh_unauthenticated"
 // authenticate runs in the request-headers phase once the route is known:
 // it sets x.caller, or answers before any body is read, so nothing of a
 // refused request is routed. nil means go on.
-func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
+func (x *request) authenticate(route string) *extprocv3.ProcessingResponse {
 	a := x.rt.Auth
 	if !a.Enabled(route) {
 		return nil // an open route reads no header for it
@@ -73,7 +73,7 @@ func (x *exchange) authenticate(route string) *extprocv3.ProcessingResponse {
 // protectedResource answers GET /.well-known/oauth-protected-resource{public
 // path}: the route's RFC 9728 metadata, 404 for a path that names no route
 // or a route that does not authenticate.
-func (x *exchange) protectedResource() *extprocv3.ProcessingResponse {
+func (x *request) protectedResource() *extprocv3.ProcessingResponse {
 	public := strings.TrimPrefix(x.req.Path, authn.MetadataPrefix)
 	key, _, ok := x.s.routes.Lookup(public)
 	var doc []byte

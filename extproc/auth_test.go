@@ -211,7 +211,7 @@ func TestAuthenticationKeepsTheMeshIdentity(t *testing.T) {
 		{"open route", "/mcp/cold", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := e.srv.newExchange(t.Context())
+			x := e.srv.newRequest(t.Context())
 			kv := []string{":method", "POST", ":path", tc.route}
 			if tc.authz != "" {
 				kv = append(kv, "authorization", tc.authz)

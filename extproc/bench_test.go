@@ -268,7 +268,7 @@ func BenchmarkToolsList10kFloor(b *testing.B) {
 // on first use.
 func preparedAnswer(b *testing.B, srv *Server, seq []*extprocv3.ProcessingRequest, gzip bool) *wireMessage {
 	b.Helper()
-	x := srv.newExchange(context.Background())
+	x := srv.newRequest(context.Background())
 	defer x.finish()
 	x.next(seq[0])
 	m, ok := x.next(seq[1]).(*wireMessage)

@@ -83,7 +83,7 @@ func newToolPlan(route string, t *registry.Tool) *toolPlan {
 		call: []*corev3.HeaderValueOption{
 			setHeader("content-type", contentTypeJSON),
 			setHeader(wire.RouteHeader, route),
-			setHeader(wire.ToolHeader, t.Name),
+			setHeader(wire.ToolHeader, t.ServiceToolName()), // a virtual tool's real name
 		},
 		remove:   removeOnCall,
 		metaTool: structpb.NewStringValue(t.Name),
@@ -125,7 +125,7 @@ func earlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.
 // creds are the upstream credential headers of t's Tool Service
 // (upstreamauth.go); the client's Authorization is removed unless creds
 // set it.
-func (x *exchange) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
+func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
 	p := planFor(x.routeKey, t)
 	trace := x.traceHeaders()
 	rerouted := x.headerRoute != t

@@ -114,7 +114,7 @@ func newPlanWire(p *toolPlan, t *registry.Tool) *planWire {
 	w.routing = appendSetHeader(w.routing, ":path", t.BasePath+t.Path)
 	w.call = appendSetHeader(w.call, "content-type", contentTypeJSON)
 	w.call = appendSetHeader(w.call, wire.RouteHeader, p.route)
-	w.call = appendSetHeader(w.call, wire.ToolHeader, t.Name)
+	w.call = appendSetHeader(w.call, wire.ToolHeader, t.ServiceToolName())
 	if p.version != nil {
 		w.version = appendSetHeader(nil, wire.ToolVersionHeader, t.Version)
 	}

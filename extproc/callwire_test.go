@@ -33,7 +33,7 @@ func TestRoutedCallWire(t *testing.T) {
 			for _, era := range []mcp.Era{mcp.EraLegacy, mcp.EraStateless} {
 				for _, id := range []string{"7", `"req-1"`, `"` + strings.Repeat("i", 300) + `"`} {
 					for _, args := range []string{"", `{}`, `{"q":"weather in Oslo","limit":3}`, `{"q":"` + strings.Repeat("x", 70_000) + `"}`} {
-						x := srv.newExchange(context.Background())
+						x := srv.newRequest(context.Background())
 						x.routeKey = "core"
 						if atHeaders {
 							x.headerRoute = tool

@@ -29,7 +29,7 @@ var _ mcp.Catalog = (*requestCatalog)(nil)
 
 // catalog returns the request's catalog, preparing its caller's policy
 // view: authentication has set x.caller by then (request-headers phase).
-func (x *exchange) catalog() *requestCatalog {
+func (x *request) catalog() *requestCatalog {
 	c := &requestCatalog{snap: x.snap, st: &x.pol}
 	if x.rt.Filters != nil {
 		// One chain for the whole request; tools it refuses by name are

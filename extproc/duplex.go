@@ -20,7 +20,7 @@ import (
 // response to the request, the stream is ended from here with that response
 // as an isError "timeout" result and end_of_stream. Envoy then completes the
 // client's stream and closes the upstream request
-// (docs/decisions/0013-federated-stream-deadline.md, envoy/rules.go).
+// (docs/decisions/0013-federated-stream-deadline.md, envoy/dataplane/internal/rules/rules.go).
 //
 // An override in the response-headers reply suits only streams that pass
 // unchanged: a chunk that reaches Envoy while that reply is on its way goes
@@ -65,7 +65,7 @@ func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
 // half-sent one), and the whole body once the response passed or the
 // upstream ended. A deadline that passed before any chunk came ends the
 // stream now.
-func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
 	d.chunks++
 	if b.GetEndOfStream() {
@@ -123,7 +123,7 @@ func (x *exchange) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 
 // isFinalEvent reports whether an event carries the response to the
 // request (the client's id: these streams are not remapped).
-func (x *exchange) isFinalEvent(ev []byte) bool {
+func (x *request) isFinalEvent(ev []byte) bool {
 	found := false
 	t := &sseTranslator{fn: func(data []byte) []byte {
 		if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(x.fed.id) {
@@ -139,7 +139,7 @@ func (x *exchange) isFinalEvent(ev []byte) bool {
 // that ends the stream, or nil when none may be sent now: Envoy takes a
 // StreamedBodyResponse only once it sent a chunk (ProcessorState::
 // handleBodyResponse), so without one the next chunk ends the stream.
-func (x *exchange) duplexDeadline() *extprocv3.ProcessingResponse {
+func (x *request) duplexDeadline() *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
 	if d.ended || d.seen {
 		return nil
@@ -153,7 +153,7 @@ func (x *exchange) duplexDeadline() *extprocv3.ProcessingResponse {
 
 // duplexEnd ends the stream after out with the request's response: an
 // isError "timeout" result. An event still incomplete is dropped.
-func (x *exchange) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
+func (x *request) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
 	d.buf.rest()
 	d.ended, d.seen = true, true

@@ -239,7 +239,7 @@ func TestDuplexChunks(t *testing.T) {
 
 	// The deadline: a held partial event is dropped, the final result
 	// follows what was complete.
-	x := env.srv.newExchange(t.Context())
+	x := env.srv.newRequest(t.Context())
 	x.call = &mcp.Call{ID: json.RawMessage("9"), Era: mcp.EraStateless, Tool: "gh_search"}
 	x.fed, x.kind = &fedCall{id: x.call.ID, duplex: &duplexStream{}}, federatedCall{}
 	if r := x.duplexDeadline(); r != nil {

@@ -21,7 +21,7 @@ import (
 //
 // What Envoy does then (source/extensions/filters/http/ext_proc/ext_proc.cc
 // and processor_state.cc, read on a recent envoyproxy/envoy main, not the
-// v1.40.0 tag [verify]; envoy/rules.go, "FULL_DUPLEX_STREAMED response
+// v1.40.0 tag [verify]; envoy/dataplane/internal/rules/rules.go, "FULL_DUPLEX_STREAMED response
 // bodies"):
 //   - Filter::onReceiveMessage takes a mode_override while either direction
 //     waits for a headers reply (inHeaderProcessState), the request's
@@ -83,7 +83,7 @@ type duplexResponse struct {
 // translating (a client of the other era), its ids remapping (the shared
 // legacy session) or its result filtering, and in the 2025-11-25 era the
 // method is in the body, so every POST of the route gets it.
-func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+func (x *request) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	rh, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_RequestHeaders)
 	if !ok || resp.GetModeOverride() != nil || !x.duplexRoute() {
 		return resp
@@ -95,7 +95,7 @@ func (x *exchange) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.
 
 // duplexRoute reports whether this request's response body goes
 // FULL_DUPLEX_STREAMED (duplexRequest).
-func (x *exchange) duplexRoute() bool {
+func (x *request) duplexRoute() bool {
 	if x.snap == nil || x.req.Method != "POST" {
 		return false
 	}
@@ -111,7 +111,7 @@ func (x *exchange) duplexRoute() bool {
 }
 
 // unwire returns a prepared wire-format answer as a message.
-func (x *exchange) unwire(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+func (x *request) unwire(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	if r != sendPrepared {
 		return r
 	}
@@ -126,7 +126,7 @@ func (x *exchange) unwire(r *extprocv3.ProcessingResponse) *extprocv3.Processing
 
 // duplexHeaders answers the response headers: at once for a stream or a
 // body that passes, held for an answer taken whole.
-func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	r := x.unwire(x.kind.responseHeaders(x, h))
 	hr := r.GetResponseHeaders()
 	if hr == nil {
@@ -158,7 +158,7 @@ func (x *exchange) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 }
 
 // duplexBody answers one chunk.
-func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	d := x.dx
 	if d == nil {
 		// No response headers came (response_header_mode is not SEND).
@@ -206,7 +206,7 @@ func (x *exchange) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 // duplexFinal answers the held response headers with mut and queues body,
 // in StreamedBodyResponse messages of at most maxStreamedBody, the last
 // with end_of_stream.
-func (x *exchange) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extprocv3.ProcessingResponse {
+func (x *request) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extprocv3.ProcessingResponse {
 	x.dx.done = true
 	for len(body) > maxStreamedBody {
 		x.queued = append(x.queued, streamedResponse(body[:maxStreamedBody], false))
@@ -222,7 +222,7 @@ func (x *exchange) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extp
 // it waits for body responses (ProcessorState::handleTrailersResponse).
 // [verify] toolmesh's upstreams send no trailers over HTTP/1.1, and the
 // local data plane never sends them.
-func (x *exchange) duplexTrailers() *extprocv3.ProcessingResponse {
+func (x *request) duplexTrailers() *extprocv3.ProcessingResponse {
 	if x.dx == nil || x.dx.done {
 		return responseTrailersResponse
 	}
@@ -235,7 +235,7 @@ func (x *exchange) duplexTrailers() *extprocv3.ProcessingResponse {
 }
 
 // takeQueued returns and clears the messages queued behind an answer.
-func (x *exchange) takeQueued() []*extprocv3.ProcessingResponse {
+func (x *request) takeQueued() []*extprocv3.ProcessingResponse {
 	q := x.queued
 	x.queued = nil
 	return q

@@ -54,9 +54,9 @@ const (
 	callNoResponse = "no_response"
 )
 
-// exchange is the state of one HTTP request: one Process stream. It is owned
+// request is the state of one HTTP request: one Process stream. It is owned
 // by the stream's goroutine and never shared.
-type exchange struct {
+type request struct {
 	s     *Server
 	rt    *Runtime // the configuration in force when the stream opened (runtime.go)
 	ctx   context.Context
@@ -103,7 +103,7 @@ type exchange struct {
 	callOutcome   string
 
 	streamErr error
-	tr        exchangeTrace
+	tr        requestTrace
 
 	prepared *wireMessage // the answer when dispatch returned sendPrepared
 
@@ -131,8 +131,8 @@ type exchange struct {
 // already in wire format (wire.go). It is never sent itself.
 var sendPrepared = &extprocv3.ProcessingResponse{}
 
-func (s *Server) newExchange(ctx context.Context) *exchange {
-	return &exchange{
+func (s *Server) newRequest(ctx context.Context) *request {
+	return &request{
 		s:     s,
 		rt:    s.runtime.Load(),
 		ctx:   ctx,
@@ -143,13 +143,13 @@ func (s *Server) newExchange(ctx context.Context) *exchange {
 		outcome:  outcomeIncomplete,
 		kind:     localAnswer{},
 		mode:     bufferedResponse{},
-		tr:       exchangeTrace{tracer: s.tracer},
+		tr:       requestTrace{tracer: s.tracer},
 	}
 }
 
 // next answers one ProcessingRequest with what the stream sends: a
 // *extprocv3.ProcessingResponse or a *wireMessage. nil means "send nothing".
-func (x *exchange) next(req *extprocv3.ProcessingRequest) any {
+func (x *request) next(req *extprocv3.ProcessingRequest) any {
 	var resp *extprocv3.ProcessingResponse
 	if x.tr.tracer != nil {
 		resp = x.handleTraced(req)
@@ -174,7 +174,7 @@ func (x *exchange) next(req *extprocv3.ProcessingRequest) any {
 
 // handle is next with a wire-format answer decoded, for callers that look
 // at the message.
-func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+func (x *request) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch m := x.next(req).(type) {
 	case *extprocv3.ProcessingResponse:
 		return m
@@ -189,7 +189,7 @@ func (x *exchange) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processin
 }
 
 // dispatch answers one ProcessingRequest by its kind.
-func (x *exchange) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch r := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		if x.headersDone {
@@ -246,22 +246,22 @@ var responseTrailersResponse = &extprocv3.ProcessingResponse{Response: &extprocv
 // responseMode is how the response body reaches this server; the
 // request's kind answers it either way.
 type responseMode interface {
-	headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
-	body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
-	trailers(x *exchange) *extprocv3.ProcessingResponse
+	headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
+	body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
+	trailers(x *request) *extprocv3.ProcessingResponse
 }
 
 // bufferedResponse is the configured mode (BUFFERED, which the headers
 // reply may switch to STREAMED or NONE): each message goes to the kind.
 type bufferedResponse struct{}
 
-func (bufferedResponse) headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (bufferedResponse) headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	return x.kind.responseHeaders(x, h)
 }
-func (bufferedResponse) body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (bufferedResponse) body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	return x.kind.responseBody(x, b)
 }
-func (bufferedResponse) trailers(*exchange) *extprocv3.ProcessingResponse {
+func (bufferedResponse) trailers(*request) *extprocv3.ProcessingResponse {
 	return responseTrailersResponse
 }
 
@@ -269,29 +269,29 @@ func (bufferedResponse) trailers(*exchange) *extprocv3.ProcessingResponse {
 // (duplexresp.go).
 type duplexResponseMode struct{}
 
-func (duplexResponseMode) headers(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (duplexResponseMode) headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	return x.duplexHeaders(h)
 }
-func (duplexResponseMode) body(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (duplexResponseMode) body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	return x.duplexBody(b)
 }
-func (duplexResponseMode) trailers(x *exchange) *extprocv3.ProcessingResponse {
+func (duplexResponseMode) trailers(x *request) *extprocv3.ProcessingResponse {
 	return x.duplexTrailers()
 }
 
 // fullDuplex reports whether the request-headers reply switched the
 // response body to FULL_DUPLEX_STREAMED (duplexresp.go).
-func (x *exchange) fullDuplex() bool { return x.mode == responseMode(duplexResponseMode{}) }
+func (x *request) fullDuplex() bool { return x.mode == responseMode(duplexResponseMode{}) }
 
 // anomaly logs a message sequence Envoy should not send with the settings of
 // ADR 0001.
-func (x *exchange) anomaly(msg string, attrs ...slog.Attr) {
+func (x *request) anomaly(msg string, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.String("request_id", x.requestID), slog.String("route", x.routeKey))
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "ext_proc: "+msg, attrs...)
 }
 
 // finish records the request's metrics and its debug log line.
-func (x *exchange) finish() {
+func (x *request) finish() {
 	x.permit.Release()
 	elapsed := time.Since(x.start)
 	callOut := x.callOutcome

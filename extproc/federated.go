@@ -86,7 +86,7 @@ func (f *fedCall) remapped() bool { return string(f.upID) != string(f.id) }
 
 // clientMessage is a message of the server's answer as the client gets it:
 // the response carries the client's id again, and the era is translated.
-func (x *exchange) clientMessage(msg []byte) []byte {
+func (x *request) clientMessage(msg []byte) []byte {
 	f := x.fed
 	msg = bytes.TrimSpace(msg)
 	if f.remapped() && mcp.Member(msg, "method") == nil && string(mcp.Member(msg, "id")) == string(f.upID) {
@@ -111,7 +111,7 @@ type fedTarget struct {
 }
 
 // forwardItem routes resources/read, prompts/get and completion/complete.
-func (x *exchange) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
+func (x *request) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
 	x.method, x.era = methodLabel(f.Method), f.Era.Label()
 	tgt := fedTarget{method: f.Method, name: f.Name}
 	var prompt bool
@@ -173,7 +173,7 @@ func clipName(s string) string {
 // forwardCall routes a tools/call of a federated tool. args are the
 // arguments after the request filters; the body is rebuilt only when they
 // changed or the call came through call_tool.
-func (x *exchange) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte) *extprocv3.ProcessingResponse {
+func (x *request) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte) *extprocv3.ProcessingResponse {
 	tgt := fedTarget{service: t.Service, method: "tools/call", name: t.UpstreamName,
 		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool,
 		params: mcp.ParamHeaderValues(t.ParamHeaders, args)}
@@ -219,7 +219,7 @@ func fedMetadata(id json.RawMessage, era mcp.Era) *structpb.Struct {
 
 // fedFailure answers a request that cannot be sent to its server: an
 // isError result for tools/call, -32603 otherwise.
-func (x *exchange) fedFailure(call *mcp.Call, id json.RawMessage, msg string) *extprocv3.ProcessingResponse {
+func (x *request) fedFailure(call *mcp.Call, id json.RawMessage, msg string) *extprocv3.ProcessingResponse {
 	if call != nil {
 		x.callOutcome = callFederatedFailed
 		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, msg)}, outcomeAnswered, detailsFederatedFailed)
@@ -228,7 +228,7 @@ func (x *exchange) fedFailure(call *mcp.Call, id json.RawMessage, msg string) *e
 }
 
 // routeFederated sends the request to its server's cluster.
-func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era, body []byte, call *mcp.Call, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era, body []byte, call *mcp.Call, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	svc, man, ok := x.snap.MCPService(tgt.service)
 	if !ok {
 		return x.fedFailure(call, id, "the MCP server "+tgt.service+" is not available")
@@ -300,7 +300,7 @@ func (x *exchange) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era
 // headers and h (the protocol and credential headers) set, and every
 // protocol or credential header h lacks removed. Federated requests and
 // relayed answers go this one way.
-func (x *exchange) toMCPServer(svc registry.ToolService, h http.Header, auth map[string]string, tool string, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+func (x *request) toMCPServer(svc registry.ToolService, h http.Header, auth map[string]string, tool string, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	_, _, _, basePath, _ := svc.Endpoint()
 	if basePath == "" {
 		basePath = "/"
@@ -384,7 +384,7 @@ func sortedHeaderKeys(h http.Header) []string {
 // fedResponseHeaders handles the response headers of a federated request.
 // Whatever it answers, the server's headers outside the allow-list are
 // removed.
-func (x *exchange) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	resp := x.fedResponseHeadersAnswer(h)
 	cr := resp.GetResponseHeaders().GetResponse()
 	if cr.HeaderMutation == nil {
@@ -423,7 +423,7 @@ func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
 	return remove
 }
 
-func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	f := x.fed
 	if x.upStatus == http.StatusNotFound && f.session != "" {
@@ -483,7 +483,7 @@ func (x *exchange) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3
 
 // fedResponseBody handles a federated response body: one STREAMED chunk of
 // an event stream, or the whole BUFFERED answer.
-func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	f := x.fed
 	if x.streaming {
 		if f.duplex != nil {
@@ -521,7 +521,7 @@ func (x *exchange) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingR
 // fedResult is the client's response body for a buffered answer: the
 // server's response to the request (from JSON or an event stream),
 // translated for the client's era; anything else is a failure.
-func (x *exchange) fedResult(body []byte) []byte {
+func (x *request) fedResult(body []byte) []byte {
 	f := x.fed
 	x.resultSent = true
 	var msg *mcp.ClientResponse
@@ -550,7 +550,7 @@ func (x *exchange) fedResult(body []byte) []byte {
 }
 
 // filtersResults reports whether the route has result filters.
-func (x *exchange) filtersResults() bool { return x.chain != nil && x.chain.FiltersResults() }
+func (x *request) filtersResults() bool { return x.chain != nil && x.chain.FiltersResults() }
 
 // fedFiltered runs the route's result filters on the server's response to
 // a tools/call, msg as the client gets it (its id, its era), with the same
@@ -558,7 +558,7 @@ func (x *exchange) filtersResults() bool { return x.chain != nil && x.chain.Filt
 // error, the answer to another method, or a route without result filters
 // passes as it is. The result is re-enveloped in the gateway's own form
 // first, which is what the filters' contract (mcp.ResultOf) reads.
-func (x *exchange) fedFiltered(msg []byte) []byte {
+func (x *request) fedFiltered(msg []byte) []byte {
 	if x.fed.method != "tools/call" || x.call == nil || !x.filtersResults() {
 		return msg
 	}
@@ -572,7 +572,7 @@ func (x *exchange) fedFiltered(msg []byte) []byte {
 // fedStreamMessage is clientMessage for one event of a streamed answer; the
 // response to the request (not a progress or log notification, nor a
 // request of the server's) also goes through the result filters.
-func (x *exchange) fedStreamMessage(data []byte) []byte {
+func (x *request) fedStreamMessage(data []byte) []byte {
 	out := x.clientMessage(data)
 	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
 		if d := x.fed.duplex; d != nil {
@@ -587,7 +587,7 @@ func (x *exchange) fedStreamMessage(data []byte) []byte {
 // JSON-RPC response: for tools/call an isError result (a failure or a
 // non-2xx status mapped as for native calls, a 2xx answer that is not
 // JSON-RPC with msg), -32603 otherwise.
-func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
+func (x *request) fedFailed(u mcp.Upstream, msg string) []byte {
 	f := x.fed
 	x.resultSent = true
 	if x.call != nil && f.method == "tools/call" {
@@ -606,7 +606,7 @@ func (x *exchange) fedFailed(u mcp.Upstream, msg string) []byte {
 // fedStreamFailure is the last event of a stream cut short at a bound: the
 // failure as the response to the client's request (an isError result for
 // tools/call, -32603 otherwise). What the server sends after it is dropped.
-func (x *exchange) fedStreamFailure(err error) []byte {
+func (x *request) fedStreamFailure(err error) []byte {
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: stream cut at a bound", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("service", x.fed.svc.Name), slog.String("error", err.Error()))
 	msg := x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge},
@@ -620,7 +620,7 @@ func (x *exchange) fedStreamFailure(err error) []byte {
 
 // newSSETranslator is the translator of a federated stream: each event and
 // the whole stream bounded by MaxResponseBytes.
-func (x *exchange) newSSETranslator() *sseTranslator {
+func (x *request) newSSETranslator() *sseTranslator {
 	lim := x.s.cfg.MaxResponseBytes
 	return &sseTranslator{fn: x.fedStreamMessage, split: eventSplitter{max: int(lim)}, maxTotal: lim}
 }
@@ -640,7 +640,7 @@ func excerpt(b []byte) string {
 // opened, and the same request sent again, once, from here. It returns the
 // client's body, which replaces the server's answer. Streaming is lost for
 // this one call: the answer comes back whole.
-func (x *exchange) reissue() []byte {
+func (x *request) reissue() []byte {
 	f := x.fed
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
 	key.caps = f.caps

@@ -453,7 +453,7 @@ func TestFederatedSharedSessionIDs(t *testing.T) {
 	got := string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody())
 	first, rest, _ := strings.Cut(got, "\n\n")
 	if m := []byte(strings.TrimPrefix(first, "data: ")); string(mcp.Member(m, "method")) != `"sampling/createMessage"` ||
-		!strings.HasPrefix(string(mcp.Member(m, "id")), `"tmr1.`) {
+		!strings.HasPrefix(string(mcp.Member(m, "id")), `"tmr2.`) {
 		t.Errorf("the server's request %s, want sampling/createMessage with a relay id", first)
 	}
 	if want := `data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}` + "\n\n"; rest != want {

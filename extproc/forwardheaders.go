@@ -40,7 +40,7 @@ var handledElsewhere = map[string]bool{
 // droppedClientHeaders returns the client's request headers that service
 // (of the request's snapshot) does not accept, lower case, each once; nil
 // in the common case of a client sending only default headers.
-func (x *exchange) droppedClientHeaders(service string) []string {
+func (x *request) droppedClientHeaders(service string) []string {
 	var out []string
 	var allow []string
 	loaded := false

@@ -33,7 +33,7 @@ func FuzzExchange(f *testing.F) {
 	srv.GRPCServerOptions() // prepared answers on, as served; handle decodes them
 	f.Fuzz(func(t *testing.T, path, method, ctype, version, mcpMethod, mcpName string, body []byte,
 		upStatus, upType string, upBody []byte, headersOnly bool) {
-		x := srv.newExchange(context.Background())
+		x := srv.newRequest(context.Background())
 		defer x.finish()
 		kv := []string{":method", method, ":path", path, ":authority", "localhost", "content-type", ctype,
 			"accept", "application/json", "content-length", strconv.Itoa(len(body)), wire.ClusterHeader, "evil"}

@@ -121,7 +121,7 @@ func newTestEnv(t testing.TB, cfg Config, routes Routes) *testEnv {
 // Envoy's default HTTP/2 stream and connection windows
 // (api/envoy/config/core/v3/protocol.proto Http2ProtocolOptions
 // initial_stream_window_size and initial_connection_window_size), which the
-// local data plane's ext_proc client also uses (envoy/rules.go): the client
+// local data plane's ext_proc client also uses (envoy/dataplane/internal/rules/rules.go): the client
 // side here stands in for Envoy, so a large answer is paced by the
 // WINDOW_UPDATEs Envoy would send.
 const (

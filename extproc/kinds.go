@@ -8,10 +8,10 @@ import (
 // a call routed to a Tool Service (which the Tool Service's response
 // headers may turn into a progress stream), a call or item routed to a
 // federated MCP server, a client's answer relayed to one, or a listen
-// stream. The request-body phase picks it once, from the outcome that
-// decides it (a progress stream: from the response headers), and the
-// kind owns the response phases: no phase tests flags to learn what it
-// is handling.
+// stream. The message that decides it sets it once (the request body; the
+// request headers for a listen stream; the response headers for a progress
+// stream), and the kind owns the response phases: no phase tests flags to
+// learn what it is handling.
 
 // requestKind answers the response phases of one kind of request.
 type requestKind interface {
@@ -20,16 +20,16 @@ type requestKind interface {
 	routed() bool
 	// responseHeaders answers the response headers as the configured
 	// (BUFFERED) response body mode expects.
-	responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
+	responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
 	// responseBody answers a response body message: the whole body when
 	// BUFFERED, one chunk when the headers reply switched it to STREAMED.
-	responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
+	responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
 	// streamsBody reports whether, with the response body
 	// FULL_DUPLEX_STREAMED (duplexresp.go), its chunks are answered as they
 	// come rather than collected into the whole body.
-	streamsBody(x *exchange) bool
+	streamsBody(x *request) bool
 	// streamedChunk answers one such chunk, and whether the body ended.
-	streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool)
+	streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool)
 }
 
 var (
@@ -43,7 +43,7 @@ var (
 
 // streamedChunk is a chunk answered by the kind's responseBody, as a
 // StreamedBodyResponse.
-func streamedChunk(k requestKind, x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func streamedChunk(k requestKind, x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	r := asStreamed(x.unwire(k.responseBody(x, b)), b)
 	return r, r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream()
 }
@@ -51,7 +51,7 @@ func streamedChunk(k requestKind, x *exchange, b *extprocv3.HttpBody) (*extprocv
 // routedEnvoyReply answers the response headers of Envoy's own reply to a routed
 // request (its local reply: timeout, no healthy upstream), nil for the
 // upstream's.
-func routedEnvoyReply(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func routedEnvoyReply(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	if kind := localReplyKind(h); kind != "" {
 		return x.localReplyHeaders(kind)
 	}
@@ -63,14 +63,14 @@ func routedEnvoyReply(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.Processi
 type localAnswer struct{}
 
 func (localAnswer) routed() bool { return false }
-func (localAnswer) responseHeaders(*exchange, *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (localAnswer) responseHeaders(*request, *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	return continueResponseHeaders
 }
-func (localAnswer) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (localAnswer) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	return continueResponseBody
 }
-func (localAnswer) streamsBody(*exchange) bool { return true }
-func (k localAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (localAnswer) streamsBody(*request) bool { return true }
+func (k localAnswer) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	return streamedChunk(k, x, b)
 }
 
@@ -79,20 +79,20 @@ func (k localAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extproc
 type nativeCall struct{}
 
 func (nativeCall) routed() bool { return true }
-func (nativeCall) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (nativeCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	if r := routedEnvoyReply(x, h); r != nil {
 		return r
 	}
 	return x.responseHeaders(h)
 }
-func (nativeCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (nativeCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if x.resultSent {
 		return continueResponseBody // an event stream passed through, or the result made at the headers
 	}
 	return x.responseBody(b)
 }
-func (nativeCall) streamsBody(x *exchange) bool { return x.streaming || x.resultSent }
-func (k nativeCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (nativeCall) streamsBody(x *request) bool { return x.streaming || x.resultSent }
+func (k nativeCall) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	return streamedChunk(k, x, b)
 }
 
@@ -101,11 +101,11 @@ func (k nativeCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv
 type progressCall struct{}
 
 func (progressCall) routed() bool { return true }
-func (progressCall) responseHeaders(x *exchange, _ *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (progressCall) responseHeaders(x *request, _ *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.anomaly("second response_headers message")
 	return continueResponseHeaders
 }
-func (progressCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (progressCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if x.progress.events {
 		// Every chunk is rewritten, after the result too: the raw
 		// frames must never reach the client.
@@ -119,8 +119,8 @@ func (progressCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.
 	}
 	return x.progressBody(b) // a buffered progress stream
 }
-func (progressCall) streamsBody(x *exchange) bool { return x.progress.events || x.resultSent }
-func (k progressCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (progressCall) streamsBody(x *request) bool { return x.progress.events || x.resultSent }
+func (k progressCall) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	return streamedChunk(k, x, b)
 }
 
@@ -130,21 +130,21 @@ func (k progressCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extpro
 type federatedCall struct{}
 
 func (federatedCall) routed() bool { return true }
-func (federatedCall) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (federatedCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.routeTimeout = routeTimeoutOf(h) // routedeadline.go
 	if r := routedEnvoyReply(x, h); r != nil {
 		return r
 	}
 	return x.fedResponseHeaders(h)
 }
-func (federatedCall) responseBody(x *exchange, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (federatedCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !x.streaming && x.resultSent {
 		return continueResponseBody
 	}
 	return x.fedResponseBody(b)
 }
-func (federatedCall) streamsBody(x *exchange) bool { return x.streaming || x.resultSent }
-func (k federatedCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (federatedCall) streamsBody(x *request) bool { return x.streaming || x.resultSent }
+func (k federatedCall) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	d := x.fed.duplex
 	if d == nil {
 		return streamedChunk(k, x, b)
@@ -161,14 +161,14 @@ func (k federatedCall) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extpr
 type relayedAnswer struct{}
 
 func (relayedAnswer) routed() bool { return true }
-func (relayedAnswer) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (relayedAnswer) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	return x.relayResponseHeaders(h)
 }
-func (relayedAnswer) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (relayedAnswer) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	return continueResponseBody
 }
-func (relayedAnswer) streamsBody(*exchange) bool { return true }
-func (k relayedAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (relayedAnswer) streamsBody(*request) bool { return true }
+func (k relayedAnswer) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	return streamedChunk(k, x, b)
 }
 
@@ -177,16 +177,16 @@ func (k relayedAnswer) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extpr
 type listenStream struct{}
 
 func (listenStream) routed() bool { return true }
-func (listenStream) responseHeaders(x *exchange, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (listenStream) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	if r := routedEnvoyReply(x, h); r != nil {
 		return r
 	}
 	return x.streamResponseHeaders(h)
 }
-func (listenStream) responseBody(*exchange, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (listenStream) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	return continueResponseBody
 }
-func (listenStream) streamsBody(*exchange) bool { return true }
-func (k listenStream) streamedChunk(x *exchange, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+func (listenStream) streamsBody(*request) bool { return true }
+func (k listenStream) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
 	return streamedChunk(k, x, b)
 }

@@ -27,7 +27,7 @@ const (
 
 // rateLimit is the limit step of a resolved, admitted call: nil means route
 // it (holding x.permit until the stream ends); otherwise the 429 answer.
-func (x *exchange) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
+func (x *request) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
 	l := x.rt.RateLimits
 	if l == nil {
 		return nil
@@ -54,7 +54,7 @@ func (x *exchange) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.Proces
 
 // clientAddress is the downstream peer Envoy appended to x-forwarded-for
 // (use_remote_address, xds/listener.go): the last entry of the last value.
-func (x *exchange) clientAddress() string {
+func (x *request) clientAddress() string {
 	var last string
 	for _, h := range x.headers.GetHeaders() {
 		if strings.EqualFold(h.GetKey(), "x-forwarded-for") {

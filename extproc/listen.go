@@ -26,7 +26,7 @@ const methodGetStream = "GET"
 
 // streamRequest answers a GET on a route: a legacy stream when the gateway
 // serves them (mcp.Config.ListChanged), otherwise 405 as before.
-func (x *exchange) streamRequest(owned []string) *extprocv3.ProcessingResponse {
+func (x *request) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 	l, r := x.s.proto.CheckStream(&x.req, x.snap)
 	if r != nil {
 		return x.answer(r, "", detailsRejected)
@@ -37,14 +37,14 @@ func (x *exchange) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 
 // listen routes a subscriptions/listen request from the body reply; the
 // body passes unchanged.
-func (x *exchange) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
+func (x *request) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
 	x.method, x.era = "subscriptions/listen", mcp.EraStateless.Label()
 	return requestBodyResponse(x.routeStream(l, nil))
 }
 
 // routeStream is the header mutation that sends a stream request to the
 // notifications cluster.
-func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonResponse {
+func (x *request) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonResponse {
 	kinds := make([]string, 0, 3)
 	for _, k := range []struct {
 		on   bool
@@ -87,7 +87,7 @@ func (x *exchange) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonR
 // streamResponseHeaders switches an event stream from the notifications
 // server to STREAMED; anything else (its JSON errors: over a bound, no
 // route) passes as it is.
-func (x *exchange) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
 	resp := responseHeadersResponse(&extprocv3.CommonResponse{})

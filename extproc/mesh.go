@@ -38,7 +38,7 @@ const (
 // meshCaller sets x.caller.MeshID from the request attributes when they
 // carry a SPIFFE ID. A token-derived caller set before keeps its fields;
 // otherwise a caller with only the mesh identity is created.
-func (x *exchange) meshCaller() {
+func (x *request) meshCaller() {
 	if x.caller == nil && x.s.callerSeam != nil {
 		x.caller = x.s.callerSeam(x.headers)
 	}

@@ -56,7 +56,7 @@ func meshCallerOf(t *testing.T, seam func(*corev3.HeaderMap) *identity.Caller, a
 	env := newTestEnv(t, Config{}, testTable(t))
 	env.srv.callerSeam = seam
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
-	x := env.srv.newExchange(t.Context())
+	x := env.srv.newRequest(t.Context())
 	req := reqHeaders(false, post("/mcp/core", len(body), extra...)...)
 	req.Attributes = attrs
 	x.dispatch(req)

@@ -19,7 +19,7 @@ import (
 
 // callCtx is what the steps of one tools/call share.
 type callCtx struct {
-	x    *exchange
+	x    *request
 	call *mcp.Call
 	tool *registry.Tool
 	body []byte
@@ -45,17 +45,19 @@ type callStep interface {
 // them all is routed: to its federated MCP server (forwardCall), else to
 // its Tool Service (routedCall).
 var callPipeline = [...]callStep{
-	authorizeStep{},   // the caller's policies (policy.go)
-	bodyLimitStep{},   // the Tool Service's maxRequestBytes
-	filterStep{},      // argument validation, or the route's filter chain
-	approvalStep{},    // the user's approval (approval.go)
-	rateLimitStep{},   // rate and concurrency limits (limits.go)
-	credentialsStep{}, // upstream credentials of a native call (upstreamauth.go)
+	authorizeStep{},     // the caller's policies (policy.go)
+	bodyLimitStep{},     // the Tool Service's maxRequestBytes
+	virtualRefuseStep{}, // a virtual tool's hidden and fixed arguments refused (virtual.go)
+	filterStep{},        // argument validation, or the route's filter chain
+	virtualArgsStep{},   // a virtual tool's arguments rewritten into the real tool's (virtual.go)
+	approvalStep{},      // the user's approval (approval.go)
+	rateLimitStep{},     // rate and concurrency limits (limits.go)
+	credentialsStep{},   // upstream credentials of a native call (upstreamauth.go)
 }
 
 // runCallPipeline runs the steps in order and routes the call when none
 // answered.
-func (x *exchange) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
+func (x *request) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 	for _, step := range callPipeline {
 		if r := step.run(c); r != nil {
 			return r
@@ -131,7 +133,7 @@ func (filterStep) run(c *callCtx) stepResult {
 
 // filterCaller is the request's caller as filters see it; nil when
 // nothing is known of it.
-func filterCaller(x *exchange) *filters.Caller {
+func filterCaller(x *request) *filters.Caller {
 	if x.caller == nil || x.caller.Anonymous() {
 		return nil
 	}

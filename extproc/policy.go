@@ -54,7 +54,7 @@ var policyMethods = map[string]bool{
 // Decision label of a list request that hid something from the caller.
 const decisionFiltered = "filtered"
 
-// policyState is one request's authorization state, on its exchange.
+// policyState is one request's authorization state, on its request.
 type policyState struct {
 	started bool
 	route   *authz.Route
@@ -150,7 +150,7 @@ type viewItems struct {
 }
 
 // view returns the request's view of its route, building it on first use.
-func (x *exchange) view(chain *filters.Chain) *policyView {
+func (x *request) view(chain *filters.Chain) *policyView {
 	st := &x.pol
 	if st.view != nil {
 		return st.view
@@ -205,7 +205,7 @@ func (r *policyRoute) evict() bool {
 
 // listEra is the era lists are decided in: the request's protocol version
 // header (a list request carries no version of its own in the legacy era).
-func (x *exchange) listEra() (version, kind string) {
+func (x *request) listEra() (version, kind string) {
 	v := strings.TrimSpace(x.req.ProtocolVersion)
 	return v, mcp.EraOf(v).String()
 }
@@ -376,7 +376,7 @@ func (v *policyView) withoutHidden(list []byte) ([]byte, int) {
 
 // startPolicies captures the route's policies and prepares the caller,
 // once: authentication has set x.caller by then (request-headers phase).
-func (x *exchange) startPolicies() {
+func (x *request) startPolicies() {
 	if x.pol.started {
 		return
 	}
@@ -386,7 +386,7 @@ func (x *exchange) startPolicies() {
 
 // policyCaller is the request's caller prepared for evaluation, once:
 // a list served from a cached view needs only its key.
-func (x *exchange) policyCaller() *authz.Caller {
+func (x *request) policyCaller() *authz.Caller {
 	if x.pol.caller == nil {
 		x.pol.caller = authz.NewCaller(x.caller)
 	}
@@ -397,7 +397,7 @@ func (x *exchange) policyCaller() *authz.Caller {
 // routed in the request-headers phase: never a tool hidden from the caller,
 // which the body phase answers as unknown, as it does a tool that does not
 // exist.
-func (x *exchange) mayRouteEarly(name string) bool {
+func (x *request) mayRouteEarly(name string) bool {
 	x.startPolicies()
 	if !x.pol.route.Governs(authz.KindTool) {
 		return true
@@ -413,7 +413,7 @@ func (x *exchange) mayRouteEarly(name string) bool {
 // authorizeCall decides a visible tool's call with its arguments; a
 // denied call is answered with an isError result naming the policy, and
 // nothing is routed.
-func (x *exchange) authorizeCall(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
+func (x *request) authorizeCall(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
 	pol := x.pol.route
 	if pol == nil {
 		return nil
@@ -451,7 +451,7 @@ func (x *exchange) authorizeCall(call *mcp.Call, t *registry.Tool) *extprocv3.Pr
 }
 
 // policyTool is t as prepared for evaluation by the request's view.
-func (x *exchange) policyTool(t *registry.Tool) *authz.Tool {
+func (x *request) policyTool(t *registry.Tool) *authz.Tool {
 	v := x.pol.view
 	if v == nil {
 		return nil
@@ -466,7 +466,7 @@ func (x *exchange) policyTool(t *registry.Tool) *authz.Tool {
 
 // authorizeItem decides resources/read, prompts/get and completion of a
 // federated item; false means answer as if it did not exist.
-func (x *exchange) authorizeItem(f *mcp.Forward, prompt bool) bool {
+func (x *request) authorizeItem(f *mcp.Forward, prompt bool) bool {
 	pol := x.pol.route
 	if pol == nil {
 		return true
@@ -486,7 +486,7 @@ func (x *exchange) authorizeItem(f *mcp.Forward, prompt bool) bool {
 
 // auditAfterHandle records what the request's catalog decided: a call of
 // a hidden tool (answered as unknown), or a list it filtered.
-func (x *exchange) auditAfterHandle(method string) {
+func (x *request) auditAfterHandle(method string) {
 	st := &x.pol
 	switch {
 	case st.route == nil:
@@ -506,7 +506,7 @@ func (x *exchange) auditAfterHandle(method string) {
 }
 
 // auditPolicy logs one authorization decision and counts it.
-func (x *exchange) auditPolicy(method string, subject slog.Attr, decision, policy string, err error) {
+func (x *request) auditPolicy(method string, subject slog.Attr, decision, policy string, err error) {
 	label := method
 	if !policyMethods[label] {
 		label = methodOther

@@ -44,7 +44,7 @@ func BenchmarkToolsListPolicy10k(b *testing.B) {
 	seq := listRequest("1", false)
 	list := func(s *Server) time.Duration {
 		start := time.Now()
-		x := s.newExchange(context.Background())
+		x := s.newRequest(context.Background())
 		x.next(seq[0])
 		if _, ok := x.next(seq[1]).(*wireMessage); !ok {
 			b.Fatal("the answer was not prepared")
@@ -99,8 +99,8 @@ func TestRouteWithoutPoliciesPaysNothing(t *testing.T) {
 	here := newServer(routePolicies("core", deny))
 
 	list := listRequest("1", false)
-	run := func(s *Server, seq []*extprocv3.ProcessingRequest) *exchange {
-		x := s.newExchange(context.Background())
+	run := func(s *Server, seq []*extprocv3.ProcessingRequest) *request {
+		x := s.newRequest(context.Background())
 		for _, m := range seq {
 			x.next(m)
 		}

@@ -503,7 +503,7 @@ func TestPolicyViewCache(t *testing.T) {
 	r := current()
 	for i := range maxPolicyViews + 20 {
 		c := &identity.Caller{Authenticated: true, Subject: "u", Claims: map[string]any{"roles": []any{fmt.Sprint("r", i)}}}
-		x := &exchange{s: e.srv, routeKey: "core", snap: routes["/mcp/core"].snap}
+		x := &request{s: e.srv, routeKey: "core", snap: routes["/mcp/core"].snap}
 		x.caller = c
 		x.pol.route = r.pol
 		x.pol.started = true

@@ -34,7 +34,7 @@ func isNDJSON(contentType string) bool {
 }
 
 // progressStream is the per-call state of a progress stream; it lives in
-// the exchange, so in the stream handler.
+// the request, so in the stream handler.
 type progressStream struct {
 	events  bool   // progress frames become events (STREAMED); else dropped
 	pending []byte // the start of a line whose end has not arrived
@@ -43,7 +43,7 @@ type progressStream struct {
 }
 
 // progressHeaders answers the response headers of a 2xx progress stream.
-func (x *exchange) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
+func (x *request) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
 	x.progress, x.kind = &progressStream{}, progressCall{} // the kind from now on (kinds.go)
 	if eos {
 		// Headers only: a stream without a single frame.
@@ -72,7 +72,7 @@ func (x *exchange) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
 
 // progressBody answers one response body message of a progress stream:
 // the whole body when BUFFERED, one chunk when STREAMED.
-func (x *exchange) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	p := x.progress
 	eos := b.GetEndOfStream() || !p.events // BUFFERED: the only message
 	out := x.progressFeed(b.GetBody(), eos)
@@ -88,7 +88,7 @@ func (x *exchange) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResp
 // progressFeed takes the next bytes of the stream and returns what the
 // client gets for them: events when streaming, the JSON-RPC response body
 // at the end when buffered.
-func (x *exchange) progressFeed(chunk []byte, eos bool) []byte {
+func (x *request) progressFeed(chunk []byte, eos bool) []byte {
 	p := x.progress
 	var out []byte
 	for len(chunk) > 0 {
@@ -134,7 +134,7 @@ type frame struct {
 }
 
 // progressLine handles one complete line.
-func (x *exchange) progressLine(line []byte) []byte {
+func (x *request) progressLine(line []byte) []byte {
 	p := x.progress
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || p.done || p.failure != "" {
@@ -171,7 +171,7 @@ func (x *exchange) progressLine(line []byte) []byte {
 }
 
 // progressResult marks the stream answered and frames the response body.
-func (x *exchange) progressResult(body []byte) []byte {
+func (x *request) progressResult(body []byte) []byte {
 	x.progress.done = true
 	if x.progress.events {
 		return mcp.ResultEvent(body)
@@ -180,7 +180,7 @@ func (x *exchange) progressResult(body []byte) []byte {
 }
 
 // progressEnd is the answer to a stream that ended without a result frame.
-func (x *exchange) progressEnd() []byte {
+func (x *request) progressEnd() []byte {
 	p := x.progress
 	if p.failure == "too_large" {
 		return x.progressResult(x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}))

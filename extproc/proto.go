@@ -14,7 +14,7 @@ import (
 )
 
 // Small builders for the ProcessingResponse shapes the server sends. They
-// encode the ext_proc rules of ADR 0001 (envoy/rules.go cites Envoy's
+// encode the ext_proc rules of ADR 0001 (envoy/dataplane/internal/rules/rules.go cites Envoy's
 // source for each): raw_value only, an explicit
 // OVERWRITE_IF_EXISTS_OR_ADD, content-type on every local reply with a body,
 // never a grpc_status.

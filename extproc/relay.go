@@ -25,7 +25,7 @@ import (
 // relayRequest gives a request of the server (a message with method and id)
 // a relay token as id. A request whose token cannot be minted keeps its id:
 // its answer then cannot be delivered, as before relaying existed.
-func (x *exchange) relayRequest(msg []byte) []byte {
+func (x *request) relayRequest(msg []byte) []byte {
 	if mcp.Member(msg, "method") == nil {
 		return msg
 	}
@@ -52,7 +52,7 @@ func (x *exchange) relayRequest(msg []byte) []byte {
 // server that asked, with the server's id and session restored. Any token
 // that does not verify for this route and caller, or names a server the
 // route no longer has, gets what every other response gets: 202, dropped.
-func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *extprocv3.ProcessingResponse {
+func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *extprocv3.ProcessingResponse {
 	x.method = methodNone
 	if !relay.Is(a.ID) {
 		return x.answer(accepted, "", "")
@@ -94,7 +94,7 @@ func (x *exchange) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) 
 // (202 when it took it) back as it is, without its Mcp-Session-Id: the
 // session is the gateway's. The request's outcome is the status's, as for
 // a call (ok, upstream_4xx, …; Envoy's own 503/504: unavailable, timeout).
-func (x *exchange) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	x.resultSent = true // the body passes as it is
 	switch kind := localReplyKind(h); {
@@ -123,7 +123,7 @@ func (x *exchange) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Pro
 // service forwards it, and the config file's upstreamAuth entry, set last
 // so that it wins for the same header (upstreamauth.go). auth is that
 // entry's part.
-func (x *exchange) fedCredentials(svc registry.ToolService) (h http.Header, auth map[string]string, err error) {
+func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth map[string]string, err error) {
 	creds, err := x.s.upstreamHeaders(svc)
 	if err != nil {
 		return nil, nil, err

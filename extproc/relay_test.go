@@ -72,7 +72,7 @@ func TestFederatedRelayAnswer(t *testing.T) {
 		Body: []byte(`data: {"jsonrpc":"2.0","id":42,"method":"elicitation/create","params":{"message":"who?"}}` + "\n\n")}}})
 	ev := []byte(strings.TrimSpace(strings.TrimPrefix(string(r.GetResponseBody().GetResponse().GetBodyMutation().GetBody()), "data: ")))
 	tok := string(mcp.Member(ev, "id"))
-	if !strings.HasPrefix(tok, `"tmr1.r1.`) {
+	if !strings.HasPrefix(tok, `"tmr2.r1.`) {
 		t.Fatalf("the server's request %s has no relay id", ev)
 	}
 	answerOn := func(env *testEnv, id string) (*envoy, *extprocv3.ProcessingResponse) {

@@ -39,7 +39,7 @@ var sensitiveHeaders = map[string]bool{
 // readHeaders fills x.req and the correlation fields from Envoy's request
 // headers and returns the client-supplied x-toolmesh-* header names, which
 // are never trusted.
-func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
+func (x *request) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 	x.headers = hm
 	debug := x.s.log.Enabled(x.ctx, slog.LevelDebug)
 	r := &x.req
@@ -118,7 +118,7 @@ func (x *exchange) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 
 // requestHeaders resolves the route, applies the header rules, and either
 // answers, routes a stateless-era tools/call, or lets the body come.
-func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	owned := x.readHeaders(h.GetHeaders())
 	x.meshCaller()
 	if x.req.HasMcpMethod {
@@ -210,7 +210,7 @@ func withClusterHeader(owned []string) []string {
 // requestBody applies the JSON-RPC and MCP rules to the whole (BUFFERED)
 // body: a protocol answer goes back as an ImmediateResponse, a tools/call is
 // validated and routed.
-func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !b.GetEndOfStream() {
 		// BUFFERED sends the whole body at once; end_of_stream is false only
 		// when request trailers follow, and those are SKIPped.
@@ -250,15 +250,18 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 }
 
 // routeCall validates and routes a tools/call.
-func (x *exchange) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingResponse {
+func (x *request) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingResponse {
 	x.method, x.era = "tools/call", call.Era.Label()
 	t, res := x.snap.Lookup(call.Tool)
 	if res != mcp.ToolFound {
 		// Handle resolved the name against the same snapshot, so this is
 		// unreachable; answer as docs/contracts/mcp.md says rather than route nowhere.
 		msg := "unknown tool"
-		if res == mcp.ToolAmbiguous {
+		switch res {
+		case mcp.ToolAmbiguous:
 			msg = "ambiguous tool"
+		case mcp.ToolQuarantined:
+			msg = mcp.QuarantinedMessage(call.Tool)
 		}
 		return x.answer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams, msg, nil), "", "")
 	}
@@ -282,7 +285,7 @@ func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
 
 // answer records the request's outcome and builds the ImmediateResponse.
 // An empty outcome or details is derived from the reply's status.
-func (x *exchange) answer(r *mcp.Reply, outcome, details string) *extprocv3.ProcessingResponse {
+func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.ProcessingResponse {
 	x.status = r.Status
 	if outcome == "" {
 		outcome = outcomeAnswered

@@ -29,7 +29,7 @@ import (
 
 // noteResponseHeaders remembers the upstream status and content type, for
 // native and federated answers alike.
-func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
+func (x *request) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 	x.upHeadersSeen = true
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		switch hv.GetKey() {
@@ -46,7 +46,7 @@ func (x *exchange) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 // localReplyKind returns the call outcome an Envoy local reply's headers
 // carry (callTimeout or callUnavailable), or "" for a Tool Service's
 // response. Envoy >= 1.37 passes its local replies through ext_proc's
-// encoder path (envoy/rules.go, "Local replies and ext_proc") after
+// encoder path (envoy/dataplane/internal/rules/rules.go, "Local replies and ext_proc") after
 // local_reply_config reshaped them into the client's tool result and added
 // wire.LocalReplyHeader (xds/localreply.go). The marker counts only
 // without x-envoy-upstream-service-time, which the router adds to every
@@ -76,7 +76,7 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 // call: it is already the client's tool result (local_reply_config wrote
 // it), so the call is counted by kind, the marker header removed, and its
 // body passes unchanged (resultSent).
-func (x *exchange) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
+func (x *request) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 	x.resultSent, x.callOutcome = true, kind
 	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{wire.LocalReplyHeader},
@@ -86,7 +86,7 @@ func (x *exchange) localReplyHeaders(kind string) *extprocv3.ProcessingResponse 
 // responseHeaders remembers the upstream status and content type. When no
 // body follows, the result is produced here (CONTINUE_AND_REPLACE), because
 // no response_body message will come.
-func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	if x.call != nil && isNDJSON(x.upContentType) && x.upStatus >= 200 && x.upStatus <= 299 {
 		return x.progressHeaders(h.GetEndOfStream())
@@ -139,7 +139,7 @@ func passThroughOverride() *extprocfilterv3.ProcessingMode {
 // the Tool Service's content type, and a body passed through from now on
 // (passThroughOverride). content-length goes, as it always has for streamed
 // answers (docs/contracts/toolservice.md). The call counts as answered now.
-func (x *exchange) streamResponse() *extprocv3.ProcessingResponse {
+func (x *request) streamResponse() *extprocv3.ProcessingResponse {
 	x.resultSent, x.streaming, x.callOutcome = true, true, callOK
 	resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
@@ -182,14 +182,14 @@ func acceptsEventStream(accept string) bool {
 
 // responseBody turns the whole (BUFFERED) Tool Service reply into the
 // client's JSON-RPC response.
-func (x *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+func (x *request) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	u, _ := x.upstreamReply(b)
 	return x.resultResponse(u)
 }
 
 // upstreamReply is the Tool Service's whole (BUFFERED) reply; over when it
 // is larger than the limit, and u then a "too large" failure.
-func (x *exchange) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
+func (x *request) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
 	if !x.upHeadersSeen {
 		// response_header_mode is not SEND: the status is unknown and is
 		// reported as 0, which maps to an error result rather than a guess.
@@ -204,7 +204,7 @@ func (x *exchange) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bo
 
 // resultResponse answers the response body with the call's result made
 // from u.
-func (x *exchange) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
+func (x *request) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
 	out := x.result(u)
 	if x.s.wire.Load() {
 		x.prepared = resultWire(out) // the same message, in wire format (callwire.go)
@@ -218,7 +218,7 @@ func (x *exchange) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse 
 }
 
 // result builds the client's response body and records the call's outcome.
-func (x *exchange) result(u mcp.Upstream) []byte {
+func (x *request) result(u mcp.Upstream) []byte {
 	x.resultSent = true
 	x.callOutcome = upstreamOutcome(u)
 	if x.callOutcome != callOK {
@@ -232,7 +232,7 @@ func (x *exchange) result(u mcp.Upstream) []byte {
 
 // filtered runs the route's result filters on a response body built for
 // the call and returns what the client gets.
-func (x *exchange) filtered(body []byte) []byte {
+func (x *request) filtered(body []byte) []byte {
 	if x.chain == nil {
 		return body
 	}

@@ -46,7 +46,7 @@ func listenerLevel(ctx context.Context) int {
 
 // routeDeadlineOn reports whether this stream may take the route-timeout
 // deadline: not switched off, and a listener that allows the override.
-func (x *exchange) routeDeadlineOn() bool {
+func (x *request) routeDeadlineOn() bool {
 	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= wire.ListenerLevel
 }
 
@@ -55,7 +55,7 @@ func (x *exchange) routeDeadlineOn() bool {
 // counts only on a federated server's route, whose route sets it,
 // replacing any copy the server sent (OVERWRITE_IF_EXISTS_OR_ADD): the
 // federatedCall kind reads it (routeTimeoutOf).
-func (x *exchange) noteRouteTimeout(h *extprocv3.HttpHeaders) {
+func (x *request) noteRouteTimeout(h *extprocv3.HttpHeaders) {
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		if hv.GetKey() == wire.RouteTimeoutHeader {
 			x.routeTimeoutSeen = true
@@ -81,7 +81,7 @@ func routeTimeoutOf(h *extprocv3.HttpHeaders) time.Duration {
 // withoutRouteTimeout adds the removal of wire.RouteTimeoutHeader to a
 // response-headers reply when the response carried it: it is for this
 // server, never for the client. A copy: r may be shared.
-func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+func (x *request) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	hr := r.GetResponseHeaders()
 	if !x.routeTimeoutSeen || hr == nil {
 		return r
@@ -102,7 +102,7 @@ func (x *exchange) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extproc
 // routeMargin is how long before the route timeout the gateway ends a
 // stream: the final event must cross from this server to Envoy and be
 // written to the client before the router's timer fires. The deadline
-// counts from this exchange's start, the request headers, which is before
+// counts from this request's start, the request headers, which is before
 // the router starts its timer (once it has the whole request:
 // source/common/router/router.cc, downstream_request_complete_time_), so
 // the margin only has to cover that one hop and scheduling on a busy node
@@ -119,7 +119,7 @@ func routeMargin(timeout time.Duration) time.Duration {
 // the response-headers override of duplexRequest is in force and the
 // deadline is not switched off), or federatedStreamTimeout when that is
 // set and sooner.
-func (x *exchange) streamDeadline() time.Time {
+func (x *request) streamDeadline() time.Time {
 	var d time.Time
 	if t := x.s.cfg.FederatedStreamTimeout; t > 0 {
 		d = x.start.Add(t)

@@ -278,7 +278,7 @@ func TestStreamDeadline(t *testing.T) {
 		{name: "no override in force", listener: 1, route: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &exchange{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, routeTimeout: tc.route, mode: bufferedResponse{}}
+			x := &request{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, routeTimeout: tc.route, mode: bufferedResponse{}}
 			if tc.duplex {
 				x.mode = duplexResponseMode{}
 			}

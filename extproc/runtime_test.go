@@ -76,7 +76,7 @@ func TestRuntimeCapturedOncePerStream(t *testing.T) {
 // TestFilterCaller: the filter chain's request carries the caller that
 // authentication and the mesh established, never its token.
 func TestFilterCaller(t *testing.T) {
-	x := &exchange{}
+	x := &request{}
 	if filterCaller(x) != nil {
 		t.Error("no caller: want nil")
 	}

@@ -282,7 +282,7 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 // one HTTP request and returns only when Envoy ends the stream: returning
 // early would make Envoy continue without the processor.
 func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err error) {
-	x := s.newExchange(stream.Context())
+	x := s.newRequest(stream.Context())
 	defer x.finish()
 	defer func() {
 		// A bug must cost one request (Envoy answers 500, since
@@ -295,7 +295,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 	}()
 	// One message receives them all: each is decoded (reset first) into
 	// req, handled and answered before the next Recv, and nothing keeps
-	// req itself; what the exchange keeps (the header map, attributes,
+	// req itself; what the request keeps (the header map, attributes,
 	// bodies) the decoder allocates anew per message. serveDuplex, whose
 	// receiver runs ahead of the handler, receives into fresh ones.
 	req := new(extprocv3.ProcessingRequest)
@@ -314,7 +314,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 
 // endStream is how a stream ends on a Recv or Send error: nil when the
 // peer closed it, else the error, kept for the stream's log line.
-func (x *exchange) endStream(err error) error {
+func (x *request) endStream(err error) error {
 	if endOfStream(err) {
 		return nil
 	}
@@ -325,9 +325,9 @@ func (x *exchange) endStream(err error) error {
 // serveDuplex serves the rest of a stream whose response body is
 // FULL_DUPLEX_STREAMED (duplex.go): Envoy's chunks are answered as they
 // come, and the deadline may end the body in between, so messages are
-// received on a helper goroutine and this one, which owns the exchange,
+// received on a helper goroutine and this one, which owns the request,
 // waits for either.
-func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer) error {
+func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer) error {
 	type recvd struct {
 		req *extprocv3.ProcessingRequest
 		err error
@@ -371,7 +371,7 @@ func (x *exchange) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer)
 
 // send sends resp (nil: nothing) and then the messages queued behind it
 // (duplexresp.go).
-func (x *exchange) send(stream extprocv3.ExternalProcessor_ProcessServer, resp any) error {
+func (x *request) send(stream extprocv3.ExternalProcessor_ProcessServer, resp any) error {
 	if resp != nil {
 		if err := stream.SendMsg(resp); err != nil {
 			return err

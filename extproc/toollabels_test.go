@@ -12,7 +12,7 @@ import (
 
 // TestToolLabelsBounded: 10,000 distinct tools called on one route leave at
 // most ToolLabels named series plus "(other)" per outcome, and every call
-// is counted. The calls go through exchange.finish, from 8 goroutines.
+// is counted. The calls go through request.finish, from 8 goroutines.
 func TestToolLabelsBounded(t *testing.T) {
 	const tools, limit = 10000, 100
 	env := newTestEnv(t, Config{ToolLabels: limit}, testTable(t))
@@ -20,7 +20,7 @@ func TestToolLabelsBounded(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < tools; i += 8 {
-				x := env.srv.newExchange(t.Context())
+				x := env.srv.newRequest(t.Context())
 				x.routeKey, x.method = "big", "tools/call"
 				x.tool = &registry.Tool{Tool: mcp.Tool{Name: fmt.Sprintf("tool_%05d", i)}}
 				x.callOutcome = callOK
@@ -30,7 +30,7 @@ func TestToolLabelsBounded(t *testing.T) {
 	}
 	wg.Wait()
 	// Calls of an admitted tool keep its label.
-	x := env.srv.newExchange(t.Context())
+	x := env.srv.newRequest(t.Context())
 	x.routeKey, x.tool, x.callOutcome = "other-route", &registry.Tool{Tool: mcp.Tool{Name: "tool_00000"}}, callOK
 	x.finish()
 

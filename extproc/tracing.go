@@ -59,9 +59,9 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracing.ScopeName)
 }
 
-// exchangeTrace is the tracing state of one exchange; the zero value is
+// requestTrace is the tracing state of one request; the zero value is
 // tracing off.
-type exchangeTrace struct {
+type requestTrace struct {
 	tracer trace.Tracer    // nil: tracing off
 	ctx    context.Context // the exchange span's context, once started
 	span   trace.Span      // the exchange span; nil until started
@@ -73,7 +73,7 @@ type exchangeTrace struct {
 // handleTraced is handle with tracing on: it starts the exchange span as
 // soon as its parent is known and wraps each phase in a child span, which
 // x.ctx carries while the phase runs.
-func (x *exchange) handleTraced(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+func (x *request) handleTraced(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	var name string
 	switch r := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
@@ -115,7 +115,7 @@ func (x *exchange) handleTraced(req *extprocv3.ProcessingRequest) *extprocv3.Pro
 // startExchange starts the exchange span under the parent carrier names
 // (nil or empty: a new trace), at the time the stream began, and records a
 // request-headers phase that ran before.
-func (x *exchange) startExchange(c propagation.TextMapCarrier) {
+func (x *request) startExchange(c propagation.TextMapCarrier) {
 	parent := x.ctx
 	if c != nil {
 		parent = propagator.Extract(parent, c)
@@ -185,7 +185,7 @@ func metaCarrier(body []byte) propagation.TextMapCarrier {
 // traceHeaders are the header mutations that carry the exchange span's
 // context to the Tool Service (traceparent, tracestate, baggage); none
 // with tracing off.
-func (x *exchange) traceHeaders() []*corev3.HeaderValueOption {
+func (x *request) traceHeaders() []*corev3.HeaderValueOption {
 	c := x.traceContext()
 	if c == nil {
 		return nil
@@ -203,9 +203,9 @@ func (x *exchange) traceHeaders() []*corev3.HeaderValueOption {
 // request's params._meta (traceparent, tracestate, baggage), beside the
 // same trace headers, so the MCP server continues the trace; nil with
 // tracing off.
-func (x *exchange) TraceMetaForUpstream() map[string]string { return x.traceContext() }
+func (x *request) TraceMetaForUpstream() map[string]string { return x.traceContext() }
 
-func (x *exchange) traceContext() propagation.MapCarrier {
+func (x *request) traceContext() propagation.MapCarrier {
 	if x.tr.span == nil {
 		return nil
 	}
@@ -220,7 +220,7 @@ func (x *exchange) traceContext() propagation.MapCarrier {
 // validate is t.ValidateArguments in a span, for a route without filters
 // (a route with filters validates in its input_schema filter, which has a
 // span of its own).
-func (x *exchange) validate(t *registry.Tool, args json.RawMessage) []string {
+func (x *request) validate(t *registry.Tool, args json.RawMessage) []string {
 	if x.tr.span == nil {
 		return t.ValidateArguments(args)
 	}
@@ -235,7 +235,7 @@ func (x *exchange) validate(t *registry.Tool, args json.RawMessage) []string {
 
 // finishTrace ends the exchange span with what became of the request.
 // Called from finish, after the outcome is settled.
-func (x *exchange) finishTrace(method, era string) {
+func (x *request) finishTrace(method, era string) {
 	if x.tr.tracer == nil {
 		return
 	}

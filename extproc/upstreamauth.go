@@ -164,7 +164,7 @@ func (u UpstreamAuth) Validate() error {
 // Tool Service named service carries by its upstreamAuth entry, and
 // whether the entry forwards the client's token. An error (an unreadable
 // credential) means the call must not be sent.
-func (x *exchange) upstreamCredentials(service string) (map[string]string, error) {
+func (x *request) upstreamCredentials(service string) (map[string]string, error) {
 	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
@@ -210,7 +210,7 @@ func (x *exchange) upstreamCredentials(service string) (map[string]string, error
 // number or bool, free of control characters and at most
 // MaxClaimHeaderBytes long. A value that does not qualify is not cut or
 // escaped but left out, so a header a Tool Service gets is always the claim.
-func (x *exchange) claimHeader(claim string) (string, bool) {
+func (x *request) claimHeader(claim string) (string, bool) {
 	if x.caller == nil {
 		return "", false
 	}
@@ -235,7 +235,7 @@ func (x *exchange) claimHeader(claim string) (string, bool) {
 
 // noCredentials answers a call whose upstreamAuth credential cannot be
 // read: it is not sent without it.
-func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *extprocv3.ProcessingResponse {
+func (x *request) noCredentials(call *mcp.Call, service string, err error) *extprocv3.ProcessingResponse {
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "tool call: no upstream credentials", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("service", service), slog.String("error", err.Error()))
 	x.callOutcome = callNoCredentials
@@ -248,7 +248,7 @@ func (x *exchange) noCredentials(call *mcp.Call, service string, err error) *ext
 }
 
 // claimHeaderNames are the headers of service's forwardClaims.
-func (x *exchange) claimHeaderNames(service string) []string {
+func (x *request) claimHeaderNames(service string) []string {
 	u := &x.rt.UpstreamAuth
 	return slices.Sorted(maps.Keys(u.Services[service].ForwardClaims))
 }
@@ -256,7 +256,7 @@ func (x *exchange) claimHeaderNames(service string) []string {
 // unsetAuthHeaders are the headers of service's upstreamAuth entry that
 // set does not fill: they are removed from the routed request, so a
 // client cannot send its own x-caller-sub where a claim was missing.
-func (x *exchange) unsetAuthHeaders(service string, set map[string]string) []string {
+func (x *request) unsetAuthHeaders(service string, set map[string]string) []string {
 	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {

@@ -122,7 +122,7 @@ const sharedPart = 4 << 10
 // order, and each appears once.
 func wireImmediate(r *mcp.Reply, details string) (*wireMessage, error) {
 	n := r.BodyLen()
-	inner, err := proto.Marshal(immediateHead(r, n > 0, details))
+	inner, err := encodedHead(r, n > 0, details)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: encoding an immediate response: %w", err)
 	}

@@ -133,7 +133,7 @@ func TestToolsListPrepared(t *testing.T) {
 	for _, stateless := range []bool{false, true} {
 		for _, id := range []string{"1", `"x"`, strconv.Quote(strings.Repeat("q", 300)), "12345678901234567890"} {
 			var got, want *extprocv3.ProcessingResponse
-			x, y := prepared.newExchange(context.Background()), built.newExchange(context.Background())
+			x, y := prepared.newRequest(context.Background()), built.newRequest(context.Background())
 			seq := listRequest(id, stateless)
 			x.handle(seq[0])
 			y.handle(seq[0])
@@ -172,7 +172,7 @@ func TestToolsListGzipPrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer := func(srv *Server, seq []*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-		x := srv.newExchange(context.Background())
+		x := srv.newRequest(context.Background())
 		defer x.finish()
 		x.handle(seq[0])
 		switch m := x.next(seq[1]).(type) {
@@ -242,7 +242,7 @@ func listCost(t *testing.T, n int, wire, gzip bool) (allocs float64, bytesPerOp 
 		seq = listSeqAccepting("gzip")
 	}
 	answer := func() any {
-		x := srv.newExchange(context.Background())
+		x := srv.newRequest(context.Background())
 		defer x.finish()
 		x.next(seq[0])
 		return x.next(seq[1])
@@ -334,7 +334,7 @@ func BenchmarkToolsList10kServer(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				x := srv.newExchange(context.Background())
+				x := srv.newRequest(context.Background())
 				x.next(seq[0])
 				switch m := x.next(seq[1]).(type) {
 				case *wireMessage:
@@ -377,7 +377,7 @@ func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
 		t.Fatal(err)
 	}
 	srv.GRPCServerOptions()
-	x := srv.newExchange(context.Background())
+	x := srv.newRequest(context.Background())
 	defer x.finish()
 	seq := listRequest("1", false, "accept-encoding", "gzip")
 	x.next(seq[0])

@@ -27,7 +27,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Built for the machine running it, whatever GOOS/GOARCH the binary has.
 GOBIN=$tmp GOOS='' GOARCH='' "$go" install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$CYCLONEDX_GOMOD_VERSION"
-# The licenses are read from the module cache, which the build filled;
-# GOPROXY=off keeps the generator from asking the proxy for anything (it
-# would look up toolmesh's own version there, which is not published).
-GOPROXY=off "$tmp/cyclonedx-gomod" bin -json -licenses -version "$version" -output "$out" "$bin"
+# The licenses are read from the module cache. `go mod download` in the
+# main module fills it with every module of its build list, each checked
+# against go.sum (a build alone leaves some without the metadata the
+# generator asks for).
+(cd "$(dirname "$0")/.." && "$go" mod download)
+# The generator then looks each module up with its own `go mod download`,
+# run outside the module, so without go.sum: GOSUMDB=off lets it read the
+# modules verified above from the cache, and GOPROXY=off keeps it from
+# fetching anything (it would look up toolmesh's own version, which is not
+# published). Without both, every module but a few was "not in cache" and
+# had no license.
+GOPROXY=off GOSUMDB=off "$tmp/cyclonedx-gomod" bin -json -licenses -version "$version" -output "$out" "$bin"

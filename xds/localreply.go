@@ -20,7 +20,7 @@ import (
 // that echoes the request's id byte for byte, marked with the
 // x-toolmesh-local-reply header (timeout or unavailable) for the extproc
 // server, which sees the reshaped headers on the response path
-// (envoy/rules.go, "Local replies and ext_proc").
+// (envoy/dataplane/internal/rules/rules.go, "Local replies and ext_proc").
 //
 // "Routed tools/call only" is an AND of dynamic metadata the extproc server
 // sets in the request-body phase (namespace toolmesh): tool_call == "true"

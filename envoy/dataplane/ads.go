@@ -22,6 +22,8 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // adsType is the client-side state of one resource type on the ADS stream.
@@ -209,13 +211,13 @@ func (c *adsClient) accept(t *adsType, decoded map[string]types.Resource) error 
 	switch t.url {
 	case resourcev3.ListenerType:
 		for _, r := range decoded {
-			if _, herr := listenerHCM(r.(*listenerv3.Listener)); herr != nil {
+			if _, herr := xdsconfig.ListenerHCM(r.(*listenerv3.Listener)); herr != nil {
 				err = herr
 			}
 		}
 	case resourcev3.ClusterType:
 		for _, r := range decoded {
-			if _, cerr := compileCluster(r.(*clusterv3.Cluster)); cerr != nil {
+			if _, cerr := xdsconfig.CompileCluster(r.(*clusterv3.Cluster)); cerr != nil {
 				err = fmt.Errorf("cluster %q: %w", r.(*clusterv3.Cluster).GetName(), cerr)
 			}
 		}
@@ -300,7 +302,7 @@ func sortedResources(m map[string]types.Resource) []types.Resource {
 func (c *adsClient) routeNames() []string {
 	seen := map[string]bool{}
 	for _, r := range c.types[resourcev3.ListenerType].resources {
-		h, err := listenerHCM(r.(*listenerv3.Listener))
+		h, err := xdsconfig.ListenerHCM(r.(*listenerv3.Listener))
 		if err != nil || h == nil {
 			continue
 		}

@@ -12,6 +12,9 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // rewriteHCM applies mod to the HTTP connection manager inside res.
@@ -136,48 +139,48 @@ func TestReadyAndEmpty(t *testing.T) {
 }
 
 func TestLocalReplyPrepare(t *testing.T) {
-	jsonBody := &bodyFormat{text: mustText(t, `{"e":"%LOCAL_REPLY_BODY%"}`), contentType: "application/json"}
-	setCT := func(ct string) func(*headerMap) { return func(h *headerMap) { h.set("content-type", ct) } }
+	jsonBody := &xdsconfig.BodyFormat{Text: mustText(t, `{"e":"%LOCAL_REPLY_BODY%"}`), ContentType: "application/json"}
+	setCT := func(ct string) func(*headers.Map) { return func(h *headers.Map) { h.Set("content-type", ct) } }
 	tests := []struct {
 		name     string
-		cfg      *localReplyConfig
-		l        localReply
+		cfg      *xdsconfig.LocalReplyConfig
+		l        xdsconfig.LocalReply
 		wantCT   string
 		wantBody string
 		wantCode string
 	}{
-		{name: "default text", cfg: &localReplyConfig{body: defaultBodyFormat},
-			l: localReply{code: 503, body: "no healthy upstream"}, wantCT: "text/plain", wantBody: "no healthy upstream", wantCode: "503"},
-		{name: "empty body has no content type", cfg: &localReplyConfig{body: defaultBodyFormat},
-			l: localReply{code: 404, modify: setCT("application/json")}, wantCT: "", wantBody: "", wantCode: "404"},
-		{name: "custom content type kept when the body is unchanged", cfg: &localReplyConfig{body: defaultBodyFormat},
-			l: localReply{code: 200, body: "{}", modify: setCT("application/json")}, wantCT: "application/json", wantBody: "{}", wantCode: "200"},
-		{name: "global body_format sets its content type", cfg: &localReplyConfig{body: jsonBody},
-			l: localReply{code: 504, body: "timeout"}, wantCT: "application/json", wantBody: `{"e":"timeout"}`, wantCode: "504"},
+		{name: "default text", cfg: &xdsconfig.LocalReplyConfig{Body: xdsconfig.DefaultBodyFormat},
+			l: xdsconfig.LocalReply{Code: 503, Body: "no healthy upstream"}, wantCT: "text/plain", wantBody: "no healthy upstream", wantCode: "503"},
+		{name: "empty body has no content type", cfg: &xdsconfig.LocalReplyConfig{Body: xdsconfig.DefaultBodyFormat},
+			l: xdsconfig.LocalReply{Code: 404, Modify: setCT("application/json")}, wantCT: "", wantBody: "", wantCode: "404"},
+		{name: "custom content type kept when the body is unchanged", cfg: &xdsconfig.LocalReplyConfig{Body: xdsconfig.DefaultBodyFormat},
+			l: xdsconfig.LocalReply{Code: 200, Body: "{}", Modify: setCT("application/json")}, wantCT: "application/json", wantBody: "{}", wantCode: "200"},
+		{name: "global body_format sets its content type", cfg: &xdsconfig.LocalReplyConfig{Body: jsonBody},
+			l: xdsconfig.LocalReply{Code: 504, Body: "timeout"}, wantCT: "application/json", wantBody: `{"e":"timeout"}`, wantCode: "504"},
 		{name: "mapper headers_to_add content-type is custom and kept",
-			cfg: &localReplyConfig{body: jsonBody, mappers: []*responseMapper{{
-				filter:  filterFunc(func(*fmtContext) bool { return true }),
-				status:  200,
-				headers: []headerAdd{{key: "content-type", value: mustText(t, "application/x-custom"), mode: appendOverwrite}},
+			cfg: &xdsconfig.LocalReplyConfig{Body: jsonBody, Mappers: []*xdsconfig.ResponseMapper{{
+				Filter:  xdsconfig.FilterFunc(func(*xdsconfig.FmtContext) bool { return true }),
+				Status:  200,
+				Headers: []xdsconfig.HeaderAdd{{Key: "content-type", Value: mustText(t, "application/x-custom"), Mode: headers.AppendOverwrite}},
 			}}},
-			l: localReply{code: 504, body: "timeout"}, wantCT: "application/x-custom", wantBody: `{"e":"timeout"}`, wantCode: "200"},
+			l: xdsconfig.LocalReply{Code: 504, Body: "timeout"}, wantCT: "application/x-custom", wantBody: `{"e":"timeout"}`, wantCode: "200"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, body := tt.cfg.prepare(tt.l, &fmtContext{})
-			if ct, _ := h.get("content-type"); ct != tt.wantCT || body != tt.wantBody || h.value(":status") != tt.wantCode {
-				t.Fatalf("got %s %q %q, want %s %q %q", h.value(":status"), ct, body, tt.wantCode, tt.wantCT, tt.wantBody)
+			h, body := tt.cfg.Prepare(tt.l, &xdsconfig.FmtContext{})
+			if ct, _ := h.Get("content-type"); ct != tt.wantCT || body != tt.wantBody || h.Value(":status") != tt.wantCode {
+				t.Fatalf("got %s %q %q, want %s %q %q", h.Value(":status"), ct, body, tt.wantCode, tt.wantCT, tt.wantBody)
 			}
-			if cl, ok := h.get("content-length"); ok != (body != "") || (ok && cl != strconv.Itoa(len(body))) {
+			if cl, ok := h.Get("content-length"); ok != (body != "") || (ok && cl != strconv.Itoa(len(body))) {
 				t.Fatalf("content-length %q (present %v) for body %q", cl, ok, body)
 			}
 		})
 	}
 }
 
-func mustText(t *testing.T, s string) *textFormat {
+func mustText(t *testing.T, s string) *xdsconfig.TextFormat {
 	t.Helper()
-	f, err := parseTextFormat(s)
+	f, err := xdsconfig.ParseTextFormat(s)
 	if err != nil {
 		t.Fatal(err)
 	}

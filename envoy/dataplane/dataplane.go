@@ -18,6 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // Options configures a [DataPlane].
@@ -56,13 +59,13 @@ type DataPlane struct {
 	keepalive Keepalive
 	ctlTLS    *tls.Config
 
-	cfg  atomic.Pointer[config]
+	cfg  atomic.Pointer[xdsconfig.Config]
 	idle sync.Map // net.Conn → *time.Timer of an idle downstream connection (idle.go)
 
 	mu         sync.Mutex // serializes Apply and Close; never taken by requests
-	runtimes   map[string]*clusterRuntime
-	limits     map[string]clusterLimits
-	transports map[string]upstreamPool
+	runtimes   map[string]*xdsconfig.ClusterRuntime
+	limits     map[string]xdsconfig.ClusterLimits
+	transports map[string]xdsconfig.UpstreamPool
 	closed     bool
 }
 
@@ -75,9 +78,9 @@ func New(opts Options) (*DataPlane, error) {
 		transport:  opts.Transport,
 		keepalive:  keepaliveDefaults(opts.Keepalive),
 		ctlTLS:     opts.ControlTLS,
-		runtimes:   map[string]*clusterRuntime{},
-		limits:     map[string]clusterLimits{},
-		transports: map[string]upstreamPool{},
+		runtimes:   map[string]*xdsconfig.ClusterRuntime{},
+		limits:     map[string]xdsconfig.ClusterLimits{},
+		transports: map[string]xdsconfig.UpstreamPool{},
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -93,8 +96,8 @@ func New(opts Options) (*DataPlane, error) {
 		// no default retry policy is applied at the client level").
 		cc, err := grpc.NewClient(opts.ExtProcTarget,
 			grpc.WithTransportCredentials(controlCreds(opts.ControlTLS)),
-			grpc.WithInitialWindowSize(envoyHTTP2StreamWindow),
-			grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
+			grpc.WithInitialWindowSize(rules.EnvoyHTTP2StreamWindow),
+			grpc.WithInitialConnWindowSize(rules.EnvoyHTTP2ConnWindow),
 			grpc.WithDisableRetry(),
 			keepaliveDialOption(d.keepalive, d.log.With("grpc", "ext_proc")))
 		if err != nil {
@@ -114,7 +117,7 @@ func New(opts Options) (*DataPlane, error) {
 // emulated, makes it the configuration for new requests. On error the
 // previous configuration stays in force.
 func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
-	cfg, err := compileConfig(res)
+	cfg, err := xdsconfig.Compile(res)
 	if err != nil {
 		return fmt.Errorf("apply configuration: %w", err)
 	}
@@ -124,45 +127,45 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 		return errors.New("apply configuration: data plane closed")
 	}
 	keep := map[string]bool{}
-	for name, cl := range cfg.clusters {
+	for name, cl := range cfg.Clusters {
 		rt, ok := d.runtimes[name]
-		if !ok || d.limits[name] != cl.limits {
-			rt = newClusterRuntime(cl.limits)
-			d.runtimes[name], d.limits[name] = rt, cl.limits
+		if !ok || d.limits[name] != cl.Limits {
+			rt = xdsconfig.NewClusterRuntime(cl.Limits)
+			d.runtimes[name], d.limits[name] = rt, cl.Limits
 		}
-		cl.rt = rt
+		cl.RT = rt
 		if d.transport != nil {
-			cl.transport = d.transport
+			cl.Transport = d.transport
 			continue
 		}
-		key := transportKey(cl)
+		key := xdsconfig.TransportKey(cl)
 		tr, ok := d.transports[key]
 		if !ok {
-			tr = newTransport(cl)
+			tr = xdsconfig.NewTransport(cl)
 			d.transports[key] = tr
 		}
-		cl.transport = tr
+		cl.Transport = tr
 		keep[key] = true
 	}
 	for key, tr := range d.transports {
 		if !keep[key] {
-			tr.retire()
+			tr.Retire()
 			delete(d.transports, key)
 		}
 	}
 	for name := range d.runtimes {
-		if _, ok := cfg.clusters[name]; !ok {
+		if _, ok := cfg.Clusters[name]; !ok {
 			delete(d.runtimes, name)
 			delete(d.limits, name)
 		}
 	}
-	for _, f := range cfg.hcm.filtersOrNil() {
-		for _, note := range f.ignored {
-			d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.name, "setting", note)
+	for _, f := range cfg.HCM.FiltersOrNil() {
+		for _, note := range f.Ignored {
+			d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.Name, "setting", note)
 		}
 	}
 	d.cfg.Store(cfg)
-	d.log.Debug("data plane configuration applied", "listener", cfg.listener, "clusters", len(cfg.clusters))
+	d.log.Debug("data plane configuration applied", "listener", cfg.Listener, "clusters", len(cfg.Clusters))
 	return nil
 }
 
@@ -170,7 +173,7 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 // configuration.
 func (d *DataPlane) Ready() bool {
 	cfg := d.cfg.Load()
-	return cfg != nil && cfg.hcm != nil && cfg.routes != nil
+	return cfg != nil && cfg.HCM != nil && cfg.Routes != nil
 }
 
 // Close releases the upstream connection pools and the extproc connection
@@ -183,7 +186,7 @@ func (d *DataPlane) Close() error {
 	}
 	d.closed = true
 	for _, tr := range d.transports {
-		tr.retire()
+		tr.Retire()
 	}
 	if d.ownConn != nil {
 		return d.ownConn.Close()
@@ -196,17 +199,17 @@ func (d *DataPlane) Close() error {
 // router for one request, the way Envoy does.
 func (d *DataPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := d.cfg.Load()
-	if cfg == nil || cfg.hcm == nil {
+	if cfg == nil || cfg.HCM == nil {
 		// Envoy would not be listening yet.
 		http.Error(w, "no listener configured", http.StatusServiceUnavailable)
 		return
 	}
-	if cfg.downstreamTLS != nil && r.TLS == nil {
+	if cfg.DownstreamTLS != nil && r.TLS == nil {
 		// A TLS listener never reads plaintext HTTP: the connection fails
 		// (rules.go, "Downstream TLS").
 		panic(http.ErrAbortHandler)
 	}
-	x := &exchange{
+	x := &activeStream{
 		d: d, cfg: cfg, log: d.log, w: w, r: r, ctx: r.Context(), start: time.Now(),
 	}
 	x.serve()

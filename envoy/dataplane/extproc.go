@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -12,9 +11,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // This file emulates one ext_proc filter instance on one HTTP stream
@@ -22,15 +24,6 @@ import (
 // processor_state.cc). One gRPC Process stream is opened lazily per HTTP
 // request and closed when the request ends, on an ImmediateResponse, or on
 // an error.
-
-// extProcCallOptions lift grpc-go's 4 MiB receive limit: Envoy's gRPC
-// client has none unless max_receive_message_length is set
-// (api/envoy/config/core/v3/grpc_service.proto,
-// GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0, which
-// means unlimited"); math.MaxInt32 is grpc-go's largest. Made once, as
-// each option is an allocation; compileExtProc adds the stream's
-// :authority for the data plane's own connection.
-var extProcCallOptions = []grpc.CallOption{grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -52,8 +45,8 @@ var errAbort = errors.New("downstream request aborted")
 
 // extProcRun is the per-request state of one ext_proc filter.
 type extProcRun struct {
-	f                *extProcFilter
-	x                *exchange
+	f                *xdsconfig.ExtProcFilter
+	x                *activeStream
 	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
 	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
@@ -94,7 +87,7 @@ const (
 	msgTimedOut
 )
 
-func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcRun {
+func newExtProcRun(x *activeStream, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) *extProcRun {
 	e := &extProcRun{}
 	e.init(x, f, pr)
 	return e
@@ -102,39 +95,39 @@ func newExtProcRun(x *exchange, f *extProcFilter, pr *extProcPerRoute) *extProcR
 
 // init makes e a new filter instance in place, for newExtProcRun and for
 // applyPerRoute, which replaces an instance without a second allocation.
-func (e *extProcRun) init(x *exchange, f *extProcFilter, pr *extProcPerRoute) {
+func (e *extProcRun) init(x *activeStream, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) {
 	*e = extProcRun{
 		f:                f,
 		x:                x,
-		failureModeAllow: f.failureModeAllow,
-		receiving:        f.receiving,
-		forwarding:       f.forwarding,
-		md:               f.initialMetadata,
+		failureModeAllow: f.FailureModeAllow,
+		receiving:        f.Receiving,
+		forwarding:       f.Forwarding,
+		md:               f.InitialMetadata,
 	}
-	e.setMode(f.mode)
+	e.setMode(f.Mode)
 	if pr != nil {
 		// Filter::mergePerRouteConfig: disabled skips both header phases,
 		// and with no body modes set nothing is ever sent.
-		if pr.disabled {
+		if pr.Disabled {
 			e.setMode(&extprocfilterv3.ProcessingMode{
 				RequestHeaderMode:  extprocfilterv3.ProcessingMode_SKIP,
 				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
 			})
-		} else if pr.mode != nil {
-			e.setMode(pr.mode)
+		} else if pr.Mode != nil {
+			e.setMode(pr.Mode)
 		}
-		if pr.hasReceiving {
-			e.receiving = pr.receiving
+		if pr.HasReceiving {
+			e.receiving = pr.Receiving
 		}
-		if pr.hasForwarding {
-			e.forwarding = pr.forwarding
+		if pr.HasForwarding {
+			e.forwarding = pr.Forwarding
 		}
-		if pr.failureModeAllow != nil {
-			e.failureModeAllow = *pr.failureModeAllow
+		if pr.FailureModeAllow != nil {
+			e.failureModeAllow = *pr.FailureModeAllow
 		}
-		if pr.initialMetadata != nil {
+		if pr.InitialMetadata != nil {
 			md := metadata.Join(e.md)
-			for k, v := range pr.initialMetadata {
+			for k, v := range pr.InitialMetadata {
 				md[k] = v
 			}
 			e.md = md
@@ -144,30 +137,30 @@ func (e *extProcRun) init(x *exchange, f *extProcFilter, pr *extProcPerRoute) {
 
 // setMode makes e.mode a copy of m (copyMode) held in e itself.
 func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
-	copyModeInto(&e.modeBuf, m)
+	xdsconfig.CopyModeInto(&e.modeBuf, m)
 	e.mode = &e.modeBuf
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
-func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
-	if e.f.disableImmediate {
-		return e.spurious(resp, spuriousImmediateDisabled)
+func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.LocalReply {
+	if e.f.DisableImmediate {
+		return e.spurious(resp, rules.SpuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
 	e.complete = true
 	e.close()
 	ir := resp.GetImmediateResponse()
 	hm := ir.GetHeaders()
-	return &localReply{
-		code:    immediateStatus(int(ir.GetStatus().GetCode())),
-		body:    bytesString(ir.GetBody()),
-		details: responseDetails(ir.GetDetails()),
-		modify: func(h *headerMap) {
+	return &xdsconfig.LocalReply{
+		Code:    rules.ImmediateStatus(int(ir.GetStatus().GetCode())),
+		Body:    bytesString(ir.GetBody()),
+		Details: rules.ResponseDetails(ir.GetDetails()),
+		Modify: func(h *headers.Map) {
 			if hm != nil {
 				// Checked against the filter's mutation_rules; errors are
 				// logged and ignored, what was applied so far stays.
-				if err := applyHeaderMutation(hm, h, e.f.checker, false, false, headerLimits{}); err != nil {
-					e.x.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.name, "error", err)
+				if err := applyHeaderMutation(hm, h, e.f.Checker, false, false, headerLimits{}); err != nil {
+					e.x.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.Name, "error", err)
 				}
 			}
 		},
@@ -178,7 +171,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *localReply {
 // FailedPrecondition; see rules.go): with failure_mode_allow the stream is
 // closed and the request continues without the server, otherwise it is a
 // local reply with status_on_error and msg as details.
-func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *localReply {
+func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsconfig.LocalReply {
 	// onReceiveMessage stores the dynamic metadata of any typed response
 	// before its handler finds it out of order.
 	switch resp.GetResponse().(type) {
@@ -187,8 +180,8 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *l
 		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
 		e.setMetadata(resp)
 	}
-	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
-	if e.failureModeAllow || !failCloseSpurious {
+	e.x.log.Warn("spurious ext_proc response", "filter", e.f.Name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
+	if e.failureModeAllow || !rules.FailCloseSpurious {
 		e.finishAndContinue()
 		return nil
 	}
@@ -198,10 +191,10 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *l
 // failed is Filter::handleErrorResponse: an error in applying a response
 // becomes a local reply with status_on_error (default 500) and the error
 // text as details.
-func (e *extProcRun) failed(err error) *localReply {
+func (e *extProcRun) failed(err error) *xdsconfig.LocalReply {
 	e.complete = true
 	e.close()
-	return &localReply{code: e.f.statusOnError, details: responseDetails(err.Error())}
+	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(err.Error())}
 }
 
 // setMetadata is Filter::setDynamicMetadata: only namespaces listed in
@@ -230,12 +223,12 @@ func contains(list []string, s string) bool {
 }
 
 // decodeHeaders is Filter::decodeHeaders.
-func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
+func (e *extProcRun) decodeHeaders(eos bool) (*xdsconfig.LocalReply, error) {
 	x := e.x
-	removeCL := shouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+	removeCL := rules.ShouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.AllowCL)
 	if e.complete || e.mode.GetRequestHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
 		if removeCL && !e.complete {
-			x.reqH.del("content-length")
+			x.reqH.Del("content-length")
 		}
 		return nil, nil
 	}
@@ -246,7 +239,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	// The content-length removal happens right after the headers are sent,
 	// with the mode in force then.
 	if removeCL && !e.complete {
-		x.reqH.del("content-length")
+		x.reqH.Del("content-length")
 	}
 	resp, lr, err := e.wait(waitRequestHeaders)
 	if resp == nil {
@@ -259,14 +252,14 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 		if err := e.applyCommonHeaders(cr, x.reqH, e.mode.GetRequestBodyMode(), true); err != nil {
 			return e.failed(err), nil
 		}
-		if clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+		if rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 			x.clearRouteCache()
 		} else if cr.GetClearRouteCache() {
-			x.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.name, "reason", "no header_mutation or route_cache_action")
+			x.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.Name, "reason", "no header_mutation or route_cache_action")
 		}
 		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
 			if cr.GetBodyMutation() != nil {
-				x.reqH.del("content-length")
+				x.reqH.Del("content-length")
 				x.req.replace(applyBodyMutation(cr.GetBodyMutation(), nil))
 			}
 			e.mode.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
@@ -276,18 +269,18 @@ func (e *extProcRun) decodeHeaders(eos bool) (*localReply, error) {
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return e.immediate(resp), nil
 	default:
-		return e.spurious(resp, spuriousKind(resp)), nil
+		return e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 }
 
 // applyCommonHeaders applies a CommonResponse header_mutation to h.
-func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerMap, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
+func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
 	if cr.GetHeaderMutation() == nil {
 		return nil
 	}
-	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.checker,
+	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.Checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		shouldRemoveContentLength(body, sendHeaders, e.f.allowCL), e.limits(h))
+		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), e.limits(h))
 }
 
 // limits are the header limits of h: the HTTP connection manager's for the
@@ -295,17 +288,17 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headerM
 // (cluster common_http_protocol_options.max_headers_count and
 // max_response_headers_kb are not emulated; their defaults are 100 and 60
 // KiB [verify]).
-func (e *extProcRun) limits(h *headerMap) headerLimits {
+func (e *extProcRun) limits(h *headers.Map) headerLimits {
 	if h == e.x.reqH {
-		return headerLimits{count: e.x.cfg.hcm.maxHeaders, kb: e.x.cfg.hcm.maxHeadersBytes >> 10}
+		return headerLimits{count: e.x.cfg.HCM.MaxHeaders, kb: e.x.cfg.HCM.MaxHeadersBytes >> 10}
 	}
-	return headerLimits{count: defaultMaxHeadersCount, kb: defaultMaxHeadersKB}
+	return headerLimits{count: rules.DefaultMaxHeadersCount, kb: rules.DefaultMaxHeadersKB}
 }
 
 // bufferedBody exchanges one buffered (or partial) body and applies the
 // answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos bool) ([]byte, *localReply, error) {
+func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
 	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
@@ -317,18 +310,18 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return body, e.spurious(resp, spuriousKind(resp)), nil
+			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return body, e.spurious(resp, spuriousKind(resp)), nil
+			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return body, e.immediate(resp), nil
 	default:
-		return body, e.spurious(resp, spuriousKind(resp)), nil
+		return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
@@ -346,7 +339,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 		}
 		body = applyBodyMutation(cr.GetBodyMutation(), body)
 	}
-	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 		e.x.clearRouteCache()
 	}
 	return body, nil, nil
@@ -356,7 +349,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headerMap, body []byte, eos 
 // mutations are ignored — the headers are gone — but clear_route_cache is
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
-func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *localReply, error) {
+func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
 	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
@@ -368,27 +361,27 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 	switch r := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestBody:
 		if dir != waitRequestBody {
-			return chunk, e.spurious(resp, spuriousKind(resp)), nil
+			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.RequestBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ResponseBody:
 		if dir != waitResponseBody {
-			return chunk, e.spurious(resp, spuriousKind(resp)), nil
+			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 		}
 		cr = r.ResponseBody.GetResponse()
 	case *extprocv3.ProcessingResponse_ImmediateResponse:
 		return chunk, e.immediate(resp), nil
 	default:
-		return chunk, e.spurious(resp, spuriousKind(resp)), nil
+		return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 	e.setMetadata(resp)
 	if cr.GetBodyMutation().GetStreamedResponse() != nil {
-		return chunk, e.spurious(resp, spuriousStreamedResponse), nil
+		return chunk, e.spurious(resp, rules.SpuriousStreamedResponse), nil
 	}
 	if cr.GetBodyMutation() != nil {
 		chunk = applyBodyMutation(cr.GetBodyMutation(), chunk)
 	}
-	if dir == waitRequestBody && clearRouteCacheHonoured(e.f.routeCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
+	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
 		e.x.clearRouteCache()
 	}
 	return chunk, nil, nil
@@ -396,8 +389,8 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 
 // encodeHeaders is Filter::encodeHeaders. It returns whether a
 // CONTINUE_AND_REPLACE replaced the body, and the replacement.
-func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, didReplace bool, lr *localReply, err error) {
-	removeCL := shouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.allowCL)
+func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, didReplace bool, lr *xdsconfig.LocalReply, err error) {
+	removeCL := rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.AllowCL)
 	if e.complete {
 		return nil, false, nil, nil
 	}
@@ -408,7 +401,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			return nil, false, nil, nil
 		}
 		if removeCL {
-			h.del("content-length")
+			h.Del("content-length")
 		}
 		return nil, false, nil, nil
 	}
@@ -416,7 +409,7 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		return nil, false, lr, nil
 	}
 	if removeCL && !e.complete {
-		h.del("content-length")
+		h.Del("content-length")
 	}
 	resp, lr, err := e.wait(waitResponseHeaders)
 	if resp == nil {
@@ -435,11 +428,11 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 			e.mode.ResponseBodyMode = extprocfilterv3.ProcessingMode_NONE
 			e.mode.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
 		}
-		if lastResponseHeaders(eos, e.mode) {
+		if rules.LastResponseHeaders(eos, e.mode) {
 			e.finishAndContinue()
 		}
 		if replace && cr.GetBodyMutation() != nil {
-			h.del("content-length")
+			h.Del("content-length")
 			return applyBodyMutation(cr.GetBodyMutation(), nil), true, nil, nil
 		}
 		return nil, false, nil, nil
@@ -448,13 +441,13 @@ func (e *extProcRun) encodeHeaders(h *headerMap, eos bool) (replaced []byte, did
 		// directly while the response has not started.
 		return nil, false, e.immediate(resp), nil
 	default:
-		return nil, false, e.spurious(resp, spuriousKind(resp)), nil
+		return nil, false, e.spurious(resp, rules.SpuriousKind(resp)), nil
 	}
 }
 
 // setMetadata merges one namespace into the stream's dynamic metadata
 // (StreamInfo::setDynamicMetadata uses MergeFrom).
-func (x *exchange) setMetadata(ns string, st *structpb.Struct) {
+func (x *activeStream) setMetadata(ns string, st *structpb.Struct) {
 	if st == nil {
 		return
 	}
@@ -479,7 +472,7 @@ func (x *exchange) setMetadata(ns string, st *structpb.Struct) {
 }
 
 // forwardMetadata builds metadata_context from the forwarding namespaces.
-func (x *exchange) forwardMetadata(ns []string) *corev3.Metadata {
+func (x *activeStream) forwardMetadata(ns []string) *corev3.Metadata {
 	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 	for _, n := range ns {
 		if st, ok := x.meta[n]; ok {
@@ -546,4 +539,21 @@ func bodyMessage(dir waitState, body []byte, eos bool) *extprocv3.ProcessingRequ
 // only reads it.
 func bytesString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// addAttributes is Filter::addAttributes for the decoding state.
+func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
+	switch req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders, *extprocv3.ProcessingRequest_RequestBody,
+		*extprocv3.ProcessingRequest_RequestTrailers:
+	default:
+		return
+	}
+	if e.attrsSent || len(e.f.RequestAttrs) == 0 {
+		return
+	}
+	e.attrsSent = true
+	req.Attributes = map[string]*structpb.Struct{
+		rules.ExtProcAttrNamespace: rules.ExtProcAttributes(e.f.RequestAttrs, e.x.r.TLS),
+	}
 }

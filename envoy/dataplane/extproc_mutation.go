@@ -7,6 +7,10 @@ import (
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
@@ -15,19 +19,19 @@ import (
 // (capitalized, with periods), because they become the local reply's
 // %RESPONSE_CODE_DETAILS%. lim is the header map's own limits
 // (headerLimits); the zero value checks none.
-func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationChecker, replacing, skipCL bool, lim headerLimits) error {
+func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headers.Map, c *rules.MutationChecker, replacing, skipCL bool, lim headerLimits) error {
 	if err := lim.checkMutationSize(m); err != nil {
 		return err
 	}
 	for _, name := range m.GetRemoveHeaders() {
-		if !validHeaderName(name) {
+		if !rules.ValidHeaderName(name) {
 			return errors.New("Invalid character in remove_headers mutation.")
 		}
 		name = lowerASCII(name)
-		switch c.check(opRemove, name, "") {
-		case checkOK:
-			h.del(name)
-		case checkFail:
+		switch c.Check(rules.OpRemove, name, "") {
+		case rules.CheckOK:
+			h.Del(name)
+		case rules.CheckFail:
 			return fmt.Errorf("Invalid attempt to remove %s", name)
 		}
 	}
@@ -46,26 +50,26 @@ func applyHeaderMutation(m *extprocv3.HeaderMutation, h *headerMap, c *mutationC
 		// mutation is part of a message received from the stream, which
 		// nothing writes to (bytesString), so its bytes are not copied.
 		value := bytesString(sh.GetHeader().GetRawValue())
-		if !validHeaderName(key) || !validHeaderValue(value) {
+		if !rules.ValidHeaderName(key) || !rules.ValidHeaderValue(value) {
 			return errors.New("Invalid character in set_headers mutation.")
 		}
-		mode := extProcAppendMode(sh)
-		op := opSet
-		if mode == appendAdd && h.has(key) {
-			op = opAppend
+		mode := rules.ExtProcAppendMode(sh)
+		op := rules.OpSet
+		if mode == headers.AppendAdd && h.Has(key) {
+			op = rules.OpAppend
 		}
-		if (mode == appendIfAbsent && h.has(key)) || (mode == appendOverwriteIfExists && !h.has(key)) {
+		if (mode == headers.AppendIfAbsent && h.Has(key)) || (mode == headers.AppendOverwriteIfExists && !h.Has(key)) {
 			continue
 		}
-		res := c.check(op, key, value)
+		res := c.Check(op, key, value)
 		if replacing && key == ":method" {
 			// CONTINUE_AND_REPLACE may change :method ("to stay compatible").
-			res = checkOK
+			res = rules.CheckOK
 		}
 		switch res {
-		case checkOK:
-			h.apply(mode, key, value)
-		case checkFail:
+		case rules.CheckOK:
+			h.Apply(mode, key, value)
+		case rules.CheckFail:
 			return fmt.Errorf("Invalid attempt to modify %s", key)
 		}
 	}
@@ -99,17 +103,17 @@ func (l headerLimits) checkMutationSize(m *extprocv3.HeaderMutation) error {
 // checkResult is MutationUtils::headerMutationResultCheck: after the
 // mutation the map must stay within its limits, counting every entry,
 // pseudo-headers included (HeaderMap::size and byteSize: keys plus values).
-func (l headerLimits) checkResult(h *headerMap) error {
+func (l headerLimits) checkResult(h *headers.Map) error {
 	if l.count == 0 {
 		return nil
 	}
 	size := 0
-	for _, hd := range h.h {
-		size += len(hd.key) + len(hd.value)
+	for _, hd := range h.H {
+		size += len(hd.Key) + len(hd.Value)
 	}
-	if size > l.kb*1024 || len(h.h) > l.count {
+	if size > l.kb*1024 || len(h.H) > l.count {
 		return fmt.Errorf("Header mutation causes end result header count %d or header size %d bytes, exceeding the count limit %d or the size limit %d kilobytes",
-			len(h.h), size, l.count, l.kb)
+			len(h.H), size, l.count, l.kb)
 	}
 	return nil
 }
@@ -143,8 +147,8 @@ func applyBodyMutation(m *extprocv3.BodyMutation, body []byte) []byte {
 }
 
 // checkContentLength is ProcessorState::validateContentLength.
-func checkContentLength(h *headerMap, m *extprocv3.BodyMutation) error {
-	v, ok := h.get("content-length")
+func checkContentLength(h *headers.Map, m *extprocv3.BodyMutation) error {
+	v, ok := h.Get("content-length")
 	if !ok {
 		return nil
 	}
@@ -153,7 +157,7 @@ func checkContentLength(h *headerMap, m *extprocv3.BodyMutation) error {
 		return nil
 	}
 	if n != uint64(len(m.GetBody())) {
-		return errors.New(errContentLengthMismatch)
+		return errors.New(rules.ErrContentLengthMismatch)
 	}
 	return nil
 }
@@ -170,7 +174,7 @@ type streamReader struct {
 	buf  []byte
 	out  []byte
 	done bool
-	fail *localReply
+	fail *xdsconfig.LocalReply
 }
 
 func (e *extProcRun) newStreamReader(dir waitState, src io.Reader) *streamReader {

@@ -15,11 +15,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // open opens the gRPC stream if needed (Filter::openStream). A failure to
 // open is handled like a gRPC error on the stream.
-func (e *extProcRun) open() *localReply {
+func (e *extProcRun) open() *xdsconfig.LocalReply {
 	if e.stream != nil {
 		return nil
 	}
@@ -31,11 +35,11 @@ func (e *extProcRun) open() *localReply {
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
-	opts := extProcCallOptions
+	opts := xdsconfig.ExtProcCallOptions
 	if e.x.d.ownConn != nil {
 		// An injected connection (tests, mTLS) keeps its own authority:
 		// grpc-go checks an override against its credentials.
-		opts = e.f.callOptions
+		opts = e.f.CallOptions
 	}
 	st, err := client.Process(ctx, opts...)
 	if err != nil {
@@ -69,16 +73,16 @@ func (e *extProcRun) finishAndContinue() {
 }
 
 // onGrpcError is Filter::onGrpcError.
-func (e *extProcRun) onGrpcError(err error) *localReply {
+func (e *extProcRun) onGrpcError(err error) *xdsconfig.LocalReply {
 	st := e.envoyStatus(err)
-	e.x.log.Debug("ext_proc stream error", "filter", e.f.name, "code", st.Code(), "message", st.Message())
+	e.x.log.Debug("ext_proc stream error", "filter", e.f.Name, "code", st.Code(), "message", st.Message())
 	if e.failureModeAllow {
 		e.finishAndContinue()
 		return nil
 	}
 	e.complete = true
 	e.close()
-	return &localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())}
+	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())}
 }
 
 // envoyStatus is the status Envoy's gRPC client would report for err, one
@@ -94,7 +98,7 @@ func (e *extProcRun) envoyStatus(err error) *status.Status {
 		why := msg[strings.LastIndex(msg, "while dialing")+len("while dialing"):]
 		why = strings.TrimSuffix(strings.TrimPrefix(why, ": "), `"`)
 		return status.New(codes.Unavailable, "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure{"+
-			detailsResetBeforeStarted+"{remote_connection_failure|"+responseDetails("delayed connect error: "+why)+"}}")
+			rules.DetailsResetBeforeStarted+"{remote_connection_failure|"+rules.ResponseDetails("delayed connect error: "+why)+"}}")
 	case strings.HasPrefix(msg, "stream terminated by RST_STREAM"):
 		return status.New(codes.Internal, msg)
 	case st.Code() == codes.Unavailable && e.stream != nil && !strings.HasPrefix(msg, "upstream"):
@@ -109,7 +113,7 @@ func (e *extProcRun) envoyStatus(err error) *status.Status {
 // ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
 // comes with its header map, h, which goes into the message as it is now;
 // otherwise h is nil.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *localReply {
+func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconfig.LocalReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
 	}
@@ -126,12 +130,12 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 	e.timeoutUsed = false
 	if h != nil {
 		var forward func(string) bool
-		if len(e.f.allowedHeaders) > 0 || len(e.f.disallowedHeaders) > 0 {
+		if len(e.f.AllowedHeaders) > 0 || len(e.f.DisallowedHeaders) > 0 {
 			// Without forward_rules every header goes; the method value
 			// would be an allocation per message.
-			forward = e.f.forward
+			forward = e.f.Forward
 		}
-		hm := h.toProto(forward)
+		hm := h.ToProto(forward)
 		if rh := req.GetRequestHeaders(); rh != nil {
 			rh.Headers = hm
 		} else {
@@ -158,11 +162,11 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headerMap) *local
 // armed for what is left until the deadline, and one compare-and-swap
 // decides whether the answer or the timeout came first; a timeout cancels
 // the stream, which ends the Recv, as Envoy's onMessageTimeout closes it.
-func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *localReply, error) {
+func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsconfig.LocalReply, error) {
 	if e.complete {
 		return nil, nil, nil
 	}
-	deadline := time.Now().Add(e.f.messageTimeout)
+	deadline := time.Now().Add(e.f.MessageTimeout)
 	for {
 		var resp *extprocv3.ProcessingResponse
 		ok, err := true, error(nil)
@@ -175,14 +179,14 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 		}
 		if !ok {
 			// Filter::onMessageTimeout.
-			e.x.log.Debug("ext_proc message timeout", "filter", e.f.name)
+			e.x.log.Debug("ext_proc message timeout", "filter", e.f.Name)
 			if e.failureModeAllow {
 				e.finishAndContinue()
 				return nil, nil, nil
 			}
 			e.complete = true
 			e.close()
-			return nil, &localReply{code: 504, details: detailsMessageTimeout}, nil
+			return nil, &xdsconfig.LocalReply{Code: 504, Details: rules.DetailsMessageTimeout}, nil
 		}
 		if err != nil {
 			if e.x.ctx.Err() != nil {
@@ -201,8 +205,8 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 			// Filter::onNewTimeout: at most once per state, within
 			// [1ms, max_message_timeout]; otherwise ignored.
 			nd := d.AsDuration()
-			if e.f.maxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
-				nd <= e.f.maxMessageTimeout && !e.timeoutUsed {
+			if e.f.MaxMessageTimeout >= time.Millisecond && nd >= time.Millisecond &&
+				nd <= e.f.MaxMessageTimeout && !e.timeoutUsed {
 				e.timeoutUsed = true
 				deadline = time.Now().Add(nd)
 			}
@@ -213,15 +217,15 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *loca
 		// send_body_without_waiting_for_header_response, and while a
 		// headers message is outstanding; the effective override must
 		// pass the allow-list, and then replaces both directions' mode.
-		if e.f.allowModeOverride && !e.f.bodyWithoutWait && state.headers() && resp.GetModeOverride() != nil {
-			eff := effectiveOverride(e.f.configuredMode, resp.GetModeOverride())
+		if e.f.AllowModeOverride && !e.f.BodyWithoutWait && state.headers() && resp.GetModeOverride() != nil {
+			eff := xdsconfig.EffectiveOverride(e.f.ConfiguredMode, resp.GetModeOverride())
 			if state == waitRequestHeaders && eff.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 				// Not emulated (rules.go): ignored rather than half done.
-				e.x.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.name)
-			} else if e.f.overrideAllowed(eff) {
-				e.mode = normalizeMode(eff)
+				e.x.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.Name)
+			} else if e.f.OverrideAllowed(eff) {
+				e.mode = xdsconfig.NormalizeMode(eff)
 			} else {
-				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.name)
+				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.Name)
 			}
 		}
 		return resp, nil, nil

@@ -8,6 +8,10 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/status"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // duplexReader is a response body in FULL_DUPLEX_STREAMED mode, entered
@@ -19,7 +23,7 @@ import (
 // end_of_stream, whether or not the upstream has ended.
 //
 // Two goroutines only block: one reads the upstream body, one receives
-// from the gRPC stream; the exchange's goroutine (Read) owns the filter
+// from the gRPC stream; the activeStream's goroutine (Read) owns the filter
 // state, sends the chunks and applies the responses, as Envoy's dispatcher
 // thread does.
 type duplexReader struct {
@@ -45,10 +49,10 @@ type duplexReader struct {
 	awaitHeaders bool
 	holdHeaders  bool
 	replaced     bool // CONTINUE_AND_REPLACE: the rest of the body is drained
-	h            *headerMap
-	lr           *localReply
+	h            *headers.Map
+	lr           *xdsconfig.LocalReply
 
-	// idle is the stream idle timer (exchange.idleTimeout), re-armed by
+	// idle is the stream idle timer (activeStream.idleTimeout), re-armed by
 	// every event; idled reports that it fired.
 	idle  *time.Timer
 	idled bool
@@ -131,7 +135,7 @@ func (d *duplexReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// finish ends the body: the helper goroutines stop, and the exchange's
+// finish ends the body: the helper goroutines stop, and the activeStream's
 // write loop returns, after which the router closes the upstream body.
 func (d *duplexReader) finish(err error) {
 	d.stop()
@@ -173,8 +177,8 @@ func (d *duplexReader) step() {
 		// ActiveStream::onIdleTimeout: the upstream's response headers
 		// were received, so the stream is reset, not answered 408
 		// (rules.go, "Stream idle timeout").
-		d.e.x.flags |= flagSI
-		d.e.x.details = detailsStreamIdleTimeout
+		d.e.x.flags |= rules.FlagSI
+		d.e.x.details = rules.DetailsStreamIdleTimeout
 		d.idled = true
 		d.holdHeaders = false
 		d.fail(nil)
@@ -255,7 +259,7 @@ func (d *duplexReader) response(r duplexResp) {
 			return
 		}
 		st := status.Convert(r.err)
-		d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
+		d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
 		return
 	}
 	resp := r.resp
@@ -266,7 +270,7 @@ func (d *duplexReader) response(r duplexResp) {
 	}
 	rb, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_ResponseBody)
 	if !ok {
-		if _, imm := resp.GetResponse().(*extprocv3.ProcessingResponse_ImmediateResponse); imm && !e.f.disableImmediate {
+		if _, imm := resp.GetResponse().(*extprocv3.ProcessingResponse_ImmediateResponse); imm && !e.f.DisableImmediate {
 			// sendImmediateResponse once the headers left: a reset.
 			e.setMetadata(resp)
 			e.complete = true
@@ -274,19 +278,19 @@ func (d *duplexReader) response(r duplexResp) {
 			d.finish(errStreamFailed)
 			return
 		}
-		d.spurious(resp, spuriousKind(resp))
+		d.spurious(resp, rules.SpuriousKind(resp))
 		return
 	}
 	if !d.streaming {
 		// handleBodyResponse: isValidBodyCallbackState is false before
 		// the first chunk was sent (and after the last response).
-		d.spurious(resp, spuriousMessage)
+		d.spurious(resp, rules.SpuriousMessage)
 		return
 	}
 	e.setMetadata(resp)
 	sr := rb.ResponseBody.GetResponse().GetBodyMutation().GetStreamedResponse()
 	if sr == nil {
-		d.spurious(resp, spuriousNormalInDuplex)
+		d.spurious(resp, rules.SpuriousNormalInDuplex)
 		return
 	}
 	// handleDuplexStreamedBodyResponse: the body is injected downstream;
@@ -310,20 +314,20 @@ func (d *duplexReader) response(r duplexResp) {
 // which once the headers left resets the stream.
 func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) {
 	e := d.e
-	e.x.log.Warn("spurious ext_proc response", "filter", e.f.name, "error", msg)
-	if !d.bodyReceived && (e.failureModeAllow || !failCloseSpurious) {
+	e.x.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
+	if !d.bodyReceived && (e.failureModeAllow || !rules.FailCloseSpurious) {
 		e.finishAndContinue()
 		d.passThrough = true
 		d.awaitHeaders, d.holdHeaders = false, false
 		return
 	}
-	d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(msg)})
+	d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(msg)})
 }
 
 // fail ends processing with a local reply: sent as such while the
 // response headers are held, a reset once they left
 // (FilterManager::sendLocalReply).
-func (d *duplexReader) fail(lr *localReply) {
+func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
 	e := d.e
 	e.complete = true
 	e.close()
@@ -342,7 +346,7 @@ func (d *duplexReader) fail(lr *localReply) {
 // timer; the headers leave once the reply came (and, when the whole body
 // was sent before it, once the server streams body back). It returns the
 // client's body, or the local reply a failure before that is.
-func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *localReply, error) {
+func (e *extProcRun) duplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsconfig.LocalReply, error) {
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: false},
 	}}, h); lr != nil {
@@ -352,8 +356,8 @@ func (e *extProcRun) duplexHeaders(h *headerMap, src io.Reader) (io.Reader, *loc
 		return src, nil, nil
 	}
 	// shouldRemoveContentLength: always in this mode.
-	if shouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.allowCL) {
-		h.del("content-length")
+	if rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.AllowCL) {
+		h.Del("content-length")
 	}
 	d := e.newDuplexReader(src)
 	d.awaitHeaders, d.holdHeaders, d.h = true, true, h
@@ -391,7 +395,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			d.awaitHeaders, d.holdHeaders = false, false
 		default:
 			st := status.Convert(r.err)
-			d.fail(&localReply{code: e.f.statusOnError, details: grpcErrorDetails(uint32(st.Code()), st.Message())})
+			d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
 		}
 		return
 	}
@@ -404,7 +408,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 		e.setMetadata(resp)
 		cr := rr.ResponseHeaders.GetResponse()
 		if err := e.applyCommonHeaders(cr, d.h, e.mode.GetResponseBodyMode(), true); err != nil {
-			d.fail(&localReply{code: e.f.statusOnError, details: responseDetails(err.Error())})
+			d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(err.Error())})
 			return
 		}
 		d.awaitHeaders = false
@@ -413,7 +417,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			// and the stream closes (closeGrpcStreamIfLastRespReceived);
 			// what the upstream still sends is drained. [choice] Not used
 			// by toolmesh in this mode.
-			d.h.del("content-length")
+			d.h.Del("content-length")
 			d.out = applyBodyMutation(cr.GetBodyMutation(), nil)
 			d.replaced, d.holdHeaders = true, false
 			e.finishAndContinue()
@@ -443,6 +447,6 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 		// A body response before the headers reply: isValidBodyCallbackState
 		// is false in HeadersCallback.
 		e.setMetadata(resp)
-		d.spurious(resp, spuriousKind(resp))
+		d.spurious(resp, rules.SpuriousKind(resp))
 	}
 }

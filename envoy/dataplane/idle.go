@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // The downstream idle timeout is the HTTP connection manager's
@@ -11,7 +13,7 @@ import (
 // HttpProtocolOptions.idle_timeout): "the period in which there are no
 // active requests. When the idle timeout is reached the connection will be
 // closed. ... If not specified, this defaults to 1 hour. To disable idle
-// timeouts explicitly set this to 0." (defaultIdleTimeout). The listener's
+// timeouts explicitly set this to 0." (rules.DefaultIdleTimeout). The listener's
 // value arrives over xDS after the server has started, so it is applied
 // per connection from ConnState, not as the fixed http.Server.IdleTimeout.
 // A connection that never sends a request is bounded by the server's
@@ -45,8 +47,8 @@ func (d *DataPlane) ConnState(c net.Conn, s http.ConnState) {
 // idleTimeout is the idle timeout of the listener in force (Envoy's
 // default before one is configured).
 func (d *DataPlane) idleTimeout() time.Duration {
-	if cfg := d.cfg.Load(); cfg != nil && cfg.hcm != nil {
-		return cfg.hcm.idleTimeout
+	if cfg := d.cfg.Load(); cfg != nil && cfg.HCM != nil {
+		return cfg.HCM.IdleTimeout
 	}
-	return defaultIdleTimeout
+	return rules.DefaultIdleTimeout
 }

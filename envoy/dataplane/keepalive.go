@@ -7,19 +7,21 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // keepaliveDefaults fills the zero fields.
 func keepaliveDefaults(k Keepalive) Keepalive {
 	if k.Interval == 0 {
-		k.Interval = defaultKeepaliveInterval
+		k.Interval = rules.DefaultKeepaliveInterval
 	}
 	if k.Timeout <= 0 {
-		k.Timeout = defaultKeepaliveTimeout
+		k.Timeout = rules.DefaultKeepaliveTimeout
 	}
 	switch {
 	case k.IntervalJitter == 0:
-		k.IntervalJitter = defaultKeepaliveJitterPercent
+		k.IntervalJitter = rules.DefaultKeepaliveJitterPercent
 	case k.IntervalJitter < 0:
 		k.IntervalJitter = 0
 	}

@@ -32,6 +32,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"github.com/toolmesh/toolmesh/internal/pingtap"
 )
 
@@ -281,7 +282,7 @@ func TestKeepaliveDefaultsMatchBootstraps(t *testing.T) {
 				continue
 			}
 			n++
-			jitter := defaultKeepaliveJitterPercent
+			jitter := rules.DefaultKeepaliveJitterPercent
 			if ka.GetIntervalJitter() != nil {
 				jitter = ka.GetIntervalJitter().GetValue()
 			}

@@ -12,6 +12,9 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // TestHeaderMutationLimits follows MutationUtils::applyHeaderMutations
@@ -93,26 +96,26 @@ func TestHeaderMutationLimits(t *testing.T) {
 // and mutation_utils.cc's errors), all passed through
 // StringUtil::replaceAllEmptySpace by sendImmediateResponse.
 func TestExtProcErrorDetails(t *testing.T) {
-	mutationErr := func(m *extprocv3.HeaderMutation, rules *mutationChecker) string {
-		h := &headerMap{h: []header{{":authority", "a"}, {"host", "a"}}}
-		err := applyHeaderMutation(m, h, rules, false, false, headerLimits{count: 4, kb: 1})
+	mutationErr := func(m *extprocv3.HeaderMutation, checker *rules.MutationChecker) string {
+		h := &headers.Map{H: []headers.Header{{Key: ":authority", Value: "a"}, {Key: "host", Value: "a"}}}
+		err := applyHeaderMutation(m, h, checker, false, false, headerLimits{count: 4, kb: 1})
 		if err == nil {
 			return "<nil>"
 		}
-		return responseDetails(err.Error())
+		return rules.ResponseDetails(err.Error())
 	}
-	strict := &mutationChecker{disallowIsError: true}
+	strict := &rules.MutationChecker{DisallowIsError: true}
 	tests := []struct{ name, got, want string }{
-		{"gRPC error", grpcErrorDetails(14, "upstream connect error"), "ext_proc_error_gRPC_error_14{upstream_connect_error}"},
-		{"gRPC error without message", grpcErrorDetails(4, ""), "ext_proc_error_gRPC_error_4{}"},
-		{"message timeout", detailsMessageTimeout, "ext_proc_error_per-message_timeout_exceeded"},
-		{"spurious message", responseDetails(spuriousMessage), "spurious_message"},
-		{"unhandled message", responseDetails(spuriousUnhandled), "unhandled_message"},
-		{"disabled immediate response", responseDetails(spuriousImmediateDisabled),
+		{"gRPC error", rules.GRPCErrorDetails(14, "upstream connect error"), "ext_proc_error_gRPC_error_14{upstream_connect_error}"},
+		{"gRPC error without message", rules.GRPCErrorDetails(4, ""), "ext_proc_error_gRPC_error_4{}"},
+		{"message timeout", rules.DetailsMessageTimeout, "ext_proc_error_per-message_timeout_exceeded"},
+		{"spurious message", rules.ResponseDetails(rules.SpuriousMessage), "spurious_message"},
+		{"unhandled message", rules.ResponseDetails(rules.SpuriousUnhandled), "unhandled_message"},
+		{"disabled immediate response", rules.ResponseDetails(rules.SpuriousImmediateDisabled),
 			"unhandled_immediate_response_due_to_config_disabled_it"},
-		{"streamed_response", responseDetails(spuriousStreamedResponse),
+		{"streamed_response", rules.ResponseDetails(rules.SpuriousStreamedResponse),
 			"spurious_message:_streamed_response_is_received_while_body_mode__is_not_FULL_DUPLEX_STREAMED"},
-		{"content-length mismatch", responseDetails(errContentLengthMismatch),
+		{"content-length mismatch", rules.ResponseDetails(rules.ErrContentLengthMismatch),
 			"mismatch_between_content_length_and_the_length_of_the_mutated_body"},
 		{"disallowed set", mutationErr(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{set("host", "b")}}, strict),
 			"Invalid_attempt_to_modify_host"},
@@ -126,10 +129,10 @@ func TestExtProcErrorDetails(t *testing.T) {
 			Header: &corev3.HeaderValue{Key: "x-a", Value: "1", RawValue: []byte("2")}}}}, strict),
 			"Only_one_of_value_or_raw_value_in_the_HeaderValue_message_should_be_set."},
 		{"too many set_headers", mutationErr(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-			set("x-a", "1"), set("x-b", "1"), set("x-c", "1"), set("x-d", "1"), set("x-e", "1")}}, &mutationChecker{}),
+			set("x-a", "1"), set("x-b", "1"), set("x-c", "1"), set("x-d", "1"), set("x-e", "1")}}, &rules.MutationChecker{}),
 			"Header_mutation_remove_header_count_0_or_set_header_count_5_exceed_the_HCM_header_countlimit_4"},
 		{"result over the limits", mutationErr(&extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-			set("x-a", "1"), set("x-b", "1"), set("x-c", "1")}}, &mutationChecker{}),
+			set("x-a", "1"), set("x-b", "1"), set("x-c", "1")}}, &rules.MutationChecker{}),
 			"Header_mutation_causes_end_result_header_count_5_or_header_size_28_bytes,_exceeding_the_count_limit_4_or_the_size_limit_1_kilobytes"},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"github.com/toolmesh/toolmesh/internal/testpki"
 )
 
@@ -103,7 +104,7 @@ func TestDownstreamMTLSAttributes(t *testing.T) {
 	if len(msgs) < 2 {
 		t.Fatalf("messages %v, want request headers and body", ext.kinds())
 	}
-	got := msgs[0].GetAttributes()[extProcAttrNamespace].GetFields()[uriSANAttr].GetStringValue()
+	got := msgs[0].GetAttributes()[rules.ExtProcAttrNamespace].GetFields()[uriSANAttr].GetStringValue()
 	if msgs[0].GetRequestHeaders() == nil || got != "spiffe://example.org/ns/a/sa/b" {
 		t.Errorf("request_headers attributes %v, want %s = the first URI SAN", msgs[0].GetAttributes(), uriSANAttr)
 	}
@@ -142,8 +143,8 @@ func TestPlaintextAttributes(t *testing.T) {
 	}
 	ext.waitEnded(t, 1)
 	attrs := ext.messages()[0].GetAttributes()
-	s, ok := attrs[extProcAttrNamespace]
+	s, ok := attrs[rules.ExtProcAttrNamespace]
 	if !ok || len(s.GetFields()) != 0 {
-		t.Errorf("attributes %v, want an empty Struct under %s", attrs, extProcAttrNamespace)
+		t.Errorf("attributes %v, want an empty Struct under %s", attrs, rules.ExtProcAttrNamespace)
 	}
 }

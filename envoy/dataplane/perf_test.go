@@ -1,14 +1,13 @@
 package dataplane
 
 import (
-	"net/http"
-	"reflect"
 	"regexp"
-	"strconv"
 	"testing"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // TestNewRequestID: a random UUID v4 in its canonical lower-case text form,
@@ -39,7 +38,7 @@ func TestCopyMode(t *testing.T) {
 		RequestTrailerMode:  extprocfilterv3.ProcessingMode_SEND,
 		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
 	}
-	c := copyMode(m)
+	c := xdsconfig.CopyMode(m)
 	if !proto.Equal(c, m) {
 		t.Fatalf("copy %v, want %v", c, m)
 	}
@@ -50,48 +49,5 @@ func TestCopyMode(t *testing.T) {
 	c.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
 	if m.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_STREAMED {
 		t.Fatal("changing the copy changed the original")
-	}
-}
-
-// TestHTTPHeader: regular headers in Go's form, repeated names keeping
-// their order, pseudo and hop-by-hop headers left out, and each name's
-// values independent of the others'.
-func TestHTTPHeader(t *testing.T) {
-	m := &headerMap{}
-	for _, kv := range [][2]string{{":status", "200"}, {"x-a", "1"}, {"connection", "close"}, {"x-b", "2"}, {"x-a", "3"}, {"content-type", "t"}} {
-		m.add(kv[0], kv[1])
-	}
-	h := m.httpHeader()
-	want := http.Header{"X-A": {"1", "3"}, "X-B": {"2"}, "Content-Type": {"t"}}
-	if !reflect.DeepEqual(h, want) {
-		t.Fatalf("httpHeader = %v, want %v", h, want)
-	}
-	h["X-B"] = append(h["X-B"], "more")
-	if got := h.Get("Content-Type"); got != "t" || len(h["Content-Type"]) != 1 {
-		t.Errorf("appending to X-B changed Content-Type: %v", h["Content-Type"])
-	}
-}
-
-// TestCanonicalKey: the cached canonical form is Go's, a name seen before
-// costs no allocation, and the cache stops growing at its bound.
-func TestCanonicalKey(t *testing.T) {
-	for _, k := range []string{"x-request-id", "content-type", "x-envoy-expected-rq-timeout-ms", "mcp-protocol-version", "x_under", "X-Already"} {
-		for range 2 { // computed, then cached
-			if got, want := canonicalKey(k), http.CanonicalHeaderKey(k); got != want {
-				t.Errorf("canonicalKey(%q) = %q, want %q", k, got, want)
-			}
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { _ = canonicalKey("x-forwarded-proto") }); n != 0 {
-		t.Errorf("a cached name allocated %v times", n)
-	}
-	for i := range 2 * maxCanonicalKeys {
-		canonicalKey("x-made-up-" + strconv.Itoa(i))
-	}
-	if n := canonicalKeys.n.Load(); n > maxCanonicalKeys {
-		t.Errorf("the cache holds %d names, bound %d", n, maxCanonicalKeys)
-	}
-	if got := canonicalKey("x-after-the-bound"); got != "X-After-The-Bound" {
-		t.Errorf("past the bound: %q", got)
 	}
 }

@@ -36,7 +36,7 @@ func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration 
 }
 
 // pinger runs Envoy's keepalive for one HTTP/2 connection (codec_impl.cc
-// ConnectionImpl; envoy/rules.go): the first PING is due interval plus
+// ConnectionImpl; envoy/dataplane/internal/rules/rules.go): the first PING is due interval plus
 // jitter after Start, none while one awaits its ACK, any frame received but
 // a PING ACK re-arms a running timeout, the ACK schedules the next PING,
 // and the timeout closes the connection. It keeps the timers; its owner,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // TestReadUpTo: whatever length the headers announce, readUpTo returns
@@ -38,9 +40,9 @@ func TestReadUpTo(t *testing.T) {
 
 func TestContentLength(t *testing.T) {
 	for v, want := range map[string]int64{"": -1, "12": 12, "0": 0, "-3": -1, "x": -1} {
-		h := &headerMap{}
+		h := &headers.Map{}
 		if v != "" {
-			h.set("content-length", v)
+			h.Set("content-length", v)
 		}
 		if got := contentLength(h); got != want {
 			t.Errorf("content-length %q: %d, want %d", v, got, want)

@@ -12,11 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // upstreamFailure describes an attempt that ended before response headers.
 type upstreamFailure struct {
-	flag      responseFlags
+	flag      rules.ResponseFlags
 	reason    string // Envoy reset reason (Utility::resetReasonToString)
 	transport string // transport failure reason, if any
 	refused   bool
@@ -30,12 +34,12 @@ type upstreamFailure struct {
 
 // routeToCluster runs the router filter for a route with a cluster action
 // (source/common/router/router.cc).
-func (x *exchange) routeToCluster(rt *route) {
-	name := rt.pickCluster(x.reqH)
-	cl := x.cfg.clusters[name]
+func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {
+	name := rt.PickCluster(x.reqH)
+	cl := x.cfg.Clusters[name]
 	if cl == nil {
-		x.flags |= flagNC
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: rt.notFound, details: detailsClusterNotFound})
+		x.flags |= rules.FlagNC
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: rt.NotFound, Details: rules.DetailsClusterNotFound})
 		return
 	}
 	x.cluster = name
@@ -56,9 +60,9 @@ func (x *exchange) routeToCluster(rt *route) {
 
 // routeContext bounds the whole upstream exchange, retries included, by
 // the route timeout (0 disables it).
-func (x *exchange) routeContext(rt *route) (context.Context, context.CancelFunc) {
-	if rt.timeout > 0 {
-		return context.WithTimeout(x.ctx, rt.timeout)
+func (x *activeStream) routeContext(rt *xdsconfig.Route) (context.Context, context.CancelFunc) {
+	if rt.Timeout > 0 {
+		return context.WithTimeout(x.ctx, rt.Timeout)
 	}
 	return context.WithCancel(x.ctx)
 }
@@ -68,62 +72,62 @@ func (x *exchange) routeContext(rt *route) (context.Context, context.CancelFunc)
 // route configuration level (in that order, so the outermost level has the
 // final say), host_rewrite_literal, path rewrites (keeping the original in
 // x-envoy-original-path) and x-envoy-expected-rq-timeout-ms.
-func (x *exchange) finalizeRequestHeaders(rt *route) {
+func (x *activeStream) finalizeRequestHeaders(rt *xdsconfig.Route) {
 	c := x.fmtCtx()
 	for _, lvl := range []struct {
 		del []string
-		add []headerAdd
-	}{{rt.reqDel, rt.reqAdd}, {rt.vh.reqDel, rt.vh.reqAdd}, {rt.table.reqDel, rt.table.reqAdd}} {
+		add []xdsconfig.HeaderAdd
+	}{{rt.ReqDel, rt.ReqAdd}, {rt.VH.ReqDel, rt.VH.ReqAdd}, {rt.Table.ReqDel, rt.Table.ReqAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") && d != "host" {
-				x.reqH.del(d)
+				x.reqH.Del(d)
 			}
 		}
-		applyHeadersToAdd(x.reqH, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(x.reqH, lvl.add, c)
 	}
-	if rt.hostRewrite != "" {
-		x.reqH.set(":authority", rt.hostRewrite)
+	if rt.HostRewrite != "" {
+		x.reqH.Set(":authority", rt.HostRewrite)
 	}
-	orig := x.reqH.value(":path")
-	rt.rewritePath(x.reqH)
-	if p := x.reqH.value(":path"); p != orig {
-		x.reqH.set("x-envoy-original-path", orig)
+	orig := x.reqH.Value(":path")
+	rt.RewritePath(x.reqH)
+	if p := x.reqH.Value(":path"); p != orig {
+		x.reqH.Set("x-envoy-original-path", orig)
 	}
-	timeout := rt.timeout
-	if rt.retry != nil && rt.retry.perTry > 0 && (timeout == 0 || rt.retry.perTry < timeout) {
-		timeout = rt.retry.perTry
+	timeout := rt.Timeout
+	if rt.Retry != nil && rt.Retry.PerTry > 0 && (timeout == 0 || rt.Retry.PerTry < timeout) {
+		timeout = rt.Retry.PerTry
 	}
-	if timeout > 0 && !x.cfg.hcm.suppressEnvoyHeaders {
-		x.reqH.set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
+	if timeout > 0 && !x.cfg.HCM.SuppressEnvoyHeaders {
+		x.reqH.Set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
 	}
 }
 
 // finalizeResponseHeaders applies response_headers_to_remove/add of the
 // route, virtual host and route configuration.
-func (x *exchange) finalizeResponseHeaders(rt *route, h *headerMap) {
+func (x *activeStream) finalizeResponseHeaders(rt *xdsconfig.Route, h *headers.Map) {
 	c := x.fmtCtx()
-	c.respH = h
+	c.RespH = h
 	for _, lvl := range []struct {
 		del []string
-		add []headerAdd
-	}{{rt.respDel, rt.respAdd}, {rt.vh.respDel, rt.vh.respAdd}, {rt.table.respDel, rt.table.respAdd}} {
+		add []xdsconfig.HeaderAdd
+	}{{rt.RespDel, rt.RespAdd}, {rt.VH.RespDel, rt.VH.RespAdd}, {rt.Table.RespDel, rt.Table.RespAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") {
-				h.del(d)
+				h.Del(d)
 			}
 		}
-		applyHeadersToAdd(h, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(h, lvl.add, c)
 	}
 }
 
 // forward sends the request upstream with the route's retry policy. It
 // returns the response, or a local reply, or neither when the downstream is
 // gone.
-func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.Response, *localReply) {
-	rp := rt.retry
+func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *xdsconfig.LocalReply) {
+	rp := rt.Retry
 	numRetries := 0
 	if rp != nil {
-		numRetries = rp.numRetries
+		numRetries = rp.NumRetries
 	}
 	// Retries need the whole body; a body over the buffer limit disables them.
 	canRetry := x.req.rest == nil
@@ -132,7 +136,7 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 		retrying := attempt > 1
 		resp, fail := x.attempt(ctx, rt, cl)
 		if retrying {
-			cl.rt.retries.Add(-1)
+			cl.RT.Retries.Add(-1)
 		}
 		if x.ctx.Err() != nil {
 			if resp != nil {
@@ -147,13 +151,13 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 			last = fail
 			switch {
 			case fail.noHealthy:
-				x.flags |= flagUH
-				return nil, &localReply{code: 503, body: bodyNoHealthyUpstream, details: detailsNoHealthyUpstream}
+				x.flags |= rules.FlagUH
+				return nil, &xdsconfig.LocalReply{Code: 503, Body: rules.BodyNoHealthyUpstream, Details: rules.DetailsNoHealthyUpstream}
 			case fail.overflow:
-				x.flags |= flagUO
+				x.flags |= rules.FlagUO
 				return nil, x.resetReply(fail, retrying)
 			}
-			if rp != nil && rp.retryReset(fail) {
+			if rp != nil && rp.RetryReset(fail.flag, fail.beforeSend, fail.refused) {
 				if attempt <= numRetries && canRetry {
 					if !x.backoff(ctx, cl, rp, attempt) {
 						if ctx.Err() != nil && x.ctx.Err() == nil {
@@ -162,18 +166,18 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 						if x.ctx.Err() != nil {
 							return nil, nil
 						}
-						x.flags |= flagUO // retry overflow (max_retries)
+						x.flags |= rules.FlagUO // retry overflow (max_retries)
 						return nil, x.resetReply(fail, retrying)
 					}
 					continue
 				}
 				if attempt > numRetries {
-					x.flags |= flagURX
+					x.flags |= rules.FlagURX
 				}
 			}
 			return nil, x.resetReply(last, retrying)
 		}
-		if rp != nil && rp.retryStatus(resp.StatusCode) {
+		if rp != nil && rp.RetryStatus(resp.StatusCode) {
 			if attempt <= numRetries && canRetry {
 				if x.backoffAvailable(cl) {
 					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
@@ -186,9 +190,9 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 					}
 					continue
 				}
-				x.flags |= flagUO
+				x.flags |= rules.FlagUO
 			} else if attempt > numRetries {
-				x.flags |= flagURX
+				x.flags |= rules.FlagURX
 			}
 		}
 		return resp, nil
@@ -197,28 +201,28 @@ func (x *exchange) forward(ctx context.Context, rt *route, cl *cluster) (*http.R
 
 // backoff reserves a retry (circuit breaker max_retries) and waits the
 // back-off; false means no retry happens.
-func (x *exchange) backoff(ctx context.Context, cl *cluster, rp *retryPolicy, attempt int) bool {
+func (x *activeStream) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *xdsconfig.RetryPolicy, attempt int) bool {
 	if !x.backoffAvailable(cl) {
 		return false
 	}
 	if !x.sleepBackoff(ctx, rp, attempt) {
-		cl.rt.retries.Add(-1)
+		cl.RT.Retries.Add(-1)
 		return false
 	}
 	return true
 }
 
 // backoffAvailable reserves one of the cluster's max_retries.
-func (x *exchange) backoffAvailable(cl *cluster) bool {
-	if cl.rt.retries.Add(1) > cl.limits.maxRetries {
-		cl.rt.retries.Add(-1)
+func (x *activeStream) backoffAvailable(cl *xdsconfig.Cluster) bool {
+	if cl.RT.Retries.Add(1) > cl.Limits.MaxRetries {
+		cl.RT.Retries.Add(-1)
 		return false
 	}
 	return true
 }
 
-func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt int) bool {
-	t := time.NewTimer(rp.backoff(attempt))
+func (x *activeStream) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPolicy, attempt int) bool {
+	t := time.NewTimer(rp.Backoff(attempt))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -228,17 +232,17 @@ func (x *exchange) sleepBackoff(ctx context.Context, rp *retryPolicy, attempt in
 	}
 }
 
-func (x *exchange) routeTimeout() *localReply {
-	x.flags |= flagUT
-	return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsUpstreamTimeout}
+func (x *activeStream) routeTimeout() *xdsconfig.LocalReply {
+	x.flags |= rules.FlagUT
+	return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsUpstreamTimeout}
 }
 
 // resetReply is the local reply for an attempt that ended before response
 // headers (Router::onUpstreamReset / onPerTryTimeout).
-func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
+func (x *activeStream) resetReply(f *upstreamFailure, retried bool) *xdsconfig.LocalReply {
 	if f.perTry {
-		x.flags |= flagUT
-		return &localReply{code: 504, body: bodyUpstreamTimeout, details: detailsPerTryTimeout}
+		x.flags |= rules.FlagUT
+		return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsPerTryTimeout}
 	}
 	x.flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. "
@@ -246,22 +250,22 @@ func (x *exchange) resetReply(f *upstreamFailure, retried bool) *localReply {
 		body += "retried and the latest "
 	}
 	body += "reset reason: " + f.reason
-	details := detailsResetBeforeStarted + "{" + responseDetails(f.reason)
+	details := rules.DetailsResetBeforeStarted + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
 		// In the details only since 1.39 (rules.go, "Router rules").
-		details += "|" + responseDetails(f.transport)
+		details += "|" + rules.ResponseDetails(f.transport)
 	}
-	return &localReply{code: 503, body: body, details: details + "}"}
+	return &xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
 }
 
 // idleTimeout is the stream idle timeout: the matched route's idle_timeout,
 // else the connection manager's stream_idle_timeout (rules.go, "Stream
 // idle timeout").
-func (x *exchange) idleTimeout() time.Duration {
-	if rt := x.currentRoute(); rt != nil && rt.idleTimeout != nil {
-		return *rt.idleTimeout
+func (x *activeStream) idleTimeout() time.Duration {
+	if rt := x.currentRoute(); rt != nil && rt.IdleTimeout != nil {
+		return *rt.IdleTimeout
 	}
-	return x.cfg.hcm.streamIdleTimeout
+	return x.cfg.HCM.StreamIdleTimeout
 }
 
 // upstreamBodyAbort is the router's answer to an upstream failure after the
@@ -272,51 +276,51 @@ func (x *exchange) idleTimeout() time.Duration {
 // since the router already passed the headers on. sendLocalReply then
 // decides: a direct local reply while the headers are still held by a
 // filter, a downstream reset once they went out.
-func (x *exchange) upstreamBodyAbort(ctx context.Context, err error) localReply {
+func (x *activeStream) upstreamBodyAbort(ctx context.Context, err error) xdsconfig.LocalReply {
 	if ctx.Err() != nil && x.ctx.Err() == nil {
 		return *x.routeTimeout()
 	}
 	f := classifyUpstreamError(err)
 	x.flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
-	details := detailsResetAfterStarted + "{" + responseDetails(f.reason)
+	details := rules.DetailsResetAfterStarted + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
-		details += "|" + responseDetails(f.transport)
+		details += "|" + rules.ResponseDetails(f.transport)
 	}
-	return localReply{code: 503, body: body, details: details + "}"}
+	return xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
 }
 
 // attempt is one upstream try.
-func (x *exchange) attempt(ctx context.Context, rt *route, cl *cluster) (*http.Response, *upstreamFailure) {
-	addr, ok := cl.pick()
+func (x *activeStream) attempt(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *upstreamFailure) {
+	addr, ok := cl.Pick()
 	if !ok {
-		return nil, &upstreamFailure{noHealthy: true, flag: flagUH}
+		return nil, &upstreamFailure{noHealthy: true, flag: rules.FlagUH}
 	}
-	release, overflow, err := cl.acquire(ctx, x.log)
+	release, overflow, err := cl.Acquire(ctx, x.log)
 	if overflow {
-		return nil, &upstreamFailure{overflow: true, flag: flagUO, reason: "overflow"}
+		return nil, &upstreamFailure{overflow: true, flag: rules.FlagUO, reason: "overflow"}
 	}
 	if err != nil {
-		return nil, &upstreamFailure{flag: flagUC, reason: "local reset"}
+		return nil, &upstreamFailure{flag: rules.FlagUC, reason: "local reset"}
 	}
 	tctx, tcancel := ctx, context.CancelFunc(func() {})
-	if rt.retry != nil && rt.retry.perTry > 0 {
-		tctx, tcancel = context.WithTimeout(ctx, rt.retry.perTry)
+	if rt.Retry != nil && rt.Retry.PerTry > 0 {
+		tctx, tcancel = context.WithTimeout(ctx, rt.Retry.PerTry)
 	}
 	req, err := x.upstreamRequest(tctx, cl, addr)
 	if err != nil {
 		release()
 		tcancel()
-		return nil, &upstreamFailure{flag: flagUPE, reason: "protocol error", transport: err.Error()}
+		return nil, &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error", transport: err.Error()}
 	}
 	x.upstreamHost = addr
-	resp, err := cl.transport.RoundTrip(req)
+	resp, err := cl.Transport.RoundTrip(req)
 	if err != nil {
 		release()
 		perTry := tctx.Err() != nil && ctx.Err() == nil
 		tcancel()
 		if perTry {
-			return nil, &upstreamFailure{perTry: true, flag: flagUT}
+			return nil, &upstreamFailure{perTry: true, flag: rules.FlagUT}
 		}
 		return nil, classifyUpstreamError(err)
 	}
@@ -346,44 +350,44 @@ func (b *releasingBody) Close() error {
 // classifyUpstreamError maps a transport error to Envoy's reset reasons and
 // response flags.
 func classifyUpstreamError(err error) *upstreamFailure {
-	var de *dialError
+	var de *xdsconfig.DialError
 	if errors.As(err, &de) {
-		f := &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.err.Error()}
-		if de.timeout {
+		f := &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + de.Err.Error()}
+		if de.Timeout {
 			f.reason, f.transport = "connection timeout", ""
 		}
-		if strings.HasPrefix(de.err.Error(), "TLS error") {
-			f.reason, f.transport = "connection failure", de.err.Error()
+		if strings.HasPrefix(de.Err.Error(), "TLS error") {
+			f.reason, f.transport = "connection failure", de.Err.Error()
 		}
 		return f
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
-		return &upstreamFailure{flag: flagUF, reason: "remote connection failure", transport: "delayed connect error: " + oe.Err.Error()}
+		return &upstreamFailure{flag: rules.FlagUF, reason: "remote connection failure", transport: "delayed connect error: " + oe.Err.Error()}
 	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "server closed idle connection"):
 		// Go's errServerClosedIdle: nothing of the request was written.
-		return &upstreamFailure{flag: flagUC, reason: "connection termination", beforeSend: true}
+		return &upstreamFailure{flag: rules.FlagUC, reason: "connection termination", beforeSend: true}
 	case strings.Contains(msg, "response headers exceeded"), strings.Contains(msg, "header list too large"):
 		// Over max_response_headers_kb: a codec error, 503 (rules.go,
 		// maxResponseHeadersH1).
-		return &upstreamFailure{flag: flagUPE, reason: "protocol error"}
+		return &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error"}
 	case strings.Contains(msg, "REFUSED_STREAM"):
-		return &upstreamFailure{flag: flagUR, reason: "remote refused stream reset", refused: true}
+		return &upstreamFailure{flag: rules.FlagUR, reason: "remote refused stream reset", refused: true}
 	case strings.Contains(msg, "stream error"):
-		return &upstreamFailure{flag: flagUR, reason: "remote reset"}
+		return &upstreamFailure{flag: rules.FlagUR, reason: "remote reset"}
 	}
-	return &upstreamFailure{flag: flagUC, reason: "connection termination"}
+	return &upstreamFailure{flag: rules.FlagUC, reason: "connection termination"}
 }
 
 // upstreamRequest builds the request Envoy's codec would send: the mutated
 // headers without pseudo and hop-by-hop headers, :authority as Host, the
 // body with its content-length (chunked when there is none).
-func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string) (*http.Request, error) {
-	path := x.reqH.value(":path")
-	u := &url.URL{Scheme: cl.scheme, Host: addr}
+func (x *activeStream) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluster, addr string) (*http.Request, error) {
+	path := x.reqH.Value(":path")
+	u := &url.URL{Scheme: cl.Scheme, Host: addr}
 	p, q, _ := strings.Cut(path, "?")
 	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") {
 		u.Opaque, u.RawQuery = p, q
@@ -402,7 +406,7 @@ func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string
 	case len(x.req.buf) > 0:
 		body, length = bytes.NewReader(x.req.buf), -1
 	}
-	if v, ok := x.reqH.get("content-length"); ok {
+	if v, ok := x.reqH.Get("content-length"); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			length = n
 		}
@@ -410,13 +414,13 @@ func (x *exchange) upstreamRequest(ctx context.Context, cl *cluster, addr string
 	if body == nil && length > 0 {
 		body = bytes.NewReader(nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.reqH.value(":method"), "http://placeholder/", body)
+	req, err := http.NewRequestWithContext(ctx, x.reqH.Value(":method"), "http://placeholder/", body)
 	if err != nil {
 		return nil, err
 	}
 	req.URL = u
-	req.Host = x.reqH.value(":authority")
-	req.Header = x.reqH.httpHeader()
+	req.Host = x.reqH.Value(":authority")
+	req.Header = x.reqH.HTTPHeader()
 	req.Header.Del("Content-Length")
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""} // Go would add its own

@@ -26,6 +26,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 func TestPassThrough(t *testing.T) {
@@ -189,7 +191,7 @@ func tlsCluster(t *testing.T, name, addr string, ca []byte, h2 bool, sans ...*tl
 	cl.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: mustAny(t, utc)}}
 	if h2 {
-		cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustAny(t, &upstreamhttpv3.HttpProtocolOptions{
+		cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{xdsconfig.HTTPProtocolOptionsKey: mustAny(t, &upstreamhttpv3.HttpProtocolOptions{
 			UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
 				ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}},
 		})}
@@ -286,7 +288,7 @@ func TestUpstreamH2C(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	cl := staticCluster(t, "toolsvc_h2c", strings.TrimPrefix(srv.URL, "http://"))
-	cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{httpProtocolOptionsKey: mustAny(t, &upstreamhttpv3.HttpProtocolOptions{
+	cl.TypedExtensionProtocolOptions = map[string]*anypb.Any{xdsconfig.HTTPProtocolOptionsKey: mustAny(t, &upstreamhttpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &upstreamhttpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}},
 	})}

@@ -15,6 +15,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // TestModeOverrideStreamed: the server switches the response body to
@@ -214,16 +216,16 @@ func TestEffectiveOverride(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &extProcFilter{allowedOverride: tt.allowed}
-			eff := effectiveOverride(configured, tt.override)
-			if got := f.overrideAllowed(eff); got != tt.want {
+			f := &xdsconfig.ExtProcFilter{AllowedOverride: tt.allowed}
+			eff := xdsconfig.EffectiveOverride(configured, tt.override)
+			if got := f.OverrideAllowed(eff); got != tt.want {
 				t.Fatalf("overrideAllowed(%v) = %v, want %v", eff, got, tt.want)
 			}
 		})
 	}
 	// Header and trailer modes left DEFAULT come from the configuration,
 	// body modes never do.
-	eff := effectiveOverride(configured, &extprocfilterv3.ProcessingMode{ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED})
+	eff := xdsconfig.EffectiveOverride(configured, &extprocfilterv3.ProcessingMode{ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED})
 	if eff.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SEND || eff.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SKIP ||
 		eff.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_NONE {
 		t.Fatalf("effective override %v", eff)

@@ -159,24 +159,7 @@ func (a *Authenticator) Compile(resourceBase string, c *Config) (*Profiles, erro
 	next := map[string]*keySource{}
 	var fresh []*keySource
 	build := func(key string, p *Profile) (*profile, error) {
-		cp := &profile{
-			mode:            p.mode(),
-			audience:        p.Audience,
-			scopes:          slices.Clone(p.Scopes),
-			scopesSupported: slices.Clone(p.ScopesSupported),
-			scopeParam:      strings.Join(p.Scopes, " "),
-			skew:            DefaultClockSkew,
-			maxBytes:        p.MaxTokenBytes,
-		}
-		if p.ClockSkew != nil { // an explicit 0 is no leeway
-			cp.skew = time.Duration(*p.ClockSkew)
-		}
-		if cp.maxBytes == 0 {
-			cp.maxBytes = DefaultMaxTokenBytes
-		}
-		if cp.scopesSupported == nil {
-			cp.scopesSupported = cp.scopes
-		}
+		cp := newProfile(p)
 		if cp.mode == ModeOff {
 			return cp, nil
 		}
@@ -231,6 +214,29 @@ func (a *Authenticator) Compile(resourceBase string, c *Config) (*Profiles, erro
 		s.refresh()
 	}
 	return &Profiles{a: a, c: nc}, nil
+}
+
+// newProfile is p compiled, its issuers left out.
+func newProfile(p *Profile) *profile {
+	cp := &profile{
+		mode:            p.mode(),
+		audience:        p.Audience,
+		scopes:          slices.Clone(p.Scopes),
+		scopesSupported: slices.Clone(p.ScopesSupported),
+		scopeParam:      strings.Join(p.Scopes, " "),
+		skew:            DefaultClockSkew,
+		maxBytes:        p.MaxTokenBytes,
+	}
+	if p.ClockSkew != nil { // an explicit 0 is no leeway
+		cp.skew = time.Duration(*p.ClockSkew)
+	}
+	if cp.maxBytes == 0 {
+		cp.maxBytes = DefaultMaxTokenBytes
+	}
+	if cp.scopesSupported == nil {
+		cp.scopesSupported = cp.scopes
+	}
+	return cp
 }
 
 func (a *Authenticator) newSource(is Issuer) *keySource {

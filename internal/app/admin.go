@@ -71,6 +71,7 @@ func newMetricsRegistry() *prometheus.Registry {
 func (a *app) adminHandler(metrics *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	a.consoleRoutes(mux)
+	a.surfaceRoutes(mux) // /admin/surface/ (surface.go)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

@@ -24,6 +24,7 @@ import (
 	"github.com/toolmesh/toolmesh/internal/mtls"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
+	"github.com/toolmesh/toolmesh/registry/surface"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -43,6 +44,10 @@ type Config struct {
 	// per-route changes. Input-schema validation runs on every route, with or
 	// without this section, unless its schemaValidationOff names the route.
 	Filters *filters.Config `json:"filters,omitempty"`
+	// Surface is what routes expose (docs/surface.md): pinning of tool
+	// definitions per route or Tool Service (off, warn, enforce) and each
+	// route's virtual tools. Reloaded on SIGHUP, as a whole.
+	Surface *surface.Config `json:"surface,omitempty"`
 	// Tracing configures OpenTelemetry traces over OTLP (off by default;
 	// docs/operators.md, "Tracing"): {"enabled": true, "endpoint":
 	// "http://collector:4317", "protocol": "grpc"|"http", "samplingRatio":

@@ -57,6 +57,7 @@ func (c *Config) Validate() error {
 	if c.Filters != nil {
 		errs.check("filters", c.Filters.Validate())
 	}
+	errs.add(c.Surface.Validate()) // each error names its entry
 	errs.add(c.Tracing.validate())
 	errs.add((extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate())
 	errs.add(registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials))

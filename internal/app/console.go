@@ -66,7 +66,7 @@ type consoleRoute struct {
 	// server: the xds command).
 	Access *consoleAccess `json:"access,omitempty"`
 	// Quarantined are the route's tools held back until an operator accepts
-	// their changed definition (pinned definitions); none yet.
+	// their changed definition (pinned definitions, surface.go).
 	Quarantined []consoleQuarantined `json:"quarantined,omitempty"`
 }
 
@@ -104,11 +104,19 @@ type consoleApprovalTool struct {
 	Conditional bool `json:"conditional,omitempty"`
 }
 
-// consoleQuarantined is a tool held back, by name, with its hashes.
+// consoleQuarantined is a tool held back, by name, with its hashes and
+// both definitions (canonical JSON), which the page shows as a diff.
 type consoleQuarantined struct {
 	Name     string `json:"name"`
+	Service  string `json:"service"`
+	Tool     string `json:"tool"`               // its name on the service
 	Accepted string `json:"accepted,omitempty"` // the hash last accepted
 	Current  string `json:"current"`            // the hash the upstream lists now
+	// The definitions, from the pin store (absent when it does not answer).
+	AcceptedDefinition json.RawMessage `json:"acceptedDefinition,omitempty"`
+	CurrentDefinition  json.RawMessage `json:"currentDefinition,omitempty"`
+	// Rejected: an operator rejected it; it stays held back.
+	Rejected bool `json:"rejected,omitempty"`
 }
 
 // maxConsoleApprovalTools bounds the tools listed per route, so a route of
@@ -194,6 +202,7 @@ func (a *app) consoleState() consoleDoc {
 		if a.extprocServer != nil {
 			cr.Access = a.consoleAccess(rt)
 		}
+		cr.Quarantined = a.consoleQuarantine(rt.Key)
 		doc.Routes[rt.Key] = cr
 	}
 	if a.xdsServer != nil {

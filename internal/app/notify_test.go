@@ -147,7 +147,7 @@ func TestRunChangeNotifications(t *testing.T) {
 	}
 	writePortal("r")
 	// No keep-alive during the test: a legacy stream's first bytes are its
-	// headers, which must not wait for a comment (envoy/rules.go, response
+	// headers, which must not wait for a comment (envoy/dataplane/internal/rules/rules.go, response
 	// headers on the wire).
 	cfg := filepath.Join(filepath.Dir(portal), "toolmesh.yaml")
 	if err := os.WriteFile(cfg, []byte("notificationsKeepAlive: 4m\n"), 0o600); err != nil {

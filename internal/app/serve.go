@@ -299,6 +299,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 		fetcher: fetch.NewHTTPFetcher(client, 0),
 		lister:  a.lister,
 		store:   store,
+		pins:    pinStore(cfg, store),
 		client:  client,
 		log:     log.With(slog.String("component", "registry")),
 		tracer:  a.tracer,
@@ -524,6 +525,7 @@ func (a *app) reloadBlocks() {
 		return
 	}
 	a.reloadRuntime(cfg)
+	a.reloadSurface(cfg) // the registry's, not the runtime's (surface.go)
 }
 
 // shutdown stops serving in order: readiness and gRPC health off; the drain

@@ -253,7 +253,7 @@ func startTracing(ctx context.Context, cfg Config, m mode, log *slog.Logger, cle
 
 // envoyTracing is the xDS option that programs Envoy's tracer, nil when
 // off. Never for `run`: its local data plane does not trace
-// (envoy/rules.go) and is not programmed with a tracer.
+// (envoy/dataplane/internal/rules/rules.go) and is not programmed with a tracer.
 func (a *app) envoyTracing() *xds.EnvoyTracing {
 	t := a.cfg.Tracing
 	if a.mode == modeRun || a.tracer == nil || !t.Envoy {

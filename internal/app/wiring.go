@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/registry/search/embed"
+	"github.com/toolmesh/toolmesh/registry/surface"
 	"github.com/toolmesh/toolmesh/xds"
 )
 
@@ -54,7 +55,8 @@ type registryParts struct {
 	fetcher registry.ManifestFetcher
 	lister  registry.MCPLister
 	store   registry.Store
-	client  *http.Client // the embedding services'
+	pins    surface.Store // pinned tool definitions (surface.go)
+	client  *http.Client  // the embedding services'
 	log     *slog.Logger
 	tracer  trace.TracerProvider
 	metrics prometheus.Registerer
@@ -85,6 +87,7 @@ func registryOptions(cfg *Config, p registryParts) refresher.Options {
 		Embeddings:          emb.services,
 		DefaultEmbedding:    emb.def,
 		EmbeddingClient:     p.client,
+		Pins:                p.pins,
 	}
 }
 
@@ -95,6 +98,9 @@ func newRegistry(cfg *Config, p registryParts) (*refresher.Registry, error) {
 		if err := reg.SetCatalogOverrides(cfg.Catalogs); err != nil {
 			return nil, fmt.Errorf("catalogs: %w", err)
 		}
+	}
+	if err := reg.SetSurface(cfg.Surface); err != nil {
+		return nil, err
 	}
 	return reg, nil
 }

@@ -174,3 +174,43 @@ func TestSetSurfaceRefusesInvalid(t *testing.T) {
 		t.Error("a refused surface replaced the one in force")
 	}
 }
+
+// A definition whose hash the Portal lists in acceptedHashes is accepted
+// (by "portal") when it appears: the change is served under enforce.
+func TestSurfacePortalAcceptedHashes(t *testing.T) {
+	svc := registrytest.NewFakeServer(t, "/manifest", describedDoc("v1"))
+	d := surface.DefinitionOf("lookup", mcp.Tool{Description: "v2",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"},"tenant":{"type":"string"}}}`)})
+	hash, err := d.Hash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	portal := registrytest.NewFakeServer(t, "/v1/routes", fmt.Sprintf(
+		`{"routes":[{"key":"core","toolServices":[{"name":"svc","url":%q,"acceptedHashes":{"lookup":[%q]}}]}]}`, svc.URL, hash))
+	pins := surface.NewMemStore()
+	r := New(Options{Source: fetch.NewHTTPSource(portal.URL, portal.Client()), Fetcher: fetch.NewHTTPFetcher(svc.Client(), 0), Pins: pins})
+	if err := r.SetSurface(&surface.Config{Routes: map[string]surface.RouteConfig{"core": {Pinning: &surface.Policy{Mode: surface.ModeEnforce}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	svc.Set(registrytest.ModeOK, describedDoc("v2"))
+	if err := r.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, res := r.Snapshot("core").Lookup("lookup"); res != mcp.ToolFound {
+		t.Fatalf("Lookup(lookup) = %v, want the Portal-accepted definition served", res)
+	}
+	rec, _ := pins.Get(t.Context(), surface.Key{Route: "core", Service: "svc", Tool: "lookup"})
+	if rec.Accepted == nil || rec.Accepted.Hash != hash || rec.Accepted.By != "portal" {
+		t.Errorf("pin = %+v, want the Portal's hash accepted by portal", rec.Accepted)
+	}
+	svc.Set(registrytest.ModeOK, describedDoc("v3"))
+	if err := r.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, res := r.Snapshot("core").Lookup("lookup"); res != mcp.ToolQuarantined {
+		t.Errorf("Lookup(lookup) = %v, want a definition the Portal did not list held back", res)
+	}
+}

@@ -54,6 +54,35 @@
     return h('code', {title: v}, v.length > 14 ? v.slice(0, 12) + '…' : v);
   }
 
+  // definitionDiff shows two tool definitions (JSON) line by line: removed
+  // lines marked -, added ones +, from a longest-common-subsequence diff.
+  function definitionDiff(before, after) {
+    const lines = (d) => d === undefined || d === null ? [] : JSON.stringify(d, null, 2).split('\n');
+    const a = lines(before), b = lines(after);
+    if (a.length * b.length > 4000000) {
+      return h('pre', {class: 'diff'}, b.join('\n'));
+    }
+    const n = a.length, m = b.length;
+    const lcs = Array.from({length: n + 1}, () => new Uint32Array(m + 1));
+    for (let i = n - 1; i >= 0; i--) {
+      for (let j = m - 1; j >= 0; j--) {
+        lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+      }
+    }
+    const out = [];
+    let i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && a[i] === b[j]) {
+        out.push(h('span', {class: 'same'}, '  ' + a[i] + '\n')); i++; j++;
+      } else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) {
+        out.push(h('span', {class: 'added'}, '+ ' + b[j] + '\n')); j++;
+      } else {
+        out.push(h('span', {class: 'removed'}, '- ' + a[i] + '\n')); i++;
+      }
+    }
+    return h('pre', {class: 'diff'}, out);
+  }
+
   function table(headers, rows, attrs) {
     return h('div', {class: 'table-wrap'},
       h('table', attrs || {},
@@ -258,8 +287,15 @@
     const q = acc.quarantined || [];
     if (q.length) {
       out.push(h('h5', {}, 'Quarantined tools (' + q.length + ')'),
-        table(['tool', 'accepted', 'current'], q.map((t) => h('tr', {'data-quarantined': t.name},
-          h('td', {}, h('code', {}, t.name)), h('td', {}, shortVersion(t.accepted)), h('td', {}, shortVersion(t.current))))));
+        table(['tool', 'service', 'accepted', 'current'], q.map((t) => h('tr', {'data-quarantined': t.name},
+          h('td', {}, h('code', {}, t.name), t.rejected ? badge('rejected', 'bad') : null),
+          h('td', {}, h('code', {}, t.service)),
+          h('td', {}, t.accepted ? shortVersion(t.accepted) : badge('new tool', 'warn')),
+          h('td', {}, shortVersion(t.current))))),
+        q.map((t) => h('details', {class: 'definition-diff', 'data-diff': t.name, 'data-key': 'diff ' + key + ' ' + t.service + ' ' + t.tool},
+          h('summary', {}, 'Definition of ' + t.name + ': accepted → held back'),
+          definitionDiff(t.acceptedDefinition, t.currentDefinition))),
+        h('p', {class: 'dim'}, 'Accept or reject with POST /admin/surface/accept or /admin/surface/reject (docs/surface.md).'));
     }
     return out;
   }

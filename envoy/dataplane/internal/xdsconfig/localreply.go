@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -13,69 +13,72 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
-// localReplyConfig emulates LocalReplyImpl
+// LocalReplyConfig emulates LocalReplyImpl
 // (source/common/local_reply/local_reply.cc): mappers are tried in order and
 // the first whose filter matches rewrites the reply; the body is then
 // formatted with that mapper's body_format_override, or else the global
 // body_format, or else "%LOCAL_REPLY_BODY%" as text/plain.
-type localReplyConfig struct {
-	mappers []*responseMapper
-	body    *bodyFormat
+type LocalReplyConfig struct {
+	Mappers []*ResponseMapper
+	Body    *BodyFormat
 }
 
-type responseMapper struct {
-	filter     logFilter
-	status     int
+type ResponseMapper struct {
+	Filter     logFilter
+	Status     int
 	body       *string
-	headers    []headerAdd
-	bodyFormat *bodyFormat
+	Headers    []HeaderAdd
+	bodyFormat *BodyFormat
 }
 
-// headerAdd is a compiled headers_to_add entry. Values are format strings;
+// HeaderAdd is a compiled headers_to_add entry. Values are format strings;
 // Router::HeaderParser renders unset operators as "" and drops a header
 // whose value ends up empty unless keep_empty_value.
-type headerAdd struct {
-	key       string
-	value     *textFormat
-	mode      appendMode
+type HeaderAdd struct {
+	Key       string
+	Value     *TextFormat
+	Mode      headers.AppendMode
 	keepEmpty bool
 }
 
-func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]headerAdd, error) {
-	var out []headerAdd
+func compileHeadersToAdd(opts []*corev3.HeaderValueOption) ([]HeaderAdd, error) {
+	var out []HeaderAdd
 	for _, o := range opts {
 		key := o.GetHeader().GetKey()
-		if !validHeaderName(key) {
+		if !rules.ValidHeaderName(key) {
 			return nil, fmt.Errorf("headers_to_add: invalid header name %q", key)
 		}
 		v := o.GetHeader().GetValue()
 		if len(o.GetHeader().GetRawValue()) > 0 {
 			v = string(o.GetHeader().GetRawValue())
 		}
-		f, err := parseTextFormat(v)
+		f, err := ParseTextFormat(v)
 		if err != nil {
 			return nil, fmt.Errorf("headers_to_add %q: %w", key, err)
 		}
-		f.omitEmpty = true
-		out = append(out, headerAdd{key: strings.ToLower(key), value: f, mode: configAppendMode(o), keepEmpty: o.GetKeepEmptyValue()})
+		f.OmitEmpty = true
+		out = append(out, HeaderAdd{Key: strings.ToLower(key), Value: f, Mode: rules.ConfigAppendMode(o), keepEmpty: o.GetKeepEmptyValue()})
 	}
 	return out, nil
 }
 
-func applyHeadersToAdd(h *headerMap, adds []headerAdd, c *fmtContext) {
+func ApplyHeadersToAdd(h *headers.Map, adds []HeaderAdd, c *FmtContext) {
 	for _, a := range adds {
-		v := a.value.format(c)
+		v := a.Value.Format(c)
 		if v == "" && !a.keepEmpty {
 			continue
 		}
-		h.apply(a.mode, a.key, v)
+		h.Apply(a.Mode, a.Key, v)
 	}
 }
 
-func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*localReplyConfig, error) {
-	lr := &localReplyConfig{body: defaultBodyFormat}
+func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*LocalReplyConfig, error) {
+	lr := &LocalReplyConfig{Body: DefaultBodyFormat}
 	if cfg == nil {
 		return lr, nil
 	}
@@ -84,16 +87,16 @@ func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*localReplyConfig, error) {
 		if err != nil {
 			return nil, fmt.Errorf("local_reply_config body_format: %w", err)
 		}
-		lr.body = b
+		lr.Body = b
 	}
 	for i, m := range cfg.GetMappers() {
-		rm := &responseMapper{}
+		rm := &ResponseMapper{}
 		var err error
-		if rm.filter, err = compileLogFilter(m.GetFilter()); err != nil {
+		if rm.Filter, err = compileLogFilter(m.GetFilter()); err != nil {
 			return nil, fmt.Errorf("local_reply_config mapper %d filter: %w", i, err)
 		}
 		if m.GetStatusCode() != nil {
-			rm.status = int(m.GetStatusCode().GetValue())
+			rm.Status = int(m.GetStatusCode().GetValue())
 		}
 		if m.GetBody() != nil {
 			b, err := dataSource(m.GetBody())
@@ -102,7 +105,7 @@ func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*localReplyConfig, error) {
 			}
 			rm.body = &b
 		}
-		if rm.headers, err = compileHeadersToAdd(m.GetHeadersToAdd()); err != nil {
+		if rm.Headers, err = compileHeadersToAdd(m.GetHeadersToAdd()); err != nil {
 			return nil, fmt.Errorf("local_reply_config mapper %d: %w", i, err)
 		}
 		if m.GetBodyFormatOverride() != nil {
@@ -110,32 +113,32 @@ func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*localReplyConfig, error) {
 				return nil, fmt.Errorf("local_reply_config mapper %d body_format_override: %w", i, err)
 			}
 		}
-		lr.mappers = append(lr.mappers, rm)
+		lr.Mappers = append(lr.Mappers, rm)
 	}
 	return lr, nil
 }
 
-func compileBodyFormat(s *corev3.SubstitutionFormatString) (*bodyFormat, error) {
+func compileBodyFormat(s *corev3.SubstitutionFormatString) (*BodyFormat, error) {
 	if len(s.GetFormatters()) > 0 {
 		return nil, errors.New("formatter extensions are not emulated")
 	}
-	b := &bodyFormat{contentType: s.GetContentType()}
+	b := &BodyFormat{ContentType: s.GetContentType()}
 	var err error
 	switch f := s.GetFormat().(type) {
 	case *corev3.SubstitutionFormatString_TextFormat:
-		b.text, err = parseTextFormat(f.TextFormat)
+		b.Text, err = ParseTextFormat(f.TextFormat)
 	case *corev3.SubstitutionFormatString_TextFormatSource:
 		var src string
 		if src, err = dataSource(f.TextFormatSource); err == nil {
-			b.text, err = parseTextFormat(src)
+			b.Text, err = ParseTextFormat(src)
 		}
 	case *corev3.SubstitutionFormatString_JsonFormat:
-		b.json, err = parseJSONFormat(f.JsonFormat)
+		b.json, err = ParseJSONFormat(f.JsonFormat)
 		if b.json != nil {
-			b.json.omitEmpty = s.GetOmitEmptyValues()
+			b.json.OmitEmpty = s.GetOmitEmptyValues()
 		}
-		if b.contentType == "" {
-			b.contentType = "application/json"
+		if b.ContentType == "" {
+			b.ContentType = "application/json"
 		}
 	default:
 		return nil, fmt.Errorf("substitution format %T is not emulated", f)
@@ -143,11 +146,11 @@ func compileBodyFormat(s *corev3.SubstitutionFormatString) (*bodyFormat, error) 
 	if err != nil {
 		return nil, err
 	}
-	if b.text != nil {
-		b.text.omitEmpty = s.GetOmitEmptyValues()
+	if b.Text != nil {
+		b.Text.OmitEmpty = s.GetOmitEmptyValues()
 	}
-	if b.contentType == "" {
-		b.contentType = "text/plain"
+	if b.ContentType == "" {
+		b.ContentType = "text/plain"
 	}
 	return b, nil
 }
@@ -177,12 +180,12 @@ func dataSource(d *corev3.DataSource) (string, error) {
 // logFilter emulates the access log filters (source/common/access_log/
 // access_log_impl.cc) that local_reply_config mappers use.
 type logFilter interface {
-	eval(c *fmtContext) bool
+	eval(c *FmtContext) bool
 }
 
-type filterFunc func(c *fmtContext) bool
+type FilterFunc func(c *FmtContext) bool
 
-func (f filterFunc) eval(c *fmtContext) bool { return f(c) }
+func (f FilterFunc) eval(c *FmtContext) bool { return f(c) }
 
 func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 	switch s := f.GetFilterSpecifier().(type) {
@@ -191,27 +194,27 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return filterFunc(func(c *fmtContext) bool { return cmp(uint64(c.code)) }), nil
+		return FilterFunc(func(c *FmtContext) bool { return cmp(uint64(c.Code)) }), nil
 	case *accesslogv3.AccessLogFilter_DurationFilter:
 		cmp, err := compileComparison(s.DurationFilter.GetComparison())
 		if err != nil {
 			return nil, err
 		}
-		return filterFunc(func(c *fmtContext) bool {
-			return cmp(uint64(time.Since(c.start).Milliseconds()))
+		return FilterFunc(func(c *FmtContext) bool {
+			return cmp(uint64(time.Since(c.Start).Milliseconds()))
 		}), nil
 	case *accesslogv3.AccessLogFilter_NotHealthCheckFilter:
 		// The local data plane has no health-check filter, so no request is one.
-		return filterFunc(func(*fmtContext) bool { return true }), nil
+		return FilterFunc(func(*FmtContext) bool { return true }), nil
 	case *accesslogv3.AccessLogFilter_TraceableFilter:
 		// No tracing: no request is traceable.
-		return filterFunc(func(*fmtContext) bool { return false }), nil
+		return FilterFunc(func(*FmtContext) bool { return false }), nil
 	case *accesslogv3.AccessLogFilter_AndFilter:
 		subs, err := compileLogFilters(s.AndFilter.GetFilters())
 		if err != nil {
 			return nil, err
 		}
-		return filterFunc(func(c *fmtContext) bool {
+		return FilterFunc(func(c *FmtContext) bool {
 			for _, f := range subs {
 				if !f.eval(c) {
 					return false
@@ -224,7 +227,7 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return filterFunc(func(c *fmtContext) bool {
+		return FilterFunc(func(c *FmtContext) bool {
 			for _, f := range subs {
 				if f.eval(c) {
 					return true
@@ -237,22 +240,22 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 		if err != nil {
 			return nil, err
 		}
-		return filterFunc(func(c *fmtContext) bool { return c.reqH != nil && hm.match(c.reqH) }), nil
+		return FilterFunc(func(c *FmtContext) bool { return c.ReqH != nil && hm.match(c.ReqH) }), nil
 	case *accesslogv3.AccessLogFilter_ResponseFlagFilter:
-		var want responseFlags
+		var want rules.ResponseFlags
 		for _, name := range s.ResponseFlagFilter.GetFlags() {
-			bit, ok := parseResponseFlag(name)
+			bit, ok := rules.ParseResponseFlag(name)
 			if !ok {
 				return nil, fmt.Errorf("response_flag_filter: unknown flag %q", name)
 			}
 			want |= bit
 		}
 		// ResponseFlagFilter: with no flags listed, any set flag matches.
-		return filterFunc(func(c *fmtContext) bool {
+		return FilterFunc(func(c *FmtContext) bool {
 			if want == 0 {
-				return c.flags != 0
+				return c.Flags != 0
 			}
-			return c.flags&want != 0
+			return c.Flags&want != 0
 		}), nil
 	case *accesslogv3.AccessLogFilter_MetadataFilter:
 		return compileMetadataFilter(s.MetadataFilter)
@@ -314,8 +317,8 @@ func compileMetadataFilter(f *accesslogv3.MetadataFilter) (logFilter, error) {
 		notFound = f.GetMatchIfKeyNotFound().GetValue()
 	}
 	invert := m.GetInvert()
-	return filterFunc(func(c *fmtContext) bool {
-		v, ok := lookupMetadata(c.meta, ns, path)
+	return FilterFunc(func(c *FmtContext) bool {
+		v, ok := lookupMetadata(c.Meta, ns, path)
 		if !ok {
 			return notFound
 		}
@@ -412,64 +415,64 @@ func compileValueMatcher(m *matcherv3.ValueMatcher) (func(*structpb.Value) bool,
 	return nil, fmt.Errorf("value matcher %T is not emulated", m.GetMatchPattern())
 }
 
-// localReply is one reply Envoy generates itself (sendLocalReply).
-type localReply struct {
-	code    int
-	body    string
-	details string
-	// modify applies ImmediateResponse.headers before the mappers run.
-	modify func(*headerMap)
-	// extra applies route response_headers_to_add (direct responses).
-	extra func(*headerMap)
+// LocalReply is one reply Envoy generates itself (sendLocalReply).
+type LocalReply struct {
+	Code    int
+	Body    string
+	Details string
+	// Modify applies ImmediateResponse.headers before the mappers run.
+	Modify func(*headers.Map)
+	// Extra applies route response_headers_to_add (direct responses).
+	Extra func(*headers.Map)
 }
 
-// prepare emulates Utility::prepareLocalReply (source/common/http/utility.cc)
+// Prepare emulates Utility::prepareLocalReply (source/common/http/utility.cc)
 // with the local_reply_config rewrite: it returns the final headers and body.
-func (lr *localReplyConfig) prepare(l localReply, c *fmtContext) (*headerMap, string) {
-	h := &headerMap{}
-	h.add(":status", strconv.Itoa(l.code))
-	if l.modify != nil {
-		l.modify(h)
+func (lr *LocalReplyConfig) Prepare(l LocalReply, c *FmtContext) (*headers.Map, string) {
+	h := &headers.Map{}
+	h.Add(":status", strconv.Itoa(l.Code))
+	if l.Modify != nil {
+		l.Modify(h)
 	}
-	if l.extra != nil {
-		l.extra(h)
+	if l.Extra != nil {
+		l.Extra(h)
 	}
-	ctBefore, _ := h.get("content-type")
-	code, body := l.code, l.body
-	h.set(":status", strconv.Itoa(code))
-	c.code, c.respH = code, h
-	var final *bodyFormat
-	for _, m := range lr.mappers {
-		if !m.filter.eval(c) {
+	ctBefore, _ := h.Get("content-type")
+	code, body := l.Code, l.Body
+	h.Set(":status", strconv.Itoa(code))
+	c.Code, c.RespH = code, h
+	var final *BodyFormat
+	for _, m := range lr.Mappers {
+		if !m.Filter.eval(c) {
 			continue
 		}
 		if m.body != nil {
 			body = *m.body
 		}
-		applyHeadersToAdd(h, m.headers, c)
-		if m.status != 0 && m.status != code {
-			code = m.status
-			h.set(":status", strconv.Itoa(code))
-			c.code = code
+		ApplyHeadersToAdd(h, m.Headers, c)
+		if m.Status != 0 && m.Status != code {
+			code = m.Status
+			h.Set(":status", strconv.Itoa(code))
+			c.Code = code
 		}
 		final = m.bodyFormat
 		break
 	}
 	if final == nil {
-		final = lr.body
+		final = lr.Body
 	}
-	c.localBody = body
+	c.LocalBody = body
 	out := final.format(c)
-	ctAfter, _ := h.get("content-type")
+	ctAfter, _ := h.Get("content-type")
 	custom := ctBefore != ctAfter
 	if out != "" {
-		h.set("content-length", strconv.Itoa(len(out)))
-		if !h.has("content-type") || (out != l.body && !custom) {
-			h.set("content-type", final.contentType)
+		h.Set("content-length", strconv.Itoa(len(out)))
+		if !h.Has("content-type") || (out != l.Body && !custom) {
+			h.Set("content-type", final.ContentType)
 		}
 	} else {
-		h.del("content-length")
-		h.del("content-type")
+		h.Del("content-length")
+		h.Del("content-type")
 	}
 	return h, out
 }

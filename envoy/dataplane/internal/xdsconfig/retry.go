@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -8,12 +8,14 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
-// retryPolicy is a compiled RetryPolicy.
-type retryPolicy struct {
-	numRetries     int
-	perTry         time.Duration
+// RetryPolicy is a compiled RetryPolicy.
+type RetryPolicy struct {
+	NumRetries     int
+	PerTry         time.Duration
 	base, max      time.Duration
 	on5xx          bool
 	onGatewayError bool
@@ -25,13 +27,13 @@ type retryPolicy struct {
 	statusCodes    map[int]bool
 }
 
-func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
-	rp := &retryPolicy{numRetries: defaultNumRetries, base: defaultRetryBase, statusCodes: map[int]bool{}}
+func compileRetryPolicy(p *routev3.RetryPolicy) (*RetryPolicy, error) {
+	rp := &RetryPolicy{NumRetries: rules.DefaultNumRetries, base: rules.DefaultRetryBase, statusCodes: map[int]bool{}}
 	if p.GetNumRetries() != nil {
-		rp.numRetries = int(p.GetNumRetries().GetValue())
+		rp.NumRetries = int(p.GetNumRetries().GetValue())
 	}
 	if p.GetPerTryTimeout() != nil {
-		rp.perTry = p.GetPerTryTimeout().AsDuration()
+		rp.PerTry = p.GetPerTryTimeout().AsDuration()
 	}
 	if b := p.GetRetryBackOff(); b != nil {
 		if b.GetBaseInterval() != nil {
@@ -42,7 +44,7 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
 		}
 	}
 	if rp.max == 0 {
-		rp.max = defaultRetryMaxFactor * rp.base
+		rp.max = rules.DefaultRetryMaxFactor * rp.base
 	}
 	for _, c := range p.GetRetriableStatusCodes() {
 		rp.statusCodes[int(c)] = true
@@ -77,9 +79,9 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*retryPolicy, error) {
 	return rp, nil
 }
 
-// retryStatus says whether an upstream response status is retriable
+// RetryStatus says whether an upstream response status is retriable
 // (RetryStateImpl::wouldRetryFromHeaders).
-func (p *retryPolicy) retryStatus(code int) bool {
+func (p *RetryPolicy) RetryStatus(code int) bool {
 	switch {
 	case p.on5xx && code >= 500:
 		return true
@@ -91,25 +93,25 @@ func (p *retryPolicy) retryStatus(code int) bool {
 	return p.statusCodes[code]
 }
 
-// retryReset says whether a failure before response headers is retriable
+// RetryReset says whether a failure before response headers is retriable
 // (RetryStateImpl::wouldRetryFromReset).
-func (p *retryPolicy) retryReset(f *upstreamFailure) bool {
+func (p *RetryPolicy) RetryReset(flag rules.ResponseFlags, beforeSend, refused bool) bool {
 	switch {
 	case p.on5xx, p.onGatewayError, p.onReset:
 		return true
-	case (p.onConnect || p.onBeforeSend) && f.flag == flagUF:
+	case (p.onConnect || p.onBeforeSend) && flag == rules.FlagUF:
 		return true
-	case p.onBeforeSend && f.beforeSend:
+	case p.onBeforeSend && beforeSend:
 		return true
-	case p.onRefused && f.refused:
+	case p.onRefused && refused:
 		return true
 	}
 	return false
 }
 
-// backoff is the jittered exponential back-off before retry n (1-based):
+// Backoff is the jittered exponential back-off before retry n (1-based):
 // a random duration in [0, min(base*2^(n-1), max)] (JitteredExponentialBackOffStrategy).
-func (p *retryPolicy) backoff(n int) time.Duration {
+func (p *RetryPolicy) Backoff(n int) time.Duration {
 	d := p.base << uint(min(n-1, 20))
 	if d > p.max || d <= 0 {
 		d = p.max

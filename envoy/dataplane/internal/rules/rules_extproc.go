@@ -1,4 +1,4 @@
-package dataplane
+package rules
 
 // Envoy's rules for the ext_proc filter (see rules.go).
 
@@ -13,28 +13,30 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
-// checkOp is the kind of header mutation being checked
+// CheckOp is the kind of header mutation being checked
 // (source/extensions/filters/common/mutation_rules/mutation_rules.h).
-type checkOp int
+type CheckOp int
 
 const (
-	opSet checkOp = iota
-	opAppend
-	opRemove
+	OpSet CheckOp = iota
+	OpAppend
+	OpRemove
 )
 
-// checkResult is the outcome of a mutation check.
-type checkResult int
+// CheckResult is the outcome of a mutation check.
+type CheckResult int
 
 const (
-	checkOK checkResult = iota
-	checkIgnore
-	checkFail
+	CheckOK CheckResult = iota
+	CheckIgnore
+	CheckFail
 )
 
-// mutationChecker emulates Checker in
+// MutationChecker emulates Checker in
 // source/extensions/filters/common/mutation_rules/mutation_rules.cc, which
 // enforces ext_proc's mutation_rules (HeaderMutationRules). With the default
 // (empty) rules: host, :authority, :scheme and :method cannot be changed;
@@ -42,14 +44,14 @@ const (
 // and host can never be removed; :status must parse and be >= 200.
 // Disallowed mutations are ignored (counted in rejected_header_mutations)
 // unless disallow_is_error, which turns them into a 500 local reply.
-type mutationChecker struct {
-	allowAllRouting bool
-	allowEnvoy      bool
-	disallowSystem  bool
-	disallowAll     bool
-	disallowIsError bool
-	allowExpr       *regexp.Regexp
-	disallowExpr    *regexp.Regexp
+type MutationChecker struct {
+	AllowAllRouting bool
+	AllowEnvoy      bool
+	DisallowSystem  bool
+	DisallowAll     bool
+	DisallowIsError bool
+	AllowExpr       *regexp.Regexp
+	DisallowExpr    *regexp.Regexp
 }
 
 // ImmediateResponse headers are checked against the filter's own
@@ -62,37 +64,37 @@ type mutationChecker struct {
 // routingHeaders are mutation_rules.cc ExtraRoutingHeaders.
 var routingHeaders = map[string]bool{"host": true, ":authority": true, ":method": true, ":scheme": true}
 
-func (c *mutationChecker) check(op checkOp, name, value string) checkResult {
-	if c.allowed(op, name) && (op == opRemove || validMutationValue(name, value)) {
-		return checkOK
+func (c *MutationChecker) Check(op CheckOp, name, value string) CheckResult {
+	if c.allowed(op, name) && (op == OpRemove || validMutationValue(name, value)) {
+		return CheckOK
 	}
-	if c.disallowIsError {
-		return checkFail
+	if c.DisallowIsError {
+		return CheckFail
 	}
-	return checkIgnore
+	return CheckIgnore
 }
 
-func (c *mutationChecker) allowed(op checkOp, name string) bool {
+func (c *MutationChecker) allowed(op CheckOp, name string) bool {
 	// "No matter what, you can't remove the "host" or any ":" headers."
-	if op == opRemove && (strings.HasPrefix(name, ":") || name == "host") {
+	if op == OpRemove && (strings.HasPrefix(name, ":") || name == "host") {
 		return false
 	}
-	if c.disallowExpr != nil && c.disallowExpr.MatchString(name) {
+	if c.DisallowExpr != nil && c.DisallowExpr.MatchString(name) {
 		return false
 	}
-	if c.allowExpr != nil && c.allowExpr.MatchString(name) {
+	if c.AllowExpr != nil && c.AllowExpr.MatchString(name) {
 		return true
 	}
-	if c.disallowAll {
+	if c.DisallowAll {
 		return false
 	}
-	if !c.allowAllRouting && routingHeaders[name] {
+	if !c.AllowAllRouting && routingHeaders[name] {
 		return false
 	}
-	if strings.HasPrefix(name, ":") && (op == opAppend || c.disallowSystem) {
+	if strings.HasPrefix(name, ":") && (op == OpAppend || c.DisallowSystem) {
 		return false
 	}
-	if !c.allowEnvoy && strings.HasPrefix(name, envoyHeaderPrefix) {
+	if !c.AllowEnvoy && strings.HasPrefix(name, envoyHeaderPrefix) {
 		return false
 	}
 	return true
@@ -102,12 +104,12 @@ func (c *mutationChecker) allowed(op checkOp, name string) bool {
 // bound 999 on :status is [inferred]: Envoy's codecs cannot encode more than
 // three digits, and Go's ResponseWriter panics on it.
 func validMutationValue(name, value string) bool {
-	if !strings.HasPrefix(name, ":") && !validHeaderValue(value) {
+	if !strings.HasPrefix(name, ":") && !ValidHeaderValue(value) {
 		return false
 	}
 	switch name {
 	case "host", ":authority":
-		return value != "" && validHeaderValue(value) && !strings.ContainsAny(value, " /?#@")
+		return value != "" && ValidHeaderValue(value) && !strings.ContainsAny(value, " /?#@")
 	case ":scheme":
 		return value == "http" || value == "https"
 	case ":status":
@@ -117,9 +119,9 @@ func validMutationValue(name, value string) bool {
 	return true
 }
 
-// validHeaderName is HeaderUtility::headerNameIsValid: an RFC 7230 token,
+// ValidHeaderName is HeaderUtility::headerNameIsValid: an RFC 7230 token,
 // optionally with a leading ':' for pseudo headers.
-func validHeaderName(name string) bool {
+func ValidHeaderName(name string) bool {
 	name = strings.TrimPrefix(name, ":")
 	if name == "" {
 		return false
@@ -133,22 +135,12 @@ func validHeaderName(name string) bool {
 	return true
 }
 
-// validHeaderValue is HeaderUtility::headerValueIsValid: no NUL, CR or LF.
-func validHeaderValue(v string) bool {
+// ValidHeaderValue is HeaderUtility::headerValueIsValid: no NUL, CR or LF.
+func ValidHeaderValue(v string) bool {
 	return !strings.ContainsAny(v, "\x00\r\n")
 }
 
-// appendMode is how a HeaderValueOption is applied.
-type appendMode int
-
-const (
-	appendAdd       appendMode = iota // append a value, or add the header
-	appendIfAbsent                    // add only if absent
-	appendOverwrite                   // replace all values, or add
-	appendOverwriteIfExists
-)
-
-// extProcAppendMode decides how ext_proc applies one set_headers entry
+// ExtProcAppendMode decides how ext_proc applies one set_headers entry
 // (source/extensions/filters/http/ext_proc/mutation_utils.cc).
 //
 // [choice] Envoy releases up to at least 1.40 read only the deprecated
@@ -161,50 +153,50 @@ const (
 // toolmesh's extproc server does, ADR 0001) behaves the same
 // under both readings; one that leaves the action unset sees its values
 // appended here, which surfaces the ambiguity instead of hiding it. [verify]
-func extProcAppendMode(o *corev3.HeaderValueOption) appendMode {
+func ExtProcAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
-			return appendAdd
+			return headers.AppendAdd
 		}
-		return appendOverwrite
+		return headers.AppendOverwrite
 	}
 	return headerAppendAction(o.GetAppendAction())
 }
 
-// configAppendMode decides how a HeaderValueOption from route or
+// ConfigAppendMode decides how a HeaderValueOption from route or
 // local_reply configuration (headers_to_add) is applied: base.proto says
 // `append` defaults to true, append_action defaults to
 // APPEND_IF_EXISTS_OR_ADD, and `append`, when set, wins.
-func configAppendMode(o *corev3.HeaderValueOption) appendMode {
+func ConfigAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
-			return appendAdd
+			return headers.AppendAdd
 		}
-		return appendOverwrite
+		return headers.AppendOverwrite
 	}
 	return headerAppendAction(o.GetAppendAction())
 }
 
-func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) appendMode {
+func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) headers.AppendMode {
 	switch a {
 	case corev3.HeaderValueOption_ADD_IF_ABSENT:
-		return appendIfAbsent
+		return headers.AppendIfAbsent
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD:
-		return appendOverwrite
+		return headers.AppendOverwrite
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
-		return appendOverwriteIfExists
+		return headers.AppendOverwriteIfExists
 	default:
-		return appendAdd
+		return headers.AppendAdd
 	}
 }
 
-// clearRouteCacheHonoured is DecodingProcessorState::clearRouteCache
+// ClearRouteCacheHonoured is DecodingProcessorState::clearRouteCache
 // (source/extensions/filters/http/ext_proc/processor_state.cc): a
 // clear_route_cache without a header_mutation in the same CommonResponse is
 // ignored (stat clear_route_cache_ignored); route_cache_action CLEAR clears
 // on every response that carries a header mutation, RETAIN (or the legacy
 // disable_clear_route_cache) never clears. Only the request direction clears.
-func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCacheAction, hasHeaderMutation, clear bool) bool {
+func ClearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCacheAction, hasHeaderMutation, clear bool) bool {
 	if !hasHeaderMutation {
 		return false
 	}
@@ -218,7 +210,7 @@ func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 	}
 }
 
-// lastResponseHeaders is the kResponseHeaders case of
+// LastResponseHeaders is the kResponseHeaders case of
 // Filter::closeGrpcStreamIfLastRespReceived (ext_proc.cc; runtime guard
 // envoy.reloadable_features.ext_proc_stream_close_optimization, a
 // RUNTIME_GUARD on by default since 1.37): after the response-headers reply,
@@ -229,19 +221,19 @@ func clearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 // cases of that function (request headers with nothing after them, the last
 // STREAMED chunk) are not emulated: the stream is closed when the request
 // ends instead. [verify: read on a recent main, not the v1.40.0 tag]
-func lastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
+func LastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
 	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
 		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)
 }
 
-// shouldRemoveContentLength is ProcessorState::shouldRemoveContentLength
+// ShouldRemoveContentLength is ProcessorState::shouldRemoveContentLength
 // (processor_state.h): in STREAMED, BUFFERED_PARTIAL, FULL_DUPLEX_STREAMED,
 // and BUFFERED with headers SKIPped, ext_proc cannot keep content-length
 // right, so it removes it from the headers it forwards (after sending them to
 // the server, and only while processing is not complete; ext_proc.cc
 // decodeHeaders/encodeHeaders) and skips content-length in set_headers.
 // allow_content_length_header (ext_proc.proto field 26) keeps it.
-func shouldRemoveContentLength(body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders, allowCL bool) bool {
+func ShouldRemoveContentLength(body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders, allowCL bool) bool {
 	if allowCL {
 		return false
 	}
@@ -255,27 +247,27 @@ func shouldRemoveContentLength(body extprocfilterv3.ProcessingMode_BodySendMode,
 	return false
 }
 
-// errContentLengthMismatch is ProcessorState::validateContentLength
+// ErrContentLengthMismatch is ProcessorState::validateContentLength
 // (processor_state.cc): in a BUFFERED body response that carries a
 // body_mutation, a content-length that parses and differs from the length of
 // body_mutation.body (0 for clear_body) rejects the mutation, and ext_proc
 // sends a 500 local reply whose details are this message.
-const errContentLengthMismatch = "mismatch between content length and the length of the mutated body"
+const ErrContentLengthMismatch = "mismatch between content length and the length of the mutated body"
 
-// immediateStatus is Filter::sendImmediateResponse (ext_proc.cc): a missing
+// ImmediateStatus is Filter::sendImmediateResponse (ext_proc.cc): a missing
 // status or one below 200 (MutationUtils::isValidHttpStatus) becomes 200.
 // Codes above 999 are clamped the same way [inferred: no codec can send them].
-func immediateStatus(code int) int {
+func ImmediateStatus(code int) int {
 	if code < 200 || code > 999 {
 		return defaultImmediateStatus
 	}
 	return code
 }
 
-// responseDetails is StringUtil::replaceAllEmptySpace, which ext_proc
+// ResponseDetails is StringUtil::replaceAllEmptySpace, which ext_proc
 // applies to ImmediateResponse.details before they become
 // %RESPONSE_CODE_DETAILS%.
-func responseDetails(s string) string {
+func ResponseDetails(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\f' || r == '\v' {
 			return '_'
@@ -284,7 +276,7 @@ func responseDetails(s string) string {
 	}, s)
 }
 
-// grpcErrorDetails is Filter::onGrpcError (ext_proc.cc): a gRPC error on the
+// GRPCErrorDetails is Filter::onGrpcError (ext_proc.cc): a gRPC error on the
 // stream with failure_mode_allow false becomes a local reply with
 // status_on_error (default 500) and the details
 // "ext_proc_error_gRPC_error_<code>{<message>}" (absl::StrFormat
@@ -292,8 +284,8 @@ func responseDetails(s string) string {
 // StringUtil::replaceAllEmptySpace like every ext_proc details string. The
 // message is the gRPC status message as the client saw it; a Go client's
 // transport messages differ from Envoy's async client's.
-func grpcErrorDetails(code uint32, msg string) string {
-	return responseDetails(fmt.Sprintf("%s_gRPC_error_%d{%s}", extProcErrorPrefix, code, msg))
+func GRPCErrorDetails(code uint32, msg string) string {
+	return ResponseDetails(fmt.Sprintf("%s_gRPC_error_%d{%s}", extProcErrorPrefix, code, msg))
 }
 
 // Messages of the FailedPrecondition statuses ext_proc treats as spurious
@@ -304,37 +296,37 @@ const (
 	// ProcessorState::handleHeadersResponse / handleBodyResponse /
 	// handleTrailersResponse: a typed response the state is not waiting
 	// for (a response of the wrong kind or out of order).
-	spuriousMessage = "spurious message"
+	SpuriousMessage = "spurious message"
 	// onReceiveMessage default branch: no response, or one Envoy does not
 	// know (a message carrying only mode_override, for instance).
-	spuriousUnhandled = "unhandled message"
+	SpuriousUnhandled = "unhandled message"
 	// onReceiveMessage kImmediateResponse with disable_immediate_response.
-	spuriousImmediateDisabled = "unhandled immediate response due to config disabled it"
+	SpuriousImmediateDisabled = "unhandled immediate response due to config disabled it"
 	// ProcessorState::handleStreamedBodyCallback: streamed_response outside
 	// FULL_DUPLEX_STREAMED.
-	spuriousStreamedResponse = "spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED"
+	SpuriousStreamedResponse = "spurious message: streamed_response is received while body_mode_ is not FULL_DUPLEX_STREAMED"
 	// ProcessorState::handleStreamedBodyCallback: a body response without
 	// streamed_response in FULL_DUPLEX_STREAMED.
-	spuriousNormalInDuplex = "spurious message: Normal body mutation response is received while body_mode_ is FULL_DUPLEX_STREAMED"
+	SpuriousNormalInDuplex = "spurious message: Normal body mutation response is received while body_mode_ is FULL_DUPLEX_STREAMED"
 )
 
-// failCloseSpurious is the runtime guard
+// FailCloseSpurious is the runtime guard
 // envoy.reloadable_features.ext_proc_fail_close_spurious_resp, on by default
 // in the releases that have it [verify the first release]: a spurious
 // message with failure_mode_allow false is an error reply
 // (Filter::handleErrorResponse) instead of "close the stream and continue".
-const failCloseSpurious = true
+const FailCloseSpurious = true
 
-// spuriousKind is the message of a response that arrived when the filter
+// SpuriousKind is the message of a response that arrived when the filter
 // was not waiting for its kind.
-func spuriousKind(resp *extprocv3.ProcessingResponse) string {
+func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 	switch resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestHeaders, *extprocv3.ProcessingResponse_RequestBody,
 		*extprocv3.ProcessingResponse_ResponseHeaders, *extprocv3.ProcessingResponse_ResponseBody,
 		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
-		return spuriousMessage
+		return SpuriousMessage
 	}
-	return spuriousUnhandled
+	return SpuriousUnhandled
 }
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
@@ -440,30 +432,13 @@ func spuriousKind(resp *extprocv3.ProcessingResponse) string {
 // text for SPIFFE IDs [inferred]. response_attributes are not emulated.
 // ext_proc.cc, matching_utils.cc and context.cc were read on a recent
 // envoyproxy/envoy main, not at the v1.40.0 tag [verify].
-const extProcAttrNamespace = "envoy.filters.http.ext_proc"
+const ExtProcAttrNamespace = "envoy.filters.http.ext_proc"
 
-var emulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}
+var EmulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}
 
-// addAttributes is Filter::addAttributes for the decoding state.
-func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders, *extprocv3.ProcessingRequest_RequestBody,
-		*extprocv3.ProcessingRequest_RequestTrailers:
-	default:
-		return
-	}
-	if e.attrsSent || len(e.f.requestAttrs) == 0 {
-		return
-	}
-	e.attrsSent = true
-	req.Attributes = map[string]*structpb.Struct{
-		extProcAttrNamespace: extProcAttributes(e.f.requestAttrs, e.x.r.TLS),
-	}
-}
-
-// extProcAttributes evaluates the emulated expressions against the
+// ExtProcAttributes evaluates the emulated expressions against the
 // downstream connection's TLS state (nil: plaintext).
-func extProcAttributes(exprs []string, cs *tls.ConnectionState) *structpb.Struct {
+func ExtProcAttributes(exprs []string, cs *tls.ConnectionState) *structpb.Struct {
 	out := &structpb.Struct{Fields: map[string]*structpb.Value{}}
 	for _, expr := range exprs {
 		switch expr {

@@ -1,4 +1,8 @@
-package dataplane
+// Package headers is the local data plane's header map and the request and
+// response header rules of Envoy's HTTP connection manager
+// (source/common/http/conn_manager_utility.cc, header_map_impl.cc) it
+// emulates.
+package headers
 
 import (
 	"net"
@@ -14,136 +18,146 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
 
-// header is one header entry. Keys are lower case, as in Envoy's header maps.
-type header struct {
-	key, value string
+// AppendMode is how a HeaderValueOption is applied.
+type AppendMode int
+
+const (
+	AppendAdd       AppendMode = iota // append a value, or add the header
+	AppendIfAbsent                    // add only if absent
+	AppendOverwrite                   // replace all values, or add
+	AppendOverwriteIfExists
+)
+
+// Header is one header entry. Keys are lower case, as in Envoy's header maps.
+type Header struct {
+	Key, Value string
 }
 
-// headerMap is an ordered multi-valued header map that, like Envoy's, also
+// Map is an ordered multi-valued header map that, like Envoy's, also
 // holds the pseudo headers (:method, :path, :authority, :scheme, :status).
-type headerMap struct {
-	h []header
+type Map struct {
+	H []Header
 }
 
-func (m *headerMap) get(k string) (string, bool) {
-	for _, e := range m.h {
-		if e.key == k {
-			return e.value, true
+func (m *Map) Get(k string) (string, bool) {
+	for _, e := range m.H {
+		if e.Key == k {
+			return e.Value, true
 		}
 	}
 	return "", false
 }
 
-func (m *headerMap) value(k string) string {
-	v, _ := m.get(k)
+func (m *Map) Value(k string) string {
+	v, _ := m.Get(k)
 	return v
 }
 
-func (m *headerMap) has(k string) bool {
-	_, ok := m.get(k)
+func (m *Map) Has(k string) bool {
+	_, ok := m.Get(k)
 	return ok
 }
 
-func (m *headerMap) values(k string) []string {
+func (m *Map) Values(k string) []string {
 	var out []string
-	for _, e := range m.h {
-		if e.key == k {
-			out = append(out, e.value)
+	for _, e := range m.H {
+		if e.Key == k {
+			out = append(out, e.Value)
 		}
 	}
 	return out
 }
 
-// joined returns all values of k joined with "," — how Envoy's
+// Joined returns all values of k joined with "," — how Envoy's
 // HeaderUtility::getAllOfHeaderAsString presents a repeated header to
 // matchers.
-func (m *headerMap) joined(k string) (string, bool) {
-	vs := m.values(k)
+func (m *Map) Joined(k string) (string, bool) {
+	vs := m.Values(k)
 	if len(vs) == 0 {
 		return "", false
 	}
 	return strings.Join(vs, ","), true
 }
 
-// set replaces every value of k with v, keeping the position of the first
+// Set replaces every value of k with v, keeping the position of the first
 // (HeaderMapImpl::setCopy).
-func (m *headerMap) set(k, v string) {
-	out := m.h[:0]
+func (m *Map) Set(k, v string) {
+	out := m.H[:0]
 	done := false
-	for _, e := range m.h {
-		if e.key != k {
+	for _, e := range m.H {
+		if e.Key != k {
 			out = append(out, e)
 			continue
 		}
 		if !done {
-			out = append(out, header{k, v})
+			out = append(out, Header{k, v})
 			done = true
 		}
 	}
-	m.h = out
+	m.H = out
 	if !done {
-		m.h = append(m.h, header{k, v})
+		m.H = append(m.H, Header{k, v})
 	}
 }
 
-func (m *headerMap) add(k, v string) { m.h = append(m.h, header{k, v}) }
+func (m *Map) Add(k, v string) { m.H = append(m.H, Header{k, v}) }
 
-func (m *headerMap) del(k string) {
-	m.delFunc(func(key string) bool { return key == k })
+func (m *Map) Del(k string) {
+	m.DelFunc(func(key string) bool { return key == k })
 }
 
-func (m *headerMap) delFunc(match func(string) bool) {
-	out := m.h[:0]
-	for _, e := range m.h {
-		if !match(e.key) {
+func (m *Map) DelFunc(match func(string) bool) {
+	out := m.H[:0]
+	for _, e := range m.H {
+		if !match(e.Key) {
 			out = append(out, e)
 		}
 	}
-	m.h = out
+	m.H = out
 }
 
-// apply applies one HeaderValueOption with the given append mode.
-func (m *headerMap) apply(mode appendMode, k, v string) {
+// Apply applies one HeaderValueOption with the given append mode.
+func (m *Map) Apply(mode AppendMode, k, v string) {
 	switch mode {
-	case appendAdd:
-		m.add(k, v)
-	case appendIfAbsent:
-		if !m.has(k) {
-			m.add(k, v)
+	case AppendAdd:
+		m.Add(k, v)
+	case AppendIfAbsent:
+		if !m.Has(k) {
+			m.Add(k, v)
 		}
-	case appendOverwrite:
-		m.set(k, v)
-	case appendOverwriteIfExists:
-		if m.has(k) {
-			m.set(k, v)
+	case AppendOverwrite:
+		m.Set(k, v)
+	case AppendOverwriteIfExists:
+		if m.Has(k) {
+			m.Set(k, v)
 		}
 	}
 }
 
-// toProto renders the map for ext_proc. Envoy sends every value in
+// ToProto renders the map for ext_proc. Envoy sends every value in
 // raw_value (runtime flag send_header_raw_value, mutation_utils.cc
 // headersToProto), one entry per value, filtered by forward_rules.
-func (m *headerMap) toProto(forward func(string) bool) *corev3.HeaderMap {
+func (m *Map) ToProto(forward func(string) bool) *corev3.HeaderMap {
 	// One array for the messages and one for the values, not two
 	// allocations per header.
 	n, size := 0, 0
-	for _, e := range m.h {
-		if forward == nil || forward(e.key) {
+	for _, e := range m.H {
+		if forward == nil || forward(e.Key) {
 			n++
-			size += len(e.value)
+			size += len(e.Value)
 		}
 	}
 	vals := make([]corev3.HeaderValue, n)
 	raw := make([]byte, 0, size)
 	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, n)}
-	for _, e := range m.h {
-		if forward != nil && !forward(e.key) {
+	for _, e := range m.H {
+		if forward != nil && !forward(e.Key) {
 			continue
 		}
 		v := &vals[len(out.Headers)]
-		v.Key = e.key
-		raw = append(raw, e.value...)
-		v.RawValue = raw[len(raw)-len(e.value) : len(raw) : len(raw)]
+		v.Key = e.Key
+		raw = append(raw, e.Value...)
+		v.RawValue = raw[len(raw)-len(e.Value) : len(raw) : len(raw)]
 		out.Headers = append(out.Headers, v)
 	}
 	return out
@@ -156,14 +170,14 @@ var hopByHop = map[string]bool{
 	"transfer-encoding": true, "upgrade": true,
 }
 
-// requestHeaderMap converts a downstream request to Envoy's view of it, in m:
+// FromRequest converts a downstream request to Envoy's view of it, in m:
 // pseudo headers first, then the regular headers in lower case. Go does not
 // keep the order of distinct header names, so they are sorted.
-func requestHeaderMap(m *headerMap, r *http.Request) *headerMap {
+func FromRequest(m *Map, r *http.Request) *Map {
 	// Room for the pseudo-headers, the ones the connection manager adds
 	// (x-request-id, x-forwarded-*) and a filter's few, so the map is not
 	// copied to grow on every request.
-	m.h = make([]header, 0, len(r.Header)+16)
+	m.H = make([]Header, 0, len(r.Header)+16)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -172,15 +186,15 @@ func requestHeaderMap(m *headerMap, r *http.Request) *headerMap {
 	if path == "" || !strings.HasPrefix(path, "/") {
 		path = r.URL.RequestURI()
 	}
-	m.add(":authority", r.Host)
-	m.add(":path", path)
-	m.add(":method", r.Method)
-	m.add(":scheme", scheme)
+	m.Add(":authority", r.Host)
+	m.Add(":path", path)
+	m.Add(":method", r.Method)
+	m.Add(":scheme", scheme)
 	addSorted(m, r.Header)
 	return m
 }
 
-// appendXFF is the use_remote_address part of
+// AppendXFF is the use_remote_address part of
 // ConnectionManagerUtility::mutateRequestHeaders
 // (source/common/http/conn_manager_utility.cc): the downstream peer's address
 // is appended to x-forwarded-for (Utility::appendXff, with "," after an
@@ -188,7 +202,7 @@ func requestHeaderMap(m *headerMap, r *http.Request) *headerMap {
 // on loopback — here the address the connection arrived on [inferred].
 // x-envoy-external-address and the internal/external classification
 // (internal_address_config) are not emulated. [verify]
-func appendXFF(m *headerMap, r *http.Request) {
+func AppendXFF(m *Map, r *http.Request) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return
@@ -200,28 +214,28 @@ func appendXFF(m *headerMap, r *http.Request) {
 			}
 		}
 	}
-	if v, ok := m.joined("x-forwarded-for"); ok && v != "" {
-		m.set("x-forwarded-for", v+","+host)
+	if v, ok := m.Joined("x-forwarded-for"); ok && v != "" {
+		m.Set("x-forwarded-for", v+","+host)
 		return
 	}
-	m.set("x-forwarded-for", host)
+	m.Set("x-forwarded-for", host)
 }
 
-// sanitizeRequest is the proxy-header cleanup of
+// SanitizeRequest is the proxy-header cleanup of
 // ConnectionManagerUtility::mutateRequestHeaders
 // (source/common/http/conn_manager_utility.cc): keep-alive,
 // proxy-connection, transfer-encoding, x-envoy-internal, and (for
 // non-upgrade requests) connection and upgrade are removed before the
 // filters see the request; te is kept only as "trailers".
-func sanitizeRequest(m *headerMap) {
+func SanitizeRequest(m *Map) {
 	for _, k := range []string{"keep-alive", "proxy-connection", "transfer-encoding", "x-envoy-internal", "connection", "upgrade"} {
-		m.del(k)
+		m.Del(k)
 	}
-	if te, ok := m.joined("te"); ok {
-		m.del("te")
+	if te, ok := m.Joined("te"); ok {
+		m.Del("te")
 		for _, v := range strings.Split(te, ",") {
 			if strings.EqualFold(strings.TrimSpace(v), "trailers") {
-				m.set("te", "trailers")
+				m.Set("te", "trailers")
 			}
 		}
 	}
@@ -239,7 +253,7 @@ var (
 	edgeOnly = []string{"x-envoy-decorator-operation", "x-envoy-downstream-service-cluster", "x-envoy-downstream-service-node"}
 )
 
-// sanitizeExternal applies the internal/external part of
+// SanitizeExternal applies the internal/external part of
 // mutateRequestHeaders: with use_remote_address, a request is internal
 // when x-forwarded-for held no address before Envoy appended the peer's
 // (a single address) and the peer is in internal_address_config's
@@ -248,54 +262,54 @@ var (
 // use_remote_address Envoy reads the address from x-forwarded-for
 // (xff_num_trusted_hops); the local data plane treats such a request as
 // external [partial].
-func sanitizeExternal(m *headerMap, r *http.Request, hcm *hcmConfig, hadXFF bool) {
-	if hcm.useRemoteAddress && !hadXFF {
+func SanitizeExternal(m *Map, r *http.Request, useRemoteAddress bool, internalCIDRs []netip.Prefix, hadXFF bool) {
+	if useRemoteAddress && !hadXFF {
 		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 			if a, err := netip.ParseAddr(host); err == nil {
-				for _, p := range hcm.internalCIDRs {
+				for _, p := range internalCIDRs {
 					if p.Contains(a.Unmap()) {
-						m.set("x-envoy-internal", "true")
+						m.Set("x-envoy-internal", "true")
 						return
 					}
 				}
 			}
 		}
 	}
-	if hcm.useRemoteAddress {
+	if useRemoteAddress {
 		for _, k := range edgeOnly {
-			m.del(k)
+			m.Del(k)
 		}
 	}
 	for _, k := range externalOnly {
-		m.del(k)
+		m.Del(k)
 	}
 }
 
-// sanitizeXFCC is ConnectionManagerUtility::mutateXfccRequestHeader for
+// SanitizeXFCC is ConnectionManagerUtility::mutateXfccRequestHeader for
 // the modes compileHCM accepts: ALWAYS_FORWARD_ONLY keeps a client's
 // x-forwarded-client-cert; SANITIZE, or a connection without a peer
 // certificate, removes it; FORWARD_ONLY keeps it on an mTLS connection.
-func sanitizeXFCC(m *headerMap, r *http.Request, mode hcmv3.HttpConnectionManager_ForwardClientCertDetails) {
+func SanitizeXFCC(m *Map, r *http.Request, mode hcmv3.HttpConnectionManager_ForwardClientCertDetails) {
 	if mode == hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY {
 		return
 	}
 	if mode == hcmv3.HttpConnectionManager_SANITIZE || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		m.del("x-forwarded-client-cert")
+		m.Del("x-forwarded-client-cert")
 	}
 }
 
-// responseHeaderMap converts an upstream response the same way.
-func responseHeaderMap(resp *http.Response) *headerMap {
-	m := &headerMap{h: make([]header, 0, len(resp.Header)+8)}
-	m.add(":status", strconv.Itoa(resp.StatusCode))
+// FromResponse converts an upstream response the same way.
+func FromResponse(resp *http.Response) *Map {
+	m := &Map{H: make([]Header, 0, len(resp.Header)+8)}
+	m.Add(":status", strconv.Itoa(resp.StatusCode))
 	addSorted(m, resp.Header)
-	if len(resp.TransferEncoding) > 0 && !m.has("transfer-encoding") {
-		m.add("transfer-encoding", strings.Join(resp.TransferEncoding, ","))
+	if len(resp.TransferEncoding) > 0 && !m.Has("transfer-encoding") {
+		m.Add("transfer-encoding", strings.Join(resp.TransferEncoding, ","))
 	}
 	return m
 }
 
-func addSorted(m *headerMap, h http.Header) {
+func addSorted(m *Map, h http.Header) {
 	// Room on the stack for the names of a usual message.
 	var arr [32]string
 	keys := arr[:0]
@@ -309,36 +323,36 @@ func addSorted(m *headerMap, h http.Header) {
 			continue // carried as :authority
 		}
 		for _, v := range h[k] {
-			m.add(lk, v)
+			m.Add(lk, v)
 		}
 	}
 }
 
-// httpHeader renders the regular headers for Go's HTTP stack, dropping
+// HTTPHeader renders the regular headers for Go's HTTP stack, dropping
 // pseudo and hop-by-hop headers.
-func (m *headerMap) httpHeader() http.Header {
-	out := make(http.Header, len(m.h))
-	m.fillHTTPHeader(out)
+func (m *Map) HTTPHeader() http.Header {
+	out := make(http.Header, len(m.H))
+	m.FillHTTPHeader(out)
 	return out
 }
 
-// fillHTTPHeader is httpHeader written into out, which holds none of the
+// FillHTTPHeader is httpHeader written into out, which holds none of the
 // names yet (a response writer's fresh header map, filled without a map of
 // its own in between).
-func (m *headerMap) fillHTTPHeader(out http.Header) {
+func (m *Map) FillHTTPHeader(out http.Header) {
 	// The first value of each name is a one-element window on one shared
 	// array (capacity one: a second value copies), not an allocation each.
-	vals := make([]string, len(m.h))
-	for i, e := range m.h {
-		if strings.HasPrefix(e.key, ":") || hopByHop[e.key] {
+	vals := make([]string, len(m.H))
+	for i, e := range m.H {
+		if strings.HasPrefix(e.Key, ":") || hopByHop[e.Key] {
 			continue
 		}
-		k := canonicalKey(e.key)
+		k := canonicalKey(e.Key)
 		if prev, ok := out[k]; ok {
-			out[k] = append(prev, e.value)
+			out[k] = append(prev, e.Value)
 			continue
 		}
-		vals[i] = e.value
+		vals[i] = e.Value
 		out[k] = vals[i : i+1 : i+1]
 	}
 }
@@ -384,22 +398,22 @@ var lowerKeys keyCache // name as received → lower-case name
 
 func lowerKey(k string) string { return lowerKeys.get(k, strings.ToLower) }
 
-// pathOnly is the :path without its query string, which is what route
+// PathOnly is the :path without its query string, which is what route
 // matching uses.
-func pathOnly(p string) string {
+func PathOnly(p string) string {
 	if i := strings.IndexAny(p, "?#"); i >= 0 {
 		return p[:i]
 	}
 	return p
 }
 
-// normalizePath emulates ConnectionManagerUtility::maybeNormalizePath:
+// NormalizePath emulates ConnectionManagerUtility::maybeNormalizePath:
 // normalize_path canonicalizes the path like PathUtil::canonicalPath
 // (Chromium's URL path canonicalization: backslashes become slashes,
 // percent-encoded unreserved characters are decoded, other escapes are
 // upper-cased, "." and ".." segments are resolved, never above the root),
 // and merge_slashes collapses runs of slashes. The query is left alone.
-func normalizePath(full string, canonical, mergeSlashes bool) string {
+func NormalizePath(full string, canonical, mergeSlashes bool) string {
 	p, q, hasQuery := strings.Cut(full, "?")
 	if normalPath(p, mergeSlashes) {
 		// Nothing to change: the common case, without building the path

@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // This file emulates Envoy's substitution format strings
@@ -24,19 +27,19 @@ import (
 // commandRe is Envoy's commandWithArgsRegex: % COMMAND(SUBCOMMAND):LENGTH %.
 var commandRe = regexp.MustCompile(`^%((?:[A-Z]|[0-9]|_)+)(?:\((.*?)\))?(?::([0-9]+))?%`)
 
-// fmtContext is what a format string can see of one stream.
-type fmtContext struct {
-	reqH, respH  *headerMap
-	code         int
-	flags        responseFlags
-	details      string
-	localBody    string
-	meta         map[string]*structpb.Struct
-	protocol     string
-	cluster      string
-	upstreamHost string
-	routeName    string
-	start        time.Time
+// FmtContext is what a format string can see of one stream.
+type FmtContext struct {
+	ReqH, RespH  *headers.Map
+	Code         int
+	Flags        rules.ResponseFlags
+	Details      string
+	LocalBody    string
+	Meta         map[string]*structpb.Struct
+	Protocol     string
+	Cluster      string
+	UpstreamHost string
+	RouteName    string
+	Start        time.Time
 }
 
 // operator is one parsed command operator.
@@ -57,16 +60,16 @@ type fmtPart struct {
 	op  *operator
 }
 
-// textFormat is a parsed text format string.
-type textFormat struct {
+// TextFormat is a parsed text format string.
+type TextFormat struct {
 	parts     []fmtPart
-	omitEmpty bool
+	OmitEmpty bool
 }
 
-// parseTextFormat parses a format string the way SubstitutionFormatParser::parse
+// ParseTextFormat parses a format string the way SubstitutionFormatParser::parse
 // does: "%%" is a literal '%', every other '%' must start a valid command.
-func parseTextFormat(s string) (*textFormat, error) {
-	f := &textFormat{}
+func ParseTextFormat(s string) (*TextFormat, error) {
+	f := &TextFormat{}
 	var lit strings.Builder
 	flush := func() {
 		if lit.Len() > 0 {
@@ -141,58 +144,58 @@ func (op *operator) compile(hasArg bool) error {
 	return fmt.Errorf("command operator %%%s%% is not supported by the local data plane", op.cmd)
 }
 
-// value evaluates the operator. ok is false for an unset value (rendered
+// Value evaluates the operator. ok is false for an unset value (rendered
 // "-" in text formats, null in JSON formats). typed is the JSON value when
 // the operator has one (numbers, metadata values).
-func (op *operator) value(c *fmtContext) (s string, typed any, ok bool) {
+func (op *operator) value(c *FmtContext) (s string, typed any, ok bool) {
 	switch op.cmd {
 	case "RESPONSE_CODE":
-		return strconv.Itoa(c.code), float64(c.code), true
+		return strconv.Itoa(c.Code), float64(c.Code), true
 	case "RESPONSE_FLAGS":
-		f := c.flags.String()
+		f := c.Flags.String()
 		return f, f, f != ""
 	case "RESPONSE_CODE_DETAILS":
-		return c.details, c.details, c.details != ""
+		return c.Details, c.Details, c.Details != ""
 	case "LOCAL_REPLY_BODY":
-		return c.localBody, c.localBody, true
+		return c.LocalBody, c.LocalBody, true
 	case "PROTOCOL":
-		return c.protocol, c.protocol, c.protocol != ""
+		return c.Protocol, c.Protocol, c.Protocol != ""
 	case "UPSTREAM_CLUSTER":
-		return c.cluster, c.cluster, c.cluster != ""
+		return c.Cluster, c.Cluster, c.Cluster != ""
 	case "UPSTREAM_HOST":
-		return c.upstreamHost, c.upstreamHost, c.upstreamHost != ""
+		return c.UpstreamHost, c.UpstreamHost, c.UpstreamHost != ""
 	case "ROUTE_NAME":
-		return c.routeName, c.routeName, c.routeName != ""
+		return c.RouteName, c.RouteName, c.RouteName != ""
 	case "DURATION":
-		if c.start.IsZero() {
+		if c.Start.IsZero() {
 			return "", nil, false
 		}
-		ms := time.Since(c.start).Milliseconds()
+		ms := time.Since(c.Start).Milliseconds()
 		return strconv.FormatInt(ms, 10), float64(ms), true
 	case "HOSTNAME":
 		h, err := os.Hostname()
 		return h, h, err == nil && h != ""
 	case "START_TIME":
-		if c.start.IsZero() {
+		if c.Start.IsZero() {
 			return "", nil, false
 		}
-		t := c.start.UTC().Format("2006-01-02T15:04:05.000Z")
+		t := c.Start.UTC().Format("2006-01-02T15:04:05.000Z")
 		return t, t, true
 	case "REQ", "RESP":
-		h := c.reqH
+		h := c.ReqH
 		if op.cmd == "RESP" {
-			h = c.respH
+			h = c.RespH
 		}
 		if h == nil {
 			return "", nil, false
 		}
-		v, ok := h.get(op.main)
+		v, ok := h.Get(op.main)
 		if !ok && op.alt != "" {
-			v, ok = h.get(op.alt)
+			v, ok = h.Get(op.alt)
 		}
 		return v, v, ok
 	case "DYNAMIC_METADATA":
-		return metadataValue(c.meta, op.ns, op.path)
+		return metadataValue(c.Meta, op.ns, op.path)
 	}
 	return "", nil, false
 }
@@ -234,16 +237,16 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// format renders the format string.
-func (f *textFormat) format(c *fmtContext) string {
+// Format renders the format string.
+func (f *TextFormat) Format(c *FmtContext) string {
 	if len(f.parts) == 1 && f.parts[0].op != nil {
 		// One operator (the default "%LOCAL_REPLY_BODY%"): its value is the
 		// output, without copying it (a local reply body can be megabytes).
 		p := f.parts[0]
 		s, _, ok := p.op.value(c)
 		if !ok {
-			if !f.omitEmpty {
-				return unspecifiedValue
+			if !f.OmitEmpty {
+				return rules.UnspecifiedValue
 			}
 			return ""
 		}
@@ -257,8 +260,8 @@ func (f *textFormat) format(c *fmtContext) string {
 		}
 		s, _, ok := p.op.value(c)
 		if !ok {
-			if !f.omitEmpty {
-				b.WriteString(unspecifiedValue)
+			if !f.OmitEmpty {
+				b.WriteString(rules.UnspecifiedValue)
 			}
 			continue
 		}
@@ -273,7 +276,7 @@ func (f *textFormat) format(c *fmtContext) string {
 // output ends with a newline.
 type jsonFormat struct {
 	root      jsonNode
-	omitEmpty bool
+	OmitEmpty bool
 }
 
 type jsonNode struct {
@@ -282,7 +285,7 @@ type jsonNode struct {
 	isList   bool
 	isObject bool
 	literal  any         // constant scalar
-	tmpl     *textFormat // template string
+	tmpl     *TextFormat // template string
 }
 
 type jsonField struct {
@@ -290,7 +293,7 @@ type jsonField struct {
 	val jsonNode
 }
 
-func parseJSONFormat(s *structpb.Struct) (*jsonFormat, error) {
+func ParseJSONFormat(s *structpb.Struct) (*jsonFormat, error) {
 	root, err := compileJSONStruct(s)
 	if err != nil {
 		return nil, err
@@ -333,7 +336,7 @@ func compileJSONValue(v *structpb.Value) (jsonNode, error) {
 		if !strings.Contains(k.StringValue, "%") {
 			return jsonNode{literal: k.StringValue}, nil
 		}
-		t, err := parseTextFormat(k.StringValue)
+		t, err := ParseTextFormat(k.StringValue)
 		if err != nil {
 			return jsonNode{}, err
 		}
@@ -343,20 +346,20 @@ func compileJSONValue(v *structpb.Value) (jsonNode, error) {
 	}
 }
 
-func (f *jsonFormat) format(c *fmtContext) string {
+func (f *jsonFormat) Format(c *FmtContext) string {
 	var buf bytes.Buffer
 	f.write(&buf, f.root, c)
 	buf.WriteByte('\n')
 	return buf.String()
 }
 
-func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *fmtContext) {
+func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *FmtContext) {
 	switch {
 	case n.isObject:
 		buf.WriteByte('{')
 		first := true
 		for _, fl := range n.fields {
-			if f.omitEmpty && fl.val.tmpl != nil && !fl.val.tmpl.hasValue(c) {
+			if f.OmitEmpty && fl.val.tmpl != nil && !fl.val.tmpl.hasValue(c) {
 				continue
 			}
 			if !first {
@@ -391,9 +394,9 @@ func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *fmtContext) {
 			}
 			return
 		}
-		s := n.tmpl.format(c)
-		if f.omitEmpty {
-			s = (&textFormat{parts: n.tmpl.parts, omitEmpty: true}).format(c)
+		s := n.tmpl.Format(c)
+		if f.OmitEmpty {
+			s = (&TextFormat{parts: n.tmpl.parts, OmitEmpty: true}).Format(c)
 		}
 		writeJSON(buf, s)
 	default:
@@ -401,7 +404,7 @@ func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *fmtContext) {
 	}
 }
 
-func (t *textFormat) hasValue(c *fmtContext) bool {
+func (t *TextFormat) hasValue(c *FmtContext) bool {
 	if len(t.parts) != 1 || t.parts[0].op == nil {
 		return true
 	}
@@ -429,26 +432,26 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// bodyFormat is a compiled SubstitutionFormatString: the text or JSON
+// BodyFormat is a compiled SubstitutionFormatString: the text or JSON
 // formatter and the content type it implies (local_reply.cc BodyFormatter:
 // content_type if set, else application/json for json_format, else
-// text/plain).
-type bodyFormat struct {
-	text        *textFormat
+// Text/plain).
+type BodyFormat struct {
+	Text        *TextFormat
 	json        *jsonFormat
-	contentType string
+	ContentType string
 }
 
-func (b *bodyFormat) format(c *fmtContext) string {
+func (b *BodyFormat) format(c *FmtContext) string {
 	if b.json != nil {
-		return b.json.format(c)
+		return b.json.Format(c)
 	}
-	return b.text.format(c)
+	return b.Text.Format(c)
 }
 
-// defaultBodyFormat is BodyFormatter's default: "%LOCAL_REPLY_BODY%" as
-// text/plain.
-var defaultBodyFormat = &bodyFormat{
-	text:        &textFormat{parts: []fmtPart{{op: &operator{cmd: "LOCAL_REPLY_BODY", maxLen: -1}}}},
-	contentType: "text/plain",
+// DefaultBodyFormat is BodyFormatter's default: "%LOCAL_REPLY_BODY%" as
+// Text/plain.
+var DefaultBodyFormat = &BodyFormat{
+	Text:        &TextFormat{parts: []fmtPart{{op: &operator{cmd: "LOCAL_REPLY_BODY", maxLen: -1}}}},
+	ContentType: "text/plain",
 }

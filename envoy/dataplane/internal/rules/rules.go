@@ -1,56 +1,56 @@
-package dataplane
-
-// This file, with rules_upstream.go (connections, router, retries, timeouts)
-// and rules_extproc.go (the ext_proc filter), is the single place where the
-// Envoy behaviour emulated by the local data plane is written down; a
-// reference `rules.go, "Section"` names a section in one of the three. Every rule names the Envoy source file,
-// proto comment or document it follows (paths are relative to the
-// envoyproxy/envoy repository, protos to data-plane-api), so the set can be
-// re-checked against a real Envoy. Rules marked [inferred] were derived from
-// reading the source, not observed on a binary; rules marked [choice] are
-// deliberate decisions where Envoy versions differ.
+// Package rules is the single place where the Envoy behaviour emulated by
+// the local data plane is written down: this file (the connection manager,
+// local replies, defaults), rules_upstream.go (connections, router, retries,
+// timeouts) and rules_extproc.go (the ext_proc filter), with the constants
+// and checks the other data-plane packages apply. A reference
+// `rules.go, "Section"` names a section in one of the three. Every rule
+// names the Envoy source file, proto comment or document it follows (paths
+// are relative to the envoyproxy/envoy repository, protos to
+// data-plane-api), so the set can be re-checked against a real Envoy. Rules
+// marked [inferred] were derived from reading the source, not observed on a
+// binary; rules marked [choice] are deliberate decisions where Envoy
+// versions differ; [verify] names what is still to be read at the pinned
+// version.
+package rules
 
 import (
 	"crypto/tls"
 	"strings"
 	"time"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 )
 
 // Defaults taken from the Envoy API protos.
 const (
 	// ext_proc.proto message_timeout: "If not set, the default is 200 milliseconds."
-	defaultMessageTimeout = 200 * time.Millisecond
+	DefaultMessageTimeout = 200 * time.Millisecond
 	// listener.proto per_connection_buffer_limit_bytes: default 1MiB. It is the
 	// decoder/encoder buffer limit unless the route or virtual host sets
 	// request_body_buffer_limit (route_components.proto).
-	defaultBufferLimit = 1 << 20
+	DefaultBufferLimit = 1 << 20
 	// route_components.proto RouteAction.timeout: "defaults to 15 seconds";
 	// 0 disables it.
-	defaultRouteTimeout = 15 * time.Second
+	DefaultRouteTimeout = 15 * time.Second
 	// cluster.proto connect_timeout: "If not set, a default value of 5s will be used."
-	defaultConnectTimeout = 5 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
 	// protocol.proto HttpProtocolOptions.idle_timeout (a cluster's or the
 	// HTTP connection manager's common_http_protocol_options, idle.go):
 	// "If not specified, this defaults to
 	// 1 hour. To disable idle timeouts explicitly set this to 0."
-	defaultIdleTimeout = time.Hour
+	DefaultIdleTimeout = time.Hour
 	// http_connection_manager.proto stream_idle_timeout: "If not specified,
 	// this defaults to 5 minutes"; 0 disables it.
-	defaultStreamIdleTimeout = 5 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
 	// circuit_breaker.proto thresholds defaults.
-	defaultMaxConnections = 1024
-	defaultMaxPending     = 1024
-	defaultMaxRequests    = 1024
-	defaultMaxRetries     = 3
+	DefaultMaxConnections = 1024
+	DefaultMaxPending     = 1024
+	DefaultMaxRequests    = 1024
+	DefaultMaxRetries     = 3
 	// cluster.proto CommonLbConfig.healthy_panic_threshold: "If not
 	// specified, the default is 50%. To disable panic mode, set to 0%."
-	defaultPanicThreshold  = 50.0
-	defaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
-	defaultRetryBase       = 25 * time.Millisecond
-	defaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
+	DefaultPanicThreshold  = 50.0
+	DefaultNumRetries      = 1 // route_components.proto RetryPolicy.num_retries default
+	DefaultRetryBase       = 25 * time.Millisecond
+	DefaultRetryMaxFactor  = 10 // max_interval defaults to 10 x base_interval
 	defaultImmediateStatus = 200
 	// source/common/http/headers.h: Headers::get().prefix() is "x-envoy"
 	// unless the bootstrap changes header_prefix.
@@ -60,15 +60,15 @@ const (
 	// unless the cluster sets its own (not emulated). A later Envoy header
 	// raises both (1000 and 128, for CVE-2026-47774); whether v1.40 has
 	// that change is not verified [verify].
-	defaultMaxHeadersCount = 100
-	defaultMaxHeadersKB    = 60
+	DefaultMaxHeadersCount = 100
+	DefaultMaxHeadersKB    = 60
 	// ext_proc.cc ErrorPrefix.
 	extProcErrorPrefix = "ext_proc_error"
 	// HCM server_name default.
-	defaultServerName = "envoy"
+	DefaultServerName = "envoy"
 	// Unspecified value of a command operator in a text format
 	// (substitution_formatter.cc DefaultUnspecifiedValueStringView).
-	unspecifiedValue = "-"
+	UnspecifiedValue = "-"
 )
 
 // Response codes details, bodies and flags of the local replies Envoy's
@@ -76,66 +76,66 @@ const (
 // ResponseCodeDetailValues; source/common/router/router.cc;
 // source/common/http/filter_manager.cc).
 const (
-	detailsRouteNotFound      = "route_not_found"
-	detailsClusterNotFound    = "cluster_not_found"
-	detailsNoHealthyUpstream  = "no_healthy_upstream"
-	detailsUpstreamTimeout    = "upstream_response_timeout"
-	detailsPerTryTimeout      = "upstream_per_try_timeout"
-	detailsDirectResponse     = "direct_response"
-	detailsRequestTooLarge    = "request_payload_too_large"
-	detailsResponseTooLarge   = "response_payload_too_large"
-	detailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
-	detailsStreamIdleTimeout  = "stream_idle_timeout"
-	detailsResetBeforeStarted = "upstream_reset_before_response_started"
-	detailsResetAfterStarted  = "upstream_reset_after_response_started"
+	DetailsRouteNotFound      = "route_not_found"
+	DetailsClusterNotFound    = "cluster_not_found"
+	DetailsNoHealthyUpstream  = "no_healthy_upstream"
+	DetailsUpstreamTimeout    = "upstream_response_timeout"
+	DetailsPerTryTimeout      = "upstream_per_try_timeout"
+	DetailsDirectResponse     = "direct_response"
+	DetailsRequestTooLarge    = "request_payload_too_large"
+	DetailsResponseTooLarge   = "response_payload_too_large"
+	DetailsMessageTimeout     = extProcErrorPrefix + "_per-message_timeout_exceeded"
+	DetailsStreamIdleTimeout  = "stream_idle_timeout"
+	DetailsResetBeforeStarted = "upstream_reset_before_response_started"
+	DetailsResetAfterStarted  = "upstream_reset_after_response_started"
 
-	bodyNoHealthyUpstream = "no healthy upstream"
-	bodyUpstreamTimeout   = "upstream request timeout"
-	bodyPayloadTooLarge   = "Payload Too Large"               // CodeUtility::toString(413)
-	bodyInternalError     = "Internal Server Error"           // CodeUtility::toString(500)
-	bodyBadRequest        = "Bad Request"                     // CodeUtility::toString(400)
-	bodyHeadersTooLarge   = "Request Header Fields Too Large" // CodeUtility::toString(431)
+	BodyNoHealthyUpstream = "no healthy upstream"
+	BodyUpstreamTimeout   = "upstream request timeout"
+	BodyPayloadTooLarge   = "Payload Too Large"               // CodeUtility::toString(413)
+	BodyInternalError     = "Internal Server Error"           // CodeUtility::toString(500)
+	BodyBadRequest        = "Bad Request"                     // CodeUtility::toString(400)
+	BodyHeadersTooLarge   = "Request Header Fields Too Large" // CodeUtility::toString(431)
 )
 
-// responseFlags is the set of Envoy response flags of one stream.
-type responseFlags uint32
+// ResponseFlags is the set of Envoy response flags of one stream.
+type ResponseFlags uint32
 
 // The flags in StreamInfo::CoreResponseFlag order
 // (envoy/stream_info/stream_info.h), which is the order %RESPONSE_FLAGS%
 // prints them in (source/common/stream_info/utility.cc).
 const (
-	flagLH responseFlags = 1 << iota
-	flagUH
-	flagUT
+	flagLH ResponseFlags = 1 << iota
+	FlagUH
+	FlagUT
 	flagLR
-	flagUR
-	flagUF
-	flagUC
-	flagUO
-	flagNR
+	FlagUR
+	FlagUF
+	FlagUC
+	FlagUO
+	FlagNR
 	flagDI
 	flagFI
 	flagRL
 	flagUAEX
 	flagRLSE
 	flagDC
-	flagURX
-	flagSI
+	FlagURX
+	FlagSI
 	flagIH
 	flagDPE
 	flagUMSDR
 	flagRFCF
 	flagNFCF
 	flagDT
-	flagUPE
-	flagNC
+	FlagUPE
+	FlagNC
 	flagOM
 	flagDF
 	flagDO
 	flagDR
 )
 
-var responseFlagNames = []string{
+var ResponseFlagNames = []string{
 	"LH", "UH", "UT", "LR", "UR", "UF", "UC", "UO", "NR", "DI", "FI", "RL", "UAEX", "RLSE",
 	"DC", "URX", "SI", "IH", "DPE", "UMSDR", "RFCF", "NFCF", "DT", "UPE", "NC", "OM", "DF",
 	"DO", "DR",
@@ -143,9 +143,9 @@ var responseFlagNames = []string{
 
 // String renders the flags the way %RESPONSE_FLAGS% does: short names joined
 // by commas, "" when none is set.
-func (f responseFlags) String() string {
+func (f ResponseFlags) String() string {
 	var b strings.Builder
-	for i, name := range responseFlagNames {
+	for i, name := range ResponseFlagNames {
 		if f&(1<<i) == 0 {
 			continue
 		}
@@ -157,9 +157,9 @@ func (f responseFlags) String() string {
 	return b.String()
 }
 
-// parseResponseFlag maps a short flag name (response_flag_filter) to its bit.
-func parseResponseFlag(name string) (responseFlags, bool) {
-	for i, n := range responseFlagNames {
+// ParseResponseFlag maps a short flag name (response_flag_filter) to its bit.
+func ParseResponseFlag(name string) (ResponseFlags, bool) {
+	for i, n := range ResponseFlagNames {
 		if n == name {
 			return 1 << i, true
 		}
@@ -201,7 +201,7 @@ func parseResponseFlag(name string) (responseFlags, bool) {
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
 // Filter::decodeHeaders and the upstream callbacks) via the filter chain
-// (exchange.go sendLocalReplyViaFilterChain); its other local replies (413
+// (activestream.go sendLocalReplyViaFilterChain); its other local replies (413
 // over the buffer limit) still go out directly without ext_proc, which
 // toolmesh's extproc server, answering such requests itself, does not
 // observe. A local reply once response headers exist but
@@ -274,6 +274,21 @@ func parseResponseFlag(name string) (responseFlags, bool) {
 // (mergePerRouteConfig runs in each filter's decodeHeaders) and the request
 // buffer limit. Responses get server: envoy (server_header_transformation
 // OVERWRITE) and, from the router, x-envoy-upstream-service-time.
+//
+// Route header matchers (RouteMatch.headers, HeaderMatcher) see a header
+// sent several times as its values joined with "," (HeaderUtility::
+// getAllOfHeaderAsString, headers.Map.Joined). [verify] Envoy 1.39 changed
+// this: "Such headers are now matched individually, so a rule matching
+// admin matches, and a rule matching user,admin no longer does" (the
+// change applies everywhere HeaderMatcher is used; runtime guard
+// envoy.reloadable_features.match_headers_individually; changelogs/
+// 1.39.0.yaml, minor_behavior_changes, area http). The emulation still
+// matches the joined value: how invert_match, present_match and
+// treat_missing_header_as_empty combine with per-value matching is in
+// source/common/http/header_utility.cc HeaderUtility::matchHeaders, not
+// readable at v1.40.0. toolmesh's routes match one header, the cluster
+// header its extproc server sets to a single value (xds/routes.go,
+// registry.ClusterHeader), where both readings agree.
 
 // Not emulated (Apply rejects the configuration, or the field is ignored as
 // noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED as the
@@ -296,73 +311,11 @@ func parseResponseFlag(name string) (responseFlags, bool) {
 // client with its headers before its first byte, as an idle event stream
 // needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
 // goes out with its headers. The local data plane flushes the headers of
-// the first kind (exchange.write). [verify: read in an older codec_impl.cc;
+// the first kind (activeStream.write). [verify: read in an older codec_impl.cc;
 // HTTP/2 sends a HEADERS frame at once likewise]
 
-// checkDownstream applies the downstream request checks Envoy makes before
-// any filter runs, and returns the local reply of a refused request. Codec
-// errors go through ServerConnectionImpl::sendProtocolError
-// (source/common/http/http1/codec_impl.cc), which answers with
-// ActiveStream::sendLocalReply and the body CodeUtility::toString(code), so
-// local_reply_config sees them like any other local reply:
-//
-//   - the codec refuses request headers over max_request_headers_kb
-//     (details http1.headers_too_large) or more than max_headers_count
-//     (http1.too_many_headers) with 431; the count is of the headers on the
-//     wire, Host included (http2 the same through its header list limits);
-//   - headers_with_underscores_action: REJECT_REQUEST answers 400 (details
-//     http1.unexpected_underscore), DROP_HEADER removes the header (the
-//     codec's checkHeaderNameForUnderscores);
-//   - path_with_escaped_slashes_action (ConnectionManagerUtility::
-//     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
-//     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
-func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
-	size, count := 0, 0
-	for _, hd := range m.h {
-		if strings.HasPrefix(hd.key, ":") && hd.key != ":authority" {
-			continue
-		}
-		size += len(hd.key) + len(hd.value)
-		count++
-	}
-	if size > h.maxHeadersBytes {
-		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.headers_too_large"}
-	}
-	if count > h.maxHeaders {
-		return &localReply{code: 431, body: bodyHeadersTooLarge, details: "http1.too_many_headers"}
-	}
-	switch h.underscores {
-	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
-		for _, hd := range m.h {
-			if strings.HasPrefix(hd.key, ":") || !strings.Contains(hd.key, "_") {
-				continue
-			}
-			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &localReply{code: 400, body: bodyBadRequest, details: "http1.unexpected_underscore"}
-			}
-		}
-		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
-			m.delFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
-		}
-	}
-	path := m.value(":path")
-	p, q, hasQ := strings.Cut(path, "?")
-	lower := strings.ToLower(p)
-	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
-		switch h.escapedSlashes {
-		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
-			return &localReply{code: 400, details: "path_normalization_failed"}
-		case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
-			r := strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "\\", "%5c", "\\")
-			p = r.Replace(p)
-			if hasQ {
-				p += "?" + q
-			}
-			m.set(":path", p)
-		}
-	}
-	return nil
-}
+// Downstream request checks (codec limits, underscores, escaped slashes):
+// checkDownstream in hcmcheck.go.
 
 // Downstream TLS: the listener's filter chain transport_socket
 // envoy.transport_sockets.tls with a DownstreamTlsContext
@@ -385,16 +338,16 @@ func (h *hcmConfig) checkDownstream(m *headerMap) *localReply {
 // so of alpn_protocols it offers http/1.1 alone; SDS, SNI-based chains,
 // SAN/hash/SPKI/CRL checks of client certificates are rejected as not
 // emulated. The listener socket is served with DataPlane.TLSConfig.
-func downstreamALPN(configured []string) []string {
+func DownstreamALPN(configured []string) []string {
 	if len(configured) == 0 {
 		return nil // Envoy negotiates no ALPN
 	}
 	return []string{"http/1.1"}
 }
 
-// downstreamClientAuth is the client-certificate mode of a listener with a
+// DownstreamClientAuth is the client-certificate mode of a listener with a
 // trusted CA.
-func downstreamClientAuth(require bool) tls.ClientAuthType {
+func DownstreamClientAuth(require bool) tls.ClientAuthType {
 	if require {
 		return tls.RequireAndVerifyClientCert
 	}

@@ -17,36 +17,41 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
-// exchange is one HTTP stream through the HTTP connection manager: the
-// request headers and body as the filters see them, the cached route, the
-// stream's dynamic metadata and response flags, and the ext_proc filter
-// instances. It lives on the stack of one ServeHTTP call.
-type exchange struct {
+// activeStream is one HTTP stream through the HTTP connection manager
+// (ConnectionManagerImpl::ActiveStream in
+// source/common/http/conn_manager_impl.h): the request headers and body as
+// the filters see them, the cached route, the stream's dynamic metadata and
+// response flags, and the ext_proc filter instances. It lives on the stack of one ServeHTTP call.
+type activeStream struct {
 	d     *DataPlane
-	cfg   *config
+	cfg   *xdsconfig.Config
 	log   *slog.Logger
 	w     http.ResponseWriter
 	r     *http.Request
 	ctx   context.Context
 	start time.Time
 
-	reqH       *headerMap
-	reqHBuf    headerMap // where reqH points
-	route      *route    // cached route (Envoy's route cache)
+	reqH       *headers.Map
+	reqHBuf    headers.Map      // where reqH points
+	route      *xdsconfig.Route // cached route (Envoy's route cache)
 	routeValid bool
-	first      *route // route selected at decodeHeaders
+	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
 	meta         map[string]*structpb.Struct // nil until a filter sets some
-	flags        responseFlags
+	flags        rules.ResponseFlags
 	details      string
 	cluster      string
 	upstreamHost string
 
 	filters   []*extProcRun
-	filterArr [2]*extProcRun // room for filters in the exchange itself
+	filterArr [2]*extProcRun // room for filters in the stream itself
 	started   bool           // response headers went to the client
 }
 
@@ -71,37 +76,37 @@ func (b *reqBody) reader() io.Reader {
 	return io.MultiReader(bytes.NewReader(b.buf), b.rest)
 }
 
-func (x *exchange) serve() {
+func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
 			f.close()
 		}
 	}()
-	hcm := x.cfg.hcm
-	x.reqH = requestHeaderMap(&x.reqHBuf, x.r)
-	if lr := hcm.checkDownstream(x.reqH); lr != nil {
+	hcm := x.cfg.HCM
+	x.reqH = headers.FromRequest(&x.reqHBuf, x.r)
+	if lr := hcm.CheckDownstream(x.reqH); lr != nil {
 		x.sendLocalReply(*lr)
 		return
 	}
-	if hcm.normalizePath || hcm.mergeSlashes {
-		x.reqH.set(":path", normalizePath(x.reqH.value(":path"), hcm.normalizePath, hcm.mergeSlashes))
+	if hcm.NormalizePath || hcm.MergeSlashes {
+		x.reqH.Set(":path", headers.NormalizePath(x.reqH.Value(":path"), hcm.NormalizePath, hcm.MergeSlashes))
 	}
-	hcm.applyEarly(x.reqH, x.fmtCtx())
-	sanitizeRequest(x.reqH)
+	hcm.ApplyEarly(x.reqH, x.fmtCtx())
+	headers.SanitizeRequest(x.reqH)
 	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
 	// generated when absent (generate_request_id, default true) and
 	// x-forwarded-proto is set from the downstream scheme when absent.
-	if hcm.generateRequestID && !x.reqH.has("x-request-id") {
-		x.reqH.set("x-request-id", newRequestID())
+	if hcm.GenerateRequestID && !x.reqH.Has("x-request-id") {
+		x.reqH.Set("x-request-id", newRequestID())
 	}
-	hadXFF := x.reqH.has("x-forwarded-for")
-	if hcm.useRemoteAddress {
-		appendXFF(x.reqH, x.r)
+	hadXFF := x.reqH.Has("x-forwarded-for")
+	if hcm.UseRemoteAddress {
+		headers.AppendXFF(x.reqH, x.r)
 	}
-	sanitizeExternal(x.reqH, x.r, hcm, hadXFF)
-	sanitizeXFCC(x.reqH, x.r, hcm.xfcc)
-	if !x.reqH.has("x-forwarded-proto") {
-		x.reqH.set("x-forwarded-proto", x.reqH.value(":scheme"))
+	headers.SanitizeExternal(x.reqH, x.r, hcm.UseRemoteAddress, hcm.InternalCIDRs, hadXFF)
+	headers.SanitizeXFCC(x.reqH, x.r, hcm.XFCC)
+	if !x.reqH.Has("x-forwarded-proto") {
+		x.reqH.Set("x-forwarded-proto", x.reqH.Value(":scheme"))
 	}
 	x.first = x.currentRoute()
 	x.filters = x.activeFilters(x.first)
@@ -128,28 +133,28 @@ func (x *exchange) serve() {
 
 // currentRoute returns the cached route, re-matching after a
 // clear_route_cache with the headers as they are now.
-func (x *exchange) currentRoute() *route {
+func (x *activeStream) currentRoute() *xdsconfig.Route {
 	if !x.routeValid {
 		x.routeValid = true
 		x.route = nil
-		if x.cfg.routes != nil {
-			x.route = x.cfg.routes.match(x.reqH)
+		if x.cfg.Routes != nil {
+			x.route = x.cfg.Routes.Match(x.reqH)
 		}
 	}
 	return x.route
 }
 
-func (x *exchange) clearRouteCache() { x.routeValid = false }
+func (x *activeStream) clearRouteCache() { x.routeValid = false }
 
 // activeFilters instantiates the ext_proc filters the first route enables
 // (HttpFilter.disabled filters need a per-route config that is not a
 // disabled FilterConfig).
-func (x *exchange) activeFilters(rt *route) []*extProcRun {
+func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extProcRun {
 	out := x.filterArr[:0]
-	for _, f := range x.cfg.hcm.filters {
-		enabled := !f.disabledByDefault
-		if pf := perFilterFor(rt, f.name); pf != nil {
-			enabled = !pf.disabled
+	for _, f := range x.cfg.HCM.Filters {
+		enabled := !f.DisabledByDefault
+		if pf := perFilterFor(rt, f.Name); pf != nil {
+			enabled = !pf.Disabled
 		}
 		if enabled {
 			out = append(out, newExtProcRun(x, f, nil))
@@ -159,37 +164,37 @@ func (x *exchange) activeFilters(rt *route) []*extProcRun {
 }
 
 // perFilterFor returns the most specific typed_per_filter_config entry.
-func perFilterFor(rt *route, name string) *perFilterConfig {
+func perFilterFor(rt *xdsconfig.Route, name string) *xdsconfig.PerFilterConfig {
 	if rt == nil {
 		return nil
 	}
-	if pf := rt.perFilter[name]; pf != nil {
+	if pf := rt.PerFilter[name]; pf != nil {
 		return pf
 	}
-	return rt.vh.perFilter[name]
+	return rt.VH.PerFilter[name]
 }
 
 // applyPerRoute merges the virtual host and route ExtProcPerRoute configs.
-func (e *extProcRun) applyPerRoute(rt *route) {
+func (e *extProcRun) applyPerRoute(rt *xdsconfig.Route) {
 	if rt == nil {
 		return
 	}
-	var less, more *extProcPerRoute
-	if pf := rt.vh.perFilter[e.f.name]; pf != nil {
-		less = pf.perRoute
+	var less, more *xdsconfig.ExtProcPerRoute
+	if pf := rt.VH.PerFilter[e.f.Name]; pf != nil {
+		less = pf.PerRoute
 	}
-	if pf := rt.perFilter[e.f.name]; pf != nil {
-		more = pf.perRoute
+	if pf := rt.PerFilter[e.f.Name]; pf != nil {
+		more = pf.PerRoute
 	}
-	if pr := mergePerRoute(less, more); pr != nil {
+	if pr := xdsconfig.MergePerRoute(less, more); pr != nil {
 		e.init(e.x, e.f, pr)
 	}
 }
 
 // decodeBody reads and processes the request body. false means a reply was
 // sent or the downstream is gone.
-func (x *exchange) decodeBody() bool {
-	limit := min(x.first.decoderLimit(x.cfg.hcm.bufferLimit), maxBufferLimit)
+func (x *activeStream) decodeBody() bool {
+	limit := min(x.first.DecoderLimit(x.cfg.HCM.BufferLimit), maxBufferLimit)
 	if x.req.replaced {
 		// onData drains the downstream body after CONTINUE_AND_REPLACE.
 		_, _ = io.Copy(io.Discard, x.r.Body)
@@ -207,7 +212,7 @@ func (x *exchange) decodeBody() bool {
 		for _, f := range x.filters {
 			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamDecoderFilter::requestDataTooLarge.
-				x.sendLocalReply(localReply{code: 413, body: bodyPayloadTooLarge, details: detailsRequestTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 413, Body: rules.BodyPayloadTooLarge, Details: rules.DetailsRequestTooLarge})
 				return false
 			}
 		}
@@ -216,7 +221,7 @@ func (x *exchange) decodeBody() bool {
 		if f.complete {
 			continue
 		}
-		var lr *localReply
+		var lr *xdsconfig.LocalReply
 		var err error
 		switch f.mode.GetRequestBodyMode() {
 		case extprocfilterv3.ProcessingMode_BUFFERED:
@@ -254,16 +259,16 @@ func (x *exchange) decodeBody() bool {
 // cluster: callbacks_->sendLocalReply in Filter::decodeHeaders
 // (source/common/router/router.cc), so they go through the encoder filters
 // (rules.go, "Local replies and ext_proc").
-func (x *exchange) router() {
+func (x *activeStream) router() {
 	rt := x.currentRoute()
 	switch {
 	case rt == nil:
-		x.flags |= flagNR
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{code: 404, details: detailsRouteNotFound})
-	case rt.kind == kindDirect:
-		x.sendLocalReplyViaFilterChain(x.ctx, localReply{
-			code: rt.direct.status, body: rt.direct.body, details: detailsDirectResponse,
-			extra: func(h *headerMap) { x.finalizeResponseHeaders(rt, h) },
+		x.flags |= rules.FlagNR
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: 404, Details: rules.DetailsRouteNotFound})
+	case rt.Kind == xdsconfig.KindDirect:
+		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{
+			Code: rt.Direct.Status, Body: rt.Direct.Body, Details: rules.DetailsDirectResponse,
+			Extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
 		})
 	default:
 		x.routeToCluster(rt)
@@ -272,10 +277,10 @@ func (x *exchange) router() {
 
 // encode runs an upstream response through the encoder filters (in reverse
 // order) and writes it.
-func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
-	h := responseHeaderMap(resp)
-	if !x.cfg.hcm.suppressEnvoyHeaders {
-		h.set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
+func (x *activeStream) encode(ctx context.Context, rt *xdsconfig.Route, resp *http.Response) {
+	h := headers.FromResponse(resp)
+	if !x.cfg.HCM.SuppressEnvoyHeaders {
+		h.Set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	}
 	x.finalizeResponseHeaders(rt, h)
 	eos := resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
@@ -288,8 +293,8 @@ func (x *exchange) encode(ctx context.Context, rt *route, resp *http.Response) {
 // (in reverse order) and writes them: FilterManager::encodeHeaders and
 // encodeData for an upstream response or a local reply sent via the filter
 // chain. A local reply raised on the way goes out directly.
-func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Reader, eos bool) {
-	limit := min(x.cfg.hcm.bufferLimit, maxBufferLimit)
+func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body io.Reader, eos bool) {
+	limit := min(x.cfg.HCM.BufferLimit, maxBufferLimit)
 	for i := len(x.filters) - 1; i >= 0; i-- {
 		f := x.filters[i]
 		if f.duplexBeforeHeaders(eos) {
@@ -336,7 +341,7 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Read
 			complete := uint64(len(buf)) <= limit
 			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamEncoderFilter::responseDataTooLarge.
-				x.sendLocalReply(localReply{code: 500, body: bodyInternalError, details: detailsResponseTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 500, Body: rules.BodyInternalError, Details: rules.DetailsResponseTooLarge})
 				return
 			}
 			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)
@@ -367,14 +372,14 @@ func (x *exchange) encodeFilters(ctx context.Context, h *headerMap, body io.Read
 // through the encoder filters, so an ext_proc filter whose processing is
 // not complete sends the reshaped headers and body to its server (rules.go,
 // "Local replies and ext_proc").
-func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localReply) {
+func (x *activeStream) sendLocalReplyViaFilterChain(ctx context.Context, l xdsconfig.LocalReply) {
 	if x.started {
 		x.reset(errors.New("local reply after the response started"))
 		return
 	}
-	x.details = l.details
-	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply via the filter chain", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.details = l.Details
+	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
+	x.log.Debug("local reply via the filter chain", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
 	x.encodeFilters(ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
 }
 
@@ -383,66 +388,31 @@ func (x *exchange) sendLocalReplyViaFilterChain(ctx context.Context, l localRepl
 // router's replies go via the filter chain here, see
 // sendLocalReplyViaFilterChain). Once the response has started, a local
 // reply can only reset the stream.
-func (x *exchange) sendLocalReply(l localReply) {
+func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply) {
 	if x.started {
 		x.reset(errors.New("local reply after the response started"))
 		return
 	}
-	x.details = l.details
-	h, body := x.cfg.hcm.localReply.prepare(l, x.fmtCtx())
-	x.log.Debug("local reply", "status", h.value(":status"), "flags", x.flags.String(), "details", l.details)
+	x.details = l.Details
+	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
+	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
 	x.write(h, bytes.NewReader(stringBytes(body)))
 }
 
 // write sends the final headers and body to the client.
-func (x *exchange) write(h *headerMap, body io.Reader) {
-	hcm := x.cfg.hcm
-	switch hcm.serverHeader {
-	case serverOverwrite:
-		h.set("server", hcm.serverName)
-	case serverAppendIfAbsent:
-		if !h.has("server") {
-			h.set("server", hcm.serverName)
-		}
-	}
-	status, err := strconv.Atoi(h.value(":status"))
-	if err != nil || status < 100 || status > 999 {
-		status = http.StatusBadGateway
-	}
-	out := x.w.Header()
-	if len(out) == 0 {
-		h.fillHTTPHeader(out)
-	} else {
-		for k, v := range h.httpHeader() {
-			out[k] = v
-		}
-	}
-	if !h.has("content-type") {
-		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
-	}
-	flusher, _ := x.w.(http.Flusher)
-	// A body held whole without a content-length went out chunked because
-	// it was flushed before the handler returned (net/http would otherwise
-	// count it and send a content-length, which Envoy does not add). Asking
-	// net/http for chunking instead gives the same bytes without the flush,
-	// in one write with the final chunk rather than two.
-	held, _ := body.(*bytes.Reader)
-	chunked := held != nil && held.Len() > 0 && flusher != nil && x.r.ProtoMajor == 1 &&
-		x.r.Method != http.MethodHead && status >= 200 && status != http.StatusNoContent &&
-		status != http.StatusNotModified && !h.has("content-length")
-	if chunked {
-		out["Transfer-Encoding"] = []string{"chunked"}
-	}
-	x.w.WriteHeader(status)
+func (x *activeStream) write(h *headers.Map, body io.Reader) {
+	status := x.writeHeaders(h, body)
+	x.w.WriteHeader(status.code)
 	x.started = true
 	if x.r.Method == http.MethodHead || body == nil {
 		return
 	}
+	flusher, _ := x.w.(http.Flusher)
 	switch b := body.(type) {
 	case *bytes.Reader:
 		// Held whole: out with the headers, in one write (a local reply of
 		// megabytes copied through a 32 KiB buffer was a syscall per piece).
-		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !status.chunked {
 			flusher.Flush()
 		}
 		return
@@ -452,6 +422,66 @@ func (x *exchange) write(h *headerMap, body io.Reader) {
 			flusher.Flush()
 		}
 	}
+	x.copyBody(body, flusher)
+}
+
+// responseStart is the status line of a response about to be written.
+type responseStart struct {
+	code    int
+	chunked bool
+}
+
+// writeHeaders applies the server header transformation and puts h in the
+// response writer's header map; it returns the status to write.
+func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStart {
+	hcm := x.cfg.HCM
+	switch hcm.ServerHeader {
+	case xdsconfig.ServerOverwrite:
+		h.Set("server", hcm.ServerName)
+	case xdsconfig.ServerAppendIfAbsent:
+		if !h.Has("server") {
+			h.Set("server", hcm.ServerName)
+		}
+	}
+	status, err := strconv.Atoi(h.Value(":status"))
+	if err != nil || status < 100 || status > 999 {
+		status = http.StatusBadGateway
+	}
+	out := x.w.Header()
+	if len(out) == 0 {
+		h.FillHTTPHeader(out)
+	} else {
+		for k, v := range h.HTTPHeader() {
+			out[k] = v
+		}
+	}
+	if !h.Has("content-type") {
+		out["Content-Type"] = nil // no sniffing: Envoy adds no content-type
+	}
+	_, canFlush := x.w.(http.Flusher)
+	// A body held whole without a content-length went out chunked because
+	// it was flushed before the handler returned (net/http would otherwise
+	// count it and send a content-length, which Envoy does not add). Asking
+	// net/http for chunking instead gives the same bytes without the flush,
+	// in one write with the final chunk rather than two.
+	held, _ := body.(*bytes.Reader)
+	chunked := held != nil && held.Len() > 0 && canFlush && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && bodyAllowed(status) && !h.Has("content-length")
+	if chunked {
+		out["Transfer-Encoding"] = []string{"chunked"}
+	}
+	return responseStart{code: status, chunked: chunked}
+}
+
+// bodyAllowed reports whether a response with this status has a body
+// (RFC 9110 §6.4.1).
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// copyBody streams a body that is not held whole, flushing each piece; a
+// read error resets the downstream stream.
+func (x *activeStream) copyBody(body io.Reader, flusher http.Flusher) {
 	bp := writeBufs.Get().(*[]byte)
 	defer writeBufs.Put(bp)
 	buf := *bp
@@ -481,12 +511,12 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b
 
 // reset resets the downstream stream, as Envoy does when an error happens
 // after the response started (or an upstream fails mid-body).
-func (x *exchange) reset(err error) {
+func (x *activeStream) reset(err error) {
 	x.log.Debug("resetting downstream stream", "error", err)
 	panic(http.ErrAbortHandler)
 }
 
-func (x *exchange) fmtCtx() *fmtContext {
+func (x *activeStream) fmtCtx() *xdsconfig.FmtContext {
 	proto := "HTTP/1.1"
 	if x.r.ProtoMajor == 2 {
 		proto = "HTTP/2"
@@ -495,11 +525,11 @@ func (x *exchange) fmtCtx() *fmtContext {
 	}
 	name := ""
 	if x.route != nil {
-		name = x.route.name
+		name = x.route.Name
 	}
-	return &fmtContext{
-		reqH: x.reqH, flags: x.flags, details: x.details, meta: x.meta, protocol: proto,
-		cluster: x.cluster, upstreamHost: x.upstreamHost, routeName: name, start: x.start,
+	return &xdsconfig.FmtContext{
+		ReqH: x.reqH, Flags: x.flags, Details: x.details, Meta: x.meta, Protocol: proto,
+		Cluster: x.cluster, UpstreamHost: x.upstreamHost, RouteName: name, Start: x.start,
 	}
 }
 
@@ -555,8 +585,8 @@ func readUpTo(r io.Reader, n, size int64) ([]byte, error) {
 }
 
 // contentLength is the content-length of h, -1 when absent or invalid.
-func contentLength(h *headerMap) int64 {
-	v, ok := h.get("content-length")
+func contentLength(h *headers.Map) int64 {
+	v, ok := h.Get("content-length")
 	if !ok {
 		return -1
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package rules
 
 // Envoy's rules for the data plane's connections, router, retries and
 // timeouts (see rules.go).
@@ -54,41 +54,53 @@ import "time"
 //     GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0,
 //     which means unlimited"); here grpc-go's largest, math.MaxInt32.
 //   - Windows: stream 16 MiB and connection 24 MiB
-//     (envoyHTTP2StreamWindow); concurrent streams: Envoy opens at most
-//     Http2ProtocolOptions.max_concurrent_streams (default 1024,
-//     protocol.proto; changelogs/1.40.0.yaml: the safe HTTP/2 defaults
-//     always apply) on a connection and follows the server's
-//     SETTINGS_MAX_CONCURRENT_STREAMS below that; grpc-go follows the
-//     server's setting, and toolmesh's server sets none, so the cap is not
-//     reached by the data plane's load [choice].
+//     (EnvoyHTTP2StreamWindow); concurrent streams: Envoy opens at most
+//     Http2ProtocolOptions.max_concurrent_streams on a connection (default
+//     1024 since 1.36, down from 2^31-1, behind
+//     envoy.reloadable_features.safe_http2_options; changelogs/1.40.0.yaml
+//     removes that guard: "HTTP/2 connections now always fall back to the
+//     safe defaults (max concurrent streams of 1024, 16 MiB initial stream
+//     window and 24 MiB initial connection window) when the corresponding
+//     options are unset"), and follows the server's
+//     SETTINGS_MAX_CONCURRENT_STREAMS below that; a busy connection makes
+//     the pool open another one. [choice] Not emulated: grpc-go puts every
+//     stream on one connection and follows only the server's setting
+//     (toolmesh's server sets none). The server would see the same streams,
+//     spread over one more connection per 1024 in flight; emulating it
+//     would take a pool of grpc-go connections, which ADR 0016 dropped, for
+//     a difference in connection count alone.
 //   - Closing: ExternalProcessorStreamImpl::close
 //     (source/extensions/filters/http/ext_proc/client_impl.cc) half-closes
-//     and then resets the stream. Since 1.37 a local reset goes out as
-//     RST_STREAM INTERNAL_ERROR, not CANCEL or NO_ERROR, behind the runtime
-//     guard envoy.reloadable_features.reset_with_error (changelogs/1.37.0.yaml
-//     [verify: source/common/http/http2/codec_impl.cc
-//     ConnectionImpl::StreamImpl::resetStream at v1.40.0]). grpc-go's cancel
-//     sends CANCEL [choice]: a grpc-go server reports either code to its
-//     handler alike, a cancelled stream context (http2_server.go
-//     handleRSTStream).
+//     and then resets the stream. Since 1.37 a reset goes out as RST_STREAM
+//     INTERNAL_ERROR instead of NO_ERROR (changelogs/1.37.0.yaml,
+//     behavior_changes, area http: "Changed the default reset code from
+//     NO_ERROR to INTERNAL_ERROR", reverted by the runtime guard
+//     envoy.reloadable_features.reset_with_error) [verify: where the code
+//     is chosen, source/common/http/http2/codec_impl.cc
+//     ConnectionImpl::StreamImpl::resetStream, was not readable at v1.40.0].
+//     grpc-go's cancel sends CANCEL [choice]: a grpc-go server reports
+//     either code to its handler alike, a cancelled stream context
+//     (http2_server.go handleRSTStream).
 //   - Statuses (extProcRun.envoyStatus): a connect failure is the router's
 //     local reply, Unavailable with its body and response code details
 //     appended (source/common/grpc/async_client_impl.cc enhancedGrpcMessage)
 //     [inferred]; a reset stream, and a connection lost after the response
-//     headers, are Internal (AsyncStreamImpl::onReset reports
-//     Status::Internal) [verify: source/common/grpc/async_client_impl.cc
-//     AsyncStreamImpl::onReset at v1.40.0]; grpc-go's Unavailable is kept
-//     for a connection lost before them (the router's 503).
+//     headers, are Internal: AsyncStreamImpl::onReset calls
+//     streamError(Status::GrpcStatus::Internal) unless the stream was
+//     already reset (source/common/grpc/async_client_impl.cc, read in an
+//     older tree, of the v2 API; [verify: AsyncStreamImpl::onReset at
+//     v1.40.0]); grpc-go's Unavailable is kept for a connection lost before
+//     them (the router's 503).
 //   - Not emulated: retries (no retry_policy in the bootstraps), the
 //     cluster's circuit breakers and idle_timeout on this connection, TLS.
 const (
 	// The bootstraps' interval and timeout (envoy/*.yaml, deploy/); Envoy
 	// itself sends no PINGs without connection_keepalive.
-	defaultKeepaliveInterval = 30 * time.Second
-	defaultKeepaliveTimeout  = 5 * time.Second
+	DefaultKeepaliveInterval = 30 * time.Second
+	DefaultKeepaliveTimeout  = 5 * time.Second
 	// protocol.proto KeepaliveSettings.interval_jitter: "The default value
 	// is 15%."
-	defaultKeepaliveJitterPercent = 15.0
+	DefaultKeepaliveJitterPercent = 15.0
 )
 
 // The initial HTTP/2 stream and connection windows of Envoy's codec unless
@@ -100,8 +112,8 @@ const (
 // sends no BDP-estimation PINGs, and grpc-go sends none either once a
 // window is set (dialoptions.go WithInitialWindowSize).
 const (
-	envoyHTTP2StreamWindow = 16 << 20
-	envoyHTTP2ConnWindow   = 24 << 20
+	EnvoyHTTP2StreamWindow = 16 << 20
+	EnvoyHTTP2ConnWindow   = 24 << 20
 )
 
 // Upstream response header limits (api/envoy/config/core/v3/protocol.proto,
@@ -113,13 +125,13 @@ const (
 // emulated [verify: source/common/http/http1/codec_impl.cc
 // ConnectionImpl::checkMaxHeadersSize].
 const (
-	maxResponseHeadersH1 = 80 << 10
-	maxResponseHeadersH2 = 60 << 10
+	MaxResponseHeadersH1 = 80 << 10
+	MaxResponseHeadersH2 = 60 << 10
 )
 
-// maxIdlePerHost bounds the idle upstream connections per endpoint [choice:
+// MaxIdlePerHost bounds the idle upstream connections per endpoint [choice:
 // Envoy keeps every connection the max_connections circuit breaker allows].
-const maxIdlePerHost = 64
+const MaxIdlePerHost = 64
 
 // Router rules (source/common/router/router.cc, config_impl.cc):
 //
@@ -136,7 +148,7 @@ const maxIdlePerHost = 64
 //     an upstream response: added before the encoder filters run
 //     (Filter::onUpstreamHeaders: route_entry_->finalizeResponseHeaders,
 //     then callbacks_->encodeHeaders), so ext_proc's response_headers
-//     message carries them (exchange.go encode).
+//     message carries them (activestream.go encode).
 //   - No healthy endpoint: 503, flag UH, body "no healthy upstream".
 //   - Circuit breaker overflow (max_requests, max_pending_requests,
 //     max_retries when a retry is wanted): 503, flag UO.
@@ -146,10 +158,14 @@ const maxIdlePerHost = 64
 //     and the latest ]reset reason: <reason>", details
 //     upstream_reset_before_response_started{<reason>[|<why>]} with spaces
 //     as '_'. Exhausted retries add URX. The transport failure reason <why>
-//     left the body in 1.39 (changelogs/1.39.0.yaml; router.cc
-//     Filter::onUpstreamReset [verify: the body is built in
-//     source/common/router/router.cc Filter::onUpstreamAbort]) and stays in
-//     the details.
+//     left the body in 1.39 (changelogs/1.39.0.yaml, minor_behavior_changes,
+//     area router: "The upstream transport failure reason (e.g. TLS
+//     certificate validation errors) is no longer included in the HTTP
+//     response body sent to downstream clients", runtime guard
+//     envoy.reloadable_features.hide_transport_failure_reason_in_response_body)
+//     and stays in the details [verify: the body is built in
+//     source/common/router/router.cc Filter::onUpstreamReset and
+//     onUpstreamAbort, not readable at v1.40.0].
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
 //     "upstream request timeout", details upstream_response_timeout. The
 //     router sends that local reply even after the upstream response headers

@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 // stringMatcher emulates Matchers::StringMatcherImpl
@@ -164,8 +166,8 @@ func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
 	return hm, nil
 }
 
-func (m *headerMatcher) match(h *headerMap) bool {
-	v, ok := h.joined(m.name)
+func (m *headerMatcher) match(h *headers.Map) bool {
+	v, ok := h.Joined(m.name)
 	if m.present != nil {
 		return (ok == *m.present) != m.invert
 	}
@@ -185,7 +187,7 @@ func (m *headerMatcher) match(h *headerMap) bool {
 	return r != m.invert
 }
 
-func matchHeaders(ms []*headerMatcher, h *headerMap) bool {
+func matchHeaders(ms []*headerMatcher, h *headers.Map) bool {
 	for _, m := range ms {
 		if !m.match(h) {
 			return false

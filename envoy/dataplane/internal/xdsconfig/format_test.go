@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"strings"
@@ -7,9 +7,12 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
-func testFmtContext(t testing.TB) *fmtContext {
+func testFmtContext(t testing.TB) *FmtContext {
 	t.Helper()
 	meta, err := structpb.NewStruct(map[string]any{
 		"id": "7", "quoted": `"abc"`, "n": 3.5, "obj": map[string]any{"k": "v"}, "b": true,
@@ -17,13 +20,13 @@ func testFmtContext(t testing.TB) *fmtContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &headerMap{}
-	req.add(":path", "/mcp/core")
-	req.add("x-request-id", "rid")
-	return &fmtContext{
-		reqH: req, code: 504, flags: flagUT | flagURX, details: "upstream_response_timeout",
-		localBody: "upstream request timeout", protocol: "HTTP/1.1", cluster: "toolsvc_a",
-		meta: map[string]*structpb.Struct{"toolmesh": meta},
+	req := &headers.Map{}
+	req.Add(":path", "/mcp/core")
+	req.Add("x-request-id", "rid")
+	return &FmtContext{
+		ReqH: req, Code: 504, Flags: rules.FlagUT | rules.FlagURX, Details: "upstream_response_timeout",
+		LocalBody: "upstream request timeout", Protocol: "HTTP/1.1", Cluster: "toolsvc_a",
+		Meta: map[string]*structpb.Struct{"toolmesh": meta},
 	}
 }
 
@@ -56,24 +59,24 @@ func TestTextFormat(t *testing.T) {
 	}
 	c := testFmtContext(t)
 	for _, tt := range tests {
-		f, err := parseTextFormat(tt.format)
+		f, err := ParseTextFormat(tt.format)
 		if err != nil {
 			t.Errorf("parse %q: %v", tt.format, err)
 			continue
 		}
-		if got := f.format(c); got != tt.want {
+		if got := f.Format(c); got != tt.want {
 			t.Errorf("format %q = %q, want %q", tt.format, got, tt.want)
 		}
 	}
 }
 
 func TestTextFormatOmitEmpty(t *testing.T) {
-	f, err := parseTextFormat("[%DYNAMIC_METADATA(toolmesh:missing)%]")
+	f, err := ParseTextFormat("[%DYNAMIC_METADATA(toolmesh:missing)%]")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.omitEmpty = true
-	if got := f.format(testFmtContext(t)); got != "[]" {
+	f.OmitEmpty = true
+	if got := f.Format(testFmtContext(t)); got != "[]" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -82,24 +85,24 @@ func TestTextFormatOmitEmpty(t *testing.T) {
 // value, or "-" or "" (omit_empty_values) when it has none, and does not
 // copy it (a local reply body can be megabytes).
 func TestTextFormatOneOperator(t *testing.T) {
-	missing, err := parseTextFormat("%DYNAMIC_METADATA(toolmesh:missing)%")
+	missing, err := ParseTextFormat("%DYNAMIC_METADATA(toolmesh:missing)%")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := testFmtContext(t)
-	if got := missing.format(c); got != "-" {
+	if got := missing.Format(c); got != "-" {
 		t.Errorf("missing value = %q, want -", got)
 	}
-	missing.omitEmpty = true
-	if got := missing.format(c); got != "" {
+	missing.OmitEmpty = true
+	if got := missing.Format(c); got != "" {
 		t.Errorf("missing value with omit_empty_values = %q, want empty", got)
 	}
-	c.localBody = strings.Repeat("x", 1<<20)
-	got := defaultBodyFormat.text.format(c)
-	if got != c.localBody {
+	c.LocalBody = strings.Repeat("x", 1<<20)
+	got := DefaultBodyFormat.Text.Format(c)
+	if got != c.LocalBody {
 		t.Fatal("the default body format changed the body")
 	}
-	if unsafe.StringData(got) != unsafe.StringData(c.localBody) {
+	if unsafe.StringData(got) != unsafe.StringData(c.LocalBody) {
 		t.Error("the default body format copied the body")
 	}
 }
@@ -115,7 +118,7 @@ func TestTextFormatErrors(t *testing.T) {
 		"%RESPONSE_CODE:99999999999%", // length does not fit
 		"%START_TIME(%s)%",            // sub-formats are not emulated
 	} {
-		if _, err := parseTextFormat(bad); err == nil {
+		if _, err := ParseTextFormat(bad); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
 	}
@@ -133,16 +136,16 @@ func TestJSONFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := parseJSONFormat(s)
+	f, err := ParseJSONFormat(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `{"code":504,"id":3.5,"jsonrpc":"2.0","missing":null,"nested":{"list":["UT,URX",1,false]},"text":"504 UT,URX"}` + "\n"
-	if got := f.format(testFmtContext(t)); got != want {
+	if got := f.Format(testFmtContext(t)); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	f.omitEmpty = true
-	if got := f.format(testFmtContext(t)); strings.Contains(got, "missing") {
+	f.OmitEmpty = true
+	if got := f.Format(testFmtContext(t)); strings.Contains(got, "missing") {
 		t.Fatalf("omit_empty_values kept the missing key: %s", got)
 	}
 }
@@ -158,11 +161,11 @@ func FuzzTextFormat(f *testing.F) {
 	}
 	c := testFmtContext(f)
 	f.Fuzz(func(t *testing.T, s string) {
-		tf, err := parseTextFormat(s)
+		tf, err := ParseTextFormat(s)
 		if err != nil {
 			return
 		}
-		out := tf.format(c)
+		out := tf.Format(c)
 		if !strings.Contains(s, "%") && out != s {
 			t.Fatalf("literal %q rendered as %q", s, out)
 		}

@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"errors"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
 
 // routeTable is a compiled RouteConfiguration.
@@ -19,10 +22,10 @@ type routeTable struct {
 	suffix   []wildcardHost // "*.example.com", longest first
 	prefix   []wildcardHost // "example.*", longest first
 	fallback *virtualHost   // "*"
-	reqAdd   []headerAdd
-	reqDel   []string
-	respAdd  []headerAdd
-	respDel  []string
+	ReqAdd   []HeaderAdd
+	ReqDel   []string
+	RespAdd  []HeaderAdd
+	RespDel  []string
 }
 
 type wildcardHost struct {
@@ -32,15 +35,15 @@ type wildcardHost struct {
 
 type virtualHost struct {
 	name        string
-	routes      []*route
+	routes      []*Route
 	bufferLimit *uint64 // request_body_buffer_limit
 	perRequest  *uint64 // deprecated per_request_buffer_limit_bytes
-	perFilter   map[string]*perFilterConfig
-	retry       *retryPolicy
-	reqAdd      []headerAdd
-	reqDel      []string
-	respAdd     []headerAdd
-	respDel     []string
+	PerFilter   map[string]*PerFilterConfig
+	retry       *RetryPolicy
+	ReqAdd      []HeaderAdd
+	ReqDel      []string
+	RespAdd     []HeaderAdd
+	RespDel     []string
 }
 
 type routeKind int
@@ -49,7 +52,7 @@ const (
 	kindCluster routeKind = iota
 	kindClusterHeader
 	kindWeighted
-	kindDirect
+	KindDirect
 )
 
 type weightedCluster struct {
@@ -57,35 +60,35 @@ type weightedCluster struct {
 	weight uint32
 }
 
-type route struct {
-	name   string
-	vh     *virtualHost
-	table  *routeTable
+type Route struct {
+	Name   string
+	VH     *virtualHost
+	Table  *routeTable
 	match  routeMatch
-	kind   routeKind
+	Kind   routeKind
 	target string // cluster name or cluster header
 	// weighted clusters
 	weighted    []weightedCluster
 	totalWeight uint32
-	notFound    int // cluster_not_found_response_code
-	direct      struct {
-		status int
-		body   string
+	NotFound    int // cluster_not_found_response_code
+	Direct      struct {
+		Status int
+		Body   string
 	}
-	timeout       time.Duration  // 0: disabled
-	idleTimeout   *time.Duration // idle_timeout, when set (0: disabled)
-	hostRewrite   string
+	Timeout       time.Duration  // 0: disabled
+	IdleTimeout   *time.Duration // idle_timeout, when set (0: disabled)
+	HostRewrite   string
 	prefixRewrite string
 	regexRewrite  *regexp.Regexp
 	regexSubst    string
-	retry         *retryPolicy
+	Retry         *RetryPolicy
 	bufferLimit   *uint64
 	perRequest    *uint64
-	perFilter     map[string]*perFilterConfig
-	reqAdd        []headerAdd
-	reqDel        []string
-	respAdd       []headerAdd
-	respDel       []string
+	PerFilter     map[string]*PerFilterConfig
+	ReqAdd        []HeaderAdd
+	ReqDel        []string
+	RespAdd       []HeaderAdd
+	RespDel       []string
 }
 
 type routeMatch struct {
@@ -103,17 +106,17 @@ type queryMatcher struct {
 	str     *stringMatcher
 }
 
-func compileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
+func CompileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
 	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
 	var err error
-	if t.reqAdd, err = compileHeadersToAdd(rc.GetRequestHeadersToAdd()); err != nil {
+	if t.ReqAdd, err = compileHeadersToAdd(rc.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	if t.respAdd, err = compileHeadersToAdd(rc.GetResponseHeadersToAdd()); err != nil {
+	if t.RespAdd, err = compileHeadersToAdd(rc.GetResponseHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	t.reqDel = lowerAll(rc.GetRequestHeadersToRemove())
-	t.respDel = lowerAll(rc.GetResponseHeadersToRemove())
+	t.ReqDel = lowerAll(rc.GetRequestHeadersToRemove())
+	t.RespDel = lowerAll(rc.GetResponseHeadersToRemove())
 	for _, v := range rc.GetVirtualHosts() {
 		vh, err := compileVirtualHost(t, v, filterNames)
 		if err != nil {
@@ -167,7 +170,7 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 		n := uint64(v.GetPerRequestBufferLimitBytes().GetValue())
 		vh.perRequest = &n
 	}
-	if vh.perFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if vh.PerFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if v.GetRetryPolicy() != nil {
@@ -175,14 +178,14 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 			return nil, err
 		}
 	}
-	if vh.reqAdd, err = compileHeadersToAdd(v.GetRequestHeadersToAdd()); err != nil {
+	if vh.ReqAdd, err = compileHeadersToAdd(v.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	if vh.respAdd, err = compileHeadersToAdd(v.GetResponseHeadersToAdd()); err != nil {
+	if vh.RespAdd, err = compileHeadersToAdd(v.GetResponseHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	vh.reqDel = lowerAll(v.GetRequestHeadersToRemove())
-	vh.respDel = lowerAll(v.GetResponseHeadersToRemove())
+	vh.ReqDel = lowerAll(v.GetRequestHeadersToRemove())
+	vh.RespDel = lowerAll(v.GetResponseHeadersToRemove())
 	for i, r := range v.GetRoutes() {
 		rt, err := compileRoute(t, vh, r, filterNames)
 		if err != nil {
@@ -193,73 +196,29 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 	return vh, nil
 }
 
-func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*route, error) {
-	rt := &route{name: r.GetName(), vh: vh, table: t, timeout: defaultRouteTimeout, notFound: 503}
-	m := r.GetMatch()
-	rt.match.caseSensitive = m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()
-	switch p := m.GetPathSpecifier().(type) {
-	case *routev3.RouteMatch_Prefix:
-		rt.match.kind, rt.match.s = 0, p.Prefix
-	case *routev3.RouteMatch_Path:
-		rt.match.kind, rt.match.s = 1, p.Path
-	case *routev3.RouteMatch_SafeRegex:
-		re, err := compileRegex(p.SafeRegex)
-		if err != nil {
-			return nil, err
-		}
-		rt.match.kind, rt.match.re = 2, re
-	case *routev3.RouteMatch_PathSeparatedPrefix:
-		rt.match.kind, rt.match.s = 3, p.PathSeparatedPrefix
-	default:
-		return nil, fmt.Errorf("path specifier %T is not emulated", p)
-	}
-	if !rt.match.caseSensitive {
-		rt.match.s = strings.ToLower(rt.match.s)
-	}
-	if m.GetRuntimeFraction() != nil || m.GetGrpc() != nil || len(m.GetDynamicMetadata()) > 0 ||
-		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 {
-		return nil, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies and filter_state matches are not emulated")
-	}
-	for _, h := range m.GetHeaders() {
-		hm, err := compileHeaderMatcher(h)
-		if err != nil {
-			return nil, err
-		}
-		rt.match.headers = append(rt.match.headers, hm)
-	}
-	for _, q := range m.GetQueryParameters() {
-		qm := queryMatcher{name: q.GetName()}
-		if q.GetPresentMatch() {
-			qm.present = true
-		} else if q.GetStringMatch() != nil {
-			sm, err := compileStringMatcher(q.GetStringMatch())
-			if err != nil {
-				return nil, err
-			}
-			qm.str = sm
-		} else {
-			qm.present = true
-		}
-		rt.match.query = append(rt.match.query, qm)
-	}
+func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames map[string]bool) (*Route, error) {
+	rt := &Route{Name: r.GetName(), VH: vh, Table: t, Timeout: rules.DefaultRouteTimeout, NotFound: 503}
 	var err error
-	if rt.perFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if rt.match, err = compileRouteMatch(r.GetMatch()); err != nil {
 		return nil, err
 	}
-	if rt.reqAdd, err = compileHeadersToAdd(r.GetRequestHeadersToAdd()); err != nil {
+	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
-	if rt.respAdd, err = compileHeadersToAdd(r.GetResponseHeadersToAdd()); err != nil {
+	if rt.ReqAdd, err = compileHeadersToAdd(r.GetRequestHeadersToAdd()); err != nil {
 		return nil, err
 	}
-	rt.reqDel = lowerAll(r.GetRequestHeadersToRemove())
-	rt.respDel = lowerAll(r.GetResponseHeadersToRemove())
+	if rt.RespAdd, err = compileHeadersToAdd(r.GetResponseHeadersToAdd()); err != nil {
+		return nil, err
+	}
+	rt.ReqDel = lowerAll(r.GetRequestHeadersToRemove())
+	rt.RespDel = lowerAll(r.GetResponseHeadersToRemove())
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_DirectResponse:
-		rt.kind = kindDirect
-		rt.direct.status = int(a.DirectResponse.GetStatus())
+		rt.Kind = KindDirect
+		rt.Direct.Status = int(a.DirectResponse.GetStatus())
 		if a.DirectResponse.GetBody() != nil {
-			if rt.direct.body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
+			if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
 				return nil, err
 			}
 		}
@@ -281,14 +240,14 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	return rt, nil
 }
 
-func compileRouteAction(rt *route, a *routev3.RouteAction) error {
+func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 	switch c := a.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
-		rt.kind, rt.target = kindCluster, c.Cluster
+		rt.Kind, rt.target = kindCluster, c.Cluster
 	case *routev3.RouteAction_ClusterHeader:
-		rt.kind, rt.target = kindClusterHeader, strings.ToLower(c.ClusterHeader)
+		rt.Kind, rt.target = kindClusterHeader, strings.ToLower(c.ClusterHeader)
 	case *routev3.RouteAction_WeightedClusters:
-		rt.kind = kindWeighted
+		rt.Kind = kindWeighted
 		for _, w := range c.WeightedClusters.GetClusters() {
 			if w.GetName() == "" {
 				return errors.New("weighted cluster without a name is not emulated")
@@ -305,21 +264,21 @@ func compileRouteAction(rt *route, a *routev3.RouteAction) error {
 	}
 	switch a.GetClusterNotFoundResponseCode() {
 	case routev3.RouteAction_NOT_FOUND:
-		rt.notFound = 404
+		rt.NotFound = 404
 	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
-		rt.notFound = 500
+		rt.NotFound = 500
 	}
 	if a.GetTimeout() != nil {
-		rt.timeout = a.GetTimeout().AsDuration()
+		rt.Timeout = a.GetTimeout().AsDuration()
 	}
 	if a.GetIdleTimeout() != nil {
 		d := a.GetIdleTimeout().AsDuration()
-		rt.idleTimeout = &d
+		rt.IdleTimeout = &d
 	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case nil:
 	case *routev3.RouteAction_HostRewriteLiteral:
-		rt.hostRewrite = h.HostRewriteLiteral
+		rt.HostRewrite = h.HostRewriteLiteral
 	default:
 		return fmt.Errorf("host rewrite %T is not emulated", h)
 	}
@@ -338,11 +297,11 @@ func compileRouteAction(rt *route, a *routev3.RouteAction) error {
 	}
 	if a.GetRetryPolicy() != nil {
 		var err error
-		if rt.retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
+		if rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
 			return err
 		}
 	} else {
-		rt.retry = rt.vh.retry
+		rt.Retry = rt.VH.retry
 	}
 	return nil
 }
@@ -368,10 +327,10 @@ func (t *routeTable) selectVirtualHost(host string) *virtualHost {
 	return t.fallback
 }
 
-// match returns the first route of the virtual host that matches (routes
+// Match returns the first route of the virtual host that matches (routes
 // are tried in order; RouteMatcher::route).
-func (t *routeTable) match(h *headerMap) *route {
-	vh := t.selectVirtualHost(h.value(":authority"))
+func (t *routeTable) Match(h *headers.Map) *Route {
+	vh := t.selectVirtualHost(h.Value(":authority"))
 	if vh == nil {
 		return nil
 	}
@@ -383,9 +342,9 @@ func (t *routeTable) match(h *headerMap) *route {
 	return nil
 }
 
-func (m *routeMatch) matches(h *headerMap) bool {
-	full := h.value(":path")
-	p := pathOnly(full)
+func (m *routeMatch) matches(h *headers.Map) bool {
+	full := h.Value(":path")
+	p := headers.PathOnly(full)
 	if !m.caseSensitive {
 		p = strings.ToLower(p)
 	}
@@ -441,14 +400,14 @@ func parseQuery(path string) map[string]string {
 	return out
 }
 
-// pickCluster returns the cluster name the route sends to. For
+// PickCluster returns the cluster name the route sends to. For
 // cluster_header only the first value counts; a missing header gives "".
-func (r *route) pickCluster(h *headerMap) string {
-	switch r.kind {
+func (r *Route) PickCluster(h *headers.Map) string {
+	switch r.Kind {
 	case kindCluster:
 		return r.target
 	case kindClusterHeader:
-		v, _ := h.get(r.target)
+		v, _ := h.Get(r.target)
 		return v
 	case kindWeighted:
 		n := rand.Uint32N(r.totalWeight)
@@ -462,23 +421,23 @@ func (r *route) pickCluster(h *headerMap) string {
 	return ""
 }
 
-// decoderLimit is the decoder buffer limit of a request whose first route
-// match was r (nil: no route): request_body_buffer_limit on the route, else
+// DecoderLimit is the decoder buffer limit of a request whose first route
+// Match was r (nil: no route): request_body_buffer_limit on the route, else
 // on the virtual host, else min(per_request_buffer_limit_bytes, listener
 // limit), else the listener's per_connection_buffer_limit_bytes.
-func (r *route) decoderLimit(listener uint64) uint64 {
+func (r *Route) DecoderLimit(listener uint64) uint64 {
 	if r == nil {
 		return listener
 	}
 	if r.bufferLimit != nil {
 		return *r.bufferLimit
 	}
-	if r.vh.bufferLimit != nil {
-		return *r.vh.bufferLimit
+	if r.VH.bufferLimit != nil {
+		return *r.VH.bufferLimit
 	}
 	per := r.perRequest
 	if per == nil {
-		per = r.vh.perRequest
+		per = r.VH.perRequest
 	}
 	if per != nil && *per < listener {
 		return *per
@@ -486,18 +445,68 @@ func (r *route) decoderLimit(listener uint64) uint64 {
 	return listener
 }
 
-// rewritePath applies prefix_rewrite or regex_rewrite to :path.
-func (r *route) rewritePath(h *headerMap) {
-	full := h.value(":path")
-	p, rest := pathOnly(full), full[len(pathOnly(full)):]
+// RewritePath applies prefix_rewrite or regex_rewrite to :path.
+func (r *Route) RewritePath(h *headers.Map) {
+	full := h.Value(":path")
+	p, rest := headers.PathOnly(full), full[len(headers.PathOnly(full)):]
 	switch {
 	case r.prefixRewrite != "" && r.match.kind == 0 || r.prefixRewrite != "" && r.match.kind == 3:
 		if len(p) >= len(r.match.s) {
-			h.set(":path", r.prefixRewrite+p[len(r.match.s):]+rest)
+			h.Set(":path", r.prefixRewrite+p[len(r.match.s):]+rest)
 		}
 	case r.prefixRewrite != "" && r.match.kind == 1:
-		h.set(":path", r.prefixRewrite+rest)
+		h.Set(":path", r.prefixRewrite+rest)
 	case r.regexRewrite != nil:
-		h.set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
+		h.Set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
 	}
+}
+
+// compileRouteMatch compiles a route's match: the path specifier, headers
+// and query parameters; the other match kinds are not emulated.
+func compileRouteMatch(m *routev3.RouteMatch) (routeMatch, error) {
+	rm := routeMatch{caseSensitive: m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()}
+	switch p := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix:
+		rm.kind, rm.s = 0, p.Prefix
+	case *routev3.RouteMatch_Path:
+		rm.kind, rm.s = 1, p.Path
+	case *routev3.RouteMatch_SafeRegex:
+		re, err := compileRegex(p.SafeRegex)
+		if err != nil {
+			return rm, err
+		}
+		rm.kind, rm.re = 2, re
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		rm.kind, rm.s = 3, p.PathSeparatedPrefix
+	default:
+		return rm, fmt.Errorf("path specifier %T is not emulated", p)
+	}
+	if !rm.caseSensitive {
+		rm.s = strings.ToLower(rm.s)
+	}
+	if m.GetRuntimeFraction() != nil || m.GetGrpc() != nil || len(m.GetDynamicMetadata()) > 0 ||
+		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 {
+		return rm, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies and filter_state matches are not emulated")
+	}
+	for _, h := range m.GetHeaders() {
+		hm, err := compileHeaderMatcher(h)
+		if err != nil {
+			return rm, err
+		}
+		rm.headers = append(rm.headers, hm)
+	}
+	for _, q := range m.GetQueryParameters() {
+		// Neither present_match nor string_match set: the parameter must be
+		// present.
+		qm := queryMatcher{name: q.GetName(), present: q.GetStringMatch() == nil || q.GetPresentMatch()}
+		if !qm.present {
+			sm, err := compileStringMatcher(q.GetStringMatch())
+			if err != nil {
+				return rm, err
+			}
+			qm.str = sm
+		}
+		rm.query = append(rm.query, qm)
+	}
+	return rm, nil
 }

@@ -1,4 +1,4 @@
-package dataplane
+package xdsconfig
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 )
 
 func named(name string, m *routev3.RouteMatch) *routev3.Route {
@@ -53,7 +55,7 @@ func TestRouteMatching(t *testing.T) {
 						MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x"}}}}}}),
 		}},
 	}}
-	table, err := compileRouteTable(rc, nil)
+	table, err := CompileRouteTable(rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,17 +87,17 @@ func TestRouteMatching(t *testing.T) {
 		{host: "other", path: "/q?tool=y", want: ""},
 	}
 	for _, tt := range tests {
-		h := &headerMap{}
-		h.add(":authority", tt.host)
-		h.add(":path", tt.path)
+		h := &headers.Map{}
+		h.Add(":authority", tt.host)
+		h.Add(":path", tt.path)
 		for k, vs := range tt.hdrs {
 			for _, v := range vs {
-				h.add(k, v)
+				h.Add(k, v)
 			}
 		}
 		got := ""
-		if r := table.match(h); r != nil {
-			got = r.name
+		if r := table.Match(h); r != nil {
+			got = r.Name
 		}
 		if got != tt.want {
 			t.Errorf("%s%s %v: route %q, want %q", tt.host, tt.path, tt.hdrs, got, tt.want)
@@ -107,7 +109,7 @@ func TestDuplicateDomains(t *testing.T) {
 	rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{
 		{Name: "a", Domains: []string{"*"}}, {Name: "b", Domains: []string{"*"}},
 	}}
-	if _, err := compileRouteTable(rc, nil); err == nil {
+	if _, err := CompileRouteTable(rc, nil); err == nil {
 		t.Fatal("duplicate domains accepted")
 	}
 }
@@ -134,16 +136,16 @@ func TestRewritePath(t *testing.T) {
 			tt.a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "c"}
 			rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
 				Routes: []*routev3.Route{{Match: tt.m, Action: &routev3.Route_Route{Route: tt.a}}}}}}
-			table, err := compileRouteTable(rc, nil)
+			table, err := CompileRouteTable(rc, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := &headerMap{}
-			h.add(":authority", "h")
-			h.add(":path", tt.in)
-			r := table.match(h)
-			r.rewritePath(h)
-			if got := h.value(":path"); got != tt.want {
+			h := &headers.Map{}
+			h.Add(":authority", "h")
+			h.Add(":path", tt.in)
+			r := table.Match(h)
+			r.RewritePath(h)
+			if got := h.Value(":path"); got != tt.want {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
@@ -167,7 +169,7 @@ func TestNormalizePath(t *testing.T) {
 		{"//mcp/./core", false, false, "//mcp/./core"},
 	}
 	for _, tt := range tests {
-		if got := normalizePath(tt.in, tt.canonical, tt.mrg); got != tt.want {
+		if got := headers.NormalizePath(tt.in, tt.canonical, tt.mrg); got != tt.want {
 			t.Errorf("normalizePath(%q, %v, %v) = %q, want %q", tt.in, tt.canonical, tt.mrg, got, tt.want)
 		}
 	}

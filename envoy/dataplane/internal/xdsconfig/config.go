@@ -1,0 +1,491 @@
+// Package xdsconfig compiles the xDS resources the local data plane accepts
+// (a listener with an HTTP connection manager, its filters and
+// local_reply_config, routes, clusters and endpoints) into the immutable
+// Config the data plane swaps in atomically, and rejects what it does not
+// emulate, so an ADS update it cannot honour is NACKed.
+package xdsconfig
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
+)
+
+// Config is one immutable, validated configuration of the data plane. It
+// is swapped atomically by Apply and read without locks by every request.
+type Config struct {
+	Listener string
+	HCM      *hcmConfig
+	Routes   *routeTable
+	Clusters map[string]*Cluster
+
+	// DownstreamTLS is the listener's DownstreamTlsContext, nil for
+	// plaintext (downstream_tls.go).
+	DownstreamTLS *tls.Config
+}
+
+const (
+	ServerOverwrite = iota
+	ServerAppendIfAbsent
+	serverPassThrough
+)
+
+// hcmConfig is the compiled HTTP connection manager of the listener.
+type hcmConfig struct {
+	StreamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
+	IdleTimeout       time.Duration // common_http_protocol_options.idle_timeout; 0: disabled (dataplane idle.go)
+	early             []earlyMutation
+	Filters           []*ExtProcFilter
+	LocalReply        *LocalReplyConfig
+	GenerateRequestID bool
+	UseRemoteAddress  bool // use_remote_address, unless skip_xff_append
+	ServerName        string
+	ServerHeader      int
+	BufferLimit       uint64 // listener per_connection_buffer_limit_bytes
+	rdsName           string
+	NormalizePath     bool
+	MergeSlashes      bool
+	// Downstream request limits (codec and connection-manager checks).
+	escapedSlashes  hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction
+	MaxHeadersBytes int // max_request_headers_kb, default 60 KiB
+	MaxHeaders      int // common_http_protocol_options.max_headers_count, default 100
+	underscores     corev3.HttpProtocolOptions_HeadersWithUnderscoresAction
+	// SuppressEnvoyHeaders is the router's suppress_envoy_headers: no
+	// x-envoy-expected-rq-timeout-ms upstream, no
+	// x-envoy-upstream-service-time downstream.
+	SuppressEnvoyHeaders bool
+	// InternalCIDRs is internal_address_config.cidr_ranges: a request is
+	// internal only from one of them (none: no request is, Envoy's
+	// default since 1.33).
+	InternalCIDRs []netip.Prefix
+	// XFCC is forward_client_cert_details.
+	XFCC hcmv3.HttpConnectionManager_ForwardClientCertDetails
+}
+
+// earlyMutation is one mutation of the early header mutation extension
+// (source/extensions/http/early_header_mutation/header_mutation), applied to
+// the request headers before x-request-id handling and routing.
+type earlyMutation struct {
+	remove string
+	match  *stringMatcher
+	add    *HeaderAdd
+}
+
+// FiltersOrNil returns the ext_proc filters; nil for a nil manager.
+func (h *hcmConfig) FiltersOrNil() []*ExtProcFilter {
+	if h == nil {
+		return nil
+	}
+	return h.Filters
+}
+
+func (h *hcmConfig) ApplyEarly(m *headers.Map, c *FmtContext) {
+	for _, e := range h.early {
+		switch {
+		case e.remove != "":
+			m.Del(e.remove)
+		case e.match != nil:
+			m.DelFunc(e.match.match)
+		case e.add != nil:
+			ApplyHeadersToAdd(m, []HeaderAdd{*e.add}, c)
+		}
+	}
+}
+
+// resourceList is what Apply reads: the resources of each type.
+type resourceList map[resourcev3.Type][]types.Resource
+
+// Compile compiles a complete set of resources into a Config, or names the
+// first resource it cannot emulate.
+func Compile(res resourceList) (*Config, error) {
+	rcs, err := validated(res[resourcev3.RouteType], "route configuration", (*routev3.RouteConfiguration).GetName)
+	if err != nil {
+		return nil, err
+	}
+	routeConfigs := map[string]*routev3.RouteConfiguration{}
+	for _, rc := range rcs {
+		routeConfigs[rc.GetName()] = rc
+	}
+	assignments, err := validated(res[resourcev3.EndpointType], "cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
+	if err != nil {
+		return nil, err
+	}
+	clas := map[string]*endpointv3.ClusterLoadAssignment{}
+	for _, cla := range assignments {
+		clas[cla.GetClusterName()] = cla
+	}
+	cfg := &Config{Clusters: map[string]*Cluster{}}
+	clusters, err := validated(res[resourcev3.ClusterType], "cluster", (*clusterv3.Cluster).GetName)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range clusters {
+		if err := cfg.addCluster(c, clas); err != nil {
+			return nil, err
+		}
+	}
+	listeners, err := validated(res[resourcev3.ListenerType], "listener", (*listenerv3.Listener).GetName)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(listeners, func(i, j int) bool { return listeners[i].GetName() < listeners[j].GetName() })
+	for _, l := range listeners {
+		if err := cfg.addListener(l, routeConfigs); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HCM == nil && len(listeners) > 0 {
+		return nil, errors.New("no listener has an HTTP connection manager")
+	}
+	return cfg, nil
+}
+
+// validated returns the resources as T, each passing ValidateAll; what and
+// name identify a resource in the error.
+func validated[T interface{ ValidateAll() error }](rs []types.Resource, what string, name func(T) string) ([]T, error) {
+	out := make([]T, 0, len(rs))
+	for _, r := range rs {
+		v, ok := r.(T)
+		if !ok {
+			return nil, fmt.Errorf("%s resource has type %T", what, r)
+		}
+		if err := v.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, name(v), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// addCluster compiles a cluster, with its endpoints from clas when it is
+// an EDS cluster.
+func (cfg *Config) addCluster(c *clusterv3.Cluster, clas map[string]*endpointv3.ClusterLoadAssignment) error {
+	cl, err := CompileCluster(c)
+	if err != nil {
+		return fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	if cl.isEDS {
+		// An EDS cluster without its assignment has no endpoints (UH).
+		if cla, ok := clas[cl.edsName]; ok {
+			if cl.priorities, err = compileEndpoints(cla); err != nil {
+				return fmt.Errorf("cluster load assignment %q: %w", cl.edsName, err)
+			}
+		}
+	}
+	if _, dup := cfg.Clusters[cl.name]; dup {
+		return fmt.Errorf("duplicate cluster %q", cl.name)
+	}
+	cfg.Clusters[cl.name] = cl
+	return nil
+}
+
+// addListener compiles the listener's HTTP connection manager and its
+// routes, unless an earlier listener already has one: the first listener
+// with an HTTP connection manager is served.
+func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*routev3.RouteConfiguration) error {
+	h, err := ListenerHCM(l)
+	if err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	if h == nil || cfg.HCM != nil {
+		return nil
+	}
+	hc, inline, err := compileHCM(h)
+	if err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	hc.BufferLimit = rules.DefaultBufferLimit
+	if l.GetPerConnectionBufferLimitBytes() != nil {
+		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
+	}
+	rc := inline
+	if rc == nil {
+		if rc = routeConfigs[hc.rdsName]; rc == nil {
+			return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
+		}
+	}
+	names := map[string]bool{}
+	for _, f := range hc.Filters {
+		names[f.Name] = true
+	}
+	if cfg.Routes, err = CompileRouteTable(rc, names); err != nil {
+		return fmt.Errorf("route configuration %q: %w", rc.GetName(), err)
+	}
+	if cfg.DownstreamTLS, err = listenerTLS(l); err != nil {
+		return fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	cfg.Listener, cfg.HCM = l.GetName(), hc
+	return nil
+}
+
+// ListenerHCM finds the HTTP connection manager in the listener's filter
+// chains (or its default filter chain). Listener filters are not emulated.
+func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
+	chains := l.GetFilterChains()
+	if l.GetDefaultFilterChain() != nil {
+		chains = append(chains, l.GetDefaultFilterChain())
+	}
+	if l.GetApiListener() != nil {
+		return nil, errors.New("api_listener is not emulated")
+	}
+	for _, fc := range chains {
+		for _, f := range fc.GetFilters() {
+			a := f.GetTypedConfig()
+			if a == nil {
+				return nil, fmt.Errorf("network filter %q has no typed_config", f.GetName())
+			}
+			m, err := a.UnmarshalNew()
+			if err != nil {
+				return nil, fmt.Errorf("network filter %q: %w", f.GetName(), err)
+			}
+			if h, ok := m.(*hcmv3.HttpConnectionManager); ok {
+				if err := h.ValidateAll(); err != nil {
+					return nil, fmt.Errorf("http connection manager: %w", err)
+				}
+				return h, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfiguration, error) {
+	hc := &hcmConfig{
+		GenerateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
+		ServerName:        h.GetServerName(),
+		NormalizePath:     h.GetNormalizePath().GetValue(),
+		MergeSlashes:      h.GetMergeSlashes(),
+		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
+	}
+	if err := compileHCMRequestRules(hc, h); err != nil {
+		return nil, nil, err
+	}
+	compileHCMDefaults(hc, h)
+	var inline *routev3.RouteConfiguration
+	switch rs := h.GetRouteSpecifier().(type) {
+	case *hcmv3.HttpConnectionManager_Rds:
+		hc.rdsName = rs.Rds.GetRouteConfigName()
+	case *hcmv3.HttpConnectionManager_RouteConfig:
+		inline = rs.RouteConfig
+	default:
+		return nil, nil, fmt.Errorf("route specifier %T is not emulated", rs)
+	}
+	var err error
+	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
+		return nil, nil, err
+	}
+	if hc.LocalReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
+		return nil, nil, err
+	}
+	if err := compileHTTPFilters(hc, h.GetHttpFilters()); err != nil {
+		return nil, nil, err
+	}
+	return hc, inline, nil
+}
+
+// compileHCMRequestRules compiles what the connection manager applies to
+// each request's headers: internal addresses, x-forwarded-client-cert,
+// escaped slashes and the codec's header limits.
+func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error {
+	for _, r := range h.GetInternalAddressConfig().GetCidrRanges() {
+		addr, err := netip.ParseAddr(r.GetAddressPrefix())
+		if err != nil {
+			return fmt.Errorf("internal_address_config.cidr_ranges: %q: %w", r.GetAddressPrefix(), err)
+		}
+		p, err := addr.Prefix(int(r.GetPrefixLen().GetValue()))
+		if err != nil {
+			return fmt.Errorf("internal_address_config.cidr_ranges: %w", err)
+		}
+		hc.InternalCIDRs = append(hc.InternalCIDRs, p)
+	}
+	switch f := h.GetForwardClientCertDetails(); f {
+	case hcmv3.HttpConnectionManager_SANITIZE, hcmv3.HttpConnectionManager_FORWARD_ONLY, hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY:
+		hc.XFCC = f
+	default:
+		// APPEND_FORWARD and SANITIZE_SET write the peer certificate's
+		// Details, which the local data plane does not.
+		return fmt.Errorf("forward_client_cert_details %v is not emulated", f)
+	}
+	switch a := h.GetPathWithEscapedSlashesAction(); a {
+	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,
+		hcmv3.HttpConnectionManager_REJECT_REQUEST, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+		hc.escapedSlashes = a
+	default:
+		return fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
+	}
+	// Envoy's defaults: 60 KiB of request headers, 100 headers.
+	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
+	hc.IdleTimeout = rules.DefaultIdleTimeout // dataplane idle.go
+	if kb := h.GetMaxRequestHeadersKb(); kb != nil {
+		hc.MaxHeadersBytes = int(kb.GetValue()) << 10
+	}
+	if po := h.GetCommonHttpProtocolOptions(); po != nil {
+		if n := po.GetMaxHeadersCount(); n != nil {
+			hc.MaxHeaders = int(n.GetValue())
+		}
+		hc.underscores = po.GetHeadersWithUnderscoresAction()
+		if d := po.GetIdleTimeout(); d != nil {
+			hc.IdleTimeout = d.AsDuration()
+		}
+		// max_connection_duration, max_stream_duration: not emulated.
+	}
+	return nil
+}
+
+// compileHCMDefaults sets the server name, stream idle timeout and server
+// header transformation, with Envoy's defaults where they are unset.
+func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
+	if hc.ServerName == "" {
+		hc.ServerName = rules.DefaultServerName
+	}
+	hc.StreamIdleTimeout = rules.DefaultStreamIdleTimeout
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		hc.StreamIdleTimeout = d.AsDuration()
+	}
+	switch h.GetServerHeaderTransformation() {
+	case hcmv3.HttpConnectionManager_APPEND_IF_ABSENT:
+		hc.ServerHeader = ServerAppendIfAbsent
+	case hcmv3.HttpConnectionManager_PASS_THROUGH:
+		hc.ServerHeader = serverPassThrough
+	}
+}
+
+// compileEarlyMutations compiles early_header_mutation_extensions, of which
+// the header_mutation extension is emulated.
+func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]earlyMutation, error) {
+	var early []earlyMutation
+	for _, ext := range exts {
+		m, err := ext.GetTypedConfig().UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+		}
+		hm, ok := m.(*earlymutationv3.HeaderMutation)
+		if !ok {
+			return nil, fmt.Errorf("early header mutation %q: %T is not emulated", ext.GetName(), m)
+		}
+		if err := hm.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+		}
+		for _, mu := range hm.GetMutations() {
+			e, err := compileEarlyMutation(mu)
+			if err != nil {
+				return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
+			}
+			if e != nil {
+				early = append(early, *e)
+			}
+		}
+	}
+	return early, nil
+}
+
+func compileEarlyMutation(mu *mutationrulesv3.HeaderMutation) (*earlyMutation, error) {
+	switch {
+	case mu.GetRemove() != "":
+		return &earlyMutation{remove: strings.ToLower(mu.GetRemove())}, nil
+	case mu.GetRemoveOnMatch() != nil:
+		sm, err := compileStringMatcher(mu.GetRemoveOnMatch().GetKeyMatcher())
+		if err != nil {
+			return nil, err
+		}
+		return &earlyMutation{match: sm}, nil
+	case mu.GetAppend() != nil:
+		one, err := compileHeadersToAdd([]*corev3.HeaderValueOption{mu.GetAppend()})
+		if err != nil {
+			return nil, err
+		}
+		return &earlyMutation{add: &one[0]}, nil
+	}
+	return nil, nil
+}
+
+// compileHTTPFilters compiles http_filters: ext_proc filters, and the
+// router, which must be last; optional filters it does not know are
+// skipped, as Envoy skips an optional filter it has no factory for.
+func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
+	for i, f := range filters {
+		m, skip, err := httpFilterConfig(f)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
+		}
+		switch c := m.(type) {
+		case *extprocfilterv3.ExternalProcessor:
+			ep, err := compileExtProc(f.GetName(), f.GetDisabled(), c)
+			if err != nil {
+				return fmt.Errorf("http filter %q: %w", f.GetName(), err)
+			}
+			hc.Filters = append(hc.Filters, ep)
+		case *routerv3.Router:
+			if i != len(filters)-1 {
+				return fmt.Errorf("http filter %q: the router must be the last filter", f.GetName())
+			}
+			hc.SuppressEnvoyHeaders = c.GetSuppressEnvoyHeaders()
+		default:
+			if f.GetIsOptional() {
+				continue
+			}
+			return fmt.Errorf("http filter %q (%s) is not emulated by the local data plane", f.GetName(), f.GetTypedConfig().GetTypeUrl())
+		}
+	}
+	if len(filters) == 0 {
+		return errors.New("no http filters: the router filter is required")
+	}
+	if _, ok := mustUnmarshal(filters[len(filters)-1]).(*routerv3.Router); !ok {
+		return errors.New("the last http filter must be the router")
+	}
+	return nil
+}
+
+// httpFilterConfig unmarshals and validates a filter's typed_config; skip
+// is set for an optional filter whose type is unknown.
+func httpFilterConfig(f *hcmv3.HttpFilter) (m proto.Message, skip bool, err error) {
+	tc := f.GetTypedConfig()
+	if tc == nil {
+		return nil, false, fmt.Errorf("http filter %q: only typed_config is emulated", f.GetName())
+	}
+	m, err = tc.UnmarshalNew()
+	if err != nil {
+		if f.GetIsOptional() {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+	}
+	if v, ok := m.(interface{ ValidateAll() error }); ok {
+		if err := v.ValidateAll(); err != nil {
+			return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
+		}
+	}
+	return m, false, nil
+}
+
+func mustUnmarshal(f *hcmv3.HttpFilter) proto.Message {
+	m, err := f.GetTypedConfig().UnmarshalNew()
+	if err != nil {
+		return nil
+	}
+	return m
+}
