@@ -23,7 +23,7 @@ import (
 // added. A client argument the override hides or fixes is refused as
 // invalid arguments, like a schema violation, and never reaches the
 // upstream.
-func (x *exchange) virtualArguments(call *mcp.Call, t *registry.Tool, args []byte) ([]byte, *extprocv3.ProcessingResponse) {
+func (x *request) virtualArguments(call *mcp.Call, t *registry.Tool, args []byte) ([]byte, *extprocv3.ProcessingResponse) {
 	out, err := t.Args.Rewrite(args)
 	if err == nil {
 		return out, nil
