@@ -206,14 +206,15 @@ func TestFederatedRelay(t *testing.T) {
 		})
 	}
 
-	t.Run("no capabilities declared", func(t *testing.T) {
-		// Without the client's _meta, the gateway's session declares no
-		// elicitation, and go-sdk refuses to ask.
+	t.Run("capabilities declared in initialize only", func(t *testing.T) {
+		// Without the client's _meta the capabilities it declared in
+		// initialize still reach the server: its session token carries
+		// them, and its own upstream session declares them (ADR 0022).
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
 		res := call(t, ctx, client(t, ctx, gwA.URL), "a_ask_name", nil)
-		if !res.IsError || !strings.Contains(textOf(t, res), "elicitation") {
-			t.Errorf("isError %v %q, want the server's refusal to elicit", res.IsError, textOf(t, res))
+		if res.IsError || textOf(t, res) != "hello ada (accept)" {
+			t.Errorf("isError %v %q, want the client's answer", res.IsError, textOf(t, res))
 		}
 		up.mu.Lock()
 		inits := strings.Join(up.inits, " ")

@@ -77,6 +77,10 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		// response to the request), an incomplete one waits in t.
 		out, err := t.feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil {
+			if x.fed.answered { // past the response, the rest is only dropped
+				d.ended = true
+				return streamedResponse(out, true)
+			}
 			return streamedResponse(append(out, x.fedStreamFailure(err)...), true)
 		}
 		if d.expired && !d.seen && !d.ended {
@@ -84,15 +88,18 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		}
 		return streamedResponse(out, b.GetEndOfStream())
 	}
+	d.total += int64(len(b.GetBody()))
 	if d.seen {
+		if d.total > x.s.cfg.MaxResponseBytes {
+			// The response went; what the server sends past the bound
+			// after it is dropped, and the stream ends.
+			d.ended = true
+			return streamedResponse(nil, true)
+		}
 		return streamedResponse(b.GetBody(), b.GetEndOfStream())
 	}
-	d.total += int64(len(b.GetBody()))
-	if lim := x.s.cfg.MaxResponseBytes; d.total > lim {
-		d.buf.rest()
-		return streamedResponse(x.fedStreamFailure(errStreamTooLarge), true)
-	}
-	d.buf.max = int(x.s.cfg.MaxResponseBytes)
+	lim := x.s.cfg.MaxResponseBytes
+	d.buf.max = int(lim)
 	d.buf.write(b.GetBody())
 	var out []byte
 	for {
@@ -103,9 +110,20 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		out = append(out, ev...)
 		if x.isFinalEvent(ev) {
 			d.seen = true
+			if d.total > lim {
+				// The response is in, the rest of the chunk is past the
+				// bound: dropped, and the stream ends.
+				d.buf.rest()
+				d.ended = true
+				return streamedResponse(out, true)
+			}
 			out = append(out, d.buf.rest()...)
 			break
 		}
+	}
+	if !d.seen && d.total > lim {
+		d.buf.rest()
+		return streamedResponse(append(out, x.fedStreamFailure(errStreamTooLarge)...), true)
 	}
 	if b.GetEndOfStream() {
 		out = append(out, d.buf.rest()...)

@@ -67,6 +67,8 @@ type fedCall struct {
 	// caller, so the shared session's handshake does not send them.
 	callerHeaders []string
 	session       string     // the gateway's Mcp-Session-Id sent, "" for none
+	perClient     bool       // session is the client's own (clientsession.go), not the gateway's
+	answered      bool       // the response to the request went to the client (streams)
 	caps          clientCaps // the client capabilities its session declares
 	status        int        // the client's HTTP status when not 200
 	sse           *sseTranslator
@@ -113,6 +115,10 @@ type fedTarget struct {
 // forwardItem routes resources/read, prompts/get and completion/complete.
 func (x *request) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
 	x.method, x.era = methodLabel(f.Method), f.Era.Label()
+	switch f.Method {
+	case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
+		return x.answer(x.forwardClientState(f, body), "", "") // clientsession.go
+	}
 	tgt := fedTarget{method: f.Method, name: f.Name}
 	var prompt bool
 	switch {
@@ -257,7 +263,17 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 	if upEra == mcp.EraLegacy {
 		key := sessionKeyOf(svc, upVersion)
 		if era == mcp.EraLegacy {
-			key.caps = capsOf(body) // what the client says it answers (relay.go)
+			own, caps, perClient, bad := x.clientUpstream(svc, upVersion, id) // clientsession.go
+			if bad != nil {
+				return x.answer(bad, "", "")
+			}
+			if perClient {
+				// The client's own session: its ids are its own too.
+				f.session, f.perClient, f.caps = own.Session, true, caps|capsOf(body)
+				f.headers.Set(mcp.HeaderSessionID, own.Session)
+				return x.sendFederated(f, svc, auth, call, up, meta)
+			}
+			key.caps = caps | capsOf(body) // what the client says it answers (relay.go)
 		}
 		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
@@ -286,6 +302,11 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 			f.headers.Set(mcpParamPrefix+p.Key, p.Value)
 		}
 	}
+	return x.sendFederated(f, svc, auth, call, up, meta)
+}
+
+// sendFederated routes the request f, with body up, to its server.
+func (x *request) sendFederated(f *fedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	tool := ""
 	if call != nil {
 		tool = call.Tool
@@ -434,7 +455,7 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 		return responseHeadersResponse(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   replaceBody(x.reissue()),
+			BodyMutation:   replaceBody(x.sessionLost()),
 		})
 	}
 	if h.GetEndOfStream() {
@@ -453,24 +474,30 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
 			RemoveHeaders: []string{"content-length", "mcp-session-id"},
 		}})
-		// Events are rewritten chunk by chunk (STREAMED) only when they
-		// need translating or the result filtering; otherwise the body
-		// passes without ext_proc.
-		resp.ModeOverride = passThroughOverride()
+		// Events go through this server chunk by chunk (STREAMED), to be
+		// translated or filtered, or only split and bounded: no stream of
+		// a server the gateway does not trust passes without its bounds
+		// (each event and the whole stream at most MaxResponseBytes).
+		resp.ModeOverride = streamOverride()
 		at := x.streamDeadline() // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
-		if filter := f.method == "tools/call" && x.filtersResults(); filter || f.translate() || f.remapped() || f.relays() {
+		filter := f.method == "tools/call" && x.filtersResults()
+		switch rewrite := filter || f.translate() || f.remapped() || f.relays(); {
+		case rewrite || !deadline:
+			// Unchanged events come out of the translator as they went
+			// in; an incomplete one waits in it, so a stream cut at a
+			// bound ends on a whole event and the failure.
 			f.sse = x.newSSETranslator()
-			resp.ModeOverride = streamOverride()
 			if deadline && x.fullDuplex() {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
 				f.duplex = &duplexStream{deadline: at}
 			}
-		} else if deadline {
+		default:
 			// A stream this server can end before the route timeout
-			// (duplex.go). Without fullDuplex the override comes now,
-			// which only a stream that passes unchanged may take (ADR 0013).
+			// (duplex.go), bounded there. Without fullDuplex the override
+			// comes now, which only a stream that passes unchanged may
+			// take (ADR 0013).
 			f.duplex = &duplexStream{deadline: at}
 			resp.ModeOverride = duplexOverride()
 		}
@@ -493,7 +520,7 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 			return responseBodyResponse(&extprocv3.CommonResponse{})
 		}
 		out, err := f.sse.feed(b.GetBody(), b.GetEndOfStream())
-		if err != nil {
+		if err != nil && !f.answered { // past the response, the rest is only dropped
 			out = append(out, x.fedStreamFailure(err)...)
 		}
 		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
@@ -501,7 +528,7 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 	body := b.GetBody()
 	var out []byte
 	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
-		out = x.reissue()
+		out = x.sessionLost()
 	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
 		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
 	} else {
@@ -509,11 +536,7 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 	}
 	h := fedHeaders(setHeader("content-length", strconv.Itoa(len(out))))
 	if f.status != 0 {
-		for i, sh := range h.SetHeaders {
-			if sh.GetHeader().GetKey() == ":status" {
-				h.SetHeaders[i] = setHeader(":status", strconv.Itoa(f.status))
-			}
-		}
+		h = withStatus(h, f.status)
 	}
 	return responseBodyResponse(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: replaceBody(out)})
 }
@@ -575,6 +598,7 @@ func (x *request) fedFiltered(msg []byte) []byte {
 func (x *request) fedStreamMessage(data []byte) []byte {
 	out := x.clientMessage(data)
 	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
+		x.fed.answered = true
 		if d := x.fed.duplex; d != nil {
 			d.seen = true // no deadline after the response (duplex.go)
 		}
@@ -634,6 +658,15 @@ func excerpt(b []byte) string {
 	return strconv.Quote(s)
 }
 
+// sessionLost answers a server's answer that it lost the session the
+// request went on: the client's own (clientsession.go) or the gateway's.
+func (x *request) sessionLost() []byte {
+	if x.fed.perClient {
+		return x.clientSessionLost()
+	}
+	return x.reissue()
+}
+
 // reissue answers a session-using server's answer that it lost the
 // gateway's session (404, or a 400 saying so: upstream.SessionLost), which
 // means it did not execute the request: the session is dropped, a new one
@@ -677,6 +710,16 @@ func (x *request) reissue() []byte {
 		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
 	return out
+}
+
+// withStatus sets the :status of h to status.
+func withStatus(h *extprocv3.HeaderMutation, status int) *extprocv3.HeaderMutation {
+	for i, sh := range h.SetHeaders {
+		if sh.GetHeader().GetKey() == ":status" {
+			h.SetHeaders[i] = setHeader(":status", strconv.Itoa(status))
+		}
+	}
+	return h
 }
 
 // fedHeaders are resultHeaders without the server's Mcp-Session-Id: the

@@ -351,18 +351,22 @@ func TestFederatedResponses(t *testing.T) {
 			t.Errorf("headers %v", set)
 		}
 	})
-	t.Run("event stream from a 2026 server to a 2026 client: passed through, no body messages", func(t *testing.T) {
+	t.Run("event stream from a 2026 server to a 2026 client: events pass unchanged, through the bounds", func(t *testing.T) {
 		v := route(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"gh_search","arguments":{},`+meta2026+`}}`,
 			stateless("tools/call", "gh_search")...)
 		defer v.close()
 		hr := v.send(respHeaders(false, ":status", "200", "content-type", "text/event-stream", "content-length", "9"))
 		want := &extprocfilterv3.ProcessingMode{RequestBodyMode: extprocfilterv3.ProcessingMode_BUFFERED,
-			ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE}
+			ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED}
 		if !proto.Equal(hr.GetModeOverride(), want) {
 			t.Fatalf("mode_override %v, want %v", hr.GetModeOverride(), want)
 		}
 		if rm := hr.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders(); !slices.Contains(rm, "content-length") || !slices.Contains(rm, "mcp-session-id") {
 			t.Errorf("remove_headers %v, want content-length and mcp-session-id", rm)
+		}
+		ev := "id: 7\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"resultType\":\"complete\",\"content\":[]}}\n\n"
+		if got := v.responseChunk(ev[:20], false) + v.responseChunk(ev[20:], true); got != ev {
+			t.Errorf("stream\n got %q\nwant %q", got, ev)
 		}
 	})
 	t.Run("event stream to a legacy client: streamed, resultType dropped per event", func(t *testing.T) {

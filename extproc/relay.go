@@ -167,7 +167,11 @@ const (
 
 // capsOf reads the capabilities a legacy client declared in its request.
 func capsOf(body []byte) clientCaps {
-	c := mcp.Member(mcp.Member(mcp.Member(body, "params"), "_meta"), mcp.MetaClientCapabilities)
+	return capsFrom(mcp.Member(mcp.Member(mcp.Member(body, "params"), "_meta"), mcp.MetaClientCapabilities))
+}
+
+// capsFrom reads a ClientCapabilities object.
+func capsFrom(c []byte) clientCaps {
 	var caps clientCaps
 	if isJSONObject(mcp.Member(c, "sampling")) {
 		caps |= capSampling

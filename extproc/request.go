@@ -241,6 +241,9 @@ func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		if r == nil { // Handle broke its contract; never let the request through
 			r = mcp.ErrorReply(500, nullID, mcp.CodeInternalError, "internal error", nil)
 		}
+		if x.method == "initialize" {
+			x.clientSessionInit(body, r) // clientsession.go
+		}
 		return x.answer(r, "", "")
 	case mcp.OutcomeCall:
 		return x.routeCall(out.Call, body)

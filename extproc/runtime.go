@@ -10,6 +10,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/internal/config"
 )
 
@@ -33,6 +34,9 @@ type Runtime struct {
 	// client; nil keeps the key the server generated at start (one replica
 	// only).
 	RelayKeys *relay.Keys
+	// SessionKeys seal legacy clients' session tokens, derived from the
+	// relay keys (clientsession.go); nil keeps the key generated at start.
+	SessionKeys *session.Keys
 	// UpstreamAuth is what calls to Tool Services carry (upstreamauth.go).
 	UpstreamAuth UpstreamAuth
 	// BodyLimits are the per-Tool-Service request body limits.
@@ -97,6 +101,9 @@ func (s *Server) UpdateRuntime(next func(cur *Runtime) (*Runtime, error)) error 
 	}
 	if c.RelayKeys == nil {
 		c.RelayKeys = s.startKeys
+	}
+	if c.SessionKeys == nil {
+		c.SessionKeys = s.startSessionKeys
 	}
 	s.runtime.Store(c)
 	if cur == nil || cur.Policies != c.Policies {

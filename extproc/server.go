@@ -42,6 +42,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -136,6 +137,9 @@ type Server struct {
 	// startKeys are the relay keys generated at start, in force while the
 	// Runtime names none (one replica only).
 	startKeys *relay.Keys
+	// startSessionKeys are the session keys generated at start
+	// (clientsession.go), likewise.
+	startSessionKeys *session.Keys
 	// policyRoutes are the policies' per-route, per-caller views (policy.go).
 	policyRoutes policyRoutes
 	// callerSeam, set only by tests, stands in for token authentication
@@ -232,6 +236,7 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 		client:  upstream.New(upstream.Options{MaxBytes: cfg.MaxResponseBytes}),
 	}
 	s.startKeys = relay.Generate()
+	s.startSessionKeys = session.Generate()
 	rt := cfg.Runtime
 	if rt == nil {
 		rt = &Runtime{}

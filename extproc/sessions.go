@@ -37,6 +37,29 @@ type sessionSlot struct {
 type sessionCache struct {
 	slots sync.Map // sessionKey → *sessionSlot
 	ids   atomic.Uint64
+	// lost are clients' own upstream sessions a server forgot
+	// (clientsession.go), so that their calls go the shared way at once;
+	// at most maxLost, then forgotten all together.
+	lost  sync.Map // string (service + " " + upstream session id) → struct{}
+	nLost atomic.Int64
+}
+
+// maxLost bounds sessionCache.lost.
+const maxLost = 4096
+
+// markLost notes that service forgot the client session id.
+func (c *sessionCache) markLost(service, id string) {
+	if c.nLost.Add(1) > maxLost {
+		c.lost.Clear()
+		c.nLost.Store(1)
+	}
+	c.lost.Store(service+" "+id, struct{}{})
+}
+
+// isLost reports whether service forgot the client session id.
+func (c *sessionCache) isLost(service, id string) bool {
+	_, ok := c.lost.Load(service + " " + id)
+	return ok
 }
 
 // requestID returns a JSON-RPC id for a request sent in a shared session.

@@ -71,7 +71,8 @@ type sseTranslator struct {
 	fn       func(data []byte) []byte
 	maxTotal int64
 	total    int64
-	failed   bool // a bound was crossed: everything after is dropped
+	passed   int64 // bytes of the events let through, at most maxTotal
+	failed   bool  // a bound was crossed: everything after is dropped
 }
 
 // feed takes the next chunk and returns the translated complete events
@@ -83,11 +84,7 @@ func (t *sseTranslator) feed(chunk []byte, eos bool) ([]byte, error) {
 		return nil, nil
 	}
 	t.total += int64(len(chunk))
-	if t.maxTotal > 0 && t.total > t.maxTotal {
-		t.failed = true
-		t.split.rest()
-		return nil, errStreamTooLarge
-	}
+	over := t.maxTotal > 0 && t.total > t.maxTotal
 	t.split.write(chunk)
 	var out []byte
 	for {
@@ -95,8 +92,18 @@ func (t *sseTranslator) feed(chunk []byte, eos bool) ([]byte, error) {
 		if ev == nil {
 			break
 		}
+		if t.passed += int64(len(ev)); over && t.passed > t.maxTotal {
+			break
+		}
 		out = append(out, t.event(ev[:end])...)
 		out = append(out, '\n', '\n')
+	}
+	if over {
+		// The chunk's events within the bound still go (the response
+		// may be among them); nothing after them does.
+		t.failed = true
+		t.split.rest()
+		return out, errStreamTooLarge
 	}
 	if t.split.over() {
 		t.failed = true

@@ -131,6 +131,8 @@ type ServerCapabilities struct {
 	Prompts   *ListCapability `json:"prompts,omitempty"`
 	// Completions is present when the server answers completion/complete.
 	Completions json.RawMessage `json:"completions,omitempty"`
+	// Logging is present when the server takes logging/setLevel.
+	Logging json.RawMessage `json:"logging,omitempty"`
 }
 
 // ResultMeta is the part of a result's _meta a client reads.

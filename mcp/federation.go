@@ -28,6 +28,12 @@ type Offers struct {
 	Resources   bool // resources or resource templates
 	Prompts     bool
 	Completions bool // some server declared completions (argument completion of prompts or templates)
+	// Logging and Subscribe: some legacy-era server declared logging (and
+	// resources.subscribe), state a client keeps on its own upstream
+	// session (docs/decisions/0022-legacy-client-sessions.md). Declared, and
+	// logging/setLevel and resources/(un)subscribe forwarded, to legacy
+	// clients only.
+	Logging, Subscribe bool
 	// Instructions are the route's instructions (its own and its MCP
 	// servers', combined and bounded by the registry), passed on after the
 	// gateway's Config.Instructions in initialize and server/discover.
@@ -87,6 +93,24 @@ func (s *Server) resourcesRead(q *request, cat Catalog) (Outcome, bool) {
 // promptsGet is forwarded to the server that owns params.name.
 func (s *Server) promptsGet(q *request, cat Catalog) (Outcome, bool) {
 	return forwardNamed(q, offersOf(cat).Prompts, q.p.name, "params.name")
+}
+
+// loggingSetLevel and resourcesSubscribe are forwarded to the client's
+// own upstream sessions (docs/decisions/0022-legacy-client-sessions.md),
+// legacy era only: setLevel to every server that declared logging,
+// resources/(un)subscribe to the owner of params.uri.
+func (s *Server) loggingSetLevel(q *request, cat Catalog) (Outcome, bool) {
+	if !offersOf(cat).Logging {
+		return Outcome{}, false
+	}
+	if v, ok := stringValue(q.p.level); !isObject(q.params) || !ok || v == "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: params.level must be a string"), true
+	}
+	return forward(q, "", ""), true
+}
+
+func (s *Server) resourcesSubscribe(q *request, cat Catalog) (Outcome, bool) {
+	return forwardNamed(q, offersOf(cat).Subscribe, q.p.uri, "params.uri")
 }
 
 // forwardNamed forwards a method the route offers (offered) to the owner
@@ -180,7 +204,15 @@ func capabilities(legacy, listChanged bool, off Offers) []byte {
 	}
 	b := append([]byte(`{"tools":`), lc...)
 	if off.Resources {
-		b = append(append(b, `,"resources":`...), lc...)
+		b = append(b, `,"resources":`...)
+		if legacy && off.Subscribe {
+			b = append(append(b, `{"subscribe":true,`...), lc[1:]...)
+		} else {
+			b = append(b, lc...)
+		}
+	}
+	if legacy && off.Logging {
+		b = append(b, `,"logging":{}`...)
 	}
 	if off.Prompts {
 		b = append(append(b, `,"prompts":`...), lc...)

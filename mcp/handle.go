@@ -17,6 +17,7 @@ type message struct {
 type params struct {
 	name, arguments, cursor, protocolVersion, meta []byte
 	uri, ref                                       []byte
+	level                                          []byte // logging/setLevel
 	requestState, inputResponses                   []byte // MRTR retry members (inputrequired.go)
 	notifications                                  []byte // subscriptions/listen filter
 	metaVersion                                    []byte // _meta[MetaProtocolVersion]
@@ -90,6 +91,8 @@ func parseParams(obj []byte) params {
 			set(&p.uri, val, k, &p.dup)
 		case "ref":
 			set(&p.ref, val, k, &p.dup)
+		case "level":
+			set(&p.level, val, k, &p.dup)
 		case "requestState":
 			set(&p.requestState, val, k, &p.dup)
 		case "inputResponses":

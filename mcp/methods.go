@@ -15,6 +15,10 @@ var methods = map[Era]map[string]methodHandler{
 		"ping":       (*Server).ping,
 		"tools/list": always((*Server).toolsList),
 		"tools/call": always((*Server).toolsCall),
+		// Per-client state on federated servers (ADR 0022).
+		"logging/setLevel":      (*Server).loggingSetLevel,
+		"resources/subscribe":   (*Server).resourcesSubscribe,
+		"resources/unsubscribe": (*Server).resourcesSubscribe,
 	}),
 	EraStateless: withFederated(map[string]methodHandler{
 		"server/discover":      (*Server).discoverMethod,

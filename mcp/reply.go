@@ -83,6 +83,9 @@ func resultBody(id, result []byte) []byte {
 	return append(b, '}')
 }
 
+// ResultReply is the 200 JSON answer with result to the request id.
+func ResultReply(id json.RawMessage, result []byte) *Reply { return resultReply(id, result) }
+
 func resultReply(id, result []byte) *Reply {
 	return &Reply{Status: 200, Headers: jsonHeaders(), Body: resultBody(id, result)}
 }

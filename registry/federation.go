@@ -31,6 +31,18 @@ type MCPManifest struct {
 	// Completions is true when the server declared the completions
 	// capability (completion/complete is routed to it).
 	Completions bool `json:"completions,omitempty"`
+	// Logging and Subscribe are true when the server declared logging or
+	// resources.subscribe: state a legacy client keeps on its own upstream
+	// session (docs/decisions/0022-legacy-client-sessions.md).
+	Logging   bool `json:"logging,omitempty"`
+	Subscribe bool `json:"subscribe,omitempty"`
+}
+
+// PerClientState reports whether a legacy client needs its own session on
+// this server: the server keeps a log level per session, which decides
+// what it sends in that client's call streams.
+func (m *MCPManifest) PerClientState() bool {
+	return m.Era() == mcp.EraLegacy && m.Logging
 }
 
 // Era is the protocol era the server was listed in.

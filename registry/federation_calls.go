@@ -34,8 +34,16 @@ func (s *Snapshot) MCPService(name string) (ToolService, *MCPManifest, bool) {
 func (s *Snapshot) Offers() mcp.Offers {
 	o := mcp.Offers{Resources: len(s.Resources)+len(s.ResourceTemplates) > 0, Prompts: len(s.Prompts) > 0, Instructions: s.instructions}
 	for _, svc := range s.def.ToolServices {
-		if m := s.manifests[svc.Name]; svc.IsMCP() && m != nil && m.MCP != nil && m.MCP.Completions {
-			o.Completions = true
+		m := s.manifests[svc.Name]
+		if !svc.IsMCP() || m == nil || m.MCP == nil {
+			continue
+		}
+		o.Completions = o.Completions || m.MCP.Completions
+		if m.MCP.Era() == mcp.EraLegacy {
+			// Subscriptions ride on the client's own session, which a
+			// server gets for its log level (PerClientState).
+			o.Logging = o.Logging || m.MCP.Logging
+			o.Subscribe = o.Subscribe || m.MCP.Subscribe && m.MCP.Logging && len(s.Resources)+len(s.ResourceTemplates) > 0
 		}
 	}
 	return o

@@ -130,3 +130,12 @@ func TestSnapshotFederatedItemsPaged(t *testing.T) {
 		t.Error("a foreign cursor was accepted")
 	}
 }
+
+// TestPerClientStateOffers: servers without logging offer no per-client
+// state (ADR 0022).
+func TestPerClientStateOffers(t *testing.T) {
+	s := federatedItemsSnapshot(t, 0)
+	if o := s.Offers(); o.Logging || o.Subscribe {
+		t.Errorf("offers %+v from servers without logging or subscribe", o)
+	}
+}

@@ -57,6 +57,8 @@ func (a *app) buildRuntime(cfg *Config, prev *extproc.Runtime, p runtimeParts) (
 	}
 	if rt.RelayKeys, err = buildRelayKeys(cfg.RelayKeys); err != nil {
 		fail("relayKeys reload failed; the keys in force stay", err)
+	} else if rt.SessionKeys, err = buildSessionKeys(cfg.RelayKeys); err != nil { // sessionkeys.go
+		fail("relayKeys reload failed; the keys in force stay", err)
 	}
 	if err := rt.UpstreamAuth.Validate(); err != nil {
 		fail("upstreamAuth reload failed; the last good configuration stays in force", err)

@@ -38,6 +38,9 @@ func pinStore(cfg Config, store registry.Store) surface.Store {
 // whole or not at all: on error the block in force stays and the error
 // names the entry. The routes are rebuilt with it at the next refresh.
 func (a *app) reloadSurface(cfg Config) {
+	if a.reg == nil {
+		return
+	}
 	if err := a.reg.SetSurface(cfg.Surface); err != nil {
 		a.log.Error("surface reload failed; the surface block in force stays", slog.Any("error", err))
 		return

@@ -150,6 +150,9 @@ type mcpTool struct {
 	Icons        json.RawMessage `json:"icons,omitempty"`
 }
 
+// declared reports whether a capability member is present (not null).
+func declared(c json.RawMessage) bool { return len(c) > 0 && string(c) != "null" }
+
 // manifestOf turns an MCP server's listing into its registry.Manifest. A tool entry
 // that does not decode is kept as Invalid, as in a native manifest.
 func manifestOf(l *upstream.Listing) *registry.Manifest {
@@ -161,7 +164,9 @@ func manifestOf(l *upstream.Listing) *registry.Manifest {
 		Resources:         l.Resources,
 		ResourceTemplates: l.ResourceTemplates,
 		Prompts:           l.Prompts,
-		Completions:       len(l.Capabilities.Completions) > 0 && string(l.Capabilities.Completions) != "null",
+		Completions:       declared(l.Capabilities.Completions),
+		Logging:           declared(l.Capabilities.Logging),
+		Subscribe:         l.Capabilities.Resources != nil && l.Capabilities.Resources.Subscribe,
 	}}
 	for i, raw := range l.Tools {
 		var t mcpTool

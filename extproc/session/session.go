@@ -1,0 +1,219 @@
+// Package session is the Mcp-Session-Id the gateway gives a legacy-era
+// client that needs state on a federated server
+// (docs/decisions/0022-legacy-client-sessions.md): a sealed token, signed
+// and encrypted (AES-256-GCM), that carries the client's negotiated
+// version and declared capabilities and, per federated server, the
+// upstream session opened for that client alone. The gateway keeps no
+// table: any replica holding the key opens the token and honours the
+// session.
+//
+// The keys are the relay keys (extproc/relay, config relayKeys): the first
+// seals, every one opens, so a key is rotated the same way. Each AEAD key
+// is derived from a relay key's secret with HKDF-SHA256 under this
+// package's own label, so a relay id never opens as a session or back.
+package session
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/toolmesh/toolmesh/internal/hmactoken"
+)
+
+// The token is
+//
+//	tms1.<key id>.<sealed>
+//
+// sealed the base64url (unpadded) of a 12-byte nonce and the AES-256-GCM
+// ciphertext of the JSON payload, with prefix and key id as additional
+// data.
+const (
+	Prefix = "tms1."
+	// hkdfInfo labels the derivation of a session key from a relay key.
+	hkdfInfo = "toolmesh client session v1"
+	// MaxTokenBytes bounds a token the gateway opens (and mints).
+	MaxTokenBytes = 4096
+	// MaxUpstreams bounds the per-client upstream sessions one token
+	// carries, and so its size.
+	MaxUpstreams = 16
+	// TTL is how long a session is honoured. After it a request with the
+	// token is answered 404, which tells a legacy client to initialize
+	// again (Streamable HTTP, "Session Management").
+	TTL = 24 * time.Hour
+)
+
+var b64 = base64.RawURLEncoding
+
+// Key is one relay key: an id and a secret of at least 32 bytes.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Upstream is an upstream session opened for one client.
+type Upstream struct {
+	Service string `json:"s"`
+	Version string `json:"v"` // the protocol version the session was opened with
+	Session string `json:"x"` // the server's Mcp-Session-Id
+}
+
+// State is what a session token carries.
+type State struct {
+	Route string `json:"r"`
+	// Caller is the authenticated caller's key when minted and the
+	// caller's hash in the token: a session of another caller is refused.
+	Caller  string `json:"c,omitempty"`
+	Version string `json:"v"`           // the client's negotiated protocol version
+	Caps    uint8  `json:"k,omitempty"` // the client capabilities the gateway passes on (extproc clientCaps)
+	// Upstreams are the per-client upstream sessions, by service.
+	Upstreams []Upstream `json:"u,omitempty"`
+	Expires   int64      `json:"e"` // unix seconds
+}
+
+// Upstream returns the client's session on service, if the token has one.
+func (s *State) Upstream(service string) (Upstream, bool) {
+	for _, u := range s.Upstreams {
+		if u.Service == service {
+			return u, true
+		}
+	}
+	return Upstream{}, false
+}
+
+// Keys mints and opens tokens. It is immutable; a new configuration builds
+// new Keys, swapped in atomically.
+type Keys struct {
+	signer string
+	aeads  map[string]cipher.AEAD
+	now    func() time.Time
+	// Generated is true for a key made at start: valid on this replica only.
+	Generated bool
+}
+
+// New validates keys as relay keys (field names them in errors) and
+// derives one AEAD per key; the first seals. now may be nil.
+func New(field string, keys []Key, now func() time.Time) (*Keys, error) {
+	hk := make([]hmactoken.Key, len(keys))
+	for i, k := range keys {
+		hk[i] = hmactoken.Key(k)
+	}
+	if _, err := hmactoken.New(field, hkdfInfo, hk); err != nil { // ids, lengths, duplicates
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	out := &Keys{signer: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys)), now: now}
+	for _, k := range keys {
+		dk, err := hkdf.Key(sha256.New, k.Secret, nil, hkdfInfo, 32)
+		if err != nil {
+			return nil, err
+		}
+		block, err := aes.NewCipher(dk)
+		if err != nil {
+			return nil, err
+		}
+		a, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		out.aeads[k.ID] = a
+	}
+	return out, nil
+}
+
+// Generate returns Keys with one random key: sessions open on this process
+// only, so it fits a single replica.
+func Generate() *Keys {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret) // never fails (crypto/rand)
+	k, _ := New("relayKeys", []Key{{ID: "generated", Secret: secret}}, nil)
+	k.Generated = true
+	return k
+}
+
+// Errors of Mint and Open.
+var (
+	ErrMalformed   = errors.New("session: malformed token")
+	ErrUnknownKey  = errors.New("session: unknown key")
+	ErrSealed      = errors.New("session: the token does not open under the key") // forged or altered
+	ErrExpired     = errors.New("session: expired")
+	ErrOtherRoute  = errors.New("session: token of another route")
+	ErrOtherCaller = errors.New("session: token of another caller")
+	ErrTooLarge    = errors.New("session: the state does not fit a token")
+)
+
+// Is reports whether v has the shape of a session token, valid or not.
+func Is(v string) bool { return strings.HasPrefix(v, Prefix) }
+
+// Mint seals s (its Caller the caller's key) with an expiry TTL from now.
+func (k *Keys) Mint(s State) (string, error) {
+	if len(s.Upstreams) > MaxUpstreams {
+		return "", ErrTooLarge
+	}
+	s.Caller = hmactoken.CallerHash(s.Caller)
+	s.Expires = k.now().Add(TTL).Unix()
+	p, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	a := k.aeads[k.signer]
+	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(p)+a.Overhead())
+	_, _ = rand.Read(nonce)
+	head := Prefix + k.signer + "."
+	tok := head + b64.EncodeToString(a.Seal(nonce, nonce, p, []byte(head)))
+	if len(tok) > MaxTokenBytes {
+		return "", ErrTooLarge
+	}
+	return tok, nil
+}
+
+// Open authenticates and decrypts tok and checks it against the route and
+// caller of the request it came with.
+func (k *Keys) Open(tok, route, caller string) (*State, error) {
+	if len(tok) > MaxTokenBytes || !Is(tok) {
+		return nil, ErrMalformed
+	}
+	kid, sealed, ok := strings.Cut(tok[len(Prefix):], ".")
+	if !ok {
+		return nil, ErrMalformed
+	}
+	a, ok := k.aeads[kid]
+	if !ok {
+		return nil, ErrUnknownKey
+	}
+	raw, err := b64.DecodeString(sealed)
+	if err != nil || len(raw) < a.NonceSize()+a.Overhead() {
+		return nil, ErrMalformed
+	}
+	head := Prefix + kid + "."
+	p, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(head))
+	if err != nil {
+		return nil, ErrSealed
+	}
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	var s State
+	if err := dec.Decode(&s); err != nil || dec.More() {
+		return nil, ErrMalformed
+	}
+	switch {
+	case !k.now().Before(time.Unix(s.Expires, 0)):
+		return nil, ErrExpired
+	case s.Route != route:
+		return nil, ErrOtherRoute
+	case s.Caller != hmactoken.CallerHash(caller):
+		return nil, ErrOtherCaller
+	}
+	s.Caller = caller
+	return &s, nil
+}
