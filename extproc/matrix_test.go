@@ -1,18 +1,22 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"regexp"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
 
 // matrixRoutes are the route kinds: native Tool Services only, federated
@@ -88,6 +92,8 @@ type matrixFeature struct {
 	config  func(t *testing.T, cfg *Config)
 	server  func(t *testing.T, s *Server)
 	headers func(t *testing.T) []string
+	// routes changes the route kinds' snapshots before the server runs.
+	routes func(t *testing.T, routes testRoutes)
 }
 
 func matrixFeatures() []matrixFeature {
@@ -144,6 +150,26 @@ defaults: [acl, ssn]
 `)
 		}},
 		{name: "gzip", headers: func(*testing.T) []string { return []string{"accept-encoding", "gzip, br"} }},
+		// The search route ranked by an embedding service (on 127.0.0.1).
+		{name: "embeddings", routes: embedSearchRoute},
+	}
+}
+
+// embedSearchRoute gives the search route's snapshot the tool embeddings of
+// an embedding service, and waits until its ranking uses them.
+func embedSearchRoute(t *testing.T, routes testRoutes) {
+	emb, err := embedtest.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { emb.Close() })
+	es := registry.NewEmbedders(map[string]registry.EmbeddingService{"e": {URL: emb.URL, Model: "m1"}}, "e", nil, nil,
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler), 10*time.Second)
+	snap := routes["/mcp/search"].snap
+	es.Embed([]*registry.Snapshot{snap}, nil, func(context.Context, *registry.Snapshot) {})
+	es.Wait()
+	if _, ok := snap.SemanticReady(); !ok {
+		t.Fatal("the search route is not ranked by the embedding service")
 	}
 }
 
@@ -170,7 +196,11 @@ func TestFeatureMatrix(t *testing.T) {
 			if f.config != nil {
 				f.config(t, &cfg)
 			}
-			env := newTestEnv(t, cfg, matrixRoutes(t))
+			routes := matrixRoutes(t)
+			if f.routes != nil {
+				f.routes(t, routes)
+			}
+			env := newTestEnv(t, cfg, routes)
 			if f.server != nil {
 				f.server(t, env.srv)
 			}

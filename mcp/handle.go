@@ -146,24 +146,10 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 // memory with the catalog (Reply.Parts): the caller must treat them as
 // read-only.
 func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome {
-	if int64(len(body)) > s.cfg.MaxBodyBytes {
-		return reply(s.tooLarge())
+	body, out, bad := s.checkBody(body)
+	if bad {
+		return out
 	}
-	switch validJSON(body, s.cfg.MaxDepth) {
-	case nil:
-	case errDepth:
-		return fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels")
-	default:
-		return fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON")
-	}
-	body = trimSpace(body)
-	switch {
-	case isArray(body):
-		return fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported")
-	case !isObject(body):
-		return fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object")
-	}
-
 	m := parseMessage(body)
 	if m.dup != "" {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: duplicate member "+strconv.Quote(clip(m.dup)))
@@ -203,15 +189,8 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	}
 
 	q := &request{r: r, id: id, method: method, params: m.params}
-	if isObject(m.params) {
-		q.p = parseParams(m.params)
-		if q.p.dup != "" {
-			return fail(200, id, CodeInvalidParams, "Invalid params: duplicate member "+strconv.Quote(clip(q.p.dup)))
-		}
-		// One reading of the arguments for every reader (argcheck.go).
-		if why := ArgumentsProblem(q.p.arguments); why != "" {
-			return fail(200, id, CodeInvalidParams, "Invalid params: arguments: "+why)
-		}
+	if out, bad := q.readParams(); bad {
+		return out
 	}
 	if out, done := s.negotiate(q); done {
 		return out
@@ -228,6 +207,45 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		}
 	}
 	return s.dispatch(q, cat)
+}
+
+// checkBody checks that body is one JSON-RPC object within the size and
+// depth limits, and returns it without surrounding space.
+func (s *Server) checkBody(body []byte) ([]byte, Outcome, bool) {
+	if int64(len(body)) > s.cfg.MaxBodyBytes {
+		return nil, reply(s.tooLarge()), true
+	}
+	switch validJSON(body, s.cfg.MaxDepth) {
+	case nil:
+	case errDepth:
+		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels"), true
+	default:
+		return nil, fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON"), true
+	}
+	body = trimSpace(body)
+	switch {
+	case isArray(body):
+		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported"), true
+	case !isObject(body):
+		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object"), true
+	}
+	return body, Outcome{}, false
+}
+
+// readParams reads the params object, if any, once for every reader.
+func (q *request) readParams() (Outcome, bool) {
+	if !isObject(q.params) {
+		return Outcome{}, false
+	}
+	q.p = parseParams(q.params)
+	if q.p.dup != "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: duplicate member "+strconv.Quote(clip(q.p.dup))), true
+	}
+	// One reading of the arguments for every reader (argcheck.go).
+	if why := ArgumentsProblem(q.p.arguments); why != "" {
+		return fail(200, q.id, CodeInvalidParams, "Invalid params: arguments: "+why), true
+	}
+	return Outcome{}, false
 }
 
 // negotiate settles the request's protocol version from the

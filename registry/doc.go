@@ -30,10 +30,13 @@
 //   - registry/fetch is the I/O: the Portal sources (a local file or GET
 //     /v1/routes), the HTTP manifest fetcher and the federated-server lister;
 //   - registry/upstream is the MCP client for federated MCP servers;
-//   - registry/search ranks a route's tools for search mode.
+//   - registry/search ranks a route's tools for search mode;
+//   - registry/argsjson decodes a call's arguments for input-schema
+//     validation in one pass.
 //
-// upstream and search are leaves that registry uses and that import nothing
-// of registry. fetch, refresher, memstore and redisstore build on registry's types
-// and interfaces, so they import registry and registry never imports them:
+// search, argsjson and surface are leaves that registry uses and that
+// import nothing of registry; upstream is a leaf that fetch uses. fetch,
+// refresher, memstore and redisstore build on registry's types and
+// interfaces, so they import registry and registry never imports them:
 // internal/app wires them together.
 package registry

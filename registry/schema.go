@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/toolmesh/toolmesh/registry/argsjson"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -84,7 +85,7 @@ func validateArguments(sch *jsonschema.Schema, args json.RawMessage) []string {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	v, err := ArgumentsValue(args) // argsjson.go
+	v, err := argsjson.Value(args)
 	if err != nil {
 		return []string{"arguments: not valid JSON"}
 	}

@@ -13,13 +13,13 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/filters/wasm/guest"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/argsjson"
 )
 
 // FuzzArgumentReaders is the differential test of every part of the
 // gateway that reads a call's arguments: whatever the gateway accepts
 // (mcp.ArgumentsProblem finds nothing), input-schema validation
-// (registry.ArgumentsValue), policies (authz.Args, CEL's view), the
+// (argsjson.Value), policies (authz.Args, CEL's view), the
 // approval canonicalisation (approval.Canonical) and a WASM filter reading
 // through the guest SDK (guest.Field, guest.String) all read as
 // encoding/json does. A repeated member or a lone surrogate escape made
@@ -49,7 +49,7 @@ func FuzzArgumentReaders(f *testing.F) {
 			return // arguments must be an object; Handle refuses the rest
 		}
 
-		got, err := registry.ArgumentsValue(raw)
+		got, err := argsjson.Value(raw)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("schema validation reads %s as %#v (%v), encoding/json as %#v", raw, got, err, want)
 		}

@@ -1,4 +1,6 @@
-package registry
+// Package argsjson decodes a tools/call's arguments for input-schema
+// validation, into the values the jsonschema library reads, in one pass.
+package argsjson
 
 import (
 	"bytes"
@@ -21,9 +23,9 @@ import (
 // go to the library, which has its own limit.
 const maxArgsDepth = 64
 
-// ArgumentsValue is arguments as input-schema validation reads them:
+// Value is arguments as input-schema validation reads them:
 // decodeArgs, else the library's decoder.
-func ArgumentsValue(args []byte) (any, error) {
+func Value(args []byte) (any, error) {
 	if v, ok := decodeArgs(args); ok {
 		return v, nil
 	}

@@ -1,4 +1,4 @@
-package registry
+package argsjson
 
 import (
 	"bytes"
