@@ -185,6 +185,9 @@ type portalRoute struct {
 	Services []*toolService
 	// Cluster is the Portal cluster object applied to every service of the route.
 	Cluster map[string]any
+	// MCP are further service entries written as they are (federated
+	// servers: protocol mcp), after the Tool Services.
+	MCP []map[string]any
 }
 
 // writePortal writes a Portal listing file (docs/contracts/portal.md) and returns its path.
@@ -200,6 +203,7 @@ func writePortal(t *testing.T, routes ...portalRoute) string {
 			}
 			svcs = append(svcs, svc)
 		}
+		svcs = append(svcs, r.MCP...)
 		out = append(out, map[string]any{"key": r.Key, "description": "route " + r.Key, "toolServices": svcs})
 	}
 	b, err := json.MarshalIndent(map[string]any{"routes": out}, "", "  ")

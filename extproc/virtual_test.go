@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -109,5 +110,56 @@ func TestVirtualToolCall(t *testing.T) {
 	if !strings.Contains(list, `"name":"weather"`) || strings.Contains(list, "forecast") || strings.Contains(list, `"echo"`) ||
 		strings.Contains(list, "units") || strings.Contains(list, "days") || !strings.Contains(list, `"default":"en"`) {
 		t.Errorf("tools/list = %s", list)
+	}
+}
+
+// TestVirtualToolSeenEverywhere: tools/list shows the virtual tool, its
+// schema without the fixed and hidden arguments and with the default, and
+// neither the real name nor the held-back tool; a policy sees the virtual
+// name: one on weather refuses the call (a deny that reads no argument
+// hides the tool, so the call finds no such tool), one on the real name
+// forecast never applies.
+func TestVirtualToolSeenEverywhere(t *testing.T) {
+	env := newTestEnv(t, Config{}, virtualTable(t))
+	_, resp := exchangeOnce(t, env, "/mcp/core", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r := decodeReply(t, resp.GetImmediateResponse().GetBody())
+	var list struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			InputSchema struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(r.Result, &list); err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "weather" {
+		t.Fatalf("tools/list = %s (%v), want only the virtual weather", r.Result, err)
+	}
+	props := list.Tools[0].InputSchema.Properties
+	if _, ok := props["days"]; ok {
+		t.Errorf("the fixed argument days is in the schema: %s", r.Result)
+	}
+	if _, ok := props["units"]; ok {
+		t.Errorf("the hidden argument units is in the schema: %s", r.Result)
+	}
+	if !strings.Contains(string(props["lang"]), `"default":"en"`) {
+		t.Errorf("lang = %s, want its default shown", props["lang"])
+	}
+
+	const call = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"weather","arguments":{"city":"Oslo"}}}`
+	for _, tc := range []struct {
+		when   string
+		denied bool
+	}{
+		{`tool.name == "weather"`, true},
+		{`tool.name == "forecast"`, false},
+	} {
+		t.Run(tc.when, func(t *testing.T) {
+			e := policyEnv(t, virtualTable(t), routePolicies("core", authz.Policy{Name: "no-weather", Effect: "deny", When: tc.when}))
+			_, resp := exchangeOnce(t, e, "/mcp/core", call)
+			im := resp.GetImmediateResponse()
+			if denied := im != nil && strings.Contains(string(im.GetBody()), "unknown tool: weather"); denied != tc.denied {
+				t.Errorf("policy when %s: denied %v, want %v (answer %v)", tc.when, denied, tc.denied, resp)
+			}
+		})
 	}
 }
