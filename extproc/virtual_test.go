@@ -15,9 +15,12 @@ import (
 // virtualTable is route core with forecast served as the virtual tool
 // weather (days fixed to 3, a hidden units argument, a default lang) and
 // echo held back by pinning.
-func virtualTable(t testing.TB) testRoutes {
+func virtualTable(t testing.TB) testRoutes { return virtualRoute(t, nil) }
+
+// virtualRoute is virtualTable's route with catalog c (nil: the default).
+func virtualRoute(t testing.TB, c *registry.Catalog) testRoutes {
 	const schema = `{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1},"units":{"type":"string"},"lang":{"type":"string"}},"required":["city"]}`
-	route := registry.Route{Key: "core", ToolServices: []registry.ToolService{
+	route := registry.Route{Key: "core", Catalog: c, ToolServices: []registry.ToolService{
 		{Name: "weather", URL: "http://weather.tools.svc:8080/api"},
 		{Name: "echo", URL: "http://echo.tools.svc:9000"},
 	}, Surface: &registry.RouteSurface{
@@ -29,7 +32,7 @@ func virtualTable(t testing.TB) testRoutes {
 		}}},
 	}}
 	manifests := map[string]*registry.Manifest{
-		"weather": {Tools: []registry.ManifestTool{{Name: "forecast", Version: "1.2.0", InputSchema: json.RawMessage(schema)}}},
+		"weather": {Tools: []registry.ManifestTool{{Name: "forecast", Version: "1.2.0", Description: "Forecast the weather of a city.", InputSchema: json.RawMessage(schema)}}},
 		"echo":    {Tools: []registry.ManifestTool{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
 	}
 	return testRoutes{"/mcp/core": {key: "core", snap: buildSnapshot(t, route, manifests)}}
@@ -161,5 +164,27 @@ func TestVirtualToolSeenEverywhere(t *testing.T) {
 				t.Errorf("policy when %s: denied %v, want %v (answer %v)", tc.when, denied, tc.denied, resp)
 			}
 		})
+	}
+}
+
+// TestVirtualToolInSearchMode: on a search-mode route search_tools offers
+// the virtual tool, never the real name or the held-back tool, and
+// call_tool of it reaches the Tool Service as the real tool with the real
+// arguments.
+func TestVirtualToolInSearchMode(t *testing.T) {
+	env := newTestEnv(t, Config{}, virtualRoute(t, &registry.Catalog{Mode: "search", Shortlist: 10}))
+	_, r := exchangeOnce(t, env, "/mcp/core", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"weather of a city"}}}`)
+	res := decodeResult(t, r.GetImmediateResponse().GetBody(), "1")
+	var sc struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal(res.StructuredContent, &sc); err != nil || len(sc.Tools) != 1 || sc.Tools[0].Name != "weather" {
+		t.Fatalf("search_tools = %s (%v), want only the virtual weather", res.StructuredContent, err)
+	}
+	_, r = exchangeOnce(t, env, "/mcp/core", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"call_tool","arguments":{"name":"weather","arguments":{"city":"Oslo"}}}}`)
+	cr := r.GetRequestBody().GetResponse()
+	if got := string(cr.GetBodyMutation().GetBody()); got != `{"city":"Oslo","days":3,"lang":"en"}` {
+		t.Errorf("call_tool weather: upstream body %s, want the real arguments (answer %v)", got, r)
+	}
+	if set := setOf(t, cr.GetHeaderMutation()); set[wire.ToolHeader] != "forecast" {
+		t.Errorf("call_tool weather: upstream headers %v, want the real tool forecast", set)
 	}
 }
