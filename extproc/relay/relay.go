@@ -14,11 +14,8 @@ package relay
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -112,20 +109,11 @@ func New(keys []Key, now func() time.Time) (*Keys, error) {
 	if now == nil {
 		now = time.Now
 	}
-	k := &Keys{sealID: keys[0].ID, byID: make(map[string]cipher.AEAD, len(keys)), now: now}
-	for _, key := range keys {
-		dk, err := hkdf.Key(sha256.New, key.Secret, nil, aeadInfo, 32)
-		if err != nil {
-			return nil, err
-		}
-		block, err := aes.NewCipher(dk)
-		if err != nil {
-			return nil, err
-		}
-		if k.byID[key.ID], err = cipher.NewGCM(block); err != nil {
-			return nil, err
-		}
+	byID, err := hmactoken.AEADs(hk, aeadInfo)
+	if err != nil {
+		return nil, err
 	}
+	k := &Keys{sealID: keys[0].ID, byID: byID, now: now}
 	return k, nil
 }
 

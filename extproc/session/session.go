@@ -15,11 +15,8 @@ package session
 
 import (
 	"bytes"
-	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -112,22 +109,11 @@ func New(field string, keys []Key, now func() time.Time) (*Keys, error) {
 	if now == nil {
 		now = time.Now
 	}
-	out := &Keys{signer: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys)), now: now}
-	for _, k := range keys {
-		dk, err := hkdf.Key(sha256.New, k.Secret, nil, hkdfInfo, 32)
-		if err != nil {
-			return nil, err
-		}
-		block, err := aes.NewCipher(dk)
-		if err != nil {
-			return nil, err
-		}
-		a, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, err
-		}
-		out.aeads[k.ID] = a
+	aeads, err := hmactoken.AEADs(hk, hkdfInfo)
+	if err != nil {
+		return nil, err
 	}
+	out := &Keys{signer: keys[0].ID, aeads: aeads, now: now}
 	return out, nil
 }
 
