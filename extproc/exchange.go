@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -89,7 +90,10 @@ type request struct {
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
-	oauthUsed   *oauthUse         // the OAuth token the routed call carries (upstreamoauth.go)
+
+	// oauthUsed is the OAuth token the routed call carries
+	// (upstreamauth.go), evicted when the upstream refuses it.
+	oauthUsed *upstreamcred.Token
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).

@@ -3,6 +3,7 @@ package extproc
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
@@ -71,9 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	// The token clients of every upstreamAuth configuration count into
-	// one process-wide counter (upstreamoauth.go), registered with the
+	// one process-wide counter (extproc/upstreamcred), registered with the
 	// first registry that asks.
-	if _, err = promreg.Register(reg, oauthRequests); err != nil {
+	if _, err = promreg.Register(reg, upstreamcred.Collector()); err != nil {
 		return nil, err
 	}
 	return m, nil

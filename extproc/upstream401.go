@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -32,7 +33,7 @@ func (x *request) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
 	if u.Status != http.StatusUnauthorized || x.oauthUsed == nil || x.call == nil || x.tool == nil {
 		return nil, false
 	}
-	x.oauthUsed.client.Evict(x.oauthUsed.req)
+	x.oauthUsed.Refused()
 	x.oauthUsed = nil
 	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "tool call: the upstream refused its OAuth token; evicted", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("service", x.tool.Service))
@@ -47,36 +48,25 @@ func (x *request) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
 // (the 401 is the server's answer, passed on as any other).
 func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	f := x.fed
-	u := &x.rt.UpstreamAuth
-	a, ok := u.Services[f.svc.Name]
-	if !ok || a.OAuth == nil {
-		return nil, false
-	}
-	so, err := u.serviceOAuth(f.svc.Name)
-	if err != nil {
-		return nil, false
-	}
 	ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, f.svc), x.s.upstreamTimeout())
 	defer cancel()
 	log := func(msg string, err error) {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, msg, slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
 			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
 	}
-	if used := x.oauthUsed; used != nil {
-		used.client.Evict(used.req)
-		x.oauthUsed = nil
-	} else if c, _ := so.client(); c == nil {
-		var challenges []string
-		for _, hv := range h.GetHeaders().GetHeaders() {
-			if strings.EqualFold(hv.GetKey(), "www-authenticate") {
-				challenges = append(challenges, headerValue(hv))
-			}
+	var challenges []string
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), "www-authenticate") {
+			challenges = append(challenges, headerValue(hv))
 		}
-		if err := so.discover(ctx, f.svc.Name, f.svc.URL, challenges); err != nil {
-			log("federated call: no authorization server discovered from the 401", err)
-			return nil, false
-		}
-	} else {
+	}
+	used := x.oauthUsed
+	x.oauthUsed = nil
+	retry, err := x.rt.UpstreamAuth.Unauthorized(ctx, f.svc.Name, f.svc.URL, challenges, used)
+	if err != nil {
+		log("federated call: no authorization server discovered from the 401", err)
+	}
+	if !retry {
 		return nil, false
 	}
 	fail := func(msg string) []byte {
@@ -90,11 +80,7 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	auth, err := x.upstreamCredentials(f.svc.Name)
 	if err != nil {
 		log("federated call: no new token after a 401", err)
-		reason := "its credentials cannot be read"
-		if r, ok := oauthReason(err); ok {
-			reason = r
-		}
-		return fail("the MCP server " + f.svc.Name + " is not available: " + reason), true
+		return fail("the MCP server " + f.svc.Name + " is not available: " + upstreamcred.Reason(err)), true
 	}
 	hdr := f.headers.Clone()
 	for k, v := range auth {
@@ -104,8 +90,8 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	status, msg, err := x.s.upstreamClient().Exchange(ctx, f.svc.URL, hdr, f.body, f.upID)
 	x.upStatus = status
 	if err != nil {
-		if used := x.oauthUsed; status == http.StatusUnauthorized && used != nil {
-			used.client.Evict(used.req)
+		if status == http.StatusUnauthorized {
+			x.oauthUsed.Refused()
 		}
 		log("federated call: sent again with a new token, failed", err)
 		if status == http.StatusUnauthorized {
