@@ -7,6 +7,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -27,16 +28,16 @@ func (x *request) authenticate(route string) *extprocv3.ProcessingResponse {
 		switch h.GetKey() {
 		case "authorization":
 			if r.AuthorizationCount == 0 {
-				r.Authorization = headerValue(h)
+				r.Authorization = procmsg.HeaderValue(h)
 			}
 			r.AuthorizationCount++
 		case ":path":
-			_, r.Query, _ = strings.Cut(headerValue(h), "?")
+			_, r.Query, _ = strings.Cut(procmsg.HeaderValue(h), "?")
 		}
 	}
 	res := a.Authenticate(x.ctx, &r)
 	if res.Label != "" {
-		x.s.metrics.auth.WithLabelValues(route, res.Label).Inc()
+		x.s.metrics.Auth.WithLabelValues(route, res.Label).Inc()
 	}
 	if res.Status == 0 {
 		if res.Caller != nil {
@@ -91,7 +92,7 @@ func (x *request) protectedResource() *extprocv3.ProcessingResponse {
 		return x.answer(r, outcomeRejected, detailsRejected)
 	}
 	return x.answer(&mcp.Reply{Status: 200, Body: doc, Headers: []mcp.Header{
-		{Key: "content-type", Value: contentTypeJSON},
+		{Key: "content-type", Value: procmsg.ContentTypeJSON},
 		{Key: "cache-control", Value: "max-age=300"},
 	}}, outcomeAnswered, detailsReply)
 }

@@ -7,6 +7,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -69,7 +71,26 @@ func (x *request) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 		return x.forwardCall(c.call, c.tool, c.body, c.args)
 	}
 	x.outcome, x.kind = outcomeRouted, nativeCall{}
-	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds) // callplan.go
+	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds)
+}
+
+// routedCall is the request-body reply that sends a call of t to its Tool
+// Service with args as the body, built from t's plan (package callplan).
+// A call already routed to t at request headers (x.headerRoute) keeps its
+// route. creds are the upstream credential headers of t's Tool Service
+// (upstreamauth.go); the client's Authorization is removed unless creds
+// set it.
+func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
+	p := callplan.For(x.routeKey, t)
+	c := &callplan.Call{Call: call, Args: args, Rerouted: x.headerRoute != t, AddHeaders: addHeaders,
+		Trace: x.traceHeaders(), Creds: creds, Unset: x.unsetAuthHeaders(t.Service, creds),
+		Dropped: x.droppedClientHeaders(t.Service)} // forwardheaders.go
+	if x.s.wire.Load() && c.Plain() {
+		// The common call, prepared from the plan's encoded pieces.
+		x.prepared = p.Wire(call, args, c.Rerouted)
+		return sendPrepared
+	}
+	return p.Reply(c)
 }
 
 // authorizeStep decides the call by the route's policies.
@@ -109,7 +130,7 @@ func (filterStep) run(c *callCtx) stepResult {
 	}
 	freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
 		Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: c.args,
-		Headers: clientHeaders(x.headers), Caller: filterCaller(x), Validate: t.ValidateArguments}
+		Headers: reqheaders.ForFilters(x.headers), Caller: filterCaller(x), Validate: t.ValidateArguments}
 	out := x.chain.RunRequest(x.ctx, freq)
 	if out.Err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "filter failed", slog.String("request_id", x.requestID),
