@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -24,17 +25,7 @@ func (x *request) authenticate(route string) *extprocv3.ProcessingResponse {
 		return nil // an open route reads no header for it
 	}
 	r := authn.Request{Route: route, PublicPath: x.req.Path}
-	for _, h := range x.headers.GetHeaders() {
-		switch h.GetKey() {
-		case "authorization":
-			if r.AuthorizationCount == 0 {
-				r.Authorization = procmsg.HeaderValue(h)
-			}
-			r.AuthorizationCount++
-		case ":path":
-			_, r.Query, _ = strings.Cut(procmsg.HeaderValue(h), "?")
-		}
-	}
+	r.Authorization, r.AuthorizationCount, r.Query = reqheaders.Credentials(x.headers)
 	res := a.Authenticate(x.ctx, &r)
 	if res.Label != "" {
 		x.s.metrics.Auth.WithLabelValues(route, res.Label).Inc()

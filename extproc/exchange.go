@@ -9,6 +9,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
@@ -58,9 +59,9 @@ const (
 	callUpstream5xx = "upstream_5xx"   // the Tool Service answered 5xx
 	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none), a broken progress stream
 	callTooLarge    = "too_large"
-	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
-	callDenied      = "denied"            // a filter denied the call or its result
-	callRejected    = "rejected"          // answered at HTTP level before routing (413)
+	callInvalidArgs = callfilter.OutcomeInvalidArgs // the arguments failed the tool's inputSchema
+	callDenied      = callfilter.OutcomeDenied      // a filter denied the call or its result
+	callRejected    = "rejected"                    // answered at HTTP level before routing (413)
 	// Envoy answered itself (its local reply, marked by local_reply_config
 	// and seen on the response path, response.go localReplyHeaders):
 	// callTimeout for the route or per-try timeout (504), callUnavailable

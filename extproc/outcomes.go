@@ -2,9 +2,7 @@ package extproc
 
 import (
 	"fmt"
-	"strings"
 
-	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -30,33 +28,10 @@ func upstreamOutcome(u mcp.Upstream) string {
 	return callToolError
 }
 
-// denyOutcome is the outcome of a call a filter denied: a failed inputSchema
-// is invalid arguments, as without filters; anything else is a denial.
-func denyOutcome(out *filters.Outcome) string {
-	if out.SchemaInvalid {
-		return callInvalidArgs
-	}
-	return callDenied
-}
-
 // denyDetails is the ImmediateResponse details of a denied call.
 func denyDetails(outcome string) string {
 	if outcome == callInvalidArgs {
 		return detailsInvalidArguments
 	}
 	return detailsDenied
-}
-
-// invalidArgsText is the isError text of arguments that failed the tool's
-// inputSchema, the same with filters (the input_schema filter) and without.
-func invalidArgsText(tool string, msgs []string) string {
-	return mcp.ToolFailed(tool, "invalid arguments: "+strings.Join(msgs, "; "))
-}
-
-// denyText is the isError text of a call (or result) a filter denied.
-func denyText(tool string, out *filters.Outcome) string {
-	if out.SchemaInvalid {
-		return mcp.ToolFailed(tool, out.Reason) // "invalid arguments: ..."
-	}
-	return mcp.ToolFailed(tool, "denied: "+out.Reason)
 }

@@ -100,17 +100,8 @@ func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *
 func (x *request) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	x.resultSent = true // the body passes as it is
-	switch kind := localReplyKind(h); {
-	case kind != "":
-		x.callOutcome = kind
-	case x.upStatus >= 200 && x.upStatus <= 299:
-		x.callOutcome = callOK
-	case x.upStatus >= 400 && x.upStatus <= 499:
-		x.callOutcome = callUpstream4xx
-	case x.upStatus >= 500 && x.upStatus <= 599:
-		x.callOutcome = callUpstream5xx
-	default:
-		x.callOutcome = callToolError
+	if x.callOutcome = localReplyKind(h); x.callOutcome == "" {
+		x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
 	}
 	remove := []string{"mcp-session-id"}
 	if localReplyKind(h) == "" { // the server's headers, through the allow-list (federated.go)

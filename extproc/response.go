@@ -7,10 +7,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
 	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/reqheaders"
-	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -182,22 +182,13 @@ func (x *request) filtered(body []byte) []byte {
 	if x.chain == nil {
 		return body
 	}
-	res := &filters.Result{Route: x.routeKey, Era: x.call.Era.String(), Version: x.call.Version,
-		Tool: x.tool.Name, ToolVersion: x.tool.Version, Body: mcp.ResultOf(x.call, body)}
-	out := x.chain.RunResult(x.ctx, res)
-	if out.Err != nil {
+	out, denied, err := callfilter.Result(x.ctx, x.chain, x.s.proto, x.filterCall(), body)
+	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "result filter failed", slog.String("request_id", x.requestID),
-			slog.String("route", x.routeKey), slog.String("tool", x.tool.Name), slog.Any("error", out.Err))
+			slog.String("route", x.routeKey), slog.String("tool", x.tool.Name), slog.Any("error", err))
 	}
-	switch {
-	case out.Denied():
+	if denied {
 		x.callOutcome = callDenied
-		if out.DenyAs == filters.RPCError {
-			return mcp.ErrorReply(200, x.call.ID, out.Code, out.Reason, nil).Body
-		}
-		return x.s.proto.ToolError(x.call, denyText(x.tool.Name, &out))
-	case out.Action == filters.ActionRewrite:
-		return x.s.proto.WithResult(x.call, res.Body)
 	}
-	return body
+	return out
 }

@@ -194,3 +194,21 @@ func AcceptsEventStream(accept string) bool {
 	}
 	return false
 }
+
+// Credentials are what authentication reads of the request headers: the
+// first Authorization value, how many Authorization headers there were, and
+// the raw query of :path (where a client may have put an access_token).
+func Credentials(hm *corev3.HeaderMap) (authorization string, count int, query string) {
+	for _, h := range hm.GetHeaders() {
+		switch h.GetKey() {
+		case "authorization":
+			if count == 0 {
+				authorization = procmsg.HeaderValue(h)
+			}
+			count++
+		case ":path":
+			_, query, _ = strings.Cut(procmsg.HeaderValue(h), "?")
+		}
+	}
+	return authorization, count, query
+}
