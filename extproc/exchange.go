@@ -113,8 +113,11 @@ type request struct {
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
 
 	// oauthUsed is the OAuth token the routed call carries
-	// (upstreamauth.go), evicted when the upstream refuses it.
+	// (upstreamauth.go), evicted when the upstream refuses it; held is the
+	// routed Tool Service call that carries it, sent again then
+	// (upstream401.go).
 	oauthUsed *upstreamcred.Token
+	held      *heldCall
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).

@@ -4,41 +4,178 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
 // A 401 from an upstream whose call carried an OAuth token
-// (docs/identity.md, "When the upstream answers 401"). The token is evicted
-// in both cases. Envoy has already sent the request, and ext_proc cannot
-// make it send it again; what happens next depends on who can:
+// (docs/identity.md, "When the upstream answers 401"). A 401 says the
+// request "has not been applied because it lacks valid authentication
+// credentials" (RFC 9110 section 15.5.2): the upstream refused it before
+// running it, so sending it once more with a new token cannot run it twice.
+// Envoy has already sent the request, and ext_proc cannot make it send it
+// again; the gateway holds the request and sends it once more itself, with
+// a new token, and that answer replaces the 401's (CONTINUE_AND_REPLACE on
+// the response headers), as a lost session is re-issued (federated.go):
 //
-//   - a federated MCP server's request is one JSON-RPC message the gateway
-//     holds (fedCall.body): the gateway sends it once more itself, with a
-//     new token, and its answer replaces the 401's body, as a lost session
-//     is re-issued (federated.go reissue). A server whose authorization
-//     server is discovered (no issuer or tokenUrl in the entry) and not
-//     discovered yet is discovered here, from the 401's challenge;
-//   - a Tool Service's call is answered with a tool error that says the
-//     token was refused and dropped: the client's next call gets a new one.
+//   - a federated MCP server's request is one JSON-RPC message (fedCall.body).
+//     A server whose authorization server is discovered (no issuer or
+//     tokenUrl in the entry) and not discovered yet is discovered here,
+//     from the 401's challenge;
+//   - a Tool Service's call is the request routedCall built (heldCall),
+//     sent to the Tool Service's URL; its answer becomes the call's result
+//     as the routed answer would have.
+//
+// Both are bounded by the upstream call timeout (Config.UpstreamCallTimeout,
+// below the ext_proc message_timeout), the new token's request included. A
+// second 401 evicts the new token too and is answered with a tool error.
 
-// toolServiceUnauthorized is the tool error of a routed Tool Service call
-// answered 401 for the OAuth token it carried, which is evicted; false when
-// the call carried none.
-func (x *request) toolServiceUnauthorized(u mcp.Upstream) ([]byte, bool) {
-	if u.Status != http.StatusUnauthorized || x.oauthUsed == nil || x.call == nil || x.tool == nil {
-		return nil, false
+// heldCall is a Tool Service call as routedCall sent it, kept while the
+// call carries an OAuth token, to be sent again after a 401.
+type heldCall struct {
+	path   string                      // the upstream :path
+	body   []byte                      // the arguments
+	set    []*corev3.HeaderValueOption // the headers the routing reply set
+	remove []string                    // and removed
+}
+
+// connectionHeaders are client headers a call sent again never copies:
+// the connection's and the framing's (the HTTP client sets its own), and
+// the client's token (not the Tool Service's, ADR 0010).
+var connectionHeaders = map[string]bool{
+	"host": true, "content-length": true, "connection": true, "keep-alive": true, "proxy-connection": true,
+	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "accept-encoding": true, "authorization": true,
+}
+
+// header is the request's headers when sent again: the client's headers
+// the routed request kept, then the ones the routing reply set, then creds
+// (the new token). Framing and Envoy's routing headers are the HTTP
+// client's and Envoy's own.
+func (hc *heldCall) header(client *corev3.HeaderMap, creds map[string]string) http.Header {
+	h := http.Header{}
+	for _, hv := range client.GetHeaders() {
+		k := strings.ToLower(hv.GetKey())
+		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "x-envoy-") || strings.HasPrefix(k, wire.HeaderPrefix) ||
+			connectionHeaders[k] || slices.Contains(hc.remove, k) {
+			continue
+		}
+		h.Add(k, headerValue(hv))
 	}
+	for _, o := range hc.set {
+		k := strings.ToLower(o.GetHeader().GetKey())
+		if strings.HasPrefix(k, ":") || k == "content-length" || k == wire.ClusterHeader {
+			continue
+		}
+		h.Set(k, headerValue(o.GetHeader()))
+	}
+	for k, v := range creds {
+		h.Set(k, v)
+	}
+	return h
+}
+
+// toolServiceUnauthorized answers the response headers of a Tool Service's
+// 401 to the OAuth token the routed call carried: the call sent once more
+// with a new token (resendCall), whose answer is the client's result, or
+// nil when the call carried no such token (the 401 is the Tool Service's
+// answer, converted as any other). WWW-Authenticate goes: it was the
+// gateway's token that was refused, not the client's.
+func (x *request) toolServiceUnauthorized() *extprocv3.ProcessingResponse {
+	if x.upStatus != http.StatusUnauthorized || x.oauthUsed == nil || x.held == nil || x.call == nil || x.tool == nil {
+		return nil
+	}
+	out := x.resendCall()
+	m := resultHeaders()
+	m.RemoveHeaders = append(m.RemoveHeaders, "www-authenticate")
+	return responseHeadersResponse(&extprocv3.CommonResponse{
+		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
+		// Envoy drops content-length itself when CONTINUE_AND_REPLACE
+		// adds a body.
+		HeaderMutation: m,
+		BodyMutation:   replaceBody(out),
+	})
+}
+
+// resendCall evicts the refused token, obtains a new one and sends the held
+// call once more to the Tool Service, and returns the client's body: the
+// call's result made from the answer, or the tool error of a second 401,
+// of a token that cannot be obtained, or of an answer that did not come.
+func (x *request) resendCall() []byte {
+	svc, held := x.tool.Service, x.held
 	x.oauthUsed.Refused()
-	x.oauthUsed = nil
-	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "tool call: the upstream refused its OAuth token; evicted", slog.String("request_id", x.requestID),
-		slog.String("route", x.routeKey), slog.String("service", x.tool.Service))
-	return x.s.proto.ToolError(x.call, mcp.ToolFailed(x.call.Tool, "unauthorized: the Tool Service "+x.tool.Service+
-		" refused the token the gateway obtained for it (HTTP 401); the token is dropped and the next call obtains a new one, so the call may be retried")), true
+	x.oauthUsed, x.held = nil, nil
+	log := func(level slog.Level, msg string, attrs ...slog.Attr) {
+		x.s.log.LogAttrs(x.ctx, level, msg, append([]slog.Attr{slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("service", svc)}, attrs...)...)
+	}
+	log(slog.LevelInfo, "tool call: the upstream refused its OAuth token; evicted, sending the call again")
+	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
+	defer cancel()
+	creds, err := x.credentialsWith(ctx, svc)
+	if err != nil {
+		log(slog.LevelWarn, "tool call: no new token after a 401", slog.String("error", err.Error()))
+		x.resultSent, x.callOutcome = true, callNoCredentials
+		return x.filtered(x.s.proto.ToolError(x.call, "the Tool Service "+svc+" is not available: "+upstreamcred.Reason(err)))
+	}
+	target := x.toolServiceURL(svc, held.path)
+	if target == "" {
+		log(slog.LevelWarn, "tool call: the Tool Service is not in the snapshot; not sent again")
+		out := x.result(mcp.Upstream{Status: http.StatusServiceUnavailable, Failure: mcp.FailureUnavailable})
+		x.callOutcome = callUnavailable
+		return out
+	}
+	a, err := x.s.upstreamClient().Post(ctx, target, held.header(x.headers, creds), held.body, x.s.cfg.MaxResponseBytes)
+	if err != nil {
+		log(slog.LevelWarn, "tool call: sent again with a new token, failed", slog.String("error", err.Error()))
+		f, outcome := mcp.FailureUnavailable, callUnavailable
+		if ctx.Err() != nil {
+			f, outcome = mcp.FailureTimeout, callTimeout
+		}
+		out := x.result(mcp.Upstream{Failure: f})
+		x.callOutcome = outcome
+		return out
+	}
+	x.upStatus, x.upContentType = a.Status, a.ContentType
+	switch {
+	case a.Status == http.StatusUnauthorized:
+		x.oauthUsed.Refused()
+		log(slog.LevelWarn, "tool call: the upstream refused the new OAuth token too; evicted")
+		x.resultSent, x.callOutcome = true, callUpstream4xx
+		return x.filtered(x.s.proto.ToolError(x.call, mcp.ToolFailed(x.call.Tool, "unauthorized: the Tool Service "+svc+
+			" refused the token the gateway obtained for it twice (HTTP 401); the token is dropped")))
+	case a.Over:
+		return x.result(mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Failure: mcp.FailureTooLarge})
+	case isNDJSON(a.ContentType) && a.Status >= 200 && a.Status <= 299:
+		// A progress stream, taken whole (progress.go).
+		x.progress = &progressStream{}
+		return x.progressFeed(a.Body, true)
+	}
+	return x.result(mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Body: a.Body})
+}
+
+// toolServiceURL is the URL of path on the Tool Service named service in
+// the request's snapshot, as Envoy's cluster reaches it; "" when the
+// snapshot has no such service.
+func (x *request) toolServiceURL(service, path string) string {
+	for _, s := range x.snap.ToolServices() {
+		if s.Name != service {
+			continue
+		}
+		u, err := url.Parse(s.URL)
+		if err != nil {
+			return ""
+		}
+		return u.Scheme + "://" + u.Host + path
+	}
+	return ""
 }
 
 // fedUnauthorized answers a federated server's 401 for an oauth entry: the
@@ -77,7 +214,7 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 		}
 		return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
 	}
-	auth, err := x.upstreamCredentials(f.svc.Name)
+	auth, err := x.credentialsWith(ctx, f.svc.Name)
 	if err != nil {
 		log("federated call: no new token after a 401", err)
 		return fail("the MCP server " + f.svc.Name + " is not available: " + upstreamcred.Reason(err)), true

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"log/slog"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -26,6 +27,12 @@ const (
 // (upstream401.go). An error (an unreadable credential, no token) means
 // the call must not be sent.
 func (x *request) upstreamCredentials(service string) (map[string]string, error) {
+	return x.credentialsWith(x.ctx, service)
+}
+
+// credentialsWith is upstreamCredentials with a token request bounded by
+// ctx.
+func (x *request) credentialsWith(ctx context.Context, service string) (map[string]string, error) {
 	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
@@ -35,7 +42,7 @@ func (x *request) upstreamCredentials(service string) (map[string]string, error)
 	if a.ForwardToken {
 		clientAuth = firstHeader(x.headers, "authorization")
 	}
-	c, err := u.Headers(x.ctx, service, x.caller, clientAuth)
+	c, err := u.Headers(ctx, service, x.caller, clientAuth)
 	if err != nil {
 		return nil, err
 	}
