@@ -274,9 +274,20 @@ func New(opts Options) *Registry {
 	empty.index()
 	r.state.Store(empty)
 	r.metrics = newMetrics(opts.Registerer, r)
-	r.embedders = registry.NewEmbedders(opts.Embeddings, opts.DefaultEmbedding, opts.Credentials, opts.EmbeddingClient,
-		opts.Registerer, opts.Logger, opts.FetchTimeout)
+	r.embedders = Embedders(opts)
 	return r
+}
+
+// Embedders are the embedding services of opts, as a Registry made with
+// opts ranks its search-mode routes with them; eval-search ranks with the
+// same (nil when opts names none).
+func Embedders(opts Options) *registry.Embedders {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return registry.NewEmbedders(opts.Embeddings, opts.DefaultEmbedding, opts.Credentials, opts.EmbeddingClient,
+		opts.Registerer, log, opts.FetchTimeout)
 }
 
 // Start runs the first cycle in the start-up order of ADR 0005: Portal
