@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/callfilter"
+	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
@@ -117,7 +118,7 @@ type request struct {
 	// routed Tool Service call that carries it, sent again then
 	// (upstream401.go).
 	oauthUsed *upstreamcred.Token
-	held      *heldCall
+	held      *callplan.Held
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).

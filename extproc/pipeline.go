@@ -92,8 +92,7 @@ func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addH
 	r := p.Reply(c)
 	if x.oauthUsed != nil {
 		// Sent again should the Tool Service refuse the token (upstream401.go).
-		m := r.GetRequestBody().GetResponse().GetHeaderMutation()
-		x.held = &heldCall{path: t.BasePath + t.Path, body: args, set: m.GetSetHeaders(), remove: m.GetRemoveHeaders()}
+		x.held = callplan.Hold(t, args, r)
 	}
 	return r
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
-	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -30,57 +26,13 @@ import (
 //     A server whose authorization server is discovered (no issuer or
 //     tokenUrl in the entry) and not discovered yet is discovered here,
 //     from the 401's challenge;
-//   - a Tool Service's call is the request routedCall built (heldCall),
-//     sent to the Tool Service's URL; its answer becomes the call's result
-//     as the routed answer would have.
+//   - a Tool Service's call is the request routedCall built
+//     (callplan.Held), sent to the Tool Service's URL; its answer becomes
+//     the call's result as the routed answer would have.
 //
 // Both are bounded by the upstream call timeout (Config.UpstreamCallTimeout,
 // below the ext_proc message_timeout), the new token's request included. A
 // second 401 evicts the new token too and is answered with a tool error.
-
-// heldCall is a Tool Service call as routedCall sent it, kept while the
-// call carries an OAuth token, to be sent again after a 401.
-type heldCall struct {
-	path   string                      // the upstream :path
-	body   []byte                      // the arguments
-	set    []*corev3.HeaderValueOption // the headers the routing reply set
-	remove []string                    // and removed
-}
-
-// connectionHeaders are client headers a call sent again never copies:
-// the connection's and the framing's (the HTTP client sets its own), and
-// the client's token (not the Tool Service's, ADR 0010).
-var connectionHeaders = map[string]bool{
-	"host": true, "content-length": true, "connection": true, "keep-alive": true, "proxy-connection": true,
-	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "accept-encoding": true, "authorization": true,
-}
-
-// header is the request's headers when sent again: the client's headers
-// the routed request kept, then the ones the routing reply set, then creds
-// (the new token). Framing and Envoy's routing headers are the HTTP
-// client's and Envoy's own.
-func (hc *heldCall) header(client *corev3.HeaderMap, creds map[string]string) http.Header {
-	h := http.Header{}
-	for _, hv := range client.GetHeaders() {
-		k := strings.ToLower(hv.GetKey())
-		if strings.HasPrefix(k, ":") || strings.HasPrefix(k, "x-envoy-") || strings.HasPrefix(k, wire.HeaderPrefix) ||
-			connectionHeaders[k] || slices.Contains(hc.remove, k) {
-			continue
-		}
-		h.Add(k, headerValue(hv))
-	}
-	for _, o := range hc.set {
-		k := strings.ToLower(o.GetHeader().GetKey())
-		if strings.HasPrefix(k, ":") || k == "content-length" || k == wire.ClusterHeader {
-			continue
-		}
-		h.Set(k, headerValue(o.GetHeader()))
-	}
-	for k, v := range creds {
-		h.Set(k, v)
-	}
-	return h
-}
 
 // toolServiceUnauthorized answers the response headers of a Tool Service's
 // 401 to the OAuth token the routed call carried: the call sent once more
@@ -125,14 +77,19 @@ func (x *request) resendCall() []byte {
 		x.resultSent, x.callOutcome = true, callNoCredentials
 		return x.filtered(x.s.proto.ToolError(x.call, "the Tool Service "+svc+" is not available: "+upstreamcred.Reason(err)))
 	}
-	target := x.toolServiceURL(svc, held.path)
+	target := ""
+	for _, s := range x.snap.ToolServices() {
+		if s.Name == svc {
+			target = held.URL(s.URL)
+		}
+	}
 	if target == "" {
-		log(slog.LevelWarn, "tool call: the Tool Service is not in the snapshot; not sent again")
+		log(slog.LevelWarn, "tool call: the Tool Service has no usable URL in the snapshot; not sent again")
 		out := x.result(mcp.Upstream{Status: http.StatusServiceUnavailable, Failure: mcp.FailureUnavailable})
 		x.callOutcome = callUnavailable
 		return out
 	}
-	a, err := x.s.upstreamClient().Post(ctx, target, held.header(x.headers, creds), held.body, x.s.cfg.MaxResponseBytes)
+	a, err := x.s.upstreamClient().Post(ctx, target, held.Header(x.headers, creds), held.Body, x.s.cfg.MaxResponseBytes)
 	if err != nil {
 		log(slog.LevelWarn, "tool call: sent again with a new token, failed", slog.String("error", err.Error()))
 		f, outcome := mcp.FailureUnavailable, callUnavailable
@@ -159,23 +116,6 @@ func (x *request) resendCall() []byte {
 		return x.progressFeed(a.Body, true)
 	}
 	return x.result(mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Body: a.Body})
-}
-
-// toolServiceURL is the URL of path on the Tool Service named service in
-// the request's snapshot, as Envoy's cluster reaches it; "" when the
-// snapshot has no such service.
-func (x *request) toolServiceURL(service, path string) string {
-	for _, s := range x.snap.ToolServices() {
-		if s.Name != service {
-			continue
-		}
-		u, err := url.Parse(s.URL)
-		if err != nil {
-			return ""
-		}
-		return u.Scheme + "://" + u.Host + path
-	}
-	return ""
 }
 
 // fedUnauthorized answers a federated server's 401 for an oauth entry: the
