@@ -195,22 +195,6 @@ func (x *request) next(req *extprocv3.ProcessingRequest) any {
 	return resp
 }
 
-// handle is next with a wire-format answer decoded, for callers that look
-// at the message.
-func (x *request) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	switch m := x.next(req).(type) {
-	case *extprocv3.ProcessingResponse:
-		return m
-	case *procmsg.Wire:
-		resp, err := m.Message()
-		if err != nil {
-			panic(err) // procmsg wrote it: a bug, caught per request
-		}
-		return resp
-	}
-	return nil
-}
-
 // dispatch answers one ProcessingRequest by its kind.
 func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	switch r := req.GetRequest().(type) {
