@@ -150,7 +150,7 @@ type request struct {
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
-// already in wire format (wire.go). It is never sent itself.
+// already in wire format (procmsg.Wire). It is never sent itself.
 var sendPrepared = &extprocv3.ProcessingResponse{}
 
 func (s *Server) newRequest(ctx context.Context) *request {
