@@ -266,7 +266,7 @@ func (s *Server) Register(gs *grpc.Server) {
 // instead of the "response too large" result.
 //
 // It also installs a codec that is grpc-go's proto codec but sends the
-// answers this server prepared in wire format (wire.go) as they are; from
+// answers this server prepared in wire format (procmsg.Codec) as they are; from
 // then on the server prepares them. Without it every answer is a
 // ProcessingResponse that gRPC encodes.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
