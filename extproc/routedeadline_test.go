@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -314,7 +315,7 @@ func TestListenerLevel(t *testing.T) {
 		if tc.md != nil {
 			ctx = metadata.NewIncomingContext(ctx, tc.md)
 		}
-		if got := listenerLevel(ctx); got != tc.want {
+		if got := routedeadline.ListenerLevel(ctx); got != tc.want {
 			t.Errorf("metadata %v: level %d, want %d", tc.md, got, tc.want)
 		}
 	}

@@ -239,6 +239,11 @@ type UpstreamConfig struct {
 	// client's Authorization is never forwarded otherwise. Reloaded on
 	// SIGHUP, keeping the last good configuration.
 	UpstreamAuth map[string]extproc.ServiceAuth `json:"upstreamAuth,omitempty"`
+	// ListingBounds bound each federated MCP server's listing, across its
+	// pages (docs/contracts/portal.md, "Listing bounds"): items of each
+	// kind and bytes of results. A Portal entry's listingBounds overrides
+	// them per server. Unset fields: the built-in defaults.
+	ListingBounds *registry.ListingBounds `json:"listingBounds,omitempty"`
 }
 
 // AccessConfig is who may call what: authentication, policies, approval.
