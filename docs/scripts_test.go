@@ -57,36 +57,36 @@ func vulncheck(t *testing.T, db string, dirs ...string) (int, string) {
 
 // TestVulncheckFindsCalledVulnerability: `make vulncheck` fails (exit 3,
 // govulncheck's) on a module that calls a known-vulnerable function
-// (testdata/vulncheck, golang.org/x/text v0.3.7's
-// language.ParseAcceptLanguage, GO-2022-1059), passes a module that calls
+// (testdata/vulncheck, github.com/golang-jwt/jwt/v4 v4.5.0's Parse,
+// GO-2024-3250), passes a module that calls
 // none, and says nothing was checked (exit 2) when its canary, that same
 // call, is not reported. The database is a one-entry copy in the layout
 // govulncheck reads from a file:// URL, as `make vulncheck` builds the
 // whole one from golang.org/x/vulndb when vuln.go.dev does not answer.
 func TestVulncheckFindsCalledVulnerability(t *testing.T) {
-	const entry = `{"schema_version":"1.3.1","id":"GO-2022-1059","modified":"2022-10-11T00:00:00Z",
-		"aliases":["CVE-2022-32149"],"summary":"Accept-Language parsing takes unbounded time",
-		"affected":[{"package":{"name":"golang.org/x/text","ecosystem":"Go"},
-			"ranges":[{"type":"SEMVER","events":[{"introduced":"0"},{"fixed":"0.3.8"}]}],
-			"ecosystem_specific":{"imports":[{"path":"golang.org/x/text/language","symbols":["MatchStrings","ParseAcceptLanguage"]}]}}],
-		"database_specific":{"url":"https://pkg.go.dev/vuln/GO-2022-1059"}}`
+	const entry = `{"schema_version":"1.3.1","id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z",
+		"aliases":["CVE-2024-51744"],"summary":"Parse returns a token with an error a caller may not check",
+		"affected":[{"package":{"name":"github.com/golang-jwt/jwt/v4","ecosystem":"Go"},
+			"ranges":[{"type":"SEMVER","events":[{"introduced":"0"},{"fixed":"4.5.1"}]}],
+			"ecosystem_specific":{"imports":[{"path":"github.com/golang-jwt/jwt/v4","symbols":["Parse","ParseWithClaims","Parser.Parse","Parser.ParseWithClaims"]}]}}],
+		"database_specific":{"url":"https://pkg.go.dev/vuln/GO-2024-3250"}}`
 	one := vulnDB(t, map[string]string{
-		"index/db.json":        `{"modified":"2022-10-11T00:00:00Z"}`,
-		"index/modules.json":   `[{"path":"golang.org/x/text","vulns":[{"id":"GO-2022-1059","modified":"2022-10-11T00:00:00Z","fixed":"0.3.8"}]}]`,
-		"index/vulns.json":     `[{"id":"GO-2022-1059","modified":"2022-10-11T00:00:00Z","aliases":["CVE-2022-32149"]}]`,
-		"ID/GO-2022-1059.json": entry,
+		"index/db.json":        `{"modified":"2024-11-04T00:00:00Z"}`,
+		"index/modules.json":   `[{"path":"github.com/golang-jwt/jwt/v4","vulns":[{"id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z","fixed":"4.5.1"}]}]`,
+		"index/vulns.json":     `[{"id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z","aliases":["CVE-2024-51744"]}]`,
+		"ID/GO-2024-3250.json": entry,
 	})
 	empty := vulnDB(t, map[string]string{
-		"index/db.json": `{"modified":"2022-10-11T00:00:00Z"}`, "index/modules.json": `[]`, "index/vulns.json": `[]`,
+		"index/db.json": `{"modified":"2024-11-04T00:00:00Z"}`, "index/modules.json": `[]`, "index/vulns.json": `[]`,
 	})
 	for _, tc := range []struct {
 		name, db, dir string
 		code          int
 		say           string
 	}{
-		{"a called vulnerable function", one, "testdata/vulncheck", 3, "GO-2022-1059"},
+		{"a called vulnerable function", one, "testdata/vulncheck", 3, "GO-2024-3250"},
 		{"no call", one, "internal/idletest", 0, "No vulnerabilities found"},
-		{"canary not reported", empty, "internal/idletest", 2, "the canary's call of GO-2022-1059 was not reported"},
+		{"canary not reported", empty, "internal/idletest", 2, "the canary's call of GO-2024-3250 was not reported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := vulncheck(t, tc.db, tc.dir)

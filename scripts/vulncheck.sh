@@ -14,7 +14,7 @@
 # latest) picks the module version.
 #
 # First the canary: testdata/vulncheck calls a function that is known to be
-# vulnerable (GO-2022-1059). When the check does not report it, or the
+# vulnerable (GO-2024-3250). When the check does not report it, or the
 # database cannot be fetched or read (vuln.go.dev does not resolve on every
 # build machine), nothing was checked: it says so, naming the database, and
 # exits 2, so the failure is not read as a finding or as a pass.
@@ -33,7 +33,7 @@ shift 2
 go=${GO:-go}
 root=$(cd "$(dirname "$0")/.." && pwd)
 canary=$root/testdata/vulncheck
-canary_id=GO-2022-1059
+canary_id=GO-2024-3250
 
 # govulncheck is installed, not run with `go run`, whose status would be 1
 # for any failure: 3 is how govulncheck says it found a called symbol.

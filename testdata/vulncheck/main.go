@@ -1,15 +1,15 @@
-// Command vulncheck calls language.ParseAcceptLanguage of golang.org/x/text
-// v0.3.7, which is GO-2022-1059: govulncheck must report it.
+// Command vulncheck calls Parse of github.com/golang-jwt/jwt/v4 v4.5.0,
+// which is GO-2024-3250: govulncheck must report it.
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"golang.org/x/text/language"
+	"github.com/golang-jwt/jwt/v4"
 )
 
 func main() {
-	tags, _, err := language.ParseAcceptLanguage(os.Getenv("ACCEPT_LANGUAGE"))
-	fmt.Println(tags, err)
+	_, err := jwt.Parse(os.Getenv("TOKEN"), func(*jwt.Token) (any, error) { return []byte("key"), nil })
+	fmt.Println(err)
 }
