@@ -1,34 +1,20 @@
 package extproc
 
 import (
-	"encoding/json"
 	"log/slog"
 	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// Gateway-side human approval (docs/decisions/0011-gateway-approval.md): a
-// tools/call the route's approval rules select is answered by the gateway
-// with an InputRequiredResult asking the user, through an elicitation, to
-// approve it; the client's retry carrying the answer and the gateway's
-// requestState is verified and routed as usual. No Tool Service is called
-// before a valid approval.
-
-// approvalInputKey is the gateway's key in inputRequests/inputResponses.
-const approvalInputKey = "toolmesh_approval"
-
-// approvalSchema is the form the user answers: one required boolean.
-var approvalSchema = json.RawMessage(`{"type":"object","properties":{"approve":{"type":"boolean",` +
-	`"title":"Approve this tool call","description":"true runs the call once with exactly these arguments; false refuses it"}},` +
-	`"required":["approve"]}`)
-
-// approvalSummaryBytes bounds the arguments quoted in the approval message.
-const approvalSummaryBytes = 512
+// Gateway-side human approval (docs/decisions/0011-gateway-approval.md):
+// the step's decisions are package approval's (Approver.Step); this file
+// applies them to the request, audits and counts them.
 
 // outcomeApproval is the request and call outcome of a tools/call the
 // approval step answered (asked, or refused); a granted call is routed and
@@ -36,16 +22,6 @@ const approvalSummaryBytes = 512
 const (
 	outcomeApproval = "approval"
 	detailsApproval = "toolmesh_approval"
-)
-
-// Decisions, the decision label of toolmesh_approvals_total and of the
-// audit events.
-const (
-	approvalRequested   = "requested"   // answered with an InputRequiredResult
-	approvalGranted     = "granted"     // a valid state and the user's approval: routed
-	approvalDeclined    = "declined"    // the user declined, cancelled or answered approve: false
-	approvalRefused     = "refused"     // the requestState failed verification, or the arguments cannot be bound
-	approvalUnsupported = "unsupported" // the client cannot carry an approval (legacy era, no elicitation)
 )
 
 // mayNeedApproval reports whether a stateless call of t, known by its
@@ -77,110 +53,24 @@ func (x *request) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processin
 	if a == nil {
 		return nil
 	}
-	need, why := a.Needs(x.routeKey, approvalTool(t), approval.Call{Caller: x.policyCaller,
-		Era: call.Version, EraKind: call.Era.String(), Args: call.Arguments})
-	if !need {
+	v := a.Step(x.ctx, x.s.proto, approval.StepCall{Route: x.routeKey, Tool: approvalTool(t), Call: call,
+		Caller: x.policyCaller, CallerKey: approval.CallerKey(x.caller)})
+	if v.Decision == "" {
 		return nil
 	}
-	b := approval.Binding{Route: x.routeKey, Tool: t.Name, Service: t.Service, Args: call.Arguments,
-		Caller: approval.CallerKey(x.caller)}
-
-	if call.Era != mcp.EraStateless {
-		x.auditApproval(t, approvalUnsupported, "legacy protocol version "+call.Version)
-		return x.approvalAnswer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, mcp.ToolFailed(t.Name,
-			"approval required: a person must approve calls of this tool at the gateway (route "+x.routeKey+
-				", "+why+"), and protocol version "+call.Version+" cannot carry the approval request. "+
-				"Call it with protocol version "+mcp.Version20260728+" from a client that declares the elicitation capability, "+
-				"or ask the operator to exempt the tool (approval.routes."+x.routeKey+".exempt)."))})
+	x.auditApproval(t, v.Decision, v.Reason)
+	if v.LedgerErr != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "approval ledger failed", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", v.LedgerErr))
 	}
-
-	in := call.Input
-	if in != nil && in.HasRequestState {
-		if err := a.Verify(in.RequestState, b); err != nil {
-			reason := approval.ReasonOf(err)
-			x.auditApproval(t, approvalRefused, string(reason))
-			return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
-				"Invalid params: requestState rejected: "+refusalText(reason, in.RequestState),
-				map[string]string{"reason": string(reason)}))
-		}
-		if r, ok := in.Elicited(approvalInputKey); ok {
-			approve, isBool := r.Bool("approve")
-			switch {
-			case r.Action == "accept" && isBool && approve:
-				// One approval runs one call (ADR 0011).
-				if err := a.Spend(x.ctx, in.RequestState); err != nil {
-					reason := approval.ReasonOf(err)
-					x.auditApproval(t, approvalRefused, string(reason))
-					if reason == approval.ReasonUnavailable {
-						x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "approval ledger failed", slog.String("request_id", x.requestID),
-							slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", err))
-					}
-					return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
-						"Invalid params: requestState rejected: "+refusalText(reason, in.RequestState),
-						map[string]string{"reason": string(reason)}))
-				}
-				x.auditApproval(t, approvalGranted, why)
-				x.approved = true
-				return nil
-			case r.Action == "accept" && isBool, r.Action == "decline", r.Action == "cancel":
-				x.auditApproval(t, approvalDeclined, r.Action)
-				return x.approvalAnswer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, mcp.ToolFailed(t.Name,
-					"not approved: the user did not approve this call ("+r.Action+"); the tool was not called"))})
-			}
-		}
-		// A valid state without a usable answer: ask again (the MRTR
-		// pattern's answer to missing input).
+	if v.Reply == nil { // granted
+		x.approved = true
+		return nil
 	}
-	if in == nil || !in.Elicitation {
-		x.auditApproval(t, approvalUnsupported, "no elicitation capability")
-		return x.approvalAnswer(mcp.MissingCapability(call.ID, json.RawMessage(`{"elicitation":{"form":{}}}`),
-			"Missing required client capability: tool "+t.Name+" needs a person's approval at the gateway, asked through "+
-				"elicitation; declare the elicitation capability in _meta "+mcp.MetaClientCapabilities))
-	}
-	state, err := a.Mint(b)
-	if err != nil {
-		reason := approval.ReasonOf(err)
-		x.auditApproval(t, approvalRefused, string(reason))
-		return x.approvalAnswer(mcp.ErrorReply(200, call.ID, mcp.CodeInvalidParams,
-			"Invalid params: the arguments cannot be approved: an object repeats a member name", map[string]string{"reason": string(reason)}))
-	}
-	x.auditApproval(t, approvalRequested, why)
-	msg := "Approve a call of tool \"" + t.Name + "\" (Tool Service \"" + t.Service + "\", route \"" + x.routeKey + "\")?\n" +
-		"Arguments: " + approval.Summary(call.Arguments, approvalSummaryBytes) + "\n" +
-		"Approval is required because of " + why + ". It approves one call with these exact arguments and expires in " + a.TTL().String() + "."
-	return x.approvalAnswer(&mcp.Reply{Status: 200,
-		Body: x.s.proto.InputRequired(call, approvalInputKey, mcp.ElicitRequest{Message: msg, Schema: approvalSchema}, state)})
-}
-
-// refusalText is the error message of a refused state.
-func refusalText(r approval.Reason, state string) string {
-	switch r {
-	case approval.ReasonExpired:
-		return "the approval expired; call again without requestState to be asked again"
-	case approval.ReasonUnknownKey:
-		return "it was signed with a key this gateway does not hold (rotated out); call again without requestState"
-	case approval.ReasonMalformed:
-		if !approval.IsGatewayState(state) {
-			return "it was not issued by this gateway's approval step (a tool that needs approval cannot also take another server's requestState)"
-		}
-		return "malformed"
-	case approval.ReasonBadSignature:
-		return "integrity check failed"
-	case approval.ReasonBadArguments:
-		return "the arguments repeat a member name"
-	case approval.ReasonSpent:
-		return "this approval was already used for a call; call again without requestState to be asked again"
-	case approval.ReasonUnavailable:
-		return "the gateway could not record the approval as used; call again without requestState"
-	}
-	return "it was issued for another call (" + string(r) + ")"
-}
-
-// approvalAnswer answers a call the approval step stopped.
-func (x *request) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
 	x.callOutcome = outcomeApproval
+	r := v.Reply
 	if r.Headers == nil {
-		r.Headers = []mcp.Header{{Key: "content-type", Value: contentTypeJSON}}
+		r.Headers = []mcp.Header{{Key: "content-type", Value: procmsg.ContentTypeJSON}}
 	}
 	return x.answer(r, outcomeApproval, detailsApproval)
 }
@@ -188,7 +78,7 @@ func (x *request) approvalAnswer(r *mcp.Reply) *extprocv3.ProcessingResponse {
 // auditApproval records one approval decision: a structured audit event and
 // toolmesh_approvals_total.
 func (x *request) auditApproval(t *registry.Tool, decision, reason string) {
-	x.s.metrics.approvals.WithLabelValues(x.routeKey, decision).Inc()
+	x.s.metrics.Approvals.WithLabelValues(x.routeKey, decision).Inc()
 	x.s.log.LogAttrs(x.ctx, slog.LevelInfo, "audit",
 		slog.String("event", "approval"),
 		slog.String("caller", x.caller.String()),

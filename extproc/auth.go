@@ -7,6 +7,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -23,20 +25,10 @@ func (x *request) authenticate(route string) *extprocv3.ProcessingResponse {
 		return nil // an open route reads no header for it
 	}
 	r := authn.Request{Route: route, PublicPath: x.req.Path}
-	for _, h := range x.headers.GetHeaders() {
-		switch h.GetKey() {
-		case "authorization":
-			if r.AuthorizationCount == 0 {
-				r.Authorization = headerValue(h)
-			}
-			r.AuthorizationCount++
-		case ":path":
-			_, r.Query, _ = strings.Cut(headerValue(h), "?")
-		}
-	}
+	r.Authorization, r.AuthorizationCount, r.Query = reqheaders.Credentials(x.headers)
 	res := a.Authenticate(x.ctx, &r)
 	if res.Label != "" {
-		x.s.metrics.auth.WithLabelValues(route, res.Label).Inc()
+		x.s.metrics.Auth.WithLabelValues(route, res.Label).Inc()
 	}
 	if res.Status == 0 {
 		if res.Caller != nil {
@@ -91,7 +83,7 @@ func (x *request) protectedResource() *extprocv3.ProcessingResponse {
 		return x.answer(r, outcomeRejected, detailsRejected)
 	}
 	return x.answer(&mcp.Reply{Status: 200, Body: doc, Headers: []mcp.Header{
-		{Key: "content-type", Value: contentTypeJSON},
+		{Key: "content-type", Value: procmsg.ContentTypeJSON},
 		{Key: "cache-control", Value: "max-age=300"},
 	}}, outcomeAnswered, detailsReply)
 }

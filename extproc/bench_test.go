@@ -13,8 +13,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/mem"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -241,7 +241,7 @@ func BenchmarkToolsList10k(b *testing.B) {
 			if len(durs) > 0 {
 				b.ReportMetric(float64(p50(durs))/float64(p50(floorDurs)), "p50/floor")
 				b.ReportMetric(float64(p99(durs))/float64(p99(floorDurs)), "p99/floor")
-				b.ReportMetric(float64(answer.bufs.Len()), "msg-B")
+				b.ReportMetric(float64(answer.Len()), "msg-B")
 			}
 		})
 	}
@@ -266,16 +266,16 @@ func BenchmarkToolsList10kFloor(b *testing.B) {
 // preparedAnswer is srv's answer to seq, in one buffer; gzip says whether
 // it must be gzip-coded. Asking for it also builds what the server builds
 // on first use.
-func preparedAnswer(b *testing.B, srv *Server, seq []*extprocv3.ProcessingRequest, gzip bool) *wireMessage {
+func preparedAnswer(b *testing.B, srv *Server, seq []*extprocv3.ProcessingRequest, gzip bool) *procmsg.Wire {
 	b.Helper()
 	x := srv.newRequest(context.Background())
 	defer x.finish()
 	x.next(seq[0])
-	m, ok := x.next(seq[1]).(*wireMessage)
+	m, ok := x.next(seq[1]).(*procmsg.Wire)
 	if !ok {
 		b.Fatal("the answer is not prepared")
 	}
-	resp, err := m.message()
+	resp, err := m.Message()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -286,14 +286,14 @@ func preparedAnswer(b *testing.B, srv *Server, seq []*extprocv3.ProcessingReques
 	if coded != gzip {
 		b.Fatalf("gzip-coded %v, want %v", coded, gzip)
 	}
-	return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(m.bufs.Materialize())}}
+	return procmsg.WireOf(procmsg.MustMarshal(resp)) // the same message, one buffer of its own
 }
 
 // floorServer answers request headers with a CommonResponse and anything
 // else with answer, sent as marshalled.
 type floorServer struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	answer *wireMessage
+	answer *procmsg.Wire
 }
 
 func (f floorServer) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
@@ -314,7 +314,7 @@ func (f floorServer) Process(stream extprocv3.ExternalProcessor_ProcessServer) e
 }
 
 // floorClient starts a floorServer with toolmesh's gRPC server options.
-func floorClient(b *testing.B, answer *wireMessage) extprocv3.ExternalProcessorClient {
+func floorClient(b *testing.B, answer *procmsg.Wire) extprocv3.ExternalProcessorClient {
 	b.Helper()
 	opts, err := New(Config{}, testRoutes{}, nil, nil)
 	if err != nil {

@@ -84,7 +84,7 @@ func (x *request) openClientSessions(svcs []registry.ToolService, caps clientCap
 			ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 			defer cancel()
 			// One caller's session: its forwarded claims go with it.
-			sid, err := x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(h, nil), man.ProtocolVersion, caps.declare())
+			sid, err := x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(h, nil), man.ProtocolVersion, caps.Declare())
 			if err != nil || sid == "" {
 				if err == nil {
 					err = errors.New("the server issued no session")

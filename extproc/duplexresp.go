@@ -117,7 +117,7 @@ func (x *request) unwire(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingR
 	}
 	m := x.prepared
 	x.prepared = nil
-	out, err := m.message()
+	out, err := m.Message()
 	if err != nil {
 		panic(err) // written here: a bug, caught per request
 	}

@@ -9,8 +9,13 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/reqtrace"
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -29,6 +34,22 @@ const (
 	outcomeStreamError  = "stream_error"
 )
 
+// ImmediateResponse details (Envoy's %RESPONSE_CODE_DETAILS%). They all start
+// with "toolmesh_" so local_reply_config mappers and access logs can tell the
+// gateway's own answers from Envoy's.
+const (
+	detailsUnknownRoute      = "toolmesh_unknown_route"
+	detailsRouteNotReady     = "toolmesh_route_not_ready"
+	detailsRejected          = "toolmesh_http_rejected"
+	detailsEmptyBody         = "toolmesh_empty_body"
+	detailsReply             = "toolmesh_reply"
+	detailsError             = "toolmesh_error_reply"
+	detailsInvalidArguments  = "toolmesh_invalid_arguments"
+	detailsDenied            = "toolmesh_filter_denied"
+	detailsHeadersNotHandled = "toolmesh_headers_not_processed"
+	detailsBodyTooLarge      = "toolmesh_body_too_large"
+)
+
 // Outcomes of one tool call, the outcome label of toolmesh_tool_calls_total.
 // A routed call's outcome is also its request's outcome in
 // toolmesh_extproc_requests_total (docs/metrics.md lists every value).
@@ -38,9 +59,9 @@ const (
 	callUpstream5xx = "upstream_5xx"   // the Tool Service answered 5xx
 	callToolError   = "upstream_error" // another non-2xx status (1xx, 3xx, none), a broken progress stream
 	callTooLarge    = "too_large"
-	callInvalidArgs = "invalid_arguments" // the arguments failed the tool's inputSchema
-	callDenied      = "denied"            // a filter denied the call or its result
-	callRejected    = "rejected"          // answered at HTTP level before routing (413)
+	callInvalidArgs = callfilter.OutcomeInvalidArgs // the arguments failed the tool's inputSchema
+	callDenied      = callfilter.OutcomeDenied      // a filter denied the call or its result
+	callRejected    = "rejected"                    // answered at HTTP level before routing (413)
 	// Envoy answered itself (its local reply, marked by local_reply_config
 	// and seen on the response path, response.go localReplyHeaders):
 	// callTimeout for the route or per-try timeout (504), callUnavailable
@@ -104,9 +125,9 @@ type request struct {
 	callOutcome   string
 
 	streamErr error
-	tr        requestTrace
+	tr        reqtrace.Request // tracing.go
 
-	prepared *wireMessage // the answer when dispatch returned sendPrepared
+	prepared *procmsg.Wire // the answer when dispatch returned sendPrepared
 
 	// kind is what the request turned out to be (kinds.go): it answers
 	// the response phases. localAnswer until something is routed.
@@ -133,26 +154,27 @@ type request struct {
 var sendPrepared = &extprocv3.ProcessingResponse{}
 
 func (s *Server) newRequest(ctx context.Context) *request {
+	start := time.Now()
 	return &request{
 		s:     s,
 		rt:    s.runtime.Load(),
 		ctx:   ctx,
-		start: time.Now(),
+		start: start,
 		// The listener's level, once per stream (routedeadline.go).
-		listener: listenerLevel(ctx),
+		listener: routedeadline.ListenerLevel(ctx),
 		req:      mcp.HTTPRequest{ContentLength: -1},
 		outcome:  outcomeIncomplete,
 		kind:     localAnswer{},
 		mode:     bufferedResponse{},
-		tr:       requestTrace{tracer: s.tracer},
+		tr:       reqtrace.New(s.tracer, start),
 	}
 }
 
 // next answers one ProcessingRequest with what the stream sends: a
-// *extprocv3.ProcessingResponse or a *wireMessage. nil means "send nothing".
+// *extprocv3.ProcessingResponse or a *procmsg.Wire. nil means "send nothing".
 func (x *request) next(req *extprocv3.ProcessingRequest) any {
 	var resp *extprocv3.ProcessingResponse
-	if x.tr.tracer != nil {
+	if x.tr.On() {
 		resp = x.handleTraced(req)
 	} else {
 		resp = x.dispatch(req)
@@ -179,10 +201,10 @@ func (x *request) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 	switch m := x.next(req).(type) {
 	case *extprocv3.ProcessingResponse:
 		return m
-	case *wireMessage:
-		resp, err := m.message()
+	case *procmsg.Wire:
+		resp, err := m.Message()
 		if err != nil {
-			panic(err) // wireImmediate wrote it: a bug, caught per request
+			panic(err) // procmsg wrote it: a bug, caught per request
 		}
 		return resp
 	}
@@ -195,7 +217,7 @@ func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Processi
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		if x.headersDone {
 			x.anomaly("second request_headers message")
-			return requestHeadersResponse(&extprocv3.CommonResponse{})
+			return procmsg.RequestHeaders(&extprocv3.CommonResponse{})
 		}
 		x.headersDone = true
 		x.attributes = req.GetAttributes()                         // Envoy's request_attributes ride on the first message
@@ -207,14 +229,14 @@ func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Processi
 			// stripped, so fail closed.
 			x.anomaly("request_body before request_headers")
 			x.outcome, x.status = outcomeRejected, 500
-			return immediate(mcp.ErrorReply(500, nullID, mcp.CodeInternalError,
+			return procmsg.Immediate(mcp.ErrorReply(500, nullID, mcp.CodeInternalError,
 				"gateway misconfigured: request headers were not processed", nil), detailsHeadersNotHandled)
 		}
 		if x.answered || x.bodyDone {
 			// Only BUFFERED is supported: the first body message was taken
 			// as the whole body; later chunks pass unchanged.
 			x.anomaly("request_body after the request was answered or processed")
-			return requestBodyResponse(&extprocv3.CommonResponse{})
+			return procmsg.RequestBody(&extprocv3.CommonResponse{})
 		}
 		x.bodyDone = true
 		return x.requestBody(r.RequestBody)
@@ -240,10 +262,6 @@ func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Processi
 	}
 }
 
-// responseTrailersResponse answers response trailers: they pass untouched.
-var responseTrailersResponse = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{
-	ResponseTrailers: &extprocv3.TrailersResponse{}}}
-
 // responseMode is how the response body reaches this server; the
 // request's kind answers it either way.
 type responseMode interface {
@@ -263,7 +281,7 @@ func (bufferedResponse) body(x *request, b *extprocv3.HttpBody) *extprocv3.Proce
 	return x.kind.responseBody(x, b)
 }
 func (bufferedResponse) trailers(*request) *extprocv3.ProcessingResponse {
-	return responseTrailersResponse
+	return procmsg.ResponseTrailers
 }
 
 // duplexResponseMode is FULL_DUPLEX_STREAMED since the request headers
@@ -310,7 +328,7 @@ func (x *request) finish() {
 	}
 	method := x.method
 	if method == "" {
-		method = methodNone
+		method = metrics.MethodNone
 	}
 	era := x.era
 	if era == "" {
@@ -318,10 +336,10 @@ func (x *request) finish() {
 	}
 	x.finishTrace(method, era)
 	m := x.s.metrics
-	m.requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
-	m.duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())
+	m.Requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
+	m.Duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())
 	if x.tool != nil {
-		m.toolCalls.WithLabelValues(x.routeKey, m.tools.label(x.routeKey, x.tool.Name), callOut).Inc()
+		m.ToolCalls.WithLabelValues(x.routeKey, m.Tools.Label(x.routeKey, x.tool.Name), callOut).Inc()
 	}
 
 	log := x.s.log

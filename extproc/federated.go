@@ -278,7 +278,7 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 		sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.declare())
+			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.Declare())
 		})
 		cancel()
 		if err != nil {
@@ -691,7 +691,7 @@ func (x *request) reissue() []byte {
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-		return x.s.upstreamClient().OpenSessionWith(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version, key.caps.declare())
+		return x.s.upstreamClient().OpenSessionWith(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version, key.caps.Declare())
 	})
 	if err == nil {
 		h := f.headers.Clone()

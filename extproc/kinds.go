@@ -2,6 +2,9 @@ package extproc
 
 import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 )
 
 // A request's kind (ADR 0021) is what it turned out to be: answered here,
@@ -64,10 +67,10 @@ type localAnswer struct{}
 
 func (localAnswer) routed() bool { return false }
 func (localAnswer) responseHeaders(*request, *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	return continueResponseHeaders
+	return procmsg.ContinueResponseHeaders
 }
 func (localAnswer) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	return continueResponseBody
+	return procmsg.ContinueResponseBody
 }
 func (localAnswer) streamsBody(*request) bool { return true }
 func (k localAnswer) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
@@ -87,7 +90,7 @@ func (nativeCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extproc
 }
 func (nativeCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if x.resultSent {
-		return continueResponseBody // an event stream passed through, or the result made at the headers
+		return procmsg.ContinueResponseBody // an event stream passed through, or the result made at the headers
 	}
 	return x.responseBody(b)
 }
@@ -103,7 +106,7 @@ type progressCall struct{}
 func (progressCall) routed() bool { return true }
 func (progressCall) responseHeaders(x *request, _ *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.anomaly("second response_headers message")
-	return continueResponseHeaders
+	return procmsg.ContinueResponseHeaders
 }
 func (progressCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if x.progress.events {
@@ -112,7 +115,7 @@ func (progressCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.P
 		return x.progressBody(b)
 	}
 	if x.resultSent {
-		return continueResponseBody
+		return procmsg.ContinueResponseBody
 	}
 	if u, over := x.upstreamReply(b); over {
 		return x.resultResponse(u)
@@ -131,7 +134,7 @@ type federatedCall struct{}
 
 func (federatedCall) routed() bool { return true }
 func (federatedCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.routeTimeout = routeTimeoutOf(h) // routedeadline.go
+	x.routeTimeout = routedeadline.RouteTimeout(h)
 	if r := routedEnvoyReply(x, h); r != nil {
 		return r
 	}
@@ -139,7 +142,7 @@ func (federatedCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extp
 }
 func (federatedCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !x.streaming && x.resultSent {
-		return continueResponseBody
+		return procmsg.ContinueResponseBody
 	}
 	return x.fedResponseBody(b)
 }
@@ -165,7 +168,7 @@ func (relayedAnswer) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extp
 	return x.relayResponseHeaders(h)
 }
 func (relayedAnswer) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	return continueResponseBody
+	return procmsg.ContinueResponseBody
 }
 func (relayedAnswer) streamsBody(*request) bool { return true }
 func (k relayedAnswer) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
@@ -184,7 +187,7 @@ func (listenStream) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extpr
 	return x.streamResponseHeaders(h)
 }
 func (listenStream) responseBody(*request, *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	return continueResponseBody
+	return procmsg.ContinueResponseBody
 }
 func (listenStream) streamsBody(*request) bool { return true }
 func (k listenStream) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {

@@ -3,11 +3,11 @@ package extproc
 import (
 	"log/slog"
 	"strconv"
-	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -33,7 +33,7 @@ func (x *request) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.Process
 		return nil
 	}
 	d, p := l.Check(x.ctx, &ratelimit.Call{Route: x.routeKey, Tool: t.Name, Annotations: t.Annotations,
-		Caller: x.caller, Address: x.clientAddress()})
+		Caller: x.caller, Address: reqheaders.ClientAddress(x.headers)})
 	if d.Allowed {
 		x.permit = p
 		return nil
@@ -50,19 +50,4 @@ func (x *request) rateLimit(call *mcp.Call, t *registry.Tool) *extprocv3.Process
 		slog.String("request_id", x.requestID))
 	x.callOutcome = outcomeRateLimited
 	return x.answer(ratelimit.Reply(call.ID, d), outcomeRateLimited, detailsRateLimited)
-}
-
-// clientAddress is the downstream peer Envoy appended to x-forwarded-for
-// (use_remote_address, xds/listener.go): the last entry of the last value.
-func (x *request) clientAddress() string {
-	var last string
-	for _, h := range x.headers.GetHeaders() {
-		if strings.EqualFold(h.GetKey(), "x-forwarded-for") {
-			last = headerValue(h)
-		}
-	}
-	if i := strings.LastIndexByte(last, ','); i >= 0 {
-		last = last[i+1:]
-	}
-	return strings.TrimSpace(last)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/search/embed/embedtest"
 )
@@ -23,13 +25,25 @@ import (
 // MCP servers only, both (mixed), and search mode over a federated server.
 func matrixRoutes(t *testing.T) testRoutes {
 	t.Helper()
-	routes := withSearchRoute(t, federatedRoutes(t, "http://127.0.0.1:1"))
+	routes := federatedRoutes(t, "http://127.0.0.1:1")
 	routes["/mcp/core"] = testRoute{key: "core", snap: coreSnapshot(t)}
 	_, man, _ := routes["/mcp/fed"].snap.MCPService("gh")
-	def := registry.Route{Key: "gh", ToolServices: []registry.ToolService{
-		{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"}}}
-	routes["/mcp/gh"] = testRoute{key: "gh", snap: buildSnapshot(t, def, map[string]*registry.Manifest{"gh": {
-		Tools: []registry.ManifestTool{{Name: "search", InputSchema: json.RawMessage(`{"type":"object"}`)}}, MCP: man}})}
+	// A route of the federated server "gh" alone, offering tools.
+	ghRoute := func(key string, catalog *registry.Catalog, tools ...string) testRoute {
+		def := registry.Route{Key: key, Catalog: catalog, ToolServices: []registry.ToolService{
+			{Name: "gh", URL: "https://gh.example/v1/mcp", Protocol: registry.ProtocolMCP, ToolPrefix: "gh_"}}}
+		m := &registry.Manifest{MCP: man}
+		for _, name := range tools {
+			m.Tools = append(m.Tools, registry.ManifestTool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)})
+		}
+		return testRoute{key: key, snap: buildSnapshot(t, def, map[string]*registry.Manifest{"gh": m})}
+	}
+	routes["/mcp/gh"] = ghRoute("gh", nil, "search")
+	// Search mode with two tools that search_tools "search" shortlists, so
+	// that its ranking asks the route's embedding service, if any
+	// (embeddings). Of two candidates the fused order is the lexical one (a
+	// tie keeps the lexical order, search.Lexical.Fuse): no answer changes.
+	routes["/mcp/search"] = ghRoute("search", &registry.Catalog{Mode: registry.ModeSearch}, "search", "search_issues")
 	return routes
 }
 
@@ -81,6 +95,7 @@ func matrixRequests() []matrixRequest {
 		modern(`"n"`, "tools/call", "echo", `"name":"echo","arguments":{},`),
 		modern(`"r"`, "resources/read", "gh://readme", `"uri":"gh://readme",`),
 		modern(`"p"`, "prompts/get", "gh_review", `"name":"gh_review",`),
+		modern(`"s"`, "subscriptions/listen", "", `"notifications":{"toolsListChanged":true},`),
 	}
 }
 
@@ -94,6 +109,10 @@ type matrixFeature struct {
 	headers func(t *testing.T) []string
 	// routes changes the route kinds' snapshots before the server runs.
 	routes func(t *testing.T, routes testRoutes)
+	// expect is the answer to body with the feature on, given the answer
+	// without it, for a feature whose purpose changes some answers (nil:
+	// every answer stays as it is).
+	expect func(body, answer string) string
 }
 
 func matrixFeatures() []matrixFeature {
@@ -152,11 +171,29 @@ defaults: [acl, ssn]
 		{name: "gzip", headers: func(*testing.T) []string { return []string{"accept-encoding", "gzip, br"} }},
 		// The search route ranked by an embedding service (on 127.0.0.1).
 		{name: "embeddings", routes: embedSearchRoute},
+		// Change-notification streams served: the capabilities declare
+		// listChanged true and subscriptions/listen is routed to the
+		// notifications cluster; nothing else changes.
+		{name: "notifications", config: func(_ *testing.T, cfg *Config) { cfg.MCP.ListChanged = true },
+			expect: func(body, answer string) string {
+				switch {
+				case strings.Contains(body, `"method":"subscriptions/listen"`) && strings.Contains(body, `"_meta"`):
+					return "routed to " + wire.NotificationsCluster + " "
+				case strings.Contains(body, `"method":"initialize"`), strings.Contains(body, `"method":"server/discover"`):
+					return listChangedOff.ReplaceAllString(answer, `${1}"listChanged":true}`)
+				}
+				return answer
+			}},
 	}
 }
 
+// listChangedOff is a capability that declares no change notifications:
+// {"listChanged":false} in the legacy era, {} in 2026-07-28's.
+var listChangedOff = regexp.MustCompile(`("(?:tools|resources|prompts)":\{(?:"subscribe":true,)?)(?:"listChanged":false)?\}`)
+
 // embedSearchRoute gives the search route's snapshot the tool embeddings of
-// an embedding service, and waits until its ranking uses them.
+// an embedding service, and waits until its ranking uses them; at the end
+// it checks that search_tools asked the service.
 func embedSearchRoute(t *testing.T, routes testRoutes) {
 	emb, err := embedtest.Start(nil)
 	if err != nil {
@@ -171,6 +208,14 @@ func embedSearchRoute(t *testing.T, routes testRoutes) {
 	if _, ok := snap.SemanticReady(); !ok {
 		t.Fatal("the search route is not ranked by the embedding service")
 	}
+	// The tools are embedded; what the service sees from now on are the
+	// requests of search_tools, which the matrix must have sent.
+	tools := len(emb.Requests())
+	t.Cleanup(func() {
+		if len(emb.Requests()) == tools {
+			t.Error("no search_tools request was ranked with the embedding service")
+		}
+	})
 }
 
 // traceMembers are the trace context members a traced request adds to the
@@ -211,7 +256,11 @@ func TestFeatureMatrix(t *testing.T) {
 						extra = append(f.headers(t), extra...)
 					}
 					got := traceMembers.ReplaceAllString(answerOf(t, env, path, rq.body, extra...), "")
-					if w := want[path+" "+rq.body]; got != w {
+					w := want[path+" "+rq.body]
+					if f.expect != nil {
+						w = f.expect(rq.body, w)
+					}
+					if got != w {
 						t.Errorf("%s %s\n got %s\nwant %s", path, rq.body, got, w)
 					}
 				}

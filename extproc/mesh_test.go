@@ -14,38 +14,7 @@ import (
 // envoyAttrs is ProcessingRequest.attributes as Envoy fills it: the
 // evaluated request_attributes under the filter's name.
 func envoyAttrs(fields map[string]*structpb.Value) map[string]*structpb.Struct {
-	return map[string]*structpb.Struct{AttrNamespace: {Fields: fields}}
-}
-
-func TestMeshID(t *testing.T) {
-	str := structpb.NewStringValue
-	for _, tc := range []struct {
-		name  string
-		attrs map[string]*structpb.Struct
-		want  string
-	}{
-		{"spiffe ID", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/ns/a/sa/b")}), "spiffe://example.org/ns/a/sa/b"},
-		{"trust domain only", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org")}), "spiffe://example.org"},
-		{"no attributes (no request_attributes)", nil, ""},
-		{"empty struct (no TLS peer certificate)", envoyAttrs(nil), ""},
-		{"another namespace", map[string]*structpb.Struct{"other": {Fields: map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/a")}}}, ""},
-		{"not spiffe", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("https://example.org/a")}), ""},
-		{"upper-case trust domain", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://Example.org/a")}), ""},
-		{"query", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/a?x=1")}), ""},
-		{"port", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org:8443/a")}), ""},
-		{"user info", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://u@example.org/a")}), ""},
-		{"dot segment", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/a/../b")}), ""},
-		{"trailing slash", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/a/")}), ""},
-		{"line break", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/a\r\nx")}), ""},
-		{"too long", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: str("spiffe://example.org/" + strings.Repeat("a", 2100))}), ""},
-		{"not a string", envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: structpb.NewBoolValue(true)}), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := meshID(tc.attrs); got != tc.want {
-				t.Errorf("meshID = %q, want %q", got, tc.want)
-			}
-		})
-	}
+	return map[string]*structpb.Struct{identity.AttrNamespace: {Fields: fields}}
 }
 
 // meshCallerOf runs one tools/list request with the given attributes and
@@ -66,7 +35,7 @@ func meshCallerOf(t *testing.T, seam func(*corev3.HeaderMap) *identity.Caller, a
 // TestMeshCaller: the SPIFFE ID Envoy sends becomes Caller.MeshID, merged
 // into a token caller set first; client headers never make one.
 func TestMeshCaller(t *testing.T) {
-	spiffe := envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: structpb.NewStringValue("spiffe://example.org/ns/a/sa/b")})
+	spiffe := envoyAttrs(map[string]*structpb.Value{identity.AttrPeerURISAN: structpb.NewStringValue("spiffe://example.org/ns/a/sa/b")})
 	forged := []string{
 		"x-forwarded-client-cert", `By=spiffe://example.org/gw;URI=spiffe://example.org/ns/evil/sa/x`,
 		"x-toolmesh-mesh-id", "spiffe://example.org/ns/evil/sa/x",
@@ -101,7 +70,7 @@ func TestMeshCallerLogged(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 	v := env.open(t)
 	req := reqHeaders(false, post("/mcp/core", len(body))...)
-	req.Attributes = envoyAttrs(map[string]*structpb.Value{AttrPeerURISAN: structpb.NewStringValue("spiffe://example.org/ns/a/sa/b")})
+	req.Attributes = envoyAttrs(map[string]*structpb.Value{identity.AttrPeerURISAN: structpb.NewStringValue("spiffe://example.org/ns/a/sa/b")})
 	v.send(req)
 	if ir := v.send(reqBody(body)).GetImmediateResponse(); ir == nil {
 		t.Fatal("tools/list not answered")

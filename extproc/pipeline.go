@@ -7,7 +7,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
+	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -69,7 +70,26 @@ func (x *request) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 		return x.forwardCall(c.call, c.tool, c.body, c.args)
 	}
 	x.outcome, x.kind = outcomeRouted, nativeCall{}
-	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds) // callplan.go
+	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds)
+}
+
+// routedCall is the request-body reply that sends a call of t to its Tool
+// Service with args as the body, built from t's plan (package callplan).
+// A call already routed to t at request headers (x.headerRoute) keeps its
+// route. creds are the upstream credential headers of t's Tool Service
+// (upstreamauth.go); the client's Authorization is removed unless creds
+// set it.
+func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
+	p := callplan.For(x.routeKey, t)
+	c := &callplan.Call{Call: call, Args: args, Rerouted: x.headerRoute != t, AddHeaders: addHeaders,
+		Trace: x.traceHeaders(), Creds: creds, Unset: x.unsetAuthHeaders(t.Service, creds),
+		Dropped: x.droppedClientHeaders(t.Service)} // forwardheaders.go
+	if x.s.wire.Load() && c.Plain() {
+		// The common call, prepared from the plan's encoded pieces.
+		x.prepared = p.Wire(call, args, c.Rerouted)
+		return sendPrepared
+	}
+	return p.Reply(c)
 }
 
 // authorizeStep decides the call by the route's policies.
@@ -102,43 +122,30 @@ func (filterStep) run(c *callCtx) stepResult {
 	if x.rt.Filters == nil {
 		if msgs := x.validate(t, c.args); len(msgs) > 0 {
 			x.callOutcome = callInvalidArgs
-			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, msgs))},
+			return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, callfilter.InvalidArgsText(t.Name, msgs))},
 				outcomeInvalidArgs, detailsInvalidArguments)
 		}
 		return nil
 	}
-	freq := &filters.Request{Route: x.routeKey, Era: call.Era.String(), Version: call.Version,
-		Method: "tools/call", Tool: t.Name, ToolVersion: t.Version, Arguments: c.args,
-		Headers: clientHeaders(x.headers), Caller: filterCaller(x), Validate: t.ValidateArguments}
-	out := x.chain.RunRequest(x.ctx, freq)
-	if out.Err != nil {
+	a := callfilter.Request(x.ctx, x.chain, x.s.proto, x.filterCall(), c.args)
+	if out := a.Out; out.Err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "filter failed", slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", out.Err))
 	}
-	if out.Denied() {
-		outcome := denyOutcome(&out)
-		x.callOutcome = outcome
+	if a.Reply != nil {
+		x.callOutcome = a.Outcome
 		x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "filter denied the call", slog.String("request_id", x.requestID),
-			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", out.Filter),
-			slog.String("reason", out.Reason))
-		if out.DenyAs == filters.RPCError {
-			return x.answer(mcp.ErrorReply(200, call.ID, out.Code, out.Reason, nil), outcome, denyDetails(outcome))
-		}
-		return x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, denyText(t.Name, &out))},
-			outcome, denyDetails(outcome))
+			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("filter", a.Out.Filter),
+			slog.String("reason", a.Out.Reason))
+		return x.answer(a.Reply, a.Outcome, denyDetails(a.Outcome))
 	}
-	c.args, c.addHeaders = freq.Arguments, out.AddHeaders
+	c.args, c.addHeaders = a.Args, a.AddHeaders
 	return nil
 }
 
-// filterCaller is the request's caller as filters see it; nil when
-// nothing is known of it.
-func filterCaller(x *request) *filters.Caller {
-	if x.caller == nil || x.caller.Anonymous() {
-		return nil
-	}
-	return &filters.Caller{Authenticated: x.caller.Authenticated, Issuer: x.caller.Issuer,
-		Subject: x.caller.Subject, MeshID: x.caller.MeshID, Scopes: x.caller.Scopes, Claims: x.caller.Claims}
+// filterCall is the request's call as the filter chain sees it.
+func (x *request) filterCall() callfilter.Call {
+	return callfilter.Call{Route: x.routeKey, Call: x.call, Tool: x.tool, Headers: x.headers, Caller: x.caller}
 }
 
 // approvalStep asks the user to approve a call whose rule says so.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 )
 
 // BenchmarkToolsListPolicy10k is the server's own work for one unpaged
@@ -46,7 +47,7 @@ func BenchmarkToolsListPolicy10k(b *testing.B) {
 		start := time.Now()
 		x := s.newRequest(context.Background())
 		x.next(seq[0])
-		if _, ok := x.next(seq[1]).(*wireMessage); !ok {
+		if _, ok := x.next(seq[1]).(*procmsg.Wire); !ok {
 			b.Fatal("the answer was not prepared")
 		}
 		x.finish()

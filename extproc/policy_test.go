@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/extproc/catalog"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -468,20 +469,21 @@ func TestPolicyAudit(t *testing.T) {
 func TestPolicyViewCache(t *testing.T) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: bigSnapshot(t, 30, 10, "")}}
 	e := policyEnv(t, routes, routePolicies("core", authz.Policy{Name: "admins-only-destructive", Effect: "deny", When: adminsOnlyDestructive}))
-	current := func() *policyRoute {
-		r, ok := e.srv.policyRoutes.byRoute.Load("core")
-		if !ok {
+	current := func() *catalog.Route {
+		r := e.srv.policyViews.Cached("core")
+		if r == nil {
 			t.Fatal("no policy route cached")
 		}
-		return r.(*policyRoute)
+		return r
 	}
+	views := func() int64 { n, _ := current().Size(); return n }
 	listPage(t, e, devCaller, "tools/list", "")
 	listPage(t, e, dev2Caller, "tools/list", "")
-	if n := current().n.Load(); n != 1 {
+	if n := views(); n != 1 {
 		t.Errorf("two developers: %d views, want 1 (same roles)", n)
 	}
 	listPage(t, e, adminCaller, "tools/list", "")
-	if n := current().n.Load(); n != 2 {
+	if n := views(); n != 2 {
 		t.Errorf("with the admin: %d views, want 2", n)
 	}
 	first := current()
@@ -501,24 +503,18 @@ func TestPolicyViewCache(t *testing.T) {
 
 	// Bounded: more identities than the bound keep at most the bound.
 	r := current()
-	for i := range maxPolicyViews + 20 {
+	for i := range catalog.MaxViews + 20 {
 		c := &identity.Caller{Authenticated: true, Subject: "u", Claims: map[string]any{"roles": []any{fmt.Sprint("r", i)}}}
 		x := &request{s: e.srv, routeKey: "core", snap: routes["/mcp/core"].snap}
 		x.caller = c
-		x.pol.route = r.pol
+		x.pol.route = r.Policies()
 		x.pol.started = true
 		x.view(nil)
 	}
-	if n := r.n.Load(); n > maxPolicyViews {
-		t.Errorf("%d views cached, bound %d", n, maxPolicyViews)
-	}
-	var n, bytes int64
-	r.views.Range(func(_, v any) bool {
-		n, bytes = n+1, bytes+v.(*policyView).bytes
-		return true
-	})
-	if n != r.n.Load() || bytes != r.bytes.Load() || bytes == 0 {
-		t.Errorf("cache accounts %d views of %d B, holds %d of %d B", r.n.Load(), r.bytes.Load(), n, bytes)
+	// The cache's own accounting against what it holds: TestViewsBounded
+	// (package catalog).
+	if n, bytes := r.Size(); n > catalog.MaxViews || bytes == 0 {
+		t.Errorf("%d views of %d B cached, bound %d", n, bytes, catalog.MaxViews)
 	}
 }
 

@@ -1,13 +1,16 @@
 package extproc
 
 import (
-	"bytes"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -53,7 +56,7 @@ func (x *request) relayRequest(msg []byte) []byte {
 // that does not verify for this route and caller, or names a server the
 // route no longer has, gets what every other response gets: 202, dropped.
 func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *extprocv3.ProcessingResponse {
-	x.method = methodNone
+	x.method = metrics.MethodNone
 	if !relay.Is(a.ID) {
 		return x.answer(accepted, "", "")
 	}
@@ -97,23 +100,14 @@ func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *
 func (x *request) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	x.resultSent = true // the body passes as it is
-	switch kind := localReplyKind(h); {
-	case kind != "":
-		x.callOutcome = kind
-	case x.upStatus >= 200 && x.upStatus <= 299:
-		x.callOutcome = callOK
-	case x.upStatus >= 400 && x.upStatus <= 499:
-		x.callOutcome = callUpstream4xx
-	case x.upStatus >= 500 && x.upStatus <= 599:
-		x.callOutcome = callUpstream5xx
-	default:
-		x.callOutcome = callToolError
+	if x.callOutcome = localReplyKind(h); x.callOutcome == "" {
+		x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
 	}
 	remove := []string{"mcp-session-id"}
 	if localReplyKind(h) == "" { // the server's headers, through the allow-list (federated.go)
 		remove = appendDropped(remove, h)
 	}
-	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: remove,
 	}})
 }
@@ -129,7 +123,7 @@ func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth 
 		return nil, nil, err
 	}
 	h = http.Header{}
-	for _, k := range sortedKeys(creds) {
+	for _, k := range slices.Sorted(maps.Keys(creds)) {
 		h.Set(k, creds[k])
 	}
 	if svc.ForwardAuthorization {
@@ -141,82 +135,8 @@ func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, k := range sortedKeys(auth) {
+	for _, k := range slices.Sorted(maps.Keys(auth)) {
 		h.Set(k, auth[k])
 	}
 	return h, auth, nil
-}
-
-// clientCaps are the client capabilities a legacy session declares: the
-// requests a legacy client said it answers, on its own tools/call. A
-// legacy client declares its capabilities in initialize, which the gateway
-// answers itself and keeps nothing of (it issues no session), so it is
-// known only when the request repeats it in params._meta under the
-// 2026-07-28 member io.modelcontextprotocol/clientCapabilities. The flags
-// keep the number of sessions per server small and declare nothing the
-// gateway cannot pass on (no roots.listChanged: the gateway does not relay
-// the client's notifications; no sampling sub-capabilities).
-type clientCaps uint8
-
-const (
-	capSampling clientCaps = 1 << iota
-	capElicitForm
-	capElicitURL
-	capRoots
-)
-
-// capsOf reads the capabilities a legacy client declared in its request.
-func capsOf(body []byte) clientCaps {
-	return capsFrom(mcp.Member(mcp.Member(mcp.Member(body, "params"), "_meta"), mcp.MetaClientCapabilities))
-}
-
-// capsFrom reads a ClientCapabilities object.
-func capsFrom(c []byte) clientCaps {
-	var caps clientCaps
-	if isJSONObject(mcp.Member(c, "sampling")) {
-		caps |= capSampling
-	}
-	if isJSONObject(mcp.Member(c, "roots")) {
-		caps |= capRoots
-	}
-	if e := mcp.Member(c, "elicitation"); isJSONObject(e) {
-		form, url := isJSONObject(mcp.Member(e, "form")), isJSONObject(mcp.Member(e, "url"))
-		if form || !url { // an empty elicitation object means form (2025-11-25)
-			caps |= capElicitForm
-		}
-		if url {
-			caps |= capElicitURL
-		}
-	}
-	return caps
-}
-
-func isJSONObject(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) > 0 && b[0] == '{'
-}
-
-// declare is the capabilities object of initialize; nil for none.
-func (c clientCaps) declare() map[string]any {
-	if c == 0 {
-		return nil
-	}
-	m := map[string]any{}
-	if c&capSampling != 0 {
-		m["sampling"] = map[string]any{}
-	}
-	if c&capRoots != 0 {
-		m["roots"] = map[string]any{}
-	}
-	if c&(capElicitForm|capElicitURL) != 0 {
-		e := map[string]any{}
-		if c&capElicitForm != 0 {
-			e["form"] = map[string]any{}
-		}
-		if c&capElicitURL != 0 {
-			e["url"] = map[string]any{}
-		}
-		m["elicitation"] = e
-	}
-	return m
 }

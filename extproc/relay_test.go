@@ -37,7 +37,7 @@ func TestClientCaps(t *testing.T) {
 		{"true is not a capability", call(`{"sampling":true}`), `null`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := json.Marshal(capsOf(tc.body).declare())
+			got, _ := json.Marshal(capsOf(tc.body).Declare())
 			var g, w any
 			_ = json.Unmarshal(got, &g)
 			_ = json.Unmarshal([]byte(tc.want), &w)

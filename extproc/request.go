@@ -2,118 +2,37 @@ package extproc
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/authn"
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
-	"github.com/toolmesh/toolmesh/registry"
 )
 
 // nullID is the JSON-RPC id of errors about requests whose id is unknown.
 var nullID = json.RawMessage("null")
 
-// Request headers the gateway consumes and does not forward to a Tool Service.
-// accept-encoding goes too: the reply is rewritten, so it must arrive
-// uncompressed.
 // mcpParamPrefix starts the SEP-2243 headers that mirror tool arguments.
-const mcpParamPrefix = "mcp-param-"
-
-var removeOnCall = []string{"mcp-method", "mcp-name", "accept-encoding"}
-
-// sensitiveHeaders are never logged in clear.
-var sensitiveHeaders = map[string]bool{
-	"authorization":       true,
-	"proxy-authorization": true,
-	"cookie":              true,
-	"x-api-key":           true,
-}
+const mcpParamPrefix = reqheaders.MCPParamPrefix
 
 // readHeaders fills x.req and the correlation fields from Envoy's request
 // headers and returns the client-supplied x-toolmesh-* header names, which
 // are never trusted.
 func (x *request) readHeaders(hm *corev3.HeaderMap) (owned []string) {
 	x.headers = hm
-	debug := x.s.log.Enabled(x.ctx, slog.LevelDebug)
-	r := &x.req
-	var accept, encodings []string
-	for _, h := range hm.GetHeaders() {
-		key := h.GetKey()
-		v := headerValue(h)
-		if debug {
-			lv := v
-			if sensitiveHeaders[key] {
-				lv = "[redacted]"
-			} else if p, _, q := strings.Cut(v, "?"); q && key == ":path" {
-				lv = p + "?[redacted]" // a query may carry an access_token
-			}
-			x.logHeads = append(x.logHeads, slog.String(key, lv))
-		}
-		switch key {
-		case ":path":
-			r.Path, _, _ = strings.Cut(v, "?")
-		case ":method":
-			r.Method = v
-		case ":authority", "host":
-			if r.Host == "" {
-				r.Host = v
-			}
-		case "content-type":
-			if r.ContentType == "" {
-				r.ContentType = v
-			}
-		case "accept":
-			r.HasAccept = true
-			accept = append(accept, v)
-		case "accept-encoding":
-			encodings = append(encodings, v)
-		case "mcp-protocol-version":
-			if !r.HasProtocolVersion {
-				r.ProtocolVersion, r.HasProtocolVersion = v, true
-			}
-		case "mcp-method":
-			if !r.HasMcpMethod {
-				r.McpMethod, r.HasMcpMethod = v, true
-			}
-		case "mcp-name":
-			if !r.HasMcpName {
-				r.McpName, r.HasMcpName = v, true
-			}
-		case "origin":
-			if !r.HasOrigin {
-				r.Origin, r.HasOrigin = v, true
-			}
-		case "content-length":
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
-				r.ContentLength = n
-			}
-		case "x-request-id":
-			x.requestID = v
-		case "mcp-session-id":
-			x.sessionID = v
-		default:
-			switch {
-			case strings.HasPrefix(key, wire.HeaderPrefix):
-				if !slices.Contains(owned, key) {
-					owned = append(owned, key)
-				}
-			case strings.HasPrefix(key, mcpParamPrefix):
-				r.ParamHeaders = append(r.ParamHeaders, mcp.Header{Key: key[len(mcpParamPrefix):], Value: v})
-			}
-		}
-	}
-	// A header sent on several lines is the lines joined with ", " (RFC
-	// 9110 §5.3); strings.Join copies nothing for none or one.
-	r.Accept = strings.Join(accept, ", ")
-	r.AcceptEncoding = strings.Join(encodings, ", ")
-	return owned
+	h := reqheaders.Read(hm, &x.req, x.s.log.Enabled(x.ctx, slog.LevelDebug))
+	x.requestID, x.sessionID, x.logHeads = h.RequestID, h.SessionID, h.Log
+	return h.Owned
 }
 
 // requestHeaders resolves the route, applies the header rules, and either
@@ -122,7 +41,7 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	owned := x.readHeaders(h.GetHeaders())
 	x.meshCaller()
 	if x.req.HasMcpMethod {
-		x.method = methodLabel(x.req.McpMethod)
+		x.method = metrics.MethodLabel(x.req.McpMethod)
 	}
 
 	if strings.HasPrefix(x.req.Path, authn.MetadataPrefix+"/") {
@@ -138,7 +57,7 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		// stripping, and Envoy's catch-all route is a direct 404 anyway.
 		if x.req.Method == "POST" && !h.GetEndOfStream() {
 			x.unknownPath = true
-			return requestHeadersResponse(&extprocv3.CommonResponse{
+			return procmsg.RequestHeaders(&extprocv3.CommonResponse{
 				HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
 			})
 		}
@@ -175,15 +94,15 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		// reads its requestState and inputResponses: it is not routed here.
 		if t, res := snap.Lookup(name); res == mcp.ToolFound && !t.Federated() && !x.mayNeedApproval(t) && x.mayRouteEarly(name) {
 			x.headerRoute = t
-			p := planFor(key, t)
+			p := callplan.For(key, t)
 			if len(owned) == 0 && x.s.wire.Load() && !x.duplexRoute() {
-				// The usual case, encoded once per tool (callplan.go). On a
-				// route whose responses go FULL_DUPLEX_STREAMED the reply
-				// also carries duplexRequest's mode_override.
-				x.prepared = p.early
+				// The usual case, encoded once per tool (package callplan).
+				// On a route whose responses go FULL_DUPLEX_STREAMED the
+				// reply also carries duplexRequest's mode_override.
+				x.prepared = p.Early()
 				return sendPrepared
 			}
-			return earlyRoute(p.routing, owned)
+			return p.EarlyRoute(owned)
 		}
 	}
 
@@ -191,9 +110,9 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	// before routing; strip them here too so no client value can reach the
 	// route table or a Tool Service.
 	if len(owned) == 0 {
-		return removeClusterHeader // the usual case: the client sent none
+		return procmsg.RemoveClusterHeader // the usual case: the client sent none
 	}
-	return requestHeadersResponse(&extprocv3.CommonResponse{
+	return procmsg.RequestHeaders(&extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
 	})
 }
@@ -220,7 +139,7 @@ func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	body := b.GetBody()
 	if x.unknownPath {
 		if x.method == "" {
-			x.method = methodLabel(bodyMethod(body))
+			x.method = metrics.MethodLabel(metrics.BodyMethod(body))
 		}
 		return x.answer(x.s.proto.NotFound(x.req.Path, body), outcomeUnknownRoute, detailsUnknownRoute)
 	}
@@ -234,7 +153,7 @@ func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return x.relayAnswer(out.Answer, body, out.Reply) // relay.go
 	case mcp.OutcomeReply:
 		if x.method == "" {
-			x.method = methodLabel(bodyMethod(body))
+			x.method = metrics.MethodLabel(metrics.BodyMethod(body))
 		}
 		x.auditAfterHandle(x.method)
 		r := out.Reply
@@ -272,20 +191,6 @@ func (x *request) routeCall(call *mcp.Call, body []byte) *extprocv3.ProcessingRe
 	return x.runCallPipeline(&callCtx{x: x, call: call, tool: t, body: body, args: call.Arguments}) // pipeline.go
 }
 
-// callMetadata is the dynamic metadata of a routed call: Envoy's
-// local_reply_config reads it to shape its own 503/504 replies as an MCP
-// result carrying the request id.
-func callMetadata(call *mcp.Call, t *registry.Tool) *structpb.Struct {
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		wire.MetadataNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			wire.MetadataJSONRPCID: structpb.NewStringValue(string(call.ID)),
-			wire.MetadataToolCall:  structpb.NewStringValue("true"),
-			wire.MetadataTool:      structpb.NewStringValue(t.Name),
-			wire.MetadataEra:       structpb.NewStringValue(call.Era.Label()),
-		}}),
-	}}
-}
-
 // answer records the request's outcome and builds the ImmediateResponse.
 // An empty outcome or details is derived from the reply's status.
 func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.ProcessingResponse {
@@ -304,65 +209,13 @@ func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proce
 	}
 	x.outcome, x.answered = outcome, true
 	if r.Parts != nil && x.s.wire.Load() {
-		m, err := wireImmediate(r, details)
+		head, err := encodedHead(r, r.BodyLen() > 0, details) // immediatehead.go
 		if err == nil {
-			x.prepared = m
+			x.prepared = procmsg.WireImmediate(r, head)
 			return sendPrepared
 		}
+		err = fmt.Errorf("extproc: encoding an immediate response: %w", err)
 		x.anomaly("falling back to a built response", slog.String("error", err.Error()))
 	}
-	return immediate(r, details)
-}
-
-// without returns list minus s, reusing list's array.
-func without(list []string, s string) []string {
-	out := list[:0]
-	for _, v := range list {
-		if v != s {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// clientHeaders are the client's request headers for filters: lowercase
-// names, no pseudo-headers, the first value of a repeated header. Built only
-// for calls that run a chain.
-func clientHeaders(hm *corev3.HeaderMap) map[string]string {
-	// Sized for the headers kept: counting the pseudo-headers too would
-	// make a typical request's map outgrow its first group.
-	n := 0
-	for _, h := range hm.GetHeaders() {
-		if clientHeader(strings.ToLower(h.GetKey())) {
-			n++
-		}
-	}
-	out := make(map[string]string, n)
-	for _, h := range hm.GetHeaders() {
-		k := strings.ToLower(h.GetKey())
-		if !clientHeader(k) {
-			continue
-		}
-		if _, seen := out[k]; !seen {
-			out[k] = headerValue(h)
-		}
-	}
-	return out
-}
-
-// clientHeader reports whether filters see the header named k (lowercase).
-func clientHeader(k string) bool {
-	return !strings.HasPrefix(k, ":") && !strings.HasPrefix(k, wire.HeaderPrefix)
-}
-
-func sortedKeys(m map[string]string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return procmsg.Immediate(r, details)
 }

@@ -10,6 +10,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -396,7 +398,7 @@ func TestRequestLogAndMetrics(t *testing.T) {
 	}{
 		{map[string]string{"route": "core", "method": "ping", "era": "legacy", "outcome": outcomeAnswered}, 1},
 		{map[string]string{"route": "", "method": "tools/list", "era": "legacy", "outcome": outcomeUnknownRoute}, 1},
-		{map[string]string{"route": "", "method": methodNone, "era": "legacy", "outcome": outcomeUnknownRoute}, 1},
+		{map[string]string{"route": "", "method": metrics.MethodNone, "era": "legacy", "outcome": outcomeUnknownRoute}, 1},
 	} {
 		if got := metricValue(t, env.reg, "toolmesh_extproc_requests_total", c.labels); got != c.want {
 			t.Errorf("requests_total%v = %v, want %v", c.labels, got, c.want)
@@ -480,12 +482,12 @@ func TestClientHeaders(t *testing.T) {
 	}
 	want := map[string]string{"content-type": "application/json", "accept": "application/json", "content-length": "90",
 		"mcp-protocol-version": "2025-11-25", "user-agent": "x", "x-request-id": "abc"}
-	if got := clientHeaders(hm); !maps.Equal(got, want) {
+	if got := reqheaders.ForFilters(hm); !maps.Equal(got, want) {
 		t.Errorf("clientHeaders = %v, want %v", got, want)
 	}
 	// Envoy sends names lowercase; lowering one costs a copy.
 	hm.Headers = slices.DeleteFunc(hm.Headers, func(h *corev3.HeaderValue) bool { return h.Key != strings.ToLower(h.Key) })
-	if n := testing.AllocsPerRun(50, func() { _ = clientHeaders(hm) }); n > 2 {
+	if n := testing.AllocsPerRun(50, func() { _ = reqheaders.ForFilters(hm) }); n > 2 {
 		t.Errorf("clientHeaders: %v allocations, want at most 2", n)
 	}
 }

@@ -3,13 +3,14 @@ package extproc
 import (
 	"log/slog"
 	"strconv"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/toolmesh/toolmesh/filters"
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -34,10 +35,10 @@ func (x *request) noteResponseHeaders(h *extprocv3.HttpHeaders) {
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		switch hv.GetKey() {
 		case ":status":
-			x.upStatus, _ = strconv.Atoi(headerValue(hv))
+			x.upStatus, _ = strconv.Atoi(procmsg.HeaderValue(hv))
 		case "content-type":
 			if x.upContentType == "" {
-				x.upContentType = headerValue(hv)
+				x.upContentType = procmsg.HeaderValue(hv)
 			}
 		}
 	}
@@ -61,7 +62,7 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 		case "x-envoy-upstream-service-time":
 			return ""
 		case wire.LocalReplyHeader:
-			switch headerValue(hv) {
+			switch procmsg.HeaderValue(hv) {
 			case wire.LocalReplyTimeout:
 				kind = callTimeout
 			case wire.LocalReplyUnavailable:
@@ -78,7 +79,7 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 // body passes unchanged (resultSent).
 func (x *request) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 	x.resultSent, x.callOutcome = true, kind
-	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{wire.LocalReplyHeader},
 	}})
 }
@@ -93,46 +94,19 @@ func (x *request) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	}
 	if !h.GetEndOfStream() {
 		if x.upStatus >= 200 && x.upStatus <= 299 && !x.chain.FiltersResults() &&
-			isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
+			reqheaders.IsEventStream(x.upContentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
 			return x.streamResponse()
 		}
-		return continueResponseHeaders
+		return procmsg.ContinueResponseHeaders
 	}
 	out := x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType})
-	return responseHeadersResponse(&extprocv3.CommonResponse{
+	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 		// Envoy drops content-length itself when CONTINUE_AND_REPLACE adds a
 		// body.
-		HeaderMutation: resultHeaders(),
-		BodyMutation:   replaceBody(out),
+		HeaderMutation: callplan.ResultHeaders(),
+		BodyMutation:   procmsg.ReplaceBody(out),
 	})
-}
-
-// streamOverride switches the response body to STREAMED. Envoy (>= 1.34,
-// source/extensions/filters/http/ext_proc/ext_proc.cc effectiveModeOverride)
-// fills the DEFAULT header and trailer modes in from its processing_mode but
-// takes both body modes as given, so request_body_mode repeats BUFFERED:
-// only then is the effective mode the listener's allowed_override_modes
-// entry (xds/listener.go buildExtProc); anything else is ignored.
-func streamOverride() *extprocfilterv3.ProcessingMode {
-	return &extprocfilterv3.ProcessingMode{
-		RequestBodyMode:  extprocfilterv3.ProcessingMode_BUFFERED,
-		ResponseBodyMode: extprocfilterv3.ProcessingMode_STREAMED,
-	}
-}
-
-// passThroughOverride stops sending the response body to ext_proc: a body
-// that passes unchanged needs no message per chunk. The effective mode
-// (effectiveModeOverride, as for streamOverride) is the listener's second
-// allowed_override_modes entry: response_body_mode NONE, the rest as
-// configured (xds/listener.go buildExtProc). Should Envoy ignore it (a
-// listener without that entry), the body arrives BUFFERED and is answered
-// unchanged, as every body of a call whose result was sent.
-func passThroughOverride() *extprocfilterv3.ProcessingMode {
-	return &extprocfilterv3.ProcessingMode{
-		RequestBodyMode:  extprocfilterv3.ProcessingMode_BUFFERED,
-		ResponseBodyMode: extprocfilterv3.ProcessingMode_NONE,
-	}
 }
 
 // streamResponse answers the response headers of an event stream: HTTP 200,
@@ -141,43 +115,12 @@ func passThroughOverride() *extprocfilterv3.ProcessingMode {
 // answers (docs/contracts/toolservice.md). The call counts as answered now.
 func (x *request) streamResponse() *extprocv3.ProcessingResponse {
 	x.resultSent, x.streaming, x.callOutcome = true, true, callOK
-	resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
+	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		SetHeaders:    []*corev3.HeaderValueOption{procmsg.SetHeader(":status", "200")},
 		RemoveHeaders: []string{"content-length"},
 	}})
-	resp.ModeOverride = passThroughOverride()
+	resp.ModeOverride = procmsg.PassThroughOverride()
 	return resp
-}
-
-// isEventStream reports whether a content type is text/event-stream.
-func isEventStream(contentType string) bool {
-	mt, _, _ := strings.Cut(contentType, ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
-}
-
-// acceptsEventStream reports whether an Accept header names
-// text/event-stream with a non-zero weight. Wildcards do not count: a
-// client that did not ask for a stream gets one JSON result.
-func acceptsEventStream(accept string) bool {
-	for part := range strings.SplitSeq(accept, ",") {
-		mt, params, _ := strings.Cut(part, ";")
-		if !strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
-			continue
-		}
-		q := 1.0
-		for p := range strings.SplitSeq(params, ";") {
-			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
-			if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					q = f
-				}
-			}
-		}
-		if q > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // responseBody turns the whole (BUFFERED) Tool Service reply into the
@@ -207,13 +150,13 @@ func (x *request) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over boo
 func (x *request) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
 	out := x.result(u)
 	if x.s.wire.Load() {
-		x.prepared = resultWire(out) // the same message, in wire format (callwire.go)
+		x.prepared = callplan.ResultWire(out) // the same message, in wire format
 		return sendPrepared
 	}
-	return responseBodyResponse(&extprocv3.CommonResponse{
+	return procmsg.ResponseBody(&extprocv3.CommonResponse{
 		// BUFFERED + SEND keeps content-length; it must match the new body.
-		HeaderMutation: resultHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
-		BodyMutation:   replaceBody(out),
+		HeaderMutation: callplan.ResultHeaders(procmsg.SetHeader("content-length", strconv.Itoa(len(out)))),
+		BodyMutation:   procmsg.ReplaceBody(out),
 	})
 }
 
@@ -239,43 +182,13 @@ func (x *request) filtered(body []byte) []byte {
 	if x.chain == nil {
 		return body
 	}
-	res := &filters.Result{Route: x.routeKey, Era: x.call.Era.String(), Version: x.call.Version,
-		Tool: x.tool.Name, ToolVersion: x.tool.Version, Body: mcp.ResultOf(x.call, body)}
-	out := x.chain.RunResult(x.ctx, res)
-	if out.Err != nil {
+	out, denied, err := callfilter.Result(x.ctx, x.chain, x.s.proto, x.filterCall(), body)
+	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "result filter failed", slog.String("request_id", x.requestID),
-			slog.String("route", x.routeKey), slog.String("tool", x.tool.Name), slog.Any("error", out.Err))
+			slog.String("route", x.routeKey), slog.String("tool", x.tool.Name), slog.Any("error", err))
 	}
-	switch {
-	case out.Denied():
+	if denied {
 		x.callOutcome = callDenied
-		if out.DenyAs == filters.RPCError {
-			return mcp.ErrorReply(200, x.call.ID, out.Code, out.Reason, nil).Body
-		}
-		return x.s.proto.ToolError(x.call, denyText(x.tool.Name, &out))
-	case out.Action == filters.ActionRewrite:
-		return x.s.proto.WithResult(x.call, res.Body)
 	}
-	return body
-}
-
-// The constant headers of every result, shared read only (callplan.go).
-var (
-	status200             = setHeader(":status", "200")
-	contentTypeJSONHeader = setHeader("content-type", contentTypeJSON)
-)
-
-// resultHeaders are the response headers of a tool result: HTTP 200 and
-// JSON whatever the Tool Service said. content-encoding goes because the new
-// body is never compressed (the request's accept-encoding was removed, but a
-// Tool Service may compress regardless).
-func resultHeaders(extra ...*corev3.HeaderValueOption) *extprocv3.HeaderMutation {
-	set := make([]*corev3.HeaderValueOption, 0, 2+len(extra))
-	set = append(set, status200, contentTypeJSONHeader)
-	for _, e := range extra {
-		if e != nil {
-			set = append(set, e)
-		}
-	}
-	return &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: []string{"content-encoding"}}
+	return out
 }

@@ -1,50 +1,16 @@
 package extproc
 
 import (
-	"context"
-	"slices"
-	"strconv"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
-// The route-timeout deadline of federated event streams, on by default
-// (docs/decisions/0013-federated-stream-deadline.md): the extproc server
-// learns each federated server's route timeout, SRE overrides applied, from
-// wire.RouteTimeoutHeader on the response (xds/routes.go adds it), and
-// ends a stalled stream with the request's isError "timeout" result shortly
-// before Envoy's route timeout would reset it.
-//
-// The rollout guard: the request-headers override to FULL_DUPLEX_STREAMED
-// (duplexresp.go) is sent by default only on a stream whose listener
-// declares, in the ext_proc stream's initial metadata, that it allows that
-// override (wire.ListenerLevelMetadata, set by xds/listener.go). An
-// older listener would ignore the override and keep the body BUFFERED while
-// this server held its headers reply (a 504 from the message timeout on
-// JSON answers, a spurious StreamedBodyResponse on streams): without the
-// entry the server behaves as the release before, and the route timeout
-// ends a stalled stream by a reset.
-
-// listenerLevel is the level the ext_proc stream's listener declares, 0 when
-// it declares none (an older listener) or something unreadable.
-func listenerLevel(ctx context.Context) int {
-	// Only the one key: FromIncomingContext would copy the whole metadata.
-	v := metadata.ValueFromIncomingContext(ctx, wire.ListenerLevelMetadata)
-	if len(v) != 1 {
-		return 0
-	}
-	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
+// The route-timeout deadline of federated event streams (package
+// routedeadline, ADR 0013), as this request's stream takes it.
 
 // routeDeadlineOn reports whether this stream may take the route-timeout
 // deadline: not switched off, and a listener that allows the override.
@@ -53,100 +19,28 @@ func (x *request) routeDeadlineOn() bool {
 }
 
 // noteRouteTimeout notes whether the response headers carry
-// wire.RouteTimeoutHeader: it is removed from every response. Its value
-// counts only on a federated server's route, whose route sets it,
-// replacing any copy the server sent (OVERWRITE_IF_EXISTS_OR_ADD): the
-// federatedCall kind reads it (routeTimeoutOf).
+// wire.RouteTimeoutHeader: it is removed from every response
+// (withoutRouteTimeout); the federatedCall kind reads its value.
 func (x *request) noteRouteTimeout(h *extprocv3.HttpHeaders) {
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() == wire.RouteTimeoutHeader {
-			x.routeTimeoutSeen = true
-		}
+	if routedeadline.Carries(h) {
+		x.routeTimeoutSeen = true
 	}
 }
 
-// routeTimeoutOf is the route timeout wire.RouteTimeoutHeader gives,
-// zero for none.
-func routeTimeoutOf(h *extprocv3.HttpHeaders) time.Duration {
-	var d time.Duration
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() != wire.RouteTimeoutHeader {
-			continue
-		}
-		if ms, err := strconv.ParseInt(headerValue(hv), 10, 64); err == nil && ms > 0 {
-			d = time.Duration(ms) * time.Millisecond
-		}
-	}
-	return d
-}
-
-// withoutRouteTimeout adds the removal of wire.RouteTimeoutHeader to a
-// response-headers reply when the response carried it: it is for this
-// server, never for the client. r may be shared, so the messages on the
-// way to the removals are copied, shallowly: a deep copy (proto.Clone) of
-// every header set was a tenth of the server's CPU on a federated call.
+// withoutRouteTimeout removes wire.RouteTimeoutHeader from a
+// response-headers reply when the response carried it.
 func (x *request) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
-	hr := r.GetResponseHeaders()
-	if !x.routeTimeoutSeen || hr == nil {
+	if !x.routeTimeoutSeen {
 		return r
 	}
-	cr := &extprocv3.CommonResponse{}
-	if hr.GetResponse() != nil {
-		cr = shallowCopy(hr.GetResponse())
-	}
-	m := &extprocv3.HeaderMutation{}
-	if cr.GetHeaderMutation() != nil {
-		m = shallowCopy(cr.GetHeaderMutation())
-	}
-	// Clipped: the append never writes into the shared message's array.
-	m.RemoveHeaders = append(slices.Clip(m.RemoveHeaders), wire.RouteTimeoutHeader)
-	cr.HeaderMutation = m
-	out := shallowCopy(r)
-	out.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
-	return out
-}
-
-// shallowCopy is a new message whose populated fields are m's: the same
-// values, sub-messages and lists shared, not copied.
-func shallowCopy[M proto.Message](m M) M {
-	src := m.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	return dst.Interface().(M)
-}
-
-// routeMargin is how long before the route timeout the gateway ends a
-// stream: the final event must cross from this server to Envoy and be
-// written to the client before the router's timer fires. The deadline
-// counts from this request's start, the request headers, which is before
-// the router starts its timer (once it has the whole request:
-// source/common/router/router.cc, downstream_request_complete_time_), so
-// the margin only has to cover that one hop and scheduling on a busy node
-// (a timer firing late, a GC pause): 1/20 of the timeout, at most 1s
-// (plenty for one gRPC message), at least 250ms; and never more than half
-// a very short timeout.
-func routeMargin(timeout time.Duration) time.Duration {
-	m := min(time.Second, max(250*time.Millisecond, timeout/20))
-	return min(m, timeout/2)
+	return routedeadline.Without(r)
 }
 
 // streamDeadline is when a federated event stream without its response is
-// ended here, zero for never: the route timeout less routeMargin (where
-// the response-headers override of duplexRequest is in force and the
-// deadline is not switched off), or federatedStreamTimeout when that is
-// set and sooner.
+// ended here, zero for never (routedeadline.Deadline): the route timeout
+// counts where the response-headers override of duplexRequest is in force
+// and the deadline is not switched off.
 func (x *request) streamDeadline() time.Time {
-	var d time.Time
-	if t := x.s.cfg.FederatedStreamTimeout; t > 0 {
-		d = x.start.Add(t)
-	}
-	if x.fullDuplex() && x.routeDeadlineOn() && x.routeTimeout > 0 {
-		if r := x.start.Add(x.routeTimeout - routeMargin(x.routeTimeout)); d.IsZero() || r.Before(d) {
-			d = r
-		}
-	}
-	return d
+	return routedeadline.Deadline(x.start, x.s.cfg.FederatedStreamTimeout, x.routeTimeout,
+		x.fullDuplex() && x.routeDeadlineOn())
 }

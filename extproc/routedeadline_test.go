@@ -9,16 +9,14 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -317,44 +315,8 @@ func TestListenerLevel(t *testing.T) {
 		if tc.md != nil {
 			ctx = metadata.NewIncomingContext(ctx, tc.md)
 		}
-		if got := listenerLevel(ctx); got != tc.want {
+		if got := routedeadline.ListenerLevel(ctx); got != tc.want {
 			t.Errorf("metadata %v: level %d, want %d", tc.md, got, tc.want)
 		}
-	}
-}
-
-// TestWithoutRouteTimeout: the removal is added to a copy; the reply it was
-// given, which may be shared by every request, is left as it was, and the
-// copy keeps everything else the reply said.
-func TestWithoutRouteTimeout(t *testing.T) {
-	shared := responseHeadersResponse(&extprocv3.CommonResponse{
-		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(":status", "200")},
-			RemoveHeaders: make([]string, 1, 4)}, // room to append into
-		BodyMutation: replaceBody([]byte("b")),
-	})
-	shared.ModeOverride = streamOverride()
-	before := proto.Clone(shared)
-	x := &request{routeTimeoutSeen: true}
-	for _, in := range []*extprocv3.ProcessingResponse{shared, continueResponseHeaders} {
-		out := x.withoutRouteTimeout(in)
-		if !proto.Equal(shared, before) {
-			t.Fatalf("the reply given was changed: %v", shared)
-		}
-		want := proto.Clone(in).(*extprocv3.ProcessingResponse)
-		if want.GetResponseHeaders().GetResponse() == nil {
-			want.GetResponseHeaders().Response = &extprocv3.CommonResponse{}
-		}
-		cr := want.GetResponseHeaders().GetResponse()
-		if cr.HeaderMutation == nil {
-			cr.HeaderMutation = &extprocv3.HeaderMutation{}
-		}
-		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, wire.RouteTimeoutHeader)
-		if !proto.Equal(out, want) {
-			t.Errorf("got %v\nwant %v", out, want)
-		}
-	}
-	if out := (&request{}).withoutRouteTimeout(shared); out != shared {
-		t.Errorf("without the header seen, the reply should pass as it is")
 	}
 }

@@ -113,7 +113,7 @@ func (s *Server) UpdateRuntime(next func(cur *Runtime) (*Runtime, error)) error 
 	if cur == nil || cur.Policies != c.Policies {
 		// The cached per-caller views belong to the previous set; a
 		// request that captured one finishes with it.
-		s.policyRoutes.byRoute.Clear()
+		s.policyViews.Clear()
 	}
 	return nil
 }

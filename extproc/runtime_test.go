@@ -1,11 +1,9 @@
 package extproc
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
@@ -71,23 +69,4 @@ func TestRuntimeCapturedOncePerStream(t *testing.T) {
 		t.Errorf("a request after the reload was not filtered: %s", got)
 	}
 	v.close()
-}
-
-// TestFilterCaller: the filter chain's request carries the caller that
-// authentication and the mesh established, never its token.
-func TestFilterCaller(t *testing.T) {
-	x := &request{}
-	if filterCaller(x) != nil {
-		t.Error("no caller: want nil")
-	}
-	x.caller = &identity.Caller{Authenticated: true, Issuer: "https://idp", Subject: "alice", MeshID: "spiffe://mesh/a",
-		Scopes: []string{"mcp:tools"}, Claims: map[string]any{"team": "x"}, Token: "secret"}
-	c := filterCaller(x)
-	if c == nil || !c.Authenticated || c.Issuer != "https://idp" || c.Subject != "alice" || c.MeshID != "spiffe://mesh/a" ||
-		len(c.Scopes) != 1 || c.Claims["team"] != "x" {
-		t.Errorf("filter caller %+v", c)
-	}
-	if strings.Contains(fmt.Sprintf("%+v", *c), "secret") {
-		t.Error("the token reached the filters")
-	}
 }

@@ -40,8 +40,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/toolmesh/toolmesh/extproc/catalog"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/reqtrace"
 	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -51,6 +54,10 @@ import (
 
 // DefaultMaxResponseBytes is the default limit on a Tool Service reply.
 const DefaultMaxResponseBytes = 4 << 20
+
+// DefaultToolLabels is how many tools of a route get their own tool label
+// in toolmesh_tool_calls_total by default.
+const DefaultToolLabels = metrics.DefaultToolLabels
 
 // streamWorkers is the number of goroutines kept to serve streams: a
 // stream lasts as long as its HTTP request, Tool Service call included, so
@@ -128,8 +135,8 @@ type Server struct {
 	routes  Routes
 	tracer  trace.Tracer // nil: tracing off
 	log     *slog.Logger
-	metrics *metrics
-	visible visibleCatalogs // per-route listings with the chain's hidden tools left out
+	metrics *metrics.Metrics
+	visible catalog.VisibleCache // per-route listings with the chain's hidden tools left out
 	// runtime is the per-request configuration in force (runtime.go),
 	// captured once per stream; runtimeMu serializes its writers only.
 	runtime   atomic.Pointer[Runtime]
@@ -140,8 +147,8 @@ type Server struct {
 	// startSessionKeys are the session keys generated at start
 	// (clientsession.go), likewise.
 	startSessionKeys *session.Keys
-	// policyRoutes are the policies' per-route, per-caller views (policy.go).
-	policyRoutes policyRoutes
+	// policyViews are the policies' per-route, per-caller views.
+	policyViews catalog.Views
 	// callerSeam, set only by tests, stands in for token authentication
 	// (the request's caller from its headers); nil in production.
 	callerSeam func(*corev3.HeaderMap) *identity.Caller
@@ -150,7 +157,7 @@ type Server struct {
 	sessions sessionCache
 	client   *upstream.Client // when cfg.Upstreams is nil
 	// wire is set once GRPCServerOptions installed wireCodec: only then
-	// may Process send a *wireMessage.
+	// may Process send a *procmsg.Wire.
 	wire atomic.Bool
 }
 
@@ -221,14 +228,13 @@ func New(cfg Config, routes Routes, log *slog.Logger, reg prometheus.Registerer)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(reg)
+	m, err := newMetrics(reg, cfg.ToolLabels)
 	if err != nil {
 		return nil, fmt.Errorf("extproc: %w", err)
 	}
-	m.tools = &toolLabels{max: int64(cfg.ToolLabels)}
 	s := &Server{
 		cfg:     cfg,
-		tracer:  newTracer(cfg.TracerProvider),
+		tracer:  reqtrace.NewTracer(cfg.TracerProvider),
 		proto:   mcp.NewServer(cfg.MCP),
 		routes:  routes,
 		log:     log,

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -53,14 +54,14 @@ func TestToolLabelsBounded(t *testing.T) {
 			}
 			series++
 			total += m.GetCounter().GetValue()
-			if l["tool"] == toolOther {
+			if l["tool"] == metrics.ToolOther {
 				other = m.GetCounter().GetValue()
 			}
 		}
 	}
 	if series != limit+1 || total != tools || other != tools-limit {
 		t.Errorf("route big: %d series, %v calls, %v as %q; want %d series, %d calls, %d as other",
-			series, total, other, toolOther, limit+1, tools, tools-limit)
+			series, total, other, metrics.ToolOther, limit+1, tools, tools-limit)
 	}
 	if got := metricValue(t, env.reg, "toolmesh_tool_calls_total",
 		map[string]string{"route": "other-route", "tool": "tool_00000", "outcome": callOK}); got != 1 {
@@ -81,7 +82,7 @@ func TestToolLabelsThroughCalls(t *testing.T) {
 	for i := range 6 {
 		answered(t, env, "/mcp/core", callReq(fmt.Sprintf("t%d", i), `{}`), 200) // invalid arguments
 	}
-	for tool, want := range map[string]float64{"t0": 1, "t1": 1, "t2": 0, toolOther: 4} {
+	for tool, want := range map[string]float64{"t0": 1, "t1": 1, "t2": 0, metrics.ToolOther: 4} {
 		labels := map[string]string{"route": "core", "tool": tool, "outcome": callInvalidArgs}
 		if got := metricValue(t, env.reg, "toolmesh_tool_calls_total", labels); got != want {
 			t.Errorf("tool_calls_total%v = %v, want %v", labels, got, want)

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/toolmesh/toolmesh/extproc/catalog"
+	"github.com/toolmesh/toolmesh/extproc/reqtrace"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/wasmtest"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -98,7 +100,7 @@ func TestTraceRoutedCall(t *testing.T) {
 		}
 		byName[s.Name()] = s
 	}
-	root := byName[spanExchange]
+	root := byName[reqtrace.SpanExchange]
 	if root == nil {
 		t.Fatalf("no exchange span among %d spans", len(spans))
 	}
@@ -117,14 +119,14 @@ func TestTraceRoutedCall(t *testing.T) {
 	}
 
 	parents := map[string]string{ // span → its parent
-		spanRequestHeaders:     spanExchange,
-		spanRequestBody:        spanExchange,
-		spanResponseHeaders:    spanExchange,
-		spanResponseBody:       spanExchange,
-		"filter schema":        spanRequestBody,
-		spanValidate:           "filter schema",
-		"filter policy-header": spanRequestBody,
-		"filter redact":        spanResponseBody,
+		reqtrace.SpanRequestHeaders:  reqtrace.SpanExchange,
+		reqtrace.SpanRequestBody:     reqtrace.SpanExchange,
+		reqtrace.SpanResponseHeaders: reqtrace.SpanExchange,
+		reqtrace.SpanResponseBody:    reqtrace.SpanExchange,
+		"filter schema":              reqtrace.SpanRequestBody,
+		reqtrace.SpanValidate:        "filter schema",
+		"filter policy-header":       reqtrace.SpanRequestBody,
+		"filter redact":              reqtrace.SpanResponseBody,
 	}
 	if len(spans) != len(parents)+1 {
 		var names []string
@@ -224,9 +226,9 @@ func TestTraceContextPrecedence(t *testing.T) {
 			var headers sdktrace.ReadOnlySpan
 			for _, s := range sr.Ended() {
 				switch s.Name() {
-				case spanExchange:
+				case reqtrace.SpanExchange:
 					root = s
-				case spanRequestHeaders:
+				case reqtrace.SpanRequestHeaders:
 					headers = s
 				}
 			}
@@ -336,7 +338,7 @@ func TestTraceSearchTools(t *testing.T) {
 			}
 		}
 	}
-	search, phase := byName[spanSearch], byName[spanRequestBody]
+	search, phase := byName[catalog.SpanSearch], byName[reqtrace.SpanRequestBody]
 	if search == nil || phase == nil {
 		t.Fatalf("search_tools / request_body span missing")
 	}

@@ -6,6 +6,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/callfilter"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/surface"
@@ -36,7 +37,7 @@ func (x *request) virtualArguments(call *mcp.Call, t *registry.Tool, args []byte
 	x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "virtual tool refused an argument", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.String("reason", msg))
 	x.callOutcome = callInvalidArgs
-	return nil, x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, invalidArgsText(t.Name, []string{msg}))},
+	return nil, x.answer(&mcp.Reply{Status: 200, Body: x.s.proto.ToolError(call, callfilter.InvalidArgsText(t.Name, []string{msg}))},
 		outcomeInvalidArgs, detailsInvalidArguments)
 }
 

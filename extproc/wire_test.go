@@ -14,88 +14,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
 )
-
-// checkWire checks that the wire-format answer of r decodes to the message
-// immediate builds for the same reply.
-func checkWire(t *testing.T, r *mcp.Reply, details string) {
-	t.Helper()
-	flat := &mcp.Reply{Status: r.Status, Headers: r.Headers, Body: append([]byte(nil), r.Body...),
-		Parts: append([][]byte(nil), r.Parts...)}
-	want := immediate(flat, details)
-	m, err := wireImmediate(r, details)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := m.message()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("wire message differs:\n got %v\nwant %v", got, want)
-	}
-	if n := m.bufs.Len(); n != proto.Size(want) {
-		t.Fatalf("wire message is %d bytes, the built one %d", n, proto.Size(want))
-	}
-}
-
-// listReply is a list page in parts, as mcp's listPage writes it, with a
-// filler of n bytes for the items.
-func listReply(id string, n int, next string) *mcp.Reply {
-	items := bytes.Repeat([]byte("x"), n)
-	head := []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"tools":`)
-	tail := []byte(`}}`)
-	if next != "" {
-		tail = []byte(`,"nextCursor":` + strconv.Quote(next) + `}}`)
-	}
-	return &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}},
-		Parts: [][]byte{head, items, tail}}
-}
-
-func TestWireImmediateEqualsBuilt(t *testing.T) {
-	// Item sizes on both sides of sharedPart and of the varint boundaries
-	// of the body and message lengths (2^7, 2^14, 2^21).
-	sizes := []int{0, 1, 50, 100, 127, 128, 200, sharedPart - 60, sharedPart - 1, sharedPart, sharedPart + 1,
-		16_300, 16_384, 16_500, 1<<21 - 120, 1<<21 - 60, 1 << 21, 1<<21 + 5}
-	ids := []string{"1", "-0.5e3", `"a"`, `"` + strings.Repeat("é", 40) + `"`, `"\u00e9\"x"`,
-		strconv.Quote(strings.Repeat("i", 100)), strconv.Quote(strings.Repeat("j", 200))}
-	for _, n := range sizes {
-		for _, id := range ids {
-			for _, next := range []string{"", "c2"} {
-				t.Run(strconv.Itoa(n)+"/"+id+"/"+next, func(t *testing.T) {
-					checkWire(t, listReply(id, n, next), detailsReply)
-				})
-			}
-		}
-	}
-	t.Run("body and parts", func(t *testing.T) {
-		r := listReply("7", sharedPart*2, "")
-		r.Body = []byte(`{"jsonrpc"`)
-		checkWire(t, r, detailsReply)
-	})
-	t.Run("no headers", func(t *testing.T) {
-		r := listReply("7", 10, "")
-		r.Headers = nil
-		checkWire(t, r, "")
-	})
-	t.Run("large part first and last", func(t *testing.T) {
-		big := bytes.Repeat([]byte("y"), sharedPart)
-		checkWire(t, &mcp.Reply{Status: 200, Parts: [][]byte{big, []byte("1"), big}}, detailsReply)
-	})
-}
-
-func FuzzWireImmediate(f *testing.F) {
-	f.Add(`1`, 10, "")
-	f.Add(`"abc"`, sharedPart, "next")
-	f.Add(strconv.Quote(strings.Repeat("z", 130)), 16_250, "")
-	f.Fuzz(func(t *testing.T, id string, n int, next string) {
-		if n < 0 || n > 1<<22 {
-			return
-		}
-		checkWire(t, listReply(id, n, next), detailsReply)
-	})
-}
 
 // listRequest is a tools/list request of the given era with JSON-RPC id id.
 func listRequest(id string, stateless bool, extra ...string) []*extprocv3.ProcessingRequest {
@@ -137,12 +58,12 @@ func TestToolsListPrepared(t *testing.T) {
 			seq := listRequest(id, stateless)
 			x.handle(seq[0])
 			y.handle(seq[0])
-			m, ok := x.next(seq[1]).(*wireMessage)
+			m, ok := x.next(seq[1]).(*procmsg.Wire)
 			if !ok {
 				t.Fatalf("id %s: the answer was not prepared", id)
 			}
 			var err error
-			if got, err = m.message(); err != nil {
+			if got, err = m.Message(); err != nil {
 				t.Fatal(err)
 			}
 			want = y.handle(seq[1])
@@ -176,8 +97,8 @@ func TestToolsListGzipPrepared(t *testing.T) {
 		defer x.finish()
 		x.handle(seq[0])
 		switch m := x.next(seq[1]).(type) {
-		case *wireMessage:
-			r, err := m.message()
+		case *procmsg.Wire:
+			r, err := m.Message()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -248,10 +169,10 @@ func listCost(t *testing.T, n int, wire, gzip bool) (allocs float64, bytesPerOp 
 		return x.next(seq[1])
 	}
 	// The first answer builds what is built once (the gzip form).
-	if m, ok := answer().(*wireMessage); wire && !ok {
+	if m, ok := answer().(*procmsg.Wire); wire && !ok {
 		t.Fatal("the answer is not prepared")
 	} else if wire && gzip && n >= 1000 {
-		if r, err := m.message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
+		if r, err := m.Message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
 			t.Fatalf("%d tools: not gzip-coded (%v)", n, err)
 		}
 	}
@@ -337,7 +258,7 @@ func BenchmarkToolsList10kServer(b *testing.B) {
 				x := srv.newRequest(context.Background())
 				x.next(seq[0])
 				switch m := x.next(seq[1]).(type) {
-				case *wireMessage:
+				case *procmsg.Wire:
 				case *extprocv3.ProcessingResponse:
 					if _, err := proto.Marshal(m); err != nil {
 						b.Fatal(err)
@@ -381,53 +302,12 @@ func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
 	defer x.finish()
 	seq := listRequest("1", false, "accept-encoding", "gzip")
 	x.next(seq[0])
-	m, ok := x.next(seq[1]).(*wireMessage)
+	m, ok := x.next(seq[1]).(*procmsg.Wire)
 	if !ok {
 		t.Fatal("the answer is not prepared")
 	}
-	if r, err := m.message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
+	if r, err := m.Message(); err != nil || !hasHeader(r, "content-encoding", "gzip") {
 		t.Fatalf("not a gzip answer (%v)", err)
 	}
 	return weak.Make(shared)
-}
-
-// TestSharedAnswersWire: the codec sends each shared answer of proto.go as
-// its encoding made once, byte for byte what the proto codec would send,
-// without encoding it again; any other message still goes through the
-// proto codec.
-func TestSharedAnswersWire(t *testing.T) {
-	c := newWireCodec()
-	for _, m := range []*extprocv3.ProcessingResponse{
-		removeClusterHeader, continueResponseHeaders, continueResponseBody, responseTrailersResponse,
-	} {
-		want, err := c.CodecV2.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Materialize(), want.Materialize()) {
-			t.Errorf("%v: sent %x, want %x", m, got.Materialize(), want.Materialize())
-		}
-		if sharedWire(m) == nil {
-			t.Errorf("%v: not sent pre-encoded", m)
-		}
-		if n := testing.AllocsPerRun(20, func() { _, _ = c.Marshal(m) }); n != 0 {
-			t.Errorf("%v: %v allocations to send, want 0", m, n)
-		}
-	}
-	// An equal message that is not the shared one is encoded as usual.
-	other := responseHeadersResponse(&extprocv3.CommonResponse{})
-	if sharedWire(other) != nil {
-		t.Error("an unshared message was taken for a shared one")
-	}
-	got, err := c.Marshal(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := mustMarshal(other); !bytes.Equal(got.Materialize(), want) {
-		t.Errorf("unshared message: sent %x, want %x", got.Materialize(), want)
-	}
 }

@@ -278,17 +278,38 @@ func (es *Embedders) embedderFor(s *Snapshot) *embedder {
 	if s.def.Catalog != nil {
 		name = s.def.Catalog.Embedding
 	}
+	e, name := es.lookup(name)
+	if e == nil && name != "" && s.search.warned.CompareAndSwap(false, true) { // once per snapshot, not per refresh
+		es.log.Warn("search mode: catalog.embedding names no embedding service of the toolmesh config; ranking stays lexical", "route", s.Route, "embedding", name)
+	}
+	return e
+}
+
+// lookup is the service a route whose catalog.embedding is name ("": the
+// default) ranks with, or nil, and the name it resolved to ("" for none).
+func (es *Embedders) lookup(name string) (*embedder, string) {
 	if name == "" {
 		name = es.def
 	}
 	if name == "" || name == EmbeddingNone {
-		return nil
+		return nil, ""
 	}
-	e := es.by[name]
-	if e == nil && s.search.warned.CompareAndSwap(false, true) { // once per snapshot, not per refresh
-		es.log.Warn("search mode: catalog.embedding names no embedding service of the toolmesh config; ranking stays lexical", "route", s.Route, "embedding", name)
+	return es.by[name], name
+}
+
+// Service is the client and minimum similarity of the service a
+// search-mode route whose catalog.embedding is name ("": the default) ranks
+// with; ok is false when name resolves to none, to no service, or to one
+// left out. eval-search ranks with it, as the server does.
+func (es *Embedders) Service(name string) (client *embed.Client, minSimilarity float64, ok bool) {
+	if es == nil {
+		return nil, 0, false
 	}
-	return e
+	e, _ := es.lookup(name)
+	if e == nil {
+		return nil, 0, false
+	}
+	return e.client, e.minSim, true
 }
 
 // Embed gives each search-mode snapshot of snaps the tool embeddings of its

@@ -63,11 +63,15 @@ func (s ToolService) checkProtocol() []error {
 		if s.TrustAnnotations {
 			errs = append(errs, errors.New("trustAnnotations: only allowed with protocol mcp (a Tool Service's manifest is trusted)"))
 		}
+		if s.ListingBounds != nil {
+			errs = append(errs, errors.New("listingBounds: only allowed with protocol mcp (a manifest has the manifest size limit)"))
+		}
 		return errs
 	}
 	if s.ManifestPath != "" {
 		errs = append(errs, errors.New("manifestPath: not allowed with protocol mcp (url is the MCP endpoint)"))
 	}
+	errs = append(errs, s.ListingBounds.Check("listingBounds")...)
 	if s.ToolPrefix != "" && !toolPrefixRE.MatchString(s.ToolPrefix) {
 		errs = append(errs, fmt.Errorf("toolPrefix: %q must be 1-%d characters of A-Z a-z 0-9 _ . -", s.ToolPrefix, MaxToolPrefixLen))
 	}

@@ -63,7 +63,27 @@ func TestListingValidateFederated(t *testing.T) {
 		{name: "one header twice", mutate: func(l *Listing) { gh(l).Headers["authorization"] = HeaderValue{Credential: "other"} },
 			want: []string{`tool service "github": headers: "Authorization" and "authorization" name the same header`}},
 		{name: "shared service different prefix", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ToolPrefix = "git_" },
-			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`}},
+			want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match`}},
+		{name: "listingBounds in range", mutate: func(l *Listing) {
+			l.Routes = l.Routes[:1]
+			gh(l).ListingBounds = &ListingBounds{Tools: ptr(int64(1)), Bytes: ptr(int64(MaxListingBytes))}
+		}},
+		{name: "listingBounds on a native service", mutate: func(l *Listing) {
+			l.Routes[0].ToolServices[0].ListingBounds = &ListingBounds{Tools: ptr(int64(5))}
+		}, want: []string{`route "core": tool service "weather": listingBounds: only allowed with protocol mcp`}},
+		{name: "listingBounds out of range", mutate: func(l *Listing) {
+			l.Routes = l.Routes[:1]
+			gh(l).ListingBounds = &ListingBounds{Tools: ptr(int64(0)), Prompts: ptr(int64(-1)), Resources: ptr(int64(MaxListingItems + 1)),
+				ResourceTemplates: ptr(int64(MaxListingItems)), Bytes: ptr(int64(MaxListingBytes + 1))}
+		}, want: []string{
+			`route "core": tool service "github": listingBounds.tools: 0 is not between 1 and 100000`,
+			`route "core": tool service "github": listingBounds.resources: 100001 is not between 1 and 100000`,
+			`route "core": tool service "github": listingBounds.prompts: -1 is not between 1 and 100000`,
+			`route "core": tool service "github": listingBounds.bytes: 268435457 is not between 1 and 268435456`,
+		}},
+		{name: "shared service different listingBounds", mutate: func(l *Listing) {
+			l.Routes[1].ToolServices[0].ListingBounds = &ListingBounds{Bytes: ptr(int64(1 << 20))}
+		}, want: []string{`route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match`}},
 		{name: "trustAnnotations on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].TrustAnnotations = true },
 			want: []string{`route "core": tool service "weather": trustAnnotations: only allowed with protocol mcp`}},
 		{name: "forwardAuthorization on a native service", mutate: func(l *Listing) { l.Routes[0].ToolServices[0].ForwardAuthorization = true },
@@ -141,3 +161,5 @@ routes:
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -51,7 +51,7 @@ func TestForwardHeadersValidate(t *testing.T) {
 			gh(l).Headers["X-Api-Key"] = HeaderValue{Credential: "k"}
 		}, want: `forwardHeaders[0]: conflicts with headers.X-Api-Key`},
 		{name: "routes disagree", mutate: func(l *Listing) { gh(l).ForwardHeaders = []string{"x-tenant"} },
-			want: `route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`},
+			want: `route "ops": tool service "github": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

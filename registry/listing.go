@@ -75,7 +75,7 @@ func (l *Listing) Validate() error {
 				continue
 			}
 			if !sameCluster(first, s) {
-				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match its definition in route %q (one Tool Service is one cluster)",
+				errs = append(errs, fmt.Errorf("%s: tool service %q: url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match its definition in route %q (one Tool Service is one cluster)",
 					where, s.Name, owner[s.Name]))
 			}
 		}
@@ -275,7 +275,8 @@ func sameCluster(a, b ToolService) bool {
 	if strings.TrimRight(a.URL, "/") != strings.TrimRight(b.URL, "/") || a.ManifestPath != b.ManifestPath ||
 		a.Protocol != b.Protocol || a.ToolPrefix != b.ToolPrefix || !maps.Equal(a.Headers, b.Headers) ||
 		a.ForwardAuthorization != b.ForwardAuthorization || a.AllowSameOriginRedirects != b.AllowSameOriginRedirects ||
-		a.TrustAnnotations != b.TrustAnnotations || !slices.Equal(a.ForwardHeaders, b.ForwardHeaders) {
+		a.TrustAnnotations != b.TrustAnnotations || !slices.Equal(a.ForwardHeaders, b.ForwardHeaders) ||
+		!a.ListingBounds.Equal(b.ListingBounds) {
 		return false
 	}
 	var ca, cb ClusterSettings

@@ -125,12 +125,12 @@ func TestListingValidate(t *testing.T) {
 		{name: "catalog embedding none", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "search", Embedding: "none"} }},
 		{name: "catalog at the limits", mutate: func(l *Listing) { l.Routes[0].Catalog = &Catalog{Mode: "full", PageSize: 10000, Shortlist: 50} }},
 		{name: "shared service different url", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].URL = "https://calc2/api" },
-			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match its definition in route "core"`}},
+			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match its definition in route "core"`}},
 		{name: "shared service different manifestPath", mutate: func(l *Listing) { l.Routes[1].ToolServices[0].ManifestPath = "/m" },
-			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`}},
+			want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match`}},
 		{name: "shared service different cluster", mutate: func(l *Listing) {
 			l.Routes[1].ToolServices[0].Cluster = &ClusterSettings{MaxRetries: 5}
-		}, want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders and cluster must match`}},
+		}, want: []string{`route "ops": tool service "calc": url, protocol, manifestPath, headers, toolPrefix, forwardAuthorization, trustAnnotations, forwardHeaders, listingBounds and cluster must match`}},
 		{name: "every error reported", mutate: func(l *Listing) {
 			l.Routes[0].Key = "BAD"
 			l.Routes[0].ToolServices[0].URL = "ftp://x"

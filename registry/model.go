@@ -84,6 +84,9 @@ type ToolService struct {
 	// servers are untrusted. A native Tool Service's manifest is the
 	// operator's, and trusted.
 	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+	// ListingBounds override the config file's listingBounds for this
+	// server's listings (protocol mcp only); nil: the config file's.
+	ListingBounds *ListingBounds `json:"listingBounds,omitempty"`
 	// ForwardHeaders are client request headers (lower case) the service
 	// receives besides DefaultForwardHeaders; every other client header is
 	// removed from a routed request (forwardheaders.go).

@@ -18,7 +18,9 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/extprocfilter"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/router"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
@@ -44,15 +46,17 @@ type activeStream struct {
 	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
-	meta         map[string]*structpb.Struct // nil until a filter sets some
-	flags        rules.ResponseFlags
-	details      string
-	cluster      string
-	upstreamHost string
+	meta          map[string]*structpb.Struct // nil until a filter sets some
+	flags         rules.ResponseFlags
+	details       string
+	cluster       string
+	upstreamHost  string
+	upstreamProto int // HTTP major version of the upstream response; 0 for none
 
-	filters   []*extProcRun
-	filterArr [2]*extProcRun // room for filters in the stream itself
-	started   bool           // response headers went to the client
+	filters   []*extprocfilter.Filter
+	filterArr [2]*extprocfilter.Filter // room for filters in the stream itself
+	started   bool                     // response headers went to the client
+	up        router.Call              // the router's upstream call, once routed
 }
 
 // maxBufferLimit caps configured buffer limits so they fit an int64.
@@ -79,7 +83,7 @@ func (b *reqBody) reader() io.Reader {
 func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
-			f.close()
+			f.Close()
 		}
 	}()
 	hcm := x.cfg.HCM
@@ -115,8 +119,8 @@ func (x *activeStream) serve() {
 	for _, f := range x.filters {
 		// Filter::mergePerRouteConfig runs in each filter's decodeHeaders
 		// with the route selected at that moment.
-		f.applyPerRoute(x.currentRoute())
-		lr, err := f.decodeHeaders(eos)
+		f.ApplyPerRoute(x.currentRoute())
+		lr, err := f.DecodeHeaders(eos)
 		if err != nil {
 			return
 		}
@@ -144,12 +148,10 @@ func (x *activeStream) currentRoute() *xdsconfig.Route {
 	return x.route
 }
 
-func (x *activeStream) clearRouteCache() { x.routeValid = false }
-
 // activeFilters instantiates the ext_proc filters the first route enables
 // (HttpFilter.disabled filters need a per-route config that is not a
 // disabled FilterConfig).
-func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extProcRun {
+func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extprocfilter.Filter {
 	out := x.filterArr[:0]
 	for _, f := range x.cfg.HCM.Filters {
 		enabled := !f.DisabledByDefault
@@ -157,7 +159,7 @@ func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extProcRun {
 			enabled = !pf.Disabled
 		}
 		if enabled {
-			out = append(out, newExtProcRun(x, f, nil))
+			out = append(out, extprocfilter.New(x.ctx, x.log, x, &x.d.client, f))
 		}
 	}
 	return out
@@ -172,23 +174,6 @@ func perFilterFor(rt *xdsconfig.Route, name string) *xdsconfig.PerFilterConfig {
 		return pf
 	}
 	return rt.VH.PerFilter[name]
-}
-
-// applyPerRoute merges the virtual host and route ExtProcPerRoute configs.
-func (e *extProcRun) applyPerRoute(rt *xdsconfig.Route) {
-	if rt == nil {
-		return
-	}
-	var less, more *xdsconfig.ExtProcPerRoute
-	if pf := rt.VH.PerFilter[e.f.Name]; pf != nil {
-		less = pf.PerRoute
-	}
-	if pf := rt.PerFilter[e.f.Name]; pf != nil {
-		more = pf.PerRoute
-	}
-	if pr := xdsconfig.MergePerRoute(less, more); pr != nil {
-		e.init(e.x, e.f, pr)
-	}
 }
 
 // decodeBody reads and processes the request body. false means a reply was
@@ -210,7 +195,7 @@ func (x *activeStream) decodeBody() bool {
 	}
 	if x.req.rest != nil {
 		for _, f := range x.filters {
-			if !f.complete && f.mode.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+			if !f.Complete() && f.Mode().GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamDecoderFilter::requestDataTooLarge.
 				x.sendLocalReply(xdsconfig.LocalReply{Code: 413, Body: rules.BodyPayloadTooLarge, Details: rules.DetailsRequestTooLarge})
 				return false
@@ -218,25 +203,25 @@ func (x *activeStream) decodeBody() bool {
 		}
 	}
 	for _, f := range x.filters {
-		if f.complete {
+		if f.Complete() {
 			continue
 		}
 		var lr *xdsconfig.LocalReply
 		var err error
-		switch f.mode.GetRequestBodyMode() {
+		switch f.Mode().GetRequestBodyMode() {
 		case extprocfilterv3.ProcessingMode_BUFFERED:
-			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, true)
+			x.req.buf, lr, err = f.BufferedBody(extprocfilter.Decoding, x.reqH, x.req.buf, true)
 		case extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
-			x.req.buf, lr, err = f.bufferedBody(waitRequestBody, x.reqH, x.req.buf, x.req.rest == nil)
+			x.req.buf, lr, err = f.BufferedBody(extprocfilter.Decoding, x.reqH, x.req.buf, x.req.rest == nil)
 		case extprocfilterv3.ProcessingMode_STREAMED:
 			// Chunks go to the server as they are read; the processed body
 			// is collected before it goes upstream (a simplification: Envoy
 			// forwards each chunk as soon as it is processed).
-			sr := f.newStreamReader(waitRequestBody, x.req.reader())
+			sr := f.NewStreamReader(extprocfilter.Decoding, x.req.reader())
 			out, rerr := io.ReadAll(sr)
 			switch {
-			case sr.fail != nil:
-				lr = sr.fail
+			case sr.Failed() != nil:
+				lr = sr.Failed()
 			case rerr != nil:
 				err = rerr
 			default:
@@ -268,7 +253,7 @@ func (x *activeStream) router() {
 	case rt.Kind == xdsconfig.KindDirect:
 		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{
 			Code: rt.Direct.Status, Body: rt.Direct.Body, Details: rules.DetailsDirectResponse,
-			Extra: func(h *headers.Map) { x.finalizeResponseHeaders(rt, h) },
+			Extra: func(h *headers.Map) { router.FinalizeResponseHeaders(h, rt, x.fmtCtx()) },
 		})
 	default:
 		x.routeToCluster(rt)
@@ -279,10 +264,11 @@ func (x *activeStream) router() {
 // order) and writes it.
 func (x *activeStream) encode(ctx context.Context, rt *xdsconfig.Route, resp *http.Response) {
 	h := headers.FromResponse(resp)
+	x.upstreamProto = resp.ProtoMajor
 	if !x.cfg.HCM.SuppressEnvoyHeaders {
 		h.Set("x-envoy-upstream-service-time", strconv.FormatInt(time.Since(x.start).Milliseconds(), 10))
 	}
-	x.finalizeResponseHeaders(rt, h)
+	router.FinalizeResponseHeaders(h, rt, x.fmtCtx())
 	eos := resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
 		x.r.Method == http.MethodHead
@@ -297,8 +283,8 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 	limit := min(x.cfg.HCM.BufferLimit, maxBufferLimit)
 	for i := len(x.filters) - 1; i >= 0; i-- {
 		f := x.filters[i]
-		if f.duplexBeforeHeaders(eos) {
-			b, lr, err := f.duplexHeaders(h, body)
+		if f.DuplexBeforeHeaders(eos) {
+			b, lr, err := f.DuplexHeaders(h, body)
 			if err != nil {
 				return
 			}
@@ -309,7 +295,7 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 			body = b
 			continue
 		}
-		repl, didReplace, lr, err := f.encodeHeaders(h, eos)
+		repl, didReplace, lr, err := f.EncodeHeaders(h, eos)
 		if err != nil {
 			return
 		}
@@ -321,10 +307,10 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 			body, eos = bytes.NewReader(repl), false
 			continue
 		}
-		if eos || f.complete {
+		if eos || f.Complete() {
 			continue
 		}
-		switch f.mode.GetResponseBodyMode() {
+		switch f.Mode().GetResponseBodyMode() {
 		case extprocfilterv3.ProcessingMode_BUFFERED, extprocfilterv3.ProcessingMode_BUFFERED_PARTIAL:
 			buf, err := readUpTo(body, int64(limit)+1, contentLength(h))
 			if err != nil {
@@ -335,16 +321,18 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 				// router's local reply goes out directly
 				// (FilterManager::sendLocalReply → sendDirectLocalReply,
 				// local_reply_config applied), not as a reset.
-				x.sendLocalReply(x.upstreamBodyAbort(ctx, err))
+				lr := x.up.BodyAbort(ctx, err)
+				x.flags |= x.up.Flags
+				x.sendLocalReply(lr)
 				return
 			}
 			complete := uint64(len(buf)) <= limit
-			if !complete && f.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
+			if !complete && f.Mode().GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamEncoderFilter::responseDataTooLarge.
 				x.sendLocalReply(xdsconfig.LocalReply{Code: 500, Body: rules.BodyInternalError, Details: rules.DetailsResponseTooLarge})
 				return
 			}
-			out, lr, err := f.bufferedBody(waitResponseBody, h, buf, complete)
+			out, lr, err := f.BufferedBody(extprocfilter.Encoding, h, buf, complete)
 			if err != nil {
 				return
 			}
@@ -358,9 +346,9 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 				body = io.MultiReader(bytes.NewReader(out), body)
 			}
 		case extprocfilterv3.ProcessingMode_STREAMED:
-			body = f.newStreamReader(waitResponseBody, body)
+			body = f.NewStreamReader(extprocfilter.Encoding, body)
 		case extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
-			body = f.newDuplexReader(body)
+			body = f.NewDuplexReader(body)
 		}
 	}
 	x.write(h, body)
@@ -374,7 +362,7 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 // "Local replies and ext_proc").
 func (x *activeStream) sendLocalReplyViaFilterChain(ctx context.Context, l xdsconfig.LocalReply) {
 	if x.started {
-		x.reset(errors.New("local reply after the response started"))
+		x.Reset(errors.New("local reply after the response started"))
 		return
 	}
 	x.details = l.Details
@@ -390,7 +378,7 @@ func (x *activeStream) sendLocalReplyViaFilterChain(ctx context.Context, l xdsco
 // reply can only reset the stream.
 func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply) {
 	if x.started {
-		x.reset(errors.New("local reply after the response started"))
+		x.Reset(errors.New("local reply after the response started"))
 		return
 	}
 	x.details = l.Details
@@ -499,7 +487,7 @@ func (x *activeStream) copyBody(body io.Reader, flusher http.Flusher) {
 			return
 		}
 		if rerr != nil {
-			x.reset(rerr)
+			x.Reset(rerr)
 			return
 		}
 	}
@@ -509,9 +497,9 @@ func (x *activeStream) copyBody(body io.Reader, flusher http.Flusher) {
 // largest allocation of a routed call.
 var writeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// reset resets the downstream stream, as Envoy does when an error happens
+// Reset resets the downstream stream, as Envoy does when an error happens
 // after the response started (or an upstream fails mid-body).
-func (x *activeStream) reset(err error) {
+func (x *activeStream) Reset(err error) {
 	x.log.Debug("resetting downstream stream", "error", err)
 	panic(http.ErrAbortHandler)
 }

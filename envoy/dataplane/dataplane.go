@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/extprocfilter"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
@@ -53,8 +54,8 @@ type Options struct {
 type DataPlane struct {
 	log       *slog.Logger
 	conn      grpc.ClientConnInterface
-	extProc   extprocv3.ExternalProcessorClient // on conn, made once
-	ownConn   *grpc.ClientConn
+	client    extprocfilter.Client // on conn, made once
+	pool      *extProcPool         // the connections the data plane dialled itself
 	transport http.RoundTripper
 	keepalive Keepalive
 	ctlTLS    *tls.Config
@@ -94,19 +95,30 @@ func New(opts Options) (*DataPlane, error) {
 		// grpc_service does not set (api/envoy/config/core/v3/
 		// grpc_service.proto, GrpcService.retry_policy: "If not specified,
 		// no default retry policy is applied at the client level").
-		cc, err := grpc.NewClient(opts.ExtProcTarget,
-			grpc.WithTransportCredentials(controlCreds(opts.ControlTLS)),
-			grpc.WithInitialWindowSize(rules.EnvoyHTTP2StreamWindow),
-			grpc.WithInitialConnWindowSize(rules.EnvoyHTTP2ConnWindow),
-			grpc.WithDisableRetry(),
-			keepaliveDialOption(d.keepalive, d.log.With("grpc", "ext_proc")))
+		target, log := opts.ExtProcTarget, d.log.With("grpc", "ext_proc")
+		d.pool = &extProcPool{max: rules.MaxConcurrentStreams, dial: func() (*grpc.ClientConn, error) {
+			cc, err := grpc.NewClient(target,
+				grpc.WithTransportCredentials(controlCreds(opts.ControlTLS)),
+				grpc.WithInitialWindowSize(rules.EnvoyHTTP2StreamWindow),
+				grpc.WithInitialConnWindowSize(rules.EnvoyHTTP2ConnWindow),
+				grpc.WithDisableRetry(),
+				keepaliveDialOption(d.keepalive, log))
+			if err != nil {
+				return nil, fmt.Errorf("connect to extproc %q: %w", target, err)
+			}
+			return cc, nil
+		}}
+		// The first connection is made now, so that a bad target fails New.
+		pc, err := d.pool.acquire()
 		if err != nil {
-			return nil, fmt.Errorf("connect to extproc %q: %w", opts.ExtProcTarget, err)
+			return nil, err
 		}
-		d.conn, d.ownConn = cc, cc
+		d.pool.release(pc)
+		d.conn = pc.cc // the first connection (keepalive tests use it)
+		d.client = extprocfilter.Client{Processor: d.pool, Own: true}
 	}
-	if d.conn != nil {
-		d.extProc = extprocv3.NewExternalProcessorClient(d.conn)
+	if d.conn != nil && d.pool == nil {
+		d.client = extprocfilter.Client{Processor: extprocv3.NewExternalProcessorClient(d.conn)}
 	}
 	return d, nil
 }
@@ -188,8 +200,8 @@ func (d *DataPlane) Close() error {
 	for _, tr := range d.transports {
 		tr.Retire()
 	}
-	if d.ownConn != nil {
-		return d.ownConn.Close()
+	if d.pool != nil {
+		return d.pool.close()
 	}
 	return nil
 }

@@ -13,8 +13,15 @@
 // Envoy binary and so end-to-end tests can exercise the extproc server
 // through real HTTP. Production deployments use real Envoy.
 //
-// Every Envoy behaviour it emulates is written down in rules.go with the
-// Envoy source or documentation it follows, so the emulation can be
-// re-checked against a real Envoy. Anything outside that set is rejected by
-// [DataPlane.Apply] or documented there as not emulated.
+// This package is the listener and HTTP connection manager (activeStream,
+// which drives the filter chain), the ext_proc connection pool and the ADS
+// client. Its internal packages hold the rest: xdsconfig compiles the xDS
+// resources, headers is the header map, extprocfilter the ext_proc filter,
+// router the router filter's upstream calls, and rules every emulated Envoy
+// rule.
+//
+// Every Envoy behaviour it emulates is written down in the rules package
+// with the Envoy source or documentation it follows, so the emulation can
+// be re-checked against a real Envoy. Anything outside that set is
+// rejected by [DataPlane.Apply] or documented there as not emulated.
 package dataplane

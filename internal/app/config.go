@@ -239,6 +239,11 @@ type UpstreamConfig struct {
 	// client's Authorization is never forwarded otherwise. Reloaded on
 	// SIGHUP, keeping the last good configuration.
 	UpstreamAuth map[string]extproc.ServiceAuth `json:"upstreamAuth,omitempty"`
+	// ListingBounds bound each federated MCP server's listing, across its
+	// pages (docs/contracts/portal.md, "Listing bounds"): items of each
+	// kind and bytes of results. A Portal entry's listingBounds overrides
+	// them per server. Unset fields: the built-in defaults.
+	ListingBounds *registry.ListingBounds `json:"listingBounds,omitempty"`
 }
 
 // AccessConfig is who may call what: authentication, policies, approval.
@@ -523,14 +528,24 @@ func bindFlags(fs *pflag.FlagSet, which flagSet) {
 // loadConfig builds the effective configuration: defaults, then the --config
 // file, then the flags the user set. It validates the result.
 func loadConfig(fs *pflag.FlagSet) (Config, error) {
+	path, _ := fs.GetString("config")
+	return readConfig(path, fs)
+}
+
+// readConfig is the defaults, then the config file at path (none when
+// ""), then the flags of fs that were set (none when fs is nil), validated.
+// Every command that reads a config file reads it here.
+func readConfig(path string, fs *pflag.FlagSet) (Config, error) {
 	cfg := defaultConfig()
-	if path, _ := fs.GetString("config"); path != "" {
+	if path != "" {
 		if err := loadConfigFile(path, &cfg); err != nil {
 			return cfg, err
 		}
 	}
-	if err := applyFlags(fs, &cfg); err != nil {
-		return cfg, err
+	if fs != nil {
+		if err := applyFlags(fs, &cfg); err != nil {
+			return cfg, err
+		}
 	}
 	return cfg, cfg.Validate()
 }

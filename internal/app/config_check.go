@@ -207,10 +207,12 @@ func (c *SearchConfig) Validate() error {
 	return errs.join()
 }
 
-// Validate checks the credentials' sources; upstreamAuth is checked with
-// them (Config.Validate).
+// Validate checks the credentials' sources and the listing bounds;
+// upstreamAuth is checked with them (Config.Validate).
 func (c *UpstreamConfig) Validate() error {
-	return config.CheckCredentials(c.Credentials)
+	errs := fieldErrors(c.ListingBounds.Check("listingBounds"))
+	errs.add(config.CheckCredentials(c.Credentials))
+	return errs.join()
 }
 
 // Validate checks approval, relay keys, authentication and policies; each

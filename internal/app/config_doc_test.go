@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
 )
 
@@ -60,6 +61,12 @@ func TestConfigReference(t *testing.T) {
 	elsewhere := map[string]string{
 		"redisPrefix":  redisstore.DefaultRedisPrefix,
 		"redisTimeout": redisstore.DefaultRedisOpTimeout.String(),
+		// Unset fields of the listingBounds section: the built-in bounds.
+		"listingBounds.tools":             strconv.Itoa(registry.DefaultListingItems),
+		"listingBounds.resources":         strconv.Itoa(registry.DefaultListingItems),
+		"listingBounds.resourceTemplates": strconv.Itoa(registry.DefaultListingItems),
+		"listingBounds.prompts":           strconv.Itoa(registry.DefaultListingItems),
+		"listingBounds.bytes":             strconv.Itoa(registry.DefaultListingBytes),
 	}
 
 	all := pflag.NewFlagSet("all", pflag.ContinueOnError)

@@ -165,6 +165,13 @@ drainDelay: 10m
 			})},
 		{name: "bad credentials", args: []string{"--config", write("badcreds.yaml", "credentials:\n  both: {file: f, env: E}\n  none: {}\n")},
 			wantErr: []string{"credentials.both: file and env are exclusive", "credentials.none: one of file and env is required"}},
+		{name: "listingBounds", args: []string{"--config", write("lb.yaml", "listingBounds: {tools: 500, bytes: 1048576}\n")},
+			want: withDefaults(func(c *Config) {
+				c.ListingBounds = &registry.ListingBounds{Tools: ptr(int64(500)), Bytes: ptr(int64(1 << 20))}
+			})},
+		{name: "bad listingBounds", args: []string{"--config", write("badlb.yaml", "listingBounds: {tools: 0, prompts: 100001, bytes: 300000000}\n")},
+			wantErr: []string{"listingBounds.tools: 0 is not between 1 and 100000", "listingBounds.prompts: 100001 is not between 1 and 100000",
+				"listingBounds.bytes: 300000000 is not between 1 and 268435456"}},
 		{name: "embeddings", args: []string{"--config", write("emb.yaml", "credentials:\n  tei: {env: TEI_TOKEN}\n"+
 			"embeddings:\n  e5: {url: \"http://tei:8080/v1/embeddings\", model: e5-small, credential: tei, timeout: 200ms, batchSize: 16, queryPrefix: \"query: \", documentPrefix: \"passage: \"}\n"+
 			"defaultEmbedding: e5\ncatalogs:\n  small: {mode: search, embedding: none}\n")},
@@ -253,3 +260,5 @@ func TestConfigFieldsDocumented(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

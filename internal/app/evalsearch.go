@@ -1,11 +1,13 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
+	"github.com/toolmesh/toolmesh/registry/refresher"
 	"github.com/toolmesh/toolmesh/registry/search"
 	"github.com/toolmesh/toolmesh/registry/search/embed"
 )
@@ -225,36 +228,17 @@ func printMisses(out io.Writer, prefix string, results []search.Result) {
 	}
 }
 
-// evalEmbedder returns the embedding service the flags name, or nil.
+// evalEmbedder returns the embedding service the flags name, or nil. It
+// is resolved as the server resolves it: the flags make a Config (the
+// file's, loaded and validated as `run` loads it, or one entry made of
+// --embedding-url), and its registry options (registryOptions, wiring.go)
+// give the services search-mode routes rank with (refresher.Embedders).
 func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
-	var svc registry.EmbeddingService
-	var emb embeddingSetup
-	switch {
-	case o.config != "" && o.embURL != "":
-		return nil, errors.New("eval-search: --config and --embedding-url are exclusive")
-	case o.config != "":
-		cfg := defaultConfig()
-		if err := loadConfigFile(o.config, &cfg); err != nil {
-			return nil, fmt.Errorf("eval-search: --config: %w", err)
-		}
-		emb = cfg.embeddings()
-		var name string
-		var ok bool
-		if svc, name, ok = emb.service(o.embedding); !ok {
-			return nil, fmt.Errorf("eval-search: --embedding: %q is not a key of embeddings in %s", name, o.config)
-		}
-	case o.embURL != "":
-		svc = registry.EmbeddingService{URL: o.embURL, Model: o.embModel}
-		if o.embTokenEnv != "" {
-			svc.Credential = "token"
-			emb.credentials = map[string]config.CredentialSource{"token": {Env: o.embTokenEnv}}
-		}
-	default:
-		if o.embedding != "" || o.embModel != "" || o.embTokenEnv != "" {
-			return nil, errors.New("eval-search: --embedding needs --config, and --embedding-model and --embedding-token-env need --embedding-url")
-		}
-		return nil, nil
+	cfg, name, err := evalEmbeddingConfig(o)
+	if err != nil || cfg == nil {
+		return nil, err
 	}
+	svc := cfg.Embeddings[name]
 	if o.embQueryPrefix != "" {
 		svc.QueryPrefix = o.embQueryPrefix
 	}
@@ -267,11 +251,51 @@ func evalEmbedder(o evalSearchOptions) (*evalEmbedding, error) {
 	if o.minSimilarity != 0 {
 		svc.MinSimilarity = o.minSimilarity
 	}
-	c, err := emb.client(svc, newHTTPClient())
-	if err != nil {
+	cfg.Embeddings[name] = svc
+	if err := registry.CheckEmbeddings(cfg.Embeddings, cfg.DefaultEmbedding, cfg.Credentials); err != nil {
 		return nil, fmt.Errorf("eval-search: embedding service: %w", err)
 	}
-	return &evalEmbedding{client: c, url: svc.URL, minSim: svc.MinSimilarity}, nil
+	opts := registryOptions(cfg, registryParts{client: newHTTPClient(), log: slog.New(slog.DiscardHandler)})
+	c, minSim, ok := refresher.Embedders(opts).Service(name)
+	if !ok {
+		return nil, fmt.Errorf("eval-search: embedding service %q cannot be used", name)
+	}
+	return &evalEmbedding{client: c, url: svc.URL, minSim: minSim}, nil
+}
+
+// evalEmbeddingConfig is the Config whose embedding service name eval-search
+// ranks with: --config's, or one made of --embedding-url; nil when the
+// flags name none.
+func evalEmbeddingConfig(o evalSearchOptions) (*Config, string, error) {
+	switch {
+	case o.config != "" && o.embURL != "":
+		return nil, "", errors.New("eval-search: --config and --embedding-url are exclusive")
+	case o.config != "":
+		cfg, err := readConfig(o.config, nil)
+		if err != nil {
+			return nil, "", fmt.Errorf("eval-search: --config: %w", err)
+		}
+		name := cmp.Or(o.embedding, cfg.DefaultEmbedding)
+		if _, ok := cfg.Embeddings[name]; !ok || name == "" {
+			return nil, "", fmt.Errorf("eval-search: --embedding: %q is not a key of embeddings in %s", name, o.config)
+		}
+		return &cfg, name, nil
+	case o.embURL != "":
+		const name = "eval-search"
+		cfg := defaultConfig()
+		svc := registry.EmbeddingService{URL: o.embURL, Model: o.embModel}
+		if o.embTokenEnv != "" {
+			svc.Credential = "token"
+			cfg.Credentials = map[string]config.CredentialSource{"token": {Env: o.embTokenEnv}}
+		}
+		cfg.Embeddings = map[string]registry.EmbeddingService{name: svc}
+		return &cfg, name, nil
+	default:
+		if o.embedding != "" || o.embModel != "" || o.embTokenEnv != "" {
+			return nil, "", errors.New("eval-search: --embedding needs --config, and --embedding-model and --embedding-token-env need --embedding-url")
+		}
+		return nil, "", nil
+	}
 }
 
 // evalEmbedding is the embedding service of one eval-search run.

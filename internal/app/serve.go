@@ -293,6 +293,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	}
 	a.upstreamAuth.Store(ua)
 	if l, ok := a.lister.(*fetch.HTTPLister); ok {
+		l.SetListingBounds(cfg.ListingBounds.Over(registry.DefaultLimits()))
 		// The gateway's own listings send a federated server's upstreamAuth
 		// credential too, as its calls do; an oauth entry's 401 evicts the
 		// token or discovers the authorization server, and lists again.

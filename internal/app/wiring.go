@@ -8,10 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/refresher"
-	"github.com/toolmesh/toolmesh/registry/search/embed"
 	"github.com/toolmesh/toolmesh/registry/surface"
 	"github.com/toolmesh/toolmesh/xds"
 )
@@ -19,34 +17,6 @@ import (
 // This file turns a validated Config into the runtime's parts. Every
 // command that needs a part gets it here, so a config block cannot reach
 // one command and miss another.
-
-// embeddingSetup is the config's embedding services with what their
-// credential names resolve against: the registry of `run` and `extproc`
-// and eval-search all take them from here.
-type embeddingSetup struct {
-	services    map[string]registry.EmbeddingService
-	def         string
-	credentials map[string]config.CredentialSource
-}
-
-// embeddings is the embedding part of c.
-func (c *Config) embeddings() embeddingSetup {
-	return embeddingSetup{services: c.Embeddings, def: c.DefaultEmbedding, credentials: c.Credentials}
-}
-
-// service is the entry name, or the default one when name is empty.
-func (e embeddingSetup) service(name string) (registry.EmbeddingService, string, bool) {
-	if name == "" {
-		name = e.def
-	}
-	svc, ok := e.services[name]
-	return svc, name, ok && name != ""
-}
-
-// client is svc's client, its credential resolved against e.
-func (e embeddingSetup) client(svc registry.EmbeddingService, hc *http.Client) (*embed.Client, error) {
-	return svc.Client(e.credentials, hc)
-}
 
 // registryParts are what the registry runs with besides the config: the
 // Portal, the peers' clients, the snapshot store and the observers.
@@ -64,7 +34,6 @@ type registryParts struct {
 
 // registryOptions are the registry's options for cfg.
 func registryOptions(cfg *Config, p registryParts) refresher.Options {
-	emb := cfg.embeddings()
 	return refresher.Options{
 		Source:       p.source,
 		Fetcher:      p.fetcher,
@@ -83,11 +52,13 @@ func registryOptions(cfg *Config, p registryParts) refresher.Options {
 		// first manifest refresh finish in the background (ADR 0005 order).
 		ReadyAfterWarmStart: cfg.Redis != "",
 		Registerer:          p.metrics,
-		Credentials:         emb.credentials,
-		Embeddings:          emb.services,
-		DefaultEmbedding:    emb.def,
-		EmbeddingClient:     p.client,
-		Pins:                p.pins,
+		// The embedding services (eval-search ranks with the same, through
+		// refresher.Embedders), with the credentials they name.
+		Credentials:      cfg.Credentials,
+		Embeddings:       cfg.Embeddings,
+		DefaultEmbedding: cfg.DefaultEmbedding,
+		EmbeddingClient:  p.client,
+		Pins:             p.pins,
 	}
 }
 

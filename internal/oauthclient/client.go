@@ -1,6 +1,7 @@
 package oauthclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,23 +189,57 @@ type Client struct {
 
 // New checks cfg and returns a Client; nothing is fetched yet.
 func New(cfg Config) (*Client, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.AuthMethod = cmp.Or(cfg.AuthMethod, AuthSecretBasic)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
+	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, 4)
+	cfg.CacheSize = cmp.Or(cfg.CacheSize, 10000)
+	cfg.Skew = cmp.Or(cfg.Skew, 30*time.Second)
+	cfg.DefaultLifetime = cmp.Or(cfg.DefaultLifetime, time.Minute)
+	c := &Client{cfg: cfg, hc: HTTPClient(cfg.HTTPClient), sem: make(chan struct{}, cfg.MaxConcurrent),
+		cache: newCache(cfg.CacheSize), now: time.Now}
+	if cfg.Now != nil {
+		c.now = cfg.Now
+	}
+	if cfg.AuthMethod == AuthPrivateKey {
+		c.key = &keySource{src: cfg.Key}
+	}
+	if cfg.TokenURL != "" {
+		u := cfg.TokenURL
+		c.endpoint.Store(&u)
+	}
+	return c, nil
+}
+
+// check reports every problem of cfg at once, each naming its key.
+func (cfg Config) check() error {
 	var errs []error
 	if cfg.Issuer == "" && cfg.TokenURL == "" {
 		errs = append(errs, errors.New("issuer or tokenUrl is required"))
 	}
-	if cfg.Issuer != "" {
-		if err := CheckURL(cfg.Issuer); err != nil {
-			errs = append(errs, fmt.Errorf("issuer: %w", err))
+	for _, u := range []struct{ key, url string }{{"issuer", cfg.Issuer}, {"tokenUrl", cfg.TokenURL}} {
+		if u.url == "" {
+			continue
 		}
-	}
-	if cfg.TokenURL != "" {
-		if err := CheckURL(cfg.TokenURL); err != nil {
-			errs = append(errs, fmt.Errorf("tokenUrl: %w", err))
+		if err := CheckURL(u.url); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u.key, err))
 		}
 	}
 	if cfg.ClientID == "" {
 		errs = append(errs, errors.New("clientId is required"))
 	}
+	errs = append(errs, cfg.checkAuth()...)
+	if cfg.Timeout < 0 || cfg.MaxConcurrent < 0 || cfg.CacheSize < 0 || cfg.Skew < 0 || cfg.DefaultLifetime < 0 {
+		errs = append(errs, errors.New("timeout, maxConcurrent, cacheSize, skew and defaultLifetime must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// checkAuth checks the client authentication method and what it needs.
+func (cfg Config) checkAuth() []error {
+	var errs []error
 	switch cfg.AuthMethod {
 	case "", AuthSecretBasic, AuthSecretPost:
 		if err := cfg.Secret.Check(); err != nil {
@@ -232,43 +267,7 @@ func New(cfg Config) (*Client, error) {
 	default:
 		errs = append(errs, fmt.Errorf("authMethod: %q is not one of %s, %s, %s", cfg.AuthMethod, AuthSecretBasic, AuthSecretPost, AuthPrivateKey))
 	}
-	if cfg.Timeout < 0 || cfg.MaxConcurrent < 0 || cfg.CacheSize < 0 || cfg.Skew < 0 || cfg.DefaultLifetime < 0 {
-		errs = append(errs, errors.New("timeout, maxConcurrent, cacheSize, skew and defaultLifetime must not be negative"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if cfg.AuthMethod == "" {
-		cfg.AuthMethod = AuthSecretBasic
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.MaxConcurrent == 0 {
-		cfg.MaxConcurrent = 4
-	}
-	if cfg.CacheSize == 0 {
-		cfg.CacheSize = 10000
-	}
-	if cfg.Skew == 0 {
-		cfg.Skew = 30 * time.Second
-	}
-	if cfg.DefaultLifetime == 0 {
-		cfg.DefaultLifetime = time.Minute
-	}
-	c := &Client{cfg: cfg, hc: HTTPClient(cfg.HTTPClient), sem: make(chan struct{}, cfg.MaxConcurrent),
-		cache: newCache(cfg.CacheSize), now: time.Now}
-	if cfg.Now != nil {
-		c.now = cfg.Now
-	}
-	if cfg.AuthMethod == AuthPrivateKey {
-		c.key = &keySource{src: cfg.Key}
-	}
-	if cfg.TokenURL != "" {
-		u := cfg.TokenURL
-		c.endpoint.Store(&u)
-	}
-	return c, nil
+	return errs
 }
 
 func (c *Client) issuer() string {
@@ -343,9 +342,6 @@ func (c *Client) fetch(rctx, waitCtx context.Context, r Request) (Token, error) 
 }
 
 func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, error) {
-	fail := func(class, code string, err error) (Token, error) {
-		return Token{}, &Error{Issuer: c.issuer(), Grant: r.Grant, Class: class, Code: code, err: err}
-	}
 	// The actor token is the gateway's own, cached like any other; it is
 	// obtained before taking a slot of the concurrency bound, which its own
 	// request needs.
@@ -361,14 +357,32 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-waitCtx.Done():
-		return fail(ClassBusy, "", errors.New("too many requests in flight to the authorization server"))
+		return Token{}, c.failure(r, ClassBusy, "", errBusy)
 	case <-rctx.Done():
-		return fail(ClassBusy, "", errors.New("too many requests in flight to the authorization server"))
+		return Token{}, c.failure(r, ClassBusy, "", errBusy)
 	}
 	endpoint, err := c.tokenEndpoint(rctx)
 	if err != nil {
-		return fail(classOf(rctx, err), "", err)
+		return Token{}, c.failure(r, classOf(rctx, err), "", err)
 	}
+	cc, err := c.tokenRequest(endpoint, r, act)
+	if err != nil {
+		return Token{}, err
+	}
+	tok, err := cc.Token(context.WithValue(rctx, oauth2.HTTPClient, c.hc))
+	return c.tokenOf(rctx, r, tok, err)
+}
+
+var errBusy = errors.New("too many requests in flight to the authorization server")
+
+// failure is the Error of a token request for r.
+func (c *Client) failure(r Request, class, code string, err error) *Error {
+	return &Error{Issuer: c.issuer(), Grant: r.Grant, Class: class, Code: code, err: err}
+}
+
+// tokenRequest is the token request for r at endpoint, with the client's
+// authentication; act is the actor token of a delegating exchange.
+func (c *Client) tokenRequest(endpoint string, r Request, act string) (*clientcredentials.Config, error) {
 	params := url.Values{}
 	if len(r.Audience) > 0 {
 		params["audience"] = r.Audience
@@ -386,12 +400,12 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 			params.Set("actor_token_type", TypeAccessToken)
 		}
 	}
-	cc := clientcredentials.Config{ClientID: c.cfg.ClientID, TokenURL: endpoint, Scopes: r.Scopes, EndpointParams: params}
+	cc := &clientcredentials.Config{ClientID: c.cfg.ClientID, TokenURL: endpoint, Scopes: r.Scopes, EndpointParams: params}
 	switch c.cfg.AuthMethod {
 	case AuthSecretBasic, AuthSecretPost:
 		sec, err := c.cfg.Secret.Secret()
 		if err != nil {
-			return fail(ClassConfig, "", fmt.Errorf("client secret: %w", err))
+			return nil, c.failure(r, ClassConfig, "", fmt.Errorf("client secret: %w", err))
 		}
 		cc.ClientSecret = sec
 		cc.AuthStyle = oauth2.AuthStyleInHeader
@@ -401,7 +415,7 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 	case AuthPrivateKey:
 		key, err := c.key.signer()
 		if err != nil {
-			return fail(ClassConfig, "", fmt.Errorf("private key: %w", err))
+			return nil, c.failure(r, ClassConfig, "", fmt.Errorf("private key: %w", err))
 		}
 		aud := endpoint
 		if c.cfg.AssertionAudience == AudienceIssuer {
@@ -409,7 +423,7 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 		}
 		a, err := clientAssertion(key, c.cfg.KeyID, c.cfg.ClientID, aud, c.now())
 		if err != nil {
-			return fail(ClassConfig, "", err)
+			return nil, c.failure(r, ClassConfig, "", err)
 		}
 		// With no secret, AuthStyleInParams sends client_id alone, next to
 		// the assertion.
@@ -417,28 +431,32 @@ func (c *Client) fetchBounded(rctx, waitCtx context.Context, r Request) (Token, 
 		params.Set("client_assertion", a)
 		cc.AuthStyle = oauth2.AuthStyleInParams
 	}
-	tok, err := cc.Token(context.WithValue(rctx, oauth2.HTTPClient, c.hc))
+	return cc, nil
+}
+
+// tokenOf is the Token of the token endpoint's answer (tok, or err).
+func (c *Client) tokenOf(rctx context.Context, r Request, tok *oauth2.Token, err error) (Token, error) {
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) {
 			if re.ErrorCode != "" && (re.Response == nil || re.Response.StatusCode < 500) {
-				return fail(ClassRefused, sanitizeCode(re.ErrorCode), nil)
+				return Token{}, c.failure(r, ClassRefused, sanitizeCode(re.ErrorCode), nil)
 			}
 			status := 0
 			if re.Response != nil {
 				status = re.Response.StatusCode
 			}
-			return fail(ClassUnavailable, "", fmt.Errorf("token endpoint answered status %d", status))
+			return Token{}, c.failure(r, ClassUnavailable, "", fmt.Errorf("token endpoint answered status %d", status))
 		}
 		// Other errors come from the transport or from decoding, never
 		// with the request's form.
-		return fail(classOf(rctx, err), "", scrub(err))
+		return Token{}, c.failure(r, classOf(rctx, err), "", scrub(err))
 	}
 	if tok.AccessToken == "" {
-		return fail(ClassUnavailable, "", errors.New("token endpoint answered without access_token"))
+		return Token{}, c.failure(r, ClassUnavailable, "", errors.New("token endpoint answered without access_token"))
 	}
 	if tt := tok.Type(); !strings.EqualFold(tt, "bearer") {
-		return fail(ClassUnavailable, "", fmt.Errorf("token type %q is not Bearer", sanitizeCode(tt)))
+		return Token{}, c.failure(r, ClassUnavailable, "", fmt.Errorf("token type %q is not Bearer", sanitizeCode(tt)))
 	}
 	exp := tok.Expiry
 	if exp.IsZero() {

@@ -32,6 +32,24 @@ type HTTPLister struct {
 	// unauthorized, when set, is told of a listing's 401 and says whether
 	// to list once more (listing_oauth.go).
 	unauthorized atomic.Pointer[Unauthorized]
+	// bounds are the listing bounds of a service whose Portal entry sets
+	// none (the config file's listingBounds); nil: the built-in ones.
+	bounds atomic.Pointer[registry.Limits]
+}
+
+// SetListingBounds makes l the listing bounds of every later listing of a
+// service, but for the fields its Portal entry's listingBounds sets.
+func (h *HTTPLister) SetListingBounds(l registry.Limits) { h.bounds.Store(&l) }
+
+// boundsOf are svc's listing bounds: its Portal entry's over the lister's.
+func (h *HTTPLister) boundsOf(svc registry.ToolService) upstream.Bounds {
+	base := registry.DefaultLimits()
+	if p := h.bounds.Load(); p != nil {
+		base = *p
+	}
+	l := svc.ListingBounds.Over(base)
+	return upstream.Bounds{Tools: int(l.Tools), Resources: int(l.Resources), ResourceTemplates: int(l.ResourceTemplates),
+		Prompts: int(l.Prompts), Bytes: l.Bytes}
 }
 
 // SetListingHeaders makes every later listing of a service also send the
@@ -97,10 +115,11 @@ func (h *HTTPLister) List(ctx context.Context, svc registry.ToolService) (*regis
 	if svc.AllowSameOriginRedirects {
 		ctx = upstream.AllowSameOriginRedirects(ctx)
 	}
-	l, err := h.client.Discover(ctx, svc.URL, withExtra)
+	bounds := h.boundsOf(svc)
+	l, err := h.client.DiscoverWithin(ctx, svc.URL, withExtra, bounds)
 	if retry := h.retryUnauthorized(ctx, svc, err); retry {
 		if withExtra, err = h.withListingHeaders(svc.Name, headers); err == nil {
-			l, err = h.client.Discover(ctx, svc.URL, withExtra)
+			l, err = h.client.DiscoverWithin(ctx, svc.URL, withExtra, bounds)
 		}
 	}
 	if err != nil {

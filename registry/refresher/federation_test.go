@@ -312,14 +312,7 @@ func TestRegistryFederatedHostile(t *testing.T) {
 		{Name: "good", URL: good.URL + "/mcp", Protocol: registry.ProtocolMCP},
 		{Name: "hostile", URL: hostile.URL + "/mcp", Protocol: registry.ProtocolMCP},
 	}}
-	l := registry.Listing{Routes: []registry.Route{route}}
-	if err := l.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	reg := New(Options{Source: &staticSource{l: l}, FetchTimeout: 2 * time.Second})
-	if err := reg.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	reg := startRoute(t, route)
 	snap := reg.Snapshot("r")
 	if snap == nil {
 		t.Fatalf("no snapshot: %+v", reg.Health())
@@ -349,4 +342,48 @@ func TestRegistryFederatedHostile(t *testing.T) {
 	if !strings.HasPrefix(ins, goodPart) || len(ins) > registry.MaxServerInstructions+len(goodPart) || !strings.HasSuffix(ins, "[cut by toolmesh]") {
 		t.Errorf("instructions: %d bytes, %.120q ... %q", len(ins), ins, ins[max(0, len(ins)-40):])
 	}
+}
+
+// TestRegistryFederatedListingBound: a server whose Portal entry lowers
+// listingBounds.tools to 3 is listed while it lists 3 tools; once the
+// scripted server lists 4 (one page) the listing is refused as a whole,
+// the route keeps serving the last good snapshot, and /health names the
+// bound and its field. The default bound would have let 4 tools through.
+func TestRegistryFederatedListingBound(t *testing.T) {
+	up := newMCPServer(t, true, "", "a", "b", "c")
+	three := int64(3)
+	route := registry.Route{Key: "r", ToolServices: []registry.ToolService{
+		{Name: "up", URL: up.URL + "/mcp", Protocol: registry.ProtocolMCP, ListingBounds: &registry.ListingBounds{Tools: &three}},
+	}}
+	reg := startRoute(t, route)
+	good := reg.Snapshot("r")
+	if good == nil || !slices.Equal(toolNames(good), []string{"a", "b", "c"}) {
+		t.Fatalf("snapshot %v: %+v", good, reg.Health())
+	}
+	up.set(false, "a", "b", "c", "d")
+	if err := reg.Refresh(t.Context()); err == nil {
+		t.Fatal("Refresh past the listing bound reported no error")
+	}
+	if got := reg.Snapshot("r"); got != good {
+		t.Errorf("snapshot replaced after a refused listing: %v", toolNames(got))
+	}
+	u := refreshtest.RouteStatus(t, reg, "r").Services[0]
+	want := "tools/list: the server lists more than 3 tools (toolmesh's listing bound listingBounds.tools; the listing is refused)"
+	if !strings.Contains(u.LastError, want) || u.Tools != 3 {
+		t.Errorf("/health service %+v, want lastError naming %q and the 3 tools kept", u, want)
+	}
+}
+
+// startRoute is a started registry over a listing of route alone.
+func startRoute(t *testing.T, route registry.Route) *Registry {
+	t.Helper()
+	l := registry.Listing{Routes: []registry.Route{route}}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := New(Options{Source: &staticSource{l: l}, FetchTimeout: 2 * time.Second})
+	if err := reg.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

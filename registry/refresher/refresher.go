@@ -274,9 +274,20 @@ func New(opts Options) *Registry {
 	empty.index()
 	r.state.Store(empty)
 	r.metrics = newMetrics(opts.Registerer, r)
-	r.embedders = registry.NewEmbedders(opts.Embeddings, opts.DefaultEmbedding, opts.Credentials, opts.EmbeddingClient,
-		opts.Registerer, opts.Logger, opts.FetchTimeout)
+	r.embedders = Embedders(opts)
 	return r
+}
+
+// Embedders are the embedding services of opts, as a Registry made with
+// opts ranks its search-mode routes with them; eval-search ranks with the
+// same (nil when opts names none).
+func Embedders(opts Options) *registry.Embedders {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return registry.NewEmbedders(opts.Embeddings, opts.DefaultEmbedding, opts.Credentials, opts.EmbeddingClient,
+		opts.Registerer, log, opts.FetchTimeout)
 }
 
 // Start runs the first cycle in the start-up order of ADR 0005: Portal
@@ -585,43 +596,15 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	if len(routes) == 0 {
 		return nil
 	}
-	var services []registry.ToolService
-	seen := map[string]bool{}
-	for _, rt := range routes {
-		for _, s := range rt.ToolServices {
-			if !seen[s.Name] {
-				seen[s.Name] = true
-				services = append(services, s)
-			}
-		}
-	}
+	services, seen := servicesOf(routes)
 	ctx, cycleSpan := r.startCycle(ctx, len(routes), len(services))
 	defer cycleSpan.End()
-	results := make([]fetched, len(services))
-	r.parallel(len(services), func(i int) {
-		fctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
-		defer cancel()
-		fctx, span := r.startFetch(fctx, services[i])
-		m, err := r.fetchService(fctx, services[i])
-		if err == nil && m == nil {
-			err = errors.New("fetcher returned no manifest")
-		}
-		endSpan(span, "ok", err)
-		var c *registry.Canonical
-		if err == nil {
-			c, err = r.canon.of(services[i].Name, m)
-		}
-		results[i] = fetched{m: c, err: err}
-	})
+	byName := r.fetchServices(ctx, services)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if only == nil {
 		r.canon.keep(seen)
-	}
-	byName := make(map[string]fetched, len(services))
-	for i, s := range services {
-		byName[s.Name] = results[i]
 	}
 	fetchedAt := r.now()
 
@@ -638,26 +621,12 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	var errs []error
 	var saves, current []*registry.Snapshot
 	for _, o := range outcomes {
-		cp := *next.entries[o.key]
-		r.metrics.refresh(o.key, o.err)
+		cp := r.applyOutcome(*next.entries[o.key], o, fetchedAt)
 		if o.err != nil {
-			cp.failures++
-			wait := r.backoff(cp.failures)
-			cp.retryAt = fetchedAt.Add(wait)
-			r.log.Warn("route refresh failed; keeping its last good snapshot", "route", o.key, "err", o.err, "retryIn", wait)
-			cp.lastErr, cp.lastErrAt = o.err.Error(), fetchedAt
 			errs = append(errs, o.err)
-		} else {
-			cp.lastErr, cp.lastErrAt, cp.lastRefresh, cp.restored = "", time.Time{}, fetchedAt, false
-			cp.failures, cp.retryAt = 0, time.Time{}
-			if o.snap != nil {
-				r.log.Info("route snapshot updated", "route", o.key, "version", o.snap.Version,
-					"tools", len(o.snap.Tools), "ambiguous", len(o.snap.Ambiguous), "rejected", len(o.snap.Rejected))
-				r.logSurface(o.key, cp.snap, o.snap)
-				cp.snap = o.snap
-				changed = true
-				saves = append(saves, o.snap)
-			}
+		} else if o.snap != nil {
+			changed = true
+			saves = append(saves, o.snap)
 		}
 		if cp.snap != nil {
 			current = append(current, cp.snap)
@@ -672,6 +641,72 @@ func (r *Registry) refreshManifests(ctx context.Context, only map[string]bool) e
 	r.persist(ctx, saves, current)
 	r.embedSnapshots(current, st)
 	return errors.Join(errs...)
+}
+
+// servicesOf is the Tool Services of routes, each once (by name, the
+// first route's definition), and the set of their names.
+func servicesOf(routes []registry.Route) ([]registry.ToolService, map[string]bool) {
+	var services []registry.ToolService
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		for _, s := range rt.ToolServices {
+			if !seen[s.Name] {
+				seen[s.Name] = true
+				services = append(services, s)
+			}
+		}
+	}
+	return services, seen
+}
+
+// fetchServices fetches and canonicalizes the manifest of each service, in
+// parallel, each within FetchTimeout; the results are by service name.
+func (r *Registry) fetchServices(ctx context.Context, services []registry.ToolService) map[string]fetched {
+	results := make([]fetched, len(services))
+	r.parallel(len(services), func(i int) {
+		fctx, cancel := context.WithTimeout(ctx, r.opts.FetchTimeout)
+		defer cancel()
+		fctx, span := r.startFetch(fctx, services[i])
+		m, err := r.fetchService(fctx, services[i])
+		if err == nil && m == nil {
+			err = errors.New("fetcher returned no manifest")
+		}
+		endSpan(span, "ok", err)
+		var c *registry.Canonical
+		if err == nil {
+			c, err = r.canon.of(services[i].Name, m)
+		}
+		results[i] = fetched{m: c, err: err}
+	})
+	byName := make(map[string]fetched, len(services))
+	for i, s := range services {
+		byName[s.Name] = results[i]
+	}
+	return byName
+}
+
+// applyOutcome is a route's entry after its refresh o: a failure keeps the
+// last good snapshot and schedules a retry with backoff; a success clears
+// the failures and takes the new snapshot, if any.
+func (r *Registry) applyOutcome(cp entry, o built, fetchedAt time.Time) entry {
+	r.metrics.refresh(o.key, o.err)
+	if o.err != nil {
+		cp.failures++
+		wait := r.backoff(cp.failures)
+		cp.retryAt = fetchedAt.Add(wait)
+		r.log.Warn("route refresh failed; keeping its last good snapshot", "route", o.key, "err", o.err, "retryIn", wait)
+		cp.lastErr, cp.lastErrAt = o.err.Error(), fetchedAt
+		return cp
+	}
+	cp.lastErr, cp.lastErrAt, cp.lastRefresh, cp.restored = "", time.Time{}, fetchedAt, false
+	cp.failures, cp.retryAt = 0, time.Time{}
+	if o.snap != nil {
+		r.log.Info("route snapshot updated", "route", o.key, "version", o.snap.Version,
+			"tools", len(o.snap.Tools), "ambiguous", len(o.snap.Ambiguous), "rejected", len(o.snap.Rejected))
+		r.logSurface(o.key, cp.snap, o.snap)
+		cp.snap = o.snap
+	}
+	return cp
 }
 
 // refreshRoute builds one route's snapshot from this cycle's manifests,

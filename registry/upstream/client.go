@@ -51,6 +51,7 @@ type Options struct {
 	// its results (default DefaultMaxListingBytes). A listing past either
 	// fails with a *BoundError: a hostile or broken server cannot grow the
 	// gateway's memory page after page.
+	// Both are the defaults of a Discover's [Bounds].
 	MaxItems        int
 	MaxListingBytes int64
 	// ClientInfo is the Implementation toolmesh names itself with.
@@ -120,6 +121,14 @@ type Listing struct {
 	Session string
 }
 
+// Bounds bound one listing across all its pages: the items of each kind
+// and the bytes of all results. A zero field takes the Client's default
+// (Options.MaxItems, Options.MaxListingBytes).
+type Bounds struct {
+	Tools, Resources, ResourceTemplates, Prompts int
+	Bytes                                        int64
+}
+
 // Discover lists the MCP server at endpoint (its MCP endpoint URL, path
 // included), sending headers on every request. It probes server/discover
 // in the 2026-07-28 era first and falls back to initialize (2025-11-25,
@@ -127,7 +136,13 @@ type Listing struct {
 // then lists each capability the server declares, following nextCursor.
 // Errors name the method that failed.
 func (c *Client) Discover(ctx context.Context, endpoint string, headers map[string]string) (*Listing, error) {
-	s := &session{c: c, endpoint: endpoint, headers: headers}
+	return c.DiscoverWithin(ctx, endpoint, headers, Bounds{})
+}
+
+// DiscoverWithin is Discover with the listing bounds b, for a server whose
+// bounds are not the Client's.
+func (c *Client) DiscoverWithin(ctx context.Context, endpoint string, headers map[string]string, b Bounds) (*Listing, error) {
+	s := &session{c: c, endpoint: endpoint, headers: headers, bounds: c.bounds(b)}
 	l, err := s.discover(ctx)
 	if err != nil {
 		return nil, err
@@ -153,6 +168,33 @@ type session struct {
 	scope    string
 	caps     map[string]any // client capabilities declared in initialize; nil: none
 	listed   int64          // bytes of the list results so far
+	bounds   Bounds         // every field set (Client.bounds)
+}
+
+// bounds is b with its zero fields defaulted.
+func (c *Client) bounds(b Bounds) Bounds {
+	for _, n := range []*int{&b.Tools, &b.Resources, &b.ResourceTemplates, &b.Prompts} {
+		if *n <= 0 {
+			*n = c.opts.MaxItems
+		}
+	}
+	if b.Bytes <= 0 {
+		b.Bytes = c.opts.MaxListingBytes
+	}
+	return b
+}
+
+// items is the bound of m's items and the config field that sets it.
+func (b Bounds) items(m mcp.ListMethod) (int, string) {
+	switch m.Method {
+	case mcp.ListResources.Method:
+		return b.Resources, "resources"
+	case mcp.ListResourceTemplates.Method:
+		return b.ResourceTemplates, "resourceTemplates"
+	case mcp.ListPrompts.Method:
+		return b.Prompts, "prompts"
+	}
+	return b.Tools, "tools"
 }
 
 // BoundError is a listing refused at one of the Client's bounds.
@@ -160,10 +202,13 @@ type BoundError struct {
 	Method string
 	Bound  string // what was bounded: "tools", "resources", …, or "bytes"
 	Limit  int64
+	// Field is the listingBounds field that sets the bound ("tools",
+	// "bytes", ...), named in the error so an operator knows what to raise.
+	Field string
 }
 
 func (e *BoundError) Error() string {
-	return fmt.Sprintf("%s: the server lists more than %d %s (toolmesh's listing bound; the listing is refused)", e.Method, e.Limit, e.Bound)
+	return fmt.Sprintf("%s: the server lists more than %d %s (toolmesh's listing bound listingBounds.%s; the listing is refused)", e.Method, e.Limit, e.Bound, e.Field)
 }
 
 // discover settles the era: server/discover, else initialize.
@@ -325,8 +370,8 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		if err != nil {
 			return nil, err
 		}
-		if s.listed += int64(len(raw)); s.listed > s.c.opts.MaxListingBytes {
-			return nil, &BoundError{Method: m.Method, Bound: "bytes of list results", Limit: s.c.opts.MaxListingBytes}
+		if s.listed += int64(len(raw)); s.listed > s.bounds.Bytes {
+			return nil, &BoundError{Method: m.Method, Bound: "bytes of list results", Limit: s.bounds.Bytes, Field: "bytes"}
 		}
 		var r mcp.ListResult
 		if err := json.Unmarshal(raw, &r); err != nil {
@@ -337,8 +382,8 @@ func (s *session) list(ctx context.Context, m mcp.ListMethod) ([]json.RawMessage
 		}
 		s.noteCache(r.CacheFields)
 		items = append(items, m.Items(&r)...)
-		if len(items) > s.c.opts.MaxItems {
-			return nil, &BoundError{Method: m.Method, Bound: m.Kind, Limit: int64(s.c.opts.MaxItems)}
+		if limit, field := s.bounds.items(m); len(items) > limit {
+			return nil, &BoundError{Method: m.Method, Bound: m.Kind, Limit: int64(limit), Field: field}
 		}
 		if r.NextCursor == nil || *r.NextCursor == "" {
 			return items, nil

@@ -585,17 +585,21 @@ func TestDiscoverListingBounds(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct {
-		name string
-		opts upstream.Options
-		want string
-		reqs int
+		name   string
+		opts   upstream.Options
+		bounds upstream.Bounds
+		want   string
+		reqs   int
 	}{
-		{"items", upstream.Options{MaxItems: 1000}, "tools/list: the server lists more than 1000 tools", 1 + 7},
-		{"bytes", upstream.Options{MaxListingBytes: 64 << 10}, "tools/list: the server lists more than 65536 bytes of list results", 1 + 10},
+		{"items", upstream.Options{MaxItems: 1000}, upstream.Bounds{}, "tools/list: the server lists more than 1000 tools (toolmesh's listing bound listingBounds.tools", 1 + 7},
+		{"bytes", upstream.Options{MaxListingBytes: 64 << 10}, upstream.Bounds{}, "tools/list: the server lists more than 65536 bytes of list results (toolmesh's listing bound listingBounds.bytes", 1 + 10},
+		// A server's own bounds replace the client's for its listing.
+		{"server's items", upstream.Options{MaxItems: 1000}, upstream.Bounds{Tools: 200, Prompts: 1}, "tools/list: the server lists more than 200 tools", 1 + 2},
+		{"server's bytes", upstream.Options{}, upstream.Bounds{Bytes: 32 << 10}, "more than 32768 bytes of list results", 1 + 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := hostile(t)
-			_, err := upstream.New(tc.opts).Discover(context.Background(), s.url, nil)
+			_, err := upstream.New(tc.opts).DiscoverWithin(context.Background(), s.url, nil, tc.bounds)
 			var be *upstream.BoundError
 			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)

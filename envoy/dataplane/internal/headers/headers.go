@@ -68,9 +68,8 @@ func (m *Map) Values(k string) []string {
 	return out
 }
 
-// Joined returns all values of k joined with "," — how Envoy's
-// HeaderUtility::getAllOfHeaderAsString presents a repeated header to
-// matchers.
+// Joined returns all values of k joined with "," (Envoy's
+// HeaderUtility::getAllOfHeaderAsString).
 func (m *Map) Joined(k string) (string, bool) {
 	vs := m.Values(k)
 	if len(vs) == 0 {
@@ -200,8 +199,10 @@ func FromRequest(m *Map, r *http.Request) *Map {
 // is appended to x-forwarded-for (Utility::appendXff, with "," after an
 // existing value), or Envoy's own local address (LocalInfo) when the peer is
 // on loopback — here the address the connection arrived on [inferred].
-// x-envoy-external-address and the internal/external classification
-// (internal_address_config) are not emulated. [verify]
+// x-envoy-external-address is not emulated; the internal/external
+// classification is SanitizeExternal's. [verify: the loopback case in
+// ConnectionManagerUtility::mutateRequestHeaders and Utility::appendXff
+// (source/common/http/utility.cc) at v1.40.0]
 func AppendXFF(m *Map, r *http.Request) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -56,10 +56,15 @@ const (
 	// unless the bootstrap changes header_prefix.
 	envoyHeaderPrefix = "x-envoy"
 	// Http::DEFAULT_MAX_HEADERS_COUNT and DEFAULT_MAX_REQUEST_HEADERS_KB
-	// (envoy/http/codec.h), the limits of an upstream response header map
-	// unless the cluster sets its own (not emulated). A later Envoy header
-	// raises both (1000 and 128, for CVE-2026-47774); whether v1.40 has
-	// that change is not verified [verify].
+	// (envoy/http/codec.h): the header limits of a map no configuration
+	// sets (a local reply's). At v1.40.0 they are still 100 and 60 KiB:
+	// api/envoy/config/core/v3/protocol.proto HttpProtocolOptions.
+	// max_headers_count ("If unconfigured, the default maximum number of
+	// headers allowed is 100") and http_connection_manager.proto
+	// max_request_headers_kb ("If unconfigured, the default max request
+	// headers allowed is 60 KiB"), read in go-control-plane/envoy v1.40.0.
+	// (A later Envoy raises both, to 1000 and 128, for CVE-2026-47774; v1.40
+	// does not have that.)
 	DefaultMaxHeadersCount = 100
 	DefaultMaxHeadersKB    = 60
 	// ext_proc.cc ErrorPrefix.
@@ -196,7 +201,9 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // (ImmediateResponse, gRPC error, message timeout, spurious message) set
 // processing_complete_ before sendLocalReply and skip the filter. Whether
 // the removal also covers the downstream filter, not only the upstream
-// filter chain the PR names, was read from the source, not run [verify].
+// filter chain the PR names, was read from the source, not run [verify:
+// source/extensions/filters/http/ext_proc/ext_proc.h class Filter (no
+// onLocalReply) and ext_proc.cc Filter::encodeHeaders at v1.40.0].
 // The local data plane sends the router's replies (upstream timeout,
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
@@ -213,11 +220,14 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // ext_proc grpc_service.initial_metadata goes as request metadata on every
 // ext_proc stream: Envoy's gRPC client adds it to the stream's headers
 // (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize,
-// metadata_parser_ built from initial_metadata; extproc.go open).
+// metadata_parser_ built from initial_metadata; extprocfilter stream.go open).
 //
 // ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
 // read in a release with allowed_override_modes, status_on_error and
-// graceful gRPC close, not in the v1.40.0 tag itself [verify]). Every
+// graceful gRPC close, not in the v1.40.0 tag itself [verify: ext_proc.cc
+// Filter::onGrpcError, onGrpcClose, onMessageTimeout, onReceiveMessage and
+// handleErrorResponse at v1.40.0]; status_on_error and its default 500 are
+// in ext_proc.proto at v1.40.0). Every
 // details string goes through StringUtil::replaceAllEmptySpace in
 // sendImmediateResponse:
 //   - gRPC error status while processing: onGrpcError — status_on_error
@@ -258,7 +268,10 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 //     (headerLimits). Envoy 1.37 replaced the mutation error texts with a
 //     fixed set ("Use one of a hard-coded set of error messages when a
 //     HeaderMutation fails", version history 1.37.0); the texts here are
-//     the earlier ones, the fixed set was not available to check [verify].
+//     the earlier ones, the fixed set was not available to check [verify:
+//     source/extensions/filters/http/ext_proc/mutation_utils.cc
+//     MutationUtils::applyHeaderMutations, responseHeaderSizeCheck and
+//     headerMutationResultCheck at v1.40.0].
 //   - an ImmediateResponse on the response path is honoured too: Envoy's
 //     sendLocalReply replaces the held response headers while the response
 //     has not started (FilterManager::sendDirectLocalReply). toolmesh only
@@ -275,20 +288,23 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // buffer limit. Responses get server: envoy (server_header_transformation
 // OVERWRITE) and, from the router, x-envoy-upstream-service-time.
 //
-// Route header matchers (RouteMatch.headers, HeaderMatcher) see a header
-// sent several times as its values joined with "," (HeaderUtility::
-// getAllOfHeaderAsString, headers.Map.Joined). [verify] Envoy 1.39 changed
-// this: "Such headers are now matched individually, so a rule matching
-// admin matches, and a rule matching user,admin no longer does" (the
-// change applies everywhere HeaderMatcher is used; runtime guard
-// envoy.reloadable_features.match_headers_individually; changelogs/
-// 1.39.0.yaml, minor_behavior_changes, area http). The emulation still
-// matches the joined value: how invert_match, present_match and
-// treat_missing_header_as_empty combine with per-value matching is in
+// Route header matchers (RouteMatch.headers, HeaderMatcher) match each value
+// of a header sent several times on its own: changelogs/1.39.0.yaml
+// (minor_behavior_changes, area http, runtime guard
+// envoy.reloadable_features.match_headers_individually, on by default):
+// "Such headers are now matched individually, so a rule matching admin
+// matches, and a rule matching user,admin no longer does" (the change
+// applies everywhere HeaderMatcher is used). Before 1.39 the values were
+// joined with "," (HeaderUtility::getAllOfHeaderAsString). The emulation
+// (xdsconfig headerMatcher) matches when one value does and then applies
+// invert_match to that result (route_components.proto at v1.40.0: "the
+// match result will be inverted before checking"); present_match and
+// treat_missing_header_as_empty look at the header as a whole [inferred]
+// [verify: how they combine with per-value matching is in
 // source/common/http/header_utility.cc HeaderUtility::matchHeaders, not
-// readable at v1.40.0. toolmesh's routes match one header, the cluster
-// header its extproc server sets to a single value (xds/routes.go,
-// registry.ClusterHeader), where both readings agree.
+// readable at v1.40.0]. toolmesh's routes match one header, the
+// cluster header its extproc server sets to a single value (xds/routes.go,
+// registry.ClusterHeader), where every reading agrees.
 
 // Not emulated (Apply rejects the configuration, or the field is ignored as
 // noted): ext_proc observability_mode, FULL_DUPLEX_STREAMED as the
@@ -312,7 +328,8 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
 // goes out with its headers. The local data plane flushes the headers of
 // the first kind (activeStream.write). [verify: read in an older codec_impl.cc;
-// HTTP/2 sends a HEADERS frame at once likewise]
+// source/common/http/http1/codec_impl.cc StreamEncoderImpl::encodeHeadersBase
+// at v1.40.0; HTTP/2 sends a HEADERS frame at once likewise]
 
 // Downstream request checks (codec limits, underscores, escaped slashes):
 // checkDownstream in hcmcheck.go.
@@ -328,7 +345,8 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 //     (DefaultCertValidator::addClientValidationContext sets
 //     SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
 //     source/common/tls/cert_validator/default_validator.cc, read in an
-//     older tree under source/extensions/transport_sockets/tls [verify];
+//     older tree under source/extensions/transport_sockets/tls [verify:
+//     DefaultCertValidator::addClientValidationContext at v1.40.0];
 //     the verify-if-given mode without require is [inferred]).
 //   - Envoy's TLS defaults: TLS 1.2 minimum (tls.proto TlsParameters).
 //   - A plaintext request on a TLS listener never reaches the HTTP

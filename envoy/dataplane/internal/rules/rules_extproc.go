@@ -152,7 +152,14 @@ func ValidHeaderValue(v string) bool {
 // takes. A server that sets OVERWRITE_IF_EXISTS_OR_ADD explicitly (as
 // toolmesh's extproc server does, ADR 0001) behaves the same
 // under both readings; one that leaves the action unset sees its values
-// appended here, which surfaces the ambiguity instead of hiding it. [verify]
+// appended here, which surfaces the ambiguity instead of hiding it. At
+// v1.40.0, base.proto HeaderValueOption.append says "The external
+// authorization service and external processor service have default value
+// (false) for this field", and append_action "defaults to
+// APPEND_IF_EXISTS_OR_ADD"; which of the two mutation_utils.cc reads is not
+// readable there [verify:
+// source/extensions/filters/http/ext_proc/mutation_utils.cc
+// MutationUtils::applyHeaderMutations at v1.40.0].
 func ExtProcAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
@@ -220,7 +227,8 @@ func ClearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 // request. The mode is the one after the reply's mode_override. The other
 // cases of that function (request headers with nothing after them, the last
 // STREAMED chunk) are not emulated: the stream is closed when the request
-// ends instead. [verify: read on a recent main, not the v1.40.0 tag]
+// ends instead. [verify: read on a recent main, not the v1.40.0 tag:
+// ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived at v1.40.0]
 func LastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
 	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
 		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)
@@ -312,7 +320,8 @@ const (
 
 // FailCloseSpurious is the runtime guard
 // envoy.reloadable_features.ext_proc_fail_close_spurious_resp, on by default
-// in the releases that have it [verify the first release]: a spurious
+// in the releases that have it [verify: the first release, and the guard's
+// default in source/common/runtime/runtime_features.cc at v1.40.0]: a spurious
 // message with failure_mode_allow false is an error reply
 // (Filter::handleErrorResponse) instead of "close the stream and continue".
 const FailCloseSpurious = true
@@ -330,9 +339,13 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 }
 
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
-// the request-headers or the response-headers reply (fullduplex.go). Read in
+// the request-headers or the response-headers reply (extprocfilter fullduplex.go). Read in
 // source/extensions/filters/http/ext_proc/ext_proc.cc and processor_state.cc
-// on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify]:
+// on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// ext_proc.cc Filter::onReceiveMessage, onData and
+// handleDuplexStreamedBodyResponse, processor_state.cc
+// ProcessorState::handleHeadersResponse and handleStreamedBodyCallback at
+// v1.40.0]:
 //   - The override is honoured like any other (Filter::onReceiveMessage):
 //     only the *configured* processing_mode may not name
 //     FULL_DUPLEX_STREAMED; the effective override must still match an
@@ -375,13 +388,16 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     streamed_response (handleStreamedBodyCallback) is spurious.
 //   - end_of_stream ends the downstream response then, whether or not the
 //     upstream has ended (the implementation does not check it;
-//     external_processor.proto describes the flag as set after a body
-//     request with end_of_stream [verify]), and closes the gRPC stream
+//     external_processor.proto at v1.40.0, StreamedBodyResponse.
+//     end_of_stream: "The server sets this flag to true if it has received
+//     a body request with end_of_stream set to true, and this is the last
+//     chunk of body responses"), and closes the gRPC stream
 //     (closeGrpcStreamIfLastRespReceived, isLastBodyResponse). The HTTP
 //     stream is then complete and its filters destroyed; the router's
 //     onDestroy resets an upstream request still in flight
 //     (source/common/router/router.cc Filter::onDestroy → resetAll;
-//     source/common/http/conn_manager_impl.cc doEndStream) [verify]. The
+//     source/common/http/conn_manager_impl.cc doEndStream) [verify: both
+//     functions at v1.40.0]. The
 //     local data plane closes the upstream body when the write loop ends.
 //   - No message timer runs in this mode (ProcessorState::
 //     onStartProcessorCall skips it; ext_proc.proto message_timeout: "There
@@ -431,7 +447,11 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 // renders a URI SAN from its parsed url.URL, which is the certificate's
 // text for SPIFFE IDs [inferred]. response_attributes are not emulated.
 // ext_proc.cc, matching_utils.cc and context.cc were read on a recent
-// envoyproxy/envoy main, not at the v1.40.0 tag [verify].
+// envoyproxy/envoy main, not at the v1.40.0 tag [verify: ext_proc.cc
+// Filter::addAttributes, matching_utils.cc
+// ExpressionManager::evaluateAttributes and
+// source/extensions/filters/common/expr/context.cc extractSslInfo at
+// v1.40.0].
 const ExtProcAttrNamespace = "envoy.filters.http.ext_proc"
 
 var EmulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}

@@ -34,7 +34,8 @@ import "time"
 // connection) is not emulated: the bootstraps do not set it. The codec was
 // read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
 // source/common/http/http2/codec_impl.cc ConnectionImpl::sendKeepalive and
-// onKeepaliveResponse].
+// onKeepaliveResponse at v1.40.0]; the settings' meaning and the 15%
+// jitter default are in protocol.proto KeepaliveSettings at v1.40.0.
 //
 // ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
 // server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
@@ -43,32 +44,40 @@ import "time"
 // server can tell apart. Options.ExtProcConn may be any
 // grpc.ClientConnInterface (tests inject their own).
 //   - :authority is envoy_grpc.authority, else the cluster name
-//     (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize;
-//     extProcFilter.callOptions). Envoy also sends x-envoy-internal and
+//     (grpc_service.proto EnvoyGrpc.authority at v1.40.0: "If this field
+//     is not set, the authority header value will be cluster_name";
+//     source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize;
+//     xdsconfig ExtProcFilter.CallOptions). Envoy also sends x-envoy-internal and
 //     x-forwarded-for (source/common/http/async_client_impl.cc
 //     AsyncStreamImpl::sendHeaders) and no user-agent; grpc-go sends its
 //     user-agent and neither of those [choice: the extproc server reads
 //     none of them]. initial_metadata goes as headers.
 //   - Receive limit: none unless max_receive_message_length is set
 //     (api/envoy/config/core/v3/grpc_service.proto,
-//     GrpcService.EnvoyGrpc.max_receive_message_length: "Defaults to 0,
-//     which means unlimited"); here grpc-go's largest, math.MaxInt32.
+//     GrpcService.EnvoyGrpc.max_receive_message_length at v1.40.0:
+//     "Defaults to 0, which means unlimited"); here grpc-go's largest, math.MaxInt32.
 //   - Windows: stream 16 MiB and connection 24 MiB
-//     (EnvoyHTTP2StreamWindow); concurrent streams: Envoy opens at most
-//     Http2ProtocolOptions.max_concurrent_streams on a connection (default
-//     1024 since 1.36, down from 2^31-1, behind
+//     (EnvoyHTTP2StreamWindow). Concurrent streams: Envoy opens at most
+//     Http2ProtocolOptions.max_concurrent_streams on a connection
+//     (protocol.proto at v1.40.0: "defaults to 1024 for safety ... For
+//     upstream connections, this also limits how many streams Envoy will
+//     initiate concurrently on a single connection. If the limit is
+//     reached, Envoy may queue requests or establish additional
+//     connections (as allowed per circuit breaker limits)"; 1024 since
+//     1.36, down from 2^31-1, behind
 //     envoy.reloadable_features.safe_http2_options; changelogs/1.40.0.yaml
 //     removes that guard: "HTTP/2 connections now always fall back to the
 //     safe defaults (max concurrent streams of 1024, 16 MiB initial stream
 //     window and 24 MiB initial connection window) when the corresponding
 //     options are unset"), and follows the server's
-//     SETTINGS_MAX_CONCURRENT_STREAMS below that; a busy connection makes
-//     the pool open another one. [choice] Not emulated: grpc-go puts every
-//     stream on one connection and follows only the server's setting
-//     (toolmesh's server sets none). The server would see the same streams,
-//     spread over one more connection per 1024 in flight; emulating it
-//     would take a pool of grpc-go connections, which ADR 0016 dropped, for
-//     a difference in connection count alone.
+//     SETTINGS_MAX_CONCURRENT_STREAMS below that. The data plane's
+//     ext_proc client (extProcPool in dataplane) opens another grpc-go
+//     connection once every open one carries MaxConcurrentStreams streams;
+//     grpc-go itself follows the server's setting on each (toolmesh's
+//     server sets none). The cluster's max_connections circuit breaker
+//     (1024) is not applied to this pool [choice: at 1024 streams each,
+//     it would bind past a million concurrent requests]. An injected
+//     Options.ExtProcConn is used as it is.
 //   - Closing: ExternalProcessorStreamImpl::close
 //     (source/extensions/filters/http/ext_proc/client_impl.cc) half-closes
 //     and then resets the stream. Since 1.37 a reset goes out as RST_STREAM
@@ -81,15 +90,15 @@ import "time"
 //     grpc-go's cancel sends CANCEL [choice]: a grpc-go server reports
 //     either code to its handler alike, a cancelled stream context
 //     (http2_server.go handleRSTStream).
-//   - Statuses (extProcRun.envoyStatus): a connect failure is the router's
+//   - Statuses (extprocfilter Filter.envoyStatus): a connect failure is the router's
 //     local reply, Unavailable with its body and response code details
 //     appended (source/common/grpc/async_client_impl.cc enhancedGrpcMessage)
 //     [inferred]; a reset stream, and a connection lost after the response
 //     headers, are Internal: AsyncStreamImpl::onReset calls
 //     streamError(Status::GrpcStatus::Internal) unless the stream was
 //     already reset (source/common/grpc/async_client_impl.cc, read in an
-//     older tree, of the v2 API; [verify: AsyncStreamImpl::onReset at
-//     v1.40.0]); grpc-go's Unavailable is kept for a connection lost before
+//     older tree, of the v2 API; [verify: source/common/grpc/
+//     async_client_impl.cc AsyncStreamImpl::onReset at v1.40.0]); grpc-go's Unavailable is kept for a connection lost before
 //     them (the router's 503).
 //   - Not emulated: retries (no retry_policy in the bootstraps), the
 //     cluster's circuit breakers and idle_timeout on this connection, TLS.
@@ -116,18 +125,39 @@ const (
 	EnvoyHTTP2ConnWindow   = 24 << 20
 )
 
-// Upstream response header limits (api/envoy/config/core/v3/protocol.proto,
-// HttpProtocolOptions.max_response_headers_kb: "If unconfigured, the
-// default is 60 KiB, except for HTTP/1 response headers which have a
-// default of 80 KiB"; "Responses that exceed this limit will result in a
-// HTTP 503 response"). net/http counts HTTP/1 header bytes as read and
-// HTTP/2 ones as decoded field sizes; Envoy's exact counting is not
-// emulated [verify: source/common/http/http1/codec_impl.cc
-// ConnectionImpl::checkMaxHeadersSize].
+// MaxConcurrentStreams is Http2ProtocolOptions.max_concurrent_streams'
+// default (protocol.proto at v1.40.0), the most streams Envoy opens on one
+// HTTP/2 connection to an upstream such as the extproc server.
+const MaxConcurrentStreams = 1024
+
+// Upstream response header limits (api/envoy/config/core/v3/protocol.proto
+// at v1.40.0, HttpProtocolOptions.max_response_headers_kb: "If
+// unconfigured, the default is 60 KiB, except for HTTP/1 response headers
+// which have a default of 80 KiB"; "Responses that exceed this limit will
+// result in a HTTP 503 response"; max_headers_count: 100, "Upstream
+// responses that exceed this limit will result in a HTTP 502 response").
+// The cluster's own values are not emulated. net/http counts HTTP/1 header
+// bytes as read and HTTP/2 ones as decoded field sizes; Envoy's exact
+// counting is not emulated [verify: source/common/http/http1/codec_impl.cc
+// ConnectionImpl::checkMaxHeadersSize at v1.40.0].
 const (
 	MaxResponseHeadersH1 = 80 << 10
 	MaxResponseHeadersH2 = 60 << 10
 )
+
+// ResponseHeaderLimits are the limits (count, KiB) of a response header map
+// that ext_proc's header mutations are checked against
+// (MutationUtils::headerMutationResultCheck reads the map's own
+// maxHeadersCount and maxHeadersKb): an upstream response's map carries its
+// codec's limits, 80 KiB for HTTP/1 and 60 KiB otherwise (above) [inferred:
+// the codec creates the map with its limits]; a local reply's (proto 0) the
+// defaults.
+func ResponseHeaderLimits(proto int) (count, kb int) {
+	if proto == 1 {
+		return DefaultMaxHeadersCount, MaxResponseHeadersH1 >> 10
+	}
+	return DefaultMaxHeadersCount, DefaultMaxHeadersKB
+}
 
 // MaxIdlePerHost bounds the idle upstream connections per endpoint [choice:
 // Envoy keeps every connection the max_connections circuit breaker allows].
@@ -138,10 +168,13 @@ const MaxIdlePerHost = 64
 //   - No route: 404, flag NR, details route_not_found, empty body.
 //   - cluster_header: only the first value is used; a missing header gives an
 //     empty cluster name. An unknown (or empty) cluster is a local reply with
-//     RouteAction.cluster_not_found_response_code (default 503 — the proto
-//     field comment; the older "Envoy will return a 404" sentence on
-//     cluster_header predates that field), flag NC, details
-//     cluster_not_found, empty body. [verify]
+//     RouteAction.cluster_not_found_response_code (route_components.proto
+//     at v1.40.0: "The default response code is 503 Service Unavailable";
+//     the older "Envoy will return a 404 response" sentence on
+//     cluster_header, still there at v1.40.0, predates that field), flag
+//     NC, details cluster_not_found, empty body [verify: the flag, details
+//     and body are set in source/common/router/router.cc
+//     Filter::decodeHeaders at v1.40.0].
 //   - direct_response: a local reply (details direct_response) with the
 //     route's response_headers_to_add.
 //   - response_headers_to_add (route, virtual host, route configuration) on
@@ -165,7 +198,8 @@ const MaxIdlePerHost = 64
 //     envoy.reloadable_features.hide_transport_failure_reason_in_response_body)
 //     and stays in the details [verify: the body is built in
 //     source/common/router/router.cc Filter::onUpstreamReset and
-//     onUpstreamAbort, not readable at v1.40.0].
+//     onUpstreamAbort, not readable at v1.40.0]. The emulation's body has
+//     no transport failure reason (router.Call resetReply).
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
 //     "upstream request timeout", details upstream_response_timeout. The
 //     router sends that local reply even after the upstream response headers
@@ -211,7 +245,8 @@ const MaxIdlePerHost = 64
 // for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
 // (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc;
 // read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
-// ConnPoolImpl::onResponseComplete]):
+// source/common/http/http1/conn_pool.cc ConnPoolImpl::onResponseComplete
+// at v1.40.0]):
 //   - HTTP/1.1: one request at a time per connection; a connection goes
 //     back to the pool when its response is complete unless either side
 //     asked to close (HeaderUtility::shouldCloseConnection), and a stream
@@ -230,7 +265,7 @@ const MaxIdlePerHost = 64
 //   - A malformed response is reported the same way [choice: Envoy's codec
 //     reports a protocol error, 502 UPE]; response headers over
 //     maxResponseHeadersH1 (HTTP/1) or maxResponseHeadersH2 are 503 UPE
-//     "protocol error" (classifyUpstreamError).
+//     "protocol error" (router classifyUpstreamError).
 //   - Interim 1xx responses other than 101 are read and dropped [choice:
 //     Envoy's router passes them on (Filter::onUpstream1xxHeaders →
 //     encode1xxHeaders), subject to the connection manager's
@@ -247,7 +282,7 @@ const MaxIdlePerHost = 64
 // is what bounds a FULL_DUPLEX_STREAMED response whose server stalls: no
 // message timer runs in that mode, and once the upstream response is
 // complete the router's timeout is gone too. The emulation arms it only
-// there (duplexReader.step, re-armed by each upstream chunk and server
+// there (extprocfilter duplexReader.step, re-armed by each upstream chunk and server
 // message [inferred: Envoy re-arms it on the downstream stream's encode
 // and decode events]); everywhere else net/http's server has its own
 // timeouts. Upstream response headers have always been received on that

@@ -105,8 +105,9 @@ func matchAny(ms []*stringMatcher, v string) bool {
 // headerMatcher emulates HeaderUtility::HeaderData
 // (source/common/http/header_utility.cc): a missing header never matches
 // (whatever invert_match says) unless treat_missing_header_as_empty; a
-// repeated header is matched as its values joined with ",";
-// present_match compares presence.
+// repeated header matches when one of its values does (rules.go, "Route
+// header matchers"), and invert_match inverts that result; present_match
+// compares presence.
 type headerMatcher struct {
 	name           string
 	present        *bool
@@ -167,24 +168,36 @@ func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
 }
 
 func (m *headerMatcher) match(h *headers.Map) bool {
-	v, ok := h.Joined(m.name)
 	if m.present != nil {
-		return (ok == *m.present) != m.invert
+		return (h.Has(m.name) == *m.present) != m.invert
 	}
-	if !ok {
+	seen, r := false, false
+	for _, e := range h.H {
+		if e.Key != m.name {
+			continue
+		}
+		seen = true
+		if m.matchValue(e.Value) {
+			r = true
+			break
+		}
+	}
+	if !seen {
 		if !m.missingIsEmpty {
 			return false
 		}
-		v = ""
-	}
-	var r bool
-	if m.isRange {
-		n, err := strconv.ParseInt(v, 10, 64)
-		r = err == nil && n >= m.rangeStart && n < m.rangeEnd
-	} else {
-		r = m.str.match(v)
+		r = m.matchValue("")
 	}
 	return r != m.invert
+}
+
+// matchValue matches one value of the header.
+func (m *headerMatcher) matchValue(v string) bool {
+	if m.isRange {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return err == nil && n >= m.rangeStart && n < m.rangeEnd
+	}
+	return m.str.match(v)
 }
 
 func matchHeaders(ms []*headerMatcher, h *headers.Map) bool {

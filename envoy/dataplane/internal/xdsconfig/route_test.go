@@ -77,7 +77,14 @@ func TestRouteMatching(t *testing.T) {
 		{host: "other", path: "/r/42", want: "regex"},
 		{host: "other", path: "/r/42x", want: ""},
 		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"a"}}, want: "header-exact"},
-		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"a", "b"}}, want: "header-prefix-inverted"},
+		// Each value of a repeated header is matched on its own (Envoy
+		// 1.39, match_headers_individually): "a" matches one of a, b, and
+		// "a,b" of a joined value no longer does.
+		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"b", "a"}}, want: "header-exact"},
+		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"a,b"}}, want: "header-prefix-inverted"},
+		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"b", "c"}}, want: "header-prefix-inverted"},
+		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"b", "zz"}}, want: ""},
+		{host: "other", path: "/range", hdrs: map[string][]string{"x-n": {"10", "3"}}, want: "range"},
 		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"zz"}}, want: ""},
 		{host: "other", path: "/h", want: "header-absent"},
 		{host: "other", path: "/range", hdrs: map[string][]string{"x-n": {"9"}}, want: "range"},

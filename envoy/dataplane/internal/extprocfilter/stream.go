@@ -1,7 +1,7 @@
-package dataplane
+package extprocfilter
 
 // The ext_proc filter's gRPC stream: opening, sending, waiting with the
-// message timer, and closing it (extproc.go has the filter's phases).
+// message timer, and closing it (filter.go has the filter's phases).
 
 import (
 	"context"
@@ -23,20 +23,20 @@ import (
 
 // open opens the gRPC stream if needed (Filter::openStream). A failure to
 // open is handled like a gRPC error on the stream.
-func (e *extProcRun) open() *xdsconfig.LocalReply {
+func (e *Filter) open() *xdsconfig.LocalReply {
 	if e.stream != nil {
 		return nil
 	}
-	client := e.x.d.extProc
+	client := e.client.Processor
 	if client == nil {
 		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
 	}
-	ctx, cancel := context.WithCancel(e.x.ctx)
+	ctx, cancel := context.WithCancel(e.ctx)
 	if len(e.md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, e.md)
 	}
 	opts := xdsconfig.ExtProcCallOptions
-	if e.x.d.ownConn != nil {
+	if e.client.Own {
 		// An injected connection (tests, mTLS) keeps its own authority:
 		// grpc-go checks an override against its credentials.
 		opts = e.f.CallOptions
@@ -50,12 +50,12 @@ func (e *extProcRun) open() *xdsconfig.LocalReply {
 	return nil
 }
 
-// close ends the gRPC stream (Filter::closeStream). Envoy's default close is
+// Close ends the gRPC stream (Filter::closeStream). Envoy's default close is
 // not graceful: ExternalProcessorStreamImpl::close half-closes and then
 // resets the stream, and the server sees it end (EOF or Canceled). Here
 // CloseSend is the half-close and the context's cancel the reset (rules.go,
 // "ext_proc gRPC client connection", for the RST_STREAM code).
-func (e *extProcRun) close() {
+func (e *Filter) Close() {
 	if e.stream == nil {
 		return
 	}
@@ -67,21 +67,21 @@ func (e *extProcRun) close() {
 
 // finishAndContinue marks processing complete and continues without the
 // server (onGrpcClose, spurious messages, failure_mode_allow).
-func (e *extProcRun) finishAndContinue() {
+func (e *Filter) finishAndContinue() {
 	e.complete = true
-	e.close()
+	e.Close()
 }
 
 // onGrpcError is Filter::onGrpcError.
-func (e *extProcRun) onGrpcError(err error) *xdsconfig.LocalReply {
+func (e *Filter) onGrpcError(err error) *xdsconfig.LocalReply {
 	st := e.envoyStatus(err)
-	e.x.log.Debug("ext_proc stream error", "filter", e.f.Name, "code", st.Code(), "message", st.Message())
+	e.log.Debug("ext_proc stream error", "filter", e.f.Name, "code", st.Code(), "message", st.Message())
 	if e.failureModeAllow {
 		e.finishAndContinue()
 		return nil
 	}
 	e.complete = true
-	e.close()
+	e.Close()
 	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())}
 }
 
@@ -90,7 +90,7 @@ func (e *extProcRun) onGrpcError(err error) *xdsconfig.LocalReply {
 // failure is the router's local reply, Unavailable with its text and
 // details; a reset stream, or a connection lost after the response
 // headers, is Internal (AsyncStreamImpl::onReset).
-func (e *extProcRun) envoyStatus(err error) *status.Status {
+func (e *Filter) envoyStatus(err error) *status.Status {
 	st := status.Convert(err)
 	msg := st.Message()
 	switch {
@@ -113,7 +113,7 @@ func (e *extProcRun) envoyStatus(err error) *status.Status {
 // ≥ 1.36 does) with the forwarded dynamic metadata. A headers message
 // comes with its header map, h, which goes into the message as it is now;
 // otherwise h is nil.
-func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconfig.LocalReply {
+func (e *Filter) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconfig.LocalReply {
 	if lr := e.open(); lr != nil || e.complete {
 		return lr
 	}
@@ -124,7 +124,7 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xds
 		req.ProtocolConfig = &e.protocolConfig
 	}
 	if len(e.forwarding) > 0 {
-		req.MetadataContext = e.x.forwardMetadata(e.forwarding)
+		req.MetadataContext = e.forwardMetadata()
 	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
@@ -162,7 +162,7 @@ func (e *extProcRun) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xds
 // armed for what is left until the deadline, and one compare-and-swap
 // decides whether the answer or the timeout came first; a timeout cancels
 // the stream, which ends the Recv, as Envoy's onMessageTimeout closes it.
-func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsconfig.LocalReply, error) {
+func (e *Filter) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsconfig.LocalReply, error) {
 	if e.complete {
 		return nil, nil, nil
 	}
@@ -179,19 +179,19 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsc
 		}
 		if !ok {
 			// Filter::onMessageTimeout.
-			e.x.log.Debug("ext_proc message timeout", "filter", e.f.Name)
+			e.log.Debug("ext_proc message timeout", "filter", e.f.Name)
 			if e.failureModeAllow {
 				e.finishAndContinue()
 				return nil, nil, nil
 			}
 			e.complete = true
-			e.close()
+			e.Close()
 			return nil, &xdsconfig.LocalReply{Code: 504, Details: rules.DetailsMessageTimeout}, nil
 		}
 		if err != nil {
-			if e.x.ctx.Err() != nil {
-				e.close()
-				return nil, nil, errAbort
+			if e.ctx.Err() != nil {
+				e.Close()
+				return nil, nil, ErrAbort
 			}
 			if errors.Is(err, io.EOF) {
 				// Filter::onGrpcClose: a clean close means "continue
@@ -221,11 +221,11 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsc
 			eff := xdsconfig.EffectiveOverride(e.f.ConfiguredMode, resp.GetModeOverride())
 			if state == waitRequestHeaders && eff.GetRequestBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 				// Not emulated (rules.go): ignored rather than half done.
-				e.x.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.Name)
+				e.log.Warn("ext_proc mode override to a FULL_DUPLEX_STREAMED request body is not emulated", "filter", e.f.Name)
 			} else if e.f.OverrideAllowed(eff) {
 				e.mode = xdsconfig.NormalizeMode(eff)
 			} else {
-				e.x.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.Name)
+				e.log.Debug("ext_proc mode override not in allowed_override_modes", "filter", e.f.Name)
 			}
 		}
 		return resp, nil, nil
@@ -234,15 +234,15 @@ func (e *extProcRun) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsc
 
 // duplexDirection reports whether the direction of state has its body in
 // FULL_DUPLEX_STREAMED (only the response's can be: rules.go).
-func (e *extProcRun) duplexDirection(state waitState) bool {
+func (e *Filter) duplexDirection(state waitState) bool {
 	return (state == waitResponseHeaders || state == waitResponseBody) &&
 		e.mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED
 }
 
-// duplexBeforeHeaders reports whether a response with a body meets a
+// DuplexBeforeHeaders reports whether a response with a body meets a
 // FULL_DUPLEX_STREAMED response body mode before its headers are sent (a
-// request-headers mode_override): duplexHeaders serves it.
-func (e *extProcRun) duplexBeforeHeaders(eos bool) bool {
+// request-headers mode_override): DuplexHeaders serves it.
+func (e *Filter) DuplexBeforeHeaders(eos bool) bool {
 	return !eos && !e.complete && e.duplexDirection(waitResponseHeaders) &&
 		e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
 }
@@ -255,7 +255,7 @@ func (e *extProcRun) duplexBeforeHeaders(eos bool) bool {
 // only after a Stop that caught it: once it has fired, its function may
 // still be about to run, so the next wait gets a timer of its own and a
 // late function can only find its own, decided, race.
-func (e *extProcRun) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
+func (e *Filter) recvBy(deadline time.Time) (resp *extprocv3.ProcessingResponse, ok bool, err error) {
 	d := max(time.Until(deadline), 0)
 	mt := e.timer
 	if mt == nil {

@@ -1,4 +1,4 @@
-package dataplane
+package extprocfilter
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // state, sends the chunks and applies the responses, as Envoy's dispatcher
 // thread does.
 type duplexReader struct {
-	e      *extProcRun
+	e      *Filter
 	chunks chan duplexChunk
 	resps  chan duplexResp
 	stop   context.CancelFunc
@@ -43,7 +43,7 @@ type duplexReader struct {
 	passThrough  bool // processing completed: chunks go on without the server
 
 	// A body FULL_DUPLEX_STREAMED before its headers were sent (a
-	// request-headers mode_override; duplexHeaders): awaitHeaders while the
+	// request-headers mode_override; DuplexHeaders): awaitHeaders while the
 	// headers reply is outstanding (callback state HeadersCallback, chunks
 	// still sent), holdHeaders until the headers go on to the client, h
 	// the held headers, lr the local reply that a failure meanwhile is.
@@ -70,9 +70,13 @@ type duplexResp struct {
 	err  error
 }
 
-// newDuplexReader starts reading src and the server's messages.
-func (e *extProcRun) newDuplexReader(src io.Reader) *duplexReader {
-	ctx, stop := context.WithCancel(e.x.ctx)
+// NewDuplexReader is src, a response body, in FULL_DUPLEX_STREAMED mode
+// entered at the response headers: it starts reading src and the server's
+// messages.
+func (e *Filter) NewDuplexReader(src io.Reader) io.Reader { return e.newDuplexReader(src) }
+
+func (e *Filter) newDuplexReader(src io.Reader) *duplexReader {
+	ctx, stop := context.WithCancel(e.ctx)
 	d := &duplexReader{e: e, chunks: make(chan duplexChunk), resps: make(chan duplexResp), stop: stop, ctx: ctx}
 	go d.readSource(src)
 	if st := e.stream; st != nil {
@@ -163,7 +167,7 @@ func (d *duplexReader) step() {
 		chunks = nil
 	}
 	var idle <-chan time.Time
-	if t := d.e.x.idleTimeout(); t > 0 {
+	if t := d.e.cb.StreamIdleTimeout(); t > 0 {
 		if d.idle == nil {
 			d.idle = time.NewTimer(t)
 		} else {
@@ -180,14 +184,13 @@ func (d *duplexReader) step() {
 		// ActiveStream::onIdleTimeout: the upstream's response headers
 		// were received, so the stream is reset, not answered 408
 		// (rules.go, "Stream idle timeout").
-		d.e.x.flags |= rules.FlagSI
-		d.e.x.details = rules.DetailsStreamIdleTimeout
+		d.e.cb.OnStreamIdleTimeout()
 		d.idled = true
 		d.holdHeaders = false
 		d.fail(nil)
-	case <-d.e.x.ctx.Done():
-		d.e.close()
-		d.finish(errAbort)
+	case <-d.e.ctx.Done():
+		d.e.Close()
+		d.finish(ErrAbort)
 	}
 }
 
@@ -197,7 +200,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 	if c.err != nil {
 		// An upstream reset after the response started resets the
 		// downstream (router.cc onUpstreamReset).
-		d.e.close()
+		d.e.Close()
 		d.finish(c.err)
 		return
 	}
@@ -241,9 +244,9 @@ func (d *duplexReader) response(r duplexResp) {
 		return
 	}
 	if r.err != nil {
-		if e.x.ctx.Err() != nil {
-			e.close()
-			d.finish(errAbort)
+		if e.ctx.Err() != nil {
+			e.Close()
+			d.finish(ErrAbort)
 			return
 		}
 		if errors.Is(r.err, io.EOF) {
@@ -277,7 +280,7 @@ func (d *duplexReader) response(r duplexResp) {
 			// sendImmediateResponse once the headers left: a reset.
 			e.setMetadata(resp)
 			e.complete = true
-			e.close()
+			e.Close()
 			d.finish(errStreamFailed)
 			return
 		}
@@ -317,7 +320,7 @@ func (d *duplexReader) response(r duplexResp) {
 // which once the headers left resets the stream.
 func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) {
 	e := d.e
-	e.x.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
+	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
 	if !d.bodyReceived && (e.failureModeAllow || !rules.FailCloseSpurious) {
 		e.finishAndContinue()
 		d.passThrough = true
@@ -333,7 +336,7 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
 	e := d.e
 	e.complete = true
-	e.close()
+	e.Close()
 	if d.holdHeaders {
 		d.lr = lr
 	}
@@ -341,7 +344,7 @@ func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
 	d.finish(errStreamFailed)
 }
 
-// duplexHeaders is Filter::encodeHeaders for a response whose body mode is
+// DuplexHeaders is Filter::encodeHeaders for a response whose body mode is
 // FULL_DUPLEX_STREAMED before its headers are sent: a mode_override in the
 // request-headers reply (rules.go, "FULL_DUPLEX_STREAMED response
 // bodies"). The headers go to the server and the body chunks follow as they
@@ -349,7 +352,7 @@ func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
 // timer; the headers leave once the reply came (and, when the whole body
 // was sent before it, once the server streams body back). It returns the
 // client's body, or the local reply a failure before that is.
-func (e *extProcRun) duplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsconfig.LocalReply, error) {
+func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsconfig.LocalReply, error) {
 	if lr := e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{EndOfStream: false},
 	}}, h); lr != nil {
@@ -370,11 +373,11 @@ func (e *extProcRun) duplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *x
 	if d.lr != nil {
 		return nil, d.lr, nil
 	}
-	if errors.Is(d.err, errAbort) {
-		return nil, nil, errAbort
+	if errors.Is(d.err, ErrAbort) {
+		return nil, nil, ErrAbort
 	}
 	if d.idled {
-		e.x.reset(errors.New("stream idle timeout"))
+		e.cb.Reset(errors.New("stream idle timeout"))
 	}
 	d.holdHeaders = false
 	return d, nil, nil
@@ -386,9 +389,9 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 	e := d.e
 	if r.err != nil {
 		switch {
-		case e.x.ctx.Err() != nil:
-			e.close()
-			d.finish(errAbort)
+		case e.ctx.Err() != nil:
+			e.Close()
+			d.finish(ErrAbort)
 		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.failureModeAllow):
 			// onGrpcClose (or onGrpcError with failure_mode_allow while
 			// Filter::failureModeAllow() still holds): clearAsyncState

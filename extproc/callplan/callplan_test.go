@@ -1,4 +1,4 @@
-package extproc
+package callplan
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -19,24 +20,24 @@ func TestToolPlan(t *testing.T) {
 	noVersion := &registry.Tool{Service: "s", Cluster: "toolsvc_s", Path: "/u"}
 	noVersion.Name = "u"
 
-	p := planFor("core", withVersion)
-	if q := planFor("core", withVersion); q != p {
+	p := For("core", withVersion)
+	if q := For("core", withVersion); q != p {
 		t.Error("a second call of the same tool built a new plan")
 	}
 	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.routing}); set[wire.ClusterHeader] != "toolsvc_s" || set[":path"] != "/base/t" {
 		t.Errorf("routing headers %v", set)
 	}
-	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.call}); set[wire.RouteHeader] != "core" || set[wire.ToolHeader] != "t" || set["content-type"] != contentTypeJSON {
+	if set := setOf(t, &extprocv3.HeaderMutation{SetHeaders: p.call}); set[wire.RouteHeader] != "core" || set[wire.ToolHeader] != "t" || set["content-type"] != procmsg.ContentTypeJSON {
 		t.Errorf("call headers %v", set)
 	}
 	if p.version == nil || string(p.version.GetHeader().GetRawValue()) != "2" || slices.Contains(p.remove, wire.ToolVersionHeader) {
 		t.Errorf("version %v, remove %v", p.version, p.remove)
 	}
-	if other := planFor("edge", withVersion); other == p || setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[wire.RouteHeader] != "edge" {
+	if other := For("edge", withVersion); other == p || setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[wire.RouteHeader] != "edge" {
 		t.Errorf("the plan of another route names route %q", setOf(t, &extprocv3.HeaderMutation{SetHeaders: other.call})[wire.RouteHeader])
 	}
 
-	n := planFor("core", noVersion)
+	n := For("core", noVersion)
 	if n.version != nil || !slices.Contains(n.remove, wire.ToolVersionHeader) {
 		t.Errorf("tool without version: version %v, remove %v", n.version, n.remove)
 	}
@@ -47,7 +48,17 @@ func TestToolPlan(t *testing.T) {
 			t.Errorf("remove list %v shares spare capacity", s)
 		}
 	}
-	if !slices.Equal(removeOnCall, []string{"mcp-method", "mcp-name", "accept-encoding"}) {
-		t.Errorf("removeOnCall changed to %v", removeOnCall)
+	if !slices.Equal(RemoveOnCall, []string{"mcp-method", "mcp-name", "accept-encoding"}) {
+		t.Errorf("RemoveOnCall changed to %v", RemoveOnCall)
 	}
+}
+
+// setOf is the headers a mutation sets, by name.
+func setOf(t testing.TB, m *extprocv3.HeaderMutation) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, o := range m.GetSetHeaders() {
+		out[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
+	}
+	return out
 }

@@ -1,14 +1,24 @@
-package dataplane
+// Package extprocfilter is the local data plane's ext_proc HTTP filter: one
+// instance per filter and HTTP stream, as
+// source/extensions/filters/http/ext_proc/ext_proc.cc and
+// processor_state.cc run it. The connection manager's stream
+// (dataplane.activeStream) drives it through the phases (DecodeHeaders,
+// BufferedBody, EncodeHeaders, the STREAMED and FULL_DUPLEX_STREAMED body
+// readers) and gives it what it needs of the stream through [Callbacks].
+// One gRPC Process stream is opened lazily per HTTP request and closed when
+// the request ends, on an ImmediateResponse, or on an error. The Envoy rules
+// it follows are in the rules package (rules_extproc.go).
+package extprocfilter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
@@ -19,11 +29,63 @@ import (
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
-// This file emulates one ext_proc filter instance on one HTTP stream
-// (source/extensions/filters/http/ext_proc/ext_proc.cc and
-// processor_state.cc). One gRPC Process stream is opened lazily per HTTP
-// request and closed when the request ends, on an ImmediateResponse, or on
-// an error.
+// Callbacks is the HTTP stream a filter instance runs on, as the filter sees
+// it (Envoy's StreamDecoderFilterCallbacks and StreamEncoderFilterCallbacks,
+// with the stream info's dynamic metadata).
+type Callbacks interface {
+	// RequestHeaders is the request header map the filters share.
+	RequestHeaders() *headers.Map
+	// RequestHeaderLimits are the connection manager's max_headers_count
+	// and max_request_headers_kb; ResponseHeaderLimits those of the
+	// response header map, the upstream codec's for an upstream response.
+	RequestHeaderLimits() (count, kb int)
+	ResponseHeaderLimits() (count, kb int)
+	// ReplaceRequestBody replaces the request body (CONTINUE_AND_REPLACE
+	// on the request headers).
+	ReplaceRequestBody(body []byte)
+	// ClearRouteCache makes the next route lookup match again.
+	ClearRouteCache()
+	// SetDynamicMetadata merges st into the namespace ns of the stream's
+	// dynamic metadata; DynamicMetadata reads a namespace.
+	SetDynamicMetadata(ns string, st *structpb.Struct)
+	DynamicMetadata(ns string) (*structpb.Struct, bool)
+	// TLS is the downstream connection's TLS state, nil for plaintext.
+	TLS() *tls.ConnectionState
+	// StreamIdleTimeout is the stream idle timeout in force (0: none), and
+	// OnStreamIdleTimeout records that it fired (flag SI and its details).
+	StreamIdleTimeout() time.Duration
+	OnStreamIdleTimeout()
+	// Reset resets the downstream stream; it does not return.
+	Reset(err error)
+}
+
+// Client is the ext_proc gRPC client the filters of a data plane share.
+type Client struct {
+	// Processor opens the Process streams; nil when there is no
+	// connection (every stream then fails as Unavailable).
+	Processor extprocv3.ExternalProcessorClient
+	// Own reports a connection the data plane dialled itself: its streams
+	// carry the filter's cluster name as :authority. An injected
+	// connection (tests, mTLS) keeps its own: grpc-go checks an override
+	// against its credentials.
+	Own bool
+}
+
+// Direction is the direction of a body: the decoding (request) or encoding
+// (response) ProcessorState.
+type Direction int
+
+const (
+	Decoding Direction = iota
+	Encoding
+)
+
+func (d Direction) bodyState() waitState {
+	if d == Decoding {
+		return waitRequestBody
+	}
+	return waitResponseBody
+}
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
@@ -40,13 +102,16 @@ const (
 
 func (w waitState) headers() bool { return w == waitRequestHeaders || w == waitResponseHeaders }
 
-// errAbort means the downstream went away; nothing more can be sent.
-var errAbort = errors.New("downstream request aborted")
+// ErrAbort means the downstream went away; nothing more can be sent.
+var ErrAbort = errors.New("downstream request aborted")
 
-// extProcRun is the per-request state of one ext_proc filter.
-type extProcRun struct {
+// Filter is the per-request state of one ext_proc filter.
+type Filter struct {
 	f                *xdsconfig.ExtProcFilter
-	x                *activeStream
+	cb               Callbacks
+	client           *Client
+	ctx              context.Context // the downstream request's
+	log              *slog.Logger
 	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
 	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
@@ -87,18 +152,23 @@ const (
 	msgTimedOut
 )
 
-func newExtProcRun(x *activeStream, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) *extProcRun {
-	e := &extProcRun{}
-	e.init(x, f, pr)
+// New is an instance of filter f on the stream of ctx (the downstream
+// request's context, which ends when the client goes away).
+func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter) *Filter {
+	e := &Filter{}
+	e.init(ctx, log, cb, client, f, nil)
 	return e
 }
 
-// init makes e a new filter instance in place, for newExtProcRun and for
-// applyPerRoute, which replaces an instance without a second allocation.
-func (e *extProcRun) init(x *activeStream, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) {
-	*e = extProcRun{
+// init makes e a new filter instance in place, for New and for
+// ApplyPerRoute, which replaces an instance without a second allocation.
+func (e *Filter) init(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) {
+	*e = Filter{
 		f:                f,
-		x:                x,
+		cb:               cb,
+		client:           client,
+		ctx:              ctx,
+		log:              log,
 		failureModeAllow: f.FailureModeAllow,
 		receiving:        f.Receiving,
 		forwarding:       f.Forwarding,
@@ -136,19 +206,19 @@ func (e *extProcRun) init(x *activeStream, f *xdsconfig.ExtProcFilter, pr *xdsco
 }
 
 // setMode makes e.mode a copy of m (copyMode) held in e itself.
-func (e *extProcRun) setMode(m *extprocfilterv3.ProcessingMode) {
+func (e *Filter) setMode(m *extprocfilterv3.ProcessingMode) {
 	xdsconfig.CopyModeInto(&e.modeBuf, m)
 	e.mode = &e.modeBuf
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
-func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.LocalReply {
+func (e *Filter) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.LocalReply {
 	if e.f.DisableImmediate {
 		return e.spurious(resp, rules.SpuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
 	e.complete = true
-	e.close()
+	e.Close()
 	ir := resp.GetImmediateResponse()
 	hm := ir.GetHeaders()
 	return &xdsconfig.LocalReply{
@@ -160,7 +230,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.Lo
 				// Checked against the filter's mutation_rules; errors are
 				// logged and ignored, what was applied so far stays.
 				if err := applyHeaderMutation(hm, h, e.f.Checker, false, false, headerLimits{}); err != nil {
-					e.x.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.Name, "error", err)
+					e.log.Debug("ext_proc immediate response mutation failed", "filter", e.f.Name, "error", err)
 				}
 			}
 		},
@@ -171,7 +241,7 @@ func (e *extProcRun) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.Lo
 // FailedPrecondition; see rules.go): with failure_mode_allow the stream is
 // closed and the request continues without the server, otherwise it is a
 // local reply with status_on_error and msg as details.
-func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsconfig.LocalReply {
+func (e *Filter) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsconfig.LocalReply {
 	// onReceiveMessage stores the dynamic metadata of any typed response
 	// before its handler finds it out of order.
 	switch resp.GetResponse().(type) {
@@ -180,7 +250,7 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *x
 		*extprocv3.ProcessingResponse_RequestTrailers, *extprocv3.ProcessingResponse_ResponseTrailers:
 		e.setMetadata(resp)
 	}
-	e.x.log.Warn("spurious ext_proc response", "filter", e.f.Name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
+	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
 	if e.failureModeAllow || !rules.FailCloseSpurious {
 		e.finishAndContinue()
 		return nil
@@ -191,25 +261,25 @@ func (e *extProcRun) spurious(resp *extprocv3.ProcessingResponse, msg string) *x
 // failed is Filter::handleErrorResponse: an error in applying a response
 // becomes a local reply with status_on_error (default 500) and the error
 // text as details.
-func (e *extProcRun) failed(err error) *xdsconfig.LocalReply {
+func (e *Filter) failed(err error) *xdsconfig.LocalReply {
 	e.complete = true
-	e.close()
+	e.Close()
 	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(err.Error())}
 }
 
 // setMetadata is Filter::setDynamicMetadata: only namespaces listed in
 // metadata_options.receiving_namespaces.untyped are stored, merged key by key.
-func (e *extProcRun) setMetadata(resp *extprocv3.ProcessingResponse) {
+func (e *Filter) setMetadata(resp *extprocv3.ProcessingResponse) {
 	dm := resp.GetDynamicMetadata()
 	if dm == nil || len(e.receiving) == 0 {
 		return
 	}
 	for ns, v := range dm.GetFields() {
 		if !contains(e.receiving, ns) {
-			e.x.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
+			e.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
 			continue
 		}
-		e.x.setMetadata(ns, v.GetStructValue())
+		e.cb.SetDynamicMetadata(ns, v.GetStructValue())
 	}
 }
 
@@ -222,24 +292,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// decodeHeaders is Filter::decodeHeaders.
-func (e *extProcRun) decodeHeaders(eos bool) (*xdsconfig.LocalReply, error) {
-	x := e.x
+// DecodeHeaders is Filter::decodeHeaders.
+func (e *Filter) DecodeHeaders(eos bool) (*xdsconfig.LocalReply, error) {
+	reqH := e.cb.RequestHeaders()
 	removeCL := rules.ShouldRemoveContentLength(e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.AllowCL)
 	if e.complete || e.mode.GetRequestHeaderMode() == extprocfilterv3.ProcessingMode_SKIP {
 		if removeCL && !e.complete {
-			x.reqH.Del("content-length")
+			reqH.Del("content-length")
 		}
 		return nil, nil
 	}
-	lr := e.send(headersMessage(waitRequestHeaders, eos), x.reqH)
+	lr := e.send(headersMessage(waitRequestHeaders, eos), reqH)
 	if lr != nil {
 		return lr, nil
 	}
 	// The content-length removal happens right after the headers are sent,
 	// with the mode in force then.
 	if removeCL && !e.complete {
-		x.reqH.Del("content-length")
+		reqH.Del("content-length")
 	}
 	resp, lr, err := e.wait(waitRequestHeaders)
 	if resp == nil {
@@ -249,18 +319,18 @@ func (e *extProcRun) decodeHeaders(eos bool) (*xdsconfig.LocalReply, error) {
 	case *extprocv3.ProcessingResponse_RequestHeaders:
 		e.setMetadata(resp)
 		cr := r.RequestHeaders.GetResponse()
-		if err := e.applyCommonHeaders(cr, x.reqH, e.mode.GetRequestBodyMode(), true); err != nil {
+		if err := e.applyCommonHeaders(cr, reqH, e.mode.GetRequestBodyMode(), true); err != nil {
 			return e.failed(err), nil
 		}
 		if rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
-			x.clearRouteCache()
+			e.cb.ClearRouteCache()
 		} else if cr.GetClearRouteCache() {
-			x.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.Name, "reason", "no header_mutation or route_cache_action")
+			e.log.Debug("ext_proc clear_route_cache ignored", "filter", e.f.Name, "reason", "no header_mutation or route_cache_action")
 		}
 		if cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
 			if cr.GetBodyMutation() != nil {
-				x.reqH.Del("content-length")
-				x.req.replace(applyBodyMutation(cr.GetBodyMutation(), nil))
+				reqH.Del("content-length")
+				e.cb.ReplaceRequestBody(applyBodyMutation(cr.GetBodyMutation(), nil))
 			}
 			e.mode.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
 			e.mode.RequestTrailerMode = extprocfilterv3.ProcessingMode_SKIP
@@ -274,7 +344,7 @@ func (e *extProcRun) decodeHeaders(eos bool) (*xdsconfig.LocalReply, error) {
 }
 
 // applyCommonHeaders applies a CommonResponse header_mutation to h.
-func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
+func (e *Filter) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map, body extprocfilterv3.ProcessingMode_BodySendMode, sendHeaders bool) error {
 	if cr.GetHeaderMutation() == nil {
 		return nil
 	}
@@ -284,21 +354,54 @@ func (e *extProcRun) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers
 }
 
 // limits are the header limits of h: the HTTP connection manager's for the
-// request headers, the upstream codec's defaults for response headers
-// (cluster common_http_protocol_options.max_headers_count and
-// max_response_headers_kb are not emulated; their defaults are 100 and 60
-// KiB [verify]).
-func (e *extProcRun) limits(h *headers.Map) headerLimits {
-	if h == e.x.reqH {
-		return headerLimits{count: e.x.cfg.HCM.MaxHeaders, kb: e.x.cfg.HCM.MaxHeadersBytes >> 10}
+// request headers, the response header map's for response headers
+// (rules.ResponseHeaderLimits).
+func (e *Filter) limits(h *headers.Map) headerLimits {
+	var l headerLimits
+	if h == e.cb.RequestHeaders() {
+		l.count, l.kb = e.cb.RequestHeaderLimits()
+	} else {
+		l.count, l.kb = e.cb.ResponseHeaderLimits()
 	}
-	return headerLimits{count: rules.DefaultMaxHeadersCount, kb: rules.DefaultMaxHeadersKB}
+	return l
+}
+
+// Complete reports that processing is complete (processing_complete_):
+// the filter passes everything on without the server.
+func (e *Filter) Complete() bool { return e.complete }
+
+// Mode is the processing mode in force, both directions.
+func (e *Filter) Mode() *extprocfilterv3.ProcessingMode { return e.mode }
+
+// ApplyPerRoute is Filter::mergePerRouteConfig: the virtual host's and the
+// route's ExtProcPerRoute, merged, make the instance a new one.
+func (e *Filter) ApplyPerRoute(rt *xdsconfig.Route) {
+	if rt == nil {
+		return
+	}
+	var less, more *xdsconfig.ExtProcPerRoute
+	if pf := rt.VH.PerFilter[e.f.Name]; pf != nil {
+		less = pf.PerRoute
+	}
+	if pf := rt.PerFilter[e.f.Name]; pf != nil {
+		more = pf.PerRoute
+	}
+	if pr := xdsconfig.MergePerRoute(less, more); pr != nil {
+		e.init(e.ctx, e.log, e.cb, e.client, e.f, pr)
+	}
+}
+
+// BufferedBody exchanges one BUFFERED or BUFFERED_PARTIAL body of
+// direction dir (eos: the whole body) and returns it as the server left
+// it, or the local reply a failure is.
+func (e *Filter) BufferedBody(dir Direction, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
+	return e.bufferedBody(dir.bodyState(), h, body, eos)
 }
 
 // bufferedBody exchanges one buffered (or partial) body and applies the
 // answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
+func (e *Filter) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
 	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
 		return body, lr, nil
 	}
@@ -340,7 +443,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eo
 		body = applyBodyMutation(cr.GetBodyMutation(), body)
 	}
 	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
-		e.x.clearRouteCache()
+		e.cb.ClearRouteCache()
 	}
 	return body, nil, nil
 }
@@ -349,7 +452,7 @@ func (e *extProcRun) bufferedBody(dir waitState, h *headers.Map, body []byte, eo
 // mutations are ignored — the headers are gone — but clear_route_cache is
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
-func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
+func (e *Filter) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
 	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
 		return chunk, lr, nil
 	}
@@ -382,14 +485,14 @@ func (e *extProcRun) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byt
 		chunk = applyBodyMutation(cr.GetBodyMutation(), chunk)
 	}
 	if dir == waitRequestBody && rules.ClearRouteCacheHonoured(e.f.RouteCacheAction, cr.GetHeaderMutation() != nil, cr.GetClearRouteCache()) {
-		e.x.clearRouteCache()
+		e.cb.ClearRouteCache()
 	}
 	return chunk, nil, nil
 }
 
-// encodeHeaders is Filter::encodeHeaders. It returns whether a
+// EncodeHeaders is Filter::encodeHeaders. It returns whether a
 // CONTINUE_AND_REPLACE replaced the body, and the replacement.
-func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, didReplace bool, lr *xdsconfig.LocalReply, err error) {
+func (e *Filter) EncodeHeaders(h *headers.Map, eos bool) (replaced []byte, didReplace bool, lr *xdsconfig.LocalReply, err error) {
 	removeCL := rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP, e.f.AllowCL)
 	if e.complete {
 		return nil, false, nil, nil
@@ -442,118 +545,5 @@ func (e *extProcRun) encodeHeaders(h *headers.Map, eos bool) (replaced []byte, d
 		return nil, false, e.immediate(resp), nil
 	default:
 		return nil, false, e.spurious(resp, rules.SpuriousKind(resp)), nil
-	}
-}
-
-// setMetadata merges one namespace into the stream's dynamic metadata
-// (StreamInfo::setDynamicMetadata uses MergeFrom).
-func (x *activeStream) setMetadata(ns string, st *structpb.Struct) {
-	if st == nil {
-		return
-	}
-	cur, ok := x.meta[ns]
-	if !ok {
-		// The received struct itself, never written to: a later merge
-		// into the namespace makes a new one.
-		if x.meta == nil {
-			x.meta = map[string]*structpb.Struct{}
-		}
-		x.meta[ns] = st
-		return
-	}
-	merged := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(cur.GetFields())+len(st.GetFields()))}
-	for k, v := range cur.GetFields() {
-		merged.Fields[k] = v
-	}
-	for k, v := range st.GetFields() {
-		merged.Fields[k] = v
-	}
-	x.meta[ns] = merged
-}
-
-// forwardMetadata builds metadata_context from the forwarding namespaces.
-func (x *activeStream) forwardMetadata(ns []string) *corev3.Metadata {
-	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	for _, n := range ns {
-		if st, ok := x.meta[n]; ok {
-			md.FilterMetadata[n] = st
-		}
-	}
-	return md
-}
-
-// headersMessage is a request_headers (dir waitRequestHeaders) or
-// response_headers message without headers, in one allocation rather than
-// three: the message, its oneof wrapper and the HttpHeaders.
-func headersMessage(dir waitState, eos bool) *extprocv3.ProcessingRequest {
-	if dir == waitRequestHeaders {
-		m := &struct {
-			req extprocv3.ProcessingRequest
-			one extprocv3.ProcessingRequest_RequestHeaders
-			h   extprocv3.HttpHeaders
-		}{}
-		m.h.EndOfStream = eos
-		m.one.RequestHeaders = &m.h
-		m.req.Request = &m.one
-		return &m.req
-	}
-	m := &struct {
-		req extprocv3.ProcessingRequest
-		one extprocv3.ProcessingRequest_ResponseHeaders
-		h   extprocv3.HttpHeaders
-	}{}
-	m.h.EndOfStream = eos
-	m.one.ResponseHeaders = &m.h
-	m.req.Request = &m.one
-	return &m.req
-}
-
-// bodyMessage is a request_body (dir waitRequestBody) or response_body
-// message, in one allocation like headersMessage.
-func bodyMessage(dir waitState, body []byte, eos bool) *extprocv3.ProcessingRequest {
-	if dir == waitRequestBody {
-		m := &struct {
-			req extprocv3.ProcessingRequest
-			one extprocv3.ProcessingRequest_RequestBody
-			b   extprocv3.HttpBody
-		}{}
-		m.b.Body, m.b.EndOfStream = body, eos
-		m.one.RequestBody = &m.b
-		m.req.Request = &m.one
-		return &m.req
-	}
-	m := &struct {
-		req extprocv3.ProcessingRequest
-		one extprocv3.ProcessingRequest_ResponseBody
-		b   extprocv3.HttpBody
-	}{}
-	m.b.Body, m.b.EndOfStream = body, eos
-	m.one.ResponseBody = &m.b
-	m.req.Request = &m.one
-	return &m.req
-}
-
-// bytesString is b as a string without copying it. Only for bytes nothing
-// writes to afterwards, such as a field of a message received from the
-// stream: an ImmediateResponse body can be megabytes, and the local reply
-// only reads it.
-func bytesString(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-// addAttributes is Filter::addAttributes for the decoding state.
-func (e *extProcRun) addAttributes(req *extprocv3.ProcessingRequest) {
-	switch req.GetRequest().(type) {
-	case *extprocv3.ProcessingRequest_RequestHeaders, *extprocv3.ProcessingRequest_RequestBody,
-		*extprocv3.ProcessingRequest_RequestTrailers:
-	default:
-		return
-	}
-	if e.attrsSent || len(e.f.RequestAttrs) == 0 {
-		return
-	}
-	e.attrsSent = true
-	req.Attributes = map[string]*structpb.Struct{
-		rules.ExtProcAttrNamespace: rules.ExtProcAttributes(e.f.RequestAttrs, e.x.r.TLS),
 	}
 }

@@ -1,33 +1,32 @@
-package extproc
+package callplan
 
 import (
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
-// A routed call's request-body reply in wire format (wire.go). Most of it
-// is the tool's plan (callplan.go), which is encoded once; per call only
-// the content-length header, the arguments, the JSON-RPC id and the era
-// are written, and the lengths around them. This is the reply of
-// routedCall for a call without filter, trace or credential headers,
-// byte for byte a valid encoding of the same ProcessingResponse
-// (TestRoutedCallWire decodes and compares both).
+// A routed call's request-body reply in wire format (procmsg.Wire). Most
+// of it is the tool's plan (callplan.go), which is encoded once; per call
+// only the content-length header, the arguments, the JSON-RPC id and the
+// era are written, and the lengths around them. This is Plan.Reply for a
+// plain call (Call.Plain), byte for byte a valid encoding of the same
+// ProcessingResponse (TestRoutedCallWire decodes and compares both).
 
 // field is a message field's number, read from its descriptor.
 func field(m protoreflect.ProtoMessage, name protoreflect.Name) protowire.Number {
 	f := m.ProtoReflect().Descriptor().Fields().ByName(name)
 	if f == nil {
-		panic("extproc: no field " + string(name) + " in " + string(m.ProtoReflect().Descriptor().FullName()))
+		panic("callplan: no field " + string(name) + " in " + string(m.ProtoReflect().Descriptor().FullName()))
 	}
 	return f.Number()
 }
@@ -65,7 +64,7 @@ func sizeLen(n protowire.Number, l int) int {
 }
 
 // appendSetHeader appends one set_headers element: key, raw_value and
-// OVERWRITE_IF_EXISTS_OR_ADD, as setHeader builds it.
+// OVERWRITE_IF_EXISTS_OR_ADD, as procmsg.SetHeader builds it.
 func appendSetHeader(b []byte, key, value string) []byte {
 	hv := sizeLen(fHVKey, len(key))
 	if value != "" { // proto3: an empty raw_value is not written
@@ -101,18 +100,18 @@ func appendStringEntry(b []byte, key, value string) []byte {
 	return protowire.AppendString(b, value)
 }
 
-// planWire is a toolPlan's pieces in wire format.
+// planWire is a Plan's pieces in wire format.
 type planWire struct {
 	routing, call, version []byte // set_headers elements
 	removeAuth             []byte // remove_headers elements
 	meta                   []byte // the Struct fields tool_call and tool
 }
 
-func newPlanWire(p *toolPlan, t *registry.Tool) *planWire {
+func newPlanWire(p *Plan, t *registry.Tool) *planWire {
 	w := &planWire{}
 	w.routing = appendSetHeader(w.routing, wire.ClusterHeader, t.Cluster)
 	w.routing = appendSetHeader(w.routing, ":path", t.BasePath+t.Path)
-	w.call = appendSetHeader(w.call, "content-type", contentTypeJSON)
+	w.call = appendSetHeader(w.call, "content-type", procmsg.ContentTypeJSON)
 	w.call = appendSetHeader(w.call, wire.RouteHeader, p.route)
 	w.call = appendSetHeader(w.call, wire.ToolHeader, t.ServiceToolName())
 	if p.version != nil {
@@ -133,9 +132,9 @@ var (
 	metaNamespaceKey  = appendLen(nil, fEntryKey, []byte(wire.MetadataNamespace))
 )
 
-// routedCallWire is routedCall(call, t, args, nil, nil) for a call with
-// no trace headers and no client credential header to remove.
-func routedCallWire(call *mcp.Call, p *toolPlan, args []byte, rerouted bool) *wireMessage {
+// Wire is Reply(&Call{Call: call, Args: args, Rerouted: rerouted}) in
+// wire format: the reply of a plain call.
+func (p *Plan) Wire(call *mcp.Call, args []byte, rerouted bool) *procmsg.Wire {
 	w := p.wire
 	var clBuf [64]byte
 	cl := appendSetHeader(clBuf[:0], "content-length", strconv.Itoa(len(args)))
@@ -194,28 +193,28 @@ func routedCallWire(call *mcp.Call, p *toolPlan, args []byte, rerouted bool) *wi
 	b = append(b, id...)
 	b = append(b, w.meta...)
 	b = append(b, era...)
-	return wireOf(b)
+	return procmsg.WireOf(b)
 }
 
-// The fixed parts of a result's header mutation (resultHeaders): :status
+// The fixed parts of a result's header mutation (ResultHeaders): :status
 // and content-type first, content-encoding removed last.
 var (
 	fResponseBody     = field(&extprocv3.ProcessingResponse{}, "response_body")
-	resultHeadersHead = appendSetHeader(appendSetHeader(nil, ":status", "200"), "content-type", contentTypeJSON)
+	resultHeadersHead = appendSetHeader(appendSetHeader(nil, ":status", "200"), "content-type", procmsg.ContentTypeJSON)
 	resultHeadersTail = appendLen(nil, fRemoveHeaders, []byte("content-encoding"))
 )
 
-// resultWire is the response-body reply responseBody builds for the
-// result out: resultHeaders with its content-length, and out as the body.
-// A large result goes to gRPC as its own buffer, not copied.
-func resultWire(out []byte) *wireMessage {
+// ResultWire is the response-body reply of the call's result out, in wire
+// format: ResultHeaders with its content-length, and out as the body. A
+// large result goes to gRPC as its own buffer, not copied.
+func ResultWire(out []byte) *procmsg.Wire {
 	var clBuf [64]byte
 	cl := appendSetHeader(clBuf[:0], "content-length", strconv.Itoa(len(out)))
 	hm := len(resultHeadersHead) + len(cl) + len(resultHeadersTail)
 	bm := sizeLen(fMutationBody, len(out))
 	cr := sizeLen(fHeaderMutation, hm) + sizeLen(fBodyMutation, bm)
 	br := sizeLen(fBodyResponse, cr)
-	shared := len(out) >= sharedPart
+	shared := len(out) >= procmsg.SharedPart
 	n := sizeLen(fResponseBody, br)
 	if shared {
 		n -= len(out)
@@ -235,8 +234,8 @@ func resultWire(out []byte) *wireMessage {
 	b = protowire.AppendTag(b, fMutationBody, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(len(out)))
 	if shared {
-		return &wireMessage{bufs: mem.BufferSlice{mem.SliceBuffer(b), mem.SliceBuffer(out)}}
+		return procmsg.WireOfParts(b, out)
 	}
 	b = append(b, out...)
-	return wireOf(b)
+	return procmsg.WireOf(b)
 }

@@ -1,4 +1,11 @@
-package dataplane
+// Package router is the local data plane's router filter and upstream
+// calls (source/common/router/router.cc, config_impl.cc,
+// retry_state_impl.cc): the route's request and response header changes,
+// the upstream attempts over net/http with retries, per-try and route
+// timeouts and circuit breakers, and the local replies their failures are.
+// The rules it follows are in the rules package (rules_upstream.go,
+// "Router rules").
+package router
 
 import (
 	"bytes"
@@ -6,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +25,36 @@ import (
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
+
+// Call is one request through the router filter to a cluster.
+type Call struct {
+	// Downstream is the downstream request's context, which ends when the
+	// client goes away.
+	Downstream context.Context
+	Log        *slog.Logger
+	// Headers are the request headers as the filters left them
+	// (FinalizeRequestHeaders applied).
+	Headers *headers.Map
+	// Body is the buffered request body; Rest, when not nil, the unread
+	// remainder of a body over the buffer limit.
+	Body []byte
+	Rest io.Reader
+
+	// Flags are the response flags the call raised, and Host the upstream
+	// host of its last attempt ("" before one), for the access log and
+	// the local reply's format.
+	Flags rules.ResponseFlags
+	Host  string
+}
+
+// Context bounds the whole upstream exchange, retries included, by the
+// route timeout (0 disables it).
+func Context(parent context.Context, rt *xdsconfig.Route) (context.Context, context.CancelFunc) {
+	if rt.Timeout > 0 {
+		return context.WithTimeout(parent, rt.Timeout)
+	}
+	return context.WithCancel(parent)
+}
 
 // upstreamFailure describes an attempt that ended before response headers.
 type upstreamFailure struct {
@@ -32,80 +70,43 @@ type upstreamFailure struct {
 	overflow   bool
 }
 
-// routeToCluster runs the router filter for a route with a cluster action
-// (source/common/router/router.cc).
-func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {
-	name := rt.PickCluster(x.reqH)
-	cl := x.cfg.Clusters[name]
-	if cl == nil {
-		x.flags |= rules.FlagNC
-		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: rt.NotFound, Details: rules.DetailsClusterNotFound})
-		return
-	}
-	x.cluster = name
-	x.finalizeRequestHeaders(rt)
-	ctx, cancel := x.routeContext(rt)
-	defer cancel()
-	resp, lr := x.forward(ctx, rt, cl)
-	if lr != nil {
-		x.sendLocalReplyViaFilterChain(x.ctx, *lr)
-		return
-	}
-	if resp == nil {
-		return // downstream went away
-	}
-	defer resp.Body.Close()
-	x.encode(ctx, rt, resp)
-}
-
-// routeContext bounds the whole upstream exchange, retries included, by
-// the route timeout (0 disables it).
-func (x *activeStream) routeContext(rt *xdsconfig.Route) (context.Context, context.CancelFunc) {
-	if rt.Timeout > 0 {
-		return context.WithTimeout(x.ctx, rt.Timeout)
-	}
-	return context.WithCancel(x.ctx)
-}
-
-// finalizeRequestHeaders is RouteEntryImplBase::finalizeRequestHeaders plus
+// FinalizeRequestHeaders is RouteEntryImplBase::finalizeRequestHeaders plus
 // the router's own headers: headers_to_remove/add at route, virtual host and
 // route configuration level (in that order, so the outermost level has the
 // final say), host_rewrite_literal, path rewrites (keeping the original in
 // x-envoy-original-path) and x-envoy-expected-rq-timeout-ms.
-func (x *activeStream) finalizeRequestHeaders(rt *xdsconfig.Route) {
-	c := x.fmtCtx()
+func FinalizeRequestHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.FmtContext, suppressEnvoyHeaders bool) {
 	for _, lvl := range []struct {
 		del []string
 		add []xdsconfig.HeaderAdd
 	}{{rt.ReqDel, rt.ReqAdd}, {rt.VH.ReqDel, rt.VH.ReqAdd}, {rt.Table.ReqDel, rt.Table.ReqAdd}} {
 		for _, d := range lvl.del {
 			if !strings.HasPrefix(d, ":") && d != "host" {
-				x.reqH.Del(d)
+				h.Del(d)
 			}
 		}
-		xdsconfig.ApplyHeadersToAdd(x.reqH, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(h, lvl.add, c)
 	}
 	if rt.HostRewrite != "" {
-		x.reqH.Set(":authority", rt.HostRewrite)
+		h.Set(":authority", rt.HostRewrite)
 	}
-	orig := x.reqH.Value(":path")
-	rt.RewritePath(x.reqH)
-	if p := x.reqH.Value(":path"); p != orig {
-		x.reqH.Set("x-envoy-original-path", orig)
+	orig := h.Value(":path")
+	rt.RewritePath(h)
+	if p := h.Value(":path"); p != orig {
+		h.Set("x-envoy-original-path", orig)
 	}
 	timeout := rt.Timeout
 	if rt.Retry != nil && rt.Retry.PerTry > 0 && (timeout == 0 || rt.Retry.PerTry < timeout) {
 		timeout = rt.Retry.PerTry
 	}
-	if timeout > 0 && !x.cfg.HCM.SuppressEnvoyHeaders {
-		x.reqH.Set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
+	if timeout > 0 && !suppressEnvoyHeaders {
+		h.Set("x-envoy-expected-rq-timeout-ms", strconv.FormatInt(timeout.Milliseconds(), 10))
 	}
 }
 
-// finalizeResponseHeaders applies response_headers_to_remove/add of the
+// FinalizeResponseHeaders applies response_headers_to_remove/add of the
 // route, virtual host and route configuration.
-func (x *activeStream) finalizeResponseHeaders(rt *xdsconfig.Route, h *headers.Map) {
-	c := x.fmtCtx()
+func FinalizeResponseHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.FmtContext) {
 	c.RespH = h
 	for _, lvl := range []struct {
 		del []string
@@ -120,17 +121,17 @@ func (x *activeStream) finalizeResponseHeaders(rt *xdsconfig.Route, h *headers.M
 	}
 }
 
-// forward sends the request upstream with the route's retry policy. It
+// Forward sends the request upstream with the route's retry policy. It
 // returns the response, or a local reply, or neither when the downstream is
 // gone.
-func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *xdsconfig.LocalReply) {
+func (x *Call) Forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *xdsconfig.LocalReply) {
 	rp := rt.Retry
 	numRetries := 0
 	if rp != nil {
 		numRetries = rp.NumRetries
 	}
 	// Retries need the whole body; a body over the buffer limit disables them.
-	canRetry := x.req.rest == nil
+	canRetry := x.Rest == nil
 	var last *upstreamFailure
 	for attempt := 1; ; attempt++ {
 		retrying := attempt > 1
@@ -138,7 +139,7 @@ func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xds
 		if retrying {
 			cl.RT.Retries.Add(-1)
 		}
-		if x.ctx.Err() != nil {
+		if x.Downstream.Err() != nil {
 			if resp != nil {
 				resp.Body.Close()
 			}
@@ -151,28 +152,28 @@ func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xds
 			last = fail
 			switch {
 			case fail.noHealthy:
-				x.flags |= rules.FlagUH
+				x.Flags |= rules.FlagUH
 				return nil, &xdsconfig.LocalReply{Code: 503, Body: rules.BodyNoHealthyUpstream, Details: rules.DetailsNoHealthyUpstream}
 			case fail.overflow:
-				x.flags |= rules.FlagUO
+				x.Flags |= rules.FlagUO
 				return nil, x.resetReply(fail, retrying)
 			}
 			if rp != nil && rp.RetryReset(fail.flag, fail.beforeSend, fail.refused) {
 				if attempt <= numRetries && canRetry {
 					if !x.backoff(ctx, cl, rp, attempt) {
-						if ctx.Err() != nil && x.ctx.Err() == nil {
+						if ctx.Err() != nil && x.Downstream.Err() == nil {
 							return nil, x.routeTimeout()
 						}
-						if x.ctx.Err() != nil {
+						if x.Downstream.Err() != nil {
 							return nil, nil
 						}
-						x.flags |= rules.FlagUO // retry overflow (max_retries)
+						x.Flags |= rules.FlagUO // retry overflow (max_retries)
 						return nil, x.resetReply(fail, retrying)
 					}
 					continue
 				}
 				if attempt > numRetries {
-					x.flags |= rules.FlagURX
+					x.Flags |= rules.FlagURX
 				}
 			}
 			return nil, x.resetReply(last, retrying)
@@ -183,16 +184,16 @@ func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xds
 					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 					resp.Body.Close()
 					if !x.sleepBackoff(ctx, rp, attempt) {
-						if x.ctx.Err() != nil {
+						if x.Downstream.Err() != nil {
 							return nil, nil
 						}
 						return nil, x.routeTimeout()
 					}
 					continue
 				}
-				x.flags |= rules.FlagUO
+				x.Flags |= rules.FlagUO
 			} else if attempt > numRetries {
-				x.flags |= rules.FlagURX
+				x.Flags |= rules.FlagURX
 			}
 		}
 		return resp, nil
@@ -201,7 +202,7 @@ func (x *activeStream) forward(ctx context.Context, rt *xdsconfig.Route, cl *xds
 
 // backoff reserves a retry (circuit breaker max_retries) and waits the
 // back-off; false means no retry happens.
-func (x *activeStream) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *xdsconfig.RetryPolicy, attempt int) bool {
+func (x *Call) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *xdsconfig.RetryPolicy, attempt int) bool {
 	if !x.backoffAvailable(cl) {
 		return false
 	}
@@ -213,7 +214,7 @@ func (x *activeStream) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *x
 }
 
 // backoffAvailable reserves one of the cluster's max_retries.
-func (x *activeStream) backoffAvailable(cl *xdsconfig.Cluster) bool {
+func (x *Call) backoffAvailable(cl *xdsconfig.Cluster) bool {
 	if cl.RT.Retries.Add(1) > cl.Limits.MaxRetries {
 		cl.RT.Retries.Add(-1)
 		return false
@@ -221,7 +222,7 @@ func (x *activeStream) backoffAvailable(cl *xdsconfig.Cluster) bool {
 	return true
 }
 
-func (x *activeStream) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPolicy, attempt int) bool {
+func (x *Call) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPolicy, attempt int) bool {
 	t := time.NewTimer(rp.Backoff(attempt))
 	defer t.Stop()
 	select {
@@ -232,19 +233,19 @@ func (x *activeStream) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPoli
 	}
 }
 
-func (x *activeStream) routeTimeout() *xdsconfig.LocalReply {
-	x.flags |= rules.FlagUT
+func (x *Call) routeTimeout() *xdsconfig.LocalReply {
+	x.Flags |= rules.FlagUT
 	return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsUpstreamTimeout}
 }
 
 // resetReply is the local reply for an attempt that ended before response
 // headers (Router::onUpstreamReset / onPerTryTimeout).
-func (x *activeStream) resetReply(f *upstreamFailure, retried bool) *xdsconfig.LocalReply {
+func (x *Call) resetReply(f *upstreamFailure, retried bool) *xdsconfig.LocalReply {
 	if f.perTry {
-		x.flags |= rules.FlagUT
+		x.Flags |= rules.FlagUT
 		return &xdsconfig.LocalReply{Code: 504, Body: rules.BodyUpstreamTimeout, Details: rules.DetailsPerTryTimeout}
 	}
-	x.flags |= f.flag
+	x.Flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. "
 	if retried {
 		body += "retried and the latest "
@@ -258,17 +259,7 @@ func (x *activeStream) resetReply(f *upstreamFailure, retried bool) *xdsconfig.L
 	return &xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
 }
 
-// idleTimeout is the stream idle timeout: the matched route's idle_timeout,
-// else the connection manager's stream_idle_timeout (rules.go, "Stream
-// idle timeout").
-func (x *activeStream) idleTimeout() time.Duration {
-	if rt := x.currentRoute(); rt != nil && rt.IdleTimeout != nil {
-		return *rt.IdleTimeout
-	}
-	return x.cfg.HCM.StreamIdleTimeout
-}
-
-// upstreamBodyAbort is the router's answer to an upstream failure after the
+// BodyAbort is the router's answer to an upstream failure after the
 // response headers arrived (Router::onResponseTimeout and onUpstreamReset
 // reach onUpstreamAbort whatever the response state): the route timeout
 // (ctx expired) is 504 "upstream request timeout" with flag UT; a reset is
@@ -276,12 +267,12 @@ func (x *activeStream) idleTimeout() time.Duration {
 // since the router already passed the headers on. sendLocalReply then
 // decides: a direct local reply while the headers are still held by a
 // filter, a downstream reset once they went out.
-func (x *activeStream) upstreamBodyAbort(ctx context.Context, err error) xdsconfig.LocalReply {
-	if ctx.Err() != nil && x.ctx.Err() == nil {
+func (x *Call) BodyAbort(ctx context.Context, err error) xdsconfig.LocalReply {
+	if ctx.Err() != nil && x.Downstream.Err() == nil {
 		return *x.routeTimeout()
 	}
 	f := classifyUpstreamError(err)
-	x.flags |= f.flag
+	x.Flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
 	details := rules.DetailsResetAfterStarted + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
@@ -291,12 +282,12 @@ func (x *activeStream) upstreamBodyAbort(ctx context.Context, err error) xdsconf
 }
 
 // attempt is one upstream try.
-func (x *activeStream) attempt(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *upstreamFailure) {
+func (x *Call) attempt(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *upstreamFailure) {
 	addr, ok := cl.Pick()
 	if !ok {
 		return nil, &upstreamFailure{noHealthy: true, flag: rules.FlagUH}
 	}
-	release, overflow, err := cl.Acquire(ctx, x.log)
+	release, overflow, err := cl.Acquire(ctx, x.Log)
 	if overflow {
 		return nil, &upstreamFailure{overflow: true, flag: rules.FlagUO, reason: "overflow"}
 	}
@@ -313,7 +304,7 @@ func (x *activeStream) attempt(ctx context.Context, rt *xdsconfig.Route, cl *xds
 		tcancel()
 		return nil, &upstreamFailure{flag: rules.FlagUPE, reason: "protocol error", transport: err.Error()}
 	}
-	x.upstreamHost = addr
+	x.Host = addr
 	resp, err := cl.Transport.RoundTrip(req)
 	if err != nil {
 		release()
@@ -385,8 +376,8 @@ func classifyUpstreamError(err error) *upstreamFailure {
 // upstreamRequest builds the request Envoy's codec would send: the mutated
 // headers without pseudo and hop-by-hop headers, :authority as Host, the
 // body with its content-length (chunked when there is none).
-func (x *activeStream) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluster, addr string) (*http.Request, error) {
-	path := x.reqH.Value(":path")
+func (x *Call) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluster, addr string) (*http.Request, error) {
+	path := x.Headers.Value(":path")
 	u := &url.URL{Scheme: cl.Scheme, Host: addr}
 	p, q, _ := strings.Cut(path, "?")
 	if strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "//") {
@@ -401,12 +392,12 @@ func (x *activeStream) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluste
 	var body io.Reader
 	length := int64(0)
 	switch {
-	case x.req.rest != nil:
-		body, length = io.MultiReader(bytes.NewReader(x.req.buf), x.req.rest), -1
-	case len(x.req.buf) > 0:
-		body, length = bytes.NewReader(x.req.buf), -1
+	case x.Rest != nil:
+		body, length = io.MultiReader(bytes.NewReader(x.Body), x.Rest), -1
+	case len(x.Body) > 0:
+		body, length = bytes.NewReader(x.Body), -1
 	}
-	if v, ok := x.reqH.Get("content-length"); ok {
+	if v, ok := x.Headers.Get("content-length"); ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 			length = n
 		}
@@ -414,13 +405,13 @@ func (x *activeStream) upstreamRequest(ctx context.Context, cl *xdsconfig.Cluste
 	if body == nil && length > 0 {
 		body = bytes.NewReader(nil)
 	}
-	req, err := http.NewRequestWithContext(ctx, x.reqH.Value(":method"), "http://placeholder/", body)
+	req, err := http.NewRequestWithContext(ctx, x.Headers.Value(":method"), "http://placeholder/", body)
 	if err != nil {
 		return nil, err
 	}
 	req.URL = u
-	req.Host = x.reqH.Value(":authority")
-	req.Header = x.reqH.HTTPHeader()
+	req.Host = x.Headers.Value(":authority")
+	req.Header = x.Headers.HTTPHeader()
 	req.Header.Del("Content-Length")
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header["User-Agent"] = []string{""} // Go would add its own

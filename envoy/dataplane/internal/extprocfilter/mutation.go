@@ -1,16 +1,14 @@
-package dataplane
+package extprocfilter
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/xdsconfig"
 )
 
 // applyHeaderMutation is MutationUtils::applyHeaderMutations. m is a
@@ -161,61 +159,3 @@ func checkContentLength(h *headers.Map, m *extprocv3.BodyMutation) error {
 	}
 	return nil
 }
-
-// streamReader runs a STREAMED body through the filter chunk by chunk as it
-// is read. Like Envoy's data callbacks, a chunk carries end_of_stream when
-// the read that produced it also hit the end; otherwise the end arrives as
-// an empty chunk with end_of_stream (the terminating chunk of HTTP/1.1
-// chunked encoding).
-type streamReader struct {
-	e    *extProcRun
-	dir  waitState
-	src  io.Reader
-	buf  []byte
-	out  []byte
-	done bool
-	fail *xdsconfig.LocalReply
-}
-
-func (e *extProcRun) newStreamReader(dir waitState, src io.Reader) *streamReader {
-	return &streamReader{e: e, dir: dir, src: src, buf: make([]byte, streamChunk)}
-}
-
-func (s *streamReader) Read(p []byte) (int, error) {
-	for len(s.out) == 0 {
-		if s.done {
-			return 0, io.EOF
-		}
-		n, rerr := s.src.Read(s.buf)
-		eos := errors.Is(rerr, io.EOF)
-		if rerr != nil && !eos {
-			return 0, rerr
-		}
-		if n == 0 && !eos {
-			continue
-		}
-		s.done = eos
-		chunk := append([]byte(nil), s.buf[:n]...)
-		if s.e.complete {
-			s.out = chunk
-			continue
-		}
-		out, lr, err := s.e.streamedChunk(s.dir, chunk, eos)
-		if err != nil {
-			return 0, err
-		}
-		if lr != nil {
-			s.fail = lr
-			return 0, errStreamFailed
-		}
-		s.out = out
-	}
-	n := copy(p, s.out)
-	s.out = s.out[n:]
-	return n, nil
-}
-
-// errStreamFailed means an ext_proc error happened while a STREAMED body was
-// flowing; the caller sends the local reply if it still can, otherwise the
-// downstream stream is reset.
-var errStreamFailed = errors.New("ext_proc failed while streaming a body")

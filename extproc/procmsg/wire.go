@@ -1,4 +1,4 @@
-package extproc
+package procmsg
 
 import (
 	"fmt"
@@ -22,33 +22,47 @@ import (
 // details, the JSON-RPC id and the length prefixes that depend on it) is
 // encoded per request.
 
-// wireMessage is a ProcessingResponse already in protobuf wire format. Its
+// Wire is a ProcessingResponse already in protobuf wire format. Its
 // buffers may share memory with the snapshot: they are only ever read.
-type wireMessage struct {
+type Wire struct {
 	bufs mem.BufferSlice
-	one  [1]mem.Buffer // bufs' array for a message of one buffer (wireOf)
+	one  [1]mem.Buffer // bufs' array for a message of one buffer (WireOf)
 }
 
-// wireOf is the message of the single buffer b, allocated with its
+// WireOf is the message of the single buffer b, allocated with its
 // BufferSlice's array: gRPC only reads the slice, never writes to it.
-func wireOf(b []byte) *wireMessage {
-	m := &wireMessage{}
+func WireOf(b []byte) *Wire {
+	m := &Wire{}
 	m.one[0] = mem.SliceBuffer(b)
 	m.bufs = m.one[:]
 	return m
 }
 
-// wireCodec is grpc-go's proto codec, except that a *wireMessage, which
-// only this package creates and only for responses, is sent as is, and
+// WireOfParts is the message of the buffers parts, in order: a large part
+// goes to gRPC as its own buffer rather than copied.
+func WireOfParts(parts ...[]byte) *Wire {
+	bufs := make(mem.BufferSlice, len(parts))
+	for i, p := range parts {
+		bufs[i] = mem.SliceBuffer(p)
+	}
+	return &Wire{bufs: bufs}
+}
+
+// Len is the size of the encoded message.
+func (m *Wire) Len() int { return m.bufs.Len() }
+
+// Codec is grpc-go's proto codec, except that a *Wire, which only this
+// package creates and only for responses, is sent as is, and
 // that Envoy's messages are decoded by extprocpb (the entries of a header
 // map allocated together, common header names not allocated at all; every
 // value still its own copy, so a value kept longer keeps only itself
 // alive).
-type wireCodec struct{ extprocpb.Codec }
+type Codec struct{ extprocpb.Codec }
 
-func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+// Marshal implements grpc-go's encoding.CodecV2.
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case *wireMessage:
+	case *Wire:
 		return m.bufs, nil
 	case *extprocv3.ProcessingResponse:
 		if w := sharedWire(m); w != nil {
@@ -58,38 +72,40 @@ func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.Codec.Marshal(v)
 }
 
-// The shared answers of proto.go, encoded once: most requests send one or
+// The shared answers (procmsg.go), encoded once: most requests send one or
 // two of them, which would otherwise be sized and encoded into a new
-// buffer each time. They never change (proto.go), and gRPC only reads a
-// message's buffers.
+// buffer each time. They never change, and gRPC only reads a message's
+// buffers.
 var (
-	removeClusterHeaderWire     = wireOf(mustMarshal(removeClusterHeader))
-	continueResponseHeadersWire = wireOf(mustMarshal(continueResponseHeaders))
-	continueResponseBodyWire    = wireOf(mustMarshal(continueResponseBody))
-	responseTrailersWire        = wireOf(mustMarshal(responseTrailersResponse))
+	removeClusterHeaderWire     = WireOf(MustMarshal(RemoveClusterHeader))
+	continueResponseHeadersWire = WireOf(MustMarshal(ContinueResponseHeaders))
+	continueResponseBodyWire    = WireOf(MustMarshal(ContinueResponseBody))
+	responseTrailersWire        = WireOf(MustMarshal(ResponseTrailers))
 )
 
 // sharedWire is m encoded when m is one of the shared answers, else nil.
-func sharedWire(m *extprocv3.ProcessingResponse) *wireMessage {
+func sharedWire(m *extprocv3.ProcessingResponse) *Wire {
 	switch m {
-	case removeClusterHeader:
+	case RemoveClusterHeader:
 		return removeClusterHeaderWire
-	case continueResponseHeaders:
+	case ContinueResponseHeaders:
 		return continueResponseHeadersWire
-	case continueResponseBody:
+	case ContinueResponseBody:
 		return continueResponseBodyWire
-	case responseTrailersResponse:
+	case ResponseTrailers:
 		return responseTrailersWire
 	}
 	return nil
 }
 
-func newWireCodec() wireCodec {
+// NewCodec is the codec a server sending Wire messages installs
+// (grpc.ForceServerCodecV2).
+func NewCodec() Codec {
 	c := encoding.GetCodecV2(grpcproto.Name)
 	if c == nil { // grpc-go registers it in an init of the proto package
-		panic("extproc: grpc-go's proto codec is not registered")
+		panic("procmsg: grpc-go's proto codec is not registered")
 	}
-	return wireCodec{extprocpb.Codec{CodecV2: c}}
+	return Codec{extprocpb.Codec{CodecV2: c}}
 }
 
 // Field numbers, read from the descriptors rather than written down.
@@ -102,35 +118,34 @@ var (
 
 // answeredMetadataWire is the dynamic_metadata field of every
 // ImmediateResponse, encoded once.
-var answeredMetadataWire = mustMarshal(&extprocv3.ProcessingResponse{DynamicMetadata: answeredMetadata})
+var answeredMetadataWire = MustMarshal(&extprocv3.ProcessingResponse{DynamicMetadata: answeredMetadata})
 
-func mustMarshal(m proto.Message) []byte {
+// MustMarshal encodes a message built by this program; failing is a bug.
+func MustMarshal(m proto.Message) []byte {
 	b, err := proto.Marshal(m)
 	if err != nil {
-		panic(fmt.Sprintf("extproc: encoding %T: %v", m, err))
+		panic(fmt.Sprintf("procmsg: encoding %T: %v", m, err))
 	}
 	return b
 }
 
-// sharedPart is the size from which a body part goes to gRPC as its own
+// SharedPart is the size from which a body part goes to gRPC as its own
 // buffer rather than copied into the envelope.
-const sharedPart = 4 << 10
+const SharedPart = 4 << 10
 
-// wireImmediate is immediate(r, details) in wire format, with r's body in
-// Parts. Fields are written as immediate_response {status, headers,
-// details, body}, dynamic_metadata: protobuf parsers accept fields in any
-// order, and each appears once.
-func wireImmediate(r *mcp.Reply, details string) (*wireMessage, error) {
+// WireImmediate is Immediate(r, details) in wire format, with r's body
+// in Parts; head is ImmediateHead(r, r.BodyLen() > 0, details) encoded,
+// which the caller may keep per distinct head. Fields are written as
+// immediate_response {status, headers, details, body}, dynamic_metadata:
+// protobuf parsers accept fields in any order, and each appears once.
+func WireImmediate(r *mcp.Reply, head []byte) *Wire {
 	n := r.BodyLen()
-	inner, err := encodedHead(r, n > 0, details)
-	if err != nil {
-		return nil, fmt.Errorf("extproc: encoding an immediate response: %w", err)
-	}
+	inner := head
 	innerLen := len(inner) + protowire.SizeTag(fieldBody) + protowire.SizeBytes(n)
 
 	small, shared := 0, 0 // bytes of the small parts, copied into the envelope; count of the others
 	for _, p := range r.Parts {
-		if len(p) < sharedPart {
+		if len(p) < SharedPart {
 			small += len(p)
 		} else {
 			shared++
@@ -145,7 +160,7 @@ func wireImmediate(r *mcp.Reply, details string) (*wireMessage, error) {
 	cur = protowire.AppendVarint(cur, uint64(n))
 	cur = append(cur, r.Body...)
 	for _, p := range r.Parts {
-		if len(p) < sharedPart {
+		if len(p) < SharedPart {
 			cur = append(cur, p...)
 			continue
 		}
@@ -157,19 +172,19 @@ func wireImmediate(r *mcp.Reply, details string) (*wireMessage, error) {
 	}
 	cur = append(cur, answeredMetadataWire...)
 	bufs = append(bufs, mem.SliceBuffer(cur))
-	return &wireMessage{bufs: bufs}, nil
+	return &Wire{bufs: bufs}
 }
 
 // tagLenMax bounds a tag plus a varint length: 5 + 5 bytes for field numbers
 // and lengths below 2^32.
 const tagLenMax = 10
 
-// message decodes m; tests and the fallback without wireCodec use it.
-func (m *wireMessage) message() (*extprocv3.ProcessingResponse, error) {
+// Message decodes m, for tests and for callers that look at the answer.
+func (m *Wire) Message() (*extprocv3.ProcessingResponse, error) {
 	b := m.bufs.Materialize()
 	resp := &extprocv3.ProcessingResponse{}
 	if err := proto.Unmarshal(b, resp); err != nil {
-		return nil, fmt.Errorf("extproc: decoding a prepared response: %w", err)
+		return nil, fmt.Errorf("procmsg: decoding a prepared response: %w", err)
 	}
 	return resp, nil
 }

@@ -1,4 +1,4 @@
-package extproc
+package catalog
 
 import (
 	"encoding/json"
@@ -10,13 +10,13 @@ import (
 )
 
 // A route whose filter chain refuses tools by name (tool_acl) must not list
-// them either. visibleTools is a snapshot's tools seen through such a
+// them either. Visible is a snapshot's tools seen through such a
 // chain: its pages are the snapshot's pages with the refused tools left
 // out, computed once per (snapshot, chain) pair and kept per route, so
 // tools/list stays a copy of pre-serialized bytes. Cursors are the
 // snapshot's own, so a page may be shorter than the page size, never
-// longer. A request reads it through its requestCatalog (catalog.go).
-type visibleTools struct {
+// longer. A request reads it through its Catalog.
+type Visible struct {
 	snap  *registry.Snapshot
 	chain *filters.Chain
 	pages map[string]visiblePage // snapshot cursor → filtered page
@@ -27,27 +27,28 @@ type visiblePage struct {
 	next  string
 }
 
-// visibleCatalogs caches the latest visibleTools of each route.
-type visibleCatalogs struct{ byRoute sync.Map } // route key → *visibleTools
+// VisibleCache keeps the latest Visible of each route; the zero value is
+// empty and ready.
+type VisibleCache struct{ byRoute sync.Map } // route key → *Visible
 
-// tools returns the route's tools as chain lets them be seen; nil when
+// Tools returns the route's tools as chain lets them be seen; nil when
 // chain hides no tool.
-func (v *visibleCatalogs) tools(route string, snap *registry.Snapshot, chain *filters.Chain) *visibleTools {
+func (v *VisibleCache) Tools(route string, snap *registry.Snapshot, chain *filters.Chain) *Visible {
 	if snap == nil || !chain.HidesTools() {
 		return nil
 	}
 	if c, ok := v.byRoute.Load(route); ok {
-		if vc := c.(*visibleTools); vc.snap == snap && vc.chain == chain {
+		if vc := c.(*Visible); vc.snap == snap && vc.chain == chain {
 			return vc
 		}
 	}
-	vc := newVisibleTools(snap, chain)
+	vc := newVisible(snap, chain)
 	v.byRoute.Store(route, vc) // a racing builder stores an equal value
 	return vc
 }
 
-func newVisibleTools(snap *registry.Snapshot, chain *filters.Chain) *visibleTools {
-	vc := &visibleTools{snap: snap, chain: chain, pages: map[string]visiblePage{}}
+func newVisible(snap *registry.Snapshot, chain *filters.Chain) *Visible {
+	vc := &Visible{snap: snap, chain: chain, pages: map[string]visiblePage{}}
 	for cursor, seen := "", map[string]bool{}; !seen[cursor]; {
 		seen[cursor] = true
 		tools, shared, next, ok := snap.ToolsPageShared(cursor)
@@ -69,7 +70,7 @@ func newVisibleTools(snap *registry.Snapshot, chain *filters.Chain) *visibleTool
 }
 
 // filter removes the refused tools from a JSON array of tool objects.
-func (c *visibleTools) filter(tools []byte) []byte {
+func (c *Visible) filter(tools []byte) []byte {
 	var all []json.RawMessage
 	if json.Unmarshal(tools, &all) != nil {
 		return tools
@@ -95,7 +96,7 @@ func (c *visibleTools) filter(tools []byte) []byte {
 
 // toolsPage is the snapshot's page without the refused tools: the pages
 // of the snapshot's own cursors are shared.
-func (c *visibleTools) toolsPage(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
+func (c *Visible) toolsPage(cursor string) ([]byte, *mcp.SharedItems, string, bool) {
 	if p, ok := c.pages[cursor]; ok {
 		return p.tools.JSON, p.tools, p.next, true
 	}
@@ -109,6 +110,6 @@ func (c *visibleTools) toolsPage(cursor string) ([]byte, *mcp.SharedItems, strin
 
 // refused says whether the chain refuses name; the meta-tools are never
 // refused.
-func (c *visibleTools) refused(name string) bool {
+func (c *Visible) refused(name string) bool {
 	return !c.chain.ToolAllowed(name) && !mcp.IsMetaToolName(name)
 }
