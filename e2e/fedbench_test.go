@@ -339,6 +339,8 @@ func BenchmarkFederatedToolsCall(b *testing.B) {
 	for _, e := range benchEras {
 		b.Run(e.name, func(b *testing.B) {
 			t, pt := s.targets[e.name], s.proxied[e.name]
+			// So that a failed call names which way it went.
+			b.Logf("%s: direct %s, through toolmesh %s, through the proxy %s", e.name, t[0].url, t[1].url, pt.url)
 			var direct, routed, proxied latencies
 			cpu0 := s.gw.cpuTime(b)
 			for i := 0; b.Loop(); i++ {
