@@ -52,14 +52,7 @@ func (x *request) authenticate(route string) *extprocv3.ProcessingResponse {
 		slog.String("reason", res.Label),
 		slog.Int("status", res.Status),
 		slog.String("request_id", x.requestID))
-	reply := mcp.ErrorReply(res.Status, nullID, mcp.CodeInvalidRequest, res.Message, nil)
-	if res.Challenge != "" {
-		reply.Headers = append(reply.Headers, mcp.Header{Key: "www-authenticate", Value: res.Challenge})
-	}
-	if res.Status == 503 {
-		reply.Headers = append(reply.Headers, mcp.Header{Key: "retry-after", Value: "5"})
-	}
-	return x.answer(reply, outcomeRejected, detailsUnauthenticated)
+	return x.answer(res.Reply(), outcomeRejected, detailsUnauthenticated)
 }
 
 // protectedResource answers GET /.well-known/oauth-protected-resource{public

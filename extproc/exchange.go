@@ -150,7 +150,7 @@ type request struct {
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
-// already in wire format (wire.go). It is never sent itself.
+// already in wire format (procmsg.Wire). It is never sent itself.
 var sendPrepared = &extprocv3.ProcessingResponse{}
 
 func (s *Server) newRequest(ctx context.Context) *request {
@@ -193,22 +193,6 @@ func (x *request) next(req *extprocv3.ProcessingRequest) any {
 		return m
 	}
 	return resp
-}
-
-// handle is next with a wire-format answer decoded, for callers that look
-// at the message.
-func (x *request) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	switch m := x.next(req).(type) {
-	case *extprocv3.ProcessingResponse:
-		return m
-	case *procmsg.Wire:
-		resp, err := m.Message()
-		if err != nil {
-			panic(err) // procmsg wrote it: a bug, caught per request
-		}
-		return resp
-	}
-	return nil
 }
 
 // dispatch answers one ProcessingRequest by its kind.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -380,4 +381,20 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels map
 		}
 	}
 	return 0
+}
+
+// handle is next with a wire-format answer decoded, for callers that look
+// at the message.
+func (x *request) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	switch m := x.next(req).(type) {
+	case *extprocv3.ProcessingResponse:
+		return m
+	case *procmsg.Wire:
+		resp, err := m.Message()
+		if err != nil {
+			panic(err) // procmsg wrote it: a bug, caught per request
+		}
+		return resp
+	}
+	return nil
 }

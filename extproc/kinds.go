@@ -77,7 +77,7 @@ func (k localAnswer) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv
 	return streamedChunk(k, x, b)
 }
 
-// nativeCall is a tools/call routed to a Tool Service (callplan.go): its
+// nativeCall is a tools/call routed to a Tool Service (routedCall): its
 // reply becomes the call's result (response.go).
 type nativeCall struct{}
 

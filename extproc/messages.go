@@ -23,10 +23,7 @@ import (
 
 const contentTypeJSON = procmsg.ContentTypeJSON
 
-var (
-	removeClusterHeader      = procmsg.RemoveClusterHeader
-	responseTrailersResponse = procmsg.ResponseTrailers
-)
+var responseTrailersResponse = procmsg.ResponseTrailers
 
 func setHeader(key, value string) *corev3.HeaderValueOption { return procmsg.SetHeader(key, value) }
 func headerValue(h *corev3.HeaderValue) string              { return procmsg.HeaderValue(h) }

@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,10 +12,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -294,29 +291,5 @@ func TestStreamDeadline(t *testing.T) {
 				t.Fatalf("deadline %v after start, want %v", got.Sub(start), tc.want)
 			}
 		})
-	}
-}
-
-// TestListenerLevel: the level comes from the stream's incoming metadata;
-// none, several or an unreadable value count as an older listener.
-func TestListenerLevel(t *testing.T) {
-	for _, tc := range []struct {
-		md   metadata.MD
-		want int
-	}{
-		{nil, 0},
-		{metadata.Pairs(wire.ListenerLevelMetadata, "1"), 1},
-		{metadata.Pairs(wire.ListenerLevelMetadata, "7"), 7},
-		{metadata.Pairs(wire.ListenerLevelMetadata, "yes"), 0},
-		{metadata.Pairs(wire.ListenerLevelMetadata, "-1"), 0},
-		{metadata.Pairs(wire.ListenerLevelMetadata, "1", wire.ListenerLevelMetadata, "1"), 0},
-	} {
-		ctx := context.Background()
-		if tc.md != nil {
-			ctx = metadata.NewIncomingContext(ctx, tc.md)
-		}
-		if got := routedeadline.ListenerLevel(ctx); got != tc.want {
-			t.Errorf("metadata %v: level %d, want %d", tc.md, got, tc.want)
-		}
 	}
 }

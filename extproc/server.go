@@ -266,7 +266,7 @@ func (s *Server) Register(gs *grpc.Server) {
 // instead of the "response too large" result.
 //
 // It also installs a codec that is grpc-go's proto codec but sends the
-// answers this server prepared in wire format (wire.go) as they are; from
+// answers this server prepared in wire format (procmsg.Codec) as they are; from
 // then on the server prepares them. Without it every answer is a
 // ProcessingResponse that gRPC encodes.
 func (s *Server) GRPCServerOptions() []grpc.ServerOption {
@@ -282,12 +282,20 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(newWireCodec()),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
+		// A write buffer that holds a compressed list page (61 KB for
+		// 10,000 tools) with its frames: the answer leaves in one write
+		// instead of one per 32 KiB, grpc-go's default
+		// (docs/benchmarks.md).
+		grpc.WriteBufferSize(writeBufferSize),
 		// Streams are served by reused goroutines (more start when all are
 		// busy): a new goroutine per request grew its stack by copying on
 		// every call, deep in argument validation.
 		grpc.NumStreamWorkers(streamWorkers()),
 	}
 }
+
+// writeBufferSize is the gRPC server's write buffer per connection.
+const writeBufferSize = 128 << 10
 
 // Process implements [extprocv3.ExternalProcessorServer.Process]. It serves
 // one HTTP request and returns only when Envoy ends the stream: returning

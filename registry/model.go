@@ -89,7 +89,7 @@ type ToolService struct {
 	ListingBounds *ListingBounds `json:"listingBounds,omitempty"`
 	// ForwardHeaders are client request headers (lower case) the service
 	// receives besides DefaultForwardHeaders; every other client header is
-	// removed from a routed request (forwardheaders.go).
+	// removed from a routed request (extproc/reqheaders/forward.go).
 	ForwardHeaders []string `json:"forwardHeaders,omitempty"`
 	// Priority orders the route's services when they claim one name (a
 	// tool, a prompt, a resource URI or template): the highest priority

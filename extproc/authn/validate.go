@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/mcp"
 )
 
 // Result labels: the result label of toolmesh_auth_requests_total, a small
@@ -48,6 +49,20 @@ type Result struct {
 	Message   string
 	// Label is the metric result; "" when the route does not authenticate.
 	Label string
+}
+
+// Reply is the answer to a refused request (Status not 0): the JSON-RPC
+// error with Message, WWW-Authenticate with Challenge, and Retry-After for
+// a 503 (the keys could not be fetched).
+func (r *Result) Reply() *mcp.Reply {
+	reply := mcp.ErrorReply(r.Status, json.RawMessage("null"), mcp.CodeInvalidRequest, r.Message, nil)
+	if r.Challenge != "" {
+		reply.Headers = append(reply.Headers, mcp.Header{Key: "www-authenticate", Value: r.Challenge})
+	}
+	if r.Status == 503 {
+		reply.Headers = append(reply.Headers, mcp.Header{Key: "retry-after", Value: "5"})
+	}
+	return reply
 }
 
 // failure is why a token was refused: the RFC 6750 error code and a fixed

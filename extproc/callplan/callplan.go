@@ -52,7 +52,7 @@ type Plan struct {
 	metaTool *structpb.Value
 
 	wire *planWire // the pieces in wire format (wire.go)
-	// early is EarlyRoute(routing, nil) encoded: the request-headers reply
+	// early is earlyRoute(routing, nil) encoded: the request-headers reply
 	// that routes a call of the tool for a client that sent no
 	// x-toolmesh-* header. Shared by every such call; gRPC only reads it.
 	early *procmsg.Wire
@@ -108,7 +108,7 @@ func newPlan(route string, t *registry.Tool) *Plan {
 	p.removeAuth = append(p.remove, "authorization")
 	p.removeAuth = p.removeAuth[:len(p.removeAuth):len(p.removeAuth)]
 	p.wire = newPlanWire(p, t)
-	p.early = procmsg.WireOf(procmsg.MustMarshal(EarlyRoute(p.routing, nil)))
+	p.early = procmsg.WireOf(procmsg.MustMarshal(earlyRoute(p.routing, nil)))
 	return p
 }
 
@@ -119,14 +119,14 @@ func (p *Plan) Early() *procmsg.Wire { return p.early }
 // EarlyRoute is the request-headers reply that routes a call of the tool
 // for a client whose own x-toolmesh-* header names are owned.
 func (p *Plan) EarlyRoute(owned []string) *extprocv3.ProcessingResponse {
-	return EarlyRoute(p.routing, owned)
+	return earlyRoute(p.routing, owned)
 }
 
-// EarlyRoute is the request-headers reply that routes a call to the Tool
+// earlyRoute is the request-headers reply that routes a call to the Tool
 // Service: routing sets x-toolmesh-cluster and :path, and the client's own
 // x-toolmesh-* headers (owned, without the routing header, which is being
 // set) and its token go; the token is not the Tool Service's (ADR 0010).
-func EarlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.ProcessingResponse {
+func earlyRoute(routing []*corev3.HeaderValueOption, owned []string) *extprocv3.ProcessingResponse {
 	return procmsg.RequestHeaders(&extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{
 			SetHeaders:    routing,

@@ -72,7 +72,7 @@ func TestResultWire(t *testing.T) {
 }
 
 // TestEarlyRouteWire: the request-headers reply a plan holds encoded is the
-// one EarlyRoute builds for a request without x-toolmesh-* headers.
+// one earlyRoute builds for a request without x-toolmesh-* headers.
 func TestEarlyRouteWire(t *testing.T) {
 	tool := &registry.Tool{Service: "s", Cluster: "toolsvc_s", Path: "/t", BasePath: "/base"}
 	tool.Name = "lookup"
@@ -81,7 +81,7 @@ func TestEarlyRouteWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := EarlyRoute(p.routing, nil)
+	want := earlyRoute(p.routing, nil)
 	if !proto.Equal(got, want) {
 		t.Fatalf("encoded\n%v\nbuilt\n%v", prototext.Format(got), prototext.Format(want))
 	}

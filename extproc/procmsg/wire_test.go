@@ -95,7 +95,7 @@ func FuzzWireImmediate(f *testing.F) {
 	})
 }
 
-// TestSharedAnswersWire: the codec sends each shared answer of proto.go as
+// TestSharedAnswersWire: the codec sends each shared answer of procmsg.go as
 // its encoding made once, byte for byte what the proto codec would send,
 // without encoding it again; any other message still goes through the
 // proto codec.

@@ -1,15 +1,41 @@
 package routedeadline
 
 import (
+	"context"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 )
+
+// TestListenerLevel: the level comes from the stream's incoming metadata;
+// none, several or an unreadable value count as an older listener.
+func TestListenerLevel(t *testing.T) {
+	for _, tc := range []struct {
+		md   metadata.MD
+		want int
+	}{
+		{nil, 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "1"), 1},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "7"), 7},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "yes"), 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "-1"), 0},
+		{metadata.Pairs(wire.ListenerLevelMetadata, "1", wire.ListenerLevelMetadata, "1"), 0},
+	} {
+		ctx := context.Background()
+		if tc.md != nil {
+			ctx = metadata.NewIncomingContext(ctx, tc.md)
+		}
+		if got := ListenerLevel(ctx); got != tc.want {
+			t.Errorf("metadata %v: level %d, want %d", tc.md, got, tc.want)
+		}
+	}
+}
 
 // TestWithout: the removal is added to a copy; the reply it was given,
 // which may be shared by every request, is left as it was, and the copy
