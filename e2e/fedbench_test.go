@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -172,9 +173,19 @@ func newProxyFloor(tb testing.TB, target string) string {
 		tb.Fatal(err)
 	}
 	rp := &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			// The request body is read whole first: streamed from the
+			// client's connection, it made the proxy's transport close the
+			// upstream connection now and then while the answer was still
+			// being copied ("use of closed network connection").
+			if b, err := io.ReadAll(r.In.Body); err == nil {
+				r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			}
+		},
 		FlushInterval: -1,
 		Transport:     &http.Transport{MaxIdleConnsPerHost: 64},
+		ErrorLog:      log.New(os.Stderr, "proxy floor: ", 0),
 	}
 	srv := httptest.NewServer(rp)
 	tb.Cleanup(srv.Close)
