@@ -13,8 +13,11 @@ ARGS        ?=
 # staticcheck v0.8.x is the release line built for Go 1.26.
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.10.0
-# VULNDB is govulncheck's -db: the vulnerability database (default https://vuln.go.dev).
-VULNDB      ?= https://vuln.go.dev
+# VULNDB is govulncheck's -db. auto: https://vuln.go.dev when it answers,
+# otherwise the database built from golang.org/x/vulndb@VULNDB_VERSION, which
+# the Go module proxy serves, in bin/vulndb (scripts/vulncheck.sh).
+VULNDB      ?= auto
+VULNDB_VERSION ?= latest
 
 # The Go modules: the main module (the repository root), e2e (end-to-end
 # tests and the conformance programs, with the MCP SDKs they use) and deploy
@@ -31,7 +34,7 @@ FUZZ_TARGETS = $(shell grep -r --include='*_test.go' --exclude-dir=e2e --exclude
 
 .PHONY: help
 help: ## Show this help
-	@echo "Usage: make <target>   (variables: ARGS, GO_TEST_ARGS, TEST_TIMEOUT, FUZZTIME, VERSION, BENCH_COUNT, BENCH_TIME, SCALE, LOAD_DURATION)"
+	@echo "Usage: make <target>   (variables: ARGS, GO_TEST_ARGS, TEST_TIMEOUT, FUZZTIME, VERSION, BENCH_COUNT, BENCH_TIME, SCALE, LOAD_DURATION, VULNDB)"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
@@ -49,8 +52,8 @@ sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules i
 	@echo "wrote bin/toolmesh.cdx.json"
 
 .PHONY: vulncheck
-vulncheck: ## govulncheck (golang.org/x/vuln) on every module; fails when code calls a known-vulnerable symbol
-	@GO=$(GO) sh scripts/vulncheck.sh $(GOVULNCHECK_VERSION) $(VULNDB) $(MODULES)
+vulncheck: ## govulncheck (golang.org/x/vuln) on every module, with vuln.go.dev or its copy from the module proxy; fails when code calls a known-vulnerable symbol
+	@GO=$(GO) VULNDB_VERSION=$(VULNDB_VERSION) sh scripts/vulncheck.sh $(GOVULNCHECK_VERSION) $(VULNDB) $(MODULES)
 
 # `make test` runs scripts/test.sh: every step runs even when an earlier one
 # failed (test dependencies, gofmt, standalone, go vet, then the tests of the

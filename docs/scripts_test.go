@@ -27,11 +27,9 @@ func TestScriptsShellcheck(t *testing.T) {
 	}
 }
 
-// TestVulncheckUnreachableDatabase: when govulncheck cannot fetch the
-// vulnerability database, `make vulncheck` (scripts/vulncheck.sh) says
-// so, naming the database, and exits 2, rather than failing with only
-// govulncheck's network error. A .invalid host never resolves (RFC 2606).
-func TestVulncheckUnreachableDatabase(t *testing.T) {
+// govulncheckVersion is the Makefile's GOVULNCHECK_VERSION.
+func govulncheckVersion(t *testing.T) string {
+	t.Helper()
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,15 +38,92 @@ func TestVulncheckUnreachableDatabase(t *testing.T) {
 	if m == nil {
 		t.Fatal("no GOVULNCHECK_VERSION in the Makefile")
 	}
-	const db = "https://vulndb.invalid"
-	cmd := exec.Command("sh", "scripts/vulncheck.sh", string(m[1]), db, "internal/idletest")
+	return string(m[1])
+}
+
+// vulncheck runs scripts/vulncheck.sh with db on the module directories
+// dirs and returns its exit status and output.
+func vulncheck(t *testing.T, db string, dirs ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"scripts/vulncheck.sh", govulncheckVersion(t), db}, dirs...)...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("vulncheck.sh: %v\n%s", err, out)
 	}
-	if want := "the vulnerability database " + db + " cannot be reached or read"; !strings.Contains(string(out), want) {
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// TestVulncheckFindsCalledVulnerability: `make vulncheck` fails (exit 3,
+// govulncheck's) on a module that calls a known-vulnerable function
+// (testdata/vulncheck, github.com/golang-jwt/jwt/v4 v4.5.0's Parse,
+// GO-2024-3250), passes a module that calls
+// none, and says nothing was checked (exit 2) when its canary, that same
+// call, is not reported. The database is a one-entry copy in the layout
+// govulncheck reads from a file:// URL, as `make vulncheck` builds the
+// whole one from golang.org/x/vulndb when vuln.go.dev does not answer.
+func TestVulncheckFindsCalledVulnerability(t *testing.T) {
+	const entry = `{"schema_version":"1.3.1","id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z",
+		"aliases":["CVE-2024-51744"],"summary":"Parse returns a token with an error a caller may not check",
+		"affected":[{"package":{"name":"github.com/golang-jwt/jwt/v4","ecosystem":"Go"},
+			"ranges":[{"type":"SEMVER","events":[{"introduced":"0"},{"fixed":"4.5.1"}]}],
+			"ecosystem_specific":{"imports":[{"path":"github.com/golang-jwt/jwt/v4","symbols":["Parse","ParseWithClaims","Parser.Parse","Parser.ParseWithClaims"]}]}}],
+		"database_specific":{"url":"https://pkg.go.dev/vuln/GO-2024-3250"}}`
+	one := vulnDB(t, map[string]string{
+		"index/db.json":        `{"modified":"2024-11-04T00:00:00Z"}`,
+		"index/modules.json":   `[{"path":"github.com/golang-jwt/jwt/v4","vulns":[{"id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z","fixed":"4.5.1"}]}]`,
+		"index/vulns.json":     `[{"id":"GO-2024-3250","modified":"2024-11-04T00:00:00Z","aliases":["CVE-2024-51744"]}]`,
+		"ID/GO-2024-3250.json": entry,
+	})
+	empty := vulnDB(t, map[string]string{
+		"index/db.json": `{"modified":"2024-11-04T00:00:00Z"}`, "index/modules.json": `[]`, "index/vulns.json": `[]`,
+	})
+	for _, tc := range []struct {
+		name, db, dir string
+		code          int
+		say           string
+	}{
+		{"a called vulnerable function", one, "testdata/vulncheck", 3, "GO-2024-3250"},
+		{"no call", one, "internal/idletest", 0, "No vulnerabilities found"},
+		{"canary not reported", empty, "internal/idletest", 2, "the canary's call of GO-2024-3250 was not reported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := vulncheck(t, tc.db, tc.dir)
+			if code != tc.code || !strings.Contains(out, tc.say) {
+				t.Errorf("exit %d, want %d saying %q:\n%s", code, tc.code, tc.say, out)
+			}
+		})
+	}
+}
+
+// vulnDB writes files into a new directory and returns its file:// URL.
+func vulnDB(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "file://" + dir
+}
+
+// TestVulncheckUnreachableDatabase: when govulncheck cannot fetch the
+// vulnerability database, `make vulncheck` (scripts/vulncheck.sh) says
+// so, naming the database, and exits 2, rather than failing with only
+// govulncheck's network error. A .invalid host never resolves (RFC 2606).
+func TestVulncheckUnreachableDatabase(t *testing.T) {
+	const db = "https://vulndb.invalid"
+	code, out := vulncheck(t, db, "internal/idletest")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, out)
+	}
+	if want := "the vulnerability database " + db + " cannot be reached or read"; !strings.Contains(out, want) {
 		t.Errorf("output does not say %q:\n%s", want, out)
 	}
 }

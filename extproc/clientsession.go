@@ -236,3 +236,45 @@ func (x *request) clientSessionLost() []byte {
 	f.body = mcp.SetMember(f.body, "id", f.upID)
 	return x.reissue()
 }
+
+// followTicket is the sealed follow ticket of a legacy GET stream whose
+// client holds upstream sessions on servers that send notifications
+// outside a call (resources.subscribe or logging declared), "" for none
+// (ADR 0027). Each session goes with the headers its requests carry,
+// computed here, where the caller's credentials are known; the
+// notifications server that serves the stream (any replica) opens it. A
+// session token that does not open is answered 404, as on any request.
+func (x *request) followTicket() (string, *mcp.Reply) {
+	st, err := x.clientSession()
+	switch {
+	case errors.Is(err, errNoClientSession):
+		return "", nil
+	case err != nil:
+		return "", sessionGone(nil)
+	}
+	f := session.Follow{Route: x.routeKey}
+	for _, u := range st.Upstreams {
+		svc, man, ok := x.snap.MCPService(u.Service)
+		if !ok || (!man.Subscribe && !man.Logging) || x.s.sessions.isLost(u.Service, u.Session) {
+			continue
+		}
+		h, _, err := x.fedCredentials(svc)
+		if err != nil {
+			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "GET stream: not following a server: no credentials", slog.String("request_id", x.requestID),
+				slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
+			continue
+		}
+		// The session's own headers go from u; headerMap leaves them out.
+		f.Upstreams = append(f.Upstreams, session.FollowUpstream{Upstream: u, Headers: headerMap(h, nil)})
+	}
+	if len(f.Upstreams) == 0 {
+		return "", nil
+	}
+	tok, err := x.rt.SessionKeys.SealFollow(f)
+	if err != nil {
+		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "GET stream: not following the client's servers", slog.String("request_id", x.requestID),
+			slog.String("route", x.routeKey), slog.String("error", err.Error()))
+		return "", nil
+	}
+	return tok, nil
+}

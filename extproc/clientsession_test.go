@@ -25,17 +25,25 @@ type statefulServer struct {
 	mu       sync.Mutex
 	n        int
 	sessions map[string]*upSession
+	gets     chan string // the session of each GET stream opened
 }
 
 type upSession struct {
 	caps  string
 	level string
 	subs  []string
+	// stream takes the events of the session's GET stream while one is
+	// open (listenfollow_test.go).
+	stream chan string
 }
 
 func newStatefulServer(t *testing.T) *statefulServer {
-	ss := &statefulServer{sessions: map[string]*upSession{}}
+	ss := &statefulServer{sessions: map[string]*upSession{}, gets: make(chan string, 8)}
 	ss.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ss.serveGET(w, r)
+			return
+		}
 		b, _ := io.ReadAll(r.Body)
 		var m struct {
 			ID     json.RawMessage `json:"id"`

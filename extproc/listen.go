@@ -32,19 +32,26 @@ func (x *request) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 		return x.answer(r, "", detailsRejected)
 	}
 	x.method, x.era = methodGetStream, mcp.EraLegacy.Label()
-	return requestHeadersResponse(x.routeStream(l, owned))
+	// A client with upstream sessions of its own (clientsession.go) also
+	// hears what those servers send outside a call (ADR 0027).
+	follow, bad := x.followTicket()
+	if bad != nil {
+		return x.answer(bad, "", detailsRejected)
+	}
+	return requestHeadersResponse(x.routeStream(l, owned, follow))
 }
 
 // listen routes a subscriptions/listen request from the body reply; the
 // body passes unchanged.
 func (x *request) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
 	x.method, x.era = "subscriptions/listen", mcp.EraStateless.Label()
-	return requestBodyResponse(x.routeStream(l, nil))
+	return requestBodyResponse(x.routeStream(l, nil, ""))
 }
 
 // routeStream is the header mutation that sends a stream request to the
-// notifications cluster.
-func (x *request) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonResponse {
+// notifications cluster; follow is a legacy stream's follow ticket ("" for
+// none).
+func (x *request) routeStream(l *mcp.Listen, owned []string, follow string) *extprocv3.CommonResponse {
 	kinds := make([]string, 0, 3)
 	for _, k := range []struct {
 		on   bool
@@ -69,7 +76,13 @@ func (x *request) routeStream(l *mcp.Listen, owned []string) *extprocv3.CommonRe
 		set = append(set, setHeader(wire.CallerHeader, x.caller.Key()))
 		mine = append(mine, wire.CallerHeader)
 	}
-	remove := []string{"mcp-method", "mcp-name", "accept-encoding"}
+	if follow != "" {
+		set = append(set, setHeader(wire.FollowHeader, follow))
+		mine = append(mine, wire.FollowHeader)
+	}
+	// The client's session token stays here: what the notifications
+	// server needs of it is in the follow ticket.
+	remove := []string{"mcp-method", "mcp-name", "accept-encoding", "mcp-session-id"}
 	for _, k := range owned {
 		if !slices.Contains(mine, k) {
 			remove = append(remove, k)

@@ -4,10 +4,23 @@
 #
 #   scripts/vulncheck.sh VERSION DB MODULE_DIR...
 #
-# `make vulncheck` runs it on the three modules. When the vulnerability
-# database DB cannot be fetched (vuln.go.dev does not resolve on every
-# build machine), nothing was checked: it says so, naming DB, and exits 2,
-# so the failure is not read as a finding.
+# VERSION is govulncheck's. DB is its -db, or "auto" (`make vulncheck`'s
+# default): https://vuln.go.dev when it answers, otherwise a copy built from
+# the database's source module, golang.org/x/vulndb, which the Go module
+# proxy serves: its data/osv entries are indexed into the database layout
+# govulncheck reads (index/db.json, index/modules.json, index/vulns.json,
+# ID/<id>.json) by that module's own cmd/indexdb, in VULNDB_DIR/<version>
+# (default bin/vulndb), kept for the next run. VULNDB_VERSION (default
+# latest) picks the module version.
+#
+# First the canary: testdata/vulncheck calls a function that is known to be
+# vulnerable (GO-2024-3250). When the check does not report it, or the
+# database cannot be fetched or read (vuln.go.dev does not resolve on every
+# build machine), nothing was checked: it says so, naming the database, and
+# exits 2, so the failure is not read as a finding or as a pass.
+#
+# Exit status: 0 no module calls a vulnerable symbol; 3 (govulncheck's) one
+# does; 2 nothing was checked; anything else, govulncheck or go failed.
 set -u
 
 if [ $# -lt 3 ]; then
@@ -18,21 +31,90 @@ version=$1
 db=$2
 shift 2
 go=${GO:-go}
+root=$(cd "$(dirname "$0")/.." && pwd)
+canary=$root/testdata/vulncheck
+canary_id=GO-2024-3250
 
+# govulncheck is installed, not run with `go run`, whose status would be 1
+# for any failure: 3 is how govulncheck says it found a called symbol.
+bin=$root/bin/govulncheck/$version
+if ! GOBIN=$bin "$go" install "golang.org/x/vuln/cmd/govulncheck@$version"; then
+	echo "vulncheck: govulncheck@$version cannot be installed" >&2
+	exit 1
+fi
+
+# govulncheck DIR: govulncheck on every package of the module in DIR; its
+# output in $out, its status in $rc.
+govulncheck() {
+	out=$(cd "$1" && "$bin/govulncheck" -db "$db" ./... 2>&1)
+	rc=$?
+}
+
+# unreadable: govulncheck's own words when the database cannot be fetched
+# ("fetching vulnerabilities: ... no such host") or read at all
+# ("creating client: ...").
+unreadable() {
+	[ "$rc" -ne 0 ] && printf '%s' "$out" | grep -qE '^govulncheck: (fetching vulnerabilities|creating client)|^creating client:'
+}
+
+nothing_checked() {
+	echo "vulncheck: $1, so nothing was checked." >&2
+	echo "vulncheck: run it where the database $db resolves, or set VULNDB to a reachable copy (make vulncheck VULNDB=file:///path/to/vulndb)." >&2
+	exit 2
+}
+
+# proxydb: builds (or finds) the database from golang.org/x/vulndb and sets
+# db to it.
+proxydb() {
+	dir=${VULNDB_DIR:-$root/bin/vulndb}
+	mod=$("$go" mod download -json "golang.org/x/vulndb@${VULNDB_VERSION:-latest}") || return 1
+	v=$(printf '%s\n' "$mod" | sed -n 's/^[[:space:]]*"Version": "\(.*\)",$/\1/p')
+	src=$(printf '%s\n' "$mod" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[ -n "$v" ] && [ -d "$src/data/osv" ] || return 1
+	if [ ! -f "$dir/$v/index/modules.json" ]; then
+		echo "vulncheck: indexing golang.org/x/vulndb@$v ($(find "$src/data/osv" -name '*.json' | wc -l) entries) into $dir/$v"
+		rm -rf "$dir/$v.tmp" && mkdir -p "$dir" &&
+			"$go" run "golang.org/x/vulndb/cmd/indexdb@$v" -vulns "$src/data/osv" -out "$dir/$v.tmp" &&
+			mv "$dir/$v.tmp" "$dir/$v" || return 1
+	fi
+	db=file://$dir/$v
+}
+
+if [ "$db" = auto ]; then
+	db=https://vuln.go.dev
+	echo "govulncheck: canary $canary, database $db"
+	govulncheck "$canary"
+	if unreadable; then
+		echo "vulncheck: $db cannot be reached; using golang.org/x/vulndb from the Go module proxy"
+		proxydb || nothing_checked "the vulnerability database cannot be fetched from $db or built from golang.org/x/vulndb"
+		echo "govulncheck: canary $canary, database $db"
+		govulncheck "$canary"
+	fi
+else
+	echo "govulncheck: canary $canary, database $db"
+	govulncheck "$canary"
+fi
+if unreadable; then
+	printf '%s\n' "$out"
+	nothing_checked "the vulnerability database $db cannot be reached or read"
+fi
+if [ "$rc" -ne 3 ] || ! printf '%s' "$out" | grep -q "$canary_id"; then
+	printf '%s\n' "$out"
+	nothing_checked "the canary's call of $canary_id was not reported (govulncheck exit $rc) with the database $db"
+fi
+echo "govulncheck: the canary's $canary_id is reported"
+
+# Every module is checked; the status is the first module's that failed.
+status=0
 for m in "$@"; do
 	echo "govulncheck: $m"
-	out=$(cd "$m" && "$go" run "golang.org/x/vuln/cmd/govulncheck@$version" -db "$db" ./... 2>&1)
-	rc=$?
+	govulncheck "$m"
 	printf '%s\n' "$out"
-	# govulncheck's own words when the database cannot be fetched
-	# ("fetching vulnerabilities: ... no such host") or read at all
-	# ("creating client: ...").
-	if [ "$rc" -ne 0 ] && printf '%s' "$out" | grep -qE '^govulncheck: (fetching vulnerabilities|creating client)|^creating client:'; then
-		echo "vulncheck: the vulnerability database $db cannot be reached or read from this machine, so nothing was checked." >&2
-		echo "vulncheck: run it where $db resolves, or set VULNDB to a reachable copy (make vulncheck VULNDB=file:///path/to/vulndb)." >&2
-		exit 2
+	if unreadable; then
+		nothing_checked "the vulnerability database $db cannot be reached or read"
 	fi
-	if [ "$rc" -ne 0 ]; then
-		exit "$rc"
+	if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+		status=$rc
 	fi
 done
+exit "$status"

@@ -66,6 +66,10 @@ type Options struct {
 	Logger              *slog.Logger
 	// Registerer takes the metrics; nil keeps them unexported.
 	Registerer prometheus.Registerer
+	// Upstreams, when set, lets a legacy GET stream carry what the
+	// client's own upstream sessions' servers send outside a call
+	// (follow.go); nil: list_changed only.
+	Upstreams *Upstreams
 }
 
 // Server is the notifications HTTP handler. Run must be running for
@@ -75,6 +79,7 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	m    *metrics
+	fol  *followers // nil: legacy clients' upstream sessions are not followed
 
 	// routes is the per-route change state, replaced whole by scan; a
 	// listener compares its route's generations with the ones it saw.
@@ -115,7 +120,7 @@ func New(src Source, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
-	s := &Server{src: src, opts: opts, log: opts.Logger, m: m,
+	s := &Server{src: src, opts: opts, log: opts.Logger, m: m, fol: newFollowers(opts.Upstreams),
 		perClient: make(map[string]int), drain: make(chan struct{})}
 	empty := map[string]*routeState{}
 	s.routes.Store(&empty)
@@ -239,6 +244,12 @@ type stream struct {
 	w                         http.ResponseWriter
 	rc                        *http.ResponseController
 	buf                       []byte
+	// up carries the followed servers' notifications (follow.go); upGone
+	// is closed when one of their streams ended for good. Both nil when
+	// nothing is followed.
+	up        chan upMsg
+	upGone    chan struct{}
+	followers sync.WaitGroup
 }
 
 // ServeHTTP serves one stream on wire.NotificationsPath.
@@ -290,7 +301,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g := s.m.listeners.WithLabelValues(era)
 	g.Inc()
 	defer g.Dec()
-	s.serve(r.Context(), st, rs)
+	ctx := r.Context()
+	if t := followTicket(r); t != "" && st.id == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer s.unfollow(st, cancel)
+		s.follow(ctx, st, t)
+	}
+	s.serve(ctx, st, rs)
 }
 
 // admit counts a new stream of client, or says why it is refused.
@@ -373,6 +391,14 @@ func (s *Server) serve(ctx context.Context, st *stream, seen *routeState) {
 				return
 			}
 		case <-changed:
+		case m := <-st.up:
+			s.fol.took(m)
+			if !st.send(m.msg) {
+				return
+			}
+			s.m.sent.WithLabelValues(m.kind).Inc()
+		case <-st.upGone:
+			return // the client opens its stream again, with a new ticket
 		}
 	}
 }

@@ -91,6 +91,7 @@ func (s *State) Upstream(service string) (Upstream, bool) {
 type Keys struct {
 	signer string
 	aeads  map[string]cipher.AEAD
+	follow map[string]cipher.AEAD // follow tickets' (follow.go)
 	now    func() time.Time
 	// Generated is true for a key made at start: valid on this replica only.
 	Generated bool
@@ -113,7 +114,11 @@ func New(field string, keys []Key, now func() time.Time) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Keys{signer: keys[0].ID, aeads: aeads, now: now}
+	follow, err := hmactoken.AEADs(hk, followInfo)
+	if err != nil {
+		return nil, err
+	}
+	out := &Keys{signer: keys[0].ID, aeads: aeads, follow: follow, now: now}
 	return out, nil
 }
 
@@ -152,28 +157,33 @@ func (k *Keys) Mint(s State) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	a := k.aeads[k.signer]
-	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(p)+a.Overhead())
-	_, _ = rand.Read(nonce)
-	head := Prefix + k.signer + "."
-	tok := head + b64.EncodeToString(a.Seal(nonce, nonce, p, []byte(head)))
+	tok := k.seal(k.aeads, Prefix, p)
 	if len(tok) > MaxTokenBytes {
 		return "", ErrTooLarge
 	}
 	return tok, nil
 }
 
-// Open authenticates and decrypts tok and checks it against the route and
-// caller of the request it came with.
-func (k *Keys) Open(tok, route, caller string) (*State, error) {
-	if len(tok) > MaxTokenBytes || !Is(tok) {
+// seal is prefix, the signer's id, "." and the AES-256-GCM sealing of p
+// under the signer's key of aeads, with the head as additional data.
+func (k *Keys) seal(aeads map[string]cipher.AEAD, prefix string, p []byte) string {
+	a := aeads[k.signer]
+	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(p)+a.Overhead())
+	_, _ = rand.Read(nonce)
+	head := prefix + k.signer + "."
+	return head + b64.EncodeToString(a.Seal(nonce, nonce, p, []byte(head)))
+}
+
+// unseal opens what seal sealed under one of aeads.
+func unseal(aeads map[string]cipher.AEAD, prefix, tok string, maxBytes int) ([]byte, error) {
+	if len(tok) > maxBytes || !strings.HasPrefix(tok, prefix) {
 		return nil, ErrMalformed
 	}
-	kid, sealed, ok := strings.Cut(tok[len(Prefix):], ".")
+	kid, sealed, ok := strings.Cut(tok[len(prefix):], ".")
 	if !ok {
 		return nil, ErrMalformed
 	}
-	a, ok := k.aeads[kid]
+	a, ok := aeads[kid]
 	if !ok {
 		return nil, ErrUnknownKey
 	}
@@ -181,16 +191,34 @@ func (k *Keys) Open(tok, route, caller string) (*State, error) {
 	if err != nil || len(raw) < a.NonceSize()+a.Overhead() {
 		return nil, ErrMalformed
 	}
-	head := Prefix + kid + "."
+	head := prefix + kid + "."
 	p, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(head))
 	if err != nil {
 		return nil, ErrSealed
 	}
+	return p, nil
+}
+
+// open unseals tok into v, strictly (an unknown field is malformed).
+func (k *Keys) open(aeads map[string]cipher.AEAD, prefix, tok string, maxBytes int, v any) error {
+	p, err := unseal(aeads, prefix, tok, maxBytes)
+	if err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(p))
 	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// Open authenticates and decrypts tok and checks it against the route and
+// caller of the request it came with.
+func (k *Keys) Open(tok, route, caller string) (*State, error) {
 	var s State
-	if err := dec.Decode(&s); err != nil || dec.More() {
-		return nil, ErrMalformed
+	if err := k.open(k.aeads, Prefix, tok, MaxTokenBytes, &s); err != nil {
+		return nil, err
 	}
 	switch {
 	case !k.now().Before(time.Unix(s.Expires, 0)):

@@ -63,6 +63,7 @@ func (a *app) startExtProc(ln net.Listener, metrics prometheus.Registerer, errc 
 		return fmt.Errorf("extproc server: %w", err)
 	}
 	a.extprocServer = srv
+	a.extprocRef.Store(srv) // for the notifications server's handlers
 	creds, err := a.controlGRPCOptions("extproc")
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
@@ -113,6 +114,10 @@ type app struct {
 	stopDataPlane func()
 	stopGRPC      []func(context.Context)
 	shutdownOnce  sync.Once
+
+	// extprocRef is extprocServer for other servers' handlers, which run
+	// before it is set (the notifications server starts first).
+	extprocRef atomic.Pointer[extproc.Server]
 }
 
 // listeners are the sockets of one process, bound before anything serves so
@@ -457,6 +462,7 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 		MaxStreamsPerClient: a.cfg.NotificationsMaxStreamsPerClient,
 		Logger:              log,
 		Registerer:          metrics,
+		Upstreams:           a.followUpstreams(),
 	})
 	if err != nil {
 		return fmt.Errorf("notifications server: %w", err)
@@ -474,6 +480,26 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 	}
 	go serveHTTP(a.notifyHTTP, ln, "notifications", errc)
 	return nil
+}
+
+// followUpstreams lets legacy GET streams follow their clients' upstream
+// sessions (ADR 0027) with the lister's MCP client and the session keys of
+// the extproc server's current runtime (nil before it started).
+func (a *app) followUpstreams() *notify.Upstreams {
+	l, ok := a.lister.(*fetch.HTTPLister)
+	if !ok {
+		return nil
+	}
+	return &notify.Upstreams{
+		Client: l.Client(),
+		Keys: func() *session.Keys {
+			if s := a.extprocRef.Load(); s != nil {
+				return s.Runtime().SessionKeys
+			}
+			return nil
+		},
+		Relist: func(ctx context.Context, route string) error { return a.reg.RefreshRoutes(ctx, route) },
+	}
 }
 
 // notificationsEndpoint is where Envoy reaches the notifications servers:

@@ -95,6 +95,11 @@ const (
 	// (identity.Caller.Key: issuer, subject and mesh identity); the
 	// notifications server bounds streams per caller.
 	CallerHeader = "x-toolmesh-caller"
+	// FollowHeader is the sealed follow ticket of a legacy GET stream whose
+	// client has upstream sessions of its own (extproc/session, ADR 0027):
+	// the notifications server follows them and passes their server
+	// notifications on.
+	FollowHeader = "x-toolmesh-follow"
 )
 
 // ClusterName is the Envoy cluster name of a Tool Service.
