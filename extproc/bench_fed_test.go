@@ -37,7 +37,7 @@ import (
 //     unchanged, with the deadline (duplexChunk).
 //   - era=2025-11-25: a legacy client of a legacy server on the gateway's
 //     shared session: the id is remapped and the events rewritten
-//     (sseTranslator), with the deadline.
+//     (eventstream.Translator), with the deadline.
 //
 // p50-ns and baseline-p50-ns are the medians of one request (stream
 // opening included), x-baseline their ratio, added-p50-ns their

@@ -82,13 +82,13 @@ func (echoServer) Process(stream extprocv3.ExternalProcessor_ProcessServer) erro
 		var resp *extprocv3.ProcessingResponse
 		switch req.GetRequest().(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
-			resp = requestHeadersResponse(cr)
+			resp = procmsg.RequestHeaders(cr)
 		case *extprocv3.ProcessingRequest_RequestBody:
-			resp = requestBodyResponse(cr)
+			resp = procmsg.RequestBody(cr)
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
-			resp = responseHeadersResponse(cr)
+			resp = procmsg.ResponseHeaders(cr)
 		default:
-			resp = responseBodyResponse(cr)
+			resp = procmsg.ResponseBody(cr)
 		}
 		if err := stream.Send(resp); err != nil {
 			return nil
@@ -297,7 +297,7 @@ type floorServer struct {
 }
 
 func (f floorServer) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
-	headers := requestHeadersResponse(&extprocv3.CommonResponse{})
+	headers := procmsg.RequestHeaders(&extprocv3.CommonResponse{})
 	for {
 		req, err := stream.Recv()
 		if err != nil {

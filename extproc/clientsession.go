@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -39,7 +40,7 @@ func (x *request) clientSessionInit(body []byte, r *mcp.Reply) {
 	params := mcp.Member(body, "params")
 	version := string(mcp.Member(mcp.Member(r.Body, "result"), "protocolVersion"))
 	version, _ = strconv.Unquote(version)
-	caps := capsFrom(mcp.Member(params, "capabilities"))
+	caps := session.CapsFrom(mcp.Member(params, "capabilities"))
 	var stateful []registry.ToolService
 	legacy := false
 	for _, svc := range x.snap.ToolServices() {
@@ -69,7 +70,7 @@ func (x *request) clientSessionInit(body []byte, r *mcp.Reply) {
 // openClientSessions opens one upstream session per server, concurrently,
 // declaring the client's capabilities. A server that does not open one is
 // left out: the client's requests to it then go the shared way.
-func (x *request) openClientSessions(svcs []registry.ToolService, caps clientCaps) []session.Upstream {
+func (x *request) openClientSessions(svcs []registry.ToolService, caps session.Caps) []session.Upstream {
 	out := make([]session.Upstream, len(svcs))
 	var wg sync.WaitGroup
 	for i, svc := range svcs {
@@ -140,7 +141,7 @@ func sessionGone(id []byte) *mcp.Reply {
 // request: its own upstream session on svc when the token has one
 // (perClient), else the capabilities it declared. bad is the answer to a
 // token that does not open.
-func (x *request) clientUpstream(svc registry.ToolService, version string, id []byte) (u session.Upstream, caps clientCaps, perClient bool, bad *mcp.Reply) {
+func (x *request) clientUpstream(svc registry.ToolService, version string, id []byte) (u session.Upstream, caps session.Caps, perClient bool, bad *mcp.Reply) {
 	st, err := x.clientSession()
 	switch {
 	case errors.Is(err, errNoClientSession):
@@ -149,9 +150,9 @@ func (x *request) clientUpstream(svc registry.ToolService, version string, id []
 		return u, 0, false, sessionGone(id)
 	}
 	if u, ok := st.Upstream(svc.Name); ok && u.Version == version && !x.s.sessions.isLost(svc.Name, u.Session) {
-		return u, clientCaps(st.Caps), true, nil
+		return u, session.Caps(st.Caps), true, nil
 	}
-	return u, clientCaps(st.Caps), false, nil
+	return u, session.Caps(st.Caps), false, nil
 }
 
 // forwardClientState answers logging/setLevel and resources/(un)subscribe
@@ -216,7 +217,7 @@ func (x *request) exchangeOn(svc registry.ToolService, u session.Upstream, f *mc
 		return mcp.ErrorReply(200, f.ID, mcp.CodeInternalError, "the MCP server "+svc.Name+" did not answer "+f.Method, nil)
 	}
 	if mcp.Member(msg, "error") != nil {
-		return &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "content-type", Value: contentTypeJSON}}, Body: msg}
+		return &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "content-type", Value: procmsg.ContentTypeJSON}}, Body: msg}
 	}
 	return nil
 }

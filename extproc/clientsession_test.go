@@ -256,7 +256,7 @@ func TestClientSessionsOnlyWhenNeeded(t *testing.T) {
 	r := ask(t, env, "/mcp/plain", initBody)
 	tok := immediateHeader(r, "mcp-session-id")
 	st, err := env.srv.Runtime().SessionKeys.Open(tok, "plain", "")
-	if err != nil || clientCaps(st.Caps) != capElicitForm || len(st.Upstreams) != 0 {
+	if err != nil || session.Caps(st.Caps) != session.CapElicitForm || len(st.Upstreams) != 0 {
 		t.Fatalf("session %+v (%v): want the capabilities only", st, err)
 	}
 	if caps := string(mcp.Member(mcp.Member(r.GetImmediateResponse().GetBody(), "result"), "capabilities")); strings.Contains(caps, "logging") {

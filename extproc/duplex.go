@@ -7,6 +7,8 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/eventstream"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -33,12 +35,12 @@ import (
 // duplexStream is the state of one such stream.
 type duplexStream struct {
 	deadline time.Time
-	buf      eventSplitter // the start of an event whose end has not arrived
-	total    int64         // body bytes so far, bounded by MaxResponseBytes
-	chunks   int           // response_body messages received
-	seen     bool          // the server's response to the request passed
-	expired  bool          // the deadline passed before any chunk could be answered
-	ended    bool          // end_of_stream was sent
+	buf      eventstream.Splitter // the start of an event whose end has not arrived
+	total    int64                // body bytes so far, bounded by MaxResponseBytes
+	chunks   int                  // response_body messages received
+	seen     bool                 // the server's response to the request passed
+	expired  bool                 // the deadline passed before any chunk could be answered
+	ended    bool                 // end_of_stream was sent
 }
 
 // duplexOverride switches the response body to FULL_DUPLEX_STREAMED. As
@@ -55,7 +57,7 @@ func duplexOverride() *extprocfilterv3.ProcessingMode {
 }
 
 func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
-	return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+	return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
 		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
 			Body: body, EndOfStream: eos}}}})
 }
@@ -75,7 +77,7 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		// A stream the gateway rewrites (duplexresp.go): its complete
 		// events are translated as they come (fedStreamMessage notes the
 		// response to the request), an incomplete one waits in t.
-		out, err := t.feed(b.GetBody(), b.GetEndOfStream())
+		out, err := t.Feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil {
 			if x.fed.answered { // past the response, the rest is only dropped
 				d.ended = true
@@ -99,11 +101,11 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return streamedResponse(b.GetBody(), b.GetEndOfStream())
 	}
 	lim := x.s.cfg.MaxResponseBytes
-	d.buf.max = int(lim)
-	d.buf.write(b.GetBody())
+	d.buf.Max = int(lim)
+	d.buf.Write(b.GetBody())
 	var out []byte
 	for {
-		ev, _ := d.buf.next()
+		ev, _ := d.buf.Next()
 		if ev == nil {
 			break
 		}
@@ -113,25 +115,25 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			if d.total > lim {
 				// The response is in, the rest of the chunk is past the
 				// bound: dropped, and the stream ends.
-				d.buf.rest()
+				d.buf.Rest()
 				d.ended = true
 				return streamedResponse(out, true)
 			}
-			out = append(out, d.buf.rest()...)
+			out = append(out, d.buf.Rest()...)
 			break
 		}
 	}
 	if !d.seen && d.total > lim {
-		d.buf.rest()
-		return streamedResponse(append(out, x.fedStreamFailure(errStreamTooLarge)...), true)
+		d.buf.Rest()
+		return streamedResponse(append(out, x.fedStreamFailure(eventstream.ErrStreamTooLarge)...), true)
 	}
 	if b.GetEndOfStream() {
-		out = append(out, d.buf.rest()...)
+		out = append(out, d.buf.Rest()...)
 		return streamedResponse(out, true)
 	}
-	if d.buf.over() {
-		d.buf.rest()
-		return streamedResponse(append(out, x.fedStreamFailure(errEventTooLarge)...), true)
+	if d.buf.Over() {
+		d.buf.Rest()
+		return streamedResponse(append(out, x.fedStreamFailure(eventstream.ErrEventTooLarge)...), true)
 	}
 	if d.expired && !d.seen {
 		return x.duplexEnd(out)
@@ -143,13 +145,13 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 // request (the client's id: these streams are not remapped).
 func (x *request) isFinalEvent(ev []byte) bool {
 	found := false
-	t := &sseTranslator{fn: func(data []byte) []byte {
+	t := &eventstream.Translator{Fn: func(data []byte) []byte {
 		if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(x.fed.id) {
 			found = true
 		}
 		return data
 	}}
-	t.event(bytes.TrimRight(ev, "\r\n"))
+	t.Event(bytes.TrimRight(ev, "\r\n"))
 	return found
 }
 
@@ -173,7 +175,7 @@ func (x *request) duplexDeadline() *extprocv3.ProcessingResponse {
 // isError "timeout" result. An event still incomplete is dropped.
 func (x *request) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
 	d := x.fed.duplex
-	d.buf.rest()
+	d.buf.Rest()
 	d.ended, d.seen = true, true
 	x.callOutcome = callTimeout
 	res := x.filtered(x.s.proto.CallResult(x.call, mcp.Upstream{Failure: mcp.FailureTimeout}))

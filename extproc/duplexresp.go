@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -213,7 +214,7 @@ func (x *request) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extpr
 		body = body[maxStreamedBody:]
 	}
 	x.queued = append(x.queued, streamedResponse(body, true))
-	return x.withoutRouteTimeout(responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)}))
+	return x.withoutRouteTimeout(procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)}))
 }
 
 // duplexTrailers answers response trailers. They mark the end of the body
@@ -224,13 +225,13 @@ func (x *request) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extpr
 // local data plane never sends them.
 func (x *request) duplexTrailers() *extprocv3.ProcessingResponse {
 	if x.dx == nil || x.dx.done {
-		return responseTrailersResponse
+		return procmsg.ResponseTrailers
 	}
 	end := x.duplexBody(&extprocv3.HttpBody{EndOfStream: true})
 	if end == nil {
-		return responseTrailersResponse
+		return procmsg.ResponseTrailers
 	}
-	x.queued = append(x.queued, responseTrailersResponse)
+	x.queued = append(x.queued, procmsg.ResponseTrailers)
 	return end
 }
 

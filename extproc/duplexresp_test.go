@@ -12,6 +12,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -248,7 +250,7 @@ func TestDuplexStreamDeadlineTranslated(t *testing.T) {
 			}
 			front, env := mixedStack(t, srv.URL, nat.URL, tt.requestTimeout, cfg)
 			got := readStream(clientCall(t, front, tt.era, "slow", `{"mode":"hang"}`))
-			if got.status != 200 || !isEventStream(got.contentType) {
+			if got.status != 200 || !reqheaders.IsEventStream(got.contentType) {
 				t.Fatalf("status %d, content type %q", got.status, got.contentType)
 			}
 			select {
@@ -380,7 +382,7 @@ func TestDuplexResponsesUnchanged(t *testing.T) {
 		if !strings.Contains(with[i].body, c.want) {
 			t.Errorf("%s: %q lacks %q", c.name, with[i].body, c.want)
 		}
-		if n := strings.Count(with[i].body, "data: "); !c.json && (n != 2 || !isEventStream(with[i].contentType)) {
+		if n := strings.Count(with[i].body, "data: "); !c.json && (n != 2 || !reqheaders.IsEventStream(with[i].contentType)) {
 			t.Errorf("%s: %d events (%q), want the progress event and the result", c.name, n, with[i].body)
 		}
 	}
@@ -426,7 +428,7 @@ func TestDuplexBufferedAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	hm := r.GetResponseHeaders().GetResponse().GetHeaderMutation()
-	if h := setOf(t, hm); r.GetResponseHeaders() == nil || h[":status"] != "200" || h["content-type"] != contentTypeJSON || h["content-length"] != "" {
+	if h := setOf(t, hm); r.GetResponseHeaders() == nil || h[":status"] != "200" || h["content-type"] != procmsg.ContentTypeJSON || h["content-length"] != "" {
 		t.Fatalf("first message %v: want the held headers reply", r)
 	}
 	var got strings.Builder

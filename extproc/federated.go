@@ -15,6 +15,12 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/eventstream"
+	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -66,12 +72,12 @@ type fedCall struct {
 	// callerHeaders are the forwarded claims in headers: they describe one
 	// caller, so the shared session's handshake does not send them.
 	callerHeaders []string
-	session       string     // the gateway's Mcp-Session-Id sent, "" for none
-	perClient     bool       // session is the client's own (clientsession.go), not the gateway's
-	answered      bool       // the response to the request went to the client (streams)
-	caps          clientCaps // the client capabilities its session declares
-	status        int        // the client's HTTP status when not 200
-	sse           *sseTranslator
+	session       string       // the gateway's Mcp-Session-Id sent, "" for none
+	perClient     bool         // session is the client's own (clientsession.go), not the gateway's
+	answered      bool         // the response to the request went to the client (streams)
+	caps          session.Caps // the client capabilities its session declares
+	status        int          // the client's HTTP status when not 200
+	sse           *eventstream.Translator
 	duplex        *duplexStream // a stream this server may end (duplex.go)
 }
 
@@ -114,7 +120,7 @@ type fedTarget struct {
 
 // forwardItem routes resources/read, prompts/get and completion/complete.
 func (x *request) forwardItem(f *mcp.Forward, body []byte) *extprocv3.ProcessingResponse {
-	x.method, x.era = methodLabel(f.Method), f.Era.Label()
+	x.method, x.era = metrics.MethodLabel(f.Method), f.Era.Label()
 	switch f.Method {
 	case "logging/setLevel", "resources/subscribe", "resources/unsubscribe":
 		return x.answer(x.forwardClientState(f, body), "", "") // clientsession.go
@@ -192,7 +198,7 @@ func (x *request) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byt
 	if !tgt.rename {
 		tgt.namePath = nil
 	}
-	return x.routeFederated(tgt, call.ID, call.Era, body, call, callMetadata(call, t))
+	return x.routeFederated(tgt, call.ID, call.Era, body, call, callplan.Metadata(call, t))
 }
 
 // upstreamCallBody is a tools/call request for the server, built anew.
@@ -269,11 +275,11 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 			}
 			if perClient {
 				// The client's own session: its ids are its own too.
-				f.session, f.perClient, f.caps = own.Session, true, caps|capsOf(body)
+				f.session, f.perClient, f.caps = own.Session, true, caps|session.CapsOf(body)
 				f.headers.Set(mcp.HeaderSessionID, own.Session)
 				return x.sendFederated(f, svc, auth, call, up, meta)
 			}
-			key.caps = caps | capsOf(body) // what the client says it answers (relay.go)
+			key.caps = caps | session.CapsOf(body) // what the client says it answers (relay.go)
 		}
 		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
@@ -330,7 +336,7 @@ func (x *request) toMCPServer(svc registry.ToolService, h http.Header, auth map[
 	hs := newHeaderSets(7+len(h), len(trace))
 	hs.add(wire.ClusterHeader, wire.ClusterName(svc.Name))
 	hs.add(":path", basePath)
-	hs.add("content-type", contentTypeJSON)
+	hs.add("content-type", procmsg.ContentTypeJSON)
 	hs.add("content-length", strconv.Itoa(len(up)))
 	hs.add("accept", "application/json, text/event-stream")
 	hs.add(wire.RouteHeader, x.routeKey)
@@ -357,7 +363,7 @@ func (x *request) toMCPServer(svc registry.ToolService, h http.Header, auth map[
 		Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
 			Response: &extprocv3.CommonResponse{
 				HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
-				BodyMutation:    replaceBody(up),
+				BodyMutation:    procmsg.ReplaceBody(up),
 				ClearRouteCache: true, // honoured because a header mutation comes with it
 			},
 		}},
@@ -385,7 +391,7 @@ func newHeaderSets(n, extra int) *headerSets {
 // add sets key to value, as setHeader does.
 func (s *headerSets) add(key, value string) {
 	if s.used == len(s.opts) {
-		s.set = append(s.set, setHeader(key, value))
+		s.set = append(s.set, procmsg.SetHeader(key, value))
 		return
 	}
 	start := len(s.raw)
@@ -401,7 +407,7 @@ func (s *headerSets) add(key, value string) {
 func firstHeader(hm *corev3.HeaderMap, key string) string {
 	for _, h := range hm.GetHeaders() {
 		if strings.EqualFold(h.GetKey(), key) {
-			return headerValue(h)
+			return procmsg.HeaderValue(h)
 		}
 	}
 	return ""
@@ -483,10 +489,10 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 	f := x.fed
 	if x.upStatus == http.StatusUnauthorized {
 		if out, ok := x.fedUnauthorized(h); ok { // upstream401.go
-			return responseHeadersResponse(&extprocv3.CommonResponse{
+			return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 				Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 				HeaderMutation: fedHeaders(nil),
-				BodyMutation:   replaceBody(out),
+				BodyMutation:   procmsg.ReplaceBody(out),
 			})
 		}
 	}
@@ -495,33 +501,33 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 		// open a new one and send the call again from here. A 400 that
 		// says so (upstream.SessionLost) is known only from its body, in
 		// fedResponseBody.
-		return responseHeadersResponse(&extprocv3.CommonResponse{
+		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   replaceBody(x.sessionLost()),
+			BodyMutation:   procmsg.ReplaceBody(x.sessionLost()),
 		})
 	}
 	if h.GetEndOfStream() {
-		return responseHeadersResponse(&extprocv3.CommonResponse{
+		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   replaceBody(x.fedResult(nil)),
+			BodyMutation:   procmsg.ReplaceBody(x.fedResult(nil)),
 		})
 	}
-	if x.upStatus >= 200 && x.upStatus <= 299 && isEventStream(x.upContentType) && acceptsEventStream(x.req.Accept) {
+	if x.upStatus >= 200 && x.upStatus <= 299 && reqheaders.IsEventStream(x.upContentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
 		x.resultSent, x.streaming = true, true
 		if f.method == "tools/call" {
 			x.callOutcome = callOK
 		}
-		resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-			SetHeaders:    []*corev3.HeaderValueOption{setHeader(":status", "200")},
+		resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+			SetHeaders:    []*corev3.HeaderValueOption{procmsg.SetHeader(":status", "200")},
 			RemoveHeaders: []string{"content-length", "mcp-session-id"},
 		}})
 		// Events go through this server chunk by chunk (STREAMED), to be
 		// translated or filtered, or only split and bounded: no stream of
 		// a server the gateway does not trust passes without its bounds
 		// (each event and the whole stream at most MaxResponseBytes).
-		resp.ModeOverride = streamOverride()
+		resp.ModeOverride = procmsg.StreamOverride()
 		at := x.streamDeadline() // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
 		filter := f.method == "tools/call" && x.filtersResults()
@@ -546,7 +552,7 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 		}
 		return resp
 	}
-	return responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{"mcp-session-id"},
 	}})
 }
@@ -560,13 +566,13 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 			return x.duplexChunk(b)
 		}
 		if f.sse == nil {
-			return responseBodyResponse(&extprocv3.CommonResponse{})
+			return procmsg.ResponseBody(&extprocv3.CommonResponse{})
 		}
-		out, err := f.sse.feed(b.GetBody(), b.GetEndOfStream())
+		out, err := f.sse.Feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil && !f.answered { // past the response, the rest is only dropped
 			out = append(out, x.fedStreamFailure(err)...)
 		}
-		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
+		return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
 	}
 	body := b.GetBody()
 	var out []byte
@@ -577,11 +583,11 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 	} else {
 		out = x.fedResult(body)
 	}
-	h := fedHeaders(setHeader("content-length", strconv.Itoa(len(out))))
+	h := fedHeaders(procmsg.SetHeader("content-length", strconv.Itoa(len(out))))
 	if f.status != 0 {
 		h = withStatus(h, f.status)
 	}
-	return responseBodyResponse(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: replaceBody(out)})
+	return procmsg.ResponseBody(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: procmsg.ReplaceBody(out)})
 }
 
 // fedResult is the client's response body for a buffered answer: the
@@ -591,8 +597,8 @@ func (x *request) fedResult(body []byte) []byte {
 	f := x.fed
 	x.resultSent = true
 	var msg *mcp.ClientResponse
-	if isEventStream(x.upContentType) {
-		msg = finalEvent(body, f.upID)
+	if reqheaders.IsEventStream(x.upContentType) {
+		msg = eventstream.FinalEvent(body, f.upID)
 	} else if m, err := mcp.DecodeClientResponse(body); err == nil && m.IsResponseTo(f.upID) {
 		msg = m
 	}
@@ -687,9 +693,9 @@ func (x *request) fedStreamFailure(err error) []byte {
 
 // newSSETranslator is the translator of a federated stream: each event and
 // the whole stream bounded by MaxResponseBytes.
-func (x *request) newSSETranslator() *sseTranslator {
+func (x *request) newSSETranslator() *eventstream.Translator {
 	lim := x.s.cfg.MaxResponseBytes
-	return &sseTranslator{fn: x.fedStreamMessage, split: eventSplitter{max: int(lim)}, maxTotal: lim}
+	return eventstream.New(x.fedStreamMessage, int(lim), lim)
 }
 
 // excerpt is the start of a server's answer quoted in an error.
@@ -759,7 +765,7 @@ func (x *request) reissue() []byte {
 func withStatus(h *extprocv3.HeaderMutation, status int) *extprocv3.HeaderMutation {
 	for i, sh := range h.SetHeaders {
 		if sh.GetHeader().GetKey() == ":status" {
-			h.SetHeaders[i] = setHeader(":status", strconv.Itoa(status))
+			h.SetHeaders[i] = procmsg.SetHeader(":status", strconv.Itoa(status))
 		}
 	}
 	return h
@@ -768,7 +774,7 @@ func withStatus(h *extprocv3.HeaderMutation, status int) *extprocv3.HeaderMutati
 // fedHeaders are resultHeaders without the server's Mcp-Session-Id: the
 // session is the gateway's, never the client's.
 func fedHeaders(extra *corev3.HeaderValueOption) *extprocv3.HeaderMutation {
-	m := resultHeaders(extra)
+	m := callplan.ResultHeaders(extra)
 	m.RemoveHeaders = append(m.RemoveHeaders, "mcp-session-id")
 	return m
 }

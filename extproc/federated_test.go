@@ -19,6 +19,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -714,7 +715,7 @@ func TestHeaderSets(t *testing.T) {
 	var want []*corev3.HeaderValueOption
 	for _, p := range kv {
 		hs.add(p[0], p[1])
-		want = append(want, setHeader(p[0], p[1]))
+		want = append(want, procmsg.SetHeader(p[0], p[1]))
 	}
 	got := &extprocv3.HeaderMutation{SetHeaders: hs.set}
 	if !proto.Equal(got, &extprocv3.HeaderMutation{SetHeaders: want}) {

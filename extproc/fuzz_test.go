@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 )
 
@@ -83,7 +84,7 @@ func checkReplyRouted(t *testing.T, resp *extprocv3.ProcessingResponse, answered
 			if !json.Valid(im.GetBody()) {
 				t.Fatalf("immediate body is not JSON: %q", im.GetBody())
 			}
-			if setOf(t, im.GetHeaders())["content-type"] != contentTypeJSON {
+			if setOf(t, im.GetHeaders())["content-type"] != procmsg.ContentTypeJSON {
 				t.Fatalf("immediate reply with a body lacks content-type: %v", im)
 			}
 		}

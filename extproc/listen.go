@@ -7,6 +7,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -38,14 +40,14 @@ func (x *request) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 	if bad != nil {
 		return x.answer(bad, "", detailsRejected)
 	}
-	return requestHeadersResponse(x.routeStream(l, owned, follow))
+	return procmsg.RequestHeaders(x.routeStream(l, owned, follow))
 }
 
 // listen routes a subscriptions/listen request from the body reply; the
 // body passes unchanged.
 func (x *request) listen(l *mcp.Listen) *extprocv3.ProcessingResponse {
 	x.method, x.era = "subscriptions/listen", mcp.EraStateless.Label()
-	return requestBodyResponse(x.routeStream(l, nil, ""))
+	return procmsg.RequestBody(x.routeStream(l, nil, ""))
 }
 
 // routeStream is the header mutation that sends a stream request to the
@@ -62,22 +64,22 @@ func (x *request) routeStream(l *mcp.Listen, owned []string, follow string) *ext
 		}
 	}
 	set := []*corev3.HeaderValueOption{
-		setHeader(wire.ClusterHeader, wire.NotificationsCluster),
-		setHeader(":path", wire.NotificationsPath),
-		setHeader(wire.RouteHeader, x.routeKey),
-		setHeader(wire.NotifyHeader, strings.Join(kinds, ",")),
+		procmsg.SetHeader(wire.ClusterHeader, wire.NotificationsCluster),
+		procmsg.SetHeader(":path", wire.NotificationsPath),
+		procmsg.SetHeader(wire.RouteHeader, x.routeKey),
+		procmsg.SetHeader(wire.NotifyHeader, strings.Join(kinds, ",")),
 	}
 	mine := []string{wire.ClusterHeader, wire.RouteHeader, wire.NotifyHeader}
 	if l.ID != nil {
-		set = append(set, setHeader(wire.SubscriptionHeader, string(l.ID)))
+		set = append(set, procmsg.SetHeader(wire.SubscriptionHeader, string(l.ID)))
 		mine = append(mine, wire.SubscriptionHeader)
 	}
 	if !x.caller.Anonymous() {
-		set = append(set, setHeader(wire.CallerHeader, x.caller.Key()))
+		set = append(set, procmsg.SetHeader(wire.CallerHeader, x.caller.Key()))
 		mine = append(mine, wire.CallerHeader)
 	}
 	if follow != "" {
-		set = append(set, setHeader(wire.FollowHeader, follow))
+		set = append(set, procmsg.SetHeader(wire.FollowHeader, follow))
 		mine = append(mine, wire.FollowHeader)
 	}
 	// The client's session token stays here: what the notifications
@@ -103,10 +105,10 @@ func (x *request) routeStream(l *mcp.Listen, owned []string, follow string) *ext
 func (x *request) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
 	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
-	resp := responseHeadersResponse(&extprocv3.CommonResponse{})
-	if x.upStatus >= 200 && x.upStatus <= 299 && isEventStream(x.upContentType) && !h.GetEndOfStream() {
+	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{})
+	if x.upStatus >= 200 && x.upStatus <= 299 && reqheaders.IsEventStream(x.upContentType) && !h.GetEndOfStream() {
 		x.streaming = true
-		resp.ModeOverride = streamOverride()
+		resp.ModeOverride = procmsg.StreamOverride()
 	}
 	x.status = x.upStatus
 	return resp

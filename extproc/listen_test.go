@@ -92,7 +92,7 @@ func streamed(t *testing.T, v *envoy) {
 	mo := resp.GetModeOverride()
 	if mo.GetResponseBodyMode() != extprocfilterv3.ProcessingMode_STREAMED ||
 		mo.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_BUFFERED {
-		t.Fatalf("mode override %v, want the event-stream override (streamOverride)", mo)
+		t.Fatalf("mode override %v, want the event-stream override (procmsg.StreamOverride)", mo)
 	}
 	chunk := "event: message\ndata: {}\n\n"
 	if b := v.send(respBody(chunk)).GetResponseBody().GetResponse(); b.GetBodyMutation() != nil || b.GetHeaderMutation() != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/catalog"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -38,7 +39,7 @@ var testCallers = map[string]*identity.Caller{
 func callerFromHeaders(hm *corev3.HeaderMap) *identity.Caller {
 	for _, h := range hm.GetHeaders() {
 		if h.GetKey() == "authorization" {
-			return testCallers[headerValue(h)]
+			return testCallers[procmsg.HeaderValue(h)]
 		}
 	}
 	return nil

@@ -10,6 +10,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
@@ -48,25 +51,25 @@ func (x *request) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
 	if eos {
 		// Headers only: a stream without a single frame.
 		out := x.progressEnd()
-		return responseHeadersResponse(&extprocv3.CommonResponse{
+		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-			HeaderMutation: resultHeaders(),
-			BodyMutation:   replaceBody(out),
+			HeaderMutation: callplan.ResultHeaders(),
+			BodyMutation:   procmsg.ReplaceBody(out),
 		})
 	}
-	if x.call.ProgressToken == nil || !acceptsEventStream(x.req.Accept) {
-		return responseHeadersResponse(&extprocv3.CommonResponse{})
+	if x.call.ProgressToken == nil || !reqheaders.AcceptsEventStream(x.req.Accept) {
+		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{})
 	}
 	x.progress.events, x.streaming = true, true
-	resp := responseHeadersResponse(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders: []*corev3.HeaderValueOption{
-			setHeader(":status", "200"), setHeader("content-type", "text/event-stream"),
+			procmsg.SetHeader(":status", "200"), procmsg.SetHeader("content-type", "text/event-stream"),
 		},
 		// content-length: see streamResponse. content-encoding: the
 		// events are written here, never compressed.
 		RemoveHeaders: []string{"content-length", "content-encoding"},
 	}})
-	resp.ModeOverride = streamOverride()
+	resp.ModeOverride = procmsg.StreamOverride()
 	return resp
 }
 
@@ -77,11 +80,11 @@ func (x *request) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	eos := b.GetEndOfStream() || !p.events // BUFFERED: the only message
 	out := x.progressFeed(b.GetBody(), eos)
 	if p.events {
-		return responseBodyResponse(&extprocv3.CommonResponse{BodyMutation: replaceBody(out)})
+		return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
 	}
-	return responseBodyResponse(&extprocv3.CommonResponse{
-		HeaderMutation: resultHeaders(setHeader("content-length", strconv.Itoa(len(out)))),
-		BodyMutation:   replaceBody(out),
+	return procmsg.ResponseBody(&extprocv3.CommonResponse{
+		HeaderMutation: callplan.ResultHeaders(procmsg.SetHeader("content-length", strconv.Itoa(len(out)))),
+		BodyMutation:   procmsg.ReplaceBody(out),
 	})
 }
 
@@ -147,7 +150,7 @@ func (x *request) progressLine(line []byte) []byte {
 	}
 	switch {
 	case f.Result != nil:
-		return x.progressResult(x.result(mcp.Upstream{Status: 200, ContentType: contentTypeJSON, Body: f.Result}))
+		return x.progressResult(x.result(mcp.Upstream{Status: 200, ContentType: procmsg.ContentTypeJSON, Body: f.Result}))
 	case f.Error != nil:
 		x.resultSent, x.callOutcome = true, callOK // the Tool Service answered
 		return x.progressResult(x.filtered(x.s.proto.ToolError(x.call,

@@ -10,6 +10,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -37,7 +38,7 @@ func TestClientCaps(t *testing.T) {
 		{"true is not a capability", call(`{"sampling":true}`), `null`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _ := json.Marshal(capsOf(tc.body).Declare())
+			got, _ := json.Marshal(session.CapsOf(tc.body).Declare())
 			var g, w any
 			_ = json.Unmarshal(got, &g)
 			_ = json.Unmarshal([]byte(tc.want), &w)

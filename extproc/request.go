@@ -209,7 +209,7 @@ func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proce
 	}
 	x.outcome, x.answered = outcome, true
 	if r.Parts != nil && x.s.wire.Load() {
-		head, err := encodedHead(r, r.BodyLen() > 0, details) // immediatehead.go
+		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0, details)
 		if err == nil {
 			x.prepared = procmsg.WireImmediate(r, head)
 			return sendPrepared

@@ -14,6 +14,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -142,7 +143,7 @@ func TestRouteStreamDeadline(t *testing.T) {
 				resp = stallingCall(t, f.URL, f.Client(), tt.mode)
 			}
 			defer resp.Body.Close()
-			if resp.StatusCode != 200 || !isEventStream(resp.Header.Get("Content-Type")) {
+			if resp.StatusCode != 200 || !reqheaders.IsEventStream(resp.Header.Get("Content-Type")) {
 				t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
 			if v := resp.Header.Values(wire.RouteTimeoutHeader); len(v) != 0 {

@@ -43,6 +43,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/catalog"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/extproc/reqtrace"
 	"github.com/toolmesh/toolmesh/extproc/session"
@@ -279,7 +280,7 @@ func (s *Server) GRPCServerOptions() []grpc.ServerOption {
 	window := int32(min(max(limit+grpcHeadroom, 64<<10), math.MaxInt32))
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(limit + grpcHeadroom)),
-		grpc.ForceServerCodecV2(newWireCodec()),
+		grpc.ForceServerCodecV2(procmsg.NewCodec()),
 		grpc.InitialWindowSize(window),
 		grpc.InitialConnWindowSize(window),
 		// A write buffer that holds a compressed list page (61 KB for

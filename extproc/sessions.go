@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -22,7 +23,7 @@ import (
 // session is shared only by clients that answer the same requests.
 type sessionKey struct {
 	service, url, version string
-	caps                  clientCaps
+	caps                  session.Caps
 }
 
 func sessionKeyOf(svc registry.ToolService, version string) sessionKey {

@@ -8,6 +8,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -45,14 +47,14 @@ func (x *request) toolServiceUnauthorized() *extprocv3.ProcessingResponse {
 		return nil
 	}
 	out := x.resendCall()
-	m := resultHeaders()
+	m := callplan.ResultHeaders()
 	m.RemoveHeaders = append(m.RemoveHeaders, "www-authenticate")
-	return responseHeadersResponse(&extprocv3.CommonResponse{
+	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 		// Envoy drops content-length itself when CONTINUE_AND_REPLACE
 		// adds a body.
 		HeaderMutation: m,
-		BodyMutation:   replaceBody(out),
+		BodyMutation:   procmsg.ReplaceBody(out),
 	})
 }
 
@@ -134,7 +136,7 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	var challenges []string
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		if strings.EqualFold(hv.GetKey(), "www-authenticate") {
-			challenges = append(challenges, headerValue(hv))
+			challenges = append(challenges, procmsg.HeaderValue(hv))
 		}
 	}
 	used := x.oauthUsed

@@ -1,4 +1,4 @@
-package extproc
+package procmsg
 
 import (
 	"strings"
@@ -53,19 +53,19 @@ var immediateHeads struct {
 	mu sync.Mutex // serializes writers
 }
 
-// encodedHead returns immediateHead(r, hasBody, details) in protobuf wire
+// EncodedHead returns ImmediateHead(r, hasBody, details) in protobuf wire
 // format. The slice is shared: callers only read it.
-func encodedHead(r *mcp.Reply, hasBody bool, details string) ([]byte, error) {
+func EncodedHead(r *mcp.Reply, hasBody bool, details string) ([]byte, error) {
 	k, ok := cacheableHead(r, hasBody, details)
 	if !ok {
-		return proto.Marshal(immediateHead(r, hasBody, details))
+		return proto.Marshal(ImmediateHead(r, hasBody, details))
 	}
 	if m := immediateHeads.m.Load(); m != nil {
 		if b, ok := (*m)[k]; ok {
 			return b, nil
 		}
 	}
-	b, err := proto.Marshal(immediateHead(r, hasBody, details))
+	b, err := proto.Marshal(ImmediateHead(r, hasBody, details))
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package extproc
+package eventstream
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 func TestSSETranslatorChunking(t *testing.T) {
 	stream := "event: message\r\ndata: {\"a\":1}\r\n\r\n: comment\n\ndata: {\"b\":\n" + "data: 2}\n\nid: 7\ndata: " + strings.Repeat("x", 3000) + "\n\ndata: tail"
 	upper := func(b []byte) []byte { return bytes.ToUpper(b) }
-	whole, err := (&sseTranslator{fn: upper}).feed([]byte(stream), true)
+	whole, err := New(upper, 0, 0).Feed([]byte(stream), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,10 +23,10 @@ func TestSSETranslatorChunking(t *testing.T) {
 		t.Fatalf("whole stream translated to %q", whole)
 	}
 	for _, size := range []int{1, 2, 3, 5, 64} {
-		tr := &sseTranslator{fn: upper}
+		tr := New(upper, 0, 0)
 		var out []byte
 		for i := 0; i < len(stream); i += size {
-			b, err := tr.feed([]byte(stream[i:min(i+size, len(stream))]), i+size >= len(stream))
+			b, err := tr.Feed([]byte(stream[i:min(i+size, len(stream))]), i+size >= len(stream))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,27 +47,27 @@ func TestSSETranslatorChunking(t *testing.T) {
 // after does, and nothing is held.
 func TestSSETranslatorBounds(t *testing.T) {
 	id := func(b []byte) []byte { return b }
-	tr := &sseTranslator{fn: id, split: eventSplitter{max: 1024}, maxTotal: 1 << 20}
-	out, err := tr.feed([]byte("data: ok\n\ndata: "), false)
+	tr := New(id, 1024, 1<<20)
+	out, err := tr.Feed([]byte("data: ok\n\ndata: "), false)
 	if err != nil || string(out) != "data: ok\n\n" {
 		t.Fatalf("first chunk: %q %v", out, err)
 	}
 	var total int
 	for i := 0; err == nil && i < 100; i++ {
-		out, err = tr.feed(bytes.Repeat([]byte("y"), 100), false)
+		out, err = tr.Feed(bytes.Repeat([]byte("y"), 100), false)
 		total += len(out)
 	}
-	if !errors.Is(err, errEventTooLarge) || total != 0 || len(tr.split.buf) != 0 {
+	if !errors.Is(err, ErrEventTooLarge) || total != 0 || len(tr.split.buf) != 0 {
 		t.Fatalf("endless event: %v, %d bytes out, %d held", err, total, len(tr.split.buf))
 	}
-	if out, err := tr.feed([]byte("\n\ndata: late\n\n"), true); out != nil || err != nil {
+	if out, err := tr.Feed([]byte("\n\ndata: late\n\n"), true); out != nil || err != nil {
 		t.Errorf("after the bound: %q %v", out, err)
 	}
 
-	tr = &sseTranslator{fn: id, split: eventSplitter{max: 1024}, maxTotal: 4096}
+	tr = New(id, 1024, 4096)
 	for i := 0; ; i++ {
-		if _, err := tr.feed([]byte("data: 0123456789\n\n"), false); err != nil {
-			if !errors.Is(err, errStreamTooLarge) || i*18 > 4096 {
+		if _, err := tr.Feed([]byte("data: 0123456789\n\n"), false); err != nil {
+			if !errors.Is(err, ErrStreamTooLarge) || i*18 > 4096 {
 				t.Fatalf("after %d events: %v", i, err)
 			}
 			break

@@ -1,4 +1,4 @@
-package extproc
+package procmsg
 
 import (
 	"bytes"
@@ -16,32 +16,32 @@ func TestEncodedHead(t *testing.T) {
 		details string
 		cached  bool
 	}{
-		{"list page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, detailsReply, true},
+		{"list page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, "toolmesh_reply", true},
 		{"gzip page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
-			{Key: "Content-Encoding", Value: "gzip"}, {Key: "Vary", Value: "Accept-Encoding"}}}, detailsReply, true},
-		{"error", &mcp.Reply{Status: 404, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, detailsError, true},
-		{"no headers", &mcp.Reply{Status: 202}, detailsReply, true},
+			{Key: "Content-Encoding", Value: "gzip"}, {Key: "Vary", Value: "Accept-Encoding"}}}, "toolmesh_reply", true},
+		{"error", &mcp.Reply{Status: 404, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, "toolmesh_error_reply", true},
+		{"no headers", &mcp.Reply{Status: 202}, "toolmesh_reply", true},
 		{"session header", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
-			{Key: "Mcp-Session-Id", Value: "s-1"}}}, detailsReply, false},
+			{Key: "Mcp-Session-Id", Value: "s-1"}}}, "toolmesh_reply", false},
 		{"too many headers", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Vary", Value: "a"}, {Key: "Vary", Value: "b"},
-			{Key: "Vary", Value: "c"}, {Key: "Vary", Value: "d"}, {Key: "Vary", Value: "e"}}}, detailsReply, false},
+			{Key: "Vary", Value: "c"}, {Key: "Vary", Value: "d"}, {Key: "Vary", Value: "e"}}}, "toolmesh_reply", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := proto.Marshal(immediateHead(tt.reply, true, tt.details))
+			want, err := proto.Marshal(ImmediateHead(tt.reply, true, tt.details))
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, err := encodedHead(tt.reply, true, tt.details)
+			first, err := EncodedHead(tt.reply, true, tt.details)
 			if err != nil {
 				t.Fatal(err)
 			}
-			second, err := encodedHead(tt.reply, true, tt.details)
+			second, err := EncodedHead(tt.reply, true, tt.details)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(first, want) || !bytes.Equal(second, want) {
-				t.Fatalf("encoded head differs from proto.Marshal(immediateHead)")
+				t.Fatalf("encoded head differs from proto.Marshal(ImmediateHead)")
 			}
 			if shared := &first[0] == &second[0]; shared != tt.cached {
 				t.Errorf("second call shares the first's encoding: %v, want %v", shared, tt.cached)
@@ -51,9 +51,9 @@ func TestEncodedHead(t *testing.T) {
 	// A head that differs only in details, or in having a body (which adds
 	// a content-type), is another entry.
 	r := &mcp.Reply{Status: 200}
-	a, _ := encodedHead(r, true, detailsReply)
-	b, _ := encodedHead(r, true, detailsError)
-	c, _ := encodedHead(r, false, detailsReply)
+	a, _ := EncodedHead(r, true, "toolmesh_reply")
+	b, _ := EncodedHead(r, true, "toolmesh_error_reply")
+	c, _ := EncodedHead(r, false, "toolmesh_reply")
 	if bytes.Equal(a, b) || bytes.Equal(a, c) {
 		t.Errorf("heads with other details or without a body share an encoding")
 	}

@@ -1,4 +1,7 @@
-package extproc
+// Package eventstream reads and rewrites the server-sent events of a
+// federated MCP server's answer, bounded per event and per stream, in time
+// linear in the bytes received.
+package eventstream
 
 import (
 	"bytes"
@@ -12,28 +15,28 @@ import (
 // format of the HTML Living Standard, as the MCP Streamable HTTP transport
 // uses it).
 
-// errEventTooLarge: an event grew past the bound without ending.
-var errEventTooLarge = errors.New("an event of the MCP server's stream is larger than the limit")
+// ErrEventTooLarge: an event grew past the bound without ending.
+var ErrEventTooLarge = errors.New("an event of the MCP server's stream is larger than the limit")
 
-// errStreamTooLarge: the stream grew past the response bound.
-var errStreamTooLarge = errors.New("the MCP server's stream is larger than the limit")
+// ErrStreamTooLarge: the stream grew past the response bound.
+var ErrStreamTooLarge = errors.New("the MCP server's stream is larger than the limit")
 
-// eventSplitter cuts a stream that arrives in arbitrary chunks into events.
+// Splitter cuts a stream that arrives in arbitrary chunks into events.
 // Every byte is searched for an event's end once, however the chunks fall
 // (an incomplete event is not rescanned from its start on every chunk), and
-// an incomplete event may hold at most max bytes (0: no bound).
-type eventSplitter struct {
+// an incomplete event may hold at most Max bytes (0: no bound).
+type Splitter struct {
 	buf  []byte
 	from int // bytes of buf already searched for an event's end
-	max  int
+	Max  int
 	// searched counts the bytes searched, which tests hold to the bytes
 	// received.
 	searched int
 }
 
-// next returns the next complete event, its blank line included, or nil.
-// The event is valid until the next write.
-func (s *eventSplitter) next() ([]byte, int) {
+// Next returns the next complete event, its blank line included, or nil.
+// The event is valid until the next Write.
+func (s *Splitter) Next() ([]byte, int) {
 	// A blank line is at most 4 bytes ("\r\n\r\n"): one that straddles
 	// the bytes searched before starts at most 3 bytes back.
 	start := max(s.from-3, 0)
@@ -50,69 +53,76 @@ func (s *eventSplitter) next() ([]byte, int) {
 	return ev, end
 }
 
-func (s *eventSplitter) write(chunk []byte) { s.buf = append(s.buf, chunk...) }
+func (s *Splitter) Write(chunk []byte) { s.buf = append(s.buf, chunk...) }
 
-// over reports whether the incomplete event is past the bound (call next
+// Over reports whether the incomplete event is past the bound (call Next
 // until it returns nil first: complete events do not count).
-func (s *eventSplitter) over() bool { return s.max > 0 && len(s.buf) > s.max }
+func (s *Splitter) Over() bool { return s.Max > 0 && len(s.buf) > s.Max }
 
-// rest returns and forgets what is left.
-func (s *eventSplitter) rest() []byte {
+// Rest returns and forgets what is left.
+func (s *Splitter) Rest() []byte {
 	b := s.buf
 	s.buf, s.from = nil, 0
 	return b
 }
 
-// sseTranslator rewrites the data of each complete event of a stream that
+// Translator rewrites the data of each complete event of a stream that
 // arrives in arbitrary chunks; an incomplete event waits for its end. It
-// bounds an event (maxEvent) and the whole stream (maxTotal; 0: no bound).
-type sseTranslator struct {
-	split    eventSplitter
-	fn       func(data []byte) []byte
-	maxTotal int64
+// bounds an event and the whole stream (MaxTotal; 0: no bound).
+type Translator struct {
+	split    Splitter
+	Fn       func(data []byte) []byte
+	MaxTotal int64
 	total    int64
 	passed   int64 // bytes of the events let through, at most maxTotal
 	failed   bool  // a bound was crossed: everything after is dropped
 }
 
-// feed takes the next chunk and returns the translated complete events
+// New returns a Translator that rewrites each event's data with fn and
+// bounds an incomplete event to maxEvent bytes and the stream to maxTotal
+// (0: no bound).
+func New(fn func(data []byte) []byte, maxEvent int, maxTotal int64) *Translator {
+	return &Translator{Fn: fn, split: Splitter{Max: maxEvent}, MaxTotal: maxTotal}
+}
+
+// Feed takes the next chunk and returns the translated complete events
 // (possibly none). At the end of the stream a final event without its
 // blank line is flushed too. Past a bound it returns the events before it
 // and the bound's error, and nothing from then on.
-func (t *sseTranslator) feed(chunk []byte, eos bool) ([]byte, error) {
+func (t *Translator) Feed(chunk []byte, eos bool) ([]byte, error) {
 	if t.failed {
 		return nil, nil
 	}
 	t.total += int64(len(chunk))
-	over := t.maxTotal > 0 && t.total > t.maxTotal
-	t.split.write(chunk)
+	over := t.MaxTotal > 0 && t.total > t.MaxTotal
+	t.split.Write(chunk)
 	var out []byte
 	for {
-		ev, end := t.split.next()
+		ev, end := t.split.Next()
 		if ev == nil {
 			break
 		}
-		if t.passed += int64(len(ev)); over && t.passed > t.maxTotal {
+		if t.passed += int64(len(ev)); over && t.passed > t.MaxTotal {
 			break
 		}
-		out = append(out, t.event(ev[:end])...)
+		out = append(out, t.Event(ev[:end])...)
 		out = append(out, '\n', '\n')
 	}
 	if over {
 		// The chunk's events within the bound still go (the response
 		// may be among them); nothing after them does.
 		t.failed = true
-		t.split.rest()
-		return out, errStreamTooLarge
+		t.split.Rest()
+		return out, ErrStreamTooLarge
 	}
-	if t.split.over() {
+	if t.split.Over() {
 		t.failed = true
-		t.split.rest()
-		return out, errEventTooLarge
+		t.split.Rest()
+		return out, ErrEventTooLarge
 	}
 	if eos {
-		if rest := t.split.rest(); len(bytes.TrimSpace(rest)) > 0 {
-			out = append(out, t.event(rest)...)
+		if rest := t.split.Rest(); len(bytes.TrimSpace(rest)) > 0 {
+			out = append(out, t.Event(rest)...)
 			out = append(out, '\n', '\n')
 		}
 	}
@@ -139,9 +149,9 @@ func eventEnd(b []byte) (int, int) {
 	}
 }
 
-// event rewrites one event: its data lines are joined, translated, and
+// Event rewrites one event: its data lines are joined, translated, and
 // written back as data lines after the event's other fields.
-func (t *sseTranslator) event(ev []byte) []byte {
+func (t *Translator) Event(ev []byte) []byte {
 	var other [][]byte
 	var data []byte
 	hasData := false
@@ -163,7 +173,7 @@ func (t *sseTranslator) event(ev []byte) []byte {
 		out = append(out, '\n')
 	}
 	if hasData {
-		for i, l := range bytes.Split(t.fn(data), []byte("\n")) {
+		for i, l := range bytes.Split(t.Fn(data), []byte("\n")) {
 			if i > 0 {
 				out = append(out, '\n')
 			}
@@ -176,11 +186,11 @@ func (t *sseTranslator) event(ev []byte) []byte {
 	return out
 }
 
-// finalEvent returns the response to the request id from a whole event
+// FinalEvent returns the response to the request id from a whole event
 // stream, nil when it holds none.
-func finalEvent(body []byte, id json.RawMessage) *mcp.ClientResponse {
+func FinalEvent(body []byte, id json.RawMessage) *mcp.ClientResponse {
 	var found *mcp.ClientResponse
-	t := &sseTranslator{fn: func(data []byte) []byte {
+	t := &Translator{Fn: func(data []byte) []byte {
 		if found == nil {
 			if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(id) {
 				found = m
@@ -188,6 +198,6 @@ func finalEvent(body []byte, id json.RawMessage) *mcp.ClientResponse {
 		}
 		return data
 	}}
-	_, _ = t.feed(body, true) // unbounded: body is whole, within MaxResponseBytes
+	_, _ = t.Feed(body, true) // unbounded: body is whole, within MaxResponseBytes
 	return found
 }
