@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,25 +199,31 @@ func grepLines(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestOAuthToolService401: a Tool Service answers 401 to the client
-// credentials token the gateway obtained for it. The routed call's answer
-// passed through Envoy, which cannot send it again: the client gets a tool
-// error saying so, the token is evicted, and the next call carries a new
-// one.
+// TestOAuthToolService401: a Tool Service answers 401 to the first client
+// credentials token the gateway obtained for it from the authorization
+// server. A 401 means the call was not run, so the gateway evicts the
+// token, obtains a new one and sends the call once more itself: the
+// client gets the Tool Service's answer. A Tool Service that refuses every
+// token gets the call twice, the client a tool error, and the second token
+// is evicted too.
 func TestOAuthToolService401(t *testing.T) {
 	svc := newToolService(t, "svc-a", standardTools("a_"))
 	as := startAuthServer(t, oauthE2ESecret, svc.srv.URL)
 	t.Setenv("TOOLMESH_E2E_OAUTH_SECRET", oauthE2ESecret)
 	var mu sync.Mutex
-	var first string
-	refuse := func(h http.Header) bool { // the first token it sees, always
+	var seen []string // the tokens of the calls, in order
+	var refuseAll atomic.Bool
+	refuse := func(h http.Header) bool { // the first token it sees, or every one
 		mu.Lock()
 		defer mu.Unlock()
 		tok := strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
-		if first == "" {
-			first = tok
-		}
-		return tok == first
+		seen = append(seen, tok)
+		return refuseAll.Load() || tok == seen[0]
+	}
+	tokens := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 	svc.refuse.Store(&refuse)
 	portal := writePortal(t, portalRoute{Key: "alpha", Services: []*toolService{svc}})
@@ -243,30 +250,52 @@ upstreamAuth:
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	call := func() *mcp.CallToolResult {
+	call := func() (*mcp.CallToolResult, string) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a_echo", Arguments: map[string]any{"message": "hi"}})
 		if err != nil {
 			t.Fatalf("call: %v\n%s", err, tail(gw.logs.String(), 40))
 		}
-		return res
-	}
-	res := call()
-	text := ""
-	if len(res.Content) > 0 {
-		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-			text = tc.Text
+		text := ""
+		if len(res.Content) > 0 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+				text = tc.Text
+			}
 		}
+		return res, text
 	}
-	if !res.IsError || !strings.Contains(text, "the Tool Service svc-a refused the token the gateway obtained for it (HTTP 401)") ||
-		!strings.Contains(text, "may be retried") {
-		t.Fatalf("first call: isError %v, %q", res.IsError, text)
+
+	res, text := call()
+	if res.IsError || text != "hi" {
+		t.Fatalf("the call refused once: isError %v, %q\n%s", res.IsError, text, tail(gw.logs.String(), 40))
 	}
-	res = call()
-	if res.IsError {
-		t.Fatalf("the call after the 401 failed: %+v\n%s", res.Content, tail(gw.logs.String(), 40))
+	if got := tokens(); len(got) != 2 || got[0] == got[1] {
+		t.Fatalf("the Tool Service saw %d calls (new token: %v), want the routed call and the one sent again with a new token",
+			len(got), len(got) == 2 && got[0] != got[1])
 	}
 	if n := as.requests("client_credentials"); n != 2 {
 		t.Fatalf("%d client credentials requests, want 2 (the refused token evicted once)", n)
+	}
+	for _, tok := range tokens() {
+		if cl := jwtClaims(t, tok); !slices.Contains(audiences(cl), svc.srv.URL) {
+			t.Errorf("a token for audiences %v", audiences(cl))
+		}
+	}
+
+	refuseAll.Store(true)
+	res, text = call()
+	if !res.IsError || !strings.Contains(text, "the Tool Service svc-a refused the token the gateway obtained for it twice (HTTP 401)") {
+		t.Fatalf("the call refused twice: isError %v, %q", res.IsError, text)
+	}
+	if n := len(tokens()); n != 4 {
+		t.Fatalf("the Tool Service saw %d calls, want 4 (refused twice, sent again once)", n)
+	}
+	refuseAll.Store(false)
+	if res, text = call(); res.IsError {
+		t.Fatalf("the call after a second 401: %q\n%s", text, tail(gw.logs.String(), 40))
+	}
+	// The second 401's token was evicted too: a fourth token.
+	if n := as.requests("client_credentials"); n != 4 {
+		t.Fatalf("%d client credentials requests, want 4", n)
 	}
 }

@@ -39,9 +39,13 @@ func writeKey(t *testing.T, path string, key any) {
 //
 // The example OP authenticates private_key_jwt clients only on its
 // op.Server token endpoint (op.LegacyServer.VerifyClient), and there only
-// for grants other than client_credentials, whose storage call receives a
-// client ID and secret alone: client credentials by private_key_jwt cannot
-// be tested against it.
+// for grants other than client_credentials: for that grant both of the op
+// package's token endpoints call the storage's ClientCredentials(ctx,
+// clientID, clientSecret) alone (LegacyServer.VerifyClient returns before
+// its private_key_jwt branch; the Provider's through
+// op.AuthorizeClientCredentialsClient), so the client_assertion is never
+// verified nor seen by any storage. Client credentials by private_key_jwt
+// cannot be tested against it (zitadel/oidc issues #813, #890).
 func TestOAuthPrivateKeyJWT(t *testing.T) {
 	as := startAuthServerWith(t, "unused", true)
 	k1, err := rsa.GenerateKey(rand.Reader, 2048)

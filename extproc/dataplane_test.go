@@ -24,6 +24,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane"
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/testpki"
 	"github.com/toolmesh/toolmesh/registry"
@@ -171,8 +172,8 @@ func TestUpstreamCredentialsThroughDataPlane(t *testing.T) {
 	}
 	s := newStack(t, urls, nil)
 	t.Setenv("TOOLMESH_TEST_STATIC", "static-secret")
-	if err := s.srv.SetUpstreamAuth(UpstreamAuth{
-		Services: map[string]ServiceAuth{
+	if err := s.srv.SetUpstreamAuth(upstreamcred.Auth{
+		Services: map[string]upstreamcred.ServiceAuth{
 			"static": {Credential: "static", Prefix: "Bearer "},
 			"claims": {ForwardClaims: map[string]string{"x-caller-sub": "sub", "x-caller-email": "email",
 				"x-caller-level": "level", "x-caller-note": "note", "x-caller-roles": "roles"}},

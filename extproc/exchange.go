@@ -10,12 +10,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/callfilter"
+	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/reqtrace"
 	"github.com/toolmesh/toolmesh/extproc/routedeadline"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -110,7 +112,13 @@ type request struct {
 	fed         *fedCall          // set when routed to a federated MCP server
 	approved    bool              // the approval step granted the call (approval.go)
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
-	oauthUsed   *oauthUse         // the OAuth token the routed call carries (upstreamoauth.go)
+
+	// oauthUsed is the OAuth token the routed call carries
+	// (upstreamauth.go), evicted when the upstream refuses it; held is the
+	// routed Tool Service call that carries it, sent again then
+	// (upstream401.go).
+	oauthUsed *upstreamcred.Token
+	held      *callplan.Held
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolmesh/toolmesh/extproc/metrics"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/promreg"
 )
 
@@ -14,9 +15,9 @@ func newMetrics(reg prometheus.Registerer, toolLabels int) (*metrics.Metrics, er
 		return nil, err
 	}
 	// The token clients of every upstreamAuth configuration count into
-	// one process-wide counter (upstreamoauth.go), registered with the
+	// one process-wide counter (extproc/upstreamcred), registered with the
 	// first registry that asks.
-	if _, err = promreg.Register(reg, oauthRequests); err != nil {
+	if _, err = promreg.Register(reg, upstreamcred.Collector()); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -89,7 +89,12 @@ func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addH
 		x.prepared = p.Wire(call, args, c.Rerouted)
 		return sendPrepared
 	}
-	return p.Reply(c)
+	r := p.Reply(c)
+	if x.oauthUsed != nil {
+		// Sent again should the Tool Service refuse the token (upstream401.go).
+		x.held = callplan.Hold(t, args, r)
+	}
+	return r
 }
 
 // authorizeStep decides the call by the route's policies.

@@ -89,6 +89,9 @@ func (x *request) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 // no response_body message will come.
 func (x *request) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	x.noteResponseHeaders(h)
+	if r := x.toolServiceUnauthorized(); r != nil { // a 401 to the gateway's token: sent again (upstream401.go)
+		return r
+	}
 	if x.call != nil && isNDJSON(x.upContentType) && x.upStatus >= 200 && x.upStatus <= 299 {
 		return x.progressHeaders(h.GetEndOfStream())
 	}
@@ -169,9 +172,6 @@ func (x *request) result(u mcp.Upstream) []byte {
 			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
 			slog.String("tool", x.call.Tool), slog.Int("upstream_status", u.Status),
 			slog.String("tool_outcome", x.callOutcome))
-	}
-	if b, ok := x.toolServiceUnauthorized(u); ok { // upstream401.go
-		return x.filtered(b)
 	}
 	return x.filtered(x.s.proto.CallResult(x.call, u))
 }

@@ -3,7 +3,6 @@ package extproc
 import (
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
 	"github.com/toolmesh/toolmesh/extproc/authn"
@@ -11,7 +10,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
 	"github.com/toolmesh/toolmesh/extproc/session"
-	"github.com/toolmesh/toolmesh/internal/config"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 )
 
 // Runtime is the per-request configuration in force: everything a request
@@ -37,8 +36,8 @@ type Runtime struct {
 	// SessionKeys seal legacy clients' session tokens, derived from the
 	// relay keys (clientsession.go); nil keeps the key generated at start.
 	SessionKeys *session.Keys
-	// UpstreamAuth is what calls to Tool Services carry (upstreamauth.go).
-	UpstreamAuth UpstreamAuth
+	// UpstreamAuth is what calls to Tool Services carry (extproc/upstreamcred).
+	UpstreamAuth upstreamcred.Auth
 	// BodyLimits are the per-Tool-Service request body limits.
 	BodyLimits BodyLimits
 	// Filters gives each route's filter chain (docs/wasm-abi.md); a
@@ -49,24 +48,14 @@ type Runtime struct {
 
 // normalized validates rt and returns the copy the server keeps: maps
 // copied (the caller may reuse its own), forwardClaims header names lower
-// case. Errors name the configuration key to change.
+// case (upstreamcred.Auth.Normalized). Errors name the configuration key to
+// change.
 func (rt *Runtime) normalized() (*Runtime, error) {
-	if err := rt.UpstreamAuth.Validate(); err != nil {
+	u, err := rt.UpstreamAuth.Normalized()
+	if err != nil {
 		return nil, err
 	}
 	c := *rt
-	u := UpstreamAuth{Services: make(map[string]ServiceAuth, len(rt.UpstreamAuth.Services)),
-		Credentials: make(map[string]config.CredentialSource, len(rt.UpstreamAuth.Credentials))}
-	for k, v := range rt.UpstreamAuth.Services {
-		claims := make(map[string]string, len(v.ForwardClaims))
-		for h, cl := range v.ForwardClaims {
-			claims[strings.ToLower(h)] = cl
-		}
-		v.ForwardClaims = claims
-		u.Services[k] = v
-	}
-	maps.Copy(u.Credentials, rt.UpstreamAuth.Credentials)
-	u.oauth = rt.UpstreamAuth.oauth // the token clients, when built (upstreamoauth.go)
 	c.UpstreamAuth = u
 	for k, v := range rt.BodyLimits.Services {
 		if v < 0 {
@@ -100,7 +89,11 @@ func (s *Server) UpdateRuntime(next func(cur *Runtime) (*Runtime, error)) error 
 	if err != nil {
 		return err
 	}
-	if err := c.UpstreamAuth.buildOAuthAfter(cur); err != nil {
+	var prevAuth *upstreamcred.Auth
+	if cur != nil {
+		prevAuth = &cur.UpstreamAuth
+	}
+	if err := c.UpstreamAuth.BuildAfter(prevAuth); err != nil {
 		return err
 	}
 	if c.RelayKeys == nil {

@@ -5,6 +5,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 )
 
 // The tests change one part of the Runtime at a time; production builds
@@ -29,7 +30,7 @@ func (s *Server) SetRelayKeys(k *relay.Keys) {
 		_ = s.with(func(r *Runtime) { r.RelayKeys = k })
 	}
 }
-func (s *Server) SetUpstreamAuth(u UpstreamAuth) error {
+func (s *Server) SetUpstreamAuth(u upstreamcred.Auth) error {
 	return s.with(func(r *Runtime) { r.UpstreamAuth = u })
 }
 func (s *Server) Approval() *approval.Approver    { return s.Runtime().Approval }

@@ -315,8 +315,8 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 	// One message receives them all: each is decoded (reset first) into
 	// req, handled and answered before the next Recv, and nothing keeps
 	// req itself; what the request keeps (the header map, attributes,
-	// bodies) the decoder allocates anew per message. serveDuplex, whose
-	// receiver runs ahead of the handler, receives into fresh ones.
+	// bodies) the decoder allocates anew per message. serveDuplex goes on
+	// the same way.
 	req := new(extprocv3.ProcessingRequest)
 	for {
 		if err := stream.RecvMsg(req); err != nil {
@@ -326,7 +326,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 			return x.endStream(err)
 		}
 		if x.fed != nil && x.fed.duplex != nil {
-			return x.serveDuplex(stream)
+			return x.serveDuplex(stream, req)
 		}
 	}
 }
@@ -343,46 +343,58 @@ func (x *request) endStream(err error) error {
 
 // serveDuplex serves the rest of a stream whose response body is
 // FULL_DUPLEX_STREAMED (duplex.go): Envoy's chunks are answered as they
-// come, and the deadline may end the body in between, so messages are
-// received on a helper goroutine and this one, which owns the request,
-// waits for either.
-func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer) error {
-	type recvd struct {
-		req *extprocv3.ProcessingRequest
-		err error
-	}
-	ch := make(chan recvd, 1)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			select {
-			case ch <- recvd{req, err}:
-			case <-done:
-				return
+// come, and the deadline may end the body in between. The deadline's timer
+// runs its own function, which takes the request (mu) as the handler does
+// for each message, so the request is never touched by two goroutines at
+// once and the stream never sends from two. Messages are received here, on
+// the stream's goroutine, as before the switch: a receiving goroutine and a
+// channel per stream cost a goroutine hand-off on every chunk.
+func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer, req *extprocv3.ProcessingRequest) error {
+	var (
+		mu      sync.Mutex
+		over    bool  // the stream's handler returned: the timer sends nothing
+		sendErr error // the timer's send failed
+	)
+	timer := time.AfterFunc(time.Until(x.fed.duplex.deadline), func() {
+		mu.Lock()
+		defer mu.Unlock()
+		defer func() {
+			// As in Process: a bug costs this request (the stream ends
+			// with an error at its next message), not the process.
+			if p := recover(); p != nil {
+				x.s.log.Error("ext_proc stream panicked", "panic", p, "stack", string(debug.Stack()))
+				sendErr = status.Error(codes.Internal, "internal error")
 			}
-			if err != nil {
-				return
-			}
+		}()
+		if over {
+			return
 		}
+		if m := x.duplexDeadline(); m != nil {
+			// A failed send breaks the stream: the receive below fails too.
+			sendErr = x.send(stream, m)
+		}
+	})
+	defer func() {
+		timer.Stop()
+		mu.Lock()
+		over = true
+		mu.Unlock()
 	}()
-	timer := time.NewTimer(time.Until(x.fed.duplex.deadline))
-	defer timer.Stop()
 	for {
-		var resp any
-		select {
-		case r := <-ch:
-			if r.err != nil {
-				return x.endStream(r.err)
+		err := stream.RecvMsg(req)
+		// A func, so that a panic in the handler (recovered by Process)
+		// unlocks mu before the deferred stop above takes it.
+		func() {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case sendErr != nil:
+				err = sendErr
+			case err == nil:
+				err = x.send(stream, x.next(req))
 			}
-			resp = x.next(r.req)
-		case <-timer.C:
-			if m := x.duplexDeadline(); m != nil {
-				resp = m
-			}
-		}
-		if err := x.send(stream, resp); err != nil {
+		}()
+		if err != nil {
 			return x.endStream(err)
 		}
 	}

@@ -18,50 +18,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/identity"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/config"
 )
-
-func TestUpstreamAuthValidate(t *testing.T) {
-	creds := map[string]config.CredentialSource{"tok": {Env: "TOK"}}
-	for _, tc := range []struct {
-		name string
-		a    ServiceAuth
-		want string // "" valid; else a part of the error
-	}{
-		{"credential", ServiceAuth{Credential: "tok", Prefix: "Bearer "}, ""},
-		{"claims", ServiceAuth{ForwardClaims: map[string]string{"x-caller-sub": "sub"}}, ""},
-		{"token and claims", ServiceAuth{ForwardToken: true, ForwardClaims: map[string]string{"x-caller-sub": "sub"}}, ""},
-		{"credential in another header", ServiceAuth{Credential: "tok", Header: "X-Api-Key"}, ""},
-		{"empty", ServiceAuth{}, "upstreamAuth.svc.credential: the entry sends nothing"},
-		{"unknown credential", ServiceAuth{Credential: "nope"}, `upstreamAuth.svc.credential: "nope" is not defined in credentials`},
-		{"credential and token", ServiceAuth{Credential: "tok", ForwardToken: true}, "upstreamAuth.svc.forwardToken: exclusive with credential"},
-		{"reserved header", ServiceAuth{Credential: "tok", Header: "Host"}, "upstreamAuth.svc.header"},
-		{"toolmesh header", ServiceAuth{ForwardClaims: map[string]string{"x-toolmesh-cluster": "sub"}}, "upstreamAuth.svc.forwardClaims.x-toolmesh-cluster"},
-		{"bad header name", ServiceAuth{ForwardClaims: map[string]string{"x caller": "sub"}}, "not a valid HTTP header name"},
-		{"claim into the credential header", ServiceAuth{Credential: "tok", ForwardClaims: map[string]string{"Authorization": "sub"}}, "already carries the credential"},
-		{"prefix without credential", ServiceAuth{ForwardToken: true, Prefix: "Bearer "}, "upstreamAuth.svc.prefix"},
-		{"prefix with a line break", ServiceAuth{Credential: "tok", Prefix: "Bearer\r\n"}, "control characters"},
-		{"empty claim", ServiceAuth{ForwardClaims: map[string]string{"x-caller-sub": ""}}, "the claim name is empty"},
-		{"oauth exchange", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeTokenExchange, Issuer: "https://as.example.com", ClientID: "gw", ClientSecret: "tok", Audience: []string{"x"}}}, ""},
-		{"oauth client credentials, private key", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, TokenURL: "https://as.example.com/t", ClientID: "gw", AuthMethod: "private_key_jwt", PrivateKey: "tok"}}, ""},
-		{"oauth bad mode", ServiceAuth{OAuth: &OAuthAuth{Mode: "password", Issuer: "https://as", ClientID: "gw", ClientSecret: "tok"}}, `upstreamAuth.svc.oauth.mode: "password"`},
-		{"oauth http issuer", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "http://as.example.com", ClientID: "gw", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth.issuer"},
-		{"oauth undefined secret", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "nope"}}, `upstreamAuth.svc.oauth.clientSecret: "nope" is not defined`},
-		{"oauth no client id", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth.clientId is required"},
-		{"oauth actor without exchange", ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "tok", Actor: true}}, "upstreamAuth.svc.oauth.actor"},
-		{"oauth and credential", ServiceAuth{Credential: "tok", OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as", ClientID: "gw", ClientSecret: "tok"}}, "upstreamAuth.svc.oauth: exclusive with credential"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := UpstreamAuth{Services: map[string]ServiceAuth{"svc": tc.a}, Credentials: creds}.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Errorf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("error %v, want one containing %q", err, tc.want)
-			}
-		})
-	}
-}
 
 // callMutation routes one tools/call of echo (Tool Service echo) and
 // returns what the request-body reply sets and removes.
@@ -112,34 +71,34 @@ func TestUpstreamAuthHeaders(t *testing.T) {
 	}
 	caller := &identity.Caller{Authenticated: true, Subject: "alice", Token: "s3cret-token", Claims: map[string]any{
 		"sub": "alice", "email": "alice@example.org", "level": float64(3), "admin": true,
-		"roles": []any{"a"}, "evil": "x\r\nx-injected: 1", "nul": "a\x00b", "long": strings.Repeat("a", MaxClaimHeaderBytes+1),
+		"roles": []any{"a"}, "evil": "x\r\nx-injected: 1", "nul": "a\x00b", "long": strings.Repeat("a", upstreamcred.MaxClaimHeaderBytes+1),
 	}}
 	claims := map[string]string{"x-caller-sub": "sub", "X-Caller-Email": "email", "x-caller-level": "level",
 		"x-caller-admin": "admin", "x-caller-roles": "roles", "x-caller-evil": "evil", "x-caller-nul": "nul",
 		"x-caller-long": "long", "x-caller-missing": "missing"}
 	for _, tc := range []struct {
 		name       string
-		auth       ServiceAuth
+		auth       upstreamcred.ServiceAuth
 		caller     *identity.Caller
 		wantSet    map[string]string // headers of upstreamAuth that must be set
 		wantRemove []string          // that must be removed
 	}{
-		{name: "credential from a file", auth: ServiceAuth{Credential: "echo-token", Prefix: "Bearer "},
+		{name: "credential from a file", auth: upstreamcred.ServiceAuth{Credential: "echo-token", Prefix: "Bearer "},
 			wantSet: map[string]string{"authorization": "Bearer file-secret"}},
-		{name: "credential from the environment in its own header", auth: ServiceAuth{Credential: "echo-key", Header: "X-Api-Key"},
+		{name: "credential from the environment in its own header", auth: upstreamcred.ServiceAuth{Credential: "echo-key", Header: "X-Api-Key"},
 			wantSet: map[string]string{"x-api-key": "env-secret"}, wantRemove: []string{"authorization"}},
-		{name: "forwardToken", auth: ServiceAuth{ForwardToken: true},
+		{name: "forwardToken", auth: upstreamcred.ServiceAuth{ForwardToken: true},
 			wantSet: map[string]string{"authorization": "Bearer s3cret-token"}},
-		{name: "claims", auth: ServiceAuth{ForwardClaims: claims}, caller: caller,
+		{name: "claims", auth: upstreamcred.ServiceAuth{ForwardClaims: claims}, caller: caller,
 			wantSet: map[string]string{"x-caller-sub": "alice", "x-caller-email": "alice@example.org",
 				"x-caller-level": "3", "x-caller-admin": "true"},
 			wantRemove: []string{"authorization", "x-caller-roles", "x-caller-evil", "x-caller-nul", "x-caller-long", "x-caller-missing"}},
-		{name: "claims without a caller", auth: ServiceAuth{ForwardClaims: claims},
+		{name: "claims without a caller", auth: upstreamcred.ServiceAuth{ForwardClaims: claims},
 			wantRemove: []string{"authorization", "x-caller-sub", "x-caller-email"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, Config{}, testTable(t))
-			if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": tc.auth}, Credentials: creds}); err != nil {
+			if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"echo": tc.auth}, Credentials: creds}); err != nil {
 				t.Fatal(err)
 			}
 			env.srv.callerSeam = func(*corev3.HeaderMap) *identity.Caller { return tc.caller }
@@ -171,7 +130,7 @@ func TestUpstreamAuthHeaders(t *testing.T) {
 // read is answered, never sent without it.
 func TestUpstreamAuthCredentialUnreadable(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
-	err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": {Credential: "gone"}},
+	err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"echo": {Credential: "gone"}},
 		Credentials: map[string]config.CredentialSource{"gone": {File: filepath.Join(t.TempDir(), "missing")}}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,12 +176,12 @@ func TestUpstreamAuthOAuthFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name, mode, want string
 	}{
-		{"exchange without a caller", ModeTokenExchange, "the Tool Service echo is not available: it acts for an authenticated caller, and the request has none"},
-		{"server down", ModeClientCredentials, "the Tool Service echo is not available: the authorization server did not issue a token for it (unavailable)"},
+		{"exchange without a caller", upstreamcred.ModeTokenExchange, "the Tool Service echo is not available: it acts for an authenticated caller, and the request has none"},
+		{"server down", upstreamcred.ModeClientCredentials, "the Tool Service echo is not available: the authorization server did not issue a token for it (unavailable)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, Config{}, testTable(t))
-			if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": {OAuth: &OAuthAuth{
+			if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"echo": {OAuth: &upstreamcred.OAuth{
 				Mode: tc.mode, TokenURL: down, ClientID: "gw", ClientSecret: "gw"}}}, Credentials: creds}); err != nil {
 				t.Fatal(err)
 			}
@@ -239,12 +198,12 @@ func TestUpstreamAuthOAuthFailures(t *testing.T) {
 func TestSetUpstreamAuthKeepsLastGood(t *testing.T) {
 	env := newTestEnv(t, Config{}, testTable(t))
 	t.Setenv("TOOLMESH_TEST_ECHO_KEY", "env-secret")
-	good := UpstreamAuth{Services: map[string]ServiceAuth{"echo": {Credential: "k", Header: "x-api-key"}},
+	good := upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"echo": {Credential: "k", Header: "x-api-key"}},
 		Credentials: map[string]config.CredentialSource{"k": {Env: "TOOLMESH_TEST_ECHO_KEY"}}}
 	if err := env.srv.SetUpstreamAuth(good); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"echo": {Credential: "undefined"}}}); err == nil {
+	if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"echo": {Credential: "undefined"}}}); err == nil {
 		t.Fatal("an undefined credential was accepted")
 	}
 	if set, _ := callMutation(t, env); set["x-api-key"] != "env-secret" {
@@ -276,8 +235,8 @@ func TestFederatedUpstreamAuth(t *testing.T) {
 	env := newTestEnv(t, Config{Upstreams: fakeUpstreams{map[string]string{"Authorization": "Bearer portal-secret"}}},
 		federatedRoutes(t, rec.URL))
 	t.Setenv("TOOLMESH_TEST_GH", "config-secret")
-	if err := env.srv.SetUpstreamAuth(UpstreamAuth{
-		Services: map[string]ServiceAuth{
+	if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{
+		Services: map[string]upstreamcred.ServiceAuth{
 			"gh":  {Credential: "gh", Prefix: "Bearer ", ForwardClaims: map[string]string{"x-caller-sub": "sub"}},
 			"old": {ForwardClaims: map[string]string{"x-caller-sub": "sub"}},
 		},
@@ -315,5 +274,33 @@ func TestFederatedUpstreamAuth(t *testing.T) {
 	defer mu.Unlock()
 	if len(initSub) != 1 || initSub[0] != "" {
 		t.Errorf("handshakes carried x-caller-sub %q, want one handshake without it", initSub)
+	}
+}
+
+// TestRuntimeCarriesOAuthClients: a Runtime put in force builds the token
+// clients of its upstreamAuth, an update of another part keeps them, and
+// a new upstreamAuth keeps those of unchanged entries.
+func TestRuntimeCarriesOAuthClients(t *testing.T) {
+	env := newTestEnv(t, Config{}, testTable(t))
+	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
+	entry := func(client string) upstreamcred.ServiceAuth {
+		return upstreamcred.ServiceAuth{OAuth: &upstreamcred.OAuth{Mode: upstreamcred.ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s"}}
+	}
+	if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"a": entry("gw"), "b": entry("gw")}, Credentials: creds}); err != nil {
+		t.Fatal(err)
+	}
+	first := env.srv.Runtime().UpstreamAuth
+	if first.Client("a") == nil {
+		t.Fatal("no client built with the Runtime")
+	}
+	env.srv.SetBodyLimits(BodyLimits{Default: 1 << 20})
+	if got := env.srv.Runtime().UpstreamAuth; got.Client("a") != first.Client("a") || got.Client("b") != first.Client("b") {
+		t.Error("an update of the body limits rebuilt the token clients")
+	}
+	if err := env.srv.SetUpstreamAuth(upstreamcred.Auth{Services: map[string]upstreamcred.ServiceAuth{"a": entry("gw"), "b": entry("other")}, Credentials: creds}); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.srv.Runtime().UpstreamAuth; got.Client("a") != first.Client("a") || got.Client("b") == first.Client("b") {
+		t.Error("a new upstreamAuth did not keep the unchanged client or kept the changed one")
 	}
 }

@@ -20,12 +20,14 @@ package routedeadline
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -75,24 +77,42 @@ func RouteTimeout(h *extprocv3.HttpHeaders) time.Duration {
 }
 
 // Without adds the removal of wire.RouteTimeoutHeader to a
-// response-headers reply: it is for the server, never for the client. A
-// copy: r may be shared. Other replies are returned as they are.
+// response-headers reply: it is for the server, never for the client.
+// Other replies are returned as they are. r may be shared, so the messages
+// on the way to the removals are copied, shallowly: a deep copy
+// (proto.Clone) of every header set was a tenth of the extproc server's
+// CPU on a federated call.
 func Without(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	hr := r.GetResponseHeaders()
 	if hr == nil {
 		return r
 	}
-	out := proto.Clone(r).(*extprocv3.ProcessingResponse)
-	cr := out.GetResponseHeaders().Response
-	if cr == nil {
-		cr = &extprocv3.CommonResponse{}
-		out.GetResponseHeaders().Response = cr
+	cr := &extprocv3.CommonResponse{}
+	if hr.GetResponse() != nil {
+		cr = shallowCopy(hr.GetResponse())
 	}
-	if cr.HeaderMutation == nil {
-		cr.HeaderMutation = &extprocv3.HeaderMutation{}
+	m := &extprocv3.HeaderMutation{}
+	if cr.GetHeaderMutation() != nil {
+		m = shallowCopy(cr.GetHeaderMutation())
 	}
-	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, wire.RouteTimeoutHeader)
+	// Clipped: the append never writes into the shared message's array.
+	m.RemoveHeaders = append(slices.Clip(m.RemoveHeaders), wire.RouteTimeoutHeader)
+	cr.HeaderMutation = m
+	out := shallowCopy(r)
+	out.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
 	return out
+}
+
+// shallowCopy is a new message whose populated fields are m's: the same
+// values, sub-messages and lists shared, not copied.
+func shallowCopy[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	return dst.Interface().(M)
 }
 
 // Margin is how long before the route timeout the gateway ends a

@@ -19,6 +19,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/mtls"
@@ -238,7 +239,7 @@ type UpstreamConfig struct {
 	// entry, claims of the caller, or the client's own token (opt-in). The
 	// client's Authorization is never forwarded otherwise. Reloaded on
 	// SIGHUP, keeping the last good configuration.
-	UpstreamAuth map[string]extproc.ServiceAuth `json:"upstreamAuth,omitempty"`
+	UpstreamAuth map[string]upstreamcred.ServiceAuth `json:"upstreamAuth,omitempty"`
 	// ListingBounds bound each federated MCP server's listing, across its
 	// pages (docs/contracts/portal.md, "Listing bounds"): items of each
 	// kind and bytes of results. A Portal entry's listingBounds overrides

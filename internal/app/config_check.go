@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolmesh/toolmesh/extproc"
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/registry"
 	"github.com/toolmesh/toolmesh/registry/redisstore"
@@ -59,7 +59,7 @@ func (c *Config) Validate() error {
 	}
 	errs.add(c.Surface.Validate()) // each error names its entry
 	errs.add(c.Tracing.validate())
-	errs.add((extproc.UpstreamAuth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate())
+	errs.add((upstreamcred.Auth{Services: c.UpstreamAuth, Credentials: c.Credentials}).Validate())
 	errs.add(registry.CheckEmbeddings(c.Embeddings, c.DefaultEmbedding, c.Credentials))
 	errs.add(c.checkRLSTimeout())
 	return errs.join()

@@ -11,6 +11,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/authn"
 	"github.com/toolmesh/toolmesh/extproc/authz"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 )
 
 // The extproc server's Runtime (extproc/runtime.go, ADR 0021) is built
@@ -60,8 +61,8 @@ func (a *app) buildRuntime(cfg *Config, prev *extproc.Runtime, p runtimeParts) (
 		fail("relayKeys reload failed; the keys in force stay", err)
 	}
 	// The token clients of unchanged entries carry over from the ones in
-	// force, which listings share (upstreamoauth.go).
-	if ua, err := extproc.BuildUpstreamAuth(cfg.UpstreamAuth, cfg.Credentials, a.upstreamAuth.Load()); err != nil {
+	// force, which listings share (extproc/upstreamcred).
+	if ua, err := upstreamcred.Build(cfg.UpstreamAuth, cfg.Credentials, a.upstreamAuth.Load()); err != nil {
 		fail("upstreamAuth reload failed; the last good configuration stays in force", err)
 	} else {
 		rt.UpstreamAuth = *ua

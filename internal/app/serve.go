@@ -32,6 +32,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/notify"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/session"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/internal/heapfloor"
 	"github.com/toolmesh/toolmesh/registry"
@@ -90,7 +91,7 @@ type app struct {
 	reloadConfig func() (Config, error)
 	// upstreamAuth is the upstreamAuth in force, for the registry's
 	// listings (the extproc server holds its own copy); swapped on SIGHUP.
-	upstreamAuth atomic.Pointer[extproc.UpstreamAuth]
+	upstreamAuth atomic.Pointer[upstreamcred.Auth]
 
 	extProcStream grpc.StreamServerInterceptor // tests only (hooks)
 	xdsGate       func() bool                  // tests only (hooks)
@@ -292,7 +293,7 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 	// The token clients of upstreamAuth's oauth entries are built with it
 	// and shared by calls (the Runtime, built from this one) and listings;
 	// a SIGHUP builds them again.
-	ua, err := extproc.BuildUpstreamAuth(cfg.UpstreamAuth, cfg.Credentials, nil)
+	ua, err := upstreamcred.Build(cfg.UpstreamAuth, cfg.Credentials, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -303,10 +304,10 @@ func newApp(base context.Context, m mode, cfg Config, log *slog.Logger, h hooks,
 		// credential too, as its calls do; an oauth entry's 401 evicts the
 		// token or discovers the authorization server, and lists again.
 		l.SetListingHeaders(func(service string) (map[string]string, error) {
-			return extproc.ListingCredentials(*a.upstreamAuth.Load(), service)
+			return upstreamcred.ListingCredentials(*a.upstreamAuth.Load(), service)
 		})
 		l.SetListingUnauthorized(func(ctx context.Context, service, url string, challenges []string) bool {
-			return extproc.ListingUnauthorized(ctx, *a.upstreamAuth.Load(), service, url, challenges)
+			return upstreamcred.ListingUnauthorized(ctx, *a.upstreamAuth.Load(), service, url, challenges)
 		})
 	}
 	if a.reg, err = newRegistry(&cfg, registryParts{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -93,4 +94,44 @@ func Unauthorized(err error) ([]string, bool) {
 		return se.Challenges, true
 	}
 	return nil, false
+}
+
+// Answer is what Post read of an HTTP answer.
+type Answer struct {
+	Status      int
+	ContentType string
+	// Body is the body, at most the max bytes Post was given; Over says
+	// the body was longer (Body is then cut).
+	Body []byte
+	Over bool
+}
+
+// Post sends body to url with exactly the given headers and returns the
+// answer, whatever its status, with its body read up to max bytes. It
+// follows no redirect: a 3xx is the answer, as Envoy's router passes one
+// on. The call path sends a native Tool Service's call again with it (a
+// call answered 401 for the gateway's token, docs/identity.md), with the
+// client that fetches the services' manifests and lists MCP servers.
+func (c *Client) Post(ctx context.Context, url string, headers http.Header, body []byte, max int64) (Answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = headers.Clone()
+	hc := *c.opts.HTTP
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Answer{}, &transportError{err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return Answer{}, &transportError{fmt.Errorf("read the answer: %w", err)}
+	}
+	a := Answer{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}
+	if int64(len(b)) > max {
+		a.Body, a.Over = b[:max], true
+	}
+	return a, nil
 }

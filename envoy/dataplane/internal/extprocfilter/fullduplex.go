@@ -1,6 +1,7 @@
 package extprocfilter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -85,8 +86,10 @@ func (e *Filter) newDuplexReader(src io.Reader) *duplexReader {
 }
 
 func (d *duplexReader) readSource(src io.Reader) {
+	// One read buffer; each chunk goes on as a copy of what was read, so
+	// a small event costs its size, not a 64 KiB buffer per read.
+	buf := make([]byte, streamChunk)
 	for {
-		buf := make([]byte, streamChunk)
 		n, err := src.Read(buf)
 		eos := errors.Is(err, io.EOF)
 		if err != nil && !eos {
@@ -100,7 +103,7 @@ func (d *duplexReader) readSource(src io.Reader) {
 			continue
 		}
 		select {
-		case d.chunks <- duplexChunk{data: buf[:n], eos: eos}:
+		case d.chunks <- duplexChunk{data: bytes.Clone(buf[:n]), eos: eos}:
 		case <-d.ctx.Done():
 			return
 		}

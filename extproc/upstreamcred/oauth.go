@@ -1,4 +1,4 @@
-package extproc
+package upstreamcred
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/internal/config"
 	"github.com/toolmesh/toolmesh/internal/oauthclient"
 )
 
 // OAuth modes of an upstreamAuth entry (docs/identity.md, "Delegated
 // identity"; docs/decisions/0019-delegated-identity.md). This file is the
-// hook between upstreamAuth and internal/oauthclient; the rest of
-// upstreamauth.go only asks it for a header.
+// hook between upstreamAuth and internal/oauthclient; the rest of the
+// package only asks it for a header.
 
 // Modes of ServiceAuth.OAuth.
 const (
@@ -26,8 +27,8 @@ const (
 	ModeClientCredentials = "clientCredentials"
 )
 
-// OAuthAuth obtains the upstream's token from an authorization server.
-type OAuthAuth struct {
+// OAuth obtains the upstream's token from an authorization server.
+type OAuth struct {
 	// Mode is tokenExchange (calls carry the caller's token exchanged for
 	// the upstream) or clientCredentials (the gateway's own identity).
 	// Listings use client credentials in both.
@@ -59,7 +60,7 @@ type OAuthAuth struct {
 	Timeout config.Duration `json:"timeout,omitempty"`
 }
 
-func (o OAuthAuth) config(creds map[string]config.CredentialSource) (oauthclient.Config, error) {
+func (o OAuth) config(creds map[string]config.CredentialSource) (oauthclient.Config, error) {
 	src := func(field, name string) (oauthclient.Source, error) {
 		if name == "" {
 			return oauthclient.Source{}, nil
@@ -81,7 +82,7 @@ func (o OAuthAuth) config(creds map[string]config.CredentialSource) (oauthclient
 
 // validate returns the entry's problems, each naming
 // upstreamAuth.<service>.oauth.<field>.
-func (o OAuthAuth) validate(svc string, creds map[string]config.CredentialSource) []error {
+func (o OAuth) validate(svc string, creds map[string]config.CredentialSource) []error {
 	var errs []error
 	bad := func(err error) { errs = append(errs, fmt.Errorf("upstreamAuth.%s.oauth.%w", svc, err)) }
 	if o.Mode != ModeTokenExchange && o.Mode != ModeClientCredentials {
@@ -114,15 +115,20 @@ func splitJoined(err error) []error {
 }
 
 // oauthRequests counts the requests to authorization servers
-// (toolmesh_upstream_oauth_requests_total).
+// (toolmesh_upstream_oauth_requests_total). One process-wide counter:
+// every configuration's token clients count into it (Collector).
 var oauthRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "toolmesh_upstream_oauth_requests_total",
 	Help: "Requests of the gateway to authorization servers for upstream tokens, by service, grant (client_credentials, token_exchange, discovery) and result (ok, refused, unavailable, timeout, busy, config). Cached tokens make none.",
 }, []string{"service", "grant", "result"})
 
+// Collector is toolmesh_upstream_oauth_requests_total, for the registry
+// that serves the gateway's metrics.
+func Collector() *prometheus.CounterVec { return oauthRequests }
+
 // oauthSet is the token clients of one upstreamAuth configuration, one
 // per service with an oauth entry. It is built with the configuration
-// (BuildUpstreamAuth, SetUpstreamAuth), so a SIGHUP replaces it; an entry
+// (Build, BuildAfter), so a SIGHUP replaces it; an entry
 // whose client configuration did not change keeps its client, and with it
 // its cached tokens and the authorization server it discovered. It is never
 // modified after it is built.
@@ -146,7 +152,7 @@ type discoveredAS struct {
 	client   *oauthclient.Client
 }
 
-func discovers(o OAuthAuth) bool { return o.Issuer == "" && o.TokenURL == "" }
+func discovers(o OAuth) bool { return o.Issuer == "" && o.TokenURL == "" }
 
 // placeholderIssuer stands in for a discovered authorization server when an
 // entry's other fields are checked.
@@ -163,7 +169,7 @@ func sameConfig(a, b oauthclient.Config) bool {
 
 // buildOAuth returns the token clients of u's oauth entries, taking over
 // prev's for entries whose client configuration is unchanged.
-func buildOAuth(u UpstreamAuth, prev oauthSet) (oauthSet, error) {
+func buildOAuth(u Auth, prev oauthSet) (oauthSet, error) {
 	set := oauthSet{}
 	for svc, a := range u.Services {
 		if a.OAuth == nil {
@@ -190,28 +196,28 @@ func buildOAuth(u UpstreamAuth, prev oauthSet) (oauthSet, error) {
 	return set, nil
 }
 
-// buildOAuthAfter builds u's token clients unless they were built
-// (BuildUpstreamAuth), taking over those of prev (the Runtime in force,
-// nil at start) for unchanged entries.
-func (u *UpstreamAuth) buildOAuthAfter(prev *Runtime) error {
+// BuildAfter builds u's token clients unless they were built (Build),
+// taking over those of prev (the configuration in force, nil at start) for
+// unchanged entries.
+func (u *Auth) BuildAfter(prev *Auth) error {
 	if u.oauth != nil {
 		return nil
 	}
 	var p oauthSet
 	if prev != nil {
-		p = prev.UpstreamAuth.oauth
+		p = prev.oauth
 	}
 	set, err := buildOAuth(*u, p)
 	u.oauth = set
 	return err
 }
 
-// BuildUpstreamAuth validates the upstreamAuth of a configuration and
-// builds its token clients, taking over prev's (nil: none) where an entry
-// is unchanged. Calls (Runtime.UpstreamAuth) and listings
+// Build validates the upstreamAuth of a configuration and builds its token
+// clients, taking over prev's (nil: none) where an entry is unchanged.
+// Calls (the extproc Runtime's UpstreamAuth) and listings
 // (ListingCredentials) given the result share its clients.
-func BuildUpstreamAuth(services map[string]ServiceAuth, creds map[string]config.CredentialSource, prev *UpstreamAuth) (*UpstreamAuth, error) {
-	u := UpstreamAuth{Services: services, Credentials: creds}
+func Build(services map[string]ServiceAuth, creds map[string]config.CredentialSource, prev *Auth) (*Auth, error) {
+	u := Auth{Services: services, Credentials: creds}
 	if err := u.Validate(); err != nil {
 		return nil, err
 	}
@@ -288,7 +294,7 @@ var errForeignIssuer = errors.New("its discovered authorization server did not i
 // is an error: it is never sent as the gateway. d, when the authorization
 // server was discovered, gives the resource and scopes the entry leaves
 // out.
-func oauthRequest(o OAuthAuth, d *discoveredAS, callerIssuer, callerSub, callerToken string, listing bool) (oauthclient.Request, error) {
+func oauthRequest(o OAuth, d *discoveredAS, callerIssuer, callerSub, callerToken string, listing bool) (oauthclient.Request, error) {
 	r := oauthclient.Request{Grant: oauthclient.ClientCredentials, Audience: o.Audience, Resource: o.Resource, Scopes: o.Scopes}
 	if d != nil && len(r.Resource) == 0 {
 		r.Resource = []string{d.resource}
@@ -311,63 +317,62 @@ func oauthRequest(o OAuthAuth, d *discoveredAS, callerIssuer, callerSub, callerT
 	return r, nil
 }
 
-// oauthUse is the token a routed call carries: evicted when the upstream
-// answers 401.
-type oauthUse struct {
+// Token is the OAuth token a routed call carries (Credentials.Token).
+type Token struct {
 	client *oauthclient.Client
 	req    oauthclient.Request
 }
 
 // serviceOAuth returns u's client of service, building a one-off set when u
 // was not built (a configuration given as a literal).
-func (u *UpstreamAuth) serviceOAuth(service string) (*serviceOAuth, error) {
+func (u *Auth) serviceOAuth(service string) (*serviceOAuth, error) {
 	if u.oauth != nil {
 		if so := u.oauth[service]; so != nil {
 			return so, nil
 		}
 	}
-	set, err := buildOAuth(UpstreamAuth{Services: map[string]ServiceAuth{service: u.Services[service]}, Credentials: u.Credentials}, nil)
+	set, err := buildOAuth(Auth{Services: map[string]ServiceAuth{service: u.Services[service]}, Credentials: u.Credentials}, nil)
 	if err != nil {
 		return nil, err
 	}
 	return set[service], nil
 }
 
-// oauthCredential is the Authorization value of a call to service by o, ""
-// while its authorization server is not discovered yet (the call goes
-// without, and the server's 401 discovers it: fedUnauthorized).
-func (x *request) oauthCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
+// oauthCredential is the Authorization value of a call to service by o,
+// and the token in it; "" while its authorization server is not discovered
+// yet (the call goes without, and the server's 401 discovers it:
+// Unauthorized).
+func (u *Auth) oauthCredential(ctx context.Context, service string, o OAuth, caller *identity.Caller) (string, *Token, error) {
 	so, err := u.serviceOAuth(service)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var iss, sub, tok string
-	if x.caller != nil {
-		iss, sub, tok = x.caller.Issuer, x.caller.Subject, x.caller.Token
+	if caller != nil {
+		iss, sub, tok = caller.Issuer, caller.Subject, caller.Token
 	}
 	c, d := so.client()
 	if c == nil {
 		if o.Mode == ModeTokenExchange && tok == "" {
-			return "", errNoCaller
+			return "", nil, errNoCaller
 		}
-		return "", nil
+		return "", nil, nil
 	}
 	r, err := oauthRequest(o, d, iss, sub, tok, false)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	t, err := c.Token(x.ctx, r)
+	t, err := c.Token(ctx, r)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	x.oauthUsed = &oauthUse{client: c, req: r}
-	return "Bearer " + t.AccessToken, nil
+	return "Bearer " + t.AccessToken, &Token{client: c, req: r}, nil
 }
 
 // listingCredential is the Authorization value of the gateway's own listing
 // of service: client credentials, whatever the mode; "" while the
 // authorization server is not discovered yet.
-func listingCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, error) {
+func listingCredential(u *Auth, service string, o OAuth) (string, error) {
 	so, err := u.serviceOAuth(service)
 	if err != nil {
 		return "", err
@@ -388,7 +393,7 @@ func listingCredential(u *UpstreamAuth, service string, o OAuthAuth) (string, er
 // answered 401 with challenges. For an oauth entry it evicts the listing's
 // token, or discovers the authorization server from the challenge, and
 // returns true: list once more. Anything else returns false.
-func ListingUnauthorized(ctx context.Context, u UpstreamAuth, service, url string, challenges []string) bool {
+func ListingUnauthorized(ctx context.Context, u Auth, service, url string, challenges []string) bool {
 	a, ok := u.Services[service]
 	if !ok || a.OAuth == nil {
 		return false

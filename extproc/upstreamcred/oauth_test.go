@@ -1,4 +1,4 @@
-package extproc
+package upstreamcred
 
 import (
 	"encoding/json"
@@ -14,10 +14,10 @@ import (
 
 func TestOAuthRequest(t *testing.T) {
 	d := &discoveredAS{issuer: "https://as.example.com", resource: "https://mcp.example.com/mcp", scopes: []string{"tools"}}
-	ex := OAuthAuth{Mode: ModeTokenExchange, Audience: []string{"aud"}}
+	ex := OAuth{Mode: ModeTokenExchange, Audience: []string{"aud"}}
 	for _, tc := range []struct {
 		name             string
-		o                OAuthAuth
+		o                OAuth
 		d                *discoveredAS
 		iss, tok         string
 		listing          bool
@@ -30,7 +30,7 @@ func TestOAuthRequest(t *testing.T) {
 		{"exchange at the caller's own issuer, discovered", ex, d, "https://as.example.com", "t", false, oauthclient.TokenExchange, "",
 			[]string{"https://mcp.example.com/mcp"}, []string{"tools"}},
 		{"exchange at another issuer, discovered", ex, d, "https://idp", "t", false, "", "did not issue the caller's token", nil, nil},
-		{"the entry's resource and scopes win", OAuthAuth{Mode: ModeClientCredentials, Resource: []string{"r"}, Scopes: []string{"s"}}, d, "", "", false,
+		{"the entry's resource and scopes win", OAuth{Mode: ModeClientCredentials, Resource: []string{"r"}, Scopes: []string{"s"}}, d, "", "", false,
 			oauthclient.ClientCredentials, "", []string{"r"}, []string{"s"}},
 	} {
 		r, err := oauthRequest(tc.o, tc.d, tc.iss, "alice", tc.tok, tc.listing)
@@ -58,9 +58,9 @@ func TestOAuthRequest(t *testing.T) {
 func TestBuildUpstreamAuthKeepsUnchangedClients(t *testing.T) {
 	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
 	entry := func(client string, aud ...string) ServiceAuth {
-		return ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s", Audience: aud}}
+		return ServiceAuth{OAuth: &OAuth{Mode: ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s", Audience: aud}}
 	}
-	one, err := BuildUpstreamAuth(map[string]ServiceAuth{"a": entry("gw"), "b": entry("gw"), "c": {OAuth: &OAuthAuth{
+	one, err := Build(map[string]ServiceAuth{"a": entry("gw"), "b": entry("gw"), "c": {OAuth: &OAuth{
 		Mode: ModeClientCredentials, ClientID: "gw", ClientSecret: "s"}}}, creds, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestBuildUpstreamAuthKeepsUnchangedClients(t *testing.T) {
 		t.Fatal("an entry without issuer or tokenUrl has a client before discovery")
 	}
 	// a: only the audience (of the requests) changes; b: the client ID.
-	two, err := BuildUpstreamAuth(map[string]ServiceAuth{"a": entry("gw", "x"), "b": entry("other")}, creds, one)
+	two, err := Build(map[string]ServiceAuth{"a": entry("gw", "x"), "b": entry("other")}, creds, one)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestBuildUpstreamAuthKeepsUnchangedClients(t *testing.T) {
 	if _, ok := two.oauth["c"]; ok {
 		t.Error("a removed entry's client stayed")
 	}
-	if _, err := BuildUpstreamAuth(map[string]ServiceAuth{"a": entry("")}, creds, one); err == nil ||
+	if _, err := Build(map[string]ServiceAuth{"a": entry("")}, creds, one); err == nil ||
 		!strings.Contains(err.Error(), "upstreamAuth.a.oauth.clientId") {
 		t.Errorf("an invalid entry: %v", err)
 	}
@@ -102,9 +102,9 @@ func TestListingUnauthorizedDiscovers(t *testing.T) {
 	mcpURL := srv.URL + "/mcp"
 	challenge := []string{`Bearer resource_metadata="` + srv.URL + `/.well-known/oauth-protected-resource/mcp"`}
 	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
-	u, err := BuildUpstreamAuth(map[string]ServiceAuth{
-		"disc":  {OAuth: &OAuthAuth{Mode: ModeTokenExchange, ClientID: "gw", ClientSecret: "s"}},
-		"fixed": {OAuth: &OAuthAuth{Mode: ModeClientCredentials, TokenURL: "https://as.example.com/token", ClientID: "gw", ClientSecret: "s"}},
+	u, err := Build(map[string]ServiceAuth{
+		"disc":  {OAuth: &OAuth{Mode: ModeTokenExchange, ClientID: "gw", ClientSecret: "s"}},
+		"fixed": {OAuth: &OAuth{Mode: ModeClientCredentials, TokenURL: "https://as.example.com/token", ClientID: "gw", ClientSecret: "s"}},
 		"plain": {Credential: "s"},
 	}, creds, nil)
 	if err != nil {
@@ -127,33 +127,5 @@ func TestListingUnauthorizedDiscovers(t *testing.T) {
 	}
 	if ListingUnauthorized(t.Context(), *u, "plain", mcpURL, challenge) || ListingUnauthorized(t.Context(), *u, "none", mcpURL, challenge) {
 		t.Error("an entry without oauth lists again")
-	}
-}
-
-// TestRuntimeCarriesOAuthClients: a Runtime put in force builds the token
-// clients of its upstreamAuth, an update of another part keeps them, and
-// a new upstreamAuth keeps those of unchanged entries.
-func TestRuntimeCarriesOAuthClients(t *testing.T) {
-	env := newTestEnv(t, Config{}, testTable(t))
-	creds := map[string]config.CredentialSource{"s": {Env: "TOOLMESH_TEST_OAUTH_SECRET"}}
-	entry := func(client string) ServiceAuth {
-		return ServiceAuth{OAuth: &OAuthAuth{Mode: ModeClientCredentials, Issuer: "https://as.example.com", ClientID: client, ClientSecret: "s"}}
-	}
-	if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"a": entry("gw"), "b": entry("gw")}, Credentials: creds}); err != nil {
-		t.Fatal(err)
-	}
-	first := env.srv.Runtime().UpstreamAuth.oauth
-	if first["a"] == nil || first["a"].fixed == nil {
-		t.Fatal("no client built with the Runtime")
-	}
-	env.srv.SetBodyLimits(BodyLimits{Default: 1 << 20})
-	if got := env.srv.Runtime().UpstreamAuth.oauth; got["a"] != first["a"] || got["b"] != first["b"] {
-		t.Error("an update of the body limits rebuilt the token clients")
-	}
-	if err := env.srv.SetUpstreamAuth(UpstreamAuth{Services: map[string]ServiceAuth{"a": entry("gw"), "b": entry("other")}, Credentials: creds}); err != nil {
-		t.Fatal(err)
-	}
-	if got := env.srv.Runtime().UpstreamAuth.oauth; got["a"] != first["a"] || got["b"] == first["b"] {
-		t.Error("a new upstreamAuth did not keep the unchanged client or kept the changed one")
 	}
 }
