@@ -52,7 +52,7 @@ sbom: build ## Write bin/toolmesh.cdx.json, a CycloneDX SBOM of the Go modules i
 	@echo "wrote bin/toolmesh.cdx.json"
 
 .PHONY: vulncheck
-vulncheck: ## govulncheck (golang.org/x/vuln) on every module, with vuln.go.dev or its copy from the module proxy; fails when code calls a known-vulnerable symbol
+vulncheck: ## govulncheck (golang.org/x/vuln) on every module, with vuln.go.dev or its copy from the module proxy; fails when code calls a known-vulnerable symbol not accepted by scripts/vulncheck-exceptions.txt
 	@GO=$(GO) VULNDB_VERSION=$(VULNDB_VERSION) sh scripts/vulncheck.sh $(GOVULNCHECK_VERSION) $(VULNDB) $(MODULES)
 
 # `make test` runs scripts/test.sh: every step runs even when an earlier one

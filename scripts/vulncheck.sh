@@ -19,8 +19,17 @@
 # build machine), nothing was checked: it says so, naming the database, and
 # exits 2, so the failure is not read as a finding or as a pass.
 #
-# Exit status: 0 no module calls a vulnerable symbol; 3 (govulncheck's) one
-# does; 2 nothing was checked; anything else, govulncheck or go failed.
+# govulncheck writes JSON (-format json), which scripts/vulnexcept (a Go
+# program, its own module) reads: every called vulnerable symbol fails the
+# check unless the reviewed exception file, VULNCHECK_EXCEPTIONS (default
+# scripts/vulncheck-exceptions.txt), accepts it. Only the standard library
+# may be accepted, each line until its expiry date, and each accepted one is
+# named on every run ("accepted until DATE: ID (stdlib, fixed in goX)").
+#
+# Exit status: 0 no module calls a vulnerable symbol that is not accepted;
+# 3 one does; 2 nothing was checked, or the exception file is wrong (a
+# dependency's, an expired or a malformed line, named); anything else,
+# govulncheck or go failed.
 set -u
 
 if [ $# -lt 3 ]; then
@@ -35,26 +44,45 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 canary=$root/testdata/vulncheck
 canary_id=GO-2024-3250
 
-# govulncheck is installed, not run with `go run`, whose status would be 1
-# for any failure: 3 is how govulncheck says it found a called symbol.
+exceptions=${VULNCHECK_EXCEPTIONS:-$root/scripts/vulncheck-exceptions.txt}
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# The filter is built, not run with `go run`, whose status would be 1 for
+# any failure: 3 is how it says a called symbol is not accepted. A wrong
+# exception file stops the run before anything is scanned.
+if ! "$go" -C "$root/scripts/vulnexcept" build -o "$tmp/vulnexcept" .; then
+	echo "vulncheck: scripts/vulnexcept cannot be built" >&2
+	exit 1
+fi
+"$tmp/vulnexcept" -check -exceptions "$exceptions" || exit 2
+
+# govulncheck is installed for the same reason.
 bin=$root/bin/govulncheck/$version
 if ! GOBIN=$bin "$go" install "golang.org/x/vuln/cmd/govulncheck@$version"; then
 	echo "vulncheck: govulncheck@$version cannot be installed" >&2
 	exit 1
 fi
 
-# govulncheck DIR: govulncheck on every package of the module in DIR; its
-# output in $out, its status in $rc.
+# govulncheck DIR: govulncheck on every package of the module in DIR, its
+# findings filtered by the exception file; their report in $out, the
+# status in $rc: govulncheck's when it failed (with -format json it exits
+# 0 on findings), otherwise the filter's.
 govulncheck() {
-	out=$(cd "$1" && "$bin/govulncheck" -db "$db" ./... 2>&1)
+	(cd "$1" && "$bin/govulncheck" -format json -db "$db" ./... >"$tmp/json" 2>"$tmp/err")
 	rc=$?
+	out=$(cat "$tmp/err")
+	if [ "$rc" -eq 0 ]; then
+		out=$("$tmp/vulnexcept" -exceptions "$exceptions" <"$tmp/json" 2>&1)
+		rc=$?
+	fi
 }
 
 # unreadable: govulncheck's own words when the database cannot be fetched
 # ("fetching vulnerabilities: ... no such host") or read at all
 # ("creating client: ...").
 unreadable() {
-	[ "$rc" -ne 0 ] && printf '%s' "$out" | grep -qE '^govulncheck: (fetching vulnerabilities|creating client)|^creating client:'
+	[ "$rc" -ne 0 ] && grep -qE '^govulncheck: (fetching vulnerabilities|creating client)|^creating client:' "$tmp/err"
 }
 
 nothing_checked() {
@@ -98,7 +126,7 @@ if unreadable; then
 	printf '%s\n' "$out"
 	nothing_checked "the vulnerability database $db cannot be reached or read"
 fi
-if [ "$rc" -ne 3 ] || ! printf '%s' "$out" | grep -q "$canary_id"; then
+if [ "$rc" -ne 3 ] || ! printf '%s' "$out" | grep -q "not accepted: $canary_id "; then
 	printf '%s\n' "$out"
 	nothing_checked "the canary's call of $canary_id was not reported (govulncheck exit $rc) with the database $db"
 fi
