@@ -18,7 +18,7 @@ import (
 // through the gateway, to a resource of a federated legacy go-sdk server
 // (which keeps subscriptions per session, so the client gets its own
 // upstream session, ADR 0022); the server's notifications/resources/updated
-// for it reaches the client on its standalone GET stream (ADR 0027). A new
+// for it reaches the client on its standalone GET stream (ADR 0025). A new
 // resource on the server (its resources/list_changed) re-lists the route at
 // once: the client hears the gateway's resources/list_changed long before
 // the hour-long refresh interval.

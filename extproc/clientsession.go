@@ -241,7 +241,7 @@ func (x *request) clientSessionLost() []byte {
 // followTicket is the sealed follow ticket of a legacy GET stream whose
 // client holds upstream sessions on servers that send notifications
 // outside a call (resources.subscribe or logging declared), "" for none
-// (ADR 0027). Each session goes with the headers its requests carry,
+// (ADR 0025). Each session goes with the headers its requests carry,
 // computed here, where the caller's credentials are known; the
 // notifications server that serves the stream (any replica) opens it. A
 // session token that does not open is answered 404, as on any request.

@@ -35,7 +35,7 @@ func (x *request) streamRequest(owned []string) *extprocv3.ProcessingResponse {
 	}
 	x.method, x.era = methodGetStream, mcp.EraLegacy.Label()
 	// A client with upstream sessions of its own (clientsession.go) also
-	// hears what those servers send outside a call (ADR 0027).
+	// hears what those servers send outside a call (ADR 0025).
 	follow, bad := x.followTicket()
 	if bad != nil {
 		return x.answer(bad, "", detailsRejected)

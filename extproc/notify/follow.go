@@ -19,7 +19,7 @@ import (
 
 // A legacy client with upstream sessions of its own (ADR 0022) hears, on
 // its GET stream, what those servers send outside a call
-// (docs/decisions/0027-legacy-get-stream.md): the extproc server that took
+// (docs/decisions/0025-legacy-get-stream.md): the extproc server that took
 // the GET seals a follow ticket (extproc/session) with each session and
 // its headers; this server, on any replica, opens it and holds one GET
 // stream per session upstream, for as long as the client's stream lives.

@@ -10,7 +10,7 @@ import (
 // (any replica: Envoy picks it), what following the client's upstream
 // sessions takes: each session and the headers its requests carry, the
 // caller's credentials included
-// (docs/decisions/0027-legacy-get-stream.md). So it is sealed like a
+// (docs/decisions/0025-legacy-get-stream.md). So it is sealed like a
 // session token, under its own key derived from the relay keys, and lives
 // a minute: it is opened once, as the stream starts.
 const (

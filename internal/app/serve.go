@@ -484,7 +484,7 @@ func (a *app) startNotify(ln net.Listener, metrics prometheus.Registerer, errc c
 }
 
 // followUpstreams lets legacy GET streams follow their clients' upstream
-// sessions (ADR 0027) with the lister's MCP client and the session keys of
+// sessions (ADR 0025) with the lister's MCP client and the session keys of
 // the extproc server's current runtime (nil before it started).
 func (a *app) followUpstreams() *notify.Upstreams {
 	l, ok := a.lister.(*fetch.HTTPLister)

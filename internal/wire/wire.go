@@ -96,7 +96,7 @@ const (
 	// notifications server bounds streams per caller.
 	CallerHeader = "x-toolmesh-caller"
 	// FollowHeader is the sealed follow ticket of a legacy GET stream whose
-	// client has upstream sessions of its own (extproc/session, ADR 0027):
+	// client has upstream sessions of its own (extproc/session, ADR 0025):
 	// the notifications server follows them and passes their server
 	// notifications on.
 	FollowHeader = "x-toolmesh-follow"

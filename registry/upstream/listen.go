@@ -16,7 +16,7 @@ import (
 // The Streamable HTTP GET stream of a legacy session: the server's
 // messages that answer no request (notifications/resources/updated, log
 // messages outside a call) come on it
-// (docs/decisions/0027-legacy-get-stream.md).
+// (docs/decisions/0025-legacy-get-stream.md).
 
 // ErrNoStream is Listen's error when the server offers no GET stream
 // (405, as the transport lets it answer).
