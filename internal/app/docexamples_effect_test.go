@@ -105,7 +105,7 @@ func TestDocConfigExampleEffects(t *testing.T) {
 		if c.check == nil {
 			continue
 		}
-		t.Run(strings.TrimSuffix(c.page, ".md")+"/"+strings.TrimSuffix(c.marker, ":"), func(t *testing.T) {
+		t.Run(strings.TrimSuffix(c.page, ".md")+"_"+strings.TrimSuffix(c.marker, ":"), func(t *testing.T) {
 			t.Parallel()
 			c.check(t, docExample(t, c.page, c.marker, strings.NewReplacer()))
 		})
@@ -113,8 +113,9 @@ func TestDocConfigExampleEffects(t *testing.T) {
 }
 
 // exampleService is a Tool Service with the given tools (a name ending in
-// "!" is destructive, one ending in "." read-only); each answers at once
-// and is recorded with the Authorization it got.
+// "!" is destructive, one ending in "." read-only, a JSON object a tool of
+// the manifest as written); each answers at once and is recorded with the
+// Authorization it got.
 type exampleService struct {
 	url   string
 	mu    sync.Mutex
@@ -126,6 +127,10 @@ func startExampleService(t *testing.T, tools ...string) *exampleService {
 	s := &exampleService{}
 	var list []string
 	for _, name := range tools {
+		if strings.HasPrefix(name, "{") { // a tool as the manifest lists it
+			list = append(list, name)
+			continue
+		}
 		ann := ""
 		if n, ok := strings.CutSuffix(name, "!"); ok {
 			name, ann = n, `,"annotations":{"destructiveHint":true}`
@@ -336,7 +341,10 @@ func checkRateLimitsExample(t *testing.T, example string) {
 // records_delete, seen for the first time, is held back: not listed and
 // refused by its virtual name.
 func checkSurfaceExample(t *testing.T, example string) {
-	svc := startExampleService(t, "records_delete")
+	// The arguments the example's virtual tool fixes, hides and bounds.
+	svc := startExampleService(t, `{"name":"records_delete","description":"Deletes records.","path":"/tools/records_delete",
+		"inputSchema":{"type":"object","properties":{"tenant":{"type":"string"},"force":{"type":"boolean"},
+		"limit":{"type":"integer"},"region":{"type":"string"}}}}`)
 	p := runExample(t, example, "core=db@"+svc.url)
 	r := rawPost(t, p.addrs["dataplane"], "/mcp/core", clientHeaders(3), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 0)
 	if r.status != http.StatusOK || strings.Contains(string(r.body), "delete") {
