@@ -245,9 +245,9 @@ func TestEnvoyMetricNames(t *testing.T) {
 var lazyMetrics = map[string]string{
 	"toolmesh_xds_nacks_total": "xds/metrics.go", // first NACK, per resource type
 	// Identity: only on routes with auth, policies or approval.
-	"toolmesh_auth_requests_total":   "extproc/metrics.go",
-	"toolmesh_authz_decisions_total": "extproc/metrics.go",
-	"toolmesh_approvals_total":       "extproc/metrics.go",
+	"toolmesh_auth_requests_total":   "extproc/metrics/metrics.go",
+	"toolmesh_authz_decisions_total": "extproc/metrics/metrics.go",
+	"toolmesh_approvals_total":       "extproc/metrics/metrics.go",
 	// Change notifications: only with notificationsListen set.
 	"toolmesh_listeners":                "extproc/notify/metrics.go",
 	"toolmesh_listeners_rejected_total": "extproc/notify/metrics.go",
