@@ -374,14 +374,19 @@ func checkFiltersExample(t *testing.T, example string) {
 	}
 }
 
+// withTestPKI is example with the tls.crt, tls.key and ca.crt of dir
+// replaced by the files of a server pair and of a new test CA.
+func withTestPKI(t *testing.T, example, dir, server string) (string, *testpki.CA) {
+	ca := testpki.NewCA(t, "mesh")
+	pair := ca.Server(server)
+	return strings.NewReplacer(dir+"tls.crt", pair.CertFile, dir+"tls.key", pair.KeyFile, dir+"ca.crt", ca.CertFile).Replace(example), ca
+}
+
 // checkDownstreamTLSExample: the local data plane serves mTLS with the
 // example's files: a client with a certificate of the trust bundle is
 // answered, one without a certificate is not.
 func checkDownstreamTLSExample(t *testing.T, example string) {
-	ca := testpki.NewCA(t, "mesh")
-	server := ca.Server("envoy")
-	example = strings.NewReplacer("/etc/envoy/tls/tls.crt", server.CertFile, "/etc/envoy/tls/tls.key", server.KeyFile,
-		"/etc/envoy/tls/ca.crt", ca.CertFile).Replace(example)
+	example, ca := withTestPKI(t, example, "/etc/envoy/tls/", "envoy")
 	svc := startExampleService(t, "t")
 	p := runExample(t, example, "core=db@"+svc.url)
 	list := func(certs ...tls.Certificate) (int, error) {
@@ -414,10 +419,7 @@ func checkDownstreamTLSExample(t *testing.T, example string) {
 // the example's files: the allowed SAN gets through, another identity of
 // the same trust bundle and a plaintext client do not.
 func checkControlTLSExample(t *testing.T, example string) {
-	ca := testpki.NewCA(t, "mesh")
-	srv := ca.Server("toolmesh")
-	example = strings.NewReplacer("/etc/toolmesh-tls/tls.crt", srv.CertFile, "/etc/toolmesh-tls/tls.key", srv.KeyFile,
-		"/etc/toolmesh-tls/ca.crt", ca.CertFile).Replace(example)
+	example, ca := withTestPKI(t, example, "/etc/toolmesh-tls/", "toolmesh")
 	svc := startExampleService(t, "t")
 	addr := runExampleAs(t, "extproc", example, "core=db@"+svc.url).addrs["extproc"]
 	creds := func(id string) credentials.TransportCredentials {
