@@ -21,6 +21,10 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -59,6 +63,7 @@ var exampleChecks = []exampleCheck{
 	{page: "wasm-abi.md", marker: "filters:", check: checkWasmExample},
 	{page: "identity.md", marker: "tokenUrl:", check: checkClientCredentialsExample},
 	{page: "identity.md", marker: "clientSecret: gateway-secret", check: checkTokenExchangeExample},
+	{page: "sre.md", marker: "nodes:", check: checkNodesExample},
 
 	// Checked by tests of their own.
 	{page: "config.md", marker: "listingBounds:", why: "TestListingBoundsExample"},
@@ -67,7 +72,6 @@ var exampleChecks = []exampleCheck{
 	// The allow-list: examples not yet run through the server, and why.
 	{page: "config.md", marker: "redis:", why: "unchecked: the overview combines a Portal URL, Redis over TLS, a wasm module, an overrides file and xDS nodes"},
 	{page: "identity.md", marker: "github-mcp:", why: "unchecked: needs a federated MCP server and its authorization server"},
-	{page: "sre.md", marker: "nodes:", why: "unchecked: xds only, needs an xDS client"},
 }
 
 // TestDocConfigExamplesChecked: every config example of the docs has
@@ -626,5 +630,51 @@ func checkTokenExchangeExample(t *testing.T, example string) {
 		" https://orders.example.com https://orders.example.com/mcp orders:read actor-at"
 	if !slices.Contains(asked, want) {
 		t.Errorf("token endpoint asked\n%q\nwant among them\n%q", asked, want)
+	}
+}
+
+// checkNodesExample: `toolmesh xds` with the example serves an Envoy of
+// cluster billing-sidecar the clusters of the billing route only, and a
+// gateway (gw-*) those of every route.
+func checkNodesExample(t *testing.T, example string) {
+	svc := startExampleService(t, "t")
+	addr := runExampleAs(t, "xds", example, "billing=bill@"+svc.url, "core=crm@"+svc.url).addrs["xds"]
+	clusters := func(node *corev3.Node) []string {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: resourcev3.ClusterType}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range resp.GetResources() {
+			var c clusterv3.Cluster
+			if err := r.UnmarshalTo(&c); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(c.GetName(), "toolsvc_") {
+				names = append(names, c.GetName())
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := clusters(&corev3.Node{Id: "billing-7", Cluster: "billing-sidecar"}); !slices.Equal(got, []string{"toolsvc_bill"}) {
+		t.Errorf("billing-sidecar clusters %q, want the billing route's only", got)
+	}
+	if got := clusters(&corev3.Node{Id: "gw-1", Cluster: "gateways"}); !slices.Equal(got, []string{"toolsvc_bill", "toolsvc_crm"}) {
+		t.Errorf("gateway clusters %q, want every route's", got)
 	}
 }
