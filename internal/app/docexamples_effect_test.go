@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/toolmesh/toolmesh/internal/authtest"
+	"github.com/toolmesh/toolmesh/internal/redistest"
 	"github.com/toolmesh/toolmesh/internal/testpki"
 	"github.com/toolmesh/toolmesh/internal/wasmtest"
 )
@@ -64,13 +65,13 @@ var exampleChecks = []exampleCheck{
 	{page: "identity.md", marker: "tokenUrl:", check: checkClientCredentialsExample},
 	{page: "identity.md", marker: "clientSecret: gateway-secret", check: checkTokenExchangeExample},
 	{page: "sre.md", marker: "nodes:", check: checkNodesExample},
+	{page: "config.md", marker: "redis:", check: checkOverviewExample},
 
 	// Checked by tests of their own.
 	{page: "config.md", marker: "listingBounds:", why: "TestListingBoundsExample"},
 	{page: "config.md", marker: "embeddings:", why: "TestEmbeddingCredentialReachesTheService"},
 
 	// The allow-list: examples not yet run through the server, and why.
-	{page: "config.md", marker: "redis:", why: "unchecked: the overview combines a Portal URL, Redis over TLS, a wasm module, an overrides file and xDS nodes"},
 	{page: "identity.md", marker: "github-mcp:", why: "unchecked: needs a federated MCP server and its authorization server"},
 }
 
@@ -676,5 +677,37 @@ func checkNodesExample(t *testing.T, example string) {
 	}
 	if got := clusters(&corev3.Node{Id: "gw-1", Cluster: "gateways"}); !slices.Equal(got, []string{"toolsvc_bill", "toolsvc_crm"}) {
 		t.Errorf("gateway clusters %q, want every route's", got)
+	}
+}
+
+// checkOverviewExample: the overview of docs/config.md, with a local
+// Portal file, a Redis of the test and the example's other files made
+// here: route core asks approval for delete_* and runs the acl filter,
+// which refuses admin.* there.
+func checkOverviewExample(t *testing.T, example string) {
+	dir := t.TempDir()
+	svc := startExampleService(t, "delete_rows", "admin.reset")
+	portal := writeFile(t, dir, "portal.json", `{"routes":[{"key":"core","toolServices":[{"name":"db","url":"`+svc.url+`"}]}]}`)
+	example = strings.NewReplacer(
+		"https://portal.example.com", portal,
+		"rediss://:secret@redis.example.com:6380/0", "redis://"+redistest.Start(t).Options().Addr+"/0",
+		"/etc/toolmesh/policy.wasm", wasmtest.Module(t, "deny-argument"),
+		"/etc/toolmesh/overrides.yaml", writeFile(t, dir, "overrides.yaml", "{}\n"),
+		"/run/secrets/approval-k2", writeFile(t, dir, "k2", approvalSecretA+"\n"),
+		"/run/secrets/approval-k1", writeFile(t, dir, "k1", approvalSecretB+"\n"),
+		"otel-collector.observability:4317", "127.0.0.1:1",
+	).Replace(example)
+	p := startProcess(t, "run", "--config", writeFile(t, dir, "toolmesh.yaml", example))
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_rows","arguments":{},` + approvalMeta + `}}`
+	code, out := rpc(t, "http://"+p.addrs["dataplane"], "core", body, map[string]string{
+		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "delete_rows"})
+	if code != 200 || dig(out, "result", "resultType") != "input_required" {
+		t.Errorf("delete_rows on core: %d %v, want an approval asked", code, out)
+	}
+	if r := exampleCall(t, p, "core", "admin.reset"); !strings.Contains(string(r.body), `"error"`) && !strings.Contains(string(r.body), `"isError":true`) {
+		t.Errorf("core calls admin.reset: %d %s, want the acl filter to refuse it", r.status, r.body)
+	}
+	if got := svc.invoked(); len(got) != 0 {
+		t.Errorf("Tool Service invocations %q, want none", got)
 	}
 }
