@@ -137,11 +137,8 @@ func (k *Keys) Mint(t Target) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	aead := k.byID[k.sealID]
-	sealed := make([]byte, aead.NonceSize(), aead.NonceSize()+len(p)+aead.Overhead())
-	_, _ = rand.Read(sealed) // never fails (crypto/rand)
-	sealed = aead.Seal(sealed, sealed, p, additionalData(k.sealID))
-	return json.Marshal(prefix + k.sealID + "." + b64.EncodeToString(sealed))
+	sealed := hmactoken.SealAEAD(k.byID[k.sealID], p, additionalData(k.sealID))
+	return json.Marshal(prefix + k.sealID + "." + sealed)
 }
 
 func additionalData(kid string) []byte { return []byte(aadLabel + kid) }
@@ -182,14 +179,11 @@ func (k *Keys) Open(id json.RawMessage, route, caller string) (*Target, error) {
 	if aead == nil {
 		return nil, ErrUnknownKey
 	}
-	sealed, err := b64.Strict().DecodeString(body)
-	if err != nil || len(sealed) < aead.NonceSize()+aead.Overhead() {
-		return nil, ErrMalformed
-	}
-	n := aead.NonceSize()
-	raw, err := aead.Open(nil, sealed[:n], sealed[n:], additionalData(kid))
-	if err != nil {
+	raw, err := hmactoken.OpenAEAD(aead, body, additionalData(kid))
+	if errors.Is(err, hmactoken.ErrNotAuthentic) {
 		return nil, ErrSignature
+	} else if err != nil {
+		return nil, ErrMalformed
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

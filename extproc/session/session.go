@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -47,8 +46,6 @@ const (
 	// again (Streamable HTTP, "Session Management").
 	TTL = 24 * time.Hour
 )
-
-var b64 = base64.RawURLEncoding
 
 // Key is one relay key: an id and a secret of at least 32 bytes.
 type Key struct {
@@ -167,11 +164,8 @@ func (k *Keys) Mint(s State) (string, error) {
 // seal is prefix, the signer's id, "." and the AES-256-GCM sealing of p
 // under the signer's key of aeads, with the head as additional data.
 func (k *Keys) seal(aeads map[string]cipher.AEAD, prefix string, p []byte) string {
-	a := aeads[k.signer]
-	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(p)+a.Overhead())
-	_, _ = rand.Read(nonce)
 	head := prefix + k.signer + "."
-	return head + b64.EncodeToString(a.Seal(nonce, nonce, p, []byte(head)))
+	return head + hmactoken.SealAEAD(aeads[k.signer], p, []byte(head))
 }
 
 // unseal opens what seal sealed under one of aeads.
@@ -187,14 +181,11 @@ func unseal(aeads map[string]cipher.AEAD, prefix, tok string, maxBytes int) ([]b
 	if !ok {
 		return nil, ErrUnknownKey
 	}
-	raw, err := b64.DecodeString(sealed)
-	if err != nil || len(raw) < a.NonceSize()+a.Overhead() {
-		return nil, ErrMalformed
-	}
-	head := prefix + kid + "."
-	p, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(head))
-	if err != nil {
+	p, err := hmactoken.OpenAEAD(a, sealed, []byte(prefix+kid+"."))
+	if errors.Is(err, hmactoken.ErrNotAuthentic) {
 		return nil, ErrSealed
+	} else if err != nil {
+		return nil, ErrMalformed
 	}
 	return p, nil
 }

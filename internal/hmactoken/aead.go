@@ -4,7 +4,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 )
 
 // AEADs derives one AES-256-GCM AEAD per key, by key id: the key's secret
@@ -27,4 +29,34 @@ func AEADs(keys []Key, info string) (map[string]cipher.AEAD, error) {
 		}
 	}
 	return out, nil
+}
+
+// Errors of OpenAEAD.
+var (
+	ErrSealedMalformed = errors.New("sealed part is not base64url or too short")
+	ErrNotAuthentic    = errors.New("sealed part does not open under the key")
+)
+
+// SealAEAD returns the sealed part of a token: the unpadded base64url of a
+// random nonce followed by a's sealing of p, with aad as additional data.
+// Random nonces bound a key to about 2^32 sealings (NIST SP 800-38D
+// section 8.3).
+func SealAEAD(a cipher.AEAD, p, aad []byte) string {
+	sealed := make([]byte, a.NonceSize(), a.NonceSize()+len(p)+a.Overhead())
+	_, _ = rand.Read(sealed) // never fails (crypto/rand)
+	return b64.EncodeToString(a.Seal(sealed, sealed, p, aad))
+}
+
+// OpenAEAD opens what SealAEAD sealed with the same aad.
+func OpenAEAD(a cipher.AEAD, sealed string, aad []byte) ([]byte, error) {
+	raw, err := b64.Strict().DecodeString(sealed)
+	n := a.NonceSize()
+	if err != nil || len(raw) < n+a.Overhead() {
+		return nil, ErrSealedMalformed
+	}
+	p, err := a.Open(nil, raw[:n], raw[n:], aad)
+	if err != nil {
+		return nil, ErrNotAuthentic
+	}
+	return p, nil
 }
