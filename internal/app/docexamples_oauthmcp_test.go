@@ -219,25 +219,28 @@ func checkDiscoveredOAuthExample(t *testing.T, example string) {
 		"resourceBase: https://mcp.example.com\nauth:\n  default: {mode: required, issuers: [{issuer: " + as.URL + "}]}\n"
 	portal := writeFile(t, dir, "portal.json", `{"routes":[{"key":"r","toolServices":[{"name":"github-mcp","protocol":"mcp","url":"`+up.url+`"}]}]}`)
 	before := discoveriesOK(t, "github-mcp")
-	p := startProcess(t, "run", "--portal", portal, "--config", writeFile(t, dir, "toolmesh.yaml", example))
+	p := launch(t, hooks{}, "run", "--portal", portal, "--config", writeFile(t, dir, "toolmesh.yaml", example))
 
-	// The route is ready once the server is listed.
+	// The route is ready (/readyz) once the server is listed.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s := listedService(t, p, "r", "github-mcp")
-		if s.Tools == 1 && s.LastError == "" {
+		code, _ := httpGet(t, "http://"+p.addrs["admin"]+"/readyz")
+		if code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
 			asked, refused := tokens.requests()
-			t.Fatalf("github-mcp not listed: /health %+v; the server saw %q; the token endpoint issued %q and refused %q",
-				s, up.requests(), asked, refused)
+			t.Fatalf("not ready after 30s (%d): the server saw %q; the token endpoint issued tokens for %q and refused %q",
+				code, up.requests(), asked, refused)
 		}
 		select {
 		case <-p.done:
 			t.Fatal("toolmesh exited")
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	if s := listedService(t, p, "r", "github-mcp"); s.Tools != 1 || s.LastError != "" {
+		t.Errorf("/health of github-mcp: %+v, want its tool listed", s)
 	}
 	seen := up.requests()
 	if len(seen) == 0 || !strings.HasSuffix(seen[0], "|") {
