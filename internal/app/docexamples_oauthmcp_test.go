@@ -118,9 +118,9 @@ func (e *assertionTokenEndpoint) requests() (asked, refused []string) {
 
 // protectedMCP is a 2026-07-28 MCP server on 127.0.0.1 with one tool that is
 // an OAuth resource server (the MCP authorization specification): a request
-// without a token valid says is answered 401 with a Bearer challenge naming
-// its protected resource metadata (RFC 9728), which names the
-// authorization server issuer. It records every request as
+// without a Bearer token that valid accepts is answered 401 with a
+// challenge naming its protected resource metadata (RFC 9728), which names
+// the authorization server issuer. It records every request as
 // method|Authorization.
 type protectedMCP struct {
 	url  string // the MCP endpoint
