@@ -144,15 +144,8 @@ func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv
 // isFinalEvent reports whether an event carries the response to the
 // request (the client's id: these streams are not remapped).
 func isFinalEvent(f *federatedCall, ev []byte) bool {
-	found := false
-	t := &eventstream.Translator{Fn: func(data []byte) []byte {
-		if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(f.id) {
-			found = true
-		}
-		return data
-	}}
-	t.Event(bytes.TrimRight(ev, "\r\n"))
-	return found
+	data, ok := eventstream.Data(bytes.TrimRight(ev, "\r\n"))
+	return ok && eventstream.IsResponse(data, f.id)
 }
 
 // duplexDeadline runs when the deadline passes. It returns the message
