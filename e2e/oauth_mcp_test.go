@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -142,7 +143,7 @@ func TestOAuthProtectedMCPServer(t *testing.T) {
 
 	connect := func(r oauthclient.Request) *mcp.ClientSession {
 		t.Helper()
-		tr := &oauthclient.Transport{Client: c, Request: r}
+		tr := &oauthTransport{client: c, req: r}
 		cl := mcp.NewClient(&mcp.Implementation{Name: "gateway", Version: "1"}, nil)
 		s, err := cl.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: mcpURL, HTTPClient: &http.Client{Transport: tr}}, nil)
 		if err != nil {
@@ -188,4 +189,44 @@ func TestOAuthProtectedMCPServer(t *testing.T) {
 	if n := as.requests(oauthclient.TokenExchangeGrantType) - before; n != 1 {
 		t.Fatalf("%d exchanges after the 401, want 1", n)
 	}
+}
+
+// oauthTransport sends each request with a Bearer token of client for req.
+// When the upstream answers 401, the token is evicted from the cache and
+// the request is sent once more with a new one (a request whose body
+// cannot be replayed is not retried), as upstreamcred does for a call.
+type oauthTransport struct {
+	client *oauthclient.Client
+	req    oauthclient.Request
+}
+
+func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.send(req, req.Body)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || (req.Body != nil && req.GetBody == nil) {
+		return resp, err
+	}
+	t.client.Evict(t.req)
+	var body io.ReadCloser
+	if req.GetBody != nil {
+		if body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return t.send(req, body)
+}
+
+func (t *oauthTransport) send(req *http.Request, body io.ReadCloser) (*http.Response, error) {
+	tok, err := t.client.Token(req.Context(), t.req)
+	if err != nil {
+		if body != nil {
+			body.Close()
+		}
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Body = body
+	r.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	return http.DefaultTransport.RoundTrip(r)
 }
