@@ -46,17 +46,17 @@ func approvalTool(t *registry.Tool) approval.Tool {
 }
 
 // approve is the approval step of a resolved, validated call: nil means
-// route it; otherwise the answer. It runs before anything is sent to a Tool
-// Service.
-func (x *request) approve(call *mcp.Call, t *registry.Tool) *extprocv3.ProcessingResponse {
+// route it (granted when a rule asked and the user approved); otherwise
+// the answer. It runs before anything is sent to a Tool Service.
+func (x *request) approve(call *mcp.Call, t *registry.Tool) (_ *extprocv3.ProcessingResponse, granted bool) {
 	a := x.rt.Approval
 	if a == nil {
-		return nil
+		return nil, false
 	}
 	v := a.Step(x.ctx, x.s.proto, approval.StepCall{Route: x.routeKey, Tool: approvalTool(t), Call: call,
 		Caller: x.policyCaller, CallerKey: approval.CallerKey(x.caller)})
 	if v.Decision == "" {
-		return nil
+		return nil, false
 	}
 	x.auditApproval(t, v.Decision, v.Reason)
 	if v.LedgerErr != nil {
@@ -64,15 +64,14 @@ func (x *request) approve(call *mcp.Call, t *registry.Tool) *extprocv3.Processin
 			slog.String("route", x.routeKey), slog.String("tool", t.Name), slog.Any("error", v.LedgerErr))
 	}
 	if v.Reply == nil { // granted
-		x.approved = true
-		return nil
+		return nil, true
 	}
 	x.callOutcome = outcomeApproval
 	r := v.Reply
 	if r.Headers == nil {
 		r.Headers = []mcp.Header{{Key: "content-type", Value: procmsg.ContentTypeJSON}}
 	}
-	return x.answer(r, outcomeApproval, detailsApproval)
+	return x.answer(r, outcomeApproval, detailsApproval), false
 }
 
 // auditApproval records one approval decision: a structured audit event and

@@ -16,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -38,6 +39,10 @@ import (
 //   - era=2025-11-25: a legacy client of a legacy server on the gateway's
 //     shared session: the id is remapped and the events rewritten
 //     (eventstream.Translator), with the deadline.
+//   - era=2025-11-25,session: the same with the Mcp-Session-Id the gateway
+//     gives a legacy client that declared capabilities (as go-sdk's client
+//     does: roots), which every request carries and the server opens
+//     (extproc/session).
 //
 // p50-ns and baseline-p50-ns are the medians of one request (stream
 // opening included), x-baseline their ratio, added-p50-ns their
@@ -47,24 +52,30 @@ import (
 // beyond a server that does nothing. allocs/op and B/op count client,
 // server and baseline together.
 func BenchmarkFederatedSSE(b *testing.B) {
-	client := fedSSEClient(b)
+	client, tok := fedSSEClient(b)
 	echo := echoClient(b)
-	for _, era := range []string{mcp.Version20260728, mcp.Version20251125} {
-		b.Run("era="+era, func(b *testing.B) {
+	for _, c := range []struct{ era, session string }{
+		{mcp.Version20260728, ""}, {mcp.Version20251125, ""}, {mcp.Version20251125, tok},
+	} {
+		era, name := c.era, "era="+c.era
+		if c.session != "" {
+			name += ",session"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			var prod, base []time.Duration
 			for i := 0; b.Loop(); i++ {
-				prod = append(prod, timeFedSSE(b, client, era, i, true))
-				base = append(base, timeFedSSE(b, echo, era, i, false))
+				prod = append(prod, timeFedSSE(b, client, era, c.session, i, true))
+				base = append(base, timeFedSSE(b, echo, era, c.session, i, false))
 			}
 			// CPU after the timed loop, on calls of their own: the process's
 			// (client, server and gRPC together) per call, through the
 			// server and through the no-op baseline.
 			n := min(len(prod), fedCPUCalls)
-			cpu := func(c extprocv3.ExternalProcessorClient, check bool) float64 {
+			cpu := func(cl extprocv3.ExternalProcessorClient, check bool) float64 {
 				c0 := processCPU(b)
 				for i := range n {
-					timeFedSSE(b, c, era, i, check)
+					timeFedSSE(b, cl, era, c.session, i, check)
 				}
 				return float64((processCPU(b) - c0).Nanoseconds()) / float64(n)
 			}
@@ -98,22 +109,30 @@ func processCPU(tb testing.TB) time.Duration {
 // TestFederatedSSEBench runs the benchmark's script once per era, with its
 // checks, so `go test` exercises it.
 func TestFederatedSSEBench(t *testing.T) {
-	client := fedSSEClient(t)
-	for _, era := range []string{mcp.Version20260728, mcp.Version20251125} {
+	client, tok := fedSSEClient(t)
+	for _, c := range []struct{ era, session string }{
+		{mcp.Version20260728, ""}, {mcp.Version20251125, ""}, {mcp.Version20251125, tok},
+	} {
 		for i := range 3 {
-			timeFedSSE(t, client, era, i, true)
+			timeFedSSE(t, client, c.era, c.session, i, true)
 		}
 	}
 }
 
 // fedSSEClient serves fedSSERoutes, its legacy server's handshake
-// answered by newBenchLegacyUpstream.
-func fedSSEClient(tb testing.TB) extprocv3.ExternalProcessorClient {
+// answered by newBenchLegacyUpstream, and returns a legacy client's
+// session token for the route, as the server mints it at initialize for a
+// client that declared roots.
+func fedSSEClient(tb testing.TB) (extprocv3.ExternalProcessorClient, string) {
 	srv, err := New(Config{Upstreams: fakeUpstreams{}}, fedSSERoutes(tb, newBenchLegacyUpstream(tb).URL), nil, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return serve(tb, srv.GRPCServerOptions(), srv.Register)
+	tok, err := srv.Runtime().SessionKeys.Mint(session.State{Route: "fb", Version: mcp.Version20251125, Caps: uint8(session.CapRoots)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return serve(tb, srv.GRPCServerOptions(), srv.Register), tok
 }
 
 // fedSSERoutes is route "fb": a 2026 server "new" (tools new_*) and a
@@ -156,10 +175,11 @@ func newBenchLegacyUpstream(tb testing.TB) *httptest.Server {
 }
 
 // timeFedSSE runs one federated call's ext_proc stream and returns how long
-// it took until the last reply arrived. check: the replies are the
+// it took until the last reply arrived. sessionID is the client's
+// Mcp-Session-Id (legacy era; "" for none). check: the replies are the
 // product's (the result reaches the client with its id, the stream ends);
 // else any reply will do (the baseline).
-func timeFedSSE(tb testing.TB, client extprocv3.ExternalProcessorClient, era string, i int, check bool) time.Duration {
+func timeFedSSE(tb testing.TB, client extprocv3.ExternalProcessorClient, era, sessionID string, i int, check bool) time.Duration {
 	tb.Helper()
 	id := `"c` + strings.Repeat("x", i%3) + `"`
 	var body string
@@ -171,6 +191,9 @@ func timeFedSSE(tb testing.TB, client extprocv3.ExternalProcessorClient, era str
 	} else {
 		body = `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"old_echo","arguments":{"word":"hi"}}}`
 		extra = []string{"mcp-protocol-version", era}
+		if sessionID != "" {
+			extra = append(extra, "mcp-session-id", sessionID)
+		}
 	}
 	ctx := metadata.AppendToOutgoingContext(context.Background(), wire.ListenerLevelMetadata, "1")
 	start := time.Now()

@@ -75,7 +75,7 @@ func (x *request) openClientSessions(svcs []registry.ToolService, caps session.C
 	var wg sync.WaitGroup
 	for i, svc := range svcs {
 		_, man, _ := x.snap.MCPService(svc.Name)
-		h, _, err := x.fedCredentials(svc)
+		h, _, _, err := x.fedCredentials(svc)
 		if err != nil {
 			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "initialize: no credentials for a client session", slog.String("request_id", x.requestID),
 				slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
@@ -198,7 +198,7 @@ func (x *request) forwardClientState(f *mcp.Forward, body []byte) *mcp.Reply {
 // returns the server's answer as the client's (nil for a result the
 // caller may replace), or the failure.
 func (x *request) exchangeOn(svc registry.ToolService, u session.Upstream, f *mcp.Forward, body []byte) *mcp.Reply {
-	h, _, err := x.fedCredentials(svc)
+	h, _, _, err := x.fedCredentials(svc)
 	if err != nil {
 		return mcp.ErrorReply(200, f.ID, mcp.CodeInternalError, "the MCP server "+svc.Name+" is not available: its credentials cannot be read", nil)
 	}
@@ -229,13 +229,12 @@ func (x *request) exchangeOn(svc registry.ToolService, u session.Upstream, f *mc
 // capabilities (reissue), as for any lost session. The client's log level
 // on that server is gone until it initializes again; its calls keep
 // working.
-func (x *request) clientSessionLost() []byte {
-	f := x.fed
+func (x *request) clientSessionLost(f *federatedCall) []byte {
 	x.s.sessions.markLost(f.svc.Name, f.session)
 	f.perClient = false
 	f.upID = x.s.sessions.requestID() // the shared session's ids are the gateway's
 	f.body = mcp.SetMember(f.body, "id", f.upID)
-	return x.reissue()
+	return x.reissue(f)
 }
 
 // followTicket is the sealed follow ticket of a legacy GET stream whose
@@ -259,7 +258,7 @@ func (x *request) followTicket() (string, *mcp.Reply) {
 		if !ok || (!man.Subscribe && !man.Logging) || x.s.sessions.isLost(u.Service, u.Session) {
 			continue
 		}
-		h, _, err := x.fedCredentials(svc)
+		h, _, _, err := x.fedCredentials(svc)
 		if err != nil {
 			x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "GET stream: not following a server: no credentials", slog.String("request_id", x.requestID),
 				slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))

@@ -30,7 +30,7 @@ import (
 // when the gateway would have passed it unchanged anyway. On a route with
 // federated servers the request-headers reply sets the mode instead
 // (duplexresp.go), so streams the gateway translates, remaps or filters
-// get the deadline too (duplexChunk, with fedCall.sse).
+// get the deadline too (duplexChunk, with federatedCall.sse).
 
 // duplexStream is the state of one such stream.
 type duplexStream struct {
@@ -67,26 +67,26 @@ func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
 // half-sent one), and the whole body once the response passed or the
 // upstream ended. A deadline that passed before any chunk came ends the
 // stream now.
-func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	d := x.fed.duplex
+func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	d := f.duplex
 	d.chunks++
 	if b.GetEndOfStream() {
 		d.ended = true
 	}
-	if t := x.fed.sse; t != nil {
+	if t := f.sse; t != nil {
 		// A stream the gateway rewrites (duplexresp.go): its complete
 		// events are translated as they come (fedStreamMessage notes the
 		// response to the request), an incomplete one waits in t.
 		out, err := t.Feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil {
-			if x.fed.answered { // past the response, the rest is only dropped
+			if f.answered { // past the response, the rest is only dropped
 				d.ended = true
 				return streamedResponse(out, true)
 			}
-			return streamedResponse(append(out, x.fedStreamFailure(err)...), true)
+			return streamedResponse(append(out, x.fedStreamFailure(f, err)...), true)
 		}
 		if d.expired && !d.seen && !d.ended {
-			return x.duplexEnd(out)
+			return x.duplexEnd(f, out)
 		}
 		return streamedResponse(out, b.GetEndOfStream())
 	}
@@ -110,7 +110,7 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			break
 		}
 		out = append(out, ev...)
-		if x.isFinalEvent(ev) {
+		if isFinalEvent(f, ev) {
 			d.seen = true
 			if d.total > lim {
 				// The response is in, the rest of the chunk is past the
@@ -125,7 +125,7 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	if !d.seen && d.total > lim {
 		d.buf.Rest()
-		return streamedResponse(append(out, x.fedStreamFailure(eventstream.ErrStreamTooLarge)...), true)
+		return streamedResponse(append(out, x.fedStreamFailure(f, eventstream.ErrStreamTooLarge)...), true)
 	}
 	if b.GetEndOfStream() {
 		out = append(out, d.buf.Rest()...)
@@ -133,34 +133,27 @@ func (x *request) duplexChunk(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	if d.buf.Over() {
 		d.buf.Rest()
-		return streamedResponse(append(out, x.fedStreamFailure(eventstream.ErrEventTooLarge)...), true)
+		return streamedResponse(append(out, x.fedStreamFailure(f, eventstream.ErrEventTooLarge)...), true)
 	}
 	if d.expired && !d.seen {
-		return x.duplexEnd(out)
+		return x.duplexEnd(f, out)
 	}
 	return streamedResponse(out, false)
 }
 
 // isFinalEvent reports whether an event carries the response to the
 // request (the client's id: these streams are not remapped).
-func (x *request) isFinalEvent(ev []byte) bool {
-	found := false
-	t := &eventstream.Translator{Fn: func(data []byte) []byte {
-		if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(x.fed.id) {
-			found = true
-		}
-		return data
-	}}
-	t.Event(bytes.TrimRight(ev, "\r\n"))
-	return found
+func isFinalEvent(f *federatedCall, ev []byte) bool {
+	data, ok := eventstream.Data(bytes.TrimRight(ev, "\r\n"))
+	return ok && eventstream.IsResponse(data, f.id)
 }
 
 // duplexDeadline runs when the deadline passes. It returns the message
 // that ends the stream, or nil when none may be sent now: Envoy takes a
 // StreamedBodyResponse only once it sent a chunk (ProcessorState::
 // handleBodyResponse), so without one the next chunk ends the stream.
-func (x *request) duplexDeadline() *extprocv3.ProcessingResponse {
-	d := x.fed.duplex
+func (x *request) duplexDeadline(f *federatedCall) *extprocv3.ProcessingResponse {
+	d := f.duplex
 	if d.ended || d.seen {
 		return nil
 	}
@@ -168,13 +161,13 @@ func (x *request) duplexDeadline() *extprocv3.ProcessingResponse {
 		d.expired = true
 		return nil
 	}
-	return x.duplexEnd(nil)
+	return x.duplexEnd(f, nil)
 }
 
 // duplexEnd ends the stream after out with the request's response: an
 // isError "timeout" result. An event still incomplete is dropped.
-func (x *request) duplexEnd(out []byte) *extprocv3.ProcessingResponse {
-	d := x.fed.duplex
+func (x *request) duplexEnd(f *federatedCall, out []byte) *extprocv3.ProcessingResponse {
+	d := f.duplex
 	d.buf.Rest()
 	d.ended, d.seen = true, true
 	x.callOutcome = callTimeout

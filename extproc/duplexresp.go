@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
+	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/registry"
 )
 
@@ -76,6 +77,9 @@ type duplexResponse struct {
 	over           bool   // the body passed the response size limit
 	chunks         int
 	done           bool // end_of_stream was sent
+	// routeTimeout: the held headers carry wire.RouteTimeoutHeader,
+	// removed from the reply (routedeadline.go).
+	routeTimeout bool
 }
 
 // duplexRequest adds the mode_override to a request-headers reply on a
@@ -89,7 +93,7 @@ func (x *request) duplexRequest(resp *extprocv3.ProcessingResponse) *extprocv3.P
 	if !ok || resp.GetModeOverride() != nil || !x.duplexRoute() {
 		return resp
 	}
-	x.mode = duplexResponseMode{}
+	x.mode = &duplexResponseMode{}
 	// A copy: resp may be shared (removeClusterHeader).
 	return &extprocv3.ProcessingResponse{Response: rh, DynamicMetadata: resp.GetDynamicMetadata(), ModeOverride: duplexOverride()}
 }
@@ -127,7 +131,7 @@ func (x *request) unwire(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingR
 
 // duplexHeaders answers the response headers: at once for a stream or a
 // body that passes, held for an answer taken whole.
-func (x *request) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+func (x *request) duplexHeaders(m *duplexResponseMode, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	r := x.unwire(x.kind.responseHeaders(x, h))
 	hr := r.GetResponseHeaders()
 	if hr == nil {
@@ -140,7 +144,7 @@ func (x *request) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingR
 		r = &extprocv3.ProcessingResponse{Response: r.GetResponse(), DynamicMetadata: r.GetDynamicMetadata()}
 	}
 	if h.GetEndOfStream() {
-		x.dx = &duplexResponse{done: true}
+		m.dx = &duplexResponse{done: true}
 		return r // no body: as in any mode
 	}
 	cr := hr.GetResponse()
@@ -148,24 +152,25 @@ func (x *request) duplexHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingR
 	case cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE:
 		// A result made now (reissue): Envoy takes a body response only
 		// once it sent a chunk, so it goes with the first one.
-		x.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), readyAtHeaders: true}
-		return nil
-	case x.kind.streamsBody(x):
-		x.dx = &duplexResponse{stream: true}
+		m.dx = &duplexResponse{mut: cr.GetHeaderMutation(), ready: cr.GetBodyMutation().GetBody(), readyAtHeaders: true}
+	case x.kind.streamsBody():
+		m.dx = &duplexResponse{stream: true}
 		return r
+	default:
+		m.dx = &duplexResponse{mut: cr.GetHeaderMutation()}
 	}
-	x.dx = &duplexResponse{mut: cr.GetHeaderMutation()}
+	m.dx.routeTimeout = routedeadline.Carries(h)
 	return nil
 }
 
 // duplexBody answers one chunk.
-func (x *request) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	d := x.dx
+func (x *request) duplexBody(m *duplexResponseMode, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	d := m.dx
 	if d == nil {
 		// No response headers came (response_header_mode is not SEND).
 		x.anomaly("response_body before response_headers")
 		d = &duplexResponse{stream: true}
-		x.dx = d
+		m.dx = d
 	}
 	if d.done {
 		return nil // after end_of_stream Envoy takes nothing more
@@ -173,7 +178,7 @@ func (x *request) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespons
 	d.chunks++
 	switch {
 	case d.readyAtHeaders:
-		return x.duplexFinal(d.mut, d.ready)
+		return m.final(d.mut, d.ready)
 	case d.stream:
 		r, done := x.kind.streamedChunk(x, b) // kinds.go
 		d.done = done
@@ -201,20 +206,24 @@ func (x *request) duplexBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespons
 	if bm := cr.GetBodyMutation(); bm != nil {
 		body = mutatedBody(bm, body)
 	}
-	return x.duplexFinal(mergeMutations(d.mut, cr.GetHeaderMutation()), body)
+	return m.final(mergeMutations(d.mut, cr.GetHeaderMutation()), body)
 }
 
-// duplexFinal answers the held response headers with mut and queues body,
-// in StreamedBodyResponse messages of at most maxStreamedBody, the last
-// with end_of_stream.
-func (x *request) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extprocv3.ProcessingResponse {
-	x.dx.done = true
+// final answers the held response headers with mut and queues body, in
+// StreamedBodyResponse messages of at most maxStreamedBody, the last with
+// end_of_stream.
+func (m *duplexResponseMode) final(mut *extprocv3.HeaderMutation, body []byte) *extprocv3.ProcessingResponse {
+	m.dx.done = true
 	for len(body) > maxStreamedBody {
-		x.queued = append(x.queued, streamedResponse(body[:maxStreamedBody], false))
+		m.queued = append(m.queued, streamedResponse(body[:maxStreamedBody], false))
 		body = body[maxStreamedBody:]
 	}
-	x.queued = append(x.queued, streamedResponse(body, true))
-	return x.withoutRouteTimeout(procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)}))
+	m.queued = append(m.queued, streamedResponse(body, true))
+	r := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)})
+	if m.dx.routeTimeout {
+		r = routedeadline.Without(r)
+	}
+	return r
 }
 
 // duplexTrailers answers response trailers. They mark the end of the body
@@ -223,22 +232,22 @@ func (x *request) duplexFinal(mut *extprocv3.HeaderMutation, body []byte) *extpr
 // it waits for body responses (ProcessorState::handleTrailersResponse).
 // [verify] toolmesh's upstreams send no trailers over HTTP/1.1, and the
 // local data plane never sends them.
-func (x *request) duplexTrailers() *extprocv3.ProcessingResponse {
-	if x.dx == nil || x.dx.done {
+func (x *request) duplexTrailers(m *duplexResponseMode) *extprocv3.ProcessingResponse {
+	if m.dx == nil || m.dx.done {
 		return procmsg.ResponseTrailers
 	}
-	end := x.duplexBody(&extprocv3.HttpBody{EndOfStream: true})
+	end := x.duplexBody(m, &extprocv3.HttpBody{EndOfStream: true})
 	if end == nil {
 		return procmsg.ResponseTrailers
 	}
-	x.queued = append(x.queued, procmsg.ResponseTrailers)
+	m.queued = append(m.queued, procmsg.ResponseTrailers)
 	return end
 }
 
 // takeQueued returns and clears the messages queued behind an answer.
-func (x *request) takeQueued() []*extprocv3.ProcessingResponse {
-	q := x.queued
-	x.queued = nil
+func (m *duplexResponseMode) takeQueued() []*extprocv3.ProcessingResponse {
+	q := m.queued
+	m.queued = nil
 	return q
 }
 

@@ -11,14 +11,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/callfilter"
-	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/reqtrace"
 	"github.com/toolmesh/toolmesh/extproc/routedeadline"
-	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -110,28 +108,12 @@ type request struct {
 	call        *mcp.Call         // the request's tools/call, once Handle returned one
 	tool        *registry.Tool    // the tool it resolved to
 	headerRoute *registry.Tool    // tool routed in the request-headers phase
-	fed         *fedCall          // set when routed to a federated MCP server
-	approved    bool              // the approval step granted the call (approval.go)
 	permit      ratelimit.Permit  // in-flight slots of concurrency limits (limits.go)
-
-	// oauthUsed is the OAuth token the routed call carries
-	// (upstreamauth.go), evicted when the upstream refuses it; held is the
-	// routed Tool Service call that carries it, sent again then
-	// (upstream401.go).
-	oauthUsed *upstreamcred.Token
-	held      *callplan.Held
+	callOutcome string
 
 	// attributes are the request_attributes Envoy sent with the request
 	// headers (mesh.go).
 	attributes map[string]*structpb.Struct
-
-	upStatus      int
-	upContentType string
-	upHeadersSeen bool
-	resultSent    bool
-	streaming     bool            // the response body was switched to STREAMED
-	progress      *progressStream // a 2xx application/x-ndjson answer (progress.go)
-	callOutcome   string
 
 	streamErr error
 	tr        reqtrace.Request // tracing.go
@@ -139,23 +121,16 @@ type request struct {
 	prepared *procmsg.Wire // the answer when dispatch returned sendPrepared
 
 	// kind is what the request turned out to be (kinds.go): it answers
-	// the response phases. localAnswer until something is routed.
+	// the response phases and holds their state. localAnswer until
+	// something is routed.
 	kind requestKind
 	// mode is how the response body reaches this server: as configured,
 	// or FULL_DUPLEX_STREAMED since the request headers (duplexresp.go).
 	mode responseMode
 
-	// dx is the state of a FULL_DUPLEX_STREAMED response (duplexresp.go),
-	// queued the messages to send after the current answer.
-	dx     *duplexResponse
-	queued []*extprocv3.ProcessingResponse
-
-	// listener is the level the stream's listener declares; routeTimeout
-	// is the federated server's route timeout from the response headers,
-	// routeTimeoutSeen whether they carried that header (routedeadline.go).
-	listener         int
-	routeTimeout     time.Duration
-	routeTimeoutSeen bool
+	// listener is the level the stream's listener declares
+	// (routedeadline.go).
+	listener int
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
@@ -238,9 +213,8 @@ func (x *request) dispatch(req *extprocv3.ProcessingRequest) *extprocv3.Processi
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 			RequestTrailers: &extprocv3.TrailersResponse{}}}
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		x.noteRouteTimeout(r.ResponseHeaders) // routedeadline.go
 		if resp := x.mode.headers(x, r.ResponseHeaders); resp != nil {
-			return x.withoutRouteTimeout(resp)
+			return withoutRouteTimeout(resp, r.ResponseHeaders) // routedeadline.go
 		}
 		return nil
 	case *extprocv3.ProcessingRequest_ResponseBody:
@@ -261,7 +235,17 @@ type responseMode interface {
 	headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse
 	body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse
 	trailers(x *request) *extprocv3.ProcessingResponse
+	// fullDuplex reports whether the body is FULL_DUPLEX_STREAMED.
+	fullDuplex() bool
+	// takeQueued returns and clears the messages to send after the
+	// current answer.
+	takeQueued() []*extprocv3.ProcessingResponse
 }
+
+var (
+	_ responseMode = bufferedResponse{}
+	_ responseMode = (*duplexResponseMode)(nil)
+)
 
 // bufferedResponse is the configured mode (BUFFERED, which the headers
 // reply may switch to STREAMED or NONE): each message goes to the kind.
@@ -276,24 +260,32 @@ func (bufferedResponse) body(x *request, b *extprocv3.HttpBody) *extprocv3.Proce
 func (bufferedResponse) trailers(*request) *extprocv3.ProcessingResponse {
 	return procmsg.ResponseTrailers
 }
+func (bufferedResponse) fullDuplex() bool                            { return false }
+func (bufferedResponse) takeQueued() []*extprocv3.ProcessingResponse { return nil }
 
 // duplexResponseMode is FULL_DUPLEX_STREAMED since the request headers
 // (duplexresp.go).
-type duplexResponseMode struct{}
+type duplexResponseMode struct {
+	// dx is the state of the response, queued the messages to send after
+	// the current answer.
+	dx     *duplexResponse
+	queued []*extprocv3.ProcessingResponse
+}
 
-func (duplexResponseMode) headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	return x.duplexHeaders(h)
+func (m *duplexResponseMode) headers(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return x.duplexHeaders(m, h)
 }
-func (duplexResponseMode) body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	return x.duplexBody(b)
+func (m *duplexResponseMode) body(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return x.duplexBody(m, b)
 }
-func (duplexResponseMode) trailers(x *request) *extprocv3.ProcessingResponse {
-	return x.duplexTrailers()
+func (m *duplexResponseMode) trailers(x *request) *extprocv3.ProcessingResponse {
+	return x.duplexTrailers(m)
 }
+func (*duplexResponseMode) fullDuplex() bool { return true }
 
 // fullDuplex reports whether the request-headers reply switched the
 // response body to FULL_DUPLEX_STREAMED (duplexresp.go).
-func (x *request) fullDuplex() bool { return x.mode == responseMode(duplexResponseMode{}) }
+func (x *request) fullDuplex() bool { return x.mode.fullDuplex() }
 
 // anomaly logs a message sequence Envoy should not send with the settings of
 // ADR 0001.
@@ -369,9 +361,10 @@ func (x *request) finish() {
 		attrs = append(attrs, slog.String("tool", x.headerRoute.Name))
 	}
 	if x.tool != nil {
+		upStatus, streamed := x.kind.report()
 		attrs = append(attrs, slog.String("tool_service", x.tool.Service),
-			slog.String("tool_outcome", callOut), slog.Int("upstream_status", x.upStatus))
-		if x.streaming {
+			slog.String("tool_outcome", callOut), slog.Int("upstream_status", upStatus))
+		if streamed {
 			attrs = append(attrs, slog.Bool("streamed", true))
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/reqheaders"
 	"github.com/toolmesh/toolmesh/extproc/session"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -59,8 +60,12 @@ const (
 // ext_proc message_timeout (5 s by default, xds.DefaultMessageTimeout).
 const DefaultUpstreamCallTimeout = 4 * time.Second
 
-// fedCall is the state of one request routed to a federated MCP server.
-type fedCall struct {
+// federatedCall is a request routed to a federated MCP server (a
+// tools/call of its tool or an item it owns), the kind (kinds.go) and its
+// state.
+type federatedCall struct {
+	callReply // the server's answer
+
 	svc       registry.ToolService
 	upEra     mcp.Era
 	method    string
@@ -79,29 +84,36 @@ type fedCall struct {
 	status        int          // the client's HTTP status when not 200
 	sse           *eventstream.Translator
 	duplex        *duplexStream // a stream this server may end (duplex.go)
+	// routeTimeout is the route timeout the response headers carry
+	// (routedeadline.go).
+	routeTimeout time.Duration
+	// oauth is the OAuth token the request carries (upstreamauth.go),
+	// evicted when the server refuses it (upstream401.go).
+	oauth *upstreamcred.Token
 }
 
 // translate reports whether the client and the server speak different eras.
-func (f *fedCall) translate() bool { return f.clientEra != f.upEra }
+func (f *federatedCall) translate() bool { return f.clientEra != f.upEra }
 
 // relays reports whether the server's requests on the answer's stream get
 // relay tokens as ids (relay.go): a legacy server's, to a legacy client,
 // the one that can answer them.
-func (f *fedCall) relays() bool { return f.clientEra == mcp.EraLegacy && f.upEra == mcp.EraLegacy }
+func (f *federatedCall) relays() bool {
+	return f.clientEra == mcp.EraLegacy && f.upEra == mcp.EraLegacy
+}
 
 // remapped reports whether the request went upstream with another id.
-func (f *fedCall) remapped() bool { return string(f.upID) != string(f.id) }
+func (f *federatedCall) remapped() bool { return string(f.upID) != string(f.id) }
 
 // clientMessage is a message of the server's answer as the client gets it:
 // the response carries the client's id again, and the era is translated.
-func (x *request) clientMessage(msg []byte) []byte {
-	f := x.fed
+func (x *request) clientMessage(f *federatedCall, msg []byte) []byte {
 	msg = bytes.TrimSpace(msg)
 	if f.remapped() && mcp.Member(msg, "method") == nil && string(mcp.Member(msg, "id")) == string(f.upID) {
 		msg = mcp.SetMember(msg, "id", f.id)
 	}
 	if f.relays() {
-		msg = x.relayRequest(msg)
+		msg = x.relayRequest(f, msg)
 	}
 	return x.s.proto.ClientMessage(msg, f.clientEra, f.upEra, f.method)
 }
@@ -185,13 +197,14 @@ func clipName(s string) string {
 // forwardCall routes a tools/call of a federated tool. args are the
 // arguments after the request filters; the body is rebuilt only when they
 // changed or the call came through call_tool.
-func (x *request) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte) *extprocv3.ProcessingResponse {
+// approved is the approval step's grant.
+func (x *request) forwardCall(call *mcp.Call, t *registry.Tool, body, args []byte, approved bool) *extprocv3.ProcessingResponse {
 	tgt := fedTarget{service: t.Service, method: "tools/call", name: t.UpstreamName,
 		namePath: []string{"name"}, rename: t.UpstreamName != call.Tool,
 		params: mcp.ParamHeaderValues(t.ParamHeaders, args)}
 	// An approved call's body carries the gateway's requestState and
 	// answer, which are not the server's: it is rebuilt without them.
-	if call.Via != "" || x.approved || !bytes.Equal(args, call.Arguments) {
+	if call.Via != "" || approved || !bytes.Equal(args, call.Arguments) {
 		body = upstreamCallBody(call, t.UpstreamName, args, mcp.Member(mcp.Member(body, "params"), "_meta"))
 		tgt.rename = false
 	}
@@ -257,13 +270,13 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 	up := mcp.UpstreamBody(body, mcp.UpstreamRequest{NamePath: tgt.namePath, Name: tgt.name,
 		ClientEra: era, UpstreamEra: upEra, Client: x.s.clientInfo(), TraceMeta: x.TraceMetaForUpstream()})
 
-	creds, auth, err := x.fedCredentials(svc)
+	creds, auth, tok, err := x.fedCredentials(svc)
 	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: no credentials", slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
 		return x.fedFailure(call, id, "the MCP server "+svc.Name+" is not available: its credentials cannot be read")
 	}
-	f := &fedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, upID: id, clientEra: era, body: up, headers: creds}
+	f := &federatedCall{svc: svc, upEra: upEra, method: tgt.method, id: id, upID: id, clientEra: era, body: up, headers: creds, oauth: tok}
 	f.callerHeaders = x.claimHeaderNames(svc.Name)
 	f.headers.Set(mcp.HeaderProtocolVersion, upVersion)
 	if upEra == mcp.EraLegacy {
@@ -312,13 +325,13 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 }
 
 // sendFederated routes the request f, with body up, to its server.
-func (x *request) sendFederated(f *fedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+func (x *request) sendFederated(f *federatedCall, svc registry.ToolService, auth map[string]string, call *mcp.Call, up []byte, meta *structpb.Struct) *extprocv3.ProcessingResponse {
 	tool := ""
 	if call != nil {
 		tool = call.Tool
 	}
 	resp := x.toMCPServer(svc, f.headers, auth, tool, up, meta)
-	x.fed, x.kind, x.outcome = f, federatedCall{}, outcomeRouted
+	x.kind, x.outcome = f, outcomeRouted
 	return resp
 }
 
@@ -445,8 +458,8 @@ func sortedHeaderKeys(h http.Header) []string {
 // fedResponseHeaders handles the response headers of a federated request.
 // Whatever it answers, the server's headers outside the allow-list are
 // removed.
-func (x *request) fedResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	resp := x.fedResponseHeadersAnswer(h)
+func (x *request) fedResponseHeaders(f *federatedCall, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	resp := x.fedResponseHeadersAnswer(f, h)
 	cr := resp.GetResponseHeaders().GetResponse()
 	if cr.HeaderMutation == nil {
 		cr.HeaderMutation = &extprocv3.HeaderMutation{}
@@ -484,11 +497,10 @@ func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
 	return remove
 }
 
-func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.noteResponseHeaders(h)
-	f := x.fed
-	if x.upStatus == http.StatusUnauthorized {
-		if out, ok := x.fedUnauthorized(h); ok { // upstream401.go
+func (x *request) fedResponseHeadersAnswer(f *federatedCall, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	f.up.note(h)
+	if f.up.status == http.StatusUnauthorized {
+		if out, ok := x.fedUnauthorized(f, h); ok { // upstream401.go
 			return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 				Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 				HeaderMutation: fedHeaders(nil),
@@ -496,7 +508,7 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 			})
 		}
 	}
-	if x.upStatus == http.StatusNotFound && f.session != "" {
+	if f.up.status == http.StatusNotFound && f.session != "" {
 		// The server forgot the gateway's session (restarted, expired):
 		// open a new one and send the call again from here. A 400 that
 		// says so (upstream.SessionLost) is known only from its body, in
@@ -504,18 +516,18 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   procmsg.ReplaceBody(x.sessionLost()),
+			BodyMutation:   procmsg.ReplaceBody(x.sessionLost(f)),
 		})
 	}
 	if h.GetEndOfStream() {
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: fedHeaders(nil),
-			BodyMutation:   procmsg.ReplaceBody(x.fedResult(nil)),
+			BodyMutation:   procmsg.ReplaceBody(x.fedResult(f, nil)),
 		})
 	}
-	if x.upStatus >= 200 && x.upStatus <= 299 && reqheaders.IsEventStream(x.upContentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
-		x.resultSent, x.streaming = true, true
+	if f.up.status >= 200 && f.up.status <= 299 && reqheaders.IsEventStream(f.up.contentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
+		f.resultSent, f.streaming = true, true
 		if f.method == "tools/call" {
 			x.callOutcome = callOK
 		}
@@ -528,7 +540,7 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 		// a server the gateway does not trust passes without its bounds
 		// (each event and the whole stream at most MaxResponseBytes).
 		resp.ModeOverride = procmsg.StreamOverride()
-		at := x.streamDeadline() // routedeadline.go
+		at := x.streamDeadline(f.routeTimeout) // routedeadline.go
 		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
 		filter := f.method == "tools/call" && x.filtersResults()
 		switch rewrite := filter || f.translate() || f.remapped() || f.relays(); {
@@ -536,7 +548,7 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 			// Unchanged events come out of the translator as they went
 			// in; an incomplete one waits in it, so a stream cut at a
 			// bound ends on a whole event and the failure.
-			f.sse = x.newSSETranslator()
+			f.sse = x.newSSETranslator(f)
 			if deadline && x.fullDuplex() {
 				// The body is FULL_DUPLEX_STREAMED since the request
 				// headers (duplexresp.go): this server can end it too.
@@ -559,29 +571,28 @@ func (x *request) fedResponseHeadersAnswer(h *extprocv3.HttpHeaders) *extprocv3.
 
 // fedResponseBody handles a federated response body: one STREAMED chunk of
 // an event stream, or the whole BUFFERED answer.
-func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	f := x.fed
-	if x.streaming {
+func (x *request) fedResponseBody(f *federatedCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if f.streaming {
 		if f.duplex != nil {
-			return x.duplexChunk(b)
+			return x.duplexChunk(f, b)
 		}
 		if f.sse == nil {
 			return procmsg.ResponseBody(&extprocv3.CommonResponse{})
 		}
 		out, err := f.sse.Feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil && !f.answered { // past the response, the rest is only dropped
-			out = append(out, x.fedStreamFailure(err)...)
+			out = append(out, x.fedStreamFailure(f, err)...)
 		}
 		return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
 	}
 	body := b.GetBody()
 	var out []byte
-	if x.upStatus == http.StatusBadRequest && f.session != "" && upstream.SessionLost(x.upStatus, body) {
-		out = x.sessionLost()
+	if f.up.status == http.StatusBadRequest && f.session != "" && upstream.SessionLost(f.up.status, body) {
+		out = x.sessionLost(f)
 	} else if int64(len(body)) > x.s.cfg.MaxResponseBytes {
-		out = x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
+		out = x.fedFailed(f, mcp.Upstream{Status: f.up.status, Failure: mcp.FailureTooLarge}, "the MCP server's answer is too large")
 	} else {
-		out = x.fedResult(body)
+		out = x.fedResult(f, body)
 	}
 	h := fedHeaders(procmsg.SetHeader("content-length", strconv.Itoa(len(out))))
 	if f.status != 0 {
@@ -593,32 +604,32 @@ func (x *request) fedResponseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRe
 // fedResult is the client's response body for a buffered answer: the
 // server's response to the request (from JSON or an event stream),
 // translated for the client's era; anything else is a failure.
-func (x *request) fedResult(body []byte) []byte {
-	f := x.fed
-	x.resultSent = true
+func (x *request) fedResult(f *federatedCall, body []byte) []byte {
+	f.resultSent = true
+	status := f.up.status
 	var msg *mcp.ClientResponse
-	if reqheaders.IsEventStream(x.upContentType) {
+	if reqheaders.IsEventStream(f.up.contentType) {
 		msg = eventstream.FinalEvent(body, f.upID)
 	} else if m, err := mcp.DecodeClientResponse(body); err == nil && m.IsResponseTo(f.upID) {
 		msg = m
 	}
 	if msg == nil {
-		if x.upStatus >= 200 && x.upStatus <= 299 {
-			return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server's answer is not a JSON-RPC response to the request")
+		if status >= 200 && status <= 299 {
+			return x.fedFailed(f, mcp.Upstream{Status: status, Body: body}, "the MCP server's answer is not a JSON-RPC response to the request")
 		}
-		return x.fedFailed(mcp.Upstream{Status: x.upStatus, Body: body}, "the MCP server answered HTTP "+strconv.Itoa(x.upStatus))
+		return x.fedFailed(f, mcp.Upstream{Status: status, Body: body}, "the MCP server answered HTTP "+strconv.Itoa(status))
 	}
 	if f.method == "tools/call" {
 		x.callOutcome = callOK
 	}
-	if msg.Error != nil && x.upStatus >= 400 && x.upStatus <= 499 && f.clientEra == mcp.EraStateless && f.upEra == mcp.EraStateless {
+	if msg.Error != nil && status >= 400 && status <= 499 && f.clientEra == mcp.EraStateless && f.upEra == mcp.EraStateless {
 		// The 2026-07-28 transport gives errors their HTTP status (400
 		// for a missing client capability, 404 for an unknown method): a
 		// client of that era gets the server's. A legacy client gets 200,
 		// as from every other legacy answer.
-		f.status = x.upStatus
+		f.status = status
 	}
-	return x.fedFiltered(x.clientMessage(msg.Raw))
+	return x.fedFiltered(f, x.clientMessage(f, msg.Raw))
 }
 
 // filtersResults reports whether the route has result filters.
@@ -630,8 +641,8 @@ func (x *request) filtersResults() bool { return x.chain != nil && x.chain.Filte
 // error, the answer to another method, or a route without result filters
 // passes as it is. The result is re-enveloped in the gateway's own form
 // first, which is what the filters' contract (mcp.ResultOf) reads.
-func (x *request) fedFiltered(msg []byte) []byte {
-	if x.fed.method != "tools/call" || x.call == nil || !x.filtersResults() {
+func (x *request) fedFiltered(f *federatedCall, msg []byte) []byte {
+	if f.method != "tools/call" || x.call == nil || !x.filtersResults() {
 		return msg
 	}
 	res := bytes.TrimSpace(mcp.Member(msg, "result"))
@@ -644,14 +655,14 @@ func (x *request) fedFiltered(msg []byte) []byte {
 // fedStreamMessage is clientMessage for one event of a streamed answer; the
 // response to the request (not a progress or log notification, nor a
 // request of the server's) also goes through the result filters.
-func (x *request) fedStreamMessage(data []byte) []byte {
-	out := x.clientMessage(data)
-	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(x.fed.id) {
-		x.fed.answered = true
-		if d := x.fed.duplex; d != nil {
+func (x *request) fedStreamMessage(f *federatedCall, data []byte) []byte {
+	out := x.clientMessage(f, data)
+	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(f.id) {
+		f.answered = true
+		if d := f.duplex; d != nil {
 			d.seen = true // no deadline after the response (duplex.go)
 		}
-		return x.fedFiltered(out)
+		return x.fedFiltered(f, out)
 	}
 	return out
 }
@@ -660,9 +671,8 @@ func (x *request) fedStreamMessage(data []byte) []byte {
 // JSON-RPC response: for tools/call an isError result (a failure or a
 // non-2xx status mapped as for native calls, a 2xx answer that is not
 // JSON-RPC with msg), -32603 otherwise.
-func (x *request) fedFailed(u mcp.Upstream, msg string) []byte {
-	f := x.fed
-	x.resultSent = true
+func (x *request) fedFailed(f *federatedCall, u mcp.Upstream, msg string) []byte {
+	f.resultSent = true
 	if x.call != nil && f.method == "tools/call" {
 		x.callOutcome = callToolError
 		switch {
@@ -679,12 +689,12 @@ func (x *request) fedFailed(u mcp.Upstream, msg string) []byte {
 // fedStreamFailure is the last event of a stream cut short at a bound: the
 // failure as the response to the client's request (an isError result for
 // tools/call, -32603 otherwise). What the server sends after it is dropped.
-func (x *request) fedStreamFailure(err error) []byte {
+func (x *request) fedStreamFailure(f *federatedCall, err error) []byte {
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: stream cut at a bound", slog.String("request_id", x.requestID),
-		slog.String("route", x.routeKey), slog.String("service", x.fed.svc.Name), slog.String("error", err.Error()))
-	msg := x.fedFailed(mcp.Upstream{Status: x.upStatus, Failure: mcp.FailureTooLarge},
+		slog.String("route", x.routeKey), slog.String("service", f.svc.Name), slog.String("error", err.Error()))
+	msg := x.fedFailed(f, mcp.Upstream{Status: f.up.status, Failure: mcp.FailureTooLarge},
 		err.Error()+" ("+strconv.FormatInt(x.s.cfg.MaxResponseBytes, 10)+" bytes)")
-	if d := x.fed.duplex; d != nil {
+	if d := f.duplex; d != nil {
 		d.seen = true
 	}
 	out := append([]byte("event: message\ndata: "), msg...)
@@ -693,9 +703,9 @@ func (x *request) fedStreamFailure(err error) []byte {
 
 // newSSETranslator is the translator of a federated stream: each event and
 // the whole stream bounded by MaxResponseBytes.
-func (x *request) newSSETranslator() *eventstream.Translator {
+func (x *request) newSSETranslator(f *federatedCall) *eventstream.Translator {
 	lim := x.s.cfg.MaxResponseBytes
-	return eventstream.New(x.fedStreamMessage, int(lim), lim)
+	return eventstream.New(func(data []byte) []byte { return x.fedStreamMessage(f, data) }, int(lim), lim)
 }
 
 // excerpt is the start of a server's answer quoted in an error.
@@ -709,11 +719,11 @@ func excerpt(b []byte) string {
 
 // sessionLost answers a server's answer that it lost the session the
 // request went on: the client's own (clientsession.go) or the gateway's.
-func (x *request) sessionLost() []byte {
-	if x.fed.perClient {
-		return x.clientSessionLost()
+func (x *request) sessionLost(f *federatedCall) []byte {
+	if f.perClient {
+		return x.clientSessionLost(f)
 	}
-	return x.reissue()
+	return x.reissue(f)
 }
 
 // reissue answers a session-using server's answer that it lost the
@@ -722,8 +732,7 @@ func (x *request) sessionLost() []byte {
 // opened, and the same request sent again, once, from here. It returns the
 // client's body, which replaces the server's answer. Streaming is lost for
 // this one call: the answer comes back whole.
-func (x *request) reissue() []byte {
-	f := x.fed
+func (x *request) reissue(f *federatedCall) []byte {
 	key := sessionKeyOf(f.svc, f.headers.Get(mcp.HeaderProtocolVersion))
 	key.caps = f.caps
 	x.s.sessions.invalidate(key, f.session)
@@ -743,20 +752,20 @@ func (x *request) reissue() []byte {
 		var status int
 		var msg []byte
 		status, msg, err = x.s.upstreamClient().Exchange(ctx, f.svc.URL, h, f.body, f.upID)
-		x.upStatus = status
+		f.up.status = status
 		if err == nil {
-			x.resultSent = true
+			f.resultSent = true
 			if f.method == "tools/call" {
 				x.callOutcome = callOK
 			}
-			out = x.clientMessage(msg)
+			out = x.clientMessage(f, msg)
 		}
 	}
 	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: re-issue with a new session failed",
 			slog.String("request_id", x.requestID), slog.String("route", x.routeKey),
 			slog.String("service", f.svc.Name), slog.String("error", err.Error()))
-		out = x.fedFailed(mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
+		out = x.fedFailed(f, mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
 	return out
 }

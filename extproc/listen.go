@@ -92,7 +92,7 @@ func (x *request) routeStream(l *mcp.Listen, owned []string, follow string) *ext
 	}
 	// The request's outcome is that of the notifications server's answer
 	// (streamResponseHeaders); no_response when none came.
-	x.kind, x.outcome, x.callOutcome = listenStream{}, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = &listenStream{}, outcomeRouted, callNoResponse
 	return &extprocv3.CommonResponse{
 		HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 		ClearRouteCache: true, // honoured because a header mutation comes with it
@@ -102,14 +102,14 @@ func (x *request) routeStream(l *mcp.Listen, owned []string, follow string) *ext
 // streamResponseHeaders switches an event stream from the notifications
 // server to STREAMED; anything else (its JSON errors: over a bound, no
 // route) passes as it is.
-func (x *request) streamResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.noteResponseHeaders(h)
-	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
+func (x *request) streamResponseHeaders(k *listenStream, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	k.up.note(h)
+	x.callOutcome = upstreamOutcome(mcp.Upstream{Status: k.up.status})
 	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{})
-	if x.upStatus >= 200 && x.upStatus <= 299 && reqheaders.IsEventStream(x.upContentType) && !h.GetEndOfStream() {
-		x.streaming = true
+	if k.up.status >= 200 && k.up.status <= 299 && reqheaders.IsEventStream(k.up.contentType) && !h.GetEndOfStream() {
+		k.streaming = true
 		resp.ModeOverride = procmsg.StreamOverride()
 	}
-	x.status = x.upStatus
+	x.status = k.up.status
 	return resp
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/callfilter"
 	"github.com/toolmesh/toolmesh/extproc/callplan"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -29,8 +30,12 @@ type callCtx struct {
 	args json.RawMessage
 	// addHeaders are headers the filters add to a native call.
 	addHeaders map[string]string
-	// creds are the upstream credentials of a native call.
+	// creds are the upstream credentials of a native call, oauth the
+	// OAuth token among them (nil for none).
 	creds map[string]string
+	oauth *upstreamcred.Token
+	// approved: the approval step granted the call (approval.go).
+	approved bool
 }
 
 // stepResult is a step's verdict: nil lets the call go on to the next
@@ -67,21 +72,24 @@ func (x *request) runCallPipeline(c *callCtx) *extprocv3.ProcessingResponse {
 	if c.tool.Federated() {
 		// Filter headers are for the native contract; a federated server
 		// gets its Portal headers.
-		return x.forwardCall(c.call, c.tool, c.body, c.args)
+		return x.forwardCall(c.call, c.tool, c.body, c.args, c.approved)
 	}
-	x.outcome, x.kind = outcomeRouted, nativeCall{}
-	return x.routedCall(c.call, c.tool, c.args, c.addHeaders, c.creds)
+	return x.routedCall(c)
 }
 
-// routedCall is the request-body reply that sends a call of t to its Tool
-// Service with args as the body, built from t's plan (package callplan).
-// A call already routed to t at request headers (x.headerRoute) keeps its
-// route. creds are the upstream credential headers of t's Tool Service
-// (upstreamauth.go); the client's Authorization is removed unless creds
+// routedCall is the request-body reply that sends the call of cc.tool to
+// its Tool Service with cc.args as the body, built from the tool's plan
+// (package callplan), and makes the request a nativeCall. A call already
+// routed to the tool at request headers (x.headerRoute) keeps its route.
+// cc.creds are the upstream credential headers of its Tool Service
+// (upstreamauth.go); the client's Authorization is removed unless they
 // set it.
-func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addHeaders, creds map[string]string) *extprocv3.ProcessingResponse {
+func (x *request) routedCall(cc *callCtx) *extprocv3.ProcessingResponse {
+	call, t, args, creds := cc.call, cc.tool, cc.args, cc.creds
+	k := &nativeCall{oauth: cc.oauth}
+	x.outcome, x.kind = outcomeRouted, k
 	p := callplan.For(x.routeKey, t)
-	c := &callplan.Call{Call: call, Args: args, Rerouted: x.headerRoute != t, AddHeaders: addHeaders,
+	c := &callplan.Call{Call: call, Args: args, Rerouted: x.headerRoute != t, AddHeaders: cc.addHeaders,
 		Trace: x.traceHeaders(), Creds: creds, Unset: x.unsetAuthHeaders(t.Service, creds),
 		Dropped: x.droppedClientHeaders(t.Service)} // forwardheaders.go
 	if x.s.wire.Load() && c.Plain() {
@@ -90,9 +98,9 @@ func (x *request) routedCall(call *mcp.Call, t *registry.Tool, args []byte, addH
 		return sendPrepared
 	}
 	r := p.Reply(c)
-	if x.oauthUsed != nil {
+	if k.oauth != nil {
 		// Sent again should the Tool Service refuse the token (upstream401.go).
-		x.held = callplan.Hold(t, args, r)
+		k.held = callplan.Hold(t, args, r)
 	}
 	return r
 }
@@ -156,7 +164,11 @@ func (x *request) filterCall() callfilter.Call {
 // approvalStep asks the user to approve a call whose rule says so.
 type approvalStep struct{}
 
-func (approvalStep) run(c *callCtx) stepResult { return c.x.approve(c.call, c.tool) }
+func (approvalStep) run(c *callCtx) stepResult {
+	r, granted := c.x.approve(c.call, c.tool)
+	c.approved = granted
+	return r
+}
 
 // rateLimitStep checks the route's rate and concurrency limits.
 type rateLimitStep struct{}
@@ -171,10 +183,10 @@ func (credentialsStep) run(c *callCtx) stepResult {
 	if c.tool.Federated() {
 		return nil
 	}
-	creds, err := c.x.upstreamCredentials(c.tool.Service)
+	creds, tok, err := c.x.upstreamCredentials(c.tool.Service)
 	if err != nil {
 		return c.x.noCredentials(c.call, c.tool.Service, err)
 	}
-	c.creds = creds
+	c.creds, c.oauth = creds, tok
 	return nil
 }

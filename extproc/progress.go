@@ -37,7 +37,7 @@ func isNDJSON(contentType string) bool {
 }
 
 // progressStream is the per-call state of a progress stream; it lives in
-// the request, so in the stream handler.
+// its progressCall kind, so in the stream handler.
 type progressStream struct {
 	events  bool   // progress frames become events (STREAMED); else dropped
 	pending []byte // the start of a line whose end has not arrived
@@ -46,11 +46,12 @@ type progressStream struct {
 }
 
 // progressHeaders answers the response headers of a 2xx progress stream.
-func (x *request) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
-	x.progress, x.kind = &progressStream{}, progressCall{} // the kind from now on (kinds.go)
+func (x *request) progressHeaders(n *nativeCall, eos bool) *extprocv3.ProcessingResponse {
+	k := &progressCall{callReply: &n.callReply}
+	x.kind = k // the kind from now on (kinds.go)
 	if eos {
 		// Headers only: a stream without a single frame.
-		out := x.progressEnd()
+		out := x.progressEnd(k)
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 			HeaderMutation: callplan.ResultHeaders(),
@@ -60,7 +61,7 @@ func (x *request) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
 	if x.call.ProgressToken == nil || !reqheaders.AcceptsEventStream(x.req.Accept) {
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{})
 	}
-	x.progress.events, x.streaming = true, true
+	k.stream.events, k.streaming = true, true
 	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders: []*corev3.HeaderValueOption{
 			procmsg.SetHeader(":status", "200"), procmsg.SetHeader("content-type", "text/event-stream"),
@@ -75,10 +76,10 @@ func (x *request) progressHeaders(eos bool) *extprocv3.ProcessingResponse {
 
 // progressBody answers one response body message of a progress stream:
 // the whole body when BUFFERED, one chunk when STREAMED.
-func (x *request) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	p := x.progress
+func (x *request) progressBody(k *progressCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	p := &k.stream
 	eos := b.GetEndOfStream() || !p.events // BUFFERED: the only message
-	out := x.progressFeed(b.GetBody(), eos)
+	out := x.progressFeed(k, b.GetBody(), eos)
 	if p.events {
 		return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
 	}
@@ -91,8 +92,8 @@ func (x *request) progressBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 // progressFeed takes the next bytes of the stream and returns what the
 // client gets for them: events when streaming, the JSON-RPC response body
 // at the end when buffered.
-func (x *request) progressFeed(chunk []byte, eos bool) []byte {
-	p := x.progress
+func (x *request) progressFeed(k *progressCall, chunk []byte, eos bool) []byte {
+	p := &k.stream
 	var out []byte
 	for len(chunk) > 0 {
 		i := bytes.IndexByte(chunk, '\n')
@@ -111,18 +112,18 @@ func (x *request) progressFeed(chunk []byte, eos bool) []byte {
 			line = append(p.pending, line...)
 			p.pending = nil
 		}
-		out = append(out, x.progressLine(line)...)
+		out = append(out, x.progressLine(k, line)...)
 		chunk = chunk[i+1:]
 	}
 	if !eos {
 		return out
 	}
 	if len(p.pending) > 0 { // a last frame without its newline
-		out = append(out, x.progressLine(p.pending)...)
+		out = append(out, x.progressLine(k, p.pending)...)
 		p.pending = nil
 	}
 	if !p.done {
-		out = append(out, x.progressEnd()...)
+		out = append(out, x.progressEnd(k)...)
 	}
 	return out
 }
@@ -137,8 +138,8 @@ type frame struct {
 }
 
 // progressLine handles one complete line.
-func (x *request) progressLine(line []byte) []byte {
-	p := x.progress
+func (x *request) progressLine(k *progressCall, line []byte) []byte {
+	p := &k.stream
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 || p.done || p.failure != "" {
 		return nil
@@ -150,10 +151,10 @@ func (x *request) progressLine(line []byte) []byte {
 	}
 	switch {
 	case f.Result != nil:
-		return x.progressResult(x.result(mcp.Upstream{Status: 200, ContentType: procmsg.ContentTypeJSON, Body: f.Result}))
+		return x.progressResult(k, x.result(k.callReply, mcp.Upstream{Status: 200, ContentType: procmsg.ContentTypeJSON, Body: f.Result}))
 	case f.Error != nil:
-		x.resultSent, x.callOutcome = true, callOK // the Tool Service answered
-		return x.progressResult(x.filtered(x.s.proto.ToolError(x.call,
+		k.resultSent, x.callOutcome = true, callOK // the Tool Service answered
+		return x.progressResult(k, x.filtered(x.s.proto.ToolError(x.call,
 			mcp.ToolFailed(x.call.Tool, "the Tool Service reported an error: "+errorText(f.Error)))))
 	case f.Progress != nil:
 		if !isJSONNumber(f.Progress) || (f.Total != nil && !isJSONNumber(f.Total) && string(f.Total) != "null") {
@@ -174,26 +175,26 @@ func (x *request) progressLine(line []byte) []byte {
 }
 
 // progressResult marks the stream answered and frames the response body.
-func (x *request) progressResult(body []byte) []byte {
-	x.progress.done = true
-	if x.progress.events {
+func (x *request) progressResult(k *progressCall, body []byte) []byte {
+	k.stream.done = true
+	if k.stream.events {
 		return mcp.ResultEvent(body)
 	}
 	return body
 }
 
 // progressEnd is the answer to a stream that ended without a result frame.
-func (x *request) progressEnd() []byte {
-	p := x.progress
+func (x *request) progressEnd(k *progressCall) []byte {
+	p := &k.stream
 	if p.failure == "too_large" {
-		return x.progressResult(x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}))
+		return x.progressResult(k, x.result(k.callReply, mcp.Upstream{Status: k.up.status, ContentType: k.up.contentType, Failure: mcp.FailureTooLarge}))
 	}
 	why := p.failure
 	if why == "" {
 		why = "the Tool Service ended its stream without a result"
 	}
-	x.resultSent, x.callOutcome = true, callToolError
-	return x.progressResult(x.filtered(x.s.proto.ToolError(x.call, mcp.ToolFailed(x.call.Tool, why))))
+	k.resultSent, x.callOutcome = true, callToolError
+	return x.progressResult(k, x.filtered(x.s.proto.ToolError(x.call, mcp.ToolFailed(x.call.Tool, why))))
 }
 
 // errorText is the message of an error frame: the string, an object's

@@ -12,6 +12,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/relay"
+	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
 )
@@ -28,7 +29,7 @@ import (
 // relayRequest gives a request of the server (a message with method and id)
 // a relay token as id. A request whose token cannot be minted keeps its id:
 // its answer then cannot be delivered, as before relaying existed.
-func (x *request) relayRequest(msg []byte) []byte {
+func (x *request) relayRequest(f *federatedCall, msg []byte) []byte {
 	if mcp.Member(msg, "method") == nil {
 		return msg
 	}
@@ -36,7 +37,7 @@ func (x *request) relayRequest(msg []byte) []byte {
 	if id == nil {
 		return msg // a notification
 	}
-	f, keys := x.fed, x.rt.RelayKeys
+	keys := x.rt.RelayKeys
 	if keys == nil { // a Server not made by New
 		return msg
 	}
@@ -76,7 +77,7 @@ func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *
 			slog.String("request_id", x.requestID), slog.String("route", x.routeKey), slog.String("service", t.Service))
 		return x.answer(accepted, "", "")
 	}
-	h, auth, err := x.fedCredentials(svc)
+	h, auth, _, err := x.fedCredentials(svc)
 	if err != nil {
 		x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "relayed answer dropped: no credentials", slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
@@ -89,7 +90,7 @@ func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *
 	up := mcp.SetMember(body, "id", t.ID)
 	resp := x.toMCPServer(svc, h, auth, "", up, nil)
 	// It ends like a routed call, with the outcome of what came back.
-	x.kind, x.outcome, x.callOutcome = relayedAnswer{}, outcomeRouted, callNoResponse
+	x.kind, x.outcome, x.callOutcome = &relayedAnswer{}, outcomeRouted, callNoResponse
 	return resp
 }
 
@@ -97,11 +98,10 @@ func (x *request) relayAnswer(a *mcp.Answer, body []byte, accepted *mcp.Reply) *
 // (202 when it took it) back as it is, without its Mcp-Session-Id: the
 // session is the gateway's. The request's outcome is the status's, as for
 // a call (ok, upstream_4xx, …; Envoy's own 503/504: unavailable, timeout).
-func (x *request) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.noteResponseHeaders(h)
-	x.resultSent = true // the body passes as it is
+func (x *request) relayResponseHeaders(k *relayedAnswer, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	k.up.note(h) // the body passes as it is
 	if x.callOutcome = localReplyKind(h); x.callOutcome == "" {
-		x.callOutcome = upstreamOutcome(mcp.Upstream{Status: x.upStatus})
+		x.callOutcome = upstreamOutcome(mcp.Upstream{Status: k.up.status})
 	}
 	remove := []string{"mcp-session-id"}
 	if localReplyKind(h) == "" { // the server's headers, through the allow-list (federated.go)
@@ -116,11 +116,11 @@ func (x *request) relayResponseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Proc
 // protocol ones: its Portal headers, the client's Authorization when the
 // service forwards it, and the config file's upstreamAuth entry, set last
 // so that it wins for the same header (upstreamauth.go). auth is that
-// entry's part.
-func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth map[string]string, err error) {
+// entry's part, tok the OAuth token in it (nil for none).
+func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth map[string]string, tok *upstreamcred.Token, err error) {
 	creds, err := x.s.upstreamHeaders(svc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	h = http.Header{}
 	for _, k := range slices.Sorted(maps.Keys(creds)) {
@@ -131,12 +131,12 @@ func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth 
 			h.Set("Authorization", v)
 		}
 	}
-	auth, err = x.upstreamCredentials(svc.Name)
+	auth, tok, err = x.upstreamCredentials(svc.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(auth)) {
 		h.Set(k, auth[k])
 	}
-	return h, auth, nil
+	return h, auth, tok, nil
 }

@@ -28,17 +28,17 @@ import (
 // other event-stream answer is buffered like other replies and becomes one
 // result once it ends (result filters need the whole body).
 
-// noteResponseHeaders remembers the upstream status and content type, for
-// native and federated answers alike.
-func (x *request) noteResponseHeaders(h *extprocv3.HttpHeaders) {
-	x.upHeadersSeen = true
+// note remembers the upstream status and content type, for every routed
+// kind alike.
+func (u *upstreamHead) note(h *extprocv3.HttpHeaders) {
+	u.seen = true
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		switch hv.GetKey() {
 		case ":status":
-			x.upStatus, _ = strconv.Atoi(procmsg.HeaderValue(hv))
+			u.status, _ = strconv.Atoi(procmsg.HeaderValue(hv))
 		case "content-type":
-			if x.upContentType == "" {
-				x.upContentType = procmsg.HeaderValue(hv)
+			if u.contentType == "" {
+				u.contentType = procmsg.HeaderValue(hv)
 			}
 		}
 	}
@@ -76,9 +76,9 @@ func localReplyKind(h *extprocv3.HttpHeaders) string {
 // localReplyHeaders answers the headers of Envoy's local reply to a routed
 // call: it is already the client's tool result (local_reply_config wrote
 // it), so the call is counted by kind, the marker header removed, and its
-// body passes unchanged (resultSent).
+// body passes unchanged (the kind's resultSent).
 func (x *request) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
-	x.resultSent, x.callOutcome = true, kind
+	x.callOutcome = kind
 	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{wire.LocalReplyHeader},
 	}})
@@ -87,22 +87,23 @@ func (x *request) localReplyHeaders(kind string) *extprocv3.ProcessingResponse {
 // responseHeaders remembers the upstream status and content type. When no
 // body follows, the result is produced here (CONTINUE_AND_REPLACE), because
 // no response_body message will come.
-func (x *request) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	x.noteResponseHeaders(h)
-	if r := x.toolServiceUnauthorized(); r != nil { // a 401 to the gateway's token: sent again (upstream401.go)
+func (x *request) responseHeaders(k *nativeCall, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	up := &k.up
+	up.note(h)
+	if r := x.toolServiceUnauthorized(k); r != nil { // a 401 to the gateway's token: sent again (upstream401.go)
 		return r
 	}
-	if x.call != nil && isNDJSON(x.upContentType) && x.upStatus >= 200 && x.upStatus <= 299 {
-		return x.progressHeaders(h.GetEndOfStream())
+	if x.call != nil && isNDJSON(up.contentType) && up.status >= 200 && up.status <= 299 {
+		return x.progressHeaders(k, h.GetEndOfStream())
 	}
 	if !h.GetEndOfStream() {
-		if x.upStatus >= 200 && x.upStatus <= 299 && !x.chain.FiltersResults() &&
-			reqheaders.IsEventStream(x.upContentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
-			return x.streamResponse()
+		if up.status >= 200 && up.status <= 299 && !x.chain.FiltersResults() &&
+			reqheaders.IsEventStream(up.contentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
+			return x.streamResponse(k)
 		}
 		return procmsg.ContinueResponseHeaders
 	}
-	out := x.result(mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType})
+	out := x.result(&k.callReply, mcp.Upstream{Status: up.status, ContentType: up.contentType})
 	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 		Status: extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
 		// Envoy drops content-length itself when CONTINUE_AND_REPLACE adds a
@@ -116,8 +117,8 @@ func (x *request) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 // the Tool Service's content type, and a body passed through from now on
 // (passThroughOverride). content-length goes, as it always has for streamed
 // answers (docs/contracts/toolservice.md). The call counts as answered now.
-func (x *request) streamResponse() *extprocv3.ProcessingResponse {
-	x.resultSent, x.streaming, x.callOutcome = true, true, callOK
+func (x *request) streamResponse(k *nativeCall) *extprocv3.ProcessingResponse {
+	k.resultSent, k.streaming, x.callOutcome = true, true, callOK
 	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		SetHeaders:    []*corev3.HeaderValueOption{procmsg.SetHeader(":status", "200")},
 		RemoveHeaders: []string{"content-length"},
@@ -128,30 +129,31 @@ func (x *request) streamResponse() *extprocv3.ProcessingResponse {
 
 // responseBody turns the whole (BUFFERED) Tool Service reply into the
 // client's JSON-RPC response.
-func (x *request) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	u, _ := x.upstreamReply(b)
-	return x.resultResponse(u)
+func (x *request) responseBody(k *nativeCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	u, _ := x.upstreamReply(&k.callReply, b)
+	return x.resultResponse(&k.callReply, u)
 }
 
 // upstreamReply is the Tool Service's whole (BUFFERED) reply; over when it
 // is larger than the limit, and u then a "too large" failure.
-func (x *request) upstreamReply(b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
-	if !x.upHeadersSeen {
+func (x *request) upstreamReply(r *callReply, b *extprocv3.HttpBody) (u mcp.Upstream, over bool) {
+	up := r.up
+	if !up.seen {
 		// response_header_mode is not SEND: the status is unknown and is
 		// reported as 0, which maps to an error result rather than a guess.
 		x.anomaly("response_body before response_headers")
 	}
 	body := b.GetBody()
 	if int64(len(body)) > x.s.cfg.MaxResponseBytes {
-		return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Failure: mcp.FailureTooLarge}, true
+		return mcp.Upstream{Status: up.status, ContentType: up.contentType, Failure: mcp.FailureTooLarge}, true
 	}
-	return mcp.Upstream{Status: x.upStatus, ContentType: x.upContentType, Body: body}, false
+	return mcp.Upstream{Status: up.status, ContentType: up.contentType, Body: body}, false
 }
 
 // resultResponse answers the response body with the call's result made
 // from u.
-func (x *request) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
-	out := x.result(u)
+func (x *request) resultResponse(r *callReply, u mcp.Upstream) *extprocv3.ProcessingResponse {
+	out := x.result(r, u)
 	if x.s.wire.Load() {
 		x.prepared = callplan.ResultWire(out) // the same message, in wire format
 		return sendPrepared
@@ -164,8 +166,8 @@ func (x *request) resultResponse(u mcp.Upstream) *extprocv3.ProcessingResponse {
 }
 
 // result builds the client's response body and records the call's outcome.
-func (x *request) result(u mcp.Upstream) []byte {
-	x.resultSent = true
+func (x *request) result(r *callReply, u mcp.Upstream) []byte {
+	r.resultSent = true
 	x.callOutcome = upstreamOutcome(u)
 	if x.callOutcome != callOK {
 		x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "tool call failed",

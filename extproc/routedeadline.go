@@ -18,19 +18,11 @@ func (x *request) routeDeadlineOn() bool {
 	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= wire.ListenerLevel
 }
 
-// noteRouteTimeout notes whether the response headers carry
-// wire.RouteTimeoutHeader: it is removed from every response
-// (withoutRouteTimeout); the federatedCall kind reads its value.
-func (x *request) noteRouteTimeout(h *extprocv3.HttpHeaders) {
-	if routedeadline.Carries(h) {
-		x.routeTimeoutSeen = true
-	}
-}
-
 // withoutRouteTimeout removes wire.RouteTimeoutHeader from a
-// response-headers reply when the response carried it.
-func (x *request) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
-	if !x.routeTimeoutSeen {
+// response-headers reply when the response headers h carry it: it is
+// removed from every response; the federatedCall kind reads its value.
+func withoutRouteTimeout(r *extprocv3.ProcessingResponse, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if !routedeadline.Carries(h) {
 		return r
 	}
 	return routedeadline.Without(r)
@@ -38,9 +30,10 @@ func (x *request) withoutRouteTimeout(r *extprocv3.ProcessingResponse) *extprocv
 
 // streamDeadline is when a federated event stream without its response is
 // ended here, zero for never (routedeadline.Deadline): the route timeout
+// (routeTimeout, from the response headers)
 // counts where the response-headers override of duplexRequest is in force
 // and the deadline is not switched off.
-func (x *request) streamDeadline() time.Time {
-	return routedeadline.Deadline(x.start, x.s.cfg.FederatedStreamTimeout, x.routeTimeout,
+func (x *request) streamDeadline(routeTimeout time.Duration) time.Time {
+	return routedeadline.Deadline(x.start, x.s.cfg.FederatedStreamTimeout, routeTimeout,
 		x.fullDuplex() && x.routeDeadlineOn())
 }

@@ -277,11 +277,11 @@ func TestStreamDeadline(t *testing.T) {
 		{name: "no override in force", listener: 1, route: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &request{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, routeTimeout: tc.route, mode: bufferedResponse{}}
+			x := &request{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, mode: bufferedResponse{}}
 			if tc.duplex {
-				x.mode = duplexResponseMode{}
+				x.mode = &duplexResponseMode{}
 			}
-			got := x.streamDeadline()
+			got := x.streamDeadline(tc.route)
 			if tc.want == 0 {
 				if !got.IsZero() {
 					t.Fatalf("deadline %v after start, want none", got.Sub(start))

@@ -326,8 +326,8 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) (err 
 		if err := x.send(stream, x.next(req)); err != nil {
 			return x.endStream(err)
 		}
-		if x.fed != nil && x.fed.duplex != nil {
-			return x.serveDuplex(stream, req)
+		if d := x.kind.deadline(); d != nil {
+			return x.serveDuplex(stream, req, d)
 		}
 	}
 }
@@ -350,13 +350,13 @@ func (x *request) endStream(err error) error {
 // once and the stream never sends from two. Messages are received here, on
 // the stream's goroutine, as before the switch: a receiving goroutine and a
 // channel per stream cost a goroutine hand-off on every chunk.
-func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer, req *extprocv3.ProcessingRequest) error {
+func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer, req *extprocv3.ProcessingRequest, d deadlineStream) error {
 	var (
 		mu      sync.Mutex
 		over    bool  // the stream's handler returned: the timer sends nothing
 		sendErr error // the timer's send failed
 	)
-	timer := time.AfterFunc(time.Until(x.fed.duplex.deadline), func() {
+	timer := time.AfterFunc(time.Until(d.at()), func() {
 		mu.Lock()
 		defer mu.Unlock()
 		defer func() {
@@ -370,7 +370,7 @@ func (x *request) serveDuplex(stream extprocv3.ExternalProcessor_ProcessServer, 
 		if over {
 			return
 		}
-		if m := x.duplexDeadline(); m != nil {
+		if m := d.expire(x); m != nil {
 			// A failed send breaks the stream: the receive below fails too.
 			sendErr = x.send(stream, m)
 		}
@@ -409,7 +409,7 @@ func (x *request) send(stream extprocv3.ExternalProcessor_ProcessServer, resp an
 			return err
 		}
 	}
-	for _, m := range x.takeQueued() {
+	for _, m := range x.mode.takeQueued() {
 		if err := stream.SendMsg(m); err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func (x *request) finishTrace(method, era string) {
 		e.Tool = x.headerRoute.Name
 	}
 	if e.Status == 0 {
-		e.Status = x.upStatus
+		e.Status, _ = x.kind.report()
 	}
 	switch x.outcome {
 	case outcomeStreamError, callUpstream5xx, callToolError, callNoResponse, callTooLarge, callTimeout, callUnavailable:

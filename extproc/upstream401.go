@@ -24,7 +24,7 @@ import (
 // a new token, and that answer replaces the 401's (CONTINUE_AND_REPLACE on
 // the response headers), as a lost session is re-issued (federated.go):
 //
-//   - a federated MCP server's request is one JSON-RPC message (fedCall.body).
+//   - a federated MCP server's request is one JSON-RPC message (federatedCall.body).
 //     A server whose authorization server is discovered (no issuer or
 //     tokenUrl in the entry) and not discovered yet is discovered here,
 //     from the 401's challenge;
@@ -42,11 +42,11 @@ import (
 // nil when the call carried no such token (the 401 is the Tool Service's
 // answer, converted as any other). WWW-Authenticate goes: it was the
 // gateway's token that was refused, not the client's.
-func (x *request) toolServiceUnauthorized() *extprocv3.ProcessingResponse {
-	if x.upStatus != http.StatusUnauthorized || x.oauthUsed == nil || x.held == nil || x.call == nil || x.tool == nil {
+func (x *request) toolServiceUnauthorized(k *nativeCall) *extprocv3.ProcessingResponse {
+	if k.up.status != http.StatusUnauthorized || k.oauth == nil || k.held == nil || x.call == nil || x.tool == nil {
 		return nil
 	}
-	out := x.resendCall()
+	out := x.resendCall(k)
 	m := callplan.ResultHeaders()
 	m.RemoveHeaders = append(m.RemoveHeaders, "www-authenticate")
 	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
@@ -62,10 +62,10 @@ func (x *request) toolServiceUnauthorized() *extprocv3.ProcessingResponse {
 // call once more to the Tool Service, and returns the client's body: the
 // call's result made from the answer, or the tool error of a second 401,
 // of a token that cannot be obtained, or of an answer that did not come.
-func (x *request) resendCall() []byte {
-	svc, held := x.tool.Service, x.held
-	x.oauthUsed.Refused()
-	x.oauthUsed, x.held = nil, nil
+func (x *request) resendCall(k *nativeCall) []byte {
+	svc, held := x.tool.Service, k.held
+	k.oauth.Refused()
+	k.oauth, k.held = nil, nil
 	log := func(level slog.Level, msg string, attrs ...slog.Attr) {
 		x.s.log.LogAttrs(x.ctx, level, msg, append([]slog.Attr{slog.String("request_id", x.requestID),
 			slog.String("route", x.routeKey), slog.String("service", svc)}, attrs...)...)
@@ -73,10 +73,13 @@ func (x *request) resendCall() []byte {
 	log(slog.LevelInfo, "tool call: the upstream refused its OAuth token; evicted, sending the call again")
 	ctx, cancel := context.WithTimeout(x.ctx, x.s.upstreamTimeout())
 	defer cancel()
-	creds, err := x.credentialsWith(ctx, svc)
+	creds, tok, err := x.credentialsWith(ctx, svc)
+	if tok != nil {
+		k.oauth = tok
+	}
 	if err != nil {
 		log(slog.LevelWarn, "tool call: no new token after a 401", slog.String("error", err.Error()))
-		x.resultSent, x.callOutcome = true, callNoCredentials
+		k.resultSent, x.callOutcome = true, callNoCredentials
 		return x.filtered(x.s.proto.ToolError(x.call, "the Tool Service "+svc+" is not available: "+upstreamcred.Reason(err)))
 	}
 	target := ""
@@ -87,7 +90,7 @@ func (x *request) resendCall() []byte {
 	}
 	if target == "" {
 		log(slog.LevelWarn, "tool call: the Tool Service has no usable URL in the snapshot; not sent again")
-		out := x.result(mcp.Upstream{Status: http.StatusServiceUnavailable, Failure: mcp.FailureUnavailable})
+		out := x.result(&k.callReply, mcp.Upstream{Status: http.StatusServiceUnavailable, Failure: mcp.FailureUnavailable})
 		x.callOutcome = callUnavailable
 		return out
 	}
@@ -98,26 +101,26 @@ func (x *request) resendCall() []byte {
 		if ctx.Err() != nil {
 			f, outcome = mcp.FailureTimeout, callTimeout
 		}
-		out := x.result(mcp.Upstream{Failure: f})
+		out := x.result(&k.callReply, mcp.Upstream{Failure: f})
 		x.callOutcome = outcome
 		return out
 	}
-	x.upStatus, x.upContentType = a.Status, a.ContentType
+	k.up.status, k.up.contentType = a.Status, a.ContentType
 	switch {
 	case a.Status == http.StatusUnauthorized:
-		x.oauthUsed.Refused()
+		k.oauth.Refused()
 		log(slog.LevelWarn, "tool call: the upstream refused the new OAuth token too; evicted")
-		x.resultSent, x.callOutcome = true, callUpstream4xx
+		k.resultSent, x.callOutcome = true, callUpstream4xx
 		return x.filtered(x.s.proto.ToolError(x.call, mcp.ToolFailed(x.call.Tool, "unauthorized: the Tool Service "+svc+
 			" refused the token the gateway obtained for it twice (HTTP 401); the token is dropped")))
 	case a.Over:
-		return x.result(mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Failure: mcp.FailureTooLarge})
+		return x.result(&k.callReply, mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Failure: mcp.FailureTooLarge})
 	case isNDJSON(a.ContentType) && a.Status >= 200 && a.Status <= 299:
-		// A progress stream, taken whole (progress.go).
-		x.progress = &progressStream{}
-		return x.progressFeed(a.Body, true)
+		// A progress stream, taken whole (progress.go); the request's
+		// kind stays, its result made here.
+		return x.progressFeed(&progressCall{callReply: &k.callReply}, a.Body, true)
 	}
-	return x.result(mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Body: a.Body})
+	return x.result(&k.callReply, mcp.Upstream{Status: a.Status, ContentType: a.ContentType, Body: a.Body})
 }
 
 // fedUnauthorized answers a federated server's 401 for an oauth entry: the
@@ -125,8 +128,7 @@ func (x *request) resendCall() []byte {
 // challenge), a new one obtained, and the request sent once more from
 // here. It returns the client's body, or false when the entry has no oauth
 // (the 401 is the server's answer, passed on as any other).
-func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
-	f := x.fed
+func (x *request) fedUnauthorized(f *federatedCall, h *extprocv3.HttpHeaders) ([]byte, bool) {
 	ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, f.svc), x.s.upstreamTimeout())
 	defer cancel()
 	log := func(msg string, err error) {
@@ -139,8 +141,8 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 			challenges = append(challenges, procmsg.HeaderValue(hv))
 		}
 	}
-	used := x.oauthUsed
-	x.oauthUsed = nil
+	used := f.oauth
+	f.oauth = nil
 	retry, err := x.rt.UpstreamAuth.Unauthorized(ctx, f.svc.Name, f.svc.URL, challenges, used)
 	if err != nil {
 		log("federated call: no authorization server discovered from the 401", err)
@@ -149,14 +151,17 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 		return nil, false
 	}
 	fail := func(msg string) []byte {
-		x.resultSent = true
+		f.resultSent = true
 		if x.call != nil && f.method == "tools/call" {
 			x.callOutcome = callNoCredentials
 			return x.filtered(x.s.proto.ToolError(x.call, msg))
 		}
 		return mcp.ErrorReply(200, f.id, mcp.CodeInternalError, msg, nil).Body
 	}
-	auth, err := x.credentialsWith(ctx, f.svc.Name)
+	auth, tok, err := x.credentialsWith(ctx, f.svc.Name)
+	if tok != nil {
+		f.oauth = tok
+	}
 	if err != nil {
 		log("federated call: no new token after a 401", err)
 		return fail("the MCP server " + f.svc.Name + " is not available: " + upstreamcred.Reason(err)), true
@@ -167,20 +172,20 @@ func (x *request) fedUnauthorized(h *extprocv3.HttpHeaders) ([]byte, bool) {
 	}
 	f.headers = hdr
 	status, msg, err := x.s.upstreamClient().Exchange(ctx, f.svc.URL, hdr, f.body, f.upID)
-	x.upStatus = status
+	f.up.status = status
 	if err != nil {
 		if status == http.StatusUnauthorized {
-			x.oauthUsed.Refused()
+			f.oauth.Refused()
 		}
 		log("federated call: sent again with a new token, failed", err)
 		if status == http.StatusUnauthorized {
 			return fail("the MCP server " + f.svc.Name + " refused the token the gateway obtained for it twice (HTTP 401)"), true
 		}
-		return x.fedFailed(mcp.Upstream{Status: status, Failure: mcp.FailureUnavailable}, "unavailable: the call to the MCP server "+f.svc.Name+" could not be sent again"), true
+		return x.fedFailed(f, mcp.Upstream{Status: status, Failure: mcp.FailureUnavailable}, "unavailable: the call to the MCP server "+f.svc.Name+" could not be sent again"), true
 	}
-	x.resultSent = true
+	f.resultSent = true
 	if f.method == "tools/call" {
 		x.callOutcome = callOK
 	}
-	return x.fedFiltered(x.clientMessage(msg)), true
+	return x.fedFiltered(f, x.clientMessage(f, msg)), true
 }

@@ -22,21 +22,21 @@ const (
 )
 
 // upstreamCredentials returns the headers (lower-case names) a call to the
-// Tool Service named service carries by its upstreamAuth entry; an OAuth
-// token among them is kept in x.oauthUsed, for the upstream's 401
-// (upstream401.go). An error (an unreadable credential, no token) means
-// the call must not be sent.
-func (x *request) upstreamCredentials(service string) (map[string]string, error) {
+// Tool Service named service carries by its upstreamAuth entry, and the
+// OAuth token among them (nil for none), which the call's kind keeps for
+// the upstream's 401 (upstream401.go). An error (an unreadable credential,
+// no token) means the call must not be sent.
+func (x *request) upstreamCredentials(service string) (map[string]string, *upstreamcred.Token, error) {
 	return x.credentialsWith(x.ctx, service)
 }
 
 // credentialsWith is upstreamCredentials with a token request bounded by
 // ctx.
-func (x *request) credentialsWith(ctx context.Context, service string) (map[string]string, error) {
+func (x *request) credentialsWith(ctx context.Context, service string) (map[string]string, *upstreamcred.Token, error) {
 	u := &x.rt.UpstreamAuth
 	a, ok := u.Services[service]
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	clientAuth := ""
 	if a.ForwardToken {
@@ -44,10 +44,7 @@ func (x *request) credentialsWith(ctx context.Context, service string) (map[stri
 	}
 	c, err := u.Headers(ctx, service, x.caller, clientAuth)
 	if err != nil {
-		return nil, err
-	}
-	if c.Token != nil {
-		x.oauthUsed = c.Token
+		return nil, nil, err
 	}
 	if x.caller != nil {
 		for h, claim := range c.Unforwarded {
@@ -55,7 +52,7 @@ func (x *request) credentialsWith(ctx context.Context, service string) (map[stri
 				slog.String("service", service), slog.String("header", h), slog.String("claim", claim))
 		}
 	}
-	return c.Headers, nil
+	return c.Headers, c.Token, nil
 }
 
 // noCredentials answers a call whose upstreamAuth credential cannot be

@@ -281,6 +281,11 @@ func endOfValue(data []byte, i int) int {
 	}
 }
 
+// EachMember calls fn with the raw key (quotes included) and raw value of
+// each member of obj, a JSON object (its first byte '{') that json.Valid
+// accepted, in order, until fn returns false.
+func EachMember(obj []byte, fn func(key, val []byte) bool) { members(obj, fn) }
+
 // members calls fn with the raw key (quotes included) and raw value of each
 // member of the object obj, in order, until fn returns false.
 func members(obj []byte, fn func(key, val []byte) bool) {

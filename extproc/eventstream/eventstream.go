@@ -156,16 +156,14 @@ func (t *Translator) Event(ev []byte) []byte {
 	var data []byte
 	hasData := false
 	for _, line := range bytes.Split(ev, []byte("\n")) {
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			v = bytes.TrimPrefix(v, []byte(" "))
+		if v, ok := dataLine(line); ok {
 			if hasData {
 				data = append(data, '\n')
 			}
 			data, hasData = append(data, v...), true
 			continue
 		}
-		other = append(other, line)
+		other = append(other, bytes.TrimSuffix(line, []byte("\r")))
 	}
 	var out []byte
 	for _, l := range other {
@@ -191,10 +189,8 @@ func (t *Translator) Event(ev []byte) []byte {
 func FinalEvent(body []byte, id json.RawMessage) *mcp.ClientResponse {
 	var found *mcp.ClientResponse
 	t := &Translator{Fn: func(data []byte) []byte {
-		if found == nil {
-			if m, err := mcp.DecodeClientResponse(data); err == nil && m.IsResponseTo(id) {
-				found = m
-			}
+		if found == nil && IsResponse(data, id) {
+			found, _ = mcp.DecodeClientResponse(data)
 		}
 		return data
 	}}

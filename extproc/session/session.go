@@ -89,6 +89,7 @@ type Keys struct {
 	signer string
 	aeads  map[string]cipher.AEAD
 	follow map[string]cipher.AEAD // follow tickets' (follow.go)
+	opened *openedCache           // tokens Open accepted (opened.go)
 	now    func() time.Time
 	// Generated is true for a key made at start: valid on this replica only.
 	Generated bool
@@ -115,7 +116,7 @@ func New(field string, keys []Key, now func() time.Time) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Keys{signer: keys[0].ID, aeads: aeads, follow: follow, now: now}
+	out := &Keys{signer: keys[0].ID, aeads: aeads, follow: follow, opened: newOpenedCache(), now: now}
 	return out, nil
 }
 
@@ -205,11 +206,15 @@ func (k *Keys) open(aeads map[string]cipher.AEAD, prefix, tok string, maxBytes i
 }
 
 // Open authenticates and decrypts tok and checks it against the route and
-// caller of the request it came with.
+// caller of the request it came with. A token accepted before is taken
+// from the cache (opened.go) and checked again; the returned State's
+// Upstreams are shared with it: read only.
 func (k *Keys) Open(tok, route, caller string) (*State, error) {
-	var s State
-	if err := k.open(k.aeads, Prefix, tok, MaxTokenBytes, &s); err != nil {
-		return nil, err
+	s, cached := k.opened.get(tok)
+	if !cached {
+		if err := k.open(k.aeads, Prefix, tok, MaxTokenBytes, &s); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case !k.now().Before(time.Unix(s.Expires, 0)):
@@ -218,6 +223,9 @@ func (k *Keys) Open(tok, route, caller string) (*State, error) {
 		return nil, ErrOtherRoute
 	case s.Caller != hmactoken.CallerHash(caller):
 		return nil, ErrOtherCaller
+	}
+	if !cached {
+		k.opened.put(tok, s)
 	}
 	s.Caller = caller
 	return &s, nil

@@ -66,13 +66,13 @@ var exampleChecks = []exampleCheck{
 	{page: "identity.md", marker: "clientSecret: gateway-secret", check: checkTokenExchangeExample},
 	{page: "sre.md", marker: "nodes:", check: checkNodesExample},
 	{page: "config.md", marker: "redis:", check: checkOverviewExample},
+	{page: "identity.md", marker: "github-mcp:", check: checkDiscoveredOAuthExample},
 
 	// Checked by tests of their own.
 	{page: "config.md", marker: "listingBounds:", why: "TestListingBoundsExample"},
 	{page: "config.md", marker: "embeddings:", why: "TestEmbeddingCredentialReachesTheService"},
 
 	// The allow-list: examples not yet run through the server, and why.
-	{page: "identity.md", marker: "github-mcp:", why: "unchecked: needs a federated MCP server and its authorization server"},
 }
 
 // TestDocConfigExamplesChecked: every config example of the docs has

@@ -105,17 +105,20 @@ func launch(t testing.TB, h hooks, args ...string) *process {
 	return p
 }
 
-// waitReady polls /readyz until it answers 200; the limit only bounds a hang.
+// waitReady polls /readyz until it answers 200; the limit only bounds a
+// hang. It is long because readiness waits for the wasm filters, which the
+// race detector's build of wazero compiles for a minute on a loaded
+// 2-core machine.
 func (p *process) waitReady(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		code, body := httpGet(t, "http://"+p.addrs["admin"]+"/readyz")
 		if code == http.StatusOK {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready after 30s: %d %s", code, body)
+			t.Fatalf("not ready after 3m: %d %s", code, body)
 		}
 		select {
 		case code := <-p.done:

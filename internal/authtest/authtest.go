@@ -132,8 +132,8 @@ func HS256WithPublicKey(t testing.TB, k *Key, header, claims map[string]any) str
 
 // Issuer is an issuer on 127.0.0.1: RFC 8414 metadata at the
 // path-inserted well-known URL (and OpenID discovery at the appended
-// one), and a JWKS at /keys whose keys the test replaces (rotation) or
-// takes down.
+// one), a JWKS at /keys whose keys the test replaces (rotation) or
+// takes down, and the test's token endpoint at /token if it has one.
 type Issuer struct {
 	Server *httptest.Server
 	// URL is the issuer identifier: the server's URL and the path.
@@ -145,6 +145,9 @@ type Issuer struct {
 	// OIDCOnly serves only /.well-known/openid-configuration (appended);
 	// set it before the first request.
 	OIDCOnly bool
+	// Token, when set before the first request, serves /token, which the
+	// metadata then names as its token_endpoint.
+	Token http.Handler
 
 	mu        sync.Mutex
 	keys      []*Key
@@ -171,7 +174,17 @@ func NewIssuer(t testing.TB, path string, keys ...*Key) *Issuer {
 				return
 			}
 			p.MetaHits.Add(1)
-			_ = json.NewEncoder(w).Encode(map[string]any{"issuer": p.URL, "jwks_uri": p.Server.URL + "/keys"})
+			meta := map[string]any{"issuer": p.URL, "jwks_uri": p.Server.URL + "/keys"}
+			if p.Token != nil {
+				meta["token_endpoint"] = p.Server.URL + "/token"
+			}
+			_ = json.NewEncoder(w).Encode(meta)
+		case "/token":
+			if p.Token == nil {
+				http.NotFound(w, r)
+				return
+			}
+			p.Token.ServeHTTP(w, r)
 		case "/keys":
 			p.JWKSHits.Add(1)
 			p.mu.Lock()

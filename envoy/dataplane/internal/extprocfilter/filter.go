@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,13 @@ func (d Direction) bodyState() waitState {
 
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
+
+// readBufs are the streamChunk read buffers of streamed and full-duplex
+// bodies, one a body while it is read: a new one per call was half of the
+// bytes the data plane allocated on a federated call. Every chunk leaves
+// as a copy of what was read, so a buffer is reused only once its body
+// stopped reading into it.
+var readBufs = sync.Pool{New: func() any { return new([streamChunk]byte) }}
 
 // waitState is what the filter is waiting for (ProcessorState::CallbackState).
 type waitState int

@@ -86,9 +86,11 @@ func (e *Filter) newDuplexReader(src io.Reader) *duplexReader {
 }
 
 func (d *duplexReader) readSource(src io.Reader) {
-	// One read buffer; each chunk goes on as a copy of what was read, so
-	// a small event costs its size, not a 64 KiB buffer per read.
-	buf := make([]byte, streamChunk)
+	// One read buffer (readBufs); each chunk goes on as a copy of what was
+	// read, so a small event costs its size, not a 64 KiB buffer per read.
+	b := readBufs.Get().(*[streamChunk]byte)
+	defer readBufs.Put(b)
+	buf := b[:]
 	for {
 		n, err := src.Read(buf)
 		eos := errors.Is(err, io.EOF)

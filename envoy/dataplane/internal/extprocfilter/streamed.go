@@ -16,7 +16,7 @@ type StreamReader struct {
 	e    *Filter
 	dir  waitState
 	src  io.Reader
-	buf  []byte
+	buf  *[streamChunk]byte // from readBufs, until the body ended
 	out  []byte
 	done bool
 	fail *xdsconfig.LocalReply
@@ -25,7 +25,7 @@ type StreamReader struct {
 // NewStreamReader is src, a body of direction dir, run through the filter
 // in STREAMED mode as it is read.
 func (e *Filter) NewStreamReader(dir Direction, src io.Reader) *StreamReader {
-	return &StreamReader{e: e, dir: dir.bodyState(), src: src, buf: make([]byte, streamChunk)}
+	return &StreamReader{e: e, dir: dir.bodyState(), src: src, buf: readBufs.Get().(*[streamChunk]byte)}
 }
 
 // Failed is the local reply an ext_proc failure while streaming is, once
@@ -37,7 +37,7 @@ func (s *StreamReader) Read(p []byte) (int, error) {
 		if s.done {
 			return 0, io.EOF
 		}
-		n, rerr := s.src.Read(s.buf)
+		n, rerr := s.src.Read(s.buf[:])
 		eos := errors.Is(rerr, io.EOF)
 		if rerr != nil && !eos {
 			return 0, rerr
@@ -45,8 +45,13 @@ func (s *StreamReader) Read(p []byte) (int, error) {
 		if n == 0 && !eos {
 			continue
 		}
-		s.done = eos
 		chunk := append([]byte(nil), s.buf[:n]...)
+		if s.done = eos; eos {
+			// Nothing more is read: the buffer goes back (a body not read
+			// to its end leaves its buffer to the garbage collector).
+			readBufs.Put(s.buf)
+			s.buf = nil
+		}
 		if s.e.complete {
 			s.out = chunk
 			continue
