@@ -26,7 +26,9 @@ VULNDB_VERSION ?= latest
 # main module; e2e and deploy use it through `replace ... => ../`.
 MODULES     := . e2e deploy
 
-# Packages of the main module that have benchmarks, and "package:FuzzTarget" pairs.
+# Packages of the main module that have benchmarks, and "package:FuzzTarget"
+# pairs (scripts/vulnexcept's too: `make fuzz` runs go test in the package's
+# directory, so a nested module's targets run in their own module).
 BENCH_PKGS   = $(sort $(dir $(shell grep -rl --include='*_test.go' --exclude-dir=e2e --exclude-dir=deploy '^func Benchmark' .)))
 FUZZ_TARGETS = $(shell grep -r --include='*_test.go' --exclude-dir=e2e --exclude-dir=deploy -o '^func Fuzz[A-Za-z0-9_]*' . | sed -e 's|/[^/]*_test.go:func |:|')
 
@@ -130,7 +132,7 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 10s) each
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "== $$pkg $$fn ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		$(GO) -C $$pkg test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) .; \
 	done
 
 .PHONY: test-deps

@@ -222,9 +222,9 @@ func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proce
 	}
 	x.outcome, x.answered = outcome, true
 	if r.Parts != nil && x.s.wire.Load() {
-		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0, details)
+		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0)
 		if err == nil {
-			x.prepared = procmsg.WireImmediate(r, head)
+			x.prepared = procmsg.WireImmediate(r, head, details)
 			return sendPrepared
 		}
 		err = fmt.Errorf("extproc: encoding an immediate response: %w", err)

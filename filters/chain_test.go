@@ -314,14 +314,6 @@ func TestChainMetrics(t *testing.T) {
 	}
 }
 
-func TestToolErrorResult(t *testing.T) {
-	got := string(ToolErrorResult(`bad "x" <y>`))
-	want := `{"content":[{"type":"text","text":"bad \"x\" \u003cy\u003e"}],"isError":true}`
-	if got != want {
-		t.Fatalf("ToolErrorResult = %s, want %s", got, want)
-	}
-}
-
 func TestCheckUpstreamHeader(t *testing.T) {
 	tests := []struct {
 		name, value string

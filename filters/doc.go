@@ -38,7 +38,7 @@
 //	case out.Denied() && out.DenyAs == filters.RPCError:
 //		// immediate response: JSON-RPC error out.Code, out.Reason
 //	case out.Denied():
-//		// immediate response: result filters.ToolErrorResult(out.Reason)
+//		// immediate response: a tool error result carrying out.Reason
 //	default:
 //		// route the call with req.Arguments (rewritten or not) and
 //		// out.AddHeaders added to the upstream request

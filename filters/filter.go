@@ -201,20 +201,5 @@ type ToolLister interface {
 	ToolAllowed(tool string) bool
 }
 
-// ToolErrorResult returns the CallToolResult a ToolError deny is answered
-// with: one text item carrying the reason, and isError set.
-func ToolErrorResult(reason string) json.RawMessage {
-	b, _ := json.Marshal(struct {
-		Content []textContent `json:"content"`
-		IsError bool          `json:"isError"`
-	}{[]textContent{{Type: "text", Text: reason}}, true})
-	return b
-}
-
-type textContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 // Error prefixes a filter's error with its name, as filter/<name>: ….
 func Error(name string, err error) error { return fmt.Errorf("filter/%s: %w", name, err) }

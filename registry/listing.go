@@ -313,17 +313,13 @@ const (
 	DefaultHealthCheckUnhealthyThreshold = 3
 )
 
-// DefaultClusterSettings returns the settings of a Tool Service whose Portal
-// entry has no cluster object: connectTimeout 1s, requestTimeout 15s,
-// maxConnections, maxPendingRequests and maxRequests 1024, maxRetries 3,
-// lbPolicy ROUND_ROBIN, HTTP/1.1, no outlier detection, no health check.
-func DefaultClusterSettings() ClusterSettings {
-	return ClusterSettings{}.WithDefaults()
-}
-
 // WithDefaults returns a copy of c with every zero field set to its default.
 // Outlier detection and health check stay nil when unset; when set, their
-// zero fields get defaults too. The copy shares no pointers with c.
+// zero fields get defaults too. The copy shares no pointers with c. The
+// settings of a Tool Service whose Portal entry has no cluster object are
+// ClusterSettings{}.WithDefaults(): connectTimeout 1s, requestTimeout 15s,
+// maxConnections, maxPendingRequests and maxRequests 1024, maxRetries 3,
+// lbPolicy ROUND_ROBIN, HTTP/1.1, no outlier detection, no health check.
 func (c ClusterSettings) WithDefaults() ClusterSettings {
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = config.Duration(DefaultConnectTimeout)

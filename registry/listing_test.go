@@ -32,7 +32,7 @@ func TestListingValidate(t *testing.T) {
 	}{
 		{name: "valid", mutate: func(l *Listing) {}},
 		{name: "shared service nil cluster equals explicit defaults", mutate: func(l *Listing) {
-			d := DefaultClusterSettings()
+			d := ClusterSettings{}.WithDefaults()
 			l.Routes[1].ToolServices[0].Cluster = &d
 		}},
 		{name: "shared service trailing slash and default manifest path", mutate: func(l *Listing) {
@@ -282,14 +282,14 @@ func TestEndpoint(t *testing.T) {
 }
 
 func TestClusterDefaults(t *testing.T) {
-	d := DefaultClusterSettings()
+	d := ClusterSettings{}.WithDefaults()
 	want := ClusterSettings{
 		ConnectTimeout: config.Duration(time.Second), RequestTimeout: config.Duration(15 * time.Second),
 		MaxConnections: 1024, MaxPendingRequests: 1024, MaxRequests: 1024, MaxRetries: 3,
 		LBPolicy: "ROUND_ROBIN",
 	}
 	if !reflect.DeepEqual(d, want) {
-		t.Fatalf("DefaultClusterSettings() = %+v, want %+v", d, want)
+		t.Fatalf("ClusterSettings{}.WithDefaults() = %+v, want %+v", d, want)
 	}
 	in := ClusterSettings{MaxRetries: 7, HTTP2: true, OutlierDetection: &OutlierDetection{Consecutive5xx: 2}, HealthCheck: &HealthCheck{}}
 	got := in.WithDefaults()

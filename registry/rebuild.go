@@ -9,22 +9,13 @@ import (
 // What the refresher (registry/refresher) needs from a snapshot and the
 // listing model, without reaching into either.
 
-// Rebuild builds route's snapshot from manifests (keyed by Tool Service
-// name) as BuildSnapshot does, unless cur already has that content: then it
-// returns nil, nil, and the caller keeps cur (and its pointer). A restored
-// cur whose schema failed on first use is rebuilt even so, so the tool is
-// rejected rather than failing every call.
-func Rebuild(route Route, cur *Snapshot, manifests map[string]*Manifest, fetchedAt time.Time) (*Snapshot, error) {
-	canon, err := canonicalizeAll(route, manifests)
-	if err != nil {
-		return nil, err
-	}
-	return RebuildCanonical(route, cur, canon, fetchedAt)
-}
-
-// RebuildCanonical is Rebuild from manifests already canonicalized (see
-// Canonicalize): the refresher canonicalizes each fetched manifest once per
-// cycle, however many routes use it.
+// RebuildCanonical builds route's snapshot from manifests (keyed by Tool
+// Service name, already canonicalized: see Canonicalize) as BuildSnapshot
+// does, unless cur already has that content: then it returns nil, nil, and
+// the caller keeps cur (and its pointer). A restored cur whose schema failed
+// on first use is rebuilt even so, so the tool is rejected rather than
+// failing every call. The refresher canonicalizes each fetched manifest once
+// per cycle, however many routes use it.
 func RebuildCanonical(route Route, cur *Snapshot, manifests map[string]*Canonical, fetchedAt time.Time) (*Snapshot, error) {
 	in, err := prepare(route, manifests)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -245,4 +246,13 @@ func mustMarshal(t testing.TB, s *Snapshot) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// Rebuild is RebuildCanonical from manifests not yet canonicalized.
+func Rebuild(route Route, cur *Snapshot, manifests map[string]*Manifest, fetchedAt time.Time) (*Snapshot, error) {
+	canon, err := canonicalizeAll(route, manifests)
+	if err != nil {
+		return nil, err
+	}
+	return RebuildCanonical(route, cur, canon, fetchedAt)
 }

@@ -126,23 +126,6 @@ func (c *validatorCache) admit(e *schemaEntry, sch *jsonschema.Schema) {
 	}
 }
 
-// resize sets the bound (tests), dropping every cached validator.
-func (c *validatorCache) resize(max int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.ring {
-		e.sch.Store(nil)
-	}
-	c.ring, c.hand, c.max = nil, 0, max
-}
-
-// len reports how many validators are cached (for tests).
-func (c *validatorCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.ring)
-}
-
 // schemaCache finds the entry of a schema by the sha256 of its compact bytes.
 // It holds entries weakly: an entry lives exactly as long as some snapshot's
 // tool (or a build in progress, or the validator cache) holds it, and a
@@ -185,11 +168,4 @@ func (c *schemaCache) drop(key [sha256.Size]byte) {
 	if wp, ok := c.m[key]; ok && wp.Value() == nil {
 		delete(c.m, key)
 	}
-}
-
-// len reports how many keys the cache holds (for tests).
-func (c *schemaCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
 }

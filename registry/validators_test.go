@@ -53,3 +53,27 @@ func TestValidatorCacheBounded(t *testing.T) {
 		t.Errorf("%d tools hold a validator, want 2", cached)
 	}
 }
+
+// resize sets the bound (tests), dropping every cached validator.
+func (c *validatorCache) resize(max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.ring {
+		e.sch.Store(nil)
+	}
+	c.ring, c.hand, c.max = nil, 0, max
+}
+
+// len reports how many validators are cached (for tests).
+func (c *validatorCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.ring)
+}
+
+// len reports how many keys the cache holds (for tests).
+func (c *schemaCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}

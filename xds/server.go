@@ -269,15 +269,6 @@ func (s *Server) logUnknownOverrides(ctx context.Context, routes []registry.Rout
 	s.unknown = unknown
 }
 
-// Current returns the resources of the last pushed snapshot of every route
-// (AllRoutesGroup), nil before the first push. Callers must not modify
-// them.
-func (s *Server) Current() *Resources { return s.current.Load() }
-
-// Version returns the version of the last pushed snapshot of every route
-// (AllRoutesGroup), "" before the first push.
-func (s *Server) Version() string { return s.state.Load().version }
-
 // Groups returns every node group with the version set for it, the
 // all-routes group first.
 func (s *Server) Groups() []GroupStatus {

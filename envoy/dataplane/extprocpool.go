@@ -75,13 +75,6 @@ func (p *extProcPool) release(pc *pooledConn) {
 	p.mu.Unlock()
 }
 
-// connections is the number of connections the pool opened.
-func (p *extProcPool) connections() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns)
-}
-
 // close closes every connection.
 func (p *extProcPool) close() error {
 	p.mu.Lock()

@@ -109,3 +109,10 @@ func TestExtProcStreamsPerConnection(t *testing.T) {
 		c()
 	}
 }
+
+// connections is the number of connections the pool opened.
+func (p *extProcPool) connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}

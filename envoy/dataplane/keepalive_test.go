@@ -33,18 +33,17 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
-	"github.com/toolmesh/toolmesh/internal/pingtap"
 )
 
 // startTappedServer runs a gRPC server with an ADS service (open streams
 // counted) and a health service, accepting PINGs of any rate.
-func startTappedServer(t *testing.T) (addr string, tap *pingtap.Listener, streams func() (opened, closed int)) {
+func startTappedServer(t *testing.T) (addr string, tap *tapListener, streams func() (opened, closed int)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap = pingtap.New(ln)
+	tap = newTapListener(ln)
 	var mu sync.Mutex
 	var opened, closed int
 	srv := serverv3.NewServer(t.Context(), cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil), serverv3.CallbackFuncs{
@@ -118,7 +117,7 @@ func TestKeepalivePings(t *testing.T) {
 			if len(conns) != 1 || conns[0].EOF {
 				t.Fatalf("%d connections (%+v), want the one connection kept", len(conns), conns)
 			}
-			for _, err := range pingtap.CadenceErrors(conns[0].Pings, start, interval) {
+			for _, err := range cadenceErrors(conns[0].Pings, start, interval) {
 				t.Error(err)
 			}
 			if tc == "ads" {
@@ -147,7 +146,7 @@ func TestKeepaliveTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	results := pingtap.ServeNoAck(ln, 0)
+	results := serveNoAck(ln, 0)
 	d, err := New(Options{ExtProcTarget: ln.Addr().String(), Keepalive: Keepalive{Interval: 30 * time.Millisecond, Timeout: 300 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

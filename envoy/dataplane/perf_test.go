@@ -38,13 +38,14 @@ func TestCopyMode(t *testing.T) {
 		RequestTrailerMode:  extprocfilterv3.ProcessingMode_SEND,
 		ResponseTrailerMode: extprocfilterv3.ProcessingMode_SKIP,
 	}
-	c := xdsconfig.CopyMode(m)
+	c := &extprocfilterv3.ProcessingMode{}
+	xdsconfig.CopyModeInto(c, m)
 	if !proto.Equal(c, m) {
 		t.Fatalf("copy %v, want %v", c, m)
 	}
-	// Every field is covered: a field copyMode missed would differ here.
+	// Every field is covered: a field CopyModeInto missed would differ here.
 	if n := m.ProtoReflect().Descriptor().Fields().Len(); n != 6 {
-		t.Fatalf("ProcessingMode has %d fields, copyMode copies 6", n)
+		t.Fatalf("ProcessingMode has %d fields, CopyModeInto copies 6", n)
 	}
 	c.RequestBodyMode = extprocfilterv3.ProcessingMode_NONE
 	if m.GetRequestBodyMode() != extprocfilterv3.ProcessingMode_STREAMED {

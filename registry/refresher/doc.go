@@ -4,7 +4,7 @@
 //
 //   - refresher.go: Options, New, Start, Run, Refresh, the refresh cycle
 //     (Portal listing, manifest fetches, snapshot builds through
-//     registry.Rebuild) and the retry backoff;
+//     registry.RebuildCanonical) and the retry backoff;
 //   - store.go: the refresher's use of the Store: warm start, the saved
 //     listing, persisting snapshots, handing snapshots to the embedding
 //     services;

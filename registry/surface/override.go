@@ -100,38 +100,6 @@ func Apply(t mcp.Tool, o Override) (Virtual, error) {
 	return v, nil
 }
 
-// ApplyAll applies overrides (keyed by tool name on the route) to tools and
-// returns the route's tools in their order, each as a Virtual. Every
-// override must name a tool of the list, and a rename must not take a name
-// another tool has; errors name the override.
-func ApplyAll(tools []mcp.Tool, overrides map[string]Override) ([]Virtual, error) {
-	out := make([]Virtual, len(tools))
-	names := make(map[string]string, len(tools)) // served name -> upstream name
-	var errs []error
-	seen := make(map[string]bool, len(overrides))
-	for i, t := range tools {
-		v := Virtual{Tool: t, Upstream: t.Name}
-		if o, ok := overrides[t.Name]; ok {
-			seen[t.Name] = true
-			var err error
-			if v, err = Apply(t, o); err != nil {
-				errs = append(errs, fmt.Errorf("override of tool %q: %w", t.Name, err))
-			}
-		}
-		if prev, dup := names[v.Tool.Name]; dup {
-			errs = append(errs, fmt.Errorf("override of tool %q: name %q is already the name of tool %q", v.Upstream, v.Tool.Name, prev))
-		}
-		names[v.Tool.Name] = v.Upstream
-		out[i] = v
-	}
-	for _, name := range slices.Sorted(maps.Keys(overrides)) {
-		if !seen[name] {
-			errs = append(errs, fmt.Errorf("override of tool %q: the route has no such tool", name))
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
 // mergeObject returns the JSON object base with the members of over set.
 func mergeObject(base json.RawMessage, over map[string]json.RawMessage) (json.RawMessage, error) {
 	m := map[string]json.RawMessage{}

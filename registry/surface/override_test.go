@@ -129,24 +129,6 @@ func TestApplyRefusesWhatDoesNotFit(t *testing.T) {
 	}
 }
 
-func TestApplyAll(t *testing.T) {
-	other := mcp.Tool{Name: "records_get", InputSchema: json.RawMessage(`{"type":"object"}`)}
-	tools := []mcp.Tool{recordsTool(), other}
-	vs, err := ApplyAll(tools, map[string]Override{"records_delete": {Name: "delete_record"}})
-	if err != nil || len(vs) != 2 || vs[0].Tool.Name != "delete_record" || vs[1].Tool.Name != "records_get" {
-		t.Fatalf("ApplyAll = %+v, %v", vs, err)
-	}
-	_, err = ApplyAll(tools, map[string]Override{
-		"records_delete": {Name: "records_get"},
-		"gone":           {Name: "x"},
-	})
-	for _, want := range []string{`override of tool "gone": the route has no such tool`, `name "records_get" is already the name of tool "records_delete"`} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error %v, want %q", err, want)
-		}
-	}
-}
-
 func TestRewrite(t *testing.T) {
 	v, err := Apply(recordsTool(), Override{Arguments: map[string]Argument{
 		"force":  {Hide: true},

@@ -217,7 +217,7 @@ func readFindings(r io.Reader) ([]*vuln, map[string]string, error) {
 			summary[m.OSV.ID] = m.OSV.Summary
 		}
 		f := m.Finding
-		if f == nil || len(f.Trace) == 0 || f.Trace[0].Function == "" {
+		if f == nil || len(f.Trace) == 0 || f.Trace[0] == nil || f.Trace[0].Function == "" {
 			continue
 		}
 		v := byID[f.OSV]
@@ -228,7 +228,7 @@ func readFindings(r io.Reader) ([]*vuln, map[string]string, error) {
 			called = append(called, v)
 		}
 		s := symbol(f.Trace[0])
-		if last := f.Trace[len(f.Trace)-1]; len(f.Trace) > 1 {
+		if last := f.Trace[len(f.Trace)-1]; len(f.Trace) > 1 && last != nil {
 			s += ", called from " + symbol(last)
 			if last.Position != nil {
 				s += fmt.Sprintf(" (%s:%d)", last.Position.Filename, last.Position.Line)

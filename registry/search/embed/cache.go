@@ -64,9 +64,3 @@ func (c *queryCache) store(g *cacheGens, key string, e cached) {
 		c.gen.CompareAndSwap(g, &cacheGens{cur: &cacheGen{}, prev: g.cur})
 	}
 }
-
-// len is the number of entries held (for tests).
-func (c *queryCache) len() int {
-	g := c.gen.Load()
-	return int(g.cur.n.Load() + g.prev.n.Load())
-}

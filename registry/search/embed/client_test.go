@@ -214,3 +214,9 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+// len is the number of entries held (for tests).
+func (c *queryCache) len() int {
+	g := c.gen.Load()
+	return int(g.cur.n.Load() + g.prev.n.Load())
+}

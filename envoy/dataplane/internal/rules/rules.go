@@ -222,12 +222,18 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // (source/common/grpc/async_client_impl.cc AsyncStreamImpl::initialize,
 // metadata_parser_ built from initial_metadata; extprocfilter stream.go open).
 //
-// ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc;
-// read in a release with allowed_override_modes, status_on_error and
-// graceful gRPC close, not in the v1.40.0 tag itself [verify: ext_proc.cc
+// ext_proc stream ends (source/extensions/filters/http/ext_proc/ext_proc.cc
 // Filter::onGrpcError, onGrpcClose, onMessageTimeout, onReceiveMessage and
-// handleErrorResponse at v1.40.0]; status_on_error and its default 500 are
-// in ext_proc.proto at v1.40.0). Every
+// handleErrorResponse, read in a stored copy that already has the 1.37
+// runtime guard ext_proc_stream_close_optimization; changelogs/1.37.0.yaml
+// to 1.40.0.yaml change none of these replies (1.39.0 only routes a failure
+// to create the gRPC client through onGrpcError with INTERNAL);
+// status_on_error and its default 500 are in ext_proc.proto at v1.40.0).
+// That copy's onReceiveMessage has no case for the StreamedImmediateResponse
+// that 1.37 added (changelogs/1.37.0.yaml new_features, area ext_proc), so
+// it is spurious here (SpuriousKind) [verify: ext_proc.cc
+// Filter::onReceiveMessage's streamed_immediate_response case at v1.40.0;
+// toolmesh's extproc server never sends one]. Every
 // details string goes through StringUtil::replaceAllEmptySpace in
 // sendImmediateResponse:
 //   - gRPC error status while processing: onGrpcError — status_on_error

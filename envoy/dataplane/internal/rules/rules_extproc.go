@@ -219,16 +219,21 @@ func ClearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 
 // LastResponseHeaders is the kResponseHeaders case of
 // Filter::closeGrpcStreamIfLastRespReceived (ext_proc.cc; runtime guard
-// envoy.reloadable_features.ext_proc_stream_close_optimization, a
-// RUNTIME_GUARD on by default since 1.37): after the response-headers reply,
+// envoy.reloadable_features.ext_proc_stream_close_optimization, added in
+// 1.37 (changelogs/1.37.0.yaml, minor_behavior_changes, area ext_proc:
+// "Close the gRPC stream when Envoy detects no further external processing
+// is needed"), and removed with its legacy code path in 1.40
+// (changelogs/1.40.0.yaml, removed_config_or_runtime, area ext_proc), so at
+// v1.40.0 this close always happens): after the response-headers reply,
 // with no body to come (end of stream) or the response body mode NONE and
 // trailers not sent, nothing more goes to the server and Envoy closes the
 // stream (closeStreamMaybeGraceful) instead of holding it to the end of the
 // request. The mode is the one after the reply's mode_override. The other
 // cases of that function (request headers with nothing after them, the last
 // STREAMED chunk) are not emulated: the stream is closed when the request
-// ends instead. [verify: read on a recent main, not the v1.40.0 tag:
-// ext_proc.cc Filter::closeGrpcStreamIfLastRespReceived at v1.40.0]
+// ends instead. The kResponseHeaders case was read in a stored ext_proc.cc
+// that already has the guard; changelogs/1.38.0.yaml to 1.40.0.yaml record
+// no change to it but the guard's removal.
 func LastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
 	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
 		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)
@@ -319,9 +324,12 @@ const (
 )
 
 // FailCloseSpurious is the runtime guard
-// envoy.reloadable_features.ext_proc_fail_close_spurious_resp, on by default
-// in the releases that have it [verify: the first release, and the guard's
-// default in source/common/runtime/runtime_features.cc at v1.40.0]: a spurious
+// envoy.reloadable_features.ext_proc_fail_close_spurious_resp, on by default:
+// a RUNTIME_GUARD (not FALSE_RUNTIME_GUARD) in
+// source/common/runtime/runtime_features.cc, read in a stored copy from the
+// 1.37-1.39 range (it lists ext_proc_stream_close_optimization, added in 1.37
+// and removed in 1.40); changelogs/1.37.0.yaml to 1.40.0.yaml neither flip
+// nor remove it, and Filter::onReceiveMessage (ext_proc.cc) reads it: a spurious
 // message with failure_mode_allow false is an error reply
 // (Filter::handleErrorResponse) instead of "close the stream and continue".
 const FailCloseSpurious = true

@@ -96,10 +96,14 @@ import "time"
 //     [inferred]; a reset stream, and a connection lost after the response
 //     headers, are Internal: AsyncStreamImpl::onReset calls
 //     streamError(Status::GrpcStatus::Internal) unless the stream was
-//     already reset (source/common/grpc/async_client_impl.cc, read in an
-//     older tree, of the v2 API; [verify: source/common/grpc/
-//     async_client_impl.cc AsyncStreamImpl::onReset at v1.40.0]); grpc-go's Unavailable is kept for a connection lost before
-//     them (the router's 503).
+//     already reset (source/common/grpc/async_client_impl.cc
+//     AsyncStreamImpl::onReset: the same in every stored copy, from the v2
+//     API to a recent one with enhancedGrpcMessage and
+//     waiting_to_delete_on_remote_close_; the async client's change in 1.40,
+//     changelogs/1.40.0.yaml bug_fixes area ext_proc, guards re-entrant
+//     resets against notifying remote close twice and keeps the status);
+//     grpc-go's Unavailable is kept for a connection lost before them (the
+//     router's 503).
 //   - Not emulated: retries (no retry_policy in the bootstraps), the
 //     cluster's circuit breakers and idle_timeout on this connection, TLS.
 const (

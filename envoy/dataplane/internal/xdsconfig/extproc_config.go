@@ -185,15 +185,9 @@ func compileMutationRules(c *extprocfilterv3.ExternalProcessor) (*rules.Mutation
 	return mc, nil
 }
 
-// CopyMode copies the six modes of m, which each request changes in its own
-// copy; proto.Clone would walk the message by reflection every time.
-func CopyMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
-	c := &extprocfilterv3.ProcessingMode{}
-	CopyModeInto(c, m)
-	return c
-}
-
-// CopyModeInto is copyMode into an existing message.
+// CopyModeInto copies the six modes of m into dst, which each request
+// changes in its own copy; proto.Clone would walk the message by reflection
+// every time.
 func CopyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
 	dst.RequestHeaderMode = m.GetRequestHeaderMode()
 	dst.ResponseHeaderMode = m.GetResponseHeaderMode()

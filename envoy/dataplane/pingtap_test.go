@@ -1,8 +1,9 @@
-// Package pingtap is a listener for keepalive tests: it records, per
-// accepted connection, the PINGs the client sent, the GOAWAY the server
-// sent and whether the client closed the connection, parsed with
-// x/net/http2 from copies of the bytes rather than by the code under test.
-package pingtap
+package dataplane
+
+// A listener for the keepalive tests: it records, per accepted connection,
+// the PINGs the client sent, the GOAWAY the server sent and whether the
+// client closed the connection, parsed with x/net/http2 from copies of the
+// bytes rather than by the code under test.
 
 import (
 	"encoding/binary"
@@ -15,28 +16,28 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// Conn is what one accepted connection carried.
-type Conn struct {
+// tapConn is what one accepted connection carried.
+type tapConn struct {
 	Pings  []uint64 // payloads of the client's PINGs (not ACKs), in order
 	GoAway string   // the server's GOAWAY other than NO_ERROR: code and debug data
 	EOF    bool     // the client closed the connection
 }
 
-// Listener wraps a server's listener.
-type Listener struct {
+// tapListener wraps a server's listener.
+type tapListener struct {
 	net.Listener
 	mu    sync.Mutex
-	conns []Conn
+	conns []tapConn
 }
 
-// New taps ln.
-func New(ln net.Listener) *Listener { return &Listener{Listener: ln} }
+// newTapListener taps ln.
+func newTapListener(ln net.Listener) *tapListener { return &tapListener{Listener: ln} }
 
 // Snapshot copies what the connections carried so far.
-func (l *Listener) Snapshot() []Conn {
+func (l *tapListener) Snapshot() []tapConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Conn, len(l.conns))
+	out := make([]tapConn, len(l.conns))
 	for i, c := range l.conns {
 		out[i] = c
 		out[i].Pings = append([]uint64(nil), c.Pings...)
@@ -44,14 +45,14 @@ func (l *Listener) Snapshot() []Conn {
 	return out
 }
 
-func (l *Listener) Accept() (net.Conn, error) {
+func (l *tapListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	i := len(l.conns)
-	l.conns = append(l.conns, Conn{})
+	l.conns = append(l.conns, tapConn{})
 	l.mu.Unlock()
 	in, inw := io.Pipe()
 	out, outw := io.Pipe()
@@ -65,11 +66,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.conns[i].GoAway = g.ErrCode.String() + " " + string(g.DebugData())
 		}
 	})
-	return &conn{Conn: c, l: l, i: i, in: inw, out: outw}, nil
+	return &tapStream{Conn: c, l: l, i: i, in: inw, out: outw}, nil
 }
 
 // parse reads frames from one direction and records them with mu held.
-func (l *Listener) parse(r *io.PipeReader, preface bool, record func(http2.Frame)) {
+func (l *tapListener) parse(r *io.PipeReader, preface bool, record func(http2.Frame)) {
 	defer func() { _ = r.Close() }()
 	if preface {
 		if _, err := io.ReadFull(r, make([]byte, len(http2.ClientPreface))); err != nil {
@@ -88,14 +89,14 @@ func (l *Listener) parse(r *io.PipeReader, preface bool, record func(http2.Frame
 	}
 }
 
-type conn struct {
+type tapStream struct {
 	net.Conn
-	l       *Listener
+	l       *tapListener
 	i       int
 	in, out *io.PipeWriter
 }
 
-func (c *conn) Read(b []byte) (int, error) {
+func (c *tapStream) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	_, _ = c.in.Write(b[:n])
 	if err != nil {
@@ -109,21 +110,21 @@ func (c *conn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *conn) Write(b []byte) (int, error) {
+func (c *tapStream) Write(b []byte) (int, error) {
 	_, _ = c.out.Write(b)
 	return c.Conn.Write(b)
 }
 
-func (c *conn) Close() error {
+func (c *tapStream) Close() error {
 	_ = c.in.Close()
 	_ = c.out.Close()
 	return c.Conn.Close()
 }
 
-// CadenceErrors checks PING payloads against Envoy's keepalive: each is
+// cadenceErrors checks PING payloads against Envoy's keepalive: each is
 // the send time in milliseconds since the epoch, after start, and no two
 // are closer than interval.
-func CadenceErrors(pings []uint64, start time.Time, interval time.Duration) []error {
+func cadenceErrors(pings []uint64, start time.Time, interval time.Duration) []error {
 	var errs []error
 	for i, p := range pings {
 		sent := time.UnixMilli(int64(p))
@@ -137,17 +138,17 @@ func CadenceErrors(pings []uint64, start time.Time, interval time.Duration) []er
 	return errs
 }
 
-// NoAckResult is what a NoAckServer saw.
-type NoAckResult struct {
+// noAckResult is what a noAckServer saw.
+type noAckResult struct {
 	Pings int  // PINGs received (none answered)
 	EOF   bool // the client closed the connection
 }
 
-// NoAckServer speaks just enough server HTTP/2 on c to keep a client's
+// noAckServer speaks just enough server HTTP/2 on c to keep a client's
 // connection (SETTINGS and their ACKs) but never ACKs a PING; with
 // pingEvery > 0 it sends PINGs of its own at that period. It returns when
 // the connection ends, and closes it.
-func NoAckServer(c net.Conn, pingEvery time.Duration) (r NoAckResult) {
+func noAckServer(c net.Conn, pingEvery time.Duration) (r noAckResult) {
 	defer func() { _ = c.Close() }()
 	if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
 		return r
@@ -197,17 +198,17 @@ func NoAckServer(c net.Conn, pingEvery time.Duration) (r NoAckResult) {
 	}
 }
 
-// ServeNoAck runs NoAckServer on every connection ln accepts, until ln is
+// serveNoAck runs noAckServer on every connection ln accepts, until ln is
 // closed; each connection's result arrives on the channel when it ends.
-func ServeNoAck(ln net.Listener, pingEvery time.Duration) <-chan NoAckResult {
-	results := make(chan NoAckResult, 16)
+func serveNoAck(ln net.Listener, pingEvery time.Duration) <-chan noAckResult {
+	results := make(chan noAckResult, 16)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() { results <- NoAckServer(c, pingEvery) }()
+			go func() { results <- noAckServer(c, pingEvery) }()
 		}
 	}()
 	return results
