@@ -142,7 +142,7 @@ func runSequences(b *testing.B, client extprocv3.ExternalProcessorClient, seqs [
 
 // timeRequest runs one stream carrying seq and returns how long it took
 // until the last reply arrived.
-func timeRequest(b *testing.B, client extprocv3.ExternalProcessorClient, seq []*extprocv3.ProcessingRequest,
+func timeRequest(b testing.TB, client extprocv3.ExternalProcessorClient, seq []*extprocv3.ProcessingRequest,
 	check func(*extprocv3.ProcessingResponse) bool) time.Duration {
 	start := time.Now()
 	stream, err := client.Process(b.Context())

@@ -26,6 +26,11 @@ type statefulServer struct {
 	n        int
 	sessions map[string]*upSession
 	gets     chan string // the session of each GET stream opened
+	// deletes are the Mcp-Session-Id of each DELETE, in order;
+	// deleteStatus, when set, is the answer to one instead of ending the
+	// session (sessionend_test.go).
+	deletes      []string
+	deleteStatus int
 }
 
 type upSession struct {
@@ -40,8 +45,12 @@ type upSession struct {
 func newStatefulServer(t *testing.T) *statefulServer {
 	ss := &statefulServer{sessions: map[string]*upSession{}, gets: make(chan string, 8)}
 	ss.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
+		switch r.Method {
+		case http.MethodGet:
 			ss.serveGET(w, r)
+			return
+		case http.MethodDelete:
+			ss.serveDELETE(w, r)
 			return
 		}
 		b, _ := io.ReadAll(r.Body)

@@ -15,6 +15,7 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/reqheaders"
+	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -74,8 +75,8 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	}
 	x.snap = snap
 
-	if x.req.Method == "GET" {
-		return x.streamRequest(owned) // listen.go
+	if r := x.otherMethod(owned); r != nil {
+		return r
 	}
 	if r := x.s.proto.CheckHeaders(&x.req); r != nil {
 		return x.answer(r, "", detailsRejected)
@@ -115,6 +116,18 @@ func (x *request) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	return procmsg.RequestHeaders(&extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: withClusterHeader(owned)},
 	})
+}
+
+// otherMethod answers a GET (listen.go) and a DELETE that carries a
+// session token (sessionend.go); nil for a request the POST rules take.
+func (x *request) otherMethod(owned []string) *extprocv3.ProcessingResponse {
+	switch {
+	case x.req.Method == "GET":
+		return x.streamRequest(owned)
+	case x.req.Method == "DELETE" && session.Is(x.sessionID):
+		return x.endSession()
+	}
+	return nil
 }
 
 // withClusterHeader returns the client's x-toolmesh-* header names plus the
@@ -209,9 +222,9 @@ func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proce
 	}
 	x.outcome, x.answered = outcome, true
 	if r.Parts != nil && x.s.wire.Load() {
-		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0, details)
+		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0)
 		if err == nil {
-			x.prepared = procmsg.WireImmediate(r, head)
+			x.prepared = procmsg.WireImmediate(r, head, details)
 			return sendPrepared
 		}
 		err = fmt.Errorf("extproc: encoding an immediate response: %w", err)

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"weak"
 
@@ -16,6 +19,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
+	"github.com/toolmesh/toolmesh/registry"
 )
 
 // listRequest is a tools/list request of the given era with JSON-RPC id id.
@@ -36,8 +40,9 @@ func listRequest(id string, stateless bool, extra ...string) []*extprocv3.Proces
 }
 
 // TestToolsListPrepared checks that a server sending prepared answers gives
-// the same tools/list answers as one building every ProcessingResponse, and
-// that it does prepare them.
+// the same tools/list answers as one building every ProcessingResponse,
+// byte for byte as gRPC's proto codec encodes that one, and that it does
+// prepare them.
 func TestToolsListPrepared(t *testing.T) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, 300)}}
 	newServer := func(wire bool) *Server {
@@ -73,13 +78,21 @@ func TestToolsListPrepared(t *testing.T) {
 			if !proto.Equal(got, want) {
 				t.Fatalf("id %s stateless %v: prepared answer differs:\n got %v\nwant %v", id, stateless, got, want)
 			}
+			wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(m.Encoded(), wantBytes) {
+				t.Fatalf("id %s stateless %v: prepared answer is not the bytes of the built one", id, stateless)
+			}
 		}
 	}
 }
 
 // TestToolsListGzipPrepared checks that a client accepting gzip gets, in
 // both eras, the prepared answer a server building every
-// ProcessingResponse gives, gzip-coded, and that it decompresses to the
+// ProcessingResponse gives, byte for byte as gRPC's proto codec would
+// encode that one, gzip-coded, and that it decompresses to the
 // identity answer; and that a client refusing gzip gets the identity answer.
 func TestToolsListGzipPrepared(t *testing.T) {
 	routes := testRoutes{"/mcp/core": {key: "core", snap: benchSnapshot(t, 300)}}
@@ -92,23 +105,32 @@ func TestToolsListGzipPrepared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer := func(srv *Server, seq []*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	// encoded is the answer to seq as gRPC sends it: the prepared bytes,
+	// or a built message as proto.Marshal encodes it.
+	encoded := func(srv *Server, seq []*extprocv3.ProcessingRequest) []byte {
 		x := srv.newRequest(context.Background())
 		defer x.finish()
 		x.handle(seq[0])
 		switch m := x.next(seq[1]).(type) {
 		case *procmsg.Wire:
-			r, err := m.Message()
+			return m.Encoded()
+		case *extprocv3.ProcessingResponse:
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return r
-		case *extprocv3.ProcessingResponse:
-			return m
+			return b
 		default:
 			t.Fatalf("answer %T", m)
 		}
 		return nil
+	}
+	answer := func(srv *Server, seq []*extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+		r := &extprocv3.ProcessingResponse{}
+		if err := proto.Unmarshal(encoded(srv, seq), r); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
 	for _, stateless := range []bool{false, true} {
 		for _, id := range []string{"1", strconv.Quote(strings.Repeat("q", 300))} {
@@ -119,22 +141,14 @@ func TestToolsListGzipPrepared(t *testing.T) {
 			}
 			for _, ae := range []string{"gzip", "deflate, gzip;q=0.8"} {
 				seq := listRequest(id, stateless, "accept-encoding", ae)
-				got, want := answer(prepared, seq), answer(built, seq)
-				if !proto.Equal(got, want) {
-					t.Fatalf("stateless %v id %s: prepared gzip answer differs from the built one", stateless, id)
+				if !bytes.Equal(encoded(prepared, seq), encoded(built, seq)) {
+					t.Fatalf("stateless %v id %s: prepared gzip answer is not the bytes of the built one", stateless, id)
 				}
+				got := answer(prepared, seq)
 				if !hasHeader(got, "content-encoding", "gzip") || !hasHeader(got, "vary", "Accept-Encoding") {
 					t.Fatalf("gzip answer headers %v", got.GetImmediateResponse().GetHeaders())
 				}
-				zr, err := gzip.NewReader(bytes.NewReader(got.GetImmediateResponse().GetBody()))
-				if err != nil {
-					t.Fatal(err)
-				}
-				dec, err := io.ReadAll(zr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(dec, plain) {
+				if dec := gunzip(t, got.GetImmediateResponse().GetBody()); !bytes.Equal(dec, plain) {
 					t.Fatalf("stateless %v id %s: decompressed answer differs from the identity one", stateless, id)
 				}
 			}
@@ -221,6 +235,20 @@ func TestToolsListCostFlat(t *testing.T) {
 	if builtBig < builtSmall+uint64(listSize)*9/10 {
 		t.Errorf("the measure misses the copy of built answers: %d B vs %d B, list %d B", builtBig, builtSmall, listSize)
 	}
+}
+
+// gunzip is b decompressed.
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dec
 }
 
 // hasHeader reports whether an ImmediateResponse sets header key to value.
@@ -310,4 +338,77 @@ func servedGzip(t *testing.T) weak.Pointer[mcp.SharedItems] {
 		t.Fatalf("not a gzip answer (%v)", err)
 	}
 	return weak.Make(shared)
+}
+
+// swappableRoutes serves route "core" at /mcp/core from the snapshot last
+// stored, as the registry does after a Portal change.
+type swappableRoutes struct {
+	snap atomic.Pointer[registry.Snapshot]
+}
+
+func (r *swappableRoutes) Lookup(path string) (string, *registry.Snapshot, bool) {
+	if path != "/mcp/core" {
+		return "", nil, false
+	}
+	return "core", r.snap.Load(), true
+}
+
+// describedSnapshot is route "core" with n tools described as said.
+func describedSnapshot(t testing.TB, n int, said string) *registry.Snapshot {
+	t.Helper()
+	m := &registry.Manifest{}
+	for i := range n {
+		m.Tools = append(m.Tools, registry.ManifestTool{Name: fmt.Sprintf("tool_%05d", i), Version: "1.0.0",
+			Description: said + " " + strconv.Itoa(i), InputSchema: json.RawMessage(`{"type":"object"}`)})
+	}
+	route := registry.Route{Key: "core", ToolServices: []registry.ToolService{{Name: "svc", URL: "http://svc.tools.svc:8080"}}}
+	return buildSnapshot(t, route, map[string]*registry.Manifest{"svc": m})
+}
+
+// TestToolsListGzipFollowsSnapshot checks, over gRPC on loopback, that the
+// compressed list kept for a snapshot is not served once the route has a
+// new one: after each change the gzip answer decompresses to the new
+// snapshot's list, and asking again gives the same answer.
+func TestToolsListGzipFollowsSnapshot(t *testing.T) {
+	routes := &swappableRoutes{}
+	routes.snap.Store(describedSnapshot(t, 300, "first"))
+	srv, err := New(Config{}, routes, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := serve(t, srv.GRPCServerOptions(), srv.Register)
+	seq := listRequest("1", false, "accept-encoding", "gzip")
+	listed := func() string {
+		t.Helper()
+		var last *extprocv3.ProcessingResponse
+		timeRequest(t, client, seq, func(r *extprocv3.ProcessingResponse) bool { last = r; return isImmediate(r) })
+		if !hasHeader(last, "content-encoding", "gzip") {
+			t.Fatalf("not a gzip answer: %v", last.GetImmediateResponse().GetHeaders())
+		}
+		body := gunzip(t, last.GetImmediateResponse().GetBody())
+		var reply struct {
+			Result struct {
+				Tools []struct {
+					Description string `json:"description"`
+				} `json:"tools"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(body, &reply); err != nil {
+			t.Fatalf("decompressed answer: %v", err)
+		}
+		if len(reply.Result.Tools) == 0 {
+			t.Fatal("no tools listed")
+		}
+		return reply.Result.Tools[0].Description
+	}
+	for _, said := range []string{"first", "second", "third"} {
+		if said != "first" {
+			routes.snap.Store(describedSnapshot(t, 300, said))
+		}
+		for range 2 { // the first answer compresses, the second reuses it
+			if got, want := listed(), said+" 0"; got != want {
+				t.Fatalf("after the change to %q: listed %q, want %q", said, got, want)
+			}
+		}
+	}
 }

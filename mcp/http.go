@@ -40,8 +40,22 @@ func (s *Server) CheckHeaders(r *HTTPRequest) *Reply {
 	return nil
 }
 
-// checkOrigin applies the Origin and Host allow-lists, for POSTs and GET
-// streams alike.
+// CheckSessionEnd applies the HTTP rules to a client's DELETE of the
+// session the gateway issued it (Streamable HTTP, "Session Management"):
+// the Origin and Host allow-lists and a supported protocol version header.
+// nil lets the caller end the session.
+func (s *Server) CheckSessionEnd(r *HTTPRequest) *Reply {
+	if bad := s.checkOrigin(r); bad != nil {
+		return bad
+	}
+	if r.HasProtocolVersion && !IsSupportedVersion(r.ProtocolVersion) {
+		return unsupportedVersion(nil, r.ProtocolVersion)
+	}
+	return nil
+}
+
+// checkOrigin applies the Origin and Host allow-lists, for POSTs, GET
+// streams and session ends alike.
 func (s *Server) checkOrigin(r *HTTPRequest) *Reply {
 	if r.HasOrigin && !s.origins.allowOrigin(r.Origin) {
 		return ErrorReply(403, nil, CodeInvalidRequest, "Forbidden: origin "+strconv.Quote(clip(r.Origin))+" is not allowed", nil)

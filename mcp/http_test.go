@@ -116,6 +116,31 @@ func TestCheckHeaders(t *testing.T) {
 }
 
 // originAt sets Origin and, when host is not empty, Host.
+// TestCheckSessionEnd: a client's DELETE of its session passes the Origin
+// and Host allow-lists and the protocol version header as a POST does.
+func TestCheckSessionEnd(t *testing.T) {
+	s := NewServer(Config{})
+	for _, tc := range []struct {
+		name   string
+		mod    func(*HTTPRequest)
+		status int // 0: passes
+	}{
+		{"passes", nil, 0},
+		{"no version header", func(r *HTTPRequest) { r.ProtocolVersion, r.HasProtocolVersion = "", false }, 0},
+		{"foreign origin", originAt("http://evil.example.com", ""), 403},
+		{"unsupported version", func(r *HTTPRequest) { r.ProtocolVersion = "1999-01-01" }, 400},
+	} {
+		r := &HTTPRequest{Method: "DELETE", ProtocolVersion: Version20251125, HasProtocolVersion: true}
+		if tc.mod != nil {
+			tc.mod(r)
+		}
+		got := s.CheckSessionEnd(r)
+		if (got == nil) != (tc.status == 0) || (got != nil && got.Status != tc.status) {
+			t.Errorf("%s: %+v, want status %d", tc.name, got, tc.status)
+		}
+	}
+}
+
 func originAt(origin, host string) func(*HTTPRequest) {
 	return func(r *HTTPRequest) {
 		r.Origin, r.HasOrigin = origin, true

@@ -10,8 +10,8 @@ import (
 	"github.com/toolmesh/toolmesh/mcp"
 )
 
-// The head of a list page's ImmediateResponse (status, headers, details)
-// is one of a handful: the page's headers are the protocol's constants
+// The head of a list page's ImmediateResponse (status, headers) is one of
+// a handful: the page's headers are the protocol's constants
 // (content-type, vary, content-encoding). Serialize once: the encoded head
 // is kept per distinct head, so a page's answer is a lookup and the
 // per-request work is the JSON-RPC envelope around the shared items.
@@ -21,7 +21,6 @@ import (
 type headKey struct {
 	status  int
 	hasBody bool
-	details string
 	n       int
 	headers [maxCachedHeaders]mcp.Header
 }
@@ -53,19 +52,20 @@ var immediateHeads struct {
 	mu sync.Mutex // serializes writers
 }
 
-// EncodedHead returns ImmediateHead(r, hasBody, details) in protobuf wire
-// format. The slice is shared: callers only read it.
-func EncodedHead(r *mcp.Reply, hasBody bool, details string) ([]byte, error) {
-	k, ok := cacheableHead(r, hasBody, details)
+// EncodedHead returns ImmediateHead(r, hasBody, "") in protobuf wire
+// format: the status and headers, which WireImmediate follows with the body
+// and details. The slice is shared: callers only read it.
+func EncodedHead(r *mcp.Reply, hasBody bool) ([]byte, error) {
+	k, ok := cacheableHead(r, hasBody)
 	if !ok {
-		return proto.Marshal(ImmediateHead(r, hasBody, details))
+		return proto.Marshal(ImmediateHead(r, hasBody, ""))
 	}
 	if m := immediateHeads.m.Load(); m != nil {
 		if b, ok := (*m)[k]; ok {
 			return b, nil
 		}
 	}
-	b, err := proto.Marshal(ImmediateHead(r, hasBody, details))
+	b, err := proto.Marshal(ImmediateHead(r, hasBody, ""))
 	if err != nil {
 		return nil, err
 	}
@@ -87,8 +87,8 @@ func EncodedHead(r *mcp.Reply, hasBody bool, details string) ([]byte, error) {
 }
 
 // cacheableHead is r's headKey, if its head is one worth keeping.
-func cacheableHead(r *mcp.Reply, hasBody bool, details string) (headKey, bool) {
-	k := headKey{status: r.Status, hasBody: hasBody, details: details, n: len(r.Headers)}
+func cacheableHead(r *mcp.Reply, hasBody bool) (headKey, bool) {
+	k := headKey{status: r.Status, hasBody: hasBody, n: len(r.Headers)}
 	if len(r.Headers) > maxCachedHeaders {
 		return k, false
 	}

@@ -11,32 +11,31 @@ import (
 
 func TestEncodedHead(t *testing.T) {
 	tests := []struct {
-		name    string
-		reply   *mcp.Reply
-		details string
-		cached  bool
+		name   string
+		reply  *mcp.Reply
+		cached bool
 	}{
-		{"list page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, "toolmesh_reply", true},
+		{"list page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, true},
 		{"gzip page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
-			{Key: "Content-Encoding", Value: "gzip"}, {Key: "Vary", Value: "Accept-Encoding"}}}, "toolmesh_reply", true},
-		{"error", &mcp.Reply{Status: 404, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, "toolmesh_error_reply", true},
-		{"no headers", &mcp.Reply{Status: 202}, "toolmesh_reply", true},
+			{Key: "Content-Encoding", Value: "gzip"}, {Key: "Vary", Value: "Accept-Encoding"}}}, true},
+		{"error", &mcp.Reply{Status: 404, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, true},
+		{"no headers", &mcp.Reply{Status: 202}, true},
 		{"session header", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
-			{Key: "Mcp-Session-Id", Value: "s-1"}}}, "toolmesh_reply", false},
+			{Key: "Mcp-Session-Id", Value: "s-1"}}}, false},
 		{"too many headers", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Vary", Value: "a"}, {Key: "Vary", Value: "b"},
-			{Key: "Vary", Value: "c"}, {Key: "Vary", Value: "d"}, {Key: "Vary", Value: "e"}}}, "toolmesh_reply", false},
+			{Key: "Vary", Value: "c"}, {Key: "Vary", Value: "d"}, {Key: "Vary", Value: "e"}}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			want, err := proto.Marshal(ImmediateHead(tt.reply, true, tt.details))
+			want, err := proto.Marshal(ImmediateHead(tt.reply, true, ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, err := EncodedHead(tt.reply, true, tt.details)
+			first, err := EncodedHead(tt.reply, true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			second, err := EncodedHead(tt.reply, true, tt.details)
+			second, err := EncodedHead(tt.reply, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,13 +47,13 @@ func TestEncodedHead(t *testing.T) {
 			}
 		})
 	}
-	// A head that differs only in details, or in having a body (which adds
-	// a content-type), is another entry.
+	// A head that differs only in having a body (which adds a
+	// content-type), or in its status, is another entry.
 	r := &mcp.Reply{Status: 200}
-	a, _ := EncodedHead(r, true, "toolmesh_reply")
-	b, _ := EncodedHead(r, true, "toolmesh_error_reply")
-	c, _ := EncodedHead(r, false, "toolmesh_reply")
+	a, _ := EncodedHead(r, true)
+	b, _ := EncodedHead(&mcp.Reply{Status: 404}, true)
+	c, _ := EncodedHead(r, false)
 	if bytes.Equal(a, b) || bytes.Equal(a, c) {
-		t.Errorf("heads with other details or without a body share an encoding")
+		t.Errorf("heads with another status or without a body share an encoding")
 	}
 }

@@ -18,9 +18,11 @@ import (
 // snapshot serialized once. Building the body and then a ProcessingResponse
 // would copy and encode it twice per request; instead the ImmediateResponse
 // is written in protobuf wire format around it, and the array goes to gRPC
-// as one of the message's buffers. Only the envelope (status, headers,
-// details, the JSON-RPC id and the length prefixes that depend on it) is
-// encoded per request.
+// as one of the message's buffers. Only the envelope (the JSON-RPC id, the
+// details and the length prefixes that depend on them) is encoded per
+// request; the status and headers are encoded once per distinct head
+// (encodedhead.go). The bytes are those proto.Marshal writes for the built
+// message, so the two paths are checked byte for byte.
 
 // Wire is a ProcessingResponse already in protobuf wire format. Its
 // buffers may share memory with the snapshot: they are only ever read.
@@ -114,6 +116,8 @@ var (
 			Fields().ByName("immediate_response").Number()
 	fieldBody = (&extprocv3.ImmediateResponse{}).ProtoReflect().Descriptor().
 			Fields().ByName("body").Number()
+	fieldDetails = (&extprocv3.ImmediateResponse{}).ProtoReflect().Descriptor().
+			Fields().ByName("details").Number()
 )
 
 // answeredMetadataWire is the dynamic_metadata field of every
@@ -121,8 +125,10 @@ var (
 var answeredMetadataWire = MustMarshal(&extprocv3.ProcessingResponse{DynamicMetadata: answeredMetadata})
 
 // MustMarshal encodes a message built by this program; failing is a bug.
+// Map entries are written in key order, so an encoding kept and sent many
+// times is the same in every process.
 func MustMarshal(m proto.Message) []byte {
-	b, err := proto.Marshal(m)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("procmsg: encoding %T: %v", m, err))
 	}
@@ -134,14 +140,18 @@ func MustMarshal(m proto.Message) []byte {
 const SharedPart = 4 << 10
 
 // WireImmediate is Immediate(r, details) in wire format, with r's body
-// in Parts; head is ImmediateHead(r, r.BodyLen() > 0, details) encoded,
-// which the caller may keep per distinct head. Fields are written as
-// immediate_response {status, headers, details, body}, dynamic_metadata:
-// protobuf parsers accept fields in any order, and each appears once.
-func WireImmediate(r *mcp.Reply, head []byte) *Wire {
+// in Parts; head is EncodedHead(r, r.BodyLen() > 0), which the caller may
+// keep per distinct head. Fields are written as proto.Marshal writes them:
+// dynamic_metadata, then the oneof's immediate_response {status, headers,
+// body, details} (protobuf-go writes a oneof after the other fields, each
+// message's fields in number order).
+func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
 	n := r.BodyLen()
-	inner := head
-	innerLen := len(inner) + protowire.SizeTag(fieldBody) + protowire.SizeBytes(n)
+	detailsLen := 0
+	if details != "" { // proto3: an empty string is not written
+		detailsLen = protowire.SizeTag(fieldDetails) + protowire.SizeBytes(len(details))
+	}
+	innerLen := len(head) + protowire.SizeTag(fieldBody) + protowire.SizeBytes(n) + detailsLen
 
 	small, shared := 0, 0 // bytes of the small parts, copied into the envelope; count of the others
 	for _, p := range r.Parts {
@@ -152,10 +162,11 @@ func WireImmediate(r *mcp.Reply, head []byte) *Wire {
 		}
 	}
 	bufs := make(mem.BufferSlice, 0, 2*shared+1)
-	cur := make([]byte, 0, 2*tagLenMax+len(inner)+small+len(r.Body)+len(answeredMetadataWire))
+	cur := make([]byte, 0, 2*tagLenMax+len(head)+small+len(r.Body)+detailsLen+len(answeredMetadataWire))
+	cur = append(cur, answeredMetadataWire...)
 	cur = protowire.AppendTag(cur, fieldImmediate, protowire.BytesType)
 	cur = protowire.AppendVarint(cur, uint64(innerLen))
-	cur = append(cur, inner...)
+	cur = append(cur, head...)
 	cur = protowire.AppendTag(cur, fieldBody, protowire.BytesType)
 	cur = protowire.AppendVarint(cur, uint64(n))
 	cur = append(cur, r.Body...)
@@ -170,7 +181,10 @@ func WireImmediate(r *mcp.Reply, head []byte) *Wire {
 		cur = cur[len(cur):]
 		bufs = append(bufs, mem.SliceBuffer(p))
 	}
-	cur = append(cur, answeredMetadataWire...)
+	if details != "" {
+		cur = protowire.AppendTag(cur, fieldDetails, protowire.BytesType)
+		cur = protowire.AppendString(cur, details)
+	}
 	bufs = append(bufs, mem.SliceBuffer(cur))
 	return &Wire{bufs: bufs}
 }
@@ -179,9 +193,12 @@ func WireImmediate(r *mcp.Reply, head []byte) *Wire {
 // and lengths below 2^32.
 const tagLenMax = 10
 
+// Encoded is m's bytes, copied: what gRPC sends as the message.
+func (m *Wire) Encoded() []byte { return m.bufs.Materialize() }
+
 // Message decodes m, for tests and for callers that look at the answer.
 func (m *Wire) Message() (*extprocv3.ProcessingResponse, error) {
-	b := m.bufs.Materialize()
+	b := m.Encoded()
 	resp := &extprocv3.ProcessingResponse{}
 	if err := proto.Unmarshal(b, resp); err != nil {
 		return nil, fmt.Errorf("procmsg: decoding a prepared response: %w", err)

@@ -14,18 +14,26 @@ import (
 
 const detailsReply = "toolmesh_reply"
 
-// checkWire checks that the wire-format answer of r decodes to the message
-// immediate builds for the same reply.
+// checkWire checks that the wire-format answer of r is, byte for byte,
+// what proto.Marshal writes for the message Immediate builds for the same
+// reply, and decodes to it.
 func checkWire(t *testing.T, r *mcp.Reply, details string) {
 	t.Helper()
 	flat := &mcp.Reply{Status: r.Status, Headers: r.Headers, Body: append([]byte(nil), r.Body...),
 		Parts: append([][]byte(nil), r.Parts...)}
 	want := Immediate(flat, details)
-	head, err := proto.Marshal(ImmediateHead(r, r.BodyLen() > 0, details))
+	head, err := EncodedHead(r, r.BodyLen() > 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := WireImmediate(r, head)
+	m := WireImmediate(r, head, details)
+	wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Encoded(), wantBytes) {
+		t.Fatalf("wire message is not the bytes proto.Marshal writes for the built one")
+	}
 	got, err := m.Message()
 	if err != nil {
 		t.Fatal(err)

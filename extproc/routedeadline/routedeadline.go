@@ -26,8 +26,6 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -81,38 +79,38 @@ func RouteTimeout(h *extprocv3.HttpHeaders) time.Duration {
 // Other replies are returned as they are. r may be shared, so the messages
 // on the way to the removals are copied, shallowly: a deep copy
 // (proto.Clone) of every header set was a tenth of the extproc server's
-// CPU on a federated call.
+// CPU on a federated call, and a copy through protoreflect still a tenth
+// of what the server adds to one.
 func Without(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	hr := r.GetResponseHeaders()
 	if hr == nil {
 		return r
 	}
 	cr := &extprocv3.CommonResponse{}
-	if hr.GetResponse() != nil {
-		cr = shallowCopy(hr.GetResponse())
+	if c := hr.GetResponse(); c != nil {
+		cr = &extprocv3.CommonResponse{Status: c.Status, HeaderMutation: c.HeaderMutation,
+			BodyMutation: c.BodyMutation, Trailers: c.Trailers, ClearRouteCache: c.ClearRouteCache}
 	}
 	m := &extprocv3.HeaderMutation{}
-	if cr.GetHeaderMutation() != nil {
-		m = shallowCopy(cr.GetHeaderMutation())
+	if hm := cr.GetHeaderMutation(); hm != nil {
+		m = &extprocv3.HeaderMutation{SetHeaders: hm.SetHeaders, RemoveHeaders: hm.RemoveHeaders}
 	}
 	// Clipped: the append never writes into the shared message's array.
 	m.RemoveHeaders = append(slices.Clip(m.RemoveHeaders), wire.RouteTimeoutHeader)
 	cr.HeaderMutation = m
-	out := shallowCopy(r)
-	out.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
-	return out
-}
-
-// shallowCopy is a new message whose populated fields are m's: the same
-// values, sub-messages and lists shared, not copied.
-func shallowCopy[M proto.Message](m M) M {
-	src := m.ProtoReflect()
-	dst := src.New()
-	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		dst.Set(fd, v)
-		return true
-	})
-	return dst.Interface().(M)
+	// Every field but the response, which is replaced. The copies name
+	// each field: TestWithoutCopiesEveryField fails when the protos gain one.
+	return &extprocv3.ProcessingResponse{
+		Response:               &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}},
+		DynamicMetadata:        r.DynamicMetadata,
+		TypedDynamicMetadata:   r.TypedDynamicMetadata,
+		ModeOverride:           r.ModeOverride,
+		RequestDrain:           r.RequestDrain,
+		RequestDrainRequests:   r.RequestDrainRequests,
+		RequestDrainResponses:  r.RequestDrainResponses,
+		OverrideMessageTimeout: r.OverrideMessageTimeout,
+		ServerWindowUpdate:     r.ServerWindowUpdate,
+	}
 }
 
 // Margin is how long before the route timeout the gateway ends a

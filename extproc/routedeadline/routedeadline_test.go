@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
@@ -71,5 +72,75 @@ func TestWithout(t *testing.T) {
 	body := procmsg.ResponseBody(&extprocv3.CommonResponse{})
 	if out := Without(body); out != body {
 		t.Errorf("a body reply should pass as it is")
+	}
+}
+
+// TestWithoutCopiesEveryField: with every field of the reply, its common
+// response and header mutation set, Without's copy says all of it (and the
+// removal): a field a new version of the protos adds and the copy does not
+// name fails here.
+func TestWithoutCopiesEveryField(t *testing.T) {
+	hm := &extprocv3.HeaderMutation{}
+	fill(hm.ProtoReflect())
+	cr := &extprocv3.CommonResponse{}
+	fill(cr.ProtoReflect())
+	cr.HeaderMutation = hm
+	in := &extprocv3.ProcessingResponse{}
+	fill(in.ProtoReflect())
+	in.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
+	want := proto.Clone(in).(*extprocv3.ProcessingResponse)
+	whm := want.GetResponseHeaders().GetResponse().GetHeaderMutation()
+	whm.RemoveHeaders = append(whm.RemoveHeaders, wire.RouteTimeoutHeader)
+	if out := Without(in); !proto.Equal(out, want) {
+		t.Fatalf("got %v\nwant %v", out, want)
+	}
+}
+
+// fill sets every field of m (the first of a oneof) to a value that is
+// not the default.
+func fill(m protoreflect.Message) {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if o := fd.ContainingOneof(); o != nil && o.Fields().Get(0) != fd {
+			continue
+		}
+		switch {
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			l.Append(l.NewElement())
+		case fd.IsMap():
+			mp := m.Mutable(fd).Map()
+			mp.Set(protoreflect.ValueOfString("k").MapKey(), mp.NewValue())
+		case fd.Message() != nil:
+			m.Set(fd, m.NewField(fd))
+		default:
+			m.Set(fd, scalar(fd.Kind()))
+		}
+	}
+}
+
+func scalar(k protoreflect.Kind) protoreflect.Value {
+	switch k {
+	case protoreflect.BoolKind:
+		return protoreflect.ValueOfBool(true)
+	case protoreflect.EnumKind:
+		return protoreflect.ValueOfEnum(1)
+	case protoreflect.StringKind:
+		return protoreflect.ValueOfString("x")
+	case protoreflect.BytesKind:
+		return protoreflect.ValueOfBytes([]byte("x"))
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		return protoreflect.ValueOfInt32(1)
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return protoreflect.ValueOfUint32(1)
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		return protoreflect.ValueOfInt64(1)
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return protoreflect.ValueOfUint64(1)
+	case protoreflect.FloatKind:
+		return protoreflect.ValueOfFloat32(1)
+	default:
+		return protoreflect.ValueOfFloat64(1)
 	}
 }

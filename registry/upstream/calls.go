@@ -86,6 +86,27 @@ func (c *Client) Exchange(ctx context.Context, endpoint string, headers http.Hea
 	return resp.StatusCode, m.Raw, nil
 }
 
+// EndSession sends DELETE to endpoint with exactly the given headers (the
+// session's Mcp-Session-Id, protocol and credential headers included), as
+// the Streamable HTTP transport ends a session ("Session Management"), and
+// returns the HTTP status. A server may answer 405 (it lets no client end
+// sessions) or 404 (the session is gone already); the caller decides. No
+// redirect is followed unless ctx allows same-origin ones.
+func (c *Client) EndSession(ctx context.Context, endpoint string, headers http.Header) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, endpoint, nil)
+	if err != nil {
+		return 0, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = headers.Clone()
+	resp, err := c.opts.HTTP.Do(req)
+	if err != nil {
+		return 0, &transportError{err}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // Unauthorized reports whether err is a 401 answer and returns its
 // WWW-Authenticate challenges.
 func Unauthorized(err error) ([]string, bool) {

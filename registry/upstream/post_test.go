@@ -54,3 +54,40 @@ func TestPost(t *testing.T) {
 		t.Error("no error from a server that is not there")
 	}
 }
+
+// TestEndSession: EndSession sends DELETE with exactly the given headers
+// and passes the status back; a redirect is not followed, so the session
+// and credential headers never reach another origin.
+func TestEndSession(t *testing.T) {
+	var elsewhere int
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere++ }))
+	defer other.Close()
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.Header.Get("Mcp-Session-Id")+" "+r.Header.Get("X-Api-Key"))
+		switch r.URL.Path {
+		case "/mcp":
+			w.WriteHeader(http.StatusNoContent)
+		case "/refuses":
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		case "/moved":
+			http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+		}
+	}))
+	defer srv.Close()
+	c := upstream.New(upstream.Options{})
+	h := http.Header{"Mcp-Session-Id": {"s1"}, "X-Api-Key": {"k"}}
+	for path, want := range map[string]int{"/mcp": http.StatusNoContent, "/refuses": http.StatusMethodNotAllowed} {
+		if status, err := c.EndSession(t.Context(), srv.URL+path, h); err != nil || status != want {
+			t.Errorf("%s: status %d, %v; want %d", path, status, err, want)
+		}
+	}
+	if _, err := c.EndSession(t.Context(), srv.URL+"/moved", h); err == nil || elsewhere != 0 {
+		t.Errorf("a redirect: error %v, %d requests to the other origin; want an error and none", err, elsewhere)
+	}
+	for _, g := range got {
+		if g != "DELETE s1 k" {
+			t.Errorf("the server saw %q, want DELETE with the session and credential headers", g)
+		}
+	}
+}
