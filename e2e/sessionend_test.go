@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,9 +23,14 @@ import (
 // a sessionless client's call opened, stays (ADR 0027).
 func TestGoSDKClientSessionEnd(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "kept", Version: "1.0.0"}, nil)
-	sdk.AddTool(srv, &sdk.Tool{Name: "echo"}, func(_ context.Context, _ *sdk.CallToolRequest, in struct {
+	var mu sync.Mutex
+	on := map[string]string{} // the upstream session each call came on, by its text
+	sdk.AddTool(srv, &sdk.Tool{Name: "echo"}, func(_ context.Context, req *sdk.CallToolRequest, in struct {
 		Text string `json:"text"`
 	}) (*sdk.CallToolResult, any, error) {
+		mu.Lock()
+		on[in.Text] = req.Session.ID()
+		mu.Unlock()
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Text}}}, nil, nil
 	})
 	up := newLoopbackServer(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
@@ -35,6 +41,11 @@ func TestGoSDKClientSessionEnd(t *testing.T) {
 		}
 		return ids
 	}
+	sessionOf := func(text string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return on[text]
+	}
 
 	b, _ := json.Marshal(map[string]any{"routes": []any{map[string]any{"key": "kept", "toolServices": []any{
 		map[string]any{"name": "kept", "protocol": "mcp", "url": up.URL}}}}})
@@ -43,7 +54,6 @@ func TestGoSDKClientSessionEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := startGateway(t, portal, "--refresh-interval", "1h")
-	before := sessions() // what discovery left open, if anything
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -56,32 +66,17 @@ func TestGoSDKClientSessionEnd(t *testing.T) {
 	if !strings.HasPrefix(cs.ID(), "tms1.") {
 		t.Fatalf("the gateway gave the client session %q, want a sealed token", cs.ID())
 	}
-	var own string
-	for _, id := range sessions() {
-		if !slices.Contains(before, id) {
-			own = id
-		}
-	}
-	if own == "" {
-		t.Fatal("no upstream session opened for the client at initialize")
-	}
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "own"}})
 	if err != nil || res.IsError {
 		t.Fatalf("call on the client's session: %+v, %v", res, err)
 	}
-
-	// A sessionless client's call opens the gateway's shared session.
+	// A sessionless client's call goes on the gateway's shared session.
 	if r := postMCP(t, gw.URL, "kept", "legacy", 7, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "shared"}}); r.Error != nil {
 		t.Fatalf("sessionless call: %+v", r.Error)
 	}
-	var shared string
-	for _, id := range sessions() {
-		if id != own && !slices.Contains(before, id) {
-			shared = id
-		}
-	}
-	if shared == "" {
-		t.Fatal("no shared upstream session after a sessionless call")
+	own, shared := sessionOf("own"), sessionOf("shared")
+	if own == "" || shared == "" || own == shared {
+		t.Fatalf("the client's call came on upstream session %q, the sessionless one on %q: want two", own, shared)
 	}
 
 	if err := cs.Close(); err != nil {

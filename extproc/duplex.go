@@ -30,7 +30,7 @@ import (
 // when the gateway would have passed it unchanged anyway. On a route with
 // federated servers the request-headers reply sets the mode instead
 // (duplexresp.go), so streams the gateway translates, remaps or filters
-// get the deadline too (duplexChunk, with federatedCall.sse).
+// get the deadline too (duplexChunk, with federatedStream.sse).
 
 // duplexStream is the state of one such stream.
 type duplexStream struct {
@@ -67,26 +67,26 @@ func streamedResponse(body []byte, eos bool) *extprocv3.ProcessingResponse {
 // half-sent one), and the whole body once the response passed or the
 // upstream ended. A deadline that passed before any chunk came ends the
 // stream now.
-func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	d := f.duplex
+func (x *request) duplexChunk(s *federatedStream, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	d := s.duplex
 	d.chunks++
 	if b.GetEndOfStream() {
 		d.ended = true
 	}
-	if t := f.sse; t != nil {
+	if t := s.sse; t != nil {
 		// A stream the gateway rewrites (duplexresp.go): its complete
 		// events are translated as they come (fedStreamMessage notes the
 		// response to the request), an incomplete one waits in t.
 		out, err := t.Feed(b.GetBody(), b.GetEndOfStream())
 		if err != nil {
-			if f.answered { // past the response, the rest is only dropped
+			if s.answered { // past the response, the rest is only dropped
 				d.ended = true
 				return streamedResponse(out, true)
 			}
-			return streamedResponse(append(out, x.fedStreamFailure(f, err)...), true)
+			return streamedResponse(append(out, x.fedStreamFailure(s, err)...), true)
 		}
 		if d.expired && !d.seen && !d.ended {
-			return x.duplexEnd(f, out)
+			return x.duplexEnd(s, out)
 		}
 		return streamedResponse(out, b.GetEndOfStream())
 	}
@@ -110,7 +110,7 @@ func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv
 			break
 		}
 		out = append(out, ev...)
-		if isFinalEvent(f, ev) {
+		if isFinalEvent(s.call, ev) {
 			d.seen = true
 			if d.total > lim {
 				// The response is in, the rest of the chunk is past the
@@ -125,7 +125,7 @@ func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv
 	}
 	if !d.seen && d.total > lim {
 		d.buf.Rest()
-		return streamedResponse(append(out, x.fedStreamFailure(f, eventstream.ErrStreamTooLarge)...), true)
+		return streamedResponse(append(out, x.fedStreamFailure(s, eventstream.ErrStreamTooLarge)...), true)
 	}
 	if b.GetEndOfStream() {
 		out = append(out, d.buf.Rest()...)
@@ -133,10 +133,10 @@ func (x *request) duplexChunk(f *federatedCall, b *extprocv3.HttpBody) *extprocv
 	}
 	if d.buf.Over() {
 		d.buf.Rest()
-		return streamedResponse(append(out, x.fedStreamFailure(f, eventstream.ErrEventTooLarge)...), true)
+		return streamedResponse(append(out, x.fedStreamFailure(s, eventstream.ErrEventTooLarge)...), true)
 	}
 	if d.expired && !d.seen {
-		return x.duplexEnd(f, out)
+		return x.duplexEnd(s, out)
 	}
 	return streamedResponse(out, false)
 }
@@ -152,8 +152,8 @@ func isFinalEvent(f *federatedCall, ev []byte) bool {
 // that ends the stream, or nil when none may be sent now: Envoy takes a
 // StreamedBodyResponse only once it sent a chunk (ProcessorState::
 // handleBodyResponse), so without one the next chunk ends the stream.
-func (x *request) duplexDeadline(f *federatedCall) *extprocv3.ProcessingResponse {
-	d := f.duplex
+func (x *request) duplexDeadline(s *federatedStream) *extprocv3.ProcessingResponse {
+	d := s.duplex
 	if d.ended || d.seen {
 		return nil
 	}
@@ -161,13 +161,13 @@ func (x *request) duplexDeadline(f *federatedCall) *extprocv3.ProcessingResponse
 		d.expired = true
 		return nil
 	}
-	return x.duplexEnd(f, nil)
+	return x.duplexEnd(s, nil)
 }
 
 // duplexEnd ends the stream after out with the request's response: an
 // isError "timeout" result. An event still incomplete is dropped.
-func (x *request) duplexEnd(f *federatedCall, out []byte) *extprocv3.ProcessingResponse {
-	d := f.duplex
+func (x *request) duplexEnd(s *federatedStream, out []byte) *extprocv3.ProcessingResponse {
+	d := s.duplex
 	d.buf.Rest()
 	d.ended, d.seen = true, true
 	x.callOutcome = callTimeout

@@ -241,12 +241,12 @@ func TestDuplexChunks(t *testing.T) {
 	// follows what was complete.
 	x := env.srv.newRequest(t.Context())
 	x.call = &mcp.Call{ID: json.RawMessage("9"), Era: mcp.EraStateless, Tool: "gh_search"}
-	f := &federatedCall{id: x.call.ID, duplex: &duplexStream{}}
-	x.kind = f
-	if r := x.duplexDeadline(f); r != nil {
+	s := &federatedStream{call: &federatedCall{id: x.call.ID}, duplex: &duplexStream{}}
+	x.kind = s
+	if r := x.duplexDeadline(s); r != nil {
 		t.Fatalf("deadline before any chunk sent %v; Envoy would refuse it", r)
 	}
-	body, eos := streamed(x.duplexChunk(f, &extprocv3.HttpBody{Body: []byte(progress + "data: {\"partial")}))
+	body, eos := streamed(x.duplexChunk(s, &extprocv3.HttpBody{Body: []byte(progress + "data: {\"partial")}))
 	if !eos || !strings.HasPrefix(body, progress+"event: message\ndata: {") || strings.Contains(body, "partial") ||
 		!strings.Contains(body, `"id":9`) || !strings.Contains(body, `"isError":true`) {
 		t.Fatalf("first chunk after an expired deadline: %q (eos %v)", body, eos)

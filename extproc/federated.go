@@ -79,11 +79,8 @@ type federatedCall struct {
 	callerHeaders []string
 	session       string       // the gateway's Mcp-Session-Id sent, "" for none
 	perClient     bool         // session is the client's own (clientsession.go), not the gateway's
-	answered      bool         // the response to the request went to the client (streams)
 	caps          session.Caps // the client capabilities its session declares
 	status        int          // the client's HTTP status when not 200
-	sse           *eventstream.Translator
-	duplex        *duplexStream // a stream this server may end (duplex.go)
 	// routeTimeout is the route timeout the response headers carry
 	// (routedeadline.go).
 	routeTimeout time.Duration
@@ -527,64 +524,85 @@ func (x *request) fedResponseHeadersAnswer(f *federatedCall, h *extprocv3.HttpHe
 		})
 	}
 	if f.up.status >= 200 && f.up.status <= 299 && reqheaders.IsEventStream(f.up.contentType) && reqheaders.AcceptsEventStream(x.req.Accept) {
-		f.resultSent, f.streaming = true, true
-		if f.method == "tools/call" {
-			x.callOutcome = callOK
-		}
-		resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-			SetHeaders:    []*corev3.HeaderValueOption{procmsg.SetHeader(":status", "200")},
-			RemoveHeaders: []string{"content-length", "mcp-session-id"},
-		}})
-		// Events go through this server chunk by chunk (STREAMED), to be
-		// translated or filtered, or only split and bounded: no stream of
-		// a server the gateway does not trust passes without its bounds
-		// (each event and the whole stream at most MaxResponseBytes).
-		resp.ModeOverride = procmsg.StreamOverride()
-		at := x.streamDeadline(f.routeTimeout) // routedeadline.go
-		deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
-		filter := f.method == "tools/call" && x.filtersResults()
-		switch rewrite := filter || f.translate() || f.remapped() || f.relays(); {
-		case rewrite || !deadline:
-			// Unchanged events come out of the translator as they went
-			// in; an incomplete one waits in it, so a stream cut at a
-			// bound ends on a whole event and the failure.
-			f.sse = x.newSSETranslator(f)
-			if deadline && x.fullDuplex() {
-				// The body is FULL_DUPLEX_STREAMED since the request
-				// headers (duplexresp.go): this server can end it too.
-				f.duplex = &duplexStream{deadline: at}
-			}
-		default:
-			// A stream this server can end before the route timeout
-			// (duplex.go), bounded there. Without fullDuplex the override
-			// comes now, which only a stream that passes unchanged may
-			// take (ADR 0013).
-			f.duplex = &duplexStream{deadline: at}
-			resp.ModeOverride = duplexOverride()
-		}
-		return resp
+		return x.fedStream(f)
 	}
 	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: []string{"mcp-session-id"},
 	}})
 }
 
-// fedResponseBody handles a federated response body: one STREAMED chunk of
-// an event stream, or the whole BUFFERED answer.
-func (x *request) fedResponseBody(f *federatedCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if f.streaming {
-		if f.duplex != nil {
-			return x.duplexChunk(f, b)
-		}
-		if f.sse == nil {
-			return procmsg.ResponseBody(&extprocv3.CommonResponse{})
-		}
-		out, err := f.sse.Feed(b.GetBody(), b.GetEndOfStream())
-		if err != nil && !f.answered { // past the response, the rest is only dropped
-			out = append(out, x.fedStreamFailure(f, err)...)
-		}
-		return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
+// federatedStream is a federated request whose server answered with a 2xx
+// event stream the client takes as one: its response headers made it one
+// (fedStream), and its events pass chunk by chunk.
+type federatedStream struct {
+	call *federatedCall
+	// sse translates, remaps, filters or only splits and bounds the
+	// events; nil for a stream that passes as it is, bounded by duplex.
+	sse      *eventstream.Translator
+	duplex   *duplexStream // a stream this server may end (duplex.go)
+	answered bool          // the response to the request went to the client
+}
+
+// fedStream answers the response headers of f's event stream and makes
+// the request a federatedStream.
+func (x *request) fedStream(f *federatedCall) *extprocv3.ProcessingResponse {
+	s := &federatedStream{call: f}
+	x.kind = s // the kind from now on (kinds.go)
+	if f.method == "tools/call" {
+		x.callOutcome = callOK
 	}
+	resp := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		SetHeaders:    []*corev3.HeaderValueOption{procmsg.SetHeader(":status", "200")},
+		RemoveHeaders: []string{"content-length", "mcp-session-id"},
+	}})
+	// Events go through this server chunk by chunk (STREAMED), to be
+	// translated or filtered, or only split and bounded: no stream of
+	// a server the gateway does not trust passes without its bounds
+	// (each event and the whole stream at most MaxResponseBytes).
+	resp.ModeOverride = procmsg.StreamOverride()
+	at := x.streamDeadline(f.routeTimeout) // routedeadline.go
+	deadline := !at.IsZero() && f.method == "tools/call" && x.call != nil
+	filter := f.method == "tools/call" && x.filtersResults()
+	switch rewrite := filter || f.translate() || f.remapped() || f.relays(); {
+	case rewrite || !deadline:
+		// Unchanged events come out of the translator as they went
+		// in; an incomplete one waits in it, so a stream cut at a
+		// bound ends on a whole event and the failure.
+		s.sse = x.newSSETranslator(s)
+		if deadline && x.fullDuplex() {
+			// The body is FULL_DUPLEX_STREAMED since the request
+			// headers (duplexresp.go): this server can end it too.
+			s.duplex = &duplexStream{deadline: at}
+		}
+	default:
+		// A stream this server can end before the route timeout
+		// (duplex.go), bounded there. Without fullDuplex the override
+		// comes now, which only a stream that passes unchanged may
+		// take (ADR 0013).
+		s.duplex = &duplexStream{deadline: at}
+		resp.ModeOverride = duplexOverride()
+	}
+	return resp
+}
+
+// fedStreamBody answers one STREAMED chunk of a federated event stream.
+func (x *request) fedStreamBody(s *federatedStream, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if s.duplex != nil {
+		return x.duplexChunk(s, b)
+	}
+	if s.sse == nil {
+		return procmsg.ResponseBody(&extprocv3.CommonResponse{})
+	}
+	out, err := s.sse.Feed(b.GetBody(), b.GetEndOfStream())
+	if err != nil && !s.answered { // past the response, the rest is only dropped
+		out = append(out, x.fedStreamFailure(s, err)...)
+	}
+	return procmsg.ResponseBody(&extprocv3.CommonResponse{BodyMutation: procmsg.ReplaceBody(out)})
+}
+
+// fedResponseBody handles the whole BUFFERED answer of a federated
+// request.
+func (x *request) fedResponseBody(f *federatedCall, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	body := b.GetBody()
 	var out []byte
 	if f.up.status == http.StatusBadRequest && f.session != "" && upstream.SessionLost(f.up.status, body) {
@@ -655,11 +673,12 @@ func (x *request) fedFiltered(f *federatedCall, msg []byte) []byte {
 // fedStreamMessage is clientMessage for one event of a streamed answer; the
 // response to the request (not a progress or log notification, nor a
 // request of the server's) also goes through the result filters.
-func (x *request) fedStreamMessage(f *federatedCall, data []byte) []byte {
+func (x *request) fedStreamMessage(s *federatedStream, data []byte) []byte {
+	f := s.call
 	out := x.clientMessage(f, data)
 	if mcp.Member(out, "method") == nil && string(mcp.Member(out, "id")) == string(f.id) {
-		f.answered = true
-		if d := f.duplex; d != nil {
+		s.answered = true
+		if d := s.duplex; d != nil {
 			d.seen = true // no deadline after the response (duplex.go)
 		}
 		return x.fedFiltered(f, out)
@@ -689,12 +708,13 @@ func (x *request) fedFailed(f *federatedCall, u mcp.Upstream, msg string) []byte
 // fedStreamFailure is the last event of a stream cut short at a bound: the
 // failure as the response to the client's request (an isError result for
 // tools/call, -32603 otherwise). What the server sends after it is dropped.
-func (x *request) fedStreamFailure(f *federatedCall, err error) []byte {
+func (x *request) fedStreamFailure(s *federatedStream, err error) []byte {
+	f := s.call
 	x.s.log.LogAttrs(x.ctx, slog.LevelWarn, "federated call: stream cut at a bound", slog.String("request_id", x.requestID),
 		slog.String("route", x.routeKey), slog.String("service", f.svc.Name), slog.String("error", err.Error()))
 	msg := x.fedFailed(f, mcp.Upstream{Status: f.up.status, Failure: mcp.FailureTooLarge},
 		err.Error()+" ("+strconv.FormatInt(x.s.cfg.MaxResponseBytes, 10)+" bytes)")
-	if d := f.duplex; d != nil {
+	if d := s.duplex; d != nil {
 		d.seen = true
 	}
 	out := append([]byte("event: message\ndata: "), msg...)
@@ -703,9 +723,9 @@ func (x *request) fedStreamFailure(f *federatedCall, err error) []byte {
 
 // newSSETranslator is the translator of a federated stream: each event and
 // the whole stream bounded by MaxResponseBytes.
-func (x *request) newSSETranslator(f *federatedCall) *eventstream.Translator {
+func (x *request) newSSETranslator(s *federatedStream) *eventstream.Translator {
 	lim := x.s.cfg.MaxResponseBytes
-	return eventstream.New(func(data []byte) []byte { return x.fedStreamMessage(f, data) }, int(lim), lim)
+	return eventstream.New(func(data []byte) []byte { return x.fedStreamMessage(s, data) }, int(lim), lim)
 }
 
 // excerpt is the start of a server's answer quoted in an error.

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -334,7 +335,9 @@ schemaValidationOff: [raw]
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	// Not t.Context(): it is cancelled before cleanups run, and Close then
+	// does not wait for a wasm instance still being replaced.
+	t.Cleanup(func() { _ = set.Close(context.Background()) })
 	var warned []string
 	for line := range strings.Lines(logs.String()) {
 		var rec struct{ Level, Msg, Route string }
@@ -396,6 +399,8 @@ func buildFilters(t *testing.T, doc string) *filters.Set {
 	if err != nil {
 		t.Fatalf("build filters: %v", err)
 	}
-	t.Cleanup(func() { _ = set.Close(t.Context()) })
+	// Not t.Context(): it is cancelled before cleanups run, and Close then
+	// does not wait for a wasm instance still being replaced.
+	t.Cleanup(func() { _ = set.Close(context.Background()) })
 	return set
 }

@@ -14,9 +14,11 @@ import (
 // A request's kind (ADR 0021) is what it turned out to be: answered here,
 // a call routed to a Tool Service (which the Tool Service's response
 // headers may turn into a progress stream), a call or item routed to a
-// federated MCP server, a client's answer relayed to one, or a listen
-// stream. The message that decides it sets it once (the request body; the
-// request headers for a listen stream; the response headers for a progress
+// federated MCP server (which its server's response headers may turn into
+// an event stream), a client's answer relayed to one, a listen stream, or
+// a legacy client's end of its session. The message that decides it sets
+// it once (the request body; the request headers for a listen stream and a
+// session's end; the response headers for a progress or federated event
 // stream), and the kind owns the response phases and their state: the
 // request (exchange.go) keeps only what every kind shares, and no phase
 // tests flags to learn what it is handling.
@@ -61,9 +63,10 @@ var (
 	_ requestKind    = (*nativeCall)(nil)
 	_ requestKind    = (*progressCall)(nil)
 	_ requestKind    = (*federatedCall)(nil)
+	_ requestKind    = (*federatedStream)(nil)
 	_ requestKind    = (*relayedAnswer)(nil)
 	_ requestKind    = (*listenStream)(nil)
-	_ deadlineStream = (*federatedCall)(nil)
+	_ deadlineStream = (*federatedStream)(nil)
 )
 
 // upstreamHead is what a routed request's response headers said.
@@ -195,32 +198,53 @@ func (f *federatedCall) responseHeaders(x *request, h *extprocv3.HttpHeaders) *e
 	return x.fedResponseHeaders(f, h)
 }
 func (f *federatedCall) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if !f.streaming && f.resultSent {
-		return procmsg.ContinueResponseBody
+	if f.resultSent {
+		return procmsg.ContinueResponseBody // Envoy's local reply, or the result made at the headers
 	}
 	return x.fedResponseBody(f, b)
 }
-func (f *federatedCall) streamsBody() bool { return f.streaming || f.resultSent }
+func (f *federatedCall) streamsBody() bool { return f.resultSent }
 func (f *federatedCall) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
-	d := f.duplex
+	return streamedChunk(f, x, b)
+}
+func (*federatedCall) deadline() deadlineStream       { return nil }
+func (f *federatedCall) report() (status int, _ bool) { return f.up.status, false }
+
+// federatedStream's kind methods: the type is in federated.go.
+
+func (*federatedStream) routed() bool { return true }
+
+// responseHeaders: a second response_headers message (Envoy sends none)
+// is answered as the call's first was.
+func (s *federatedStream) responseHeaders(x *request, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	return s.call.responseHeaders(x, h)
+}
+func (s *federatedStream) responseBody(x *request, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	return x.fedStreamBody(s, b)
+}
+func (*federatedStream) streamsBody() bool { return true }
+func (s *federatedStream) streamedChunk(x *request, b *extprocv3.HttpBody) (*extprocv3.ProcessingResponse, bool) {
+	d := s.duplex
 	if d == nil {
-		return streamedChunk(f, x, b)
+		return streamedChunk(s, x, b)
 	}
 	if d.ended {
 		return nil, false // the deadline ended it
 	}
-	r := x.duplexChunk(f, b) // with the deadline (duplex.go)
+	r := x.duplexChunk(s, b) // with the deadline (duplex.go)
 	return r, d.ended
 }
-func (f *federatedCall) deadline() deadlineStream {
-	if f.duplex == nil {
+func (s *federatedStream) deadline() deadlineStream {
+	if s.duplex == nil {
 		return nil
 	}
-	return f
+	return s
 }
-func (f *federatedCall) at() time.Time                                   { return f.duplex.deadline }
-func (f *federatedCall) expire(x *request) *extprocv3.ProcessingResponse { return x.duplexDeadline(f) }
-func (f *federatedCall) report() (status int, _ bool)                    { return f.up.status, f.streaming }
+func (s *federatedStream) at() time.Time { return s.duplex.deadline }
+func (s *federatedStream) expire(x *request) *extprocv3.ProcessingResponse {
+	return x.duplexDeadline(s)
+}
+func (s *federatedStream) report() (status int, _ bool) { return s.call.up.status, true }
 
 // relayedAnswer is a client's answer routed to the federated server that
 // asked (relay.go): the server's reply passes as it is.

@@ -166,7 +166,7 @@ func (x *request) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return x.relayAnswer(out.Answer, body, out.Reply) // relay.go
 	case mcp.OutcomeReply:
 		if x.method == "" {
-			x.method = metrics.MethodLabel(metrics.BodyMethod(body))
+			x.method = metrics.MethodLabel(out.Method)
 		}
 		x.auditAfterHandle(x.method)
 		r := out.Reply

@@ -2,6 +2,7 @@ package filters
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -233,9 +234,7 @@ func denied(name string, d Decision, headers map[string]string, err error) Outco
 	}
 	if o.DenyAs == RPCError {
 		o.Code = d.Code
-		if o.Code == 0 {
-			o.Code = CodeInvalidParams
-		}
+		o.Code = cmp.Or(o.Code, CodeInvalidParams)
 	}
 	return o
 }

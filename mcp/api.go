@@ -225,6 +225,9 @@ type Call struct {
 // Answer comes only with a 202 Reply, the answer to give when the caller
 // does not deliver the Answer.
 type Outcome struct {
+	// Method is the request's method once it was read as a string, for
+	// labels and logs; "" when the body failed before that.
+	Method  string
 	Reply   *Reply
 	Call    *Call
 	Forward *Forward

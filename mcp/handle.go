@@ -178,6 +178,14 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if !ok {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method must be a string")
 	}
+	out = s.handleMethod(r, m, id, method, cat)
+	out.Method = method
+	return out
+}
+
+// handleMethod answers or routes a request whose envelope and method
+// HandleShared read.
+func (s *Server) handleMethod(r *HTTPRequest, m message, id []byte, method string, cat Catalog) Outcome {
 	if id == nil {
 		return reply(accepted()) // a notification: nothing to answer
 	}

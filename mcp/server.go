@@ -1,6 +1,9 @@
 package mcp
 
-import "strconv"
+import (
+	"cmp"
+	"strconv"
+)
 
 // Defaults of Config's zero fields.
 const (
@@ -64,12 +67,8 @@ func NewServer(cfg Config) *Server {
 
 // withDefaults is cfg with its zero values replaced by the defaults.
 func (cfg Config) withDefaults() Config {
-	if cfg.ServerName == "" {
-		cfg.ServerName = DefaultServerName
-	}
-	if cfg.ServerVersion == "" {
-		cfg.ServerVersion = DefaultServerVersion
-	}
+	cfg.ServerName = cmp.Or(cfg.ServerName, DefaultServerName)
+	cfg.ServerVersion = cmp.Or(cfg.ServerVersion, DefaultServerVersion)
 	if cfg.CacheScope != "private" {
 		cfg.CacheScope = "public"
 	}

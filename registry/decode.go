@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,9 +206,7 @@ var durationType = reflect.TypeFor[config.Duration]()
 
 func (w *walker) fail(n *yaml3.Node, path, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	if path == "" {
-		path = "listing"
-	}
+	path = cmp.Or(path, "listing")
 	msg = path + ": " + msg
 	w.problems = append(w.problems, ListingProblem{Line: n.Line, Column: n.Column, Err: errors.New(msg)})
 }
@@ -347,9 +346,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "-" {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
+		name = cmp.Or(name, f.Name)
 		m[name] = f.Type
 	}
 	return m

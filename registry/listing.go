@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -128,9 +129,7 @@ func (r *Route) normalize(i int) []error {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
 		if !s.IsMCP() {
-			if s.ManifestPath == "" {
-				s.ManifestPath = DefaultManifestPath
-			}
+			s.ManifestPath = cmp.Or(s.ManifestPath, DefaultManifestPath)
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
 			}
@@ -263,9 +262,7 @@ func (s ToolService) Endpoint() (scheme, host string, port uint32, basePath stri
 // {url}{manifestPath}, with the default manifest path when none is set.
 func (s ToolService) ManifestURL() string {
 	mp := s.ManifestPath
-	if mp == "" {
-		mp = DefaultManifestPath
-	}
+	mp = cmp.Or(mp, DefaultManifestPath)
 	return strings.TrimRight(s.URL, "/") + mp
 }
 
@@ -321,60 +318,28 @@ const (
 // maxConnections, maxPendingRequests and maxRequests 1024, maxRetries 3,
 // lbPolicy ROUND_ROBIN, HTTP/1.1, no outlier detection, no health check.
 func (c ClusterSettings) WithDefaults() ClusterSettings {
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = config.Duration(DefaultConnectTimeout)
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = config.Duration(DefaultRequestTimeout)
-	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = DefaultMaxConnections
-	}
-	if c.MaxPendingRequests == 0 {
-		c.MaxPendingRequests = DefaultMaxPendingRequests
-	}
-	if c.MaxRequests == 0 {
-		c.MaxRequests = DefaultMaxRequests
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = DefaultMaxRetries
-	}
-	if c.LBPolicy == "" {
-		c.LBPolicy = DefaultLBPolicy
-	}
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, config.Duration(DefaultConnectTimeout))
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, config.Duration(DefaultRequestTimeout))
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxPendingRequests = cmp.Or(c.MaxPendingRequests, DefaultMaxPendingRequests)
+	c.MaxRequests = cmp.Or(c.MaxRequests, DefaultMaxRequests)
+	c.MaxRetries = cmp.Or(c.MaxRetries, DefaultMaxRetries)
+	c.LBPolicy = cmp.Or(c.LBPolicy, DefaultLBPolicy)
 	if c.OutlierDetection != nil {
 		od := *c.OutlierDetection
-		if od.Consecutive5xx == 0 {
-			od.Consecutive5xx = DefaultOutlierConsecutive5xx
-		}
-		if od.Interval == 0 {
-			od.Interval = config.Duration(DefaultOutlierInterval)
-		}
-		if od.BaseEjectionTime == 0 {
-			od.BaseEjectionTime = config.Duration(DefaultOutlierBaseEjectionTime)
-		}
-		if od.MaxEjectionPercent == 0 {
-			od.MaxEjectionPercent = DefaultOutlierMaxEjectionPercent
-		}
+		od.Consecutive5xx = cmp.Or(od.Consecutive5xx, DefaultOutlierConsecutive5xx)
+		od.Interval = cmp.Or(od.Interval, config.Duration(DefaultOutlierInterval))
+		od.BaseEjectionTime = cmp.Or(od.BaseEjectionTime, config.Duration(DefaultOutlierBaseEjectionTime))
+		od.MaxEjectionPercent = cmp.Or(od.MaxEjectionPercent, DefaultOutlierMaxEjectionPercent)
 		c.OutlierDetection = &od
 	}
 	if c.HealthCheck != nil {
 		hc := *c.HealthCheck
-		if hc.Path == "" {
-			hc.Path = DefaultHealthCheckPath
-		}
-		if hc.Interval == 0 {
-			hc.Interval = config.Duration(DefaultHealthCheckInterval)
-		}
-		if hc.Timeout == 0 {
-			hc.Timeout = config.Duration(DefaultHealthCheckTimeout)
-		}
-		if hc.HealthyThreshold == 0 {
-			hc.HealthyThreshold = DefaultHealthCheckHealthyThreshold
-		}
-		if hc.UnhealthyThreshold == 0 {
-			hc.UnhealthyThreshold = DefaultHealthCheckUnhealthyThreshold
-		}
+		hc.Path = cmp.Or(hc.Path, DefaultHealthCheckPath)
+		hc.Interval = cmp.Or(hc.Interval, config.Duration(DefaultHealthCheckInterval))
+		hc.Timeout = cmp.Or(hc.Timeout, config.Duration(DefaultHealthCheckTimeout))
+		hc.HealthyThreshold = cmp.Or(hc.HealthyThreshold, DefaultHealthCheckHealthyThreshold)
+		hc.UnhealthyThreshold = cmp.Or(hc.UnhealthyThreshold, DefaultHealthCheckUnhealthyThreshold)
 		c.HealthCheck = &hc
 	}
 	return c

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -68,9 +69,7 @@ func buildTracing(opts Options) (*hcmv3.HttpConnectionManager_Tracing, error) {
 		return nil, nil
 	}
 	name := t.ServiceName
-	if name == "" {
-		name = "envoy"
-	}
+	name = cmp.Or(name, "envoy")
 	cfg, err := pack(&tracev3.OpenTelemetryConfig{
 		GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
 			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: CollectorCluster},

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -96,9 +97,7 @@ func buildNotificationsCluster(opts Options) (*clusterv3.Cluster, error) {
 		return nil, nil
 	}
 	limit := n.MaxStreams
-	if limit == 0 {
-		limit = 10000
-	}
+	limit = cmp.Or(limit, 10000)
 	hpo, err := httpProtocolOptions(false, time.Hour)
 	if err != nil {
 		return nil, err

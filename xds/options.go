@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -82,30 +83,16 @@ type Options struct {
 
 // withDefaults returns o with every zero field set to its default.
 func (o Options) withDefaults() Options {
-	if o.ListenAddress == "" {
-		o.ListenAddress = DefaultListenAddress
-	}
-	if o.ListenPort == 0 {
-		o.ListenPort = DefaultListenPort
-	}
+	o.ListenAddress = cmp.Or(o.ListenAddress, DefaultListenAddress)
+	o.ListenPort = cmp.Or(o.ListenPort, DefaultListenPort)
 	if o.MessageTimeout <= 0 {
 		o.MessageTimeout = DefaultMessageTimeout
 	}
-	if o.MaxRequestBytes == 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if o.MaxResponseBytes == 0 {
-		o.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if o.ServerName == "" {
-		o.ServerName = DefaultServerName
-	}
-	if o.ServerVersion == "" {
-		o.ServerVersion = DefaultServerVersion
-	}
-	if o.UpstreamCAFile == "" {
-		o.UpstreamCAFile = DefaultUpstreamCAFile
-	}
+	o.MaxRequestBytes = cmp.Or(o.MaxRequestBytes, DefaultMaxRequestBytes)
+	o.MaxResponseBytes = cmp.Or(o.MaxResponseBytes, DefaultMaxResponseBytes)
+	o.ServerName = cmp.Or(o.ServerName, DefaultServerName)
+	o.ServerVersion = cmp.Or(o.ServerVersion, DefaultServerVersion)
+	o.UpstreamCAFile = cmp.Or(o.UpstreamCAFile, DefaultUpstreamCAFile)
 	return o
 }
 

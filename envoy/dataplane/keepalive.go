@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net"
@@ -13,9 +14,7 @@ import (
 
 // keepaliveDefaults fills the zero fields.
 func keepaliveDefaults(k Keepalive) Keepalive {
-	if k.Interval == 0 {
-		k.Interval = rules.DefaultKeepaliveInterval
-	}
+	k.Interval = cmp.Or(k.Interval, rules.DefaultKeepaliveInterval)
 	if k.Timeout <= 0 {
 		k.Timeout = rules.DefaultKeepaliveTimeout
 	}

@@ -166,7 +166,10 @@ func TestPoolBound(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := newTestHost(t, reg)
 	const size = 2
-	m := loadGuest(t, h, "misbehave", Options{PoolSize: size, QueueTimeout: 30 * time.Second})
+	// A call that times out closes its instance and a new one takes its
+	// place: the 30s call timeout keeps a loaded machine from making this a
+	// test of the default 250ms one.
+	m := loadGuest(t, h, "misbehave", Options{PoolSize: size, QueueTimeout: 30 * time.Second, CallTimeout: 30 * time.Second})
 	gauge := h.metrics.instances.WithLabelValues("misbehave")
 
 	var (

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -82,25 +83,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PoolSize == 0 {
 		o.PoolSize = max(2, runtime.GOMAXPROCS(0))
 	}
-	if o.Prewarm == 0 {
-		o.Prewarm = 1
-	}
+	o.Prewarm = cmp.Or(o.Prewarm, 1)
 	o.Prewarm = min(o.Prewarm, o.PoolSize)
-	if o.CallTimeout == 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.QueueTimeout == 0 {
-		o.QueueTimeout = DefaultQueueTimeout
-	}
-	if o.MemoryPages == 0 {
-		o.MemoryPages = DefaultMemoryPages
-	}
+	o.CallTimeout = cmp.Or(o.CallTimeout, DefaultCallTimeout)
+	o.QueueTimeout = cmp.Or(o.QueueTimeout, DefaultQueueTimeout)
+	o.MemoryPages = cmp.Or(o.MemoryPages, DefaultMemoryPages)
 	if o.MemoryPages < minMemoryPages || o.MemoryPages > maxMemoryPages {
 		return o, fmt.Errorf("memoryPages %d out of range [%d, %d]", o.MemoryPages, minMemoryPages, maxMemoryPages)
 	}
-	if o.MaxEnvelopeBytes == 0 {
-		o.MaxEnvelopeBytes = DefaultMaxEnvelopeBytes
-	}
+	o.MaxEnvelopeBytes = cmp.Or(o.MaxEnvelopeBytes, DefaultMaxEnvelopeBytes)
 	if o.PollInterval > 0 && o.PollInterval < 10*time.Millisecond {
 		return o, fmt.Errorf("pollInterval %s is below 10ms", o.PollInterval)
 	}

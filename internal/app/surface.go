@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,9 +129,7 @@ func (a *app) surfaceDecide(w http.ResponseWriter, r *http.Request, accept bool)
 		http.Error(w, "body: route, service, tool and hash are required", http.StatusBadRequest)
 		return
 	}
-	if d.By == "" {
-		d.By = "admin"
-	}
+	d.By = cmp.Or(d.By, "admin")
 	decision := "reject"
 	if accept {
 		decision = "accept"

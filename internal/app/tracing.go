@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,9 +115,7 @@ func (t *TracingConfig) envoyCollector() (string, error) {
 		return "", errors.New("needs tracing.endpoint, the collector Envoy exports to")
 	}
 	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "4317"
-	}
+	port = cmp.Or(port, "4317")
 	return net.JoinHostPort(host, port), nil
 }
 

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -309,9 +310,7 @@ func redisTLS(parsed, base *tls.Config) *tls.Config {
 	if cfg.MinVersion == 0 {
 		cfg.MinVersion = tls.VersionTLS12 // ParseClusterURL sets none
 	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = parsed.ServerName
-	}
+	cfg.ServerName = cmp.Or(cfg.ServerName, parsed.ServerName)
 	cfg.InsecureSkipVerify = cfg.InsecureSkipVerify || parsed.InsecureSkipVerify
 	return cfg
 }

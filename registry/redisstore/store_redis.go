@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -106,9 +107,7 @@ var (
 // Redis being down at start must not stop toolmesh, so only a bad URL or a
 // metrics conflict that cannot be shared is an error. Close it when done.
 func NewRedisStore(opts RedisOptions) (*RedisStore, error) {
-	if opts.Prefix == "" {
-		opts.Prefix = DefaultRedisPrefix
-	}
+	opts.Prefix = cmp.Or(opts.Prefix, DefaultRedisPrefix)
 	if opts.ListingKey == "" {
 		opts.ListingKey = opts.Prefix + "_listing"
 	}

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -46,9 +47,7 @@ func newIndex(n int, opts Options, p params) *Index {
 	if ix.shortlist <= 0 {
 		ix.shortlist = DefaultShortlist
 	}
-	if ix.minCoverage == 0 {
-		ix.minCoverage = DefaultMinCoverage
-	}
+	ix.minCoverage = cmp.Or(ix.minCoverage, DefaultMinCoverage)
 	if len(opts.Synonyms) > 0 {
 		// Built-in synonyms first, then the catalog's own, merged once
 		// here so that a query looks a word up in one map.

@@ -1,6 +1,7 @@
 package surface
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,9 +29,7 @@ type RedisStore struct {
 // NewRedisStore returns a store on c with keys under prefix ("" for
 // DefaultRedisPrefix); timeout bounds each operation (0: 500ms).
 func NewRedisStore(c redis.UniversalClient, prefix string, timeout time.Duration) *RedisStore {
-	if prefix == "" {
-		prefix = DefaultRedisPrefix
-	}
+	prefix = cmp.Or(prefix, DefaultRedisPrefix)
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
 	}

@@ -10,6 +10,7 @@ package upstream
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -415,9 +416,7 @@ func (s *session) noteCache(f mcp.CacheFields) {
 	case "private":
 		s.scope = "private"
 	case "public":
-		if s.scope == "" {
-			s.scope = "public"
-		}
+		s.scope = cmp.Or(s.scope, "public")
 	}
 }
 

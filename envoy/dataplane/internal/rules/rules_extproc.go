@@ -232,8 +232,9 @@ func ClearRouteCacheHonoured(action extprocfilterv3.ExternalProcessor_RouteCache
 // cases of that function (request headers with nothing after them, the last
 // STREAMED chunk) are not emulated: the stream is closed when the request
 // ends instead. The kResponseHeaders case was read in a stored ext_proc.cc
-// that already has the guard; changelogs/1.38.0.yaml to 1.40.0.yaml record
-// no change to it but the guard's removal.
+// that already has the guard; changelogs/1.37.0.yaml to 1.40.0.yaml record
+// no change to it but the guard's removal (1.37's StreamedImmediateResponse
+// is another response kind).
 func LastResponseHeaders(eos bool, mode *extprocfilterv3.ProcessingMode) bool {
 	return eos || (mode.GetResponseBodyMode() == extprocfilterv3.ProcessingMode_NONE &&
 		mode.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_SEND)

@@ -6,6 +6,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -356,9 +357,7 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 // compileHCMDefaults sets the server name, stream idle timeout and server
 // header transformation, with Envoy's defaults where they are unset.
 func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
-	if hc.ServerName == "" {
-		hc.ServerName = rules.DefaultServerName
-	}
+	hc.ServerName = cmp.Or(hc.ServerName, rules.DefaultServerName)
 	hc.StreamIdleTimeout = rules.DefaultStreamIdleTimeout
 	if d := h.GetStreamIdleTimeout(); d != nil {
 		hc.StreamIdleTimeout = d.AsDuration()

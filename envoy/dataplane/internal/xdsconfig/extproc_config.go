@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -379,9 +380,7 @@ func MergePerRoute(less, more *ExtProcPerRoute) *ExtProcPerRoute {
 	if !out.HasForwarding {
 		out.Forwarding, out.HasForwarding = less.Forwarding, less.HasForwarding
 	}
-	if out.FailureModeAllow == nil {
-		out.FailureModeAllow = less.FailureModeAllow
-	}
+	out.FailureModeAllow = cmp.Or(out.FailureModeAllow, less.FailureModeAllow)
 	md := metadata.Join(less.InitialMetadata, more.InitialMetadata)
 	for k := range more.InitialMetadata {
 		md[k] = more.InitialMetadata[k]

@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -137,9 +138,7 @@ func compileBodyFormat(s *corev3.SubstitutionFormatString) (*BodyFormat, error) 
 		if b.json != nil {
 			b.json.OmitEmpty = s.GetOmitEmptyValues()
 		}
-		if b.ContentType == "" {
-			b.ContentType = "application/json"
-		}
+		b.ContentType = cmp.Or(b.ContentType, "application/json")
 	default:
 		return nil, fmt.Errorf("substitution format %T is not emulated", f)
 	}
@@ -149,9 +148,7 @@ func compileBodyFormat(s *corev3.SubstitutionFormatString) (*BodyFormat, error) 
 	if b.Text != nil {
 		b.Text.OmitEmpty = s.GetOmitEmptyValues()
 	}
-	if b.ContentType == "" {
-		b.ContentType = "text/plain"
-	}
+	b.ContentType = cmp.Or(b.ContentType, "text/plain")
 	return b, nil
 }
 
@@ -458,9 +455,7 @@ func (lr *LocalReplyConfig) Prepare(l LocalReply, c *FmtContext) (*headers.Map, 
 		final = m.bodyFormat
 		break
 	}
-	if final == nil {
-		final = lr.Body
-	}
+	final = cmp.Or(final, lr.Body)
 	c.LocalBody = body
 	out := final.format(c)
 	ctAfter, _ := h.Get("content-type")

@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -436,9 +437,7 @@ func (r *Route) DecoderLimit(listener uint64) uint64 {
 		return *r.VH.bufferLimit
 	}
 	per := r.perRequest
-	if per == nil {
-		per = r.VH.perRequest
-	}
+	per = cmp.Or(per, r.VH.perRequest)
 	if per != nil && *per < listener {
 		return *per
 	}
