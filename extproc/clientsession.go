@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/fedheaders"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/session"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -85,7 +86,7 @@ func (x *request) openClientSessions(svcs []registry.ToolService, caps session.C
 			ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 			defer cancel()
 			// One caller's session: its forwarded claims go with it.
-			sid, err := x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(h, nil), man.ProtocolVersion, caps.Declare())
+			sid, err := x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, fedheaders.Handshake(h, nil), man.ProtocolVersion, caps.Declare())
 			if err != nil || sid == "" {
 				if err == nil {
 					err = errors.New("the server issued no session")
@@ -264,8 +265,8 @@ func (x *request) followTicket() (string, *mcp.Reply) {
 				slog.String("route", x.routeKey), slog.String("service", svc.Name), slog.String("error", err.Error()))
 			continue
 		}
-		// The session's own headers go from u; headerMap leaves them out.
-		f.Upstreams = append(f.Upstreams, session.FollowUpstream{Upstream: u, Headers: headerMap(h, nil)})
+		// The session's own headers go from u; fedheaders.Handshake leaves them out.
+		f.Upstreams = append(f.Upstreams, session.FollowUpstream{Upstream: u, Headers: fedheaders.Handshake(h, nil)})
 	}
 	if len(f.Upstreams) == 0 {
 		return "", nil

@@ -2,9 +2,7 @@ package extproc
 
 import (
 	"slices"
-	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
@@ -204,9 +202,9 @@ func (x *request) duplexBody(m *duplexResponseMode, b *extprocv3.HttpBody) *extp
 	cr := r.GetResponseBody().GetResponse()
 	body := d.body
 	if bm := cr.GetBodyMutation(); bm != nil {
-		body = mutatedBody(bm, body)
+		body = procmsg.MutatedBody(bm, body)
 	}
-	return m.final(mergeMutations(d.mut, cr.GetHeaderMutation()), body)
+	return m.final(procmsg.MergeMutations(d.mut, cr.GetHeaderMutation()), body)
 }
 
 // final answers the held response headers with mut and queues body, in
@@ -219,7 +217,7 @@ func (m *duplexResponseMode) final(mut *extprocv3.HeaderMutation, body []byte) *
 		body = body[maxStreamedBody:]
 	}
 	m.queued = append(m.queued, streamedResponse(body, true))
-	r := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: withoutContentLength(mut)})
+	r := procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: procmsg.WithoutContentLength(mut)})
 	if m.dx.routeTimeout {
 		r = routedeadline.Without(r)
 	}
@@ -260,64 +258,7 @@ func asStreamed(r *extprocv3.ProcessingResponse, b *extprocv3.HttpBody) *extproc
 	}
 	body := b.GetBody()
 	if bm := rb.GetResponse().GetBodyMutation(); bm != nil {
-		body = mutatedBody(bm, body)
+		body = procmsg.MutatedBody(bm, body)
 	}
 	return streamedResponse(body, b.GetEndOfStream())
-}
-
-// mutatedBody applies a body or clear_body mutation to body.
-func mutatedBody(bm *extprocv3.BodyMutation, body []byte) []byte {
-	switch m := bm.GetMutation().(type) {
-	case *extprocv3.BodyMutation_Body:
-		return m.Body
-	case *extprocv3.BodyMutation_ClearBody:
-		if m.ClearBody {
-			return nil
-		}
-	}
-	return body
-}
-
-// mergeMutations is a then b as one mutation: Envoy removes before it sets
-// (MutationUtils::applyHeaderMutations), so a header b removes or sets is
-// dropped from a's sets, and the removals of both stay.
-func mergeMutations(a, b *extprocv3.HeaderMutation) *extprocv3.HeaderMutation {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	out := &extprocv3.HeaderMutation{}
-	touched := map[string]bool{}
-	for _, k := range b.GetRemoveHeaders() {
-		touched[strings.ToLower(k)] = true
-	}
-	for _, h := range b.GetSetHeaders() {
-		touched[strings.ToLower(h.GetHeader().GetKey())] = true
-	}
-	for _, h := range a.GetSetHeaders() {
-		if !touched[strings.ToLower(h.GetHeader().GetKey())] {
-			out.SetHeaders = append(out.SetHeaders, h)
-		}
-	}
-	out.SetHeaders = append(out.SetHeaders, b.GetSetHeaders()...)
-	out.RemoveHeaders = append(append(out.RemoveHeaders, a.GetRemoveHeaders()...), b.GetRemoveHeaders()...)
-	return out
-}
-
-// withoutContentLength drops a content-length set: Envoy skips it in this
-// mode (shouldRemoveContentLength) and removes the upstream's, so the
-// client's response is sent without one.
-func withoutContentLength(m *extprocv3.HeaderMutation) *extprocv3.HeaderMutation {
-	if m == nil {
-		return nil
-	}
-	i := slices.IndexFunc(m.GetSetHeaders(), func(h *corev3.HeaderValueOption) bool {
-		return strings.EqualFold(h.GetHeader().GetKey(), "content-length")
-	})
-	if i < 0 {
-		return m
-	}
-	return &extprocv3.HeaderMutation{SetHeaders: slices.Delete(slices.Clone(m.GetSetHeaders()), i, i+1), RemoveHeaders: m.GetRemoveHeaders()}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolmesh/toolmesh/extproc/callplan"
 	"github.com/toolmesh/toolmesh/extproc/eventstream"
+	"github.com/toolmesh/toolmesh/extproc/fedheaders"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/reqheaders"
@@ -294,7 +295,7 @@ func (x *request) routeFederated(tgt fedTarget, id json.RawMessage, era mcp.Era,
 		f.caps = key.caps
 		ctx, cancel := context.WithTimeout(redirectPolicy(x.ctx, svc), x.s.upstreamTimeout())
 		sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, headerMap(f.headers, f.callerHeaders), upVersion, key.caps.Declare())
+			return x.s.upstreamClient().OpenSessionWith(ctx, svc.URL, fedheaders.Handshake(f.headers, f.callerHeaders), upVersion, key.caps.Declare())
 		})
 		cancel()
 		if err != nil {
@@ -343,21 +344,21 @@ func (x *request) toMCPServer(svc registry.ToolService, h http.Header, auth map[
 		basePath = "/"
 	}
 	trace := x.traceHeaders()
-	hs := newHeaderSets(7+len(h), len(trace))
-	hs.add(wire.ClusterHeader, wire.ClusterName(svc.Name))
-	hs.add(":path", basePath)
-	hs.add("content-type", procmsg.ContentTypeJSON)
-	hs.add("content-length", strconv.Itoa(len(up)))
-	hs.add("accept", "application/json, text/event-stream")
-	hs.add(wire.RouteHeader, x.routeKey)
+	hs := fedheaders.NewSets(7+len(h), len(trace))
+	hs.Add(wire.ClusterHeader, wire.ClusterName(svc.Name))
+	hs.Add(":path", basePath)
+	hs.Add("content-type", procmsg.ContentTypeJSON)
+	hs.Add("content-length", strconv.Itoa(len(up)))
+	hs.Add("accept", "application/json, text/event-stream")
+	hs.Add(wire.RouteHeader, x.routeKey)
 	if tool != "" {
-		hs.add(wire.ToolHeader, tool)
+		hs.Add(wire.ToolHeader, tool)
 	}
-	hs.set = append(hs.set, trace...)
-	for _, k := range sortedHeaderKeys(h) {
-		hs.add(strings.ToLower(k), h.Get(k))
+	hs.Append(trace...)
+	for _, k := range fedheaders.SortedKeys(h) {
+		hs.Add(strings.ToLower(k), h.Get(k))
 	}
-	set := hs.set
+	set := hs.List()
 	remove := []string{"accept-encoding", wire.ToolVersionHeader}
 	for _, k := range append([]string{"mcp-method", "mcp-name", "mcp-session-id", "authorization"}, x.unsetAuthHeaders(svc.Name, auth)...) {
 		if h.Get(k) == "" && !slices.Contains(remove, k) {
@@ -381,77 +382,6 @@ func (x *request) toMCPServer(svc registry.ToolService, h http.Header, auth map[
 	}
 }
 
-// headerSets builds the set_headers of one reply with four allocations
-// (options, values, their bytes, the list) instead of three per header as
-// setHeader makes them: a federated request sets a dozen or more.
-type headerSets struct {
-	opts []corev3.HeaderValueOption
-	vals []corev3.HeaderValue
-	raw  []byte
-	used int
-	set  []*corev3.HeaderValueOption
-}
-
-// newHeaderSets has room for n headers added and extra set as they are.
-func newHeaderSets(n, extra int) *headerSets {
-	return &headerSets{opts: make([]corev3.HeaderValueOption, n), vals: make([]corev3.HeaderValue, n),
-		raw: make([]byte, 0, 256), set: make([]*corev3.HeaderValueOption, 0, n+extra)}
-}
-
-// add sets key to value, as setHeader does.
-func (s *headerSets) add(key, value string) {
-	if s.used == len(s.opts) {
-		s.set = append(s.set, procmsg.SetHeader(key, value))
-		return
-	}
-	start := len(s.raw)
-	// Should raw grow, the values before keep the old array (capped).
-	s.raw = append(s.raw, value...)
-	v, o := &s.vals[s.used], &s.opts[s.used]
-	s.used++
-	v.Key, v.RawValue = key, s.raw[start:len(s.raw):len(s.raw)]
-	o.Header, o.AppendAction = v, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
-	s.set = append(s.set, o)
-}
-
-func firstHeader(hm *corev3.HeaderMap, key string) string {
-	for _, h := range hm.GetHeaders() {
-		if strings.EqualFold(h.GetKey(), key) {
-			return procmsg.HeaderValue(h)
-		}
-	}
-	return ""
-}
-
-// headerMap is what a new session's handshake sends: the credential (and
-// forwarded Authorization) headers, without the protocol headers of the
-// call, which the handshake sets itself (a stale Mcp-Session-Id would make
-// the server refuse it), and without the headers of skip.
-func headerMap(h http.Header, skip []string) map[string]string {
-	m := make(map[string]string, len(h))
-	for k := range h {
-		switch k {
-		case http.CanonicalHeaderKey(mcp.HeaderProtocolVersion), http.CanonicalHeaderKey(mcp.HeaderSessionID),
-			http.CanonicalHeaderKey(mcp.HeaderMethod), http.CanonicalHeaderKey(mcp.HeaderName):
-			continue
-		}
-		if slices.ContainsFunc(skip, func(s string) bool { return http.CanonicalHeaderKey(s) == k }) {
-			continue
-		}
-		m[k] = h.Get(k)
-	}
-	return m
-}
-
-func sortedHeaderKeys(h http.Header) []string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // fedResponseHeaders handles the response headers of a federated request.
 // Whatever it answers, the server's headers outside the allow-list are
 // removed.
@@ -461,37 +391,8 @@ func (x *request) fedResponseHeaders(f *federatedCall, h *extprocv3.HttpHeaders)
 	if cr.HeaderMutation == nil {
 		cr.HeaderMutation = &extprocv3.HeaderMutation{}
 	}
-	cr.HeaderMutation.RemoveHeaders = appendDropped(cr.HeaderMutation.RemoveHeaders, h)
+	cr.HeaderMutation.RemoveHeaders = fedheaders.AppendDropped(cr.HeaderMutation.RemoveHeaders, h)
 	return resp
-}
-
-// upstreamHeaderAllowed reports whether a response header of a federated
-// MCP server may reach the client (lower-case name): the content's type,
-// length and encoding, the MCP headers but the session, cache validators
-// and lifetimes, and tracing. Anything else (Set-Cookie, CORS,
-// WWW-Authenticate, Location, arbitrary headers) would speak for the
-// gateway's origin and is dropped; docs/contracts/mcp.md lists the same.
-func upstreamHeaderAllowed(k string) bool {
-	switch k {
-	case "content-type", "content-length", "content-encoding",
-		"cache-control", "etag", "last-modified", "expires", "vary", "age",
-		"traceparent", "tracestate", "baggage", "x-request-id",
-		"date", "x-envoy-upstream-service-time":
-		return true
-	case "mcp-session-id": // the gateway's, never the client's
-		return false
-	}
-	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "mcp-")
-}
-
-// appendDropped appends to remove the headers of h that no client may see.
-func appendDropped(remove []string, h *extprocv3.HttpHeaders) []string {
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if k := strings.ToLower(hv.GetKey()); !upstreamHeaderAllowed(k) && !slices.Contains(remove, k) {
-			remove = append(remove, k)
-		}
-	}
-	return remove
 }
 
 func (x *request) fedResponseHeadersAnswer(f *federatedCall, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
@@ -500,7 +401,7 @@ func (x *request) fedResponseHeadersAnswer(f *federatedCall, h *extprocv3.HttpHe
 		if out, ok := x.fedUnauthorized(f, h); ok { // upstream401.go
 			return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 				Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-				HeaderMutation: fedHeaders(nil),
+				HeaderMutation: fedheaders.Result(nil),
 				BodyMutation:   procmsg.ReplaceBody(out),
 			})
 		}
@@ -512,14 +413,14 @@ func (x *request) fedResponseHeadersAnswer(f *federatedCall, h *extprocv3.HttpHe
 		// fedResponseBody.
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-			HeaderMutation: fedHeaders(nil),
+			HeaderMutation: fedheaders.Result(nil),
 			BodyMutation:   procmsg.ReplaceBody(x.sessionLost(f)),
 		})
 	}
 	if h.GetEndOfStream() {
 		return procmsg.ResponseHeaders(&extprocv3.CommonResponse{
 			Status:         extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-			HeaderMutation: fedHeaders(nil),
+			HeaderMutation: fedheaders.Result(nil),
 			BodyMutation:   procmsg.ReplaceBody(x.fedResult(f, nil)),
 		})
 	}
@@ -612,9 +513,9 @@ func (x *request) fedResponseBody(f *federatedCall, b *extprocv3.HttpBody) *extp
 	} else {
 		out = x.fedResult(f, body)
 	}
-	h := fedHeaders(procmsg.SetHeader("content-length", strconv.Itoa(len(out))))
+	h := fedheaders.Result(procmsg.SetHeader("content-length", strconv.Itoa(len(out))))
 	if f.status != 0 {
-		h = withStatus(h, f.status)
+		h = fedheaders.WithStatus(h, f.status)
 	}
 	return procmsg.ResponseBody(&extprocv3.CommonResponse{HeaderMutation: h, BodyMutation: procmsg.ReplaceBody(out)})
 }
@@ -760,7 +661,7 @@ func (x *request) reissue(f *federatedCall) []byte {
 	defer cancel()
 	var out []byte
 	sid, err := x.s.sessions.get(ctx, key, func(ctx context.Context) (string, error) {
-		return x.s.upstreamClient().OpenSessionWith(ctx, f.svc.URL, headerMap(f.headers, f.callerHeaders), key.version, key.caps.Declare())
+		return x.s.upstreamClient().OpenSessionWith(ctx, f.svc.URL, fedheaders.Handshake(f.headers, f.callerHeaders), key.version, key.caps.Declare())
 	})
 	if err == nil {
 		h := f.headers.Clone()
@@ -788,22 +689,4 @@ func (x *request) reissue(f *federatedCall) []byte {
 		out = x.fedFailed(f, mcp.Upstream{Failure: mcp.FailureUnavailable}, "unavailable: the MCP server "+f.svc.Name+" lost the session and the call could not be sent again")
 	}
 	return out
-}
-
-// withStatus sets the :status of h to status.
-func withStatus(h *extprocv3.HeaderMutation, status int) *extprocv3.HeaderMutation {
-	for i, sh := range h.SetHeaders {
-		if sh.GetHeader().GetKey() == ":status" {
-			h.SetHeaders[i] = procmsg.SetHeader(":status", strconv.Itoa(status))
-		}
-	}
-	return h
-}
-
-// fedHeaders are resultHeaders without the server's Mcp-Session-Id: the
-// session is the gateway's, never the client's.
-func fedHeaders(extra *corev3.HeaderValueOption) *extprocv3.HeaderMutation {
-	m := callplan.ResultHeaders(extra)
-	m.RemoveHeaders = append(m.RemoveHeaders, "mcp-session-id")
-	return m
 }

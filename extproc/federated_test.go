@@ -14,12 +14,10 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/internal/wire"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -702,27 +700,5 @@ defaults: [ssn]
 	got := chunk(`data: {"jsonrpc":"2.0","id":5,"result":{"resultType":"complete","content":[{"type":"text","text":"ssn 123-45-6789"}]}}`+"\n\n", true)
 	if strings.Contains(got, "123-45-6789") || !strings.Contains(got, `"id":5`) || !strings.HasPrefix(got, "data: ") {
 		t.Errorf("response event %q, want the ssn redacted", got)
-	}
-}
-
-// TestHeaderSets: the batched header sets are the ones setHeader makes,
-// also past the room asked for, past the first byte buffer, and for an
-// empty value; the values do not share bytes.
-func TestHeaderSets(t *testing.T) {
-	long := strings.Repeat("v", 300)
-	kv := [][2]string{{"a", "1"}, {"b", ""}, {"c", long}, {"d", "4"}, {"e", "5"}}
-	hs := newHeaderSets(4, 0) // e past the room: setHeader
-	var want []*corev3.HeaderValueOption
-	for _, p := range kv {
-		hs.add(p[0], p[1])
-		want = append(want, procmsg.SetHeader(p[0], p[1]))
-	}
-	got := &extprocv3.HeaderMutation{SetHeaders: hs.set}
-	if !proto.Equal(got, &extprocv3.HeaderMutation{SetHeaders: want}) {
-		t.Fatalf("got %v\nwant %v", got, want)
-	}
-	hs.set[2].Header.RawValue = append(hs.set[2].Header.RawValue, 'x')
-	if v := string(hs.set[3].Header.RawValue); v != "4" {
-		t.Errorf("appending to one value changed the next: %q", v)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/approval"
+	"github.com/toolmesh/toolmesh/extproc/fedheaders"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/relay"
@@ -105,7 +106,7 @@ func (x *request) relayResponseHeaders(k *relayedAnswer, h *extprocv3.HttpHeader
 	}
 	remove := []string{"mcp-session-id"}
 	if localReplyKind(h) == "" { // the server's headers, through the allow-list (federated.go)
-		remove = appendDropped(remove, h)
+		remove = fedheaders.AppendDropped(remove, h)
 	}
 	return procmsg.ResponseHeaders(&extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
 		RemoveHeaders: remove,
@@ -127,7 +128,7 @@ func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth 
 		h.Set(k, creds[k])
 	}
 	if svc.ForwardAuthorization {
-		if v := firstHeader(x.headers, "authorization"); v != "" {
+		if v := fedheaders.First(x.headers, "authorization"); v != "" {
 			h.Set("Authorization", v)
 		}
 	}

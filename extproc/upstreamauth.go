@@ -6,6 +6,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/toolmesh/toolmesh/extproc/fedheaders"
 	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -40,7 +41,7 @@ func (x *request) credentialsWith(ctx context.Context, service string) (map[stri
 	}
 	clientAuth := ""
 	if a.ForwardToken {
-		clientAuth = firstHeader(x.headers, "authorization")
+		clientAuth = fedheaders.First(x.headers, "authorization")
 	}
 	c, err := u.Headers(ctx, service, x.caller, clientAuth)
 	if err != nil {
