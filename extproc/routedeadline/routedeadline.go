@@ -98,14 +98,14 @@ func Without(r *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	// Clipped: the append never writes into the shared message's array.
 	m.RemoveHeaders = append(slices.Clip(m.RemoveHeaders), wire.RouteTimeoutHeader)
 	cr.HeaderMutation = m
-	// Every field but the response, which is replaced. The copies name
-	// each field: TestWithoutCopiesEveryField fails when the protos gain one.
+	// Every field but the response, which is replaced, and request_drain,
+	// deprecated and never set by this server. The copies name each field:
+	// TestWithoutCopiesEveryField fails when the protos gain one.
 	return &extprocv3.ProcessingResponse{
 		Response:               &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}},
 		DynamicMetadata:        r.DynamicMetadata,
 		TypedDynamicMetadata:   r.TypedDynamicMetadata,
 		ModeOverride:           r.ModeOverride,
-		RequestDrain:           r.RequestDrain,
 		RequestDrainRequests:   r.RequestDrainRequests,
 		RequestDrainResponses:  r.RequestDrainResponses,
 		OverrideMessageTimeout: r.OverrideMessageTimeout,

@@ -2,6 +2,7 @@ package session
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 )
 
@@ -48,8 +49,10 @@ func (c *openedCache) get(tok string) (State, bool) {
 	return e.state, true
 }
 
+// put stores a copy of tok: the request's may share memory with the whole
+// message it came in, which the cache would then keep alive.
 func (c *openedCache) put(tok string, s State) {
-	c.slot(tok).Store(&openedToken{tok: tok, state: s})
+	c.slot(tok).Store(&openedToken{tok: strings.Clone(tok), state: s})
 }
 
 // sameToken compares in time that depends on the lengths only, so that

@@ -5,7 +5,8 @@
 // version and declared capabilities and, per federated server, the
 // upstream session opened for that client alone. The gateway keeps no
 // table: any replica holding the key opens the token and honours the
-// session.
+// session (and keeps the tokens it opened in a bounded cache, opened.go,
+// so that a session's later requests skip the decryption).
 //
 // The keys are the relay keys (extproc/relay, config relayKeys): the first
 // seals, every one opens, so a key is rotated the same way. Each AEAD key
