@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tetratelabs/wazero"
@@ -33,6 +34,13 @@ type Host struct {
 	ownsCache bool
 	log       *slog.Logger
 	metrics   *metrics
+
+	// The cache's engine serves every module's running code, so an owned
+	// cache closes only when Close was called and no module's runtime is
+	// open (a module whose Close ended early closes after its last call).
+	mu      sync.Mutex
+	open    int
+	closing bool
 }
 
 // NewHost returns a Host.
@@ -61,10 +69,41 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	return h, nil
 }
 
-// Close releases the compilation cache. Close the Host's modules first.
+// Close releases the compilation cache. Close the Host's modules first; one
+// whose Close returned before its calls ended keeps the cache until its
+// runtime closes.
 func (h *Host) Close(ctx context.Context) error {
-	if h.ownsCache {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closing = true
+	now := h.open == 0
+	h.mu.Unlock()
+	if now && h.ownsCache {
 		return h.cache.Close(ctx)
 	}
 	return nil
+}
+
+// hold registers a loaded module's open runtime.
+func (h *Host) hold() {
+	h.mu.Lock()
+	h.open++
+	h.mu.Unlock()
+}
+
+// release unregisters a module whose runtime has closed, and closes the
+// cache if it was the last one after Close.
+func (h *Host) release() {
+	h.mu.Lock()
+	h.open--
+	last := h.closing && h.open == 0
+	h.mu.Unlock()
+	if last && h.ownsCache {
+		if err := h.cache.Close(context.Background()); err != nil {
+			h.log.Warn("close wasm compilation cache", "error", err)
+		}
+	}
 }

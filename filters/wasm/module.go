@@ -23,11 +23,19 @@ import (
 // pool of warm instances, replaced as a whole on reload. It is safe for
 // concurrent use.
 type Module struct {
+	host   *Host
 	opts   Options
 	log    *slog.Logger
 	mm     *moduleMetrics
 	rt     wazero.Runtime
 	modCfg wazero.ModuleConfig
+
+	// refs counts the pools not yet shut down (current, retired and being
+	// built) plus one held until Close. Whoever drops it to zero closes the
+	// runtime, so no call and no instantiation runs against a closed one.
+	refs     atomic.Int64
+	rtClosed chan struct{} // closed once the runtime is closed and the Host told
+	closeErr error         // the runtime's Close error; read after rtClosed
 
 	cur    atomic.Pointer[pool]
 	closed atomic.Bool
@@ -55,10 +63,14 @@ func (h *Host) Load(ctx context.Context, opts Options) (*Module, error) {
 		return nil, fmt.Errorf("wasm filter %q: %w", opts.Name, err)
 	}
 	m := &Module{
+		host: h,
 		opts: o,
 		log:  h.log.With("filter", o.Name),
 		mm:   h.metrics.forModule(o.Name),
+
+		rtClosed: make(chan struct{}),
 	}
+	m.refs.Store(1)
 	rcfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(h.cache).
 		WithMemoryLimitPages(o.MemoryPages).
@@ -86,6 +98,7 @@ func (h *Host) Load(ctx context.Context, opts Options) (*Module, error) {
 		return nil, fmt.Errorf("wasm filter %q: %w", o.Name, err)
 	}
 	m.cur.Store(p)
+	h.hold()
 	m.log.Info("wasm filter loaded", "path", o.Path, "sha256", hex.EncodeToString(p.sum[:]), "pool_size", o.PoolSize)
 	if o.PollInterval > 0 {
 		m.stopPoll, m.pollDone = make(chan struct{}), make(chan struct{})
@@ -329,8 +342,12 @@ func (m *Module) poll() {
 	}
 }
 
-// Close stops the poller, waits until calls in flight have finished (or ctx
-// ends) and releases the module. Calls after Close fail with ErrClosed.
+// Close stops the poller and retires the module: calls after Close fail
+// with ErrClosed. It waits until calls in flight have finished and the
+// runtime is closed, or until ctx ends; then it returns ctx's error and the
+// runtime closes in the background when the last call returns, so an ended
+// ctx never closes the runtime under a running call. A reload in progress
+// finishes first (Close takes reloadMu), and none starts after.
 func (m *Module) Close(ctx context.Context) error {
 	m.reloadMu.Lock()
 	if m.closed.Swap(true) {
@@ -342,14 +359,32 @@ func (m *Module) Close(ctx context.Context) error {
 		close(m.stopPoll)
 		<-m.pollDone
 	}
-	var err error
 	if p := m.cur.Swap(nil); p != nil {
 		p.retire()
-		select {
-		case <-p.drained:
-		case <-ctx.Done():
-			err = fmt.Errorf("close wasm filter %q: %w", m.opts.Name, ctx.Err())
-		}
 	}
-	return errors.Join(err, m.rt.Close(context.WithoutCancel(ctx)))
+	// Every pool was counted under reloadMu before closed was set, so the
+	// count only falls from here.
+	m.unref()
+	select {
+	case <-m.rtClosed:
+		return m.closeErr
+	default:
+	}
+	select {
+	case <-m.rtClosed:
+		return m.closeErr
+	case <-ctx.Done():
+		return fmt.Errorf("close wasm filter %q: calls still running, it closes after the last one: %w", m.opts.Name, ctx.Err())
+	}
+}
+
+// unref drops a reference taken by newPool or Load; the last one closes the
+// runtime.
+func (m *Module) unref() {
+	if m.refs.Add(-1) != 0 {
+		return
+	}
+	m.closeErr = m.rt.Close(context.Background())
+	m.host.release()
+	close(m.rtClosed)
 }

@@ -52,7 +52,10 @@ type instance struct {
 	bufCap int
 }
 
+// newPool returns an empty pool. The caller holds reloadMu (or owns m
+// exclusively) and has checked that m is not closed.
 func newPool(m *Module, cm wazero.CompiledModule, sum [32]byte) *pool {
+	m.refs.Add(1)
 	return &pool{
 		m: m, cm: cm, sum: sum,
 		idle:    make(chan *instance, m.opts.PoolSize),
@@ -98,6 +101,7 @@ func (p *pool) shutdown() {
 		default:
 			_ = p.cm.Close(context.Background())
 			close(p.drained)
+			p.m.unref()
 			return
 		}
 	}

@@ -2,8 +2,9 @@
 // The "mode" argument picks the behaviour: "loop" never returns, "panic"
 // panics inside the handler (the SDK recovers), "crash" kills the Go runtime
 // with an unrecoverable error, "oom" allocates until linear memory runs out,
-// "exit" calls os.Exit, "hold" busy-waits for "ms" milliseconds, anything
-// else passes. Every decision carries an instance id and a per-instance call
+// "exit" calls os.Exit, "hold" busy-waits for "ms" milliseconds, "log"
+// writes a line to stderr (a host call a test can hold), anything else
+// passes. Every decision carries an instance id and a per-instance call
 // count as headers, so tests can tell instances apart.
 package main
 
@@ -52,6 +53,8 @@ func filter(req guest.Request) guest.Decision {
 		}
 	case "exit":
 		os.Exit(3)
+	case "log":
+		_, _ = os.Stderr.WriteString("misbehave: log\n")
 	case "hold":
 		ms, _ := req.StringArgument("ms")
 		n, _ := strconv.Atoi(ms)
