@@ -128,7 +128,7 @@ func (x *request) fedCredentials(svc registry.ToolService) (h http.Header, auth 
 		h.Set(k, creds[k])
 	}
 	if svc.ForwardAuthorization {
-		if v := fedheaders.First(x.headers, "authorization"); v != "" {
+		if v := procmsg.FirstHeader(x.headers, "authorization"); v != "" {
 			h.Set("Authorization", v)
 		}
 	}

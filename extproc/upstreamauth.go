@@ -6,7 +6,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/toolmesh/toolmesh/extproc/fedheaders"
+	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/upstreamcred"
 	"github.com/toolmesh/toolmesh/mcp"
 )
@@ -41,7 +41,7 @@ func (x *request) credentialsWith(ctx context.Context, service string) (map[stri
 	}
 	clientAuth := ""
 	if a.ForwardToken {
-		clientAuth = fedheaders.First(x.headers, "authorization")
+		clientAuth = procmsg.FirstHeader(x.headers, "authorization")
 	}
 	c, err := u.Headers(ctx, service, x.caller, clientAuth)
 	if err != nil {

@@ -58,16 +58,6 @@ func (s *Sets) Add(key, value string) {
 	s.set = append(s.set, o)
 }
 
-// First is the value of the first header of hm named key, in any case.
-func First(hm *corev3.HeaderMap, key string) string {
-	for _, h := range hm.GetHeaders() {
-		if strings.EqualFold(h.GetKey(), key) {
-			return procmsg.HeaderValue(h)
-		}
-	}
-	return ""
-}
-
 // Handshake is what a new session's handshake sends: the credential (and
 // forwarded Authorization) headers, without the protocol headers of the
 // call, which the handshake sets itself (a stale Mcp-Session-Id would make

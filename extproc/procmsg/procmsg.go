@@ -48,6 +48,17 @@ func HeaderValue(h *corev3.HeaderValue) string {
 	return h.GetValue()
 }
 
+// FirstHeader is the value of the first header of hm named key, in any
+// case: a request's headers as Envoy sent them.
+func FirstHeader(hm *corev3.HeaderMap, key string) string {
+	for _, h := range hm.GetHeaders() {
+		if strings.EqualFold(h.GetKey(), key) {
+			return HeaderValue(h)
+		}
+	}
+	return ""
+}
+
 // Immediate turns a protocol reply into an ImmediateResponse. A reply in
 // Parts is joined here; the stream sends those as a Wire instead
 // (WireImmediate).
