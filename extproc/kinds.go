@@ -15,10 +15,10 @@ import (
 // a call routed to a Tool Service (which the Tool Service's response
 // headers may turn into a progress stream), a call or item routed to a
 // federated MCP server (which its server's response headers may turn into
-// an event stream), a client's answer relayed to one, a listen stream, or
-// a legacy client's end of its session. The message that decides it sets
-// it once (the request body; the request headers for a listen stream and a
-// session's end; the response headers for a progress or federated event
+// an event stream), a client's answer relayed to one, or a listen stream
+// (a legacy client's end of its session is answered here). The message
+// that decides it sets it once (the request body; the request headers for
+// a listen stream; the response headers for a progress or federated event
 // stream), and the kind owns the response phases and their state: the
 // request (exchange.go) keeps only what every kind shares, and no phase
 // tests flags to learn what it is handling.

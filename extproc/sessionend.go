@@ -28,19 +28,8 @@ import (
 // methodSessionEnd is the method label of a client's DELETE.
 const methodSessionEnd = "DELETE"
 
-// sessionEnd is the kind (kinds.go) of a legacy client's DELETE of its
-// session. It is answered at the request headers, so no response phase
-// comes; they would pass untouched, as a local answer's.
-type sessionEnd struct {
-	localAnswer
-	// ended counts the upstream sessions whose server took the DELETE
-	// (2xx) or no longer had them (404), of upstreams named.
-	upstreams, ended int
-}
-
-var _ requestKind = (*sessionEnd)(nil)
-
-// endSession answers a DELETE that carries a session token: 204 once the
+// endSession answers a DELETE that carries a session token at the request
+// headers, so it stays a local answer (kinds.go): 204 once the
 // client's upstream sessions were ended, whatever their servers answered
 // (each ends on its own expiry otherwise); 404 for a token that does not
 // open, as on any request.
@@ -53,11 +42,9 @@ func (x *request) endSession() *extprocv3.ProcessingResponse {
 	if err != nil {
 		return x.answer(sessionGone(nil), "", detailsRejected)
 	}
-	k := &sessionEnd{upstreams: len(st.Upstreams)}
-	x.kind = k
-	k.ended = x.endUpstreamSessions(st.Upstreams)
+	ended := x.endUpstreamSessions(st.Upstreams)
 	x.s.log.LogAttrs(x.ctx, slog.LevelDebug, "client session ended", slog.String("request_id", x.requestID),
-		slog.String("route", x.routeKey), slog.Int("upstream_sessions", k.upstreams), slog.Int("ended", k.ended))
+		slog.String("route", x.routeKey), slog.Int("upstream_sessions", len(st.Upstreams)), slog.Int("ended", ended))
 	return x.answer(&mcp.Reply{Status: http.StatusNoContent}, "", "")
 }
 
