@@ -454,10 +454,9 @@ func TestFullDuplexStallBoundedByIdleTimeout(t *testing.T) {
 
 // TestFullDuplexStallAfterUpstreamEndBoundedByIdleTimeout is the same rule
 // once the upstream's whole answer went to the server and the headers
-// reply came: the data plane then waits for the server alone (on the
-// request's own goroutine, fullduplex.go receiveHere), and a server that
-// streams part of the body and then never ends it is still bounded by the
-// route's idle_timeout: the stream is reset after the part reached the
+// reply came: the data plane then waits for the server alone, and a server
+// that streams part of the body and then never ends it is still bounded by
+// the route's idle_timeout: the stream is reset after the part reached the
 // client.
 func TestFullDuplexStallAfterUpstreamEndBoundedByIdleTimeout(t *testing.T) {
 	const part = "data: part\n\n"

@@ -24,20 +24,15 @@ import (
 // end_of_stream, whether or not the upstream has ended.
 //
 // Two goroutines only block: one reads the upstream body, one receives
-// from the gRPC stream when asked to (want); the activeStream's goroutine
-// (Read) owns the filter state, sends the chunks and applies the
-// responses, as Envoy's dispatcher thread does. Once the upstream's last
-// chunk was sent only the server can answer, and the activeStream's
-// goroutine receives itself: a hand-off between goroutines fewer per
-// message, two of the three answers of a federated call.
+// from the gRPC stream; the activeStream's goroutine (Read) owns the filter
+// state, sends the chunks and applies the responses, as Envoy's dispatcher
+// thread does.
 type duplexReader struct {
-	e       *Filter
-	chunks  chan duplexChunk
-	resps   chan duplexResp
-	want    chan struct{} // asks the receiving goroutine for one message
-	pending bool          // it was asked and has not answered yet
-	stop    context.CancelFunc
-	ctx     context.Context
+	e      *Filter
+	chunks chan duplexChunk
+	resps  chan duplexResp
+	stop   context.CancelFunc
+	ctx    context.Context
 
 	out          []byte
 	done         bool // the body ended (streamed end_of_stream, or without the server)
@@ -82,7 +77,7 @@ func (e *Filter) NewDuplexReader(src io.Reader) io.Reader { return e.newDuplexRe
 
 func (e *Filter) newDuplexReader(src io.Reader) *duplexReader {
 	ctx, stop := context.WithCancel(e.ctx)
-	d := &duplexReader{e: e, chunks: make(chan duplexChunk), resps: make(chan duplexResp), want: make(chan struct{}, 1), stop: stop, ctx: ctx}
+	d := &duplexReader{e: e, chunks: make(chan duplexChunk), resps: make(chan duplexResp), stop: stop, ctx: ctx}
 	go d.readSource(src)
 	if st := e.stream; st != nil {
 		go d.receive(st)
@@ -122,11 +117,6 @@ func (d *duplexReader) readSource(src io.Reader) {
 
 func (d *duplexReader) receive(st extprocv3.ExternalProcessor_ProcessClient) {
 	for {
-		select {
-		case <-d.want:
-		case <-d.ctx.Done():
-			return
-		}
 		resp, err := st.Recv()
 		select {
 		case d.resps <- duplexResp{resp: resp, err: err}:
@@ -174,17 +164,9 @@ func (d *duplexReader) step() {
 		d.finish(nil) // nothing more can come
 		return
 	}
-	if d.srcDone && !d.pending && d.e.stream != nil {
-		d.receiveHere()
-		return
-	}
 	chunks := d.chunks
 	if d.srcDone {
 		chunks = nil
-	}
-	if !d.pending {
-		d.want <- struct{}{}
-		d.pending = true
 	}
 	var idle <-chan time.Time
 	if t := d.e.cb.StreamIdleTimeout(); t > 0 {
@@ -199,43 +181,19 @@ func (d *duplexReader) step() {
 	case c := <-chunks:
 		d.chunk(c)
 	case r := <-d.resps:
-		d.pending = false
 		d.response(r)
 	case <-idle:
-		d.idleTimeout()
+		// ActiveStream::onIdleTimeout: the upstream's response headers
+		// were received, so the stream is reset, not answered 408
+		// (rules.go, "Stream idle timeout").
+		d.e.cb.OnStreamIdleTimeout()
+		d.idled = true
+		d.holdHeaders = false
+		d.fail(nil)
 	case <-d.e.ctx.Done():
 		d.e.Close()
 		d.finish(ErrAbort)
 	}
-}
-
-// receiveHere waits for the server's next message on this goroutine, once
-// nothing else can come: the stream idle timer cancels the stream as it
-// fires (recvBy), and the downstream's going away ends the Recv with the
-// stream's context, which response treats as step does.
-func (d *duplexReader) receiveHere() {
-	var r duplexResp
-	if t := d.e.cb.StreamIdleTimeout(); t > 0 {
-		resp, ok, err := d.e.recvBy(time.Now().Add(t))
-		if !ok {
-			d.idleTimeout()
-			return
-		}
-		r = duplexResp{resp: resp, err: err}
-	} else {
-		r.resp, r.err = d.e.stream.Recv()
-	}
-	d.response(r)
-}
-
-// idleTimeout is ActiveStream::onIdleTimeout: the upstream's response
-// headers were received, so the stream is reset, not answered 408
-// (rules.go, "Stream idle timeout").
-func (d *duplexReader) idleTimeout() {
-	d.e.cb.OnStreamIdleTimeout()
-	d.idled = true
-	d.holdHeaders = false
-	d.fail(nil)
 }
 
 // chunk is Filter::encodeData in FULL_DUPLEX_STREAMED mode
