@@ -349,7 +349,14 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
 // filters; other HTTP filters unless is_optional. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
-// server as it is read); STREAMED response bodies flow chunk by chunk.
+// server as it is read); STREAMED response bodies flow chunk by chunk. The
+// streaming local reply (StreamedImmediateResponse, above). Envoy 1.40's
+// QUERY rule (changelogs/1.40.0.yaml minor_behavior_changes, area http,
+// runtime guard envoy.reloadable_features.http1_allow_query_method: the
+// HTTP/1 codec forwards QUERY, and a QUERY without Content-Type is a 400
+// with details query_missing_content_type on every protocol): the local
+// data plane forwards every method net/http parses, QUERY included, and
+// does not check its Content-Type; MCP requests are POSTs.
 
 // Response headers on the wire (source/common/http/http1/codec_impl.cc,
 // StreamEncoderImpl::encodeHeadersBase): headers encoded without end_stream
@@ -365,12 +372,12 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // at v1.40.0]
 
 // Downstream request checks (codec limits, underscores, escaped slashes):
-// checkDownstream in hcmcheck.go.
+// xdsconfig hcmConfig.CheckDownstream (hcmcheck.go).
 
 // Downstream TLS: the listener's filter chain transport_socket
 // envoy.transport_sockets.tls with a DownstreamTlsContext
 // (api/envoy/extensions/transport_sockets/tls/v3/tls.proto), compiled by
-// compileDownstreamTLS:
+// xdsconfig compileDownstreamTLS (listener_tls.go):
 //   - tls_certificates are the server certificate; trusted_ca of the
 //     validation context is the client CA list. With a CA, the server
 //     verifies a client certificate the client sends; with

@@ -251,7 +251,7 @@ const MaxIdlePerHost = 64
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
 //
-// Upstream connections (cluster.go newTransport) are net/http's Transport,
+// Upstream connections (xdsconfig NewTransport, cluster.go) are net/http's Transport,
 // for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
 // (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc)
 // [verify: source/common/http/http1/conn_pool.cc
@@ -264,7 +264,7 @@ const MaxIdlePerHost = 64
 //     (ConnPoolImpl::onDownstreamReset). net/http does the same.
 //   - Idle connections close after the cluster's
 //     common_http_protocol_options.idle_timeout (IdleConnTimeout; Envoy's
-//     default 1h, 0 none); at most maxIdlePerHost stay idle per endpoint.
+//     default 1h, 0 none); at most MaxIdlePerHost stay idle per endpoint.
 //   - A connection that closes after the request was written and before any
 //     response byte: 503, flag UC, "reset reason: connection termination"
 //     (CodecClient::onEvent, Filter::onUpstreamReset); the route's retry
@@ -274,7 +274,7 @@ const MaxIdlePerHost = 64
 //     Envoy resends neither. An MCP request is a POST with a body.
 //   - A malformed response is reported the same way [choice: Envoy's codec
 //     reports a protocol error, 502 UPE]; response headers over
-//     maxResponseHeadersH1 (HTTP/1) or maxResponseHeadersH2 are 503 UPE
+//     MaxResponseHeadersH1 (HTTP/1) or MaxResponseHeadersH2 are 503 UPE
 //     "protocol error" (router classifyUpstreamError).
 //   - Interim 1xx responses other than 101 are read and dropped [choice:
 //     Envoy's router passes them on (Filter::onUpstream1xxHeaders →
