@@ -10,10 +10,12 @@
 // marked [inferred] were derived from reading the source, not observed on a
 // binary; rules marked [choice] are deliberate decisions where Envoy
 // versions differ; [verify: <file> <function>: <why>] names the Envoy source
-// still to be read at the pinned version and what was read instead (the
-// search store holds no copy of Envoy's C++ at v1.40.0: its newest ones are
-// from the 1.37 range or older, so the gap is covered by
-// changelogs/1.37.0.yaml to 1.40.0.yaml and the v1.40.0 protos).
+// still to be read at the pinned version and what was read instead. No copy
+// of Envoy's C++ at the v1.40.0 tag was available to read; the newest read
+// are from the 1.37 range or older. The gap is covered by the v1.40.0
+// protos and by changelogs/1.37.0.yaml, 1.38.0.yaml, 1.39.0.yaml and
+// 1.40.0.yaml, read whole: they record no change to what an open marker
+// covers beyond what that rule itself cites.
 package rules
 
 import (

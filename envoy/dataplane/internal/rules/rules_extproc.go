@@ -355,7 +355,10 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 // Filter::onReceiveMessage, onData and handleDuplexStreamedBodyResponse,
 // source/extensions/filters/http/ext_proc/processor_state.cc
 // ProcessorState::handleHeadersResponse and handleStreamedBodyCallback: read
-// on a recent envoyproxy/envoy main; no stored copy is at v1.40.0]:
+// on a recent envoyproxy/envoy main; no stored copy is at v1.40.0; 1.38
+// fixed injection on these paths (changelogs/1.38.0.yaml bug_fixes, area
+// ext_proc: ext_proc_inject_data_with_state_update for two ext_proc filters
+// in one chain, ext_proc_return_stop_iteration for empty data chunks)]:
 //   - The override is honoured like any other (Filter::onReceiveMessage):
 //     only the *configured* processing_mode may not name
 //     FULL_DUPLEX_STREAMED; the effective override must still match an
