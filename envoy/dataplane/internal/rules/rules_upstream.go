@@ -35,8 +35,9 @@ import "time"
 // meaning and the 15% jitter default are in protocol.proto
 // KeepaliveSettings at v1.40.0 [verify:
 // source/common/http/http2/codec_impl.cc ConnectionImpl::sendKeepalive and
-// onKeepaliveResponse: read on a recent envoyproxy/envoy main; no stored
-// copy is at v1.40.0].
+// onKeepaliveResponse: read on a recent envoyproxy/envoy main and in stored
+// copies that predate 1.37 (their reasonToReset has no reset_with_error);
+// no copy at v1.40.0 was available].
 //
 // ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
 // server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
@@ -85,10 +86,13 @@ import "time"
 //     INTERNAL_ERROR instead of NO_ERROR (changelogs/1.37.0.yaml,
 //     behavior_changes, area http: "Changed the default reset code from
 //     NO_ERROR to INTERNAL_ERROR", reverted by the runtime guard
-//     envoy.reloadable_features.reset_with_error) [verify:
-//     source/common/http/http2/codec_impl.cc
-//     ConnectionImpl::StreamImpl::resetStream, where the code is chosen: no
-//     stored copy has the reset_with_error guard].
+//     envoy.reloadable_features.reset_with_error). The code is chosen by
+//     reasonToReset, which ConnectionImpl::StreamImpl::resetStreamWorker
+//     passes to SubmitRst; the stored copies read predate the guard and
+//     answer NO_ERROR for a local reset [verify:
+//     source/common/http/http2/codec_impl.cc reasonToReset and
+//     ConnectionImpl::StreamImpl::resetStreamWorker: no copy with the
+//     reset_with_error guard was available].
 //     grpc-go's cancel sends CANCEL [choice]: a grpc-go server reports
 //     either code to its handler alike, a cancelled stream context
 //     (http2_server.go handleRSTStream).
