@@ -369,9 +369,11 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
 // goes out with its headers. The local data plane flushes the headers of
 // the first kind (activeStream.write). HTTP/2 sends a HEADERS frame at once
-// likewise. [verify: source/common/http/http1/codec_impl.cc
-// StreamEncoderImpl::encodeHeadersBase: read in an older stored copy, none
-// at v1.40.0]
+// likewise. encodeHeadersBase ends with endEncode() for end_stream and
+// flushOutput() otherwise, which writes the connection's output buffer
+// [verify: source/common/http/http1/codec_impl.cc
+// StreamEncoderImpl::encodeHeadersBase: read in stored copies, the newest
+// with encode1xxHeaders and bodiless_request; none at v1.40.0]
 
 // Downstream request checks (codec limits, underscores, escaped slashes):
 // xdsconfig hcmConfig.CheckDownstream (hcmcheck.go).

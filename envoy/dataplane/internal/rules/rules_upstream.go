@@ -147,9 +147,12 @@ const MaxConcurrentStreams = 1024
 // result in a HTTP 503 response"; max_headers_count: 100, "Upstream
 // responses that exceed this limit will result in a HTTP 502 response").
 // The cluster's own values are not emulated. net/http counts HTTP/1 header
-// bytes as read and HTTP/2 ones as decoded field sizes; Envoy's exact
-// counting is not emulated [verify: source/common/http/http1/codec_impl.cc
-// ConnectionImpl::checkMaxHeadersSize: no stored copy at v1.40.0].
+// bytes as read and HTTP/2 ones as decoded field sizes; Envoy's HTTP/1 codec
+// counts the names and values parsed so far (getHeadersSize: the current
+// field and value plus the map's byteSize, no separators), which is not
+// emulated [verify: source/common/http/http1/codec_impl.cc
+// ConnectionImpl::checkMaxHeadersSize: read in stored copies, none at
+// v1.40.0].
 const (
 	MaxResponseHeadersH1 = 80 << 10
 	MaxResponseHeadersH2 = 60 << 10
@@ -259,8 +262,11 @@ const MaxIdlePerHost = 64
 // for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
 // (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc)
 // [verify: source/common/http/http1/conn_pool.cc
-// ConnPoolImpl::onResponseComplete: read on a recent envoyproxy/envoy main;
-// no stored copy is at v1.40.0]:
+// ConnPoolImpl::onResponseComplete: read on a recent envoyproxy/envoy main
+// and in stored copies, the newest built on HttpConnPoolImplBase (a
+// response complete before its request, a close header or a remote close
+// closes the connection, otherwise it goes back to the pool); no copy at
+// v1.40.0 was available]:
 //   - HTTP/1.1: one request at a time per connection; a connection goes
 //     back to the pool when its response is complete unless either side
 //     asked to close (HeaderUtility::shouldCloseConnection), and a stream
