@@ -21,7 +21,7 @@ import (
 //
 // What Envoy does then (source/extensions/filters/http/ext_proc/ext_proc.cc
 // and processor_state.cc; envoy/dataplane/internal/rules/rules_extproc.go,
-// "FULL_DUPLEX_STREAMED response bodies", whose [verify] names the functions
+// "FULL_DUPLEX_STREAMED response bodies", whose open marker names the functions
 // still to be read at v1.40.0):
 //   - Filter::onReceiveMessage takes a mode_override while either direction
 //     waits for a headers reply (inHeaderProcessState), the request's
