@@ -488,9 +488,8 @@ func canonicalPath(p string) string {
 		switch {
 		case c == '\\':
 			b.WriteByte('/')
-		case c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
-			v := unhex(p[i+1])<<4 | unhex(p[i+2])
-			if isUnreserved(v) {
+		case c == '%' && i+2 < len(p) && hexByte(p[i+1:i+3]) >= 0:
+			if v := byte(hexByte(p[i+1 : i+3])); isUnreserved(v) {
 				b.WriteByte(v)
 			} else {
 				b.WriteByte('%')
@@ -528,19 +527,13 @@ func canonicalPath(p string) string {
 	return r
 }
 
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	default:
-		return c - 'A' + 10
+// hexByte is the value of two hex digits, -1 if s is not that.
+func hexByte(s string) int {
+	v, err := strconv.ParseUint(s, 16, 8)
+	if err != nil {
+		return -1
 	}
+	return int(v)
 }
 
 func isUnreserved(c byte) bool {
