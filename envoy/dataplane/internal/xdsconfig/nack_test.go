@@ -8,6 +8,7 @@ import (
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -52,6 +53,16 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			}})
 			return err
 		}, "route specifier"},
+		{"per-route ext_proc configuration", func() error {
+			pr, err := anypb.New(&extprocfilterv3.ExtProcPerRoute{Override: &extprocfilterv3.ExtProcPerRoute_Disabled{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, TypedPerFilterConfig: map[string]*anypb.Any{"ext_proc": pr},
+			}}}, map[string]bool{"ext_proc": true})
+			return err
+		}, "typed_per_filter_config"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},

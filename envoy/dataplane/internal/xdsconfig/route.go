@@ -59,7 +59,6 @@ type virtualHost struct {
 	routes      []*Route
 	bufferLimit *uint64 // request_body_buffer_limit
 	perRequest  *uint64 // deprecated per_request_buffer_limit_bytes
-	PerFilter   map[string]*PerFilterConfig
 	retry       *RetryPolicy
 	HeaderOps
 }
@@ -93,7 +92,6 @@ type Route struct {
 	Retry         *RetryPolicy
 	bufferLimit   *uint64
 	perRequest    *uint64
-	PerFilter     map[string]*PerFilterConfig
 	HeaderOps
 }
 
@@ -171,7 +169,7 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 		n := uint64(v.GetPerRequestBufferLimitBytes().GetValue())
 		vh.perRequest = &n
 	}
-	if vh.PerFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if err = rejectPerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if v.GetRetryPolicy() != nil {
@@ -198,7 +196,7 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	if rt.match, err = compileRouteMatch(r.GetMatch()); err != nil {
 		return nil, err
 	}
-	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if err = rejectPerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if rt.HeaderOps, err = compileHeaderOps(r); err != nil {
