@@ -44,8 +44,6 @@ type ExtProcFilter struct {
 	Forwarding        []string
 	RouteCacheAction  extprocfilterv3.ExternalProcessor_RouteCacheAction
 	DisableImmediate  bool
-	AllowedHeaders    []*stringMatcher
-	DisallowedHeaders []*stringMatcher
 	StatusOnError     int
 	AllowCL           bool
 	BodyWithoutWait   bool // send_body_without_waiting_for_header_response
@@ -64,8 +62,8 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if c.GetGrpcService() == nil {
 		return nil, errors.New("grpc_service is required (http_service is not emulated)")
 	}
-	if c.GetObservabilityMode() {
-		return nil, errors.New("observability_mode is not emulated")
+	if c.GetObservabilityMode() || c.GetForwardRules() != nil {
+		return nil, errors.New("observability_mode and forward_rules are not emulated")
 	}
 	if c.GetDisableClearRouteCache() && c.GetRouteCacheAction() != extprocfilterv3.ExternalProcessor_DEFAULT {
 		// FilterConfig constructor in ext_proc.cc.
@@ -107,12 +105,6 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	var err error
 	if f.Checker, err = compileMutationRules(c); err != nil {
 		return nil, err
-	}
-	if f.AllowedHeaders, err = compileListMatcher(c.GetForwardRules().GetAllowedHeaders()); err != nil {
-		return nil, fmt.Errorf("forward_rules: %w", err)
-	}
-	if f.DisallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
-		return nil, fmt.Errorf("forward_rules: %w", err)
 	}
 	f.compileGRPCService(c.GetGrpcService())
 	return f, nil
@@ -263,14 +255,6 @@ func (f *ExtProcFilter) OverrideAllowed(eff *extprocfilterv3.ProcessingMode) boo
 		}
 	}
 	return false
-}
-
-// Forward is MutationUtils::headerCanBeForwarded (forward_rules).
-func (f *ExtProcFilter) Forward(key string) bool {
-	if len(f.DisallowedHeaders) > 0 && matchAny(f.DisallowedHeaders, key) {
-		return false
-	}
-	return len(f.AllowedHeaders) == 0 || matchAny(f.AllowedHeaders, key)
 }
 
 // rejectPerFilter NACKs a typed_per_filter_config entry for one of the

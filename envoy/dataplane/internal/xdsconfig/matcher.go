@@ -81,27 +81,6 @@ func (m *stringMatcher) match(v string) bool {
 	}
 }
 
-func compileListMatcher(l *matcherv3.ListStringMatcher) ([]*stringMatcher, error) {
-	var out []*stringMatcher
-	for _, p := range l.GetPatterns() {
-		m, err := compileStringMatcher(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
-
-func matchAny(ms []*stringMatcher, v string) bool {
-	for _, m := range ms {
-		if m.match(v) {
-			return true
-		}
-	}
-	return false
-}
-
 // headerMatcher emulates HeaderUtility::HeaderData
 // (source/common/http/header_utility.cc): a missing header never matches
 // (whatever invert_match says) unless treat_missing_header_as_empty; a

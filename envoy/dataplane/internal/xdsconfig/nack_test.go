@@ -63,6 +63,13 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			}}}, map[string]bool{"ext_proc": true})
 			return err
 		}, "typed_per_filter_config"},
+		{"forward_rules", func() error {
+			_, err := compileExtProc("ext_proc", false, &extprocfilterv3.ExternalProcessor{
+				GrpcService:  &corev3.GrpcService{},
+				ForwardRules: &extprocfilterv3.HeaderForwardingRules{},
+			})
+			return err
+		}, "forward_rules"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},
