@@ -248,6 +248,11 @@ func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 				if err := h.ValidateAll(); err != nil {
 					return nil, fmt.Errorf("http connection manager: %w", err)
 				}
+				// RDS only: toolmesh's listener never inlines or scopes its
+				// routes (checked here, so ADS NACKs it before any RDS).
+				if h.GetRds() == nil {
+					return nil, fmt.Errorf("route specifier %T is not emulated", h.GetRouteSpecifier())
+				}
 				return h, nil
 			}
 		}
@@ -267,12 +272,7 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 		return nil, err
 	}
 	compileHCMDefaults(hc, h)
-	// RDS only: toolmesh's listener never inlines its route configuration.
-	rs, ok := h.GetRouteSpecifier().(*hcmv3.HttpConnectionManager_Rds)
-	if !ok {
-		return nil, fmt.Errorf("route specifier %T is not emulated", h.GetRouteSpecifier())
-	}
-	hc.rdsName = rs.Rds.GetRouteConfigName()
+	hc.rdsName = h.GetRds().GetRouteConfigName() // ListenerHCM: RDS only
 	var err error
 	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
 		return nil, err

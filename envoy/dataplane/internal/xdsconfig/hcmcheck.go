@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -42,19 +43,14 @@ func (h *hcmConfig) CheckDownstream(m *headers.Map) *LocalReply {
 	if count > h.MaxHeaders {
 		return &LocalReply{Code: 431, Body: rules.BodyHeadersTooLarge, Details: "http1.too_many_headers"}
 	}
+	underscore := func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") }
 	switch h.underscores {
-	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
-		for _, hd := range m.H {
-			if strings.HasPrefix(hd.Key, ":") || !strings.Contains(hd.Key, "_") {
-				continue
-			}
-			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &LocalReply{Code: 400, Body: rules.BodyBadRequest, Details: "http1.unexpected_underscore"}
-			}
+	case corev3.HttpProtocolOptions_REJECT_REQUEST:
+		if slices.ContainsFunc(m.H, func(hd headers.Header) bool { return underscore(hd.Key) }) {
+			return &LocalReply{Code: 400, Body: rules.BodyBadRequest, Details: "http1.unexpected_underscore"}
 		}
-		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
-			m.DelFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
-		}
+	case corev3.HttpProtocolOptions_DROP_HEADER:
+		m.DelFunc(underscore)
 	}
 	path := m.Value(":path")
 	p, q, hasQ := strings.Cut(path, "?")

@@ -7,6 +7,7 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -48,9 +49,15 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			}})
 		}, "cluster specifier"},
 		{"inline route configuration", func() error {
-			_, err := compileHCM(&hcmv3.HttpConnectionManager{RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
+			hcm, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "s", RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
 				RouteConfig: &routev3.RouteConfiguration{Name: "inline"},
 			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ListenerHCM(&listenerv3.Listener{FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+				Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
+			}}}}})
 			return err
 		}, "route specifier"},
 		{"per-route ext_proc configuration", func() error {
