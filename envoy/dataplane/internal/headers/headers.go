@@ -194,9 +194,14 @@ func FromRequest(m *Map, r *http.Request) *Map {
 // existing value), or Envoy's own local address (LocalInfo) when the peer is
 // on loopback — here the address the connection arrived on [inferred].
 // x-envoy-external-address is not emulated; the internal/external
-// classification is SanitizeExternal's. [verify: the loopback case in
-// ConnectionManagerUtility::mutateRequestHeaders and Utility::appendXff
-// (source/common/http/utility.cc) at v1.40.0]
+// classification is SanitizeExternal's. mutateRequestHeaders appends
+// config.localAddress() when Network::Utility::isLoopbackAddress(remote)
+// and skip_xff_append is off. [verify:
+// source/common/http/conn_manager_utility.cc
+// ConnectionManagerUtility::mutateRequestHeaders and
+// source/common/http/utility.cc Utility::appendXff: read in stored copies
+// (the newest with connectionInfoProvider and append_x_forwarded_port),
+// none at v1.40.0]
 func AppendXFF(m *Map, r *http.Request) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
