@@ -308,7 +308,8 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,
-		hcmv3.HttpConnectionManager_REJECT_REQUEST, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+		hcmv3.HttpConnectionManager_REJECT_REQUEST:
+		// UNESCAPE_AND_FORWARD and UNESCAPE_AND_REDIRECT: toolmesh rejects.
 		hc.escapedSlashes = a
 	default:
 		return fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)

@@ -77,6 +77,8 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			})
 			return err
 		}, "forward_rules"},
+		{"%DURATION%", func() error { _, err := ParseTextFormat("%DURATION%"); return err }, "not supported"},
+		{"%HOSTNAME%", func() error { _, err := ParseTextFormat("%HOSTNAME%"); return err }, "not supported"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},
