@@ -79,6 +79,27 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 		}, "forward_rules"},
 		{"%DURATION%", func() error { _, err := ParseTextFormat("%DURATION%"); return err }, "not supported"},
 		{"%HOSTNAME%", func() error { _, err := ParseTextFormat("%HOSTNAME%"); return err }, "not supported"},
+		{"per_request_buffer_limit_bytes on a virtual host", func() error {
+			_, err := CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, PerRequestBufferLimitBytes: wrapperspb.UInt32(1),
+			}}}, nil)
+			return err
+		}, "per_request_buffer_limit_bytes"},
+		{"per_request_buffer_limit_bytes on a route", func() error {
+			_, err := CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{
+					Match:                      &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action:                     &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 200}},
+					PerRequestBufferLimitBytes: wrapperspb.UInt32(1),
+				}},
+			}}}, nil)
+			return err
+		}, "per_request_buffer_limit_bytes"},
+		{"unescape escaped slashes", func() error {
+			return compileHCMRequestRules(&hcmConfig{}, &hcmv3.HttpConnectionManager{
+				PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD,
+			})
+		}, "path_with_escaped_slashes_action"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},
