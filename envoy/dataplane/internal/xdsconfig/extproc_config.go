@@ -96,9 +96,7 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if c.GetMessageTimeout() != nil {
 		f.MessageTimeout = c.GetMessageTimeout().AsDuration()
 	}
-	if c.GetMaxMessageTimeout() != nil {
-		f.MaxMessageTimeout = c.GetMaxMessageTimeout().AsDuration()
-	}
+	f.MaxMessageTimeout = c.GetMaxMessageTimeout().AsDuration() // unset: 0
 	if s := c.GetStatusOnError(); s != nil && s.GetCode() != 0 {
 		f.StatusOnError = int(s.GetCode())
 	}

@@ -108,18 +108,15 @@ func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
 	switch s := h.GetHeaderMatchSpecifier().(type) {
 	case nil:
 		// No specifier: Envoy treats it as a present match.
-		t := true
-		hm.present = &t
+		hm.present = new(true)
 	case *routev3.HeaderMatcher_ExactMatch:
 		if s.ExactMatch == "" {
-			t := true // an empty exact match matches any value of a present header
-			hm.present = &t
+			hm.present = new(true) // an empty exact match matches any value of a present header
 		} else {
 			hm.str = &stringMatcher{kind: 0, s: s.ExactMatch}
 		}
 	case *routev3.HeaderMatcher_PresentMatch:
-		p := s.PresentMatch
-		hm.present = &p
+		hm.present = new(s.PresentMatch)
 	case *routev3.HeaderMatcher_PrefixMatch:
 		hm.str = &stringMatcher{kind: 1, s: s.PrefixMatch}
 	case *routev3.HeaderMatcher_SuffixMatch:

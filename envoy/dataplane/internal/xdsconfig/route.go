@@ -197,10 +197,8 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	case *routev3.Route_DirectResponse:
 		rt.Kind = KindDirect
 		rt.Direct.Status = int(a.DirectResponse.GetStatus())
-		if a.DirectResponse.GetBody() != nil {
-			if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
-				return nil, err
-			}
+		if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil { // unset: ""
+			return nil, err
 		}
 	case *routev3.Route_Route:
 		if err := compileRouteAction(rt, a.Route); err != nil {
@@ -220,8 +218,7 @@ func optUint64(w *wrapperspb.UInt64Value) *uint64 {
 	if w == nil {
 		return nil
 	}
-	n := w.GetValue()
-	return &n
+	return new(w.GetValue())
 }
 
 func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
@@ -243,8 +240,7 @@ func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 		rt.Timeout = a.GetTimeout().AsDuration()
 	}
 	if a.GetIdleTimeout() != nil {
-		d := a.GetIdleTimeout().AsDuration()
-		rt.IdleTimeout = &d
+		rt.IdleTimeout = new(a.GetIdleTimeout().AsDuration())
 	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case nil:
