@@ -46,7 +46,11 @@ type activeStream struct {
 	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
-	meta          map[string]*structpb.Struct // nil until a filter sets some
+	meta map[string]*structpb.Struct // nil until a filter sets some
+	// metaMu guards meta against the reading goroutine of a
+	// FULL_DUPLEX_STREAMED body, which sends chunks with the forwarded
+	// metadata while the stream goes on (extprocfilter fullduplex.go).
+	metaMu        sync.Mutex
 	flags         rules.ResponseFlags
 	details       string
 	cluster       string
@@ -83,7 +87,7 @@ func (b *reqBody) reader() io.Reader {
 func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
-			f.Close()
+			f.End()
 		}
 	}()
 	hcm := x.cfg.HCM

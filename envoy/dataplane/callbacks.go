@@ -53,6 +53,8 @@ func (x *activeStream) SetDynamicMetadata(ns string, st *structpb.Struct) {
 	if st == nil {
 		return
 	}
+	x.metaMu.Lock()
+	defer x.metaMu.Unlock()
 	cur, ok := x.meta[ns]
 	if !ok {
 		// The received struct itself, never written to: a later merge
@@ -70,6 +72,8 @@ func (x *activeStream) SetDynamicMetadata(ns string, st *structpb.Struct) {
 }
 
 func (x *activeStream) DynamicMetadata(ns string) (*structpb.Struct, bool) {
+	x.metaMu.Lock()
+	defer x.metaMu.Unlock()
 	st, ok := x.meta[ns]
 	return st, ok
 }

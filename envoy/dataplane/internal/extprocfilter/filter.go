@@ -146,6 +146,8 @@ type Filter struct {
 	firstTimerUsed bool
 	// protocolConfig is the first message's protocol_config.
 	protocolConfig extprocv3.ProtocolConfiguration
+	// duplex is the FULL_DUPLEX_STREAMED response body, once there is one.
+	duplex *duplexReader
 }
 
 // msgTimer is a message timer and the race it decides: whether the answer

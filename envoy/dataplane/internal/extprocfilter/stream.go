@@ -70,6 +70,20 @@ func (e *Filter) Close() {
 	e.timer = nil // it calls this stream's cancel
 }
 
+// End closes the stream as the request ends, whatever state it is in. A
+// FULL_DUPLEX_STREAMED body the client stopped reading is ended first, so
+// that its reading goroutine sends nothing more.
+func (e *Filter) End() {
+	if d := e.duplex; d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.done && d.err == nil {
+			d.finish(ErrAbort)
+		}
+	}
+	e.Close()
+}
+
 // finishAndContinue marks processing complete and continues without the
 // server (onGrpcClose, spurious messages, failure_mode_allow).
 func (e *Filter) finishAndContinue() {
