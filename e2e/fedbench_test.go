@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -115,8 +113,12 @@ type benchSetup struct {
 	client  *http.Client
 	targets map[string][2]benchTarget // era → {direct, toolmesh}
 	// proxied is, per era, the upstream behind a bare reverse proxy
-	// (newProxyFloor): what one Go HTTP proxy hop alone adds.
-	proxied map[string]benchTarget
+	// (startFloor without ext_proc): what one Go HTTP proxy hop alone adds;
+	// floored the upstream behind that proxy making the ext_proc exchange
+	// of a federated call with a no-op server (startFloor with ext_proc):
+	// the least a Go data plane of this shape adds.
+	proxied, floored map[string]benchTarget
+	proxy, floor     *floorProc
 }
 
 // newBenchSetup starts the upstream and a `toolmesh run` federating it
@@ -137,8 +139,9 @@ func newBenchSetup(tb testing.TB, extra ...string) *benchSetup {
 	}
 	// Debug logging would put a log line per request on the measured path.
 	gw := startGateway(tb, portal, append([]string{"--log-level", "warn"}, extra...)...)
-	proxy := newProxyFloor(tb, up.URL)
-	s := &benchSetup{up: up, gw: gw, targets: map[string][2]benchTarget{}, proxied: map[string]benchTarget{},
+	s := &benchSetup{up: up, gw: gw, targets: map[string][2]benchTarget{},
+		proxied: map[string]benchTarget{}, floored: map[string]benchTarget{},
+		proxy: startFloor(tb, up.URL, false), floor: startFloor(tb, up.URL, true),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}}
 	tb.Cleanup(s.client.CloseIdleConnections)
 	for _, e := range benchEras {
@@ -154,42 +157,69 @@ func newBenchSetup(tb testing.TB, extra ...string) *benchSetup {
 			routed.session = s.initialize(tb, routed.url, e.version)
 		}
 		s.targets[e.name] = [2]benchTarget{direct, routed}
-		// The proxy passes the direct session through.
-		s.proxied[e.name] = benchTarget{url: proxy + e.upstream, session: direct.session}
+		// The proxies pass the direct session through.
+		s.proxied[e.name] = benchTarget{url: s.proxy.url + e.upstream, session: direct.session}
+		s.floored[e.name] = benchTarget{url: s.floor.url + e.upstream, session: direct.session}
 	}
 	return s
 }
 
-// newProxyFloor serves a bare reverse proxy to target (net/http/httputil,
-// events flushed as they come) on loopback and returns its URL. A call
-// through it costs one Go HTTP server and client hop with nothing else,
-// which is also what the local data plane (Go, net/http) costs before any
-// ext_proc exchange: the floor under the figures through toolmesh run.
+// floorProc is one running e2e/cmd/fedfloor: a bare Go reverse proxy to
+// the upstream or, with ext_proc, that proxy making the ext_proc exchange
+// of a federated call with a no-op server in the same process. A process
+// of its own, so that its CPU per call is read from /proc as toolmesh's is.
 // Envoy, which the local data plane stands in for, is not a Go proxy.
-func newProxyFloor(tb testing.TB, target string) string {
+type floorProc struct {
+	url string
+	cmd *exec.Cmd
+}
+
+var (
+	floorBinOnce sync.Once
+	floorBin     string
+	floorBinErr  error
+)
+
+// startFloor builds e2e/cmd/fedfloor once and starts it in front of
+// upstream.
+func startFloor(tb testing.TB, upstream string, extproc bool) *floorProc {
 	tb.Helper()
-	u, err := url.Parse(target)
+	floorBinOnce.Do(func() {
+		floorBin = filepath.Join(filepath.Dir(toolmeshBin), "fedfloor")
+		args := []string{"build", "-o", floorBin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "./cmd/fedfloor")...).CombinedOutput()
+		if err != nil {
+			floorBinErr = fmt.Errorf("build fedfloor: %v\n%s", err, out)
+		}
+	})
+	if floorBinErr != nil {
+		tb.Fatal(floorBinErr)
+	}
+	args := []string{"--upstream", upstream}
+	if extproc {
+		args = append(args, "--extproc")
+	}
+	cmd := exec.Command(floorBin, args...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(u)
-			// The request body is read whole first: streamed from the
-			// client's connection, it made the proxy's transport close the
-			// upstream connection now and then while the answer was still
-			// being copied ("use of closed network connection").
-			if b, err := io.ReadAll(r.In.Body); err == nil {
-				r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-			}
-		},
-		FlushInterval: -1,
-		Transport:     &http.Transport{MaxIdleConnsPerHost: 64},
-		ErrorLog:      log.New(os.Stderr, "proxy floor: ", 0),
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start fedfloor: %v", err)
 	}
-	srv := httptest.NewServer(rp)
-	tb.Cleanup(srv.Close)
-	return srv.URL
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		tb.Fatalf("fedfloor %v: no address: %v", args, err)
+	}
+	return &floorProc{url: strings.TrimSpace(line), cmd: cmd}
 }
 
 // openSession runs the legacy handshake and returns the session id.
@@ -335,13 +365,16 @@ func (l latencies) mean() time.Duration {
 //   - cpu-ns/call: CPU time of the toolmesh process (data plane and
 //     extproc server, user and system) per call through it, over the c1
 //     loop and the c16 rounds.
-//   - c1-proxy-added-p50-ns and c16-proxy-share: the same two figures for
-//     a bare Go reverse proxy in front of the same upstream
-//     (newProxyFloor), called in the same iterations and rounds. The local
-//     data plane is such a proxy with ext_proc added, so these are the
-//     floor under the figures through toolmesh run that no change to the
-//     product can lower; the extproc server's own part is measured by
-//     extproc BenchmarkFederatedSSE (docs/benchmarks.md).
+//   - c1-proxy-added-p50-ns, c16-proxy-share and proxy-cpu-ns/call: the
+//     same three figures for a bare Go reverse proxy in front of the same
+//     upstream (startFloor), called in the same iterations and rounds.
+//   - c1-floor-added-p50-ns, c16-floor-share and floor-cpu-ns/call: the
+//     same for that proxy making, for every request, the ext_proc exchange
+//     the local data plane makes for this call, against a no-op ext_proc
+//     server in the same process (e2e/cmd/fedfloor): the least a Go data
+//     plane of this shape adds, with nothing of toolmesh's own work. The
+//     extproc server's own part is measured by extproc
+//     BenchmarkFederatedSSE (docs/benchmarks.md).
 //
 // A legacy client initializes through toolmesh first and sends the
 // Mcp-Session-Id it got, as a real one does (ADR 0022).
@@ -349,48 +382,68 @@ func BenchmarkFederatedToolsCall(b *testing.B) {
 	s := newBenchSetup(b)
 	for _, e := range benchEras {
 		b.Run(e.name, func(b *testing.B) {
-			t, pt := s.targets[e.name], s.proxied[e.name]
+			// The ways of calling, in the order each iteration and round
+			// makes them: direct, toolmesh, bare proxy, floor.
+			t := s.targets[e.name]
+			ways := []benchTarget{t[0], t[1], s.proxied[e.name], s.floored[e.name]}
+			procs := []int{0, s.gw.cmd.Process.Pid, s.proxy.cmd.Process.Pid, s.floor.cmd.Process.Pid}
 			// So that a failed call names which way it went.
-			b.Logf("%s: direct %s, through toolmesh %s, through the proxy %s", e.name, t[0].url, t[1].url, pt.url)
-			var direct, routed, proxied latencies
-			cpu0 := s.gw.cpuTime(b)
+			b.Logf("%s: direct %s, through toolmesh %s, through the proxy %s, through the floor %s",
+				e.name, t[0].url, t[1].url, ways[2].url, ways[3].url)
+			lat := make([]latencies, len(ways))
+			cpu := make([]time.Duration, len(ways))
+			dur := make([]time.Duration, len(ways))
+			c0 := make([]time.Duration, len(ways))
+			for k := 1; k < len(ways); k++ {
+				c0[k] = procCPU(b, procs[k])
+			}
 			for i := 0; b.Loop(); i++ {
-				start := time.Now()
-				s.callEcho(b, t[0], e.version, i)
-				mid := time.Now()
-				s.callEcho(b, t[1], e.version, i)
-				mid2 := time.Now()
-				s.callEcho(b, pt, e.version, i)
-				direct, routed = append(direct, mid.Sub(start)), append(routed, mid2.Sub(mid))
-				proxied = append(proxied, time.Since(mid2))
+				for k, w := range ways {
+					start := time.Now()
+					s.callEcho(b, w, e.version, i)
+					lat[k] = append(lat[k], time.Since(start))
+				}
 			}
 			b.StopTimer()
-			var dDur, rDur, pDur time.Duration
-			cpuC1 := s.gw.cpuTime(b) - cpu0
-			for range c16Rounds {
-				dDur += s.concurrent(b, t[0], e.version, 16, c16Calls)
-				c := s.gw.cpuTime(b)
-				rDur += s.concurrent(b, t[1], e.version, 16, c16Calls)
-				cpuC1 += s.gw.cpuTime(b) - c
-				pDur += s.concurrent(b, pt, e.version, 16, c16Calls)
+			for k := 1; k < len(ways); k++ {
+				cpu[k] = procCPU(b, procs[k]) - c0[k]
 			}
-			cpu := cpuC1 // the toolmesh process while calls went through it
-			calls := len(routed) + c16Rounds*c16Calls
+			for range c16Rounds {
+				for k, w := range ways {
+					var c time.Duration
+					if k > 0 {
+						c = procCPU(b, procs[k])
+					}
+					dur[k] += s.concurrent(b, w, e.version, 16, c16Calls)
+					if k > 0 {
+						cpu[k] += procCPU(b, procs[k]) - c
+					}
+				}
+			}
+			calls := float64(len(lat[0]) + c16Rounds*c16Calls)
 			ns := func(d time.Duration) float64 { return float64(d.Nanoseconds()) }
-			added := ns(routed.quantile(0.5)) - ns(direct.quantile(0.5))
-			share := ns(dDur) / ns(rDur)
-			b.ReportMetric(ns(direct.quantile(0.5)), "c1-direct-p50-ns")
-			b.ReportMetric(added, "c1-added-p50-ns")
-			b.ReportMetric(float64(c16Rounds*c16Calls)/dDur.Seconds(), "c16-direct-rps")
-			b.ReportMetric(float64(c16Rounds*c16Calls)/rDur.Seconds(), "c16-toolmesh-rps")
-			b.ReportMetric(share, "c16-share")
-			b.ReportMetric(ns(cpu)/float64(calls), "cpu-ns/call")
-			pAdded := ns(proxied.quantile(0.5)) - ns(direct.quantile(0.5))
-			b.ReportMetric(pAdded, "c1-proxy-added-p50-ns")
-			b.ReportMetric(ns(dDur)/ns(pDur), "c16-proxy-share")
-			b.Logf("%s: added p50 at c1 %.0f µs (target ≤ 400: %s), c16 share of direct %.2f (target ≥ 0.8: %s); "+
-				"a bare Go reverse proxy in the same run: added p50 %.0f µs, c16 share %.2f",
-				e.name, added/1e3, met(added <= 400e3), share, met(share >= 0.8), pAdded/1e3, ns(dDur)/ns(pDur))
+			direct := ns(lat[0].quantile(0.5))
+			added := func(k int) float64 { return ns(lat[k].quantile(0.5)) - direct }
+			share := func(k int) float64 { return ns(dur[0]) / ns(dur[k]) }
+			perCall := func(k int) float64 { return ns(cpu[k]) / calls }
+			b.ReportMetric(direct, "c1-direct-p50-ns")
+			b.ReportMetric(added(1), "c1-added-p50-ns")
+			b.ReportMetric(float64(c16Rounds*c16Calls)/dur[0].Seconds(), "c16-direct-rps")
+			b.ReportMetric(float64(c16Rounds*c16Calls)/dur[1].Seconds(), "c16-toolmesh-rps")
+			b.ReportMetric(share(1), "c16-share")
+			b.ReportMetric(perCall(1), "cpu-ns/call")
+			b.ReportMetric(added(2), "c1-proxy-added-p50-ns")
+			b.ReportMetric(share(2), "c16-proxy-share")
+			b.ReportMetric(perCall(2), "proxy-cpu-ns/call")
+			b.ReportMetric(added(3), "c1-floor-added-p50-ns")
+			b.ReportMetric(share(3), "c16-floor-share")
+			b.ReportMetric(perCall(3), "floor-cpu-ns/call")
+			b.Logf("%s: added p50 at c1 %.0f µs (target ≤ 400: %s), c16 share of direct %.2f (target ≥ 0.8: %s), CPU %.0f µs/call; "+
+				"in the same run a bare Go reverse proxy: added p50 %.0f µs, c16 share %.2f, CPU %.0f µs/call; "+
+				"the floor (that proxy with a no-op ext_proc exchange): added p50 %.0f µs (%s), c16 share %.2f (%s), CPU %.0f µs/call",
+				e.name, added(1)/1e3, met(added(1) <= 400e3), share(1), met(share(1) >= 0.8), perCall(1)/1e3,
+				added(2)/1e3, share(2), perCall(2)/1e3,
+				added(3)/1e3, met(added(3) <= 400e3), share(3), met(share(3) >= 0.8), perCall(3)/1e3)
 		})
 	}
 }
@@ -426,13 +479,13 @@ func (s *benchSetup) concurrent(tb testing.TB, t benchTarget, version string, c,
 	return time.Since(start)
 }
 
-// cpuTime is the CPU time (user and system) the toolmesh process used so
-// far, from /proc/PID/stat (Linux; in clock ticks of 1/100 s).
-func (g *gateway) cpuTime(tb testing.TB) time.Duration {
+// procCPU is the CPU time (user and system) process pid used so far, from
+// /proc/PID/stat (Linux; in clock ticks of 1/100 s).
+func procCPU(tb testing.TB, pid int) time.Duration {
 	tb.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		tb.Fatalf("toolmesh CPU time: %v", err)
+		tb.Fatalf("CPU time of process %d: %v", pid, err)
 	}
 	// Fields after the command name (which may hold spaces, in parens):
 	// utime and stime are the 14th and 15th of the line.
@@ -441,7 +494,7 @@ func (g *gateway) cpuTime(tb testing.TB) time.Duration {
 	for _, v := range f[11:13] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			tb.Fatalf("toolmesh CPU time: %q: %v", b, err)
+			tb.Fatalf("CPU time of process %d: %q: %v", pid, b, err)
 		}
 		ticks += n
 	}
@@ -500,6 +553,7 @@ func TestFederatedBenchSetup(t *testing.T) {
 	}
 	for _, e := range benchEras {
 		s.callEcho(t, s.proxied[e.name], e.version, 0)
+		s.callEcho(t, s.floored[e.name], e.version, 0)
 		for i, target := range s.targets[e.name] {
 			s.callEcho(t, target, e.version, i)
 			if first, final := s.callStream(t, target, e.version, i); first <= 0 || final < first {

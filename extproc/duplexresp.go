@@ -20,9 +20,9 @@ import (
 // like one that passes unchanged (duplex.go).
 //
 // What Envoy does then (source/extensions/filters/http/ext_proc/ext_proc.cc
-// and processor_state.cc, read on a recent envoyproxy/envoy main, not the
-// v1.40.0 tag [verify]; envoy/dataplane/internal/rules/rules.go, "FULL_DUPLEX_STREAMED response
-// bodies"):
+// and processor_state.cc; envoy/dataplane/internal/rules/rules_extproc.go,
+// "FULL_DUPLEX_STREAMED response bodies", whose open marker names the functions
+// still to be read at v1.40.0):
 //   - Filter::onReceiveMessage takes a mode_override while either direction
 //     waits for a headers reply (inHeaderProcessState), the request's
 //     included, and sets it on both directions: the request body stays
@@ -227,9 +227,13 @@ func (m *duplexResponseMode) final(mut *extprocv3.HeaderMutation, body []byte) *
 // duplexTrailers answers response trailers. They mark the end of the body
 // (its last chunk came without end_of_stream), so what the body still owes
 // is sent first; in FULL_DUPLEX_STREAMED Envoy takes a trailers reply while
-// it waits for body responses (ProcessorState::handleTrailersResponse).
-// [verify] toolmesh's upstreams send no trailers over HTTP/1.1, and the
-// local data plane never sends them.
+// it waits for body responses (ProcessorState::handleTrailersResponse
+// accepts a trailers reply when the body mode is FULL_DUPLEX_STREAMED
+// whatever the callback state) [verify:
+// source/extensions/filters/http/ext_proc/processor_state.cc
+// ProcessorState::handleTrailersResponse: read in stored copies, none at
+// v1.40.0; no test runs this path: toolmesh's upstreams send no trailers
+// over HTTP/1.1, and the local data plane never sends them].
 func (x *request) duplexTrailers(m *duplexResponseMode) *extprocv3.ProcessingResponse {
 	if m.dx == nil || m.dx.done {
 		return procmsg.ResponseTrailers

@@ -187,8 +187,12 @@ const federatedIdleMargin = 5 * time.Second
 // (source/common/router/router.cc Filter::onUpstreamHeaders:
 // route_entry_->finalizeResponseHeaders, then callbacks_->encodeHeaders),
 // and to a local reply through the filter chain
-// (source/common/http/filter_manager.cc prepareLocalReplyViaFilterChain;
-// [verify]: read in a third-party copy, not in Envoy's own file).
+// (source/common/http/filter_manager.cc: the local-reply encode functions
+// call the route's finalizeResponseHeaders) [verify:
+// source/common/http/filter_manager.cc
+// DownstreamFilterManager::prepareLocalReplyViaFilterChain and
+// sendLocalReplyViaFilterChain: read only in third-party copies; no stored
+// copy of Envoy's own file is at v1.40.0].
 // OVERWRITE_IF_EXISTS_OR_ADD replaces a copy the server sent itself, so
 // the value is the route's. Only federated servers' routes carry it: only
 // their streams need it, and native routes keep their responses unchanged.

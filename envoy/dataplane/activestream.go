@@ -95,7 +95,7 @@ func (x *activeStream) serve() {
 	if hcm.NormalizePath || hcm.MergeSlashes {
 		x.reqH.Set(":path", headers.NormalizePath(x.reqH.Value(":path"), hcm.NormalizePath, hcm.MergeSlashes))
 	}
-	hcm.ApplyEarly(x.reqH, x.fmtCtx())
+	hcm.ApplyEarly(x.reqH)
 	headers.SanitizeRequest(x.reqH)
 	// ConnectionManagerUtility::mutateRequestHeaders: x-request-id is
 	// generated when absent (generate_request_id, default true) and

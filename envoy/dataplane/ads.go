@@ -5,19 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -161,23 +159,15 @@ func (c *adsClient) handle(st discoveryv3.AggregatedDiscoveryService_StreamAggre
 		return err
 	}
 	// Subscriptions follow the accepted listeners and clusters.
-	for _, s := range []struct {
-		url   string
-		names []string
-	}{
-		{resourcev3.RouteType, c.routeNames()},
-		{resourcev3.EndpointType, c.endpointNames()},
-	} {
-		nt := c.types[s.url]
-		if slices.Equal(nt.names, s.names) {
+	refs := c.references()
+	for _, url := range []string{resourcev3.RouteType, resourcev3.EndpointType} {
+		nt, names := c.types[url], refs[url]
+		// An empty SotW subscription would mean "wildcard"; keep the old
+		// one, its resources are no longer used.
+		if slices.Equal(nt.names, names) || len(names) == 0 {
 			continue
 		}
-		if len(s.names) == 0 {
-			// An empty SotW subscription would mean "wildcard"; keep the
-			// old one, its resources are no longer used.
-			continue
-		}
-		nt.names = s.names
+		nt.names = names
 		if err := st.Send(c.request(nt, nt.version, nt.nonce, nil)); err != nil {
 			return err
 		}
@@ -238,19 +228,7 @@ func decodeResources(resp *discoveryv3.DiscoveryResponse) (map[string]types.Reso
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", a.GetTypeUrl(), err)
 		}
-		var name string
-		switch r := m.(type) {
-		case *listenerv3.Listener:
-			name = r.GetName()
-		case *clusterv3.Cluster:
-			name = r.GetName()
-		case *routev3.RouteConfiguration:
-			name = r.GetName()
-		case *endpointv3.ClusterLoadAssignment:
-			name = r.GetClusterName()
-		default:
-			return nil, fmt.Errorf("unexpected resource %T", m)
-		}
+		name := cachev3.GetResourceName(m)
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("duplicate resource %q", name)
 		}
@@ -268,76 +246,40 @@ func (c *adsClient) snapshot() (map[resourcev3.Type][]types.Resource, bool) {
 	for _, url := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
 		set[url] = append(set[url], sortedResources(c.types[url].resources)...)
 	}
-	for _, s := range []struct {
-		url   string
-		names []string
-	}{{resourcev3.RouteType, c.routeNames()}, {resourcev3.EndpointType, c.endpointNames()}} {
-		have := c.types[s.url].resources
-		for _, n := range s.names {
+	for url, names := range c.references() {
+		have := c.types[url].resources
+		for _, n := range names {
 			r, ok := have[n]
 			if !ok {
 				complete = false
 				continue
 			}
-			set[s.url] = append(set[s.url], r)
+			set[url] = append(set[url], r)
 		}
 	}
 	return set, complete
 }
 
 func sortedResources(m map[string]types.Resource) []types.Resource {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]types.Resource, len(names))
-	for i, n := range names {
-		out[i] = m[n]
+	out := make([]types.Resource, 0, len(m))
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[n])
 	}
 	return out
 }
 
-// routeNames are the RDS names the accepted listeners reference.
-func (c *adsClient) routeNames() []string {
-	seen := map[string]bool{}
-	for _, r := range c.types[resourcev3.ListenerType].resources {
-		h, err := xdsconfig.ListenerHCM(r.(*listenerv3.Listener))
-		if err != nil || h == nil {
-			continue
-		}
-		if rds, ok := h.GetRouteSpecifier().(*hcmv3.HttpConnectionManager_Rds); ok {
-			seen[rds.Rds.GetRouteConfigName()] = true
+// references are, by type, the RDS names the accepted listeners reference
+// and the EDS names the accepted clusters reference, sorted.
+func (c *adsClient) references() map[string][]string {
+	all := map[string]types.ResourceWithTTL{}
+	for _, url := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
+		for n, r := range c.types[url].resources {
+			all[url+"/"+n] = types.ResourceWithTTL{Resource: r}
 		}
 	}
-	return sortedKeys(seen)
-}
-
-// endpointNames are the EDS names the accepted clusters reference.
-func (c *adsClient) endpointNames() []string {
-	seen := map[string]bool{}
-	for _, r := range c.types[resourcev3.ClusterType].resources {
-		cl := r.(*clusterv3.Cluster)
-		if cl.GetType() != clusterv3.Cluster_EDS {
-			continue
-		}
-		n := cl.GetEdsClusterConfig().GetServiceName()
-		if n == "" {
-			n = cl.GetName()
-		}
-		seen[n] = true
+	refs := cachev3.GetResourceReferences(all)
+	return map[string][]string{
+		resourcev3.RouteType:    slices.Sorted(maps.Keys(refs[resourcev3.RouteType])),
+		resourcev3.EndpointType: slices.Sorted(maps.Keys(refs[resourcev3.EndpointType])),
 	}
-	return sortedKeys(seen)
-}
-
-func sortedKeys(m map[string]bool) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

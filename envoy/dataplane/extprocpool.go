@@ -31,9 +31,9 @@ type pooledConn struct {
 }
 
 // Process opens a stream on the first connection with room, or on a new
-// one. The stream counts until ctx ends: the filter cancels it when it
-// closes the stream (extprocfilter Filter.Close), and the request's end
-// cancels it in any case.
+// one. The stream counts until it is released (extprocfilter Filter.Close
+// releases it as it closes it) or ctx ends, whichever comes first: the
+// request's end cancels it in any case.
 func (p *extProcPool) Process(ctx context.Context, opts ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, error) {
 	pc, err := p.acquire()
 	if err != nil {
@@ -44,8 +44,27 @@ func (p *extProcPool) Process(ctx context.Context, opts ...grpc.CallOption) (ext
 		p.release(pc)
 		return nil, err
 	}
-	context.AfterFunc(ctx, func() { p.release(pc) })
-	return st, nil
+	ps := &pooledStream{ExternalProcessor_ProcessClient: st}
+	ps.stop = context.AfterFunc(ctx, func() { p.release(pc) })
+	ps.release = func() { p.release(pc) }
+	return ps, nil
+}
+
+// pooledStream is a stream of the pool that the filter can release as it
+// closes it: the release then happens on the filter's goroutine, not on the
+// goroutine context.AfterFunc starts when the context ends (one per call).
+type pooledStream struct {
+	extprocv3.ExternalProcessor_ProcessClient
+	stop    func() bool
+	release func()
+}
+
+// Release gives the stream's place on its connection back, unless the
+// context's end did already.
+func (s *pooledStream) Release() {
+	if s.stop() {
+		s.release()
+	}
 }
 
 func (p *extProcPool) acquire() (*pooledConn, error) {

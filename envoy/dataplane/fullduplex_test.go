@@ -431,11 +431,7 @@ func TestFullDuplexStallBoundedByIdleTimeout(t *testing.T) {
 			stalled <- struct{}{} // the whole answer arrived: never reply
 		}
 	}}
-	cfg := defaultExtProc()
-	cfg.AllowedOverrideModes = []*extprocfilterv3.ProcessingMode{duplexEntry()}
-	e := startExtProcEnv(t, s, cfg, up.addr(), func(a *routev3.RouteAction) {
-		a.IdleTimeout = durationpb.New(300 * time.Millisecond)
-	})
+	e := startIdleDuplexEnv(t, s, up.addr())
 	// The client's own timeout is far above the idle timeout: a request
 	// that reaches it was not bounded by the data plane.
 	client := &http.Client{Timeout: time.Minute}
@@ -454,4 +450,62 @@ func TestFullDuplexStallBoundedByIdleTimeout(t *testing.T) {
 	default:
 		t.Fatal("the server never saw the whole answer")
 	}
+}
+
+// TestFullDuplexStallAfterUpstreamEndBoundedByIdleTimeout is the same rule
+// once the upstream's whole answer went to the server and the headers
+// reply came: the data plane then waits for the server alone, and a server
+// that streams part of the body and then never ends it is still bounded by
+// the route's idle_timeout: the stream is reset after the part reached the
+// client.
+func TestFullDuplexStallAfterUpstreamEndBoundedByIdleTimeout(t *testing.T) {
+	const part = "data: part\n\n"
+	up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: whole\n\n")
+	})
+	stalled := make(chan struct{}, 1)
+	s := &earlyDuplexServer{respond: func(send func(*extprocv3.ProcessingResponse), req *extprocv3.ProcessingRequest) {
+		if req.GetResponseBody().GetEndOfStream() {
+			// The whole answer arrived: the headers and a part go back,
+			// the end never does.
+			send(respHeadersResp(nil))
+			send(streamedBody(part, false))
+			stalled <- struct{}{}
+		}
+	}}
+	e := startIdleDuplexEnv(t, s, up.addr())
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Post(e.srv.URL+"/mcp/core", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatalf("POST: %v, want the headers and then a reset", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err == nil {
+		t.Fatalf("got %d %q in full, want the stream reset", resp.StatusCode, b)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the client timed out (%v): the stall was not bounded", err)
+	}
+	if resp.StatusCode != http.StatusOK || string(b) != part {
+		t.Errorf("got %d and %q before the reset, want 200 and %q", resp.StatusCode, b, part)
+	}
+	select {
+	case <-stalled:
+	default:
+		t.Fatal("the server never saw the whole answer")
+	}
+}
+
+// startIdleDuplexEnv serves s, which may switch the response body to
+// FULL_DUPLEX_STREAMED, in front of upAddr on a route whose idle_timeout
+// is 300 ms.
+func startIdleDuplexEnv(t *testing.T, s extprocv3.ExternalProcessorServer, upAddr string) *env {
+	cfg := defaultExtProc()
+	cfg.AllowedOverrideModes = []*extprocfilterv3.ProcessingMode{duplexEntry()}
+	return startExtProcEnv(t, s, cfg, upAddr, func(a *routev3.RouteAction) {
+		a.IdleTimeout = durationpb.New(300 * time.Millisecond)
+	})
 }

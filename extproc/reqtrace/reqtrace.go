@@ -4,10 +4,13 @@
 // parent comes from, in order:
 //
 //  1. the gRPC metadata of the stream (traceparent/tracestate): Envoy's
-//     span for its ext_proc call, when Envoy traces and puts it there
-//     (the ext_proc client passes the request's span to its gRPC stream,
-//     source/extensions/filters/http/ext_proc/client_impl.cc; whether
-//     Envoy v1.40 injects it into the stream's metadata is [verify]);
+//     span for its ext_proc call, when Envoy traces (the gRPC client injects
+//     it into the stream's headers, source/common/grpc/async_client_impl.cc
+//     AsyncStreamImpl::initialize, current_span_->injectContext; at v1.40.0
+//     ext_proc.proto ExternalProcessor.emit_client_span says that with the
+//     span switched off "trace context (e.g. traceparent) will still be
+//     propagated to the external processor", changelogs/1.40.0.yaml
+//     new_features, area ext_proc);
 //  2. the client's W3C headers among the request headers Envoy forwards;
 //  3. the MCP request's params._meta keys traceparent, tracestate and
 //     baggage (the 2026-07-28 protocol revision).

@@ -17,8 +17,12 @@ import (
 // (docs/root/configuration/upstream/cluster_manager/cluster_stats.rst: a new
 // connection grows upstream_cx_total, a new ADS stream upstream_rq_total, a
 // connection closed under the stream one of the destroy_*_with_active_rq
-// counters). [verify] that the gRPC async client's ADS stream counts in
-// upstream_rq_total was read from the docs, not seen on a live Envoy.
+// counters). The ADS stream, an Envoy gRPC stream over the cluster's pool,
+// counts in upstream_rq_total like any stream the pool attaches to a
+// connection [verify: source/common/conn_pool/conn_pool_base.cc
+// ConnPoolImplBase::attachStreamToClient, where the pool counts
+// upstream_rq_total: read in stored copies that use trafficStats(), none at
+// v1.40.0, and not seen on a live Envoy].
 const connectedState = "control_plane.connected_state"
 
 var adsClusterCounters = []string{

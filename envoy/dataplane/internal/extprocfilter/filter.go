@@ -63,7 +63,8 @@ type Callbacks interface {
 // Client is the ext_proc gRPC client the filters of a data plane share.
 type Client struct {
 	// Processor opens the Process streams; nil when there is no
-	// connection (every stream then fails as Unavailable).
+	// connection (every stream then fails as Unavailable). A stream with
+	// a Release method (a pooled one) is released as the filter closes it.
 	Processor extprocv3.ExternalProcessorClient
 	// Own reports a connection the data plane dialled itself: its streams
 	// carry the filter's cluster name as :authority. An injected

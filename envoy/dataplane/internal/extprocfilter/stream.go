@@ -60,6 +60,11 @@ func (e *Filter) Close() {
 		return
 	}
 	_ = e.stream.CloseSend()
+	if r, ok := e.stream.(interface{ Release() }); ok {
+		// A pooled stream (Client.Processor) gives its place back before
+		// the cancel, which would otherwise start a goroutine to do it.
+		r.Release()
+	}
 	e.cancel()
 	e.stream = nil
 	e.timer = nil // it calls this stream's cancel

@@ -200,9 +200,14 @@ func FromRequest(m *Map, r *http.Request) *Map {
 // existing value), or Envoy's own local address (LocalInfo) when the peer is
 // on loopback — here the address the connection arrived on [inferred].
 // x-envoy-external-address is not emulated; the internal/external
-// classification is SanitizeExternal's. [verify: the loopback case in
-// ConnectionManagerUtility::mutateRequestHeaders and Utility::appendXff
-// (source/common/http/utility.cc) at v1.40.0]
+// classification is SanitizeExternal's. mutateRequestHeaders appends
+// config.localAddress() when Network::Utility::isLoopbackAddress(remote)
+// and skip_xff_append is off. [verify:
+// source/common/http/conn_manager_utility.cc
+// ConnectionManagerUtility::mutateRequestHeaders and
+// source/common/http/utility.cc Utility::appendXff: read in stored copies
+// (the newest with connectionInfoProvider and append_x_forwarded_port),
+// none at v1.40.0]
 func AppendXFF(m *Map, r *http.Request) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -483,9 +488,8 @@ func canonicalPath(p string) string {
 		switch {
 		case c == '\\':
 			b.WriteByte('/')
-		case c == '%' && i+2 < len(p) && isHex(p[i+1]) && isHex(p[i+2]):
-			v := unhex(p[i+1])<<4 | unhex(p[i+2])
-			if isUnreserved(v) {
+		case c == '%' && i+2 < len(p) && hexByte(p[i+1:i+3]) >= 0:
+			if v := byte(hexByte(p[i+1 : i+3])); isUnreserved(v) {
 				b.WriteByte(v)
 			} else {
 				b.WriteByte('%')
@@ -523,19 +527,13 @@ func canonicalPath(p string) string {
 	return r
 }
 
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	default:
-		return c - 'A' + 10
+// hexByte is the value of two hex digits, -1 if s is not that.
+func hexByte(s string) int {
+	v, err := strconv.ParseUint(s, 16, 8)
+	if err != nil {
+		return -1
 	}
+	return int(v)
 }
 
 func isUnreserved(c byte) bool {

@@ -9,8 +9,13 @@
 // data-plane-api), so the set can be re-checked against a real Envoy. Rules
 // marked [inferred] were derived from reading the source, not observed on a
 // binary; rules marked [choice] are deliberate decisions where Envoy
-// versions differ; [verify] names what is still to be read at the pinned
-// version.
+// versions differ; [verify: <file> <function>: <why>] names the Envoy source
+// still to be read at the pinned version and what was read instead. No copy
+// of Envoy's C++ at the v1.40.0 tag was available to read; the newest read
+// are from the 1.37 range or older. The gap is covered by the v1.40.0
+// protos and by changelogs/1.37.0.yaml, 1.38.0.yaml, 1.39.0.yaml and
+// 1.40.0.yaml, read whole: they record no change to what an open marker
+// covers beyond what that rule itself cites.
 package rules
 
 import (
@@ -203,7 +208,8 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // the removal also covers the downstream filter, not only the upstream
 // filter chain the PR names, was read from the source, not run [verify:
 // source/extensions/filters/http/ext_proc/ext_proc.h class Filter (no
-// onLocalReply) and ext_proc.cc Filter::encodeHeaders at v1.40.0].
+// onLocalReply) and ext_proc.cc Filter::encodeHeaders: no stored copy at
+// v1.40.0].
 // The local data plane sends the router's replies (upstream timeout,
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
@@ -229,11 +235,31 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // to 1.40.0.yaml change none of these replies (1.39.0 only routes a failure
 // to create the gRPC client through onGrpcError with INTERNAL);
 // status_on_error and its default 500 are in ext_proc.proto at v1.40.0).
-// That copy's onReceiveMessage has no case for the StreamedImmediateResponse
-// that 1.37 added (changelogs/1.37.0.yaml new_features, area ext_proc), so
-// it is spurious here (SpuriousKind) [verify: ext_proc.cc
-// Filter::onReceiveMessage's streamed_immediate_response case at v1.40.0;
-// toolmesh's extproc server never sends one]. Every
+// That copy predates the streaming local reply (envoyproxy/envoy PR #42424,
+// "[ext_proc] Add streaming local response", merged 2025-12-05, in 1.37:
+// changelogs/1.37.0.yaml new_features, area ext_proc), which Envoy 1.40
+// serves: a StreamedImmediateResponse headers_response answering the request
+// headers starts a local reply, body_response and trailers_response messages
+// continue it, and a body is allowed only in the NONE and
+// FULL_DUPLEX_STREAMED request body modes (external_processor.proto at
+// v1.40.0, ProcessingResponse.streamed_immediate_response: "Presently only
+// the FULL_DUPLEX_STREAMED or NONE body modes are supported"). Otherwise it
+// is a spurious message with its own details: a headers_response without
+// end_of_stream in another body mode gives
+// streaming_local_response_body_is_only_supported_in_NONE_or_FULL_DUPLEX_STREAMED_modes,
+// a body or trailers before the headers
+// local_response_body_received_before_headers or
+// local_response_trailers_received_before_headers, a typed response once the
+// local reply started spurious_message (all read in
+// test/extensions/filters/http/ext_proc/filter_local_reply_streaming_test.cc,
+// StreamingLocalReplyTest) [verify:
+// source/extensions/filters/http/ext_proc/ext_proc.cc
+// Filter::onReceiveMessage, its streamed_immediate_response case: the stored
+// ext_proc.cc copies found predate PR #42424]. [choice] Not emulated: the local
+// data plane treats any StreamedImmediateResponse as an unhandled message
+// (SpuriousKind: status_on_error with details unhandled_message, or continue
+// with failure_mode_allow), which toolmesh's extproc server, never sending
+// one, does not observe. Every
 // details string goes through StringUtil::replaceAllEmptySpace in
 // sendImmediateResponse:
 //   - gRPC error status while processing: onGrpcError — status_on_error
@@ -274,10 +300,11 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 //     (headerLimits). Envoy 1.37 replaced the mutation error texts with a
 //     fixed set ("Use one of a hard-coded set of error messages when a
 //     HeaderMutation fails", version history 1.37.0); the texts here are
-//     the earlier ones, the fixed set was not available to check [verify:
+//     the earlier ones [verify:
 //     source/extensions/filters/http/ext_proc/mutation_utils.cc
 //     MutationUtils::applyHeaderMutations, responseHeaderSizeCheck and
-//     headerMutationResultCheck at v1.40.0].
+//     headerMutationResultCheck: the stored copies found have the pre-1.37
+//     texts].
 //   - an ImmediateResponse on the response path is honoured too: Envoy's
 //     sendLocalReply replaces the held response headers while the response
 //     has not started (FilterManager::sendDirectLocalReply). toolmesh only
@@ -306,9 +333,10 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // invert_match to that result (route_components.proto at v1.40.0: "the
 // match result will be inverted before checking"); present_match and
 // treat_missing_header_as_empty look at the header as a whole [inferred]
-// [verify: how they combine with per-value matching is in
-// source/common/http/header_utility.cc HeaderUtility::matchHeaders, not
-// readable at v1.40.0]. toolmesh's routes match one header, the
+// [verify: source/common/http/header_utility.cc HeaderUtility::matchHeaders,
+// how they combine with per-value matching: no stored copy has the 1.39
+// guard; changelogs/1.40.0.yaml only latches it when the matcher is built].
+// toolmesh's routes match one header, the
 // cluster header its extproc server sets to a single value (xds/routes.go,
 // registry.ClusterHeader), where every reading agrees.
 
@@ -323,7 +351,14 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
 // filters; other HTTP filters unless is_optional. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
-// server as it is read); STREAMED response bodies flow chunk by chunk.
+// server as it is read); STREAMED response bodies flow chunk by chunk. The
+// streaming local reply (StreamedImmediateResponse, above). Envoy 1.40's
+// QUERY rule (changelogs/1.40.0.yaml minor_behavior_changes, area http,
+// runtime guard envoy.reloadable_features.http1_allow_query_method: the
+// HTTP/1 codec forwards QUERY, and a QUERY without Content-Type is a 400
+// with details query_missing_content_type on every protocol): the local
+// data plane forwards every method net/http parses, QUERY included, and
+// does not check its Content-Type; MCP requests are POSTs.
 
 // Response headers on the wire (source/common/http/http1/codec_impl.cc,
 // StreamEncoderImpl::encodeHeadersBase): headers encoded without end_stream
@@ -333,26 +368,30 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // client with its headers before its first byte, as an idle event stream
 // needs; a body Envoy already holds whole (a local reply, a BUFFERED body)
 // goes out with its headers. The local data plane flushes the headers of
-// the first kind (activeStream.write). [verify: read in an older codec_impl.cc;
-// source/common/http/http1/codec_impl.cc StreamEncoderImpl::encodeHeadersBase
-// at v1.40.0; HTTP/2 sends a HEADERS frame at once likewise]
+// the first kind (activeStream.write). HTTP/2 sends a HEADERS frame at once
+// likewise. encodeHeadersBase ends with endEncode() for end_stream and
+// flushOutput() otherwise, which writes the connection's output buffer
+// [verify: source/common/http/http1/codec_impl.cc
+// StreamEncoderImpl::encodeHeadersBase: read in stored copies, the newest
+// with encode1xxHeaders and bodiless_request; none at v1.40.0]
 
 // Downstream request checks (codec limits, underscores, escaped slashes):
-// checkDownstream in hcmcheck.go.
+// xdsconfig hcmConfig.CheckDownstream (hcmcheck.go).
 
 // Downstream TLS: the listener's filter chain transport_socket
 // envoy.transport_sockets.tls with a DownstreamTlsContext
 // (api/envoy/extensions/transport_sockets/tls/v3/tls.proto), compiled by
-// compileDownstreamTLS:
+// xdsconfig compileDownstreamTLS (listener_tls.go):
 //   - tls_certificates are the server certificate; trusted_ca of the
 //     validation context is the client CA list. With a CA, the server
 //     verifies a client certificate the client sends; with
 //     require_client_certificate it also fails the handshake without one
 //     (DefaultCertValidator::addClientValidationContext sets
 //     SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-//     source/common/tls/cert_validator/default_validator.cc, read in an
-//     older tree under source/extensions/transport_sockets/tls [verify:
-//     DefaultCertValidator::addClientValidationContext at v1.40.0];
+//     source/common/tls/cert_validator/default_validator.cc [verify:
+//     source/common/tls/cert_validator/default_validator.cc
+//     DefaultCertValidator::addClientValidationContext: read in an older
+//     copy under source/extensions/transport_sockets/tls, none at v1.40.0];
 //     the verify-if-given mode without require is [inferred]).
 //   - Envoy's TLS defaults: TLS 1.2 minimum (tls.proto TlsParameters).
 //   - A plaintext request on a TLS listener never reaches the HTTP

@@ -157,9 +157,10 @@ func ValidHeaderValue(v string) bool {
 // authorization service and external processor service have default value
 // (false) for this field", and append_action "defaults to
 // APPEND_IF_EXISTS_OR_ADD"; which of the two mutation_utils.cc reads is not
-// readable there [verify:
+// said there [verify:
 // source/extensions/filters/http/ext_proc/mutation_utils.cc
-// MutationUtils::applyHeaderMutations at v1.40.0].
+// MutationUtils::applyHeaderMutations: no stored copy at v1.40.0; one stored
+// copy that reads append_action is an unmerged branch's, with debug logging].
 func ExtProcAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 	if o.GetAppend() != nil {
 		if o.GetAppend().GetValue() {
@@ -350,11 +351,14 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 // FULL_DUPLEX_STREAMED response bodies, entered through a mode_override in
 // the request-headers or the response-headers reply (extprocfilter fullduplex.go). Read in
 // source/extensions/filters/http/ext_proc/ext_proc.cc and processor_state.cc
-// on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
-// ext_proc.cc Filter::onReceiveMessage, onData and
-// handleDuplexStreamedBodyResponse, processor_state.cc
-// ProcessorState::handleHeadersResponse and handleStreamedBodyCallback at
-// v1.40.0]:
+// [verify: source/extensions/filters/http/ext_proc/ext_proc.cc
+// Filter::onReceiveMessage, onData and handleDuplexStreamedBodyResponse,
+// source/extensions/filters/http/ext_proc/processor_state.cc
+// ProcessorState::handleHeadersResponse and handleStreamedBodyCallback: read
+// on a recent envoyproxy/envoy main; no stored copy is at v1.40.0; 1.38
+// fixed injection on these paths (changelogs/1.38.0.yaml bug_fixes, area
+// ext_proc: ext_proc_inject_data_with_state_update for two ext_proc filters
+// in one chain, ext_proc_return_stop_iteration for empty data chunks)]:
 //   - The override is honoured like any other (Filter::onReceiveMessage):
 //     only the *configured* processing_mode may not name
 //     FULL_DUPLEX_STREAMED; the effective override must still match an
@@ -405,8 +409,10 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 //     stream is then complete and its filters destroyed; the router's
 //     onDestroy resets an upstream request still in flight
 //     (source/common/router/router.cc Filter::onDestroy → resetAll;
-//     source/common/http/conn_manager_impl.cc doEndStream) [verify: both
-//     functions at v1.40.0]. The
+//     source/common/http/conn_manager_impl.cc doEndStream) [verify:
+//     source/common/router/router.cc Filter::onDestroy and
+//     source/common/http/conn_manager_impl.cc
+//     ConnectionManagerImpl::doEndStream: no stored copy at v1.40.0]. The
 //     local data plane closes the upstream body when the write loop ends.
 //   - No message timer runs in this mode (ProcessorState::
 //     onStartProcessorCall skips it; ext_proc.proto message_timeout: "There
@@ -455,12 +461,15 @@ func SpuriousKind(resp *extprocv3.ProcessingResponse) string {
 // the first); any other expression is logged as ignored at Apply. Go
 // renders a URI SAN from its parsed url.URL, which is the certificate's
 // text for SPIFFE IDs [inferred]. response_attributes are not emulated.
-// ext_proc.cc, matching_utils.cc and context.cc were read on a recent
-// envoyproxy/envoy main, not at the v1.40.0 tag [verify: ext_proc.cc
-// Filter::addAttributes, matching_utils.cc
+// Filter::addAttributes was read in a stored ext_proc.cc with the 1.37
+// guard ext_proc_stream_close_optimization: it returns unless
+// state.sendAttributes(), evaluates, calls setSentAttributes(true) and sets
+// attributes[FilterName] [verify:
+// source/extensions/filters/http/ext_proc/ext_proc.cc Filter::addAttributes,
+// source/extensions/filters/http/ext_proc/matching_utils.cc
 // ExpressionManager::evaluateAttributes and
-// source/extensions/filters/common/expr/context.cc extractSslInfo at
-// v1.40.0].
+// source/extensions/filters/common/expr/context.cc extractSslInfo: read on
+// a recent envoyproxy/envoy main; no stored copy is at v1.40.0].
 const ExtProcAttrNamespace = "envoy.filters.http.ext_proc"
 
 var EmulatedAttributes = []string{"connection.uri_san_peer_certificate", "connection.mtls"}

@@ -31,11 +31,13 @@ import "time"
 // frames, and their ACKs, recognised by payload, are taken out before
 // grpc-go reads. Only ACKs of our own PINGs count as keepalive responses.
 // connection_idle_interval (a PING before a new stream on an idle
-// connection) is not emulated: the bootstraps do not set it. The codec was
-// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
+// connection) is not emulated: the bootstraps do not set it. The settings'
+// meaning and the 15% jitter default are in protocol.proto
+// KeepaliveSettings at v1.40.0 [verify:
 // source/common/http/http2/codec_impl.cc ConnectionImpl::sendKeepalive and
-// onKeepaliveResponse at v1.40.0]; the settings' meaning and the 15%
-// jitter default are in protocol.proto KeepaliveSettings at v1.40.0.
+// onKeepaliveResponse: read on a recent envoyproxy/envoy main and in stored
+// copies that predate 1.37 (their reasonToReset has no reset_with_error);
+// no copy at v1.40.0 was available].
 //
 // ext_proc gRPC client connection. Envoy's ext_proc filter talks to its
 // server through Envoy's own gRPC client (Grpc::AsyncClientImpl) over the
@@ -84,9 +86,13 @@ import "time"
 //     INTERNAL_ERROR instead of NO_ERROR (changelogs/1.37.0.yaml,
 //     behavior_changes, area http: "Changed the default reset code from
 //     NO_ERROR to INTERNAL_ERROR", reverted by the runtime guard
-//     envoy.reloadable_features.reset_with_error) [verify: where the code
-//     is chosen, source/common/http/http2/codec_impl.cc
-//     ConnectionImpl::StreamImpl::resetStream, was not readable at v1.40.0].
+//     envoy.reloadable_features.reset_with_error). The code is chosen by
+//     reasonToReset, which ConnectionImpl::StreamImpl::resetStreamWorker
+//     passes to SubmitRst; the stored copies read predate the guard and
+//     answer NO_ERROR for a local reset [verify:
+//     source/common/http/http2/codec_impl.cc reasonToReset and
+//     ConnectionImpl::StreamImpl::resetStreamWorker: no copy with the
+//     reset_with_error guard was available].
 //     grpc-go's cancel sends CANCEL [choice]: a grpc-go server reports
 //     either code to its handler alike, a cancelled stream context
 //     (http2_server.go handleRSTStream).
@@ -141,9 +147,12 @@ const MaxConcurrentStreams = 1024
 // result in a HTTP 503 response"; max_headers_count: 100, "Upstream
 // responses that exceed this limit will result in a HTTP 502 response").
 // The cluster's own values are not emulated. net/http counts HTTP/1 header
-// bytes as read and HTTP/2 ones as decoded field sizes; Envoy's exact
-// counting is not emulated [verify: source/common/http/http1/codec_impl.cc
-// ConnectionImpl::checkMaxHeadersSize at v1.40.0].
+// bytes as read and HTTP/2 ones as decoded field sizes; Envoy's HTTP/1 codec
+// counts the names and values parsed so far (getHeadersSize: the current
+// field and value plus the map's byteSize, no separators), which is not
+// emulated [verify: source/common/http/http1/codec_impl.cc
+// ConnectionImpl::checkMaxHeadersSize: read in stored copies, none at
+// v1.40.0].
 const (
 	MaxResponseHeadersH1 = 80 << 10
 	MaxResponseHeadersH2 = 60 << 10
@@ -176,9 +185,12 @@ const MaxIdlePerHost = 64
 //     at v1.40.0: "The default response code is 503 Service Unavailable";
 //     the older "Envoy will return a 404 response" sentence on
 //     cluster_header, still there at v1.40.0, predates that field), flag
-//     NC, details cluster_not_found, empty body [verify: the flag, details
-//     and body are set in source/common/router/router.cc
-//     Filter::decodeHeaders at v1.40.0].
+//     NC, details cluster_not_found, empty body (Filter::decodeHeaders:
+//     setResponseFlag(NoClusterFound), then sendLocalReply with
+//     clusterNotFoundResponseCode(), body "" and details ClusterNotFound)
+//     [verify: source/common/router/router.cc Filter::decodeHeaders: read in
+//     a stored copy with CoreResponseFlag and retryShadowBufferLimit, none
+//     at v1.40.0].
 //   - direct_response: a local reply (details direct_response) with the
 //     route's response_headers_to_add.
 //   - response_headers_to_add (route, virtual host, route configuration) on
@@ -200,10 +212,11 @@ const MaxIdlePerHost = 64
 //     certificate validation errors) is no longer included in the HTTP
 //     response body sent to downstream clients", runtime guard
 //     envoy.reloadable_features.hide_transport_failure_reason_in_response_body)
-//     and stays in the details [verify: the body is built in
+//     and stays in the details. The emulation's body has no transport
+//     failure reason (router.Call resetReply). [verify:
 //     source/common/router/router.cc Filter::onUpstreamReset and
-//     onUpstreamAbort, not readable at v1.40.0]. The emulation's body has
-//     no transport failure reason (router.Call resetReply).
+//     onUpstreamAbort, where the body is built: no stored copy has the 1.39
+//     guard]
 //   - Route timeout (default 15s, spanning all retries): 504, flag UT, body
 //     "upstream request timeout", details upstream_response_timeout. The
 //     router sends that local reply even after the upstream response headers
@@ -245,12 +258,15 @@ const MaxIdlePerHost = 64
 // (the router stops buffering for retries). Back-off is full-jitter
 // exponential from base_interval (25ms) up to max_interval (10x base).
 //
-// Upstream connections (cluster.go newTransport) are net/http's Transport,
+// Upstream connections (xdsconfig NewTransport, cluster.go) are net/http's Transport,
 // for HTTP/1.1 and HTTP/2, compared with Envoy's pools and codec client
-// (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc;
-// read on a recent envoyproxy/envoy main, not at the v1.40.0 tag [verify:
-// source/common/http/http1/conn_pool.cc ConnPoolImpl::onResponseComplete
-// at v1.40.0]):
+// (source/common/http/http1/conn_pool.cc, source/common/http/codec_client.cc)
+// [verify: source/common/http/http1/conn_pool.cc
+// ConnPoolImpl::onResponseComplete: read on a recent envoyproxy/envoy main
+// and in stored copies, the newest built on HttpConnPoolImplBase (a
+// response complete before its request, a close header or a remote close
+// closes the connection, otherwise it goes back to the pool); no copy at
+// v1.40.0 was available]:
 //   - HTTP/1.1: one request at a time per connection; a connection goes
 //     back to the pool when its response is complete unless either side
 //     asked to close (HeaderUtility::shouldCloseConnection), and a stream
@@ -258,7 +274,7 @@ const MaxIdlePerHost = 64
 //     (ConnPoolImpl::onDownstreamReset). net/http does the same.
 //   - Idle connections close after the cluster's
 //     common_http_protocol_options.idle_timeout (IdleConnTimeout; Envoy's
-//     default 1h, 0 none); at most maxIdlePerHost stay idle per endpoint.
+//     default 1h, 0 none); at most MaxIdlePerHost stay idle per endpoint.
 //   - A connection that closes after the request was written and before any
 //     response byte: 503, flag UC, "reset reason: connection termination"
 //     (CodecClient::onEvent, Filter::onUpstreamReset); the route's retry
@@ -268,7 +284,7 @@ const MaxIdlePerHost = 64
 //     Envoy resends neither. An MCP request is a POST with a body.
 //   - A malformed response is reported the same way [choice: Envoy's codec
 //     reports a protocol error, 502 UPE]; response headers over
-//     maxResponseHeadersH1 (HTTP/1) or maxResponseHeadersH2 are 503 UPE
+//     MaxResponseHeadersH1 (HTTP/1) or MaxResponseHeadersH2 are 503 UPE
 //     "protocol error" (router classifyUpstreamError).
 //   - Interim 1xx responses other than 101 are read and dropped [choice:
 //     Envoy's router passes them on (Filter::onUpstream1xxHeaders →

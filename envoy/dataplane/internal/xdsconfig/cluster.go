@@ -22,6 +22,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
@@ -153,17 +154,11 @@ func compileCircuitBreakers(cb *clusterv3.CircuitBreakers) ClusterLimits {
 		if th.GetPriority() != corev3.RoutingPriority_DEFAULT {
 			continue
 		}
-		if th.GetMaxConnections() != nil {
-			l.maxConnections = int64(th.GetMaxConnections().GetValue())
-		}
-		if th.GetMaxPendingRequests() != nil {
-			l.maxPending = int64(th.GetMaxPendingRequests().GetValue())
-		}
-		if th.GetMaxRequests() != nil {
-			l.maxRequests = int64(th.GetMaxRequests().GetValue())
-		}
-		if th.GetMaxRetries() != nil {
-			l.MaxRetries = int64(th.GetMaxRetries().GetValue())
+		for dst, v := range map[*int64]*wrapperspb.UInt32Value{&l.maxConnections: th.GetMaxConnections(),
+			&l.maxPending: th.GetMaxPendingRequests(), &l.maxRequests: th.GetMaxRequests(), &l.MaxRetries: th.GetMaxRetries()} {
+			if v != nil {
+				*dst = int64(v.GetValue())
+			}
 		}
 	}
 	return l

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
-	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -54,9 +53,9 @@ const (
 
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
-	StreamIdleTimeout time.Duration // stream_idle_timeout; 0: disabled
-	IdleTimeout       time.Duration // common_http_protocol_options.idle_timeout; 0: disabled (dataplane idle.go)
-	early             []earlyMutation
+	StreamIdleTimeout time.Duration    // stream_idle_timeout; 0: disabled
+	IdleTimeout       time.Duration    // common_http_protocol_options.idle_timeout; 0: disabled (dataplane idle.go)
+	early             []*stringMatcher // early header mutation: remove_on_match key matchers
 	Filters           []*ExtProcFilter
 	LocalReply        *LocalReplyConfig
 	GenerateRequestID bool
@@ -84,15 +83,6 @@ type hcmConfig struct {
 	XFCC hcmv3.HttpConnectionManager_ForwardClientCertDetails
 }
 
-// earlyMutation is one mutation of the early header mutation extension
-// (source/extensions/http/early_header_mutation/header_mutation), applied to
-// the request headers before x-request-id handling and routing.
-type earlyMutation struct {
-	remove string
-	match  *stringMatcher
-	add    *HeaderAdd
-}
-
 // FiltersOrNil returns the ext_proc filters; nil for a nil manager.
 func (h *hcmConfig) FiltersOrNil() []*ExtProcFilter {
 	if h == nil {
@@ -101,16 +91,12 @@ func (h *hcmConfig) FiltersOrNil() []*ExtProcFilter {
 	return h.Filters
 }
 
-func (h *hcmConfig) ApplyEarly(m *headers.Map, c *FmtContext) {
+// ApplyEarly applies the early header mutation extension
+// (source/extensions/http/early_header_mutation/header_mutation) to the
+// request headers, before x-request-id handling and routing.
+func (h *hcmConfig) ApplyEarly(m *headers.Map) {
 	for _, e := range h.early {
-		switch {
-		case e.remove != "":
-			m.Del(e.remove)
-		case e.match != nil:
-			m.DelFunc(e.match.match)
-		case e.add != nil:
-			ApplyHeadersToAdd(m, []HeaderAdd{*e.add}, c)
-		}
+		m.DelFunc(e.match)
 	}
 }
 
@@ -212,7 +198,7 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 	if h == nil || cfg.HCM != nil {
 		return nil
 	}
-	hc, inline, err := compileHCM(h)
+	hc, err := compileHCM(h)
 	if err != nil {
 		return fmt.Errorf("listener %q: %w", l.GetName(), err)
 	}
@@ -220,11 +206,9 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 	if l.GetPerConnectionBufferLimitBytes() != nil {
 		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 	}
-	rc := inline
+	rc := routeConfigs[hc.rdsName]
 	if rc == nil {
-		if rc = routeConfigs[hc.rdsName]; rc == nil {
-			return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
-		}
+		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
 	}
 	names := map[string]bool{}
 	for _, f := range hc.Filters {
@@ -271,7 +255,7 @@ func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 	return nil, nil
 }
 
-func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfiguration, error) {
+func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	hc := &hcmConfig{
 		GenerateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
 		ServerName:        h.GetServerName(),
@@ -280,29 +264,23 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, *routev3.RouteConfi
 		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
 	}
 	if err := compileHCMRequestRules(hc, h); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	compileHCMDefaults(hc, h)
-	var inline *routev3.RouteConfiguration
-	switch rs := h.GetRouteSpecifier().(type) {
-	case *hcmv3.HttpConnectionManager_Rds:
-		hc.rdsName = rs.Rds.GetRouteConfigName()
-	case *hcmv3.HttpConnectionManager_RouteConfig:
-		inline = rs.RouteConfig
-	default:
-		return nil, nil, fmt.Errorf("route specifier %T is not emulated", rs)
+	// RDS only: toolmesh's listener never inlines its route configuration.
+	rs, ok := h.GetRouteSpecifier().(*hcmv3.HttpConnectionManager_Rds)
+	if !ok {
+		return nil, fmt.Errorf("route specifier %T is not emulated", h.GetRouteSpecifier())
 	}
+	hc.rdsName = rs.Rds.GetRouteConfigName()
 	var err error
 	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if hc.LocalReply, err = compileLocalReply(h.GetLocalReplyConfig()); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := compileHTTPFilters(hc, h.GetHttpFilters()); err != nil {
-		return nil, nil, err
-	}
-	return hc, inline, nil
+	return hc, compileHTTPFilters(hc, h.GetHttpFilters())
 }
 
 // compileHCMRequestRules compiles what the connection manager applies to
@@ -371,9 +349,10 @@ func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
 }
 
 // compileEarlyMutations compiles early_header_mutation_extensions, of which
-// the header_mutation extension is emulated.
-func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]earlyMutation, error) {
-	var early []earlyMutation
+// the header_mutation extension's remove_on_match is emulated (the one
+// mutation toolmesh emits).
+func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]*stringMatcher, error) {
+	var early []*stringMatcher
 	for _, ext := range exts {
 		m, err := ext.GetTypedConfig().UnmarshalNew()
 		if err != nil {
@@ -387,42 +366,25 @@ func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]earlyMutation
 			return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
 		}
 		for _, mu := range hm.GetMutations() {
-			e, err := compileEarlyMutation(mu)
+			rm, ok := mu.GetAction().(*mutationrulesv3.HeaderMutation_RemoveOnMatch_)
+			if !ok {
+				return nil, fmt.Errorf("early header mutation %q: %T is not emulated", ext.GetName(), mu.GetAction())
+			}
+			sm, err := compileStringMatcher(rm.RemoveOnMatch.GetKeyMatcher())
 			if err != nil {
 				return nil, fmt.Errorf("early header mutation %q: %w", ext.GetName(), err)
 			}
-			if e != nil {
-				early = append(early, *e)
-			}
+			early = append(early, sm)
 		}
 	}
 	return early, nil
-}
-
-func compileEarlyMutation(mu *mutationrulesv3.HeaderMutation) (*earlyMutation, error) {
-	switch {
-	case mu.GetRemove() != "":
-		return &earlyMutation{remove: strings.ToLower(mu.GetRemove())}, nil
-	case mu.GetRemoveOnMatch() != nil:
-		sm, err := compileStringMatcher(mu.GetRemoveOnMatch().GetKeyMatcher())
-		if err != nil {
-			return nil, err
-		}
-		return &earlyMutation{match: sm}, nil
-	case mu.GetAppend() != nil:
-		one, err := compileHeadersToAdd([]*corev3.HeaderValueOption{mu.GetAppend()})
-		if err != nil {
-			return nil, err
-		}
-		return &earlyMutation{add: &one[0]}, nil
-	}
-	return nil, nil
 }
 
 // compileHTTPFilters compiles http_filters: ext_proc filters, and the
 // router, which must be last; optional filters it does not know are
 // skipped, as Envoy skips an optional filter it has no factory for.
 func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
+	router := false
 	for i, f := range filters {
 		m, skip, err := httpFilterConfig(f)
 		if err != nil {
@@ -442,7 +404,7 @@ func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
 			if i != len(filters)-1 {
 				return fmt.Errorf("http filter %q: the router must be the last filter", f.GetName())
 			}
-			hc.SuppressEnvoyHeaders = c.GetSuppressEnvoyHeaders()
+			hc.SuppressEnvoyHeaders, router = c.GetSuppressEnvoyHeaders(), true
 		default:
 			if f.GetIsOptional() {
 				continue
@@ -450,10 +412,7 @@ func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
 			return fmt.Errorf("http filter %q (%s) is not emulated by the local data plane", f.GetName(), f.GetTypedConfig().GetTypeUrl())
 		}
 	}
-	if len(filters) == 0 {
-		return errors.New("no http filters: the router filter is required")
-	}
-	if _, ok := mustUnmarshal(filters[len(filters)-1]).(*routerv3.Router); !ok {
+	if !router {
 		return errors.New("the last http filter must be the router")
 	}
 	return nil
@@ -479,12 +438,4 @@ func httpFilterConfig(f *hcmv3.HttpFilter) (m proto.Message, skip bool, err erro
 		}
 	}
 	return m, false, nil
-}
-
-func mustUnmarshal(f *hcmv3.HttpFilter) proto.Message {
-	m, err := f.GetTypedConfig().UnmarshalNew()
-	if err != nil {
-		return nil
-	}
-	return m
 }

@@ -14,7 +14,6 @@ import (
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
@@ -202,21 +201,11 @@ func CopyModeInto(dst, m *extprocfilterv3.ProcessingMode) {
 // DEFAULT trailer modes mean SKIP (processing_mode.proto).
 func NormalizeMode(m *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	out := &extprocfilterv3.ProcessingMode{}
-	if m != nil {
-		out = proto.Clone(m).(*extprocfilterv3.ProcessingMode)
-	}
-	if out.RequestHeaderMode == extprocfilterv3.ProcessingMode_DEFAULT {
-		out.RequestHeaderMode = extprocfilterv3.ProcessingMode_SEND
-	}
-	if out.ResponseHeaderMode == extprocfilterv3.ProcessingMode_DEFAULT {
-		out.ResponseHeaderMode = extprocfilterv3.ProcessingMode_SEND
-	}
-	if out.RequestTrailerMode == extprocfilterv3.ProcessingMode_DEFAULT {
-		out.RequestTrailerMode = extprocfilterv3.ProcessingMode_SKIP
-	}
-	if out.ResponseTrailerMode == extprocfilterv3.ProcessingMode_DEFAULT {
-		out.ResponseTrailerMode = extprocfilterv3.ProcessingMode_SKIP
-	}
+	CopyModeInto(out, m)
+	out.RequestHeaderMode = cmp.Or(out.RequestHeaderMode, extprocfilterv3.ProcessingMode_SEND)
+	out.ResponseHeaderMode = cmp.Or(out.ResponseHeaderMode, extprocfilterv3.ProcessingMode_SEND)
+	out.RequestTrailerMode = cmp.Or(out.RequestTrailerMode, extprocfilterv3.ProcessingMode_SKIP)
+	out.ResponseTrailerMode = cmp.Or(out.ResponseTrailerMode, extprocfilterv3.ProcessingMode_SKIP)
 	return out
 }
 
@@ -242,21 +231,11 @@ func checkBodyModes(m *extprocfilterv3.ProcessingMode) error {
 // the new mode of both directions.
 func EffectiveOverride(configured, o *extprocfilterv3.ProcessingMode) *extprocfilterv3.ProcessingMode {
 	n := &extprocfilterv3.ProcessingMode{}
-	if configured != nil {
-		n = proto.Clone(configured).(*extprocfilterv3.ProcessingMode)
-	}
-	if o.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_DEFAULT {
-		n.RequestHeaderMode = o.GetRequestHeaderMode()
-	}
-	if o.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_DEFAULT {
-		n.ResponseHeaderMode = o.GetResponseHeaderMode()
-	}
-	if o.GetRequestTrailerMode() != extprocfilterv3.ProcessingMode_DEFAULT {
-		n.RequestTrailerMode = o.GetRequestTrailerMode()
-	}
-	if o.GetResponseTrailerMode() != extprocfilterv3.ProcessingMode_DEFAULT {
-		n.ResponseTrailerMode = o.GetResponseTrailerMode()
-	}
+	CopyModeInto(n, configured)
+	n.RequestHeaderMode = cmp.Or(o.GetRequestHeaderMode(), n.RequestHeaderMode)
+	n.ResponseHeaderMode = cmp.Or(o.GetResponseHeaderMode(), n.ResponseHeaderMode)
+	n.RequestTrailerMode = cmp.Or(o.GetRequestTrailerMode(), n.RequestTrailerMode)
+	n.ResponseTrailerMode = cmp.Or(o.GetResponseTrailerMode(), n.ResponseTrailerMode)
 	n.RequestBodyMode = o.GetRequestBodyMode()
 	n.ResponseBodyMode = o.GetResponseBodyMode()
 	return n

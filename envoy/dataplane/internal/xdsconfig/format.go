@@ -203,21 +203,9 @@ func (op *operator) value(c *FmtContext) (s string, typed any, ok bool) {
 // metadataValue is MetadataFormatter: a string value renders unquoted, any
 // other value as compact JSON; a missing value is unset.
 func metadataValue(meta map[string]*structpb.Struct, ns string, path []string) (string, any, bool) {
-	st, ok := meta[ns]
+	v, ok := lookupMetadata(meta, ns, path)
 	if !ok {
 		return "", nil, false
-	}
-	var v *structpb.Value = structpb.NewStructValue(st)
-	for _, k := range path {
-		s := v.GetStructValue()
-		if s == nil {
-			return "", nil, false
-		}
-		next, ok := s.GetFields()[k]
-		if !ok {
-			return "", nil, false
-		}
-		v = next
 	}
 	if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 		return sv.StringValue, sv.StringValue, true

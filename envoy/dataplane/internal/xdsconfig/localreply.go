@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -175,7 +174,8 @@ func dataSource(d *corev3.DataSource) (string, error) {
 }
 
 // logFilter emulates the access log filters (source/common/access_log/
-// access_log_impl.cc) that local_reply_config mappers use.
+// access_log_impl.cc) that toolmesh's local_reply_config mappers use:
+// status code, response flag and metadata filters, and and/or of them.
 type logFilter interface {
 	eval(c *FmtContext) bool
 }
@@ -183,6 +183,27 @@ type logFilter interface {
 type FilterFunc func(c *FmtContext) bool
 
 func (f FilterFunc) eval(c *FmtContext) bool { return f(c) }
+
+// anyFilter is OrFilter (want true) or, negated, AndFilter (want false):
+// whether any of subs evaluates to want.
+func anyFilter(fs []*accesslogv3.AccessLogFilter, want bool) (logFilter, error) {
+	subs := make([]logFilter, 0, len(fs))
+	for _, f := range fs {
+		c, err := compileLogFilter(f)
+		if err != nil {
+			return nil, err
+		}
+		subs = append(subs, c)
+	}
+	return FilterFunc(func(c *FmtContext) bool {
+		for _, f := range subs {
+			if f.eval(c) == want {
+				return want
+			}
+		}
+		return !want
+	}), nil
+}
 
 func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 	switch s := f.GetFilterSpecifier().(type) {
@@ -192,52 +213,10 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 			return nil, err
 		}
 		return FilterFunc(func(c *FmtContext) bool { return cmp(uint64(c.Code)) }), nil
-	case *accesslogv3.AccessLogFilter_DurationFilter:
-		cmp, err := compileComparison(s.DurationFilter.GetComparison())
-		if err != nil {
-			return nil, err
-		}
-		return FilterFunc(func(c *FmtContext) bool {
-			return cmp(uint64(time.Since(c.Start).Milliseconds()))
-		}), nil
-	case *accesslogv3.AccessLogFilter_NotHealthCheckFilter:
-		// The local data plane has no health-check filter, so no request is one.
-		return FilterFunc(func(*FmtContext) bool { return true }), nil
-	case *accesslogv3.AccessLogFilter_TraceableFilter:
-		// No tracing: no request is traceable.
-		return FilterFunc(func(*FmtContext) bool { return false }), nil
 	case *accesslogv3.AccessLogFilter_AndFilter:
-		subs, err := compileLogFilters(s.AndFilter.GetFilters())
-		if err != nil {
-			return nil, err
-		}
-		return FilterFunc(func(c *FmtContext) bool {
-			for _, f := range subs {
-				if !f.eval(c) {
-					return false
-				}
-			}
-			return true
-		}), nil
+		return anyFilter(s.AndFilter.GetFilters(), false)
 	case *accesslogv3.AccessLogFilter_OrFilter:
-		subs, err := compileLogFilters(s.OrFilter.GetFilters())
-		if err != nil {
-			return nil, err
-		}
-		return FilterFunc(func(c *FmtContext) bool {
-			for _, f := range subs {
-				if f.eval(c) {
-					return true
-				}
-			}
-			return false
-		}), nil
-	case *accesslogv3.AccessLogFilter_HeaderFilter:
-		hm, err := compileHeaderMatcher(s.HeaderFilter.GetHeader())
-		if err != nil {
-			return nil, err
-		}
-		return FilterFunc(func(c *FmtContext) bool { return c.ReqH != nil && hm.match(c.ReqH) }), nil
+		return anyFilter(s.OrFilter.GetFilters(), true)
 	case *accesslogv3.AccessLogFilter_ResponseFlagFilter:
 		var want rules.ResponseFlags
 		for _, name := range s.ResponseFlagFilter.GetFlags() {
@@ -261,18 +240,6 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 	default:
 		return nil, fmt.Errorf("access log filter %T is not emulated", s)
 	}
-}
-
-func compileLogFilters(fs []*accesslogv3.AccessLogFilter) ([]logFilter, error) {
-	out := make([]logFilter, 0, len(fs))
-	for _, f := range fs {
-		c, err := compileLogFilter(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }
 
 // compileComparison is ComparisonFilter with the runtime key ignored (the
@@ -342,11 +309,10 @@ func lookupMetadata(meta map[string]*structpb.Struct, ns string, path []string) 
 }
 
 // compileValueMatcher emulates Matchers::ValueMatcher
-// (source/common/common/matchers.cc).
+// (source/common/common/matchers.cc) for the bool, present, string and or
+// matches toolmesh's mappers use.
 func compileValueMatcher(m *matcherv3.ValueMatcher) (func(*structpb.Value) bool, error) {
 	switch p := m.GetMatchPattern().(type) {
-	case *matcherv3.ValueMatcher_NullMatch_:
-		return func(v *structpb.Value) bool { _, ok := v.GetKind().(*structpb.Value_NullValue); return ok }, nil
 	case *matcherv3.ValueMatcher_BoolMatch:
 		return func(v *structpb.Value) bool {
 			b, ok := v.GetKind().(*structpb.Value_BoolValue)
@@ -365,31 +331,6 @@ func compileValueMatcher(m *matcherv3.ValueMatcher) (func(*structpb.Value) bool,
 		return func(v *structpb.Value) bool {
 			s, ok := v.GetKind().(*structpb.Value_StringValue)
 			return ok && sm.match(s.StringValue)
-		}, nil
-	case *matcherv3.ValueMatcher_DoubleMatch:
-		dm := p.DoubleMatch
-		return func(v *structpb.Value) bool {
-			n, ok := v.GetKind().(*structpb.Value_NumberValue)
-			if !ok {
-				return false
-			}
-			if r := dm.GetRange(); r != nil {
-				return n.NumberValue >= r.GetStart() && n.NumberValue < r.GetEnd()
-			}
-			return n.NumberValue == dm.GetExact()
-		}, nil
-	case *matcherv3.ValueMatcher_ListMatch:
-		inner, err := compileValueMatcher(p.ListMatch.GetOneOf())
-		if err != nil {
-			return nil, err
-		}
-		return func(v *structpb.Value) bool {
-			for _, e := range v.GetListValue().GetValues() {
-				if inner(e) {
-					return true
-				}
-			}
-			return false
 		}, nil
 	case *matcherv3.ValueMatcher_OrMatch:
 		var subs []func(*structpb.Value) bool

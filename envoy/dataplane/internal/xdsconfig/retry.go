@@ -49,27 +49,19 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*RetryPolicy, error) {
 	for _, c := range p.GetRetriableStatusCodes() {
 		rp.statusCodes[int(c)] = true
 	}
+	// nil: accepted, but never triggers here (retriable-status-codes are
+	// the list above; the others do not apply to the local data plane).
+	retryOn := map[string]*bool{"5xx": &rp.on5xx, "gateway-error": &rp.onGatewayError, "reset": &rp.onReset,
+		"reset-before-request": &rp.onBeforeSend, "connect-failure": &rp.onConnect, "refused-stream": &rp.onRefused,
+		"retriable-4xx": &rp.on4xx, "retriable-status-codes": nil, "": nil,
+		"envoy-ratelimited": nil, "retriable-headers": nil, "http3-post-connect-failure": nil}
 	for _, on := range strings.Split(p.GetRetryOn(), ",") {
-		switch strings.TrimSpace(on) {
-		case "5xx":
-			rp.on5xx = true
-		case "gateway-error":
-			rp.onGatewayError = true
-		case "reset":
-			rp.onReset = true
-		case "reset-before-request":
-			rp.onBeforeSend = true
-		case "connect-failure":
-			rp.onConnect = true
-		case "refused-stream":
-			rp.onRefused = true
-		case "retriable-4xx":
-			rp.on4xx = true
-		case "retriable-status-codes", "":
-		case "envoy-ratelimited", "retriable-headers", "http3-post-connect-failure":
-			// Not applicable to the local data plane: never triggers.
-		default:
+		flag, ok := retryOn[strings.TrimSpace(on)]
+		if !ok {
 			return nil, fmt.Errorf("retry_on %q is not emulated", on)
+		}
+		if flag != nil {
+			*flag = true
 		}
 	}
 	if len(p.GetRetriableHeaders()) > 0 || len(p.GetRetriableRequestHeaders()) > 0 ||

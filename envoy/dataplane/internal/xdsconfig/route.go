@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
@@ -23,10 +23,30 @@ type routeTable struct {
 	suffix   []wildcardHost // "*.example.com", longest first
 	prefix   []wildcardHost // "example.*", longest first
 	fallback *virtualHost   // "*"
-	ReqAdd   []HeaderAdd
-	ReqDel   []string
-	RespAdd  []HeaderAdd
-	RespDel  []string
+	HeaderOps
+}
+
+// HeaderOps are the request and response headers_to_add and
+// headers_to_remove of a route, virtual host or route configuration.
+type HeaderOps struct {
+	ReqAdd, RespAdd []HeaderAdd
+	ReqDel, RespDel []string
+}
+
+// compileHeaderOps compiles the header operations of s.
+func compileHeaderOps(s interface {
+	GetRequestHeadersToAdd() []*corev3.HeaderValueOption
+	GetResponseHeadersToAdd() []*corev3.HeaderValueOption
+	GetRequestHeadersToRemove() []string
+	GetResponseHeadersToRemove() []string
+}) (HeaderOps, error) {
+	o := HeaderOps{ReqDel: lowerAll(s.GetRequestHeadersToRemove()), RespDel: lowerAll(s.GetResponseHeadersToRemove())}
+	var err error
+	if o.ReqAdd, err = compileHeadersToAdd(s.GetRequestHeadersToAdd()); err != nil {
+		return o, err
+	}
+	o.RespAdd, err = compileHeadersToAdd(s.GetResponseHeadersToAdd())
+	return o, err
 }
 
 type wildcardHost struct {
@@ -41,10 +61,7 @@ type virtualHost struct {
 	perRequest  *uint64 // deprecated per_request_buffer_limit_bytes
 	PerFilter   map[string]*PerFilterConfig
 	retry       *RetryPolicy
-	ReqAdd      []HeaderAdd
-	ReqDel      []string
-	RespAdd     []HeaderAdd
-	RespDel     []string
+	HeaderOps
 }
 
 type routeKind int
@@ -52,27 +69,18 @@ type routeKind int
 const (
 	kindCluster routeKind = iota
 	kindClusterHeader
-	kindWeighted
 	KindDirect
 )
 
-type weightedCluster struct {
-	name   string
-	weight uint32
-}
-
 type Route struct {
-	Name   string
-	VH     *virtualHost
-	Table  *routeTable
-	match  routeMatch
-	Kind   routeKind
-	target string // cluster name or cluster header
-	// weighted clusters
-	weighted    []weightedCluster
-	totalWeight uint32
-	NotFound    int // cluster_not_found_response_code
-	Direct      struct {
+	Name     string
+	VH       *virtualHost
+	Table    *routeTable
+	match    routeMatch
+	Kind     routeKind
+	target   string // cluster name or cluster header
+	NotFound int    // cluster_not_found_response_code
+	Direct   struct {
 		Status int
 		Body   string
 	}
@@ -86,10 +94,7 @@ type Route struct {
 	bufferLimit   *uint64
 	perRequest    *uint64
 	PerFilter     map[string]*PerFilterConfig
-	ReqAdd        []HeaderAdd
-	ReqDel        []string
-	RespAdd       []HeaderAdd
-	RespDel       []string
+	HeaderOps
 }
 
 type routeMatch struct {
@@ -110,14 +115,9 @@ type queryMatcher struct {
 func CompileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
 	t := &routeTable{name: rc.GetName(), exact: map[string]*virtualHost{}}
 	var err error
-	if t.ReqAdd, err = compileHeadersToAdd(rc.GetRequestHeadersToAdd()); err != nil {
+	if t.HeaderOps, err = compileHeaderOps(rc); err != nil {
 		return nil, err
 	}
-	if t.RespAdd, err = compileHeadersToAdd(rc.GetResponseHeadersToAdd()); err != nil {
-		return nil, err
-	}
-	t.ReqDel = lowerAll(rc.GetRequestHeadersToRemove())
-	t.RespDel = lowerAll(rc.GetResponseHeadersToRemove())
 	for _, v := range rc.GetVirtualHosts() {
 		vh, err := compileVirtualHost(t, v, filterNames)
 		if err != nil {
@@ -179,14 +179,9 @@ func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[s
 			return nil, err
 		}
 	}
-	if vh.ReqAdd, err = compileHeadersToAdd(v.GetRequestHeadersToAdd()); err != nil {
+	if vh.HeaderOps, err = compileHeaderOps(v); err != nil {
 		return nil, err
 	}
-	if vh.RespAdd, err = compileHeadersToAdd(v.GetResponseHeadersToAdd()); err != nil {
-		return nil, err
-	}
-	vh.ReqDel = lowerAll(v.GetRequestHeadersToRemove())
-	vh.RespDel = lowerAll(v.GetResponseHeadersToRemove())
 	for i, r := range v.GetRoutes() {
 		rt, err := compileRoute(t, vh, r, filterNames)
 		if err != nil {
@@ -206,14 +201,9 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
-	if rt.ReqAdd, err = compileHeadersToAdd(r.GetRequestHeadersToAdd()); err != nil {
+	if rt.HeaderOps, err = compileHeaderOps(r); err != nil {
 		return nil, err
 	}
-	if rt.RespAdd, err = compileHeadersToAdd(r.GetResponseHeadersToAdd()); err != nil {
-		return nil, err
-	}
-	rt.ReqDel = lowerAll(r.GetRequestHeadersToRemove())
-	rt.RespDel = lowerAll(r.GetResponseHeadersToRemove())
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_DirectResponse:
 		rt.Kind = KindDirect
@@ -247,19 +237,6 @@ func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 		rt.Kind, rt.target = kindCluster, c.Cluster
 	case *routev3.RouteAction_ClusterHeader:
 		rt.Kind, rt.target = kindClusterHeader, strings.ToLower(c.ClusterHeader)
-	case *routev3.RouteAction_WeightedClusters:
-		rt.Kind = kindWeighted
-		for _, w := range c.WeightedClusters.GetClusters() {
-			if w.GetName() == "" {
-				return errors.New("weighted cluster without a name is not emulated")
-			}
-			wt := w.GetWeight().GetValue()
-			rt.weighted = append(rt.weighted, weightedCluster{name: w.GetName(), weight: wt})
-			rt.totalWeight += wt
-		}
-		if rt.totalWeight == 0 {
-			return errors.New("weighted clusters: total weight is 0")
-		}
 	default:
 		return fmt.Errorf("cluster specifier %T is not emulated", c)
 	}
@@ -410,14 +387,6 @@ func (r *Route) PickCluster(h *headers.Map) string {
 	case kindClusterHeader:
 		v, _ := h.Get(r.target)
 		return v
-	case kindWeighted:
-		n := rand.Uint32N(r.totalWeight)
-		for _, w := range r.weighted {
-			if n < w.weight {
-				return w.name
-			}
-			n -= w.weight
-		}
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -82,6 +83,9 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 	if err != nil {
 		return nil, err
 	}
+	if len(vc.GetMatchSubjectAltNames()) > 0 {
+		return nil, errors.New("match_subject_alt_names (deprecated) is not emulated: use match_typed_subject_alt_names")
+	}
 	if vc.GetTrustedCa() == nil {
 		return cfg, nil
 	}
@@ -100,24 +104,11 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 		}
 		sans = append(sans, sanMatcher{typ: m.GetSanType(), m: sm})
 	}
-	for _, m := range vc.GetMatchSubjectAltNames() {
-		sm, err := compileStringMatcher(m)
-		if err != nil {
-			return nil, err
-		}
-		sans = append(sans, sanMatcher{m: sm}) // deprecated untyped form: any SAN
-	}
-	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
+	// Runs after the handshake parsed the chain, whatever InsecureSkipVerify.
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		certs := cs.PeerCertificates
+		if len(certs) == 0 {
 			return errors.New("no peer certificate")
-		}
-		certs := make([]*x509.Certificate, len(raw))
-		for i, r := range raw {
-			c, err := x509.ParseCertificate(r)
-			if err != nil {
-				return err
-			}
-			certs[i] = c
 		}
 		inter := x509.NewCertPool()
 		for _, c := range certs[1:] {
@@ -126,13 +117,8 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 		if _, err := certs[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter}); err != nil {
 			return err
 		}
-		if len(sans) == 0 {
+		if len(sans) == 0 || slices.ContainsFunc(sans, func(s sanMatcher) bool { return s.match(certs[0]) }) {
 			return nil
-		}
-		for _, s := range sans {
-			if s.match(certs[0]) {
-				return nil
-			}
 		}
 		return errors.New("no subject alternative name matched")
 	}
@@ -143,41 +129,29 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 // of the given type are matched; a DNS SAN with a leading wildcard label
 // matches an exact matcher for a name in that domain (dnsNameMatch).
 type sanMatcher struct {
-	typ tlsv3.SubjectAltNameMatcher_SanType // unspecified: any type
+	typ tlsv3.SubjectAltNameMatcher_SanType
 	m   *stringMatcher
 }
 
 func (s sanMatcher) match(c *x509.Certificate) bool {
-	anyType := s.typ == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_DNS {
-		for _, n := range c.DNSNames {
-			if s.m.match(n) || (s.m.kind == 0 && wildcardDNSMatch(n, s.m.s)) {
-				return true
-			}
-		}
-	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_IP_ADDRESS {
+	var names []string
+	switch s.typ {
+	case tlsv3.SubjectAltNameMatcher_DNS:
+		names = c.DNSNames
+	case tlsv3.SubjectAltNameMatcher_EMAIL:
+		names = c.EmailAddresses
+	case tlsv3.SubjectAltNameMatcher_IP_ADDRESS:
 		for _, ip := range c.IPAddresses {
-			if s.m.match(ip.String()) {
-				return true
-			}
+			names = append(names, ip.String())
 		}
-	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_URI {
+	case tlsv3.SubjectAltNameMatcher_URI:
 		for _, u := range c.URIs {
-			if s.m.match(u.String()) {
-				return true
-			}
+			names = append(names, u.String())
 		}
 	}
-	if anyType || s.typ == tlsv3.SubjectAltNameMatcher_EMAIL {
-		for _, e := range c.EmailAddresses {
-			if s.m.match(e) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(names, func(n string) bool {
+		return s.m.match(n) || (s.typ == tlsv3.SubjectAltNameMatcher_DNS && s.m.kind == 0 && wildcardDNSMatch(n, s.m.s))
+	})
 }
 
 // wildcardDNSMatch matches a certificate name "*.example.com" against
