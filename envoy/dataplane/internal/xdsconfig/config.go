@@ -56,7 +56,6 @@ type hcmConfig struct {
 	UseRemoteAddress  bool // use_remote_address, unless skip_xff_append
 	ServerName        string
 	BufferLimit       uint64 // listener per_connection_buffer_limit_bytes
-	rdsName           string
 	NormalizePath     bool
 	MergeSlashes      bool
 	// Downstream request limits (codec and connection-manager checks).
@@ -192,9 +191,9 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 	if l.GetPerConnectionBufferLimitBytes() != nil {
 		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 	}
-	rc := routeConfigs[hc.rdsName]
+	rc := routeConfigs[h.GetRds().GetRouteConfigName()] // ListenerHCM: RDS only
 	if rc == nil {
-		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
+		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), h.GetRds().GetRouteConfigName())
 	}
 	names := map[string]bool{}
 	for _, f := range hc.Filters {
@@ -261,7 +260,6 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	if d := h.GetStreamIdleTimeout(); d != nil {
 		hc.StreamIdleTimeout = d.AsDuration()
 	}
-	hc.rdsName = h.GetRds().GetRouteConfigName() // ListenerHCM: RDS only
 	var err error
 	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
 		return nil, err
