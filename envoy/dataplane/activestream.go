@@ -46,7 +46,11 @@ type activeStream struct {
 	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
-	meta          map[string]*structpb.Struct // nil until a filter sets some
+	meta map[string]*structpb.Struct // nil until a filter sets some
+	// metaMu guards meta against the reading goroutine of a
+	// FULL_DUPLEX_STREAMED body, which sends chunks with the forwarded
+	// metadata while the stream goes on (extprocfilter fullduplex.go).
+	metaMu        sync.Mutex
 	flags         rules.ResponseFlags
 	details       string
 	cluster       string
@@ -83,7 +87,7 @@ func (b *reqBody) reader() io.Reader {
 func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
-			f.Close()
+			f.End()
 		}
 	}()
 	hcm := x.cfg.HCM
@@ -113,13 +117,10 @@ func (x *activeStream) serve() {
 		x.reqH.Set("x-forwarded-proto", x.reqH.Value(":scheme"))
 	}
 	x.first = x.currentRoute()
-	x.filters = x.activeFilters(x.first)
+	x.filters = x.activeFilters()
 
 	eos := x.r.Body == nil || x.r.Body == http.NoBody || (x.r.ContentLength == 0 && len(x.r.TransferEncoding) == 0)
 	for _, f := range x.filters {
-		// Filter::mergePerRouteConfig runs in each filter's decodeHeaders
-		// with the route selected at that moment.
-		f.ApplyPerRoute(x.currentRoute())
 		lr, err := f.DecodeHeaders(eos)
 		if err != nil {
 			return
@@ -148,32 +149,17 @@ func (x *activeStream) currentRoute() *xdsconfig.Route {
 	return x.route
 }
 
-// activeFilters instantiates the ext_proc filters the first route enables
-// (HttpFilter.disabled filters need a per-route config that is not a
-// disabled FilterConfig).
-func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extprocfilter.Filter {
+// activeFilters instantiates the ext_proc filters that are not
+// HttpFilter.disabled (only a per-route config, which is not emulated,
+// could enable one).
+func (x *activeStream) activeFilters() []*extprocfilter.Filter {
 	out := x.filterArr[:0]
 	for _, f := range x.cfg.HCM.Filters {
-		enabled := !f.DisabledByDefault
-		if pf := perFilterFor(rt, f.Name); pf != nil {
-			enabled = !pf.Disabled
-		}
-		if enabled {
+		if !f.DisabledByDefault {
 			out = append(out, extprocfilter.New(x.ctx, x.log, x, &x.d.client, f))
 		}
 	}
 	return out
-}
-
-// perFilterFor returns the most specific typed_per_filter_config entry.
-func perFilterFor(rt *xdsconfig.Route, name string) *xdsconfig.PerFilterConfig {
-	if rt == nil {
-		return nil
-	}
-	if pf := rt.PerFilter[name]; pf != nil {
-		return pf
-	}
-	return rt.VH.PerFilter[name]
 }
 
 // decodeBody reads and processes the request body. false means a reply was

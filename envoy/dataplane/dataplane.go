@@ -66,7 +66,7 @@ type DataPlane struct {
 	mu         sync.Mutex // serializes Apply and Close; never taken by requests
 	runtimes   map[string]*xdsconfig.ClusterRuntime
 	limits     map[string]xdsconfig.ClusterLimits
-	transports map[string]xdsconfig.UpstreamPool
+	transports map[string]*http.Transport // by xdsconfig.TransportKey
 	closed     bool
 }
 
@@ -81,7 +81,7 @@ func New(opts Options) (*DataPlane, error) {
 		ctlTLS:     opts.ControlTLS,
 		runtimes:   map[string]*xdsconfig.ClusterRuntime{},
 		limits:     map[string]xdsconfig.ClusterLimits{},
-		transports: map[string]xdsconfig.UpstreamPool{},
+		transports: map[string]*http.Transport{},
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -160,8 +160,8 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 		keep[key] = true
 	}
 	for key, tr := range d.transports {
-		if !keep[key] {
-			tr.Retire()
+		if !keep[key] { // no configuration uses the pool any more
+			tr.CloseIdleConnections()
 			delete(d.transports, key)
 		}
 	}
@@ -198,7 +198,7 @@ func (d *DataPlane) Close() error {
 	}
 	d.closed = true
 	for _, tr := range d.transports {
-		tr.Retire()
+		tr.CloseIdleConnections()
 	}
 	if d.pool != nil {
 		return d.pool.close()

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -23,16 +26,26 @@ import (
 // messages carry, whenever they come, and the body ends when one carries
 // end_of_stream, whether or not the upstream has ended.
 //
-// Two goroutines only block: one reads the upstream body, one receives
-// from the gRPC stream; the activeStream's goroutine (Read) owns the filter
-// state, sends the chunks and applies the responses, as Envoy's dispatcher
-// thread does.
+// Two goroutines share the work, one at a time (mu), as Envoy's dispatcher
+// thread does it alone: the activeStream's goroutine (Read) receives the
+// server's messages and applies them; a second one reads the upstream body
+// and sends each chunk to the server itself. Each goroutine waits on its
+// own source, so a chunk or an answer reaches the server or the client
+// without a hand-off between goroutines (there were two goroutines that
+// only read, and the activeStream's goroutine did everything else: five
+// hand-offs on a federated call). Once processing completed (or the
+// stream is gone), nothing is received any more and the chunks come to the
+// activeStream's goroutine (chunks), which passes them on.
 type duplexReader struct {
 	e      *Filter
+	mu     sync.Mutex // held by whichever goroutine is not waiting
 	chunks chan duplexChunk
-	resps  chan duplexResp
 	stop   context.CancelFunc
 	ctx    context.Context
+	// start and active (nanoseconds since start) time the stream idle
+	// timer: active is the last event, a chunk read or a step.
+	start  time.Time
+	active atomic.Int64
 
 	out          []byte
 	done         bool // the body ended (streamed end_of_stream, or without the server)
@@ -71,19 +84,31 @@ type duplexResp struct {
 }
 
 // NewDuplexReader is src, a response body, in FULL_DUPLEX_STREAMED mode
-// entered at the response headers: it starts reading src and the server's
-// messages.
-func (e *Filter) NewDuplexReader(src io.Reader) io.Reader { return e.newDuplexReader(src) }
+// entered at the response headers: it starts reading src.
+func (e *Filter) NewDuplexReader(src io.Reader) io.Reader { return e.newDuplexReader(src, nil) }
 
-func (e *Filter) newDuplexReader(src io.Reader) *duplexReader {
+// newDuplexReader starts reading src; h, when not nil, are the response
+// headers held until the server's reply to them (DuplexHeaders).
+func (e *Filter) newDuplexReader(src io.Reader, h *headers.Map) *duplexReader {
 	ctx, stop := context.WithCancel(e.ctx)
-	d := &duplexReader{e: e, chunks: make(chan duplexChunk), resps: make(chan duplexResp), stop: stop, ctx: ctx}
-	go d.readSource(src)
-	if st := e.stream; st != nil {
-		go d.receive(st)
+	d := &duplexReader{e: e, chunks: make(chan duplexChunk), stop: stop, ctx: ctx, start: time.Now()}
+	if h != nil {
+		d.awaitHeaders, d.holdHeaders, d.h = true, true, h
 	}
+	e.duplex = d
+	go d.readSource(src)
 	return d
 }
+
+// direct reports whether the chunks go to the server from the reading
+// goroutine and the server's messages are received: processing goes on
+// with the server. mu held.
+func (d *duplexReader) direct() bool {
+	return !d.replaced && !d.passThrough && !d.e.complete && d.e.stream != nil
+}
+
+// touch records an event for the stream idle timer.
+func (d *duplexReader) touch() { d.active.Store(int64(time.Since(d.start))) }
 
 func (d *duplexReader) readSource(src io.Reader) {
 	// One read buffer (readBufs); each chunk goes on as a copy of what was
@@ -94,42 +119,40 @@ func (d *duplexReader) readSource(src io.Reader) {
 	for {
 		n, err := src.Read(buf)
 		eos := errors.Is(err, io.EOF)
-		if err != nil && !eos {
-			select {
-			case d.chunks <- duplexChunk{err: err}:
-			case <-d.ctx.Done():
-			}
-			return
-		}
-		if n == 0 && !eos {
+		if n == 0 && err == nil {
 			continue
 		}
-		select {
-		case d.chunks <- duplexChunk{data: bytes.Clone(buf[:n]), eos: eos}:
-		case <-d.ctx.Done():
+		c := duplexChunk{err: err, eos: eos}
+		if eos || err == nil {
+			c.err = nil
+			c.data = bytes.Clone(buf[:n])
+		}
+		d.touch()
+		d.mu.Lock()
+		if d.done || d.err != nil {
+			d.mu.Unlock()
 			return
 		}
-		if eos {
-			return
+		if d.direct() {
+			d.chunk(c)
+			d.mu.Unlock()
+		} else {
+			d.mu.Unlock()
+			select {
+			case d.chunks <- c:
+			case <-d.ctx.Done():
+				return
+			}
 		}
-	}
-}
-
-func (d *duplexReader) receive(st extprocv3.ExternalProcessor_ProcessClient) {
-	for {
-		resp, err := st.Recv()
-		select {
-		case d.resps <- duplexResp{resp: resp, err: err}:
-		case <-d.ctx.Done():
-			return
-		}
-		if err != nil {
+		if eos || c.err != nil {
 			return
 		}
 	}
 }
 
 func (d *duplexReader) Read(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for len(d.out) == 0 {
 		if d.err != nil {
 			return 0, d.err
@@ -158,10 +181,16 @@ func (d *duplexReader) finish(err error) {
 	}
 }
 
-// step waits for the next upstream chunk or server message.
+// step waits for the next server message, or once processing completed
+// for the next upstream chunk. mu held, but not while it waits.
 func (d *duplexReader) step() {
 	if d.srcDone && (d.passThrough || d.e.complete) {
 		d.finish(nil) // nothing more can come
+		return
+	}
+	d.touch()
+	if d.direct() {
+		d.receive()
 		return
 	}
 	chunks := d.chunks
@@ -177,23 +206,73 @@ func (d *duplexReader) step() {
 		}
 		idle = d.idle.C
 	}
+	d.mu.Unlock()
 	select {
 	case c := <-chunks:
+		d.mu.Lock()
 		d.chunk(c)
-	case r := <-d.resps:
-		d.response(r)
 	case <-idle:
-		// ActiveStream::onIdleTimeout: the upstream's response headers
-		// were received, so the stream is reset, not answered 408
-		// (rules.go, "Stream idle timeout").
-		d.e.cb.OnStreamIdleTimeout()
-		d.idled = true
-		d.holdHeaders = false
-		d.fail(nil)
+		d.mu.Lock()
+		d.idleTimeout()
 	case <-d.e.ctx.Done():
+		d.mu.Lock()
 		d.e.Close()
 		d.finish(ErrAbort)
 	}
+}
+
+// receive waits for the server's next message and applies it. The stream
+// idle timer, re-armed by every event of either goroutine, cancels the
+// stream as it fires; the downstream's going away ends the Recv with the
+// stream's context, which response treats as such. mu held, but not while
+// it waits.
+func (d *duplexReader) receive() {
+	st := d.e.stream
+	var w *msgTimer
+	if t := d.e.cb.StreamIdleTimeout(); t > 0 {
+		w = &msgTimer{}
+		cancel := d.e.cancel
+		// Created stopped and then armed, so that the function sees w.t.
+		w.t = time.AfterFunc(math.MaxInt64, func() {
+			if w.state.Load() != msgWaiting {
+				return // answered meanwhile
+			}
+			if rest := t - (time.Since(d.start) - time.Duration(d.active.Load())); rest > 0 {
+				w.t.Reset(rest) // an event since it was armed
+				return
+			}
+			if w.state.CompareAndSwap(msgWaiting, msgTimedOut) {
+				cancel()
+			}
+		})
+		w.t.Reset(t)
+	}
+	d.mu.Unlock()
+	resp, err := st.Recv()
+	d.mu.Lock()
+	if w != nil {
+		w.t.Stop()
+		if !w.state.CompareAndSwap(msgWaiting, msgAnswered) {
+			d.idleTimeout()
+			return
+		}
+	}
+	if d.done || d.err != nil || d.e.stream != st {
+		// The reading goroutine ended the body or closed the stream
+		// meanwhile: what the Recv returned comes after that.
+		return
+	}
+	d.response(duplexResp{resp: resp, err: err})
+}
+
+// idleTimeout is ActiveStream::onIdleTimeout: the upstream's response
+// headers were received, so the stream is reset, not answered 408
+// (rules.go, "Stream idle timeout").
+func (d *duplexReader) idleTimeout() {
+	d.e.cb.OnStreamIdleTimeout()
+	d.idled = true
+	d.holdHeaders = false
+	d.fail(nil)
 }
 
 // chunk is Filter::encodeData in FULL_DUPLEX_STREAMED mode
@@ -367,21 +446,23 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 	if rules.ShouldRemoveContentLength(e.mode.GetResponseBodyMode(), true, e.f.AllowCL) {
 		h.Del("content-length")
 	}
-	d := e.newDuplexReader(src)
-	d.awaitHeaders, d.holdHeaders, d.h = true, true, h
+	d := e.newDuplexReader(src, h)
+	d.mu.Lock()
 	for (d.awaitHeaders || (d.holdHeaders && d.srcDone && d.streaming)) && !d.done && d.err == nil {
 		d.step()
 	}
-	if d.lr != nil {
-		return nil, d.lr, nil
+	lr, err, idled := d.lr, d.err, d.idled
+	d.holdHeaders = false
+	d.mu.Unlock()
+	if lr != nil {
+		return nil, lr, nil
 	}
-	if errors.Is(d.err, ErrAbort) {
+	if errors.Is(err, ErrAbort) {
 		return nil, nil, ErrAbort
 	}
-	if d.idled {
+	if idled {
 		e.cb.Reset(errors.New("stream idle timeout"))
 	}
-	d.holdHeaders = false
 	return d, nil, nil
 }
 

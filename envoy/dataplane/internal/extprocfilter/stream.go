@@ -70,6 +70,20 @@ func (e *Filter) Close() {
 	e.timer = nil // it calls this stream's cancel
 }
 
+// End closes the stream as the request ends, whatever state it is in. A
+// FULL_DUPLEX_STREAMED body the client stopped reading is ended first, so
+// that its reading goroutine sends nothing more.
+func (e *Filter) End() {
+	if d := e.duplex; d != nil {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.done && d.err == nil {
+			d.finish(ErrAbort)
+		}
+	}
+	e.Close()
+}
+
 // finishAndContinue marks processing complete and continues without the
 // server (onGrpcClose, spurious messages, failure_mode_allow).
 func (e *Filter) finishAndContinue() {
@@ -134,13 +148,7 @@ func (e *Filter) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconf
 	e.addAttributes(req)
 	e.timeoutUsed = false
 	if h != nil {
-		var forward func(string) bool
-		if len(e.f.AllowedHeaders) > 0 || len(e.f.DisallowedHeaders) > 0 {
-			// Without forward_rules every header goes; the method value
-			// would be an allocation per message.
-			forward = e.f.Forward
-		}
-		hm := h.ToProto(forward)
+		hm := h.ToProto()
 		if rh := req.GetRequestHeaders(); rh != nil {
 			rh.Headers = hm
 		} else {

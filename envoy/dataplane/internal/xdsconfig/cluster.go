@@ -296,22 +296,9 @@ func dialUpstream(ctx context.Context, d *net.Dialer, tc *tls.Config, addr strin
 	return tlsConn, nil
 }
 
-// UpstreamPool is a cluster's connection pool.
-type UpstreamPool interface {
-	http.RoundTripper
-	// Retire closes the idle connections of a pool no configuration uses
-	// any more.
-	Retire()
-}
-
-// netTransport is a cluster's pool: net/http's Transport.
-type netTransport struct{ *http.Transport }
-
-func (t netTransport) Retire() { t.CloseIdleConnections() }
-
 // NewTransport builds the connection pool of a cluster: net/http's
 // Transport, for HTTP/1.1 and HTTP/2 (rules.go, "Upstream connections").
-func NewTransport(cl *Cluster) UpstreamPool {
+func NewTransport(cl *Cluster) *http.Transport {
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
 	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return dialUpstream(ctx, dialer, nil, addr)
@@ -345,7 +332,7 @@ func NewTransport(cl *Cluster) UpstreamPool {
 		protos.SetUnencryptedHTTP2(true)
 	}
 	tr.Protocols = protos
-	return netTransport{tr}
+	return tr
 }
 
 // TransportKey identifies a cluster's connection settings, so an unchanged
