@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/mcp"
@@ -130,14 +133,59 @@ const (
 	envoyHTTP2ConnWindow   = 24 << 20
 )
 
+// The client's receive path, set up as Envoy's rather than as grpc-go's
+// defaults (docs/benchmarks.md), for every server a test or benchmark
+// here starts: TOOLMESH_BENCH_GRPC_DEFAULTS=1 in the environment keeps
+// grpc-go's, to compare.
+//
+// grpc-go's proto codec copies a message that arrived in several DATA
+// frames into one buffer of its default pool before decoding it
+// (encoding/proto codecV2.Unmarshal), and that pool's tiers jump from
+// 32 KiB to 1 MiB and clear a buffer's whole capacity when it is taken
+// (mem/buffer_pool.go, internal/mem sizedBufferPool.Get): a 61 KB answer
+// costs clearing 1 MiB. Envoy's gRPC client appends a message's bytes
+// to buffer slices sized to them and never cleared
+// (source/common/grpc/codec.cc Decoder::frameData,
+// source/common/buffer/buffer_impl.h Slice::newStorage) and parses the
+// ProcessingResponse from those slices
+// (source/common/grpc/typed_async_client.cc parseMessageUntyped). The
+// same pool with the tiers in between (64 KiB to 512 KiB) clears at
+// most twice the message; it is grpc-go's pool below 32 KiB, so the
+// servers, which receive only small messages in the benchmarks, run as
+// with grpc-go's.
+// SetDefaultBufferPool is the one way to change the codec's pool, and it
+// applies to the whole test process: every client and server alike.
+//
+// grpc-go reads the socket through a 32 KiB buffer; Envoy reads into a
+// reservation of 8 slices of 16 KiB (source/common/buffer/buffer_impl.h
+// OwnedImpl default_read_reservation_size_).
+var grpcDefaults = os.Getenv("TOOLMESH_BENCH_GRPC_DEFAULTS") != ""
+
+const envoyReadSize = 8 * (16 << 10)
+
+func init() {
+	if grpcDefaults {
+		return
+	}
+	pool, err := mem.NewBinaryTieredBufferPool(8, 12, 14, 15, 16, 17, 18, 19, 20)
+	if err != nil {
+		panic(err)
+	}
+	experimental.SetDefaultBufferPool(pool)
+}
+
 // serve runs a gRPC server on 127.0.0.1:0 and returns a client of it.
 func serve(t testing.TB, opts []grpc.ServerOption, register func(*grpc.Server), dial ...grpc.DialOption) extprocv3.ExternalProcessorClient {
 	t.Helper()
-	conn, err := grpc.NewClient(startServer(t, opts, register), append([]grpc.DialOption{
+	base := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 		grpc.WithInitialWindowSize(envoyHTTP2StreamWindow), grpc.WithInitialConnWindowSize(envoyHTTP2ConnWindow),
-	}, dial...)...)
+	}
+	if !grpcDefaults {
+		base = append(base, grpc.WithReadBufferSize(envoyReadSize))
+	}
+	conn, err := grpc.NewClient(startServer(t, opts, register), append(base, dial...)...)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

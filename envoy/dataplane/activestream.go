@@ -117,13 +117,10 @@ func (x *activeStream) serve() {
 		x.reqH.Set("x-forwarded-proto", x.reqH.Value(":scheme"))
 	}
 	x.first = x.currentRoute()
-	x.filters = x.activeFilters(x.first)
+	x.filters = x.activeFilters()
 
 	eos := x.r.Body == nil || x.r.Body == http.NoBody || (x.r.ContentLength == 0 && len(x.r.TransferEncoding) == 0)
 	for _, f := range x.filters {
-		// Filter::mergePerRouteConfig runs in each filter's decodeHeaders
-		// with the route selected at that moment.
-		f.ApplyPerRoute(x.currentRoute())
 		lr, err := f.DecodeHeaders(eos)
 		if err != nil {
 			return
@@ -152,32 +149,17 @@ func (x *activeStream) currentRoute() *xdsconfig.Route {
 	return x.route
 }
 
-// activeFilters instantiates the ext_proc filters the first route enables
-// (HttpFilter.disabled filters need a per-route config that is not a
-// disabled FilterConfig).
-func (x *activeStream) activeFilters(rt *xdsconfig.Route) []*extprocfilter.Filter {
+// activeFilters instantiates the ext_proc filters that are not
+// HttpFilter.disabled (only a per-route config, which is not emulated,
+// could enable one).
+func (x *activeStream) activeFilters() []*extprocfilter.Filter {
 	out := x.filterArr[:0]
 	for _, f := range x.cfg.HCM.Filters {
-		enabled := !f.DisabledByDefault
-		if pf := perFilterFor(rt, f.Name); pf != nil {
-			enabled = !pf.Disabled
-		}
-		if enabled {
+		if !f.DisabledByDefault {
 			out = append(out, extprocfilter.New(x.ctx, x.log, x, &x.d.client, f))
 		}
 	}
 	return out
-}
-
-// perFilterFor returns the most specific typed_per_filter_config entry.
-func perFilterFor(rt *xdsconfig.Route, name string) *xdsconfig.PerFilterConfig {
-	if rt == nil {
-		return nil
-	}
-	if pf := rt.PerFilter[name]; pf != nil {
-		return pf
-	}
-	return rt.VH.PerFilter[name]
 }
 
 // decodeBody reads and processes the request body. false means a reply was
@@ -426,15 +408,7 @@ type responseStart struct {
 // writeHeaders applies the server header transformation and puts h in the
 // response writer's header map; it returns the status to write.
 func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStart {
-	hcm := x.cfg.HCM
-	switch hcm.ServerHeader {
-	case xdsconfig.ServerOverwrite:
-		h.Set("server", hcm.ServerName)
-	case xdsconfig.ServerAppendIfAbsent:
-		if !h.Has("server") {
-			h.Set("server", hcm.ServerName)
-		}
-	}
+	h.Set("server", x.cfg.HCM.ServerName) // OVERWRITE, the only transformation emulated
 	status, err := strconv.Atoi(h.Value(":status"))
 	if err != nil || status < 100 || status > 999 {
 		status = http.StatusBadGateway

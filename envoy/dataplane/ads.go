@@ -197,25 +197,22 @@ func (c *adsClient) accept(t *adsType, decoded map[string]types.Resource) error 
 		return nil
 	}
 	// Not complete yet (waiting for RDS/EDS): check what can be checked alone.
-	var err error
-	switch t.url {
-	case resourcev3.ListenerType:
-		for _, r := range decoded {
-			if _, herr := xdsconfig.ListenerHCM(r.(*listenerv3.Listener)); herr != nil {
-				err = herr
+	for _, r := range decoded {
+		var err error
+		switch r := r.(type) {
+		case *listenerv3.Listener:
+			_, err = xdsconfig.ListenerHCM(r)
+		case *clusterv3.Cluster:
+			if _, err = xdsconfig.CompileCluster(r); err != nil {
+				err = fmt.Errorf("cluster %q: %w", r.GetName(), err)
 			}
 		}
-	case resourcev3.ClusterType:
-		for _, r := range decoded {
-			if _, cerr := xdsconfig.CompileCluster(r.(*clusterv3.Cluster)); cerr != nil {
-				err = fmt.Errorf("cluster %q: %w", r.(*clusterv3.Cluster).GetName(), cerr)
-			}
+		if err != nil {
+			t.resources = prev
+			return err
 		}
 	}
-	if err != nil {
-		t.resources = prev
-	}
-	return err
+	return nil
 }
 
 func decodeResources(resp *discoveryv3.DiscoveryResponse) (map[string]types.Resource, error) {

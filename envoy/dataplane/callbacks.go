@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"crypto/tls"
+	"maps"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -65,20 +66,9 @@ func (x *activeStream) SetDynamicMetadata(ns string, st *structpb.Struct) {
 		return
 	}
 	merged := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(cur.GetFields())+len(st.GetFields()))}
-	for k, v := range cur.GetFields() {
-		merged.Fields[k] = v
-	}
-	for k, v := range st.GetFields() {
-		merged.Fields[k] = v
-	}
+	maps.Copy(merged.Fields, cur.GetFields())
+	maps.Copy(merged.Fields, st.GetFields())
 	x.meta[ns] = merged
-}
-
-func (x *activeStream) DynamicMetadata(ns string) (*structpb.Struct, bool) {
-	x.metaMu.Lock()
-	defer x.metaMu.Unlock()
-	st, ok := x.meta[ns]
-	return st, ok
 }
 
 // routeToCluster runs the router filter for a route with a cluster action

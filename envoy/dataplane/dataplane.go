@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -66,7 +67,7 @@ type DataPlane struct {
 	mu         sync.Mutex // serializes Apply and Close; never taken by requests
 	runtimes   map[string]*xdsconfig.ClusterRuntime
 	limits     map[string]xdsconfig.ClusterLimits
-	transports map[string]xdsconfig.UpstreamPool
+	transports map[string]*http.Transport // by xdsconfig.TransportKey
 	closed     bool
 }
 
@@ -74,17 +75,14 @@ type DataPlane struct {
 // Apply (or WatchADS) gives it a listener.
 func New(opts Options) (*DataPlane, error) {
 	d := &DataPlane{
-		log:        opts.Logger,
+		log:        cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		conn:       opts.ExtProcConn,
 		transport:  opts.Transport,
 		keepalive:  keepaliveDefaults(opts.Keepalive),
 		ctlTLS:     opts.ControlTLS,
 		runtimes:   map[string]*xdsconfig.ClusterRuntime{},
 		limits:     map[string]xdsconfig.ClusterLimits{},
-		transports: map[string]xdsconfig.UpstreamPool{},
-	}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
+		transports: map[string]*http.Transport{},
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
 		// grpc-go's client with the windows of Envoy's HTTP/2 codec, which
@@ -160,8 +158,8 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 		keep[key] = true
 	}
 	for key, tr := range d.transports {
-		if !keep[key] {
-			tr.Retire()
+		if !keep[key] { // no configuration uses the pool any more
+			tr.CloseIdleConnections()
 			delete(d.transports, key)
 		}
 	}
@@ -198,7 +196,7 @@ func (d *DataPlane) Close() error {
 	}
 	d.closed = true
 	for _, tr := range d.transports {
-		tr.Retire()
+		tr.CloseIdleConnections()
 	}
 	if d.pool != nil {
 		return d.pool.close()

@@ -47,9 +47,8 @@ type Callbacks interface {
 	// ClearRouteCache makes the next route lookup match again.
 	ClearRouteCache()
 	// SetDynamicMetadata merges st into the namespace ns of the stream's
-	// dynamic metadata; DynamicMetadata reads a namespace.
+	// dynamic metadata.
 	SetDynamicMetadata(ns string, st *structpb.Struct)
-	DynamicMetadata(ns string) (*structpb.Struct, bool)
 	// TLS is the downstream connection's TLS state, nil for plaintext.
 	TLS() *tls.ConnectionState
 	// StreamIdleTimeout is the stream idle timeout in force (0: none), and
@@ -125,7 +124,6 @@ type Filter struct {
 	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
 	receiving        []string
-	forwarding       []string
 	md               metadata.MD
 
 	complete    bool // processing_complete_
@@ -166,15 +164,7 @@ const (
 // New is an instance of filter f on the stream of ctx (the downstream
 // request's context, which ends when the client goes away).
 func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter) *Filter {
-	e := &Filter{}
-	e.init(ctx, log, cb, client, f, nil)
-	return e
-}
-
-// init makes e a new filter instance in place, for New and for
-// ApplyPerRoute, which replaces an instance without a second allocation.
-func (e *Filter) init(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter, pr *xdsconfig.ExtProcPerRoute) {
-	*e = Filter{
+	e := &Filter{
 		f:                f,
 		cb:               cb,
 		client:           client,
@@ -182,38 +172,10 @@ func (e *Filter) init(ctx context.Context, log *slog.Logger, cb Callbacks, clien
 		log:              log,
 		failureModeAllow: f.FailureModeAllow,
 		receiving:        f.Receiving,
-		forwarding:       f.Forwarding,
 		md:               f.InitialMetadata,
 	}
 	e.setMode(f.Mode)
-	if pr != nil {
-		// Filter::mergePerRouteConfig: disabled skips both header phases,
-		// and with no body modes set nothing is ever sent.
-		if pr.Disabled {
-			e.setMode(&extprocfilterv3.ProcessingMode{
-				RequestHeaderMode:  extprocfilterv3.ProcessingMode_SKIP,
-				ResponseHeaderMode: extprocfilterv3.ProcessingMode_SKIP,
-			})
-		} else if pr.Mode != nil {
-			e.setMode(pr.Mode)
-		}
-		if pr.HasReceiving {
-			e.receiving = pr.Receiving
-		}
-		if pr.HasForwarding {
-			e.forwarding = pr.Forwarding
-		}
-		if pr.FailureModeAllow != nil {
-			e.failureModeAllow = *pr.FailureModeAllow
-		}
-		if pr.InitialMetadata != nil {
-			md := metadata.Join(e.md)
-			for k, v := range pr.InitialMetadata {
-				md[k] = v
-			}
-			e.md = md
-		}
-	}
+	return e
 }
 
 // setMode makes e.mode a copy of m (copyMode) held in e itself.
@@ -383,24 +345,6 @@ func (e *Filter) Complete() bool { return e.complete }
 
 // Mode is the processing mode in force, both directions.
 func (e *Filter) Mode() *extprocfilterv3.ProcessingMode { return e.mode }
-
-// ApplyPerRoute is Filter::mergePerRouteConfig: the virtual host's and the
-// route's ExtProcPerRoute, merged, make the instance a new one.
-func (e *Filter) ApplyPerRoute(rt *xdsconfig.Route) {
-	if rt == nil {
-		return
-	}
-	var less, more *xdsconfig.ExtProcPerRoute
-	if pf := rt.VH.PerFilter[e.f.Name]; pf != nil {
-		less = pf.PerRoute
-	}
-	if pf := rt.PerFilter[e.f.Name]; pf != nil {
-		more = pf.PerRoute
-	}
-	if pr := xdsconfig.MergePerRoute(less, more); pr != nil {
-		e.init(e.ctx, e.log, e.cb, e.client, e.f, pr)
-	}
-}
 
 // BufferedBody exchanges one BUFFERED or BUFFERED_PARTIAL body of
 // direction dir (eos: the whole body) and returns it as the server left

@@ -142,19 +142,10 @@ func (e *Filter) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconf
 		e.protocolConfig.ResponseBodyMode = e.mode.GetResponseBodyMode()
 		req.ProtocolConfig = &e.protocolConfig
 	}
-	if len(e.forwarding) > 0 {
-		req.MetadataContext = e.forwardMetadata()
-	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
 	if h != nil {
-		var forward func(string) bool
-		if len(e.f.AllowedHeaders) > 0 || len(e.f.DisallowedHeaders) > 0 {
-			// Without forward_rules every header goes; the method value
-			// would be an allocation per message.
-			forward = e.f.Forward
-		}
-		hm := h.ToProto(forward)
+		hm := h.ToProto()
 		if rh := req.GetRequestHeaders(); rh != nil {
 			rh.Headers = hm
 		} else {

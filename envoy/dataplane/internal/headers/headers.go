@@ -135,24 +135,18 @@ func (m *Map) Apply(mode AppendMode, k, v string) {
 
 // ToProto renders the map for ext_proc. Envoy sends every value in
 // raw_value (runtime flag send_header_raw_value, mutation_utils.cc
-// headersToProto), one entry per value, filtered by forward_rules.
-func (m *Map) ToProto(forward func(string) bool) *corev3.HeaderMap {
+// headersToProto), one entry per value (forward_rules are not emulated).
+func (m *Map) ToProto() *corev3.HeaderMap {
 	// One array for the messages and one for the values, not two
 	// allocations per header.
-	n, size := 0, 0
+	size := 0
 	for _, e := range m.H {
-		if forward == nil || forward(e.Key) {
-			n++
-			size += len(e.Value)
-		}
+		size += len(e.Value)
 	}
-	vals := make([]corev3.HeaderValue, n)
+	vals := make([]corev3.HeaderValue, len(m.H))
 	raw := make([]byte, 0, size)
-	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, n)}
+	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(m.H))}
 	for _, e := range m.H {
-		if forward != nil && !forward(e.Key) {
-			continue
-		}
 		v := &vals[len(out.Headers)]
 		v.Key = e.Key
 		raw = append(raw, e.Value...)

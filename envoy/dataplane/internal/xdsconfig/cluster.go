@@ -2,9 +2,7 @@ package xdsconfig
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +48,7 @@ type Cluster struct {
 	RT             *ClusterRuntime
 	Transport      http.RoundTripper
 	Scheme         string
-	tlsKey         string // fingerprint of the UpstreamTlsContext
+	tlsKey         string // the UpstreamTlsContext, deterministically marshalled
 }
 
 // hostSet is one priority's endpoints: the healthy ones and all of them.
@@ -220,8 +218,7 @@ func (cl *Cluster) compileTransportSocket(ts *corev3.TransportSocket) error {
 	}
 	cl.tlsConfig, cl.Scheme = tc, "https"
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&utc)
-	sum := sha256.Sum256(b)
-	cl.tlsKey = hex.EncodeToString(sum[:8])
+	cl.tlsKey = string(b)
 	return nil
 }
 
@@ -296,22 +293,9 @@ func dialUpstream(ctx context.Context, d *net.Dialer, tc *tls.Config, addr strin
 	return tlsConn, nil
 }
 
-// UpstreamPool is a cluster's connection pool.
-type UpstreamPool interface {
-	http.RoundTripper
-	// Retire closes the idle connections of a pool no configuration uses
-	// any more.
-	Retire()
-}
-
-// netTransport is a cluster's pool: net/http's Transport.
-type netTransport struct{ *http.Transport }
-
-func (t netTransport) Retire() { t.CloseIdleConnections() }
-
 // NewTransport builds the connection pool of a cluster: net/http's
 // Transport, for HTTP/1.1 and HTTP/2 (rules.go, "Upstream connections").
-func NewTransport(cl *Cluster) UpstreamPool {
+func NewTransport(cl *Cluster) *http.Transport {
 	dialer := &net.Dialer{Timeout: cl.connectTimeout}
 	dial := func(ctx context.Context, _, addr string) (net.Conn, error) {
 		return dialUpstream(ctx, dialer, nil, addr)
@@ -345,7 +329,7 @@ func NewTransport(cl *Cluster) UpstreamPool {
 		protos.SetUnencryptedHTTP2(true)
 	}
 	tr.Protocols = protos
-	return netTransport{tr}
+	return tr
 }
 
 // TransportKey identifies a cluster's connection settings, so an unchanged

@@ -45,12 +45,6 @@ type Config struct {
 	DownstreamTLS *tls.Config
 }
 
-const (
-	ServerOverwrite = iota
-	ServerAppendIfAbsent
-	serverPassThrough
-)
-
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
 	StreamIdleTimeout time.Duration    // stream_idle_timeout; 0: disabled
@@ -61,9 +55,7 @@ type hcmConfig struct {
 	GenerateRequestID bool
 	UseRemoteAddress  bool // use_remote_address, unless skip_xff_append
 	ServerName        string
-	ServerHeader      int
 	BufferLimit       uint64 // listener per_connection_buffer_limit_bytes
-	rdsName           string
 	NormalizePath     bool
 	MergeSlashes      bool
 	// Downstream request limits (codec and connection-manager checks).
@@ -106,24 +98,16 @@ type resourceList map[resourcev3.Type][]types.Resource
 // Compile compiles a complete set of resources into a Config, or names the
 // first resource it cannot emulate.
 func Compile(res resourceList) (*Config, error) {
-	rcs, err := validated(res[resourcev3.RouteType], "route configuration", (*routev3.RouteConfiguration).GetName)
+	_, routeConfigs, err := validated(res[resourcev3.RouteType], "route configuration", (*routev3.RouteConfiguration).GetName)
 	if err != nil {
 		return nil, err
 	}
-	routeConfigs := map[string]*routev3.RouteConfiguration{}
-	for _, rc := range rcs {
-		routeConfigs[rc.GetName()] = rc
-	}
-	assignments, err := validated(res[resourcev3.EndpointType], "cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
+	_, clas, err := validated(res[resourcev3.EndpointType], "cluster load assignment", (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	if err != nil {
 		return nil, err
-	}
-	clas := map[string]*endpointv3.ClusterLoadAssignment{}
-	for _, cla := range assignments {
-		clas[cla.GetClusterName()] = cla
 	}
 	cfg := &Config{Clusters: map[string]*Cluster{}}
-	clusters, err := validated(res[resourcev3.ClusterType], "cluster", (*clusterv3.Cluster).GetName)
+	clusters, _, err := validated(res[resourcev3.ClusterType], "cluster", (*clusterv3.Cluster).GetName)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +116,7 @@ func Compile(res resourceList) (*Config, error) {
 			return nil, err
 		}
 	}
-	listeners, err := validated(res[resourcev3.ListenerType], "listener", (*listenerv3.Listener).GetName)
+	listeners, _, err := validated(res[resourcev3.ListenerType], "listener", (*listenerv3.Listener).GetName)
 	if err != nil {
 		return nil, err
 	}
@@ -148,21 +132,22 @@ func Compile(res resourceList) (*Config, error) {
 	return cfg, nil
 }
 
-// validated returns the resources as T, each passing ValidateAll; what and
-// name identify a resource in the error.
-func validated[T interface{ ValidateAll() error }](rs []types.Resource, what string, name func(T) string) ([]T, error) {
-	out := make([]T, 0, len(rs))
+// validated returns the resources as T, each passing ValidateAll, in order
+// and by name (the last of a name); what and name identify a resource in
+// the error.
+func validated[T interface{ ValidateAll() error }](rs []types.Resource, what string, name func(T) string) ([]T, map[string]T, error) {
+	out, byName := make([]T, 0, len(rs)), make(map[string]T, len(rs))
 	for _, r := range rs {
 		v, ok := r.(T)
 		if !ok {
-			return nil, fmt.Errorf("%s resource has type %T", what, r)
+			return nil, nil, fmt.Errorf("%s resource has type %T", what, r)
 		}
 		if err := v.ValidateAll(); err != nil {
-			return nil, fmt.Errorf("%s %q: %w", what, name(v), err)
+			return nil, nil, fmt.Errorf("%s %q: %w", what, name(v), err)
 		}
-		out = append(out, v)
+		out, byName[name(v)] = append(out, v), v
 	}
-	return out, nil
+	return out, byName, nil
 }
 
 // addCluster compiles a cluster, with its endpoints from clas when it is
@@ -206,9 +191,9 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 	if l.GetPerConnectionBufferLimitBytes() != nil {
 		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 	}
-	rc := routeConfigs[hc.rdsName]
+	rc := routeConfigs[h.GetRds().GetRouteConfigName()] // ListenerHCM: RDS only
 	if rc == nil {
-		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
+		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), h.GetRds().GetRouteConfigName())
 	}
 	names := map[string]bool{}
 	for _, f := range hc.Filters {
@@ -248,6 +233,11 @@ func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 				if err := h.ValidateAll(); err != nil {
 					return nil, fmt.Errorf("http connection manager: %w", err)
 				}
+				// RDS only: toolmesh's listener never inlines or scopes its
+				// routes (checked here, so ADS NACKs it before any RDS).
+				if h.GetRds() == nil {
+					return nil, fmt.Errorf("route specifier %T is not emulated", h.GetRouteSpecifier())
+				}
 				return h, nil
 			}
 		}
@@ -258,7 +248,8 @@ func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	hc := &hcmConfig{
 		GenerateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
-		ServerName:        h.GetServerName(),
+		ServerName:        cmp.Or(h.GetServerName(), rules.DefaultServerName),
+		StreamIdleTimeout: rules.DefaultStreamIdleTimeout,
 		NormalizePath:     h.GetNormalizePath().GetValue(),
 		MergeSlashes:      h.GetMergeSlashes(),
 		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
@@ -266,13 +257,9 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	if err := compileHCMRequestRules(hc, h); err != nil {
 		return nil, err
 	}
-	compileHCMDefaults(hc, h)
-	// RDS only: toolmesh's listener never inlines its route configuration.
-	rs, ok := h.GetRouteSpecifier().(*hcmv3.HttpConnectionManager_Rds)
-	if !ok {
-		return nil, fmt.Errorf("route specifier %T is not emulated", h.GetRouteSpecifier())
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		hc.StreamIdleTimeout = d.AsDuration()
 	}
-	hc.rdsName = rs.Rds.GetRouteConfigName()
 	var err error
 	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
 		return nil, err
@@ -308,10 +295,14 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 	}
 	switch a := h.GetPathWithEscapedSlashesAction(); a {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT, hcmv3.HttpConnectionManager_KEEP_UNCHANGED,
-		hcmv3.HttpConnectionManager_REJECT_REQUEST, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+		hcmv3.HttpConnectionManager_REJECT_REQUEST:
+		// UNESCAPE_AND_FORWARD and UNESCAPE_AND_REDIRECT: toolmesh rejects.
 		hc.escapedSlashes = a
 	default:
 		return fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
+	}
+	if t := h.GetServerHeaderTransformation(); t != hcmv3.HttpConnectionManager_OVERWRITE {
+		return fmt.Errorf("server_header_transformation %v is not emulated", t)
 	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
 	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
@@ -330,22 +321,6 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 		// max_connection_duration, max_stream_duration: not emulated.
 	}
 	return nil
-}
-
-// compileHCMDefaults sets the server name, stream idle timeout and server
-// header transformation, with Envoy's defaults where they are unset.
-func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
-	hc.ServerName = cmp.Or(hc.ServerName, rules.DefaultServerName)
-	hc.StreamIdleTimeout = rules.DefaultStreamIdleTimeout
-	if d := h.GetStreamIdleTimeout(); d != nil {
-		hc.StreamIdleTimeout = d.AsDuration()
-	}
-	switch h.GetServerHeaderTransformation() {
-	case hcmv3.HttpConnectionManager_APPEND_IF_ABSENT:
-		hc.ServerHeader = ServerAppendIfAbsent
-	case hcmv3.HttpConnectionManager_PASS_THROUGH:
-		hc.ServerHeader = serverPassThrough
-	}
 }
 
 // compileEarlyMutations compiles early_header_mutation_extensions, of which

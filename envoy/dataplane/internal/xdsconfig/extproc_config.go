@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -42,11 +41,8 @@ type ExtProcFilter struct {
 	AllowModeOverride bool
 	AllowedOverride   []*extprocfilterv3.ProcessingMode
 	Receiving         []string
-	Forwarding        []string
 	RouteCacheAction  extprocfilterv3.ExternalProcessor_RouteCacheAction
 	DisableImmediate  bool
-	AllowedHeaders    []*stringMatcher
-	DisallowedHeaders []*stringMatcher
 	StatusOnError     int
 	AllowCL           bool
 	BodyWithoutWait   bool // send_body_without_waiting_for_header_response
@@ -65,8 +61,8 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if c.GetGrpcService() == nil {
 		return nil, errors.New("grpc_service is required (http_service is not emulated)")
 	}
-	if c.GetObservabilityMode() {
-		return nil, errors.New("observability_mode is not emulated")
+	if c.GetObservabilityMode() || c.GetForwardRules() != nil || c.GetMetadataOptions().GetForwardingNamespaces() != nil {
+		return nil, errors.New("observability_mode, forward_rules and metadata_options.forwarding_namespaces are not emulated")
 	}
 	if c.GetDisableClearRouteCache() && c.GetRouteCacheAction() != extprocfilterv3.ExternalProcessor_DEFAULT {
 		// FilterConfig constructor in ext_proc.cc.
@@ -83,7 +79,6 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		AllowModeOverride: c.GetAllowModeOverride(),
 		AllowedOverride:   c.GetAllowedOverrideModes(),
 		Receiving:         c.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(),
-		Forwarding:        c.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(),
 		RouteCacheAction:  c.GetRouteCacheAction(),
 		DisableImmediate:  c.GetDisableImmediateResponse(),
 		StatusOnError:     500,
@@ -99,21 +94,13 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if c.GetMessageTimeout() != nil {
 		f.MessageTimeout = c.GetMessageTimeout().AsDuration()
 	}
-	if c.GetMaxMessageTimeout() != nil {
-		f.MaxMessageTimeout = c.GetMaxMessageTimeout().AsDuration()
-	}
+	f.MaxMessageTimeout = c.GetMaxMessageTimeout().AsDuration() // unset: 0
 	if s := c.GetStatusOnError(); s != nil && s.GetCode() != 0 {
 		f.StatusOnError = int(s.GetCode())
 	}
 	var err error
 	if f.Checker, err = compileMutationRules(c); err != nil {
 		return nil, err
-	}
-	if f.AllowedHeaders, err = compileListMatcher(c.GetForwardRules().GetAllowedHeaders()); err != nil {
-		return nil, fmt.Errorf("forward_rules: %w", err)
-	}
-	if f.DisallowedHeaders, err = compileListMatcher(c.GetForwardRules().GetDisallowedHeaders()); err != nil {
-		return nil, fmt.Errorf("forward_rules: %w", err)
 	}
 	f.compileGRPCService(c.GetGrpcService())
 	return f, nil
@@ -266,129 +253,15 @@ func (f *ExtProcFilter) OverrideAllowed(eff *extprocfilterv3.ProcessingMode) boo
 	return false
 }
 
-// Forward is MutationUtils::headerCanBeForwarded (forward_rules).
-func (f *ExtProcFilter) Forward(key string) bool {
-	if len(f.DisallowedHeaders) > 0 && matchAny(f.DisallowedHeaders, key) {
-		return false
-	}
-	return len(f.AllowedHeaders) == 0 || matchAny(f.AllowedHeaders, key)
-}
-
-// ExtProcPerRoute is a compiled ExtProcPerRoute.
-type ExtProcPerRoute struct {
-	Disabled         bool
-	Mode             *extprocfilterv3.ProcessingMode
-	Receiving        []string
-	HasReceiving     bool
-	Forwarding       []string
-	HasForwarding    bool
-	FailureModeAllow *bool
-	InitialMetadata  metadata.MD
-}
-
-func compilePerFilterConfig(a *anypb.Any) (*PerFilterConfig, error) {
-	msg, err := a.UnmarshalNew()
-	if err != nil {
-		return nil, err
-	}
-	pf := &PerFilterConfig{}
-	if fc, ok := msg.(*routev3.FilterConfig); ok {
-		pf.Disabled = fc.GetDisabled()
-		if fc.GetConfig() == nil {
-			return pf, nil
-		}
-		if msg, err = fc.GetConfig().UnmarshalNew(); err != nil {
-			return nil, err
+// rejectPerFilter NACKs a typed_per_filter_config entry for one of the
+// chain's ext_proc filters: toolmesh's routes carry none, and the
+// per-route merge (Filter::mergePerRouteConfig) is not emulated. Entries
+// for filters not in the chain are ignored, as Envoy ignores them.
+func rejectPerFilter(m map[string]*anypb.Any, filterNames map[string]bool) error {
+	for name := range m {
+		if filterNames[name] {
+			return fmt.Errorf("typed_per_filter_config %q: per-route ext_proc configuration is not emulated", name)
 		}
 	}
-	pr, ok := msg.(*extprocfilterv3.ExtProcPerRoute)
-	if !ok {
-		return nil, fmt.Errorf("unexpected per-route config %T for ext_proc", msg)
-	}
-	if err := pr.ValidateAll(); err != nil {
-		return nil, err
-	}
-	c := &ExtProcPerRoute{Disabled: pr.GetDisabled()}
-	if o := pr.GetOverrides(); o != nil {
-		if o.GetProcessingMode() != nil {
-			c.Mode = NormalizeMode(o.GetProcessingMode())
-			if err := checkBodyModes(c.Mode); err != nil {
-				return nil, err
-			}
-		}
-		if ns := o.GetMetadataOptions().GetReceivingNamespaces(); ns != nil {
-			c.Receiving, c.HasReceiving = ns.GetUntyped(), true
-		}
-		if ns := o.GetMetadataOptions().GetForwardingNamespaces(); ns != nil {
-			c.Forwarding, c.HasForwarding = ns.GetUntyped(), true
-		}
-		if o.GetFailureModeAllow() != nil {
-			v := o.GetFailureModeAllow().GetValue()
-			c.FailureModeAllow = &v
-		}
-		if len(o.GetGrpcInitialMetadata()) > 0 {
-			c.InitialMetadata = metadata.MD{}
-			for _, kv := range o.GetGrpcInitialMetadata() {
-				c.InitialMetadata.Set(kv.GetKey(), kv.GetValue())
-			}
-		}
-	}
-	pf.PerRoute = c
-	return pf, nil
-}
-
-// MergePerRoute is FilterConfigPerRoute's merge constructor: the more
-// specific config decides disabled; the other fields fall back to the less
-// specific one when unset.
-func MergePerRoute(less, more *ExtProcPerRoute) *ExtProcPerRoute {
-	if less == nil {
-		return more
-	}
-	if more == nil {
-		return less
-	}
-	out := *more
-	if more.Disabled {
-		out.Mode = nil
-	} else if out.Mode == nil {
-		out.Mode = less.Mode
-	}
-	if !out.HasReceiving {
-		out.Receiving, out.HasReceiving = less.Receiving, less.HasReceiving
-	}
-	if !out.HasForwarding {
-		out.Forwarding, out.HasForwarding = less.Forwarding, less.HasForwarding
-	}
-	out.FailureModeAllow = cmp.Or(out.FailureModeAllow, less.FailureModeAllow)
-	md := metadata.Join(less.InitialMetadata, more.InitialMetadata)
-	for k := range more.InitialMetadata {
-		md[k] = more.InitialMetadata[k]
-	}
-	out.InitialMetadata = md
-	return &out
-}
-
-// PerFilterConfig is one typed_per_filter_config entry for an ext_proc
-// Filter (ExtProcPerRoute, possibly wrapped in a route FilterConfig).
-type PerFilterConfig struct {
-	Disabled bool // FilterConfig.disabled
-	PerRoute *ExtProcPerRoute
-}
-
-func compilePerFilter(m map[string]*anypb.Any, filterNames map[string]bool) (map[string]*PerFilterConfig, error) {
-	if len(m) == 0 {
-		return nil, nil
-	}
-	out := map[string]*PerFilterConfig{}
-	for name, a := range m {
-		if !filterNames[name] {
-			continue // configuration for a filter that is not in the chain
-		}
-		pf, err := compilePerFilterConfig(a)
-		if err != nil {
-			return nil, fmt.Errorf("typed_per_filter_config %q: %w", name, err)
-		}
-		out[name] = pf
-	}
-	return out, nil
+	return nil
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -124,7 +122,7 @@ func (op *operator) compile(hasArg bool) error {
 	}
 	switch op.cmd {
 	case "RESPONSE_CODE", "RESPONSE_FLAGS", "RESPONSE_CODE_DETAILS", "LOCAL_REPLY_BODY", "PROTOCOL",
-		"UPSTREAM_CLUSTER", "UPSTREAM_HOST", "ROUTE_NAME", "DURATION", "HOSTNAME", "START_TIME":
+		"UPSTREAM_CLUSTER", "UPSTREAM_HOST", "ROUTE_NAME", "START_TIME":
 		return noArg()
 	case "DYNAMIC_METADATA":
 		parts := strings.Split(op.arg, ":")
@@ -166,15 +164,6 @@ func (op *operator) value(c *FmtContext) (s string, typed any, ok bool) {
 		return c.UpstreamHost, c.UpstreamHost, c.UpstreamHost != ""
 	case "ROUTE_NAME":
 		return c.RouteName, c.RouteName, c.RouteName != ""
-	case "DURATION":
-		if c.Start.IsZero() {
-			return "", nil, false
-		}
-		ms := time.Since(c.Start).Milliseconds()
-		return strconv.FormatInt(ms, 10), float64(ms), true
-	case "HOSTNAME":
-		h, err := os.Hostname()
-		return h, h, err == nil && h != ""
 	case "START_TIME":
 		if c.Start.IsZero() {
 			return "", nil, false
@@ -259,57 +248,42 @@ func (f *TextFormat) Format(c *FmtContext) string {
 }
 
 // jsonFormat is a parsed json_format Struct (JsonFormatterImpl): keys are
-// emitted sorted; a string value with exactly one command operator keeps the
-// operator's type, any other string with a '%' is a string template; the
-// output ends with a newline.
+// emitted sorted (encoding/json sorts map keys); a string value with exactly
+// one command operator keeps the operator's type, any other string with a
+// '%' is a string template; the output ends with a newline.
 type jsonFormat struct {
 	root      jsonNode
 	OmitEmpty bool
 }
 
 type jsonNode struct {
-	fields   []jsonField // object
-	list     []jsonNode  // list (isList)
-	isList   bool
-	isObject bool
-	literal  any         // constant scalar
-	tmpl     *TextFormat // template string
-}
-
-type jsonField struct {
-	key string
-	val jsonNode
+	object  map[string]jsonNode // a struct (non-nil)
+	list    []jsonNode          // a list (isList)
+	isList  bool
+	literal json.RawMessage // a constant, encoded once
+	tmpl    *TextFormat     // a template string
 }
 
 func ParseJSONFormat(s *structpb.Struct) (*jsonFormat, error) {
-	root, err := compileJSONStruct(s)
+	root, err := compileJSONValue(structpb.NewStructValue(s))
 	if err != nil {
 		return nil, err
 	}
 	return &jsonFormat{root: root}, nil
 }
 
-func compileJSONStruct(s *structpb.Struct) (jsonNode, error) {
-	n := jsonNode{isObject: true}
-	keys := make([]string, 0, len(s.GetFields()))
-	for k := range s.GetFields() {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v, err := compileJSONValue(s.GetFields()[k])
-		if err != nil {
-			return n, err
-		}
-		n.fields = append(n.fields, jsonField{key: k, val: v})
-	}
-	return n, nil
-}
-
 func compileJSONValue(v *structpb.Value) (jsonNode, error) {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_StructValue:
-		return compileJSONStruct(k.StructValue)
+		n := jsonNode{object: make(map[string]jsonNode, len(k.StructValue.GetFields()))}
+		for key, e := range k.StructValue.GetFields() {
+			c, err := compileJSONValue(e)
+			if err != nil {
+				return n, err
+			}
+			n.object[key] = c
+		}
+		return n, nil
 	case *structpb.Value_ListValue:
 		n := jsonNode{isList: true}
 		for _, e := range k.ListValue.GetValues() {
@@ -322,74 +296,52 @@ func compileJSONValue(v *structpb.Value) (jsonNode, error) {
 		return n, nil
 	case *structpb.Value_StringValue:
 		if !strings.Contains(k.StringValue, "%") {
-			return jsonNode{literal: k.StringValue}, nil
+			return jsonNode{literal: rawJSON(k.StringValue)}, nil
 		}
 		t, err := ParseTextFormat(k.StringValue)
-		if err != nil {
-			return jsonNode{}, err
-		}
-		return jsonNode{tmpl: t}, nil
+		return jsonNode{tmpl: t}, err
 	default:
-		return jsonNode{literal: v.AsInterface()}, nil
+		return jsonNode{literal: rawJSON(v.AsInterface())}, nil
 	}
 }
 
 func (f *jsonFormat) Format(c *FmtContext) string {
-	var buf bytes.Buffer
-	f.write(&buf, f.root, c)
-	buf.WriteByte('\n')
-	return buf.String()
+	return string(rawJSON(f.value(f.root, c))) + "\n"
 }
 
-func (f *jsonFormat) write(buf *bytes.Buffer, n jsonNode, c *FmtContext) {
+// value is the node's value for one stream: maps, lists and values
+// encoded each on its own (a value that cannot be encoded is null).
+func (f *jsonFormat) value(n jsonNode, c *FmtContext) any {
 	switch {
-	case n.isObject:
-		buf.WriteByte('{')
-		first := true
-		for _, fl := range n.fields {
-			if f.OmitEmpty && fl.val.tmpl != nil && !fl.val.tmpl.hasValue(c) {
-				continue
+	case n.object != nil:
+		m := make(map[string]any, len(n.object))
+		for k, v := range n.object {
+			if !f.OmitEmpty || v.tmpl == nil || v.tmpl.hasValue(c) {
+				m[k] = f.value(v, c)
 			}
-			if !first {
-				buf.WriteByte(',')
-			}
-			first = false
-			writeJSON(buf, fl.key)
-			buf.WriteByte(':')
-			f.write(buf, fl.val, c)
 		}
-		buf.WriteByte('}')
+		return m
 	case n.isList:
-		buf.WriteByte('[')
+		l := make([]any, len(n.list))
 		for i, e := range n.list {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			f.write(buf, e, c)
+			l[i] = f.value(e, c)
 		}
-		buf.WriteByte(']')
+		return l
 	case n.tmpl != nil:
 		if len(n.tmpl.parts) == 1 && n.tmpl.parts[0].op != nil {
 			op := n.tmpl.parts[0].op
 			s, typed, ok := op.value(c)
 			switch {
 			case !ok:
-				buf.WriteString("null")
+				return nil
 			case op.maxLen >= 0:
-				writeJSON(buf, truncate(s, op.maxLen))
-			default:
-				writeJSON(buf, typed)
+				return truncate(s, op.maxLen)
 			}
-			return
+			return rawJSON(typed)
 		}
-		s := n.tmpl.Format(c)
-		if f.OmitEmpty {
-			s = (&TextFormat{parts: n.tmpl.parts, OmitEmpty: true}).Format(c)
-		}
-		writeJSON(buf, s)
-	default:
-		writeJSON(buf, n.literal)
+		return (&TextFormat{parts: n.tmpl.parts, OmitEmpty: f.OmitEmpty}).Format(c)
 	}
+	return n.literal
 }
 
 func (t *TextFormat) hasValue(c *FmtContext) bool {
@@ -400,13 +352,13 @@ func (t *TextFormat) hasValue(c *FmtContext) bool {
 	return ok
 }
 
-func writeJSON(buf *bytes.Buffer, v any) {
+// rawJSON is v encoded, null if it cannot be.
+func rawJSON(v any) json.RawMessage {
 	b, err := marshalJSON(v)
 	if err != nil {
-		buf.WriteString("null")
-		return
+		return json.RawMessage("null")
 	}
-	buf.Write(b)
+	return b
 }
 
 // marshalJSON encodes without HTML escaping, as Envoy's serializer does.

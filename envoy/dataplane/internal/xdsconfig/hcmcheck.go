@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -26,7 +27,7 @@ import (
 //     codec's checkHeaderNameForUnderscores);
 //   - path_with_escaped_slashes_action (ConnectionManagerUtility::
 //     maybeNormalizePath): REJECT_REQUEST answers 400 with an empty body
-//     (details path_normalization_failed), UNESCAPE_AND_FORWARD unescapes.
+//     (details path_normalization_failed).
 func (h *hcmConfig) CheckDownstream(m *headers.Map) *LocalReply {
 	size, count := 0, 0
 	for _, hd := range m.H {
@@ -42,34 +43,19 @@ func (h *hcmConfig) CheckDownstream(m *headers.Map) *LocalReply {
 	if count > h.MaxHeaders {
 		return &LocalReply{Code: 431, Body: rules.BodyHeadersTooLarge, Details: "http1.too_many_headers"}
 	}
+	underscore := func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") }
 	switch h.underscores {
-	case corev3.HttpProtocolOptions_REJECT_REQUEST, corev3.HttpProtocolOptions_DROP_HEADER:
-		for _, hd := range m.H {
-			if strings.HasPrefix(hd.Key, ":") || !strings.Contains(hd.Key, "_") {
-				continue
-			}
-			if h.underscores == corev3.HttpProtocolOptions_REJECT_REQUEST {
-				return &LocalReply{Code: 400, Body: rules.BodyBadRequest, Details: "http1.unexpected_underscore"}
-			}
+	case corev3.HttpProtocolOptions_REJECT_REQUEST:
+		if slices.ContainsFunc(m.H, func(hd headers.Header) bool { return underscore(hd.Key) }) {
+			return &LocalReply{Code: 400, Body: rules.BodyBadRequest, Details: "http1.unexpected_underscore"}
 		}
-		if h.underscores == corev3.HttpProtocolOptions_DROP_HEADER {
-			m.DelFunc(func(k string) bool { return !strings.HasPrefix(k, ":") && strings.Contains(k, "_") })
-		}
+	case corev3.HttpProtocolOptions_DROP_HEADER:
+		m.DelFunc(underscore)
 	}
-	path := m.Value(":path")
-	p, q, hasQ := strings.Cut(path, "?")
-	lower := strings.ToLower(p)
-	if strings.Contains(lower, "%2f") || strings.Contains(lower, "%5c") {
-		switch h.escapedSlashes {
-		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
+	if h.escapedSlashes == hcmv3.HttpConnectionManager_REJECT_REQUEST {
+		p, _, _ := strings.Cut(strings.ToLower(m.Value(":path")), "?")
+		if strings.Contains(p, "%2f") || strings.Contains(p, "%5c") {
 			return &LocalReply{Code: 400, Details: "path_normalization_failed"}
-		case hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
-			r := strings.NewReplacer("%2F", "/", "%2f", "/", "%5C", "\\", "%5c", "\\")
-			p = r.Replace(p)
-			if hasQ {
-				p += "?" + q
-			}
-			m.Set(":path", p)
 		}
 	}
 	return nil

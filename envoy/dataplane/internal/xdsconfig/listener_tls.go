@@ -53,17 +53,12 @@ func compileDownstreamTLS(d *tlsv3.DownstreamTlsContext) (*tls.Config, error) {
 		return nil, fmt.Errorf("alpn_protocols %v: only http/1.1 is emulated downstream", alpn)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: rules.DownstreamALPN(common.GetAlpnProtocols())}
-	certs, err := tlsCertificates(common)
+	vc, err := commonTLS(cfg, common)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Certificates = certs
 	if len(cfg.Certificates) == 0 {
 		return nil, errors.New("no tls_certificates")
-	}
-	vc, err := validationContext(common)
-	if err != nil {
-		return nil, err
 	}
 	if len(vc.GetMatchTypedSubjectAltNames()) > 0 || len(vc.GetMatchSubjectAltNames()) > 0 || vc.GetCrl() != nil ||
 		len(vc.GetVerifyCertificateHash()) > 0 || len(vc.GetVerifyCertificateSpki()) > 0 {

@@ -95,9 +95,7 @@ func compileLocalReply(cfg *hcmv3.LocalReplyConfig) (*LocalReplyConfig, error) {
 		if rm.Filter, err = compileLogFilter(m.GetFilter()); err != nil {
 			return nil, fmt.Errorf("local_reply_config mapper %d filter: %w", i, err)
 		}
-		if m.GetStatusCode() != nil {
-			rm.Status = int(m.GetStatusCode().GetValue())
-		}
+		rm.Status = int(m.GetStatusCode().GetValue()) // unset: 0, the reply's own
 		if m.GetBody() != nil {
 			b, err := dataSource(m.GetBody())
 			if err != nil {
@@ -276,10 +274,7 @@ func compileMetadataFilter(f *accesslogv3.MetadataFilter) (logFilter, error) {
 	for _, seg := range m.GetPath() {
 		path = append(path, seg.GetKey())
 	}
-	notFound := true
-	if f.GetMatchIfKeyNotFound() != nil {
-		notFound = f.GetMatchIfKeyNotFound().GetValue()
-	}
+	notFound := f.GetMatchIfKeyNotFound() == nil || f.GetMatchIfKeyNotFound().GetValue()
 	invert := m.GetInvert()
 	return FilterFunc(func(c *FmtContext) bool {
 		v, ok := lookupMetadata(c.Meta, ns, path)

@@ -81,27 +81,6 @@ func (m *stringMatcher) match(v string) bool {
 	}
 }
 
-func compileListMatcher(l *matcherv3.ListStringMatcher) ([]*stringMatcher, error) {
-	var out []*stringMatcher
-	for _, p := range l.GetPatterns() {
-		m, err := compileStringMatcher(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
-
-func matchAny(ms []*stringMatcher, v string) bool {
-	for _, m := range ms {
-		if m.match(v) {
-			return true
-		}
-	}
-	return false
-}
-
 // headerMatcher emulates HeaderUtility::HeaderData
 // (source/common/http/header_utility.cc): a missing header never matches
 // (whatever invert_match says) unless treat_missing_header_as_empty; a
@@ -129,18 +108,15 @@ func compileHeaderMatcher(h *routev3.HeaderMatcher) (*headerMatcher, error) {
 	switch s := h.GetHeaderMatchSpecifier().(type) {
 	case nil:
 		// No specifier: Envoy treats it as a present match.
-		t := true
-		hm.present = &t
+		hm.present = new(true)
 	case *routev3.HeaderMatcher_ExactMatch:
 		if s.ExactMatch == "" {
-			t := true // an empty exact match matches any value of a present header
-			hm.present = &t
+			hm.present = new(true) // an empty exact match matches any value of a present header
 		} else {
 			hm.str = &stringMatcher{kind: 0, s: s.ExactMatch}
 		}
 	case *routev3.HeaderMatcher_PresentMatch:
-		p := s.PresentMatch
-		hm.present = &p
+		hm.present = new(s.PresentMatch)
 	case *routev3.HeaderMatcher_PrefixMatch:
 		hm.str = &stringMatcher{kind: 1, s: s.PrefixMatch}
 	case *routev3.HeaderMatcher_SuffixMatch:

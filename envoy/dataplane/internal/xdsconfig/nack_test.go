@@ -7,7 +7,9 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	mutationrulesv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -47,11 +49,71 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			}})
 		}, "cluster specifier"},
 		{"inline route configuration", func() error {
-			_, err := compileHCM(&hcmv3.HttpConnectionManager{RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
+			hcm, err := anypb.New(&hcmv3.HttpConnectionManager{StatPrefix: "s", RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
 				RouteConfig: &routev3.RouteConfiguration{Name: "inline"},
 			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ListenerHCM(&listenerv3.Listener{FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+				Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
+			}}}}})
 			return err
 		}, "route specifier"},
+		{"per-route ext_proc configuration", func() error {
+			pr, err := anypb.New(&extprocfilterv3.ExtProcPerRoute{Override: &extprocfilterv3.ExtProcPerRoute_Disabled{Disabled: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, TypedPerFilterConfig: map[string]*anypb.Any{"ext_proc": pr},
+			}}}, map[string]bool{"ext_proc": true})
+			return err
+		}, "typed_per_filter_config"},
+		{"forward_rules", func() error {
+			_, err := compileExtProc("ext_proc", false, &extprocfilterv3.ExternalProcessor{
+				GrpcService:  &corev3.GrpcService{},
+				ForwardRules: &extprocfilterv3.HeaderForwardingRules{},
+			})
+			return err
+		}, "forward_rules"},
+		{"%DURATION%", func() error { _, err := ParseTextFormat("%DURATION%"); return err }, "not supported"},
+		{"%HOSTNAME%", func() error { _, err := ParseTextFormat("%HOSTNAME%"); return err }, "not supported"},
+		{"per_request_buffer_limit_bytes on a virtual host", func() error {
+			_, err := CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, PerRequestBufferLimitBytes: wrapperspb.UInt32(1),
+			}}}, nil)
+			return err
+		}, "per_request_buffer_limit_bytes"},
+		{"per_request_buffer_limit_bytes on a route", func() error {
+			_, err := CompileRouteTable(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
+				Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{
+					Match:                      &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+					Action:                     &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 200}},
+					PerRequestBufferLimitBytes: wrapperspb.UInt32(1),
+				}},
+			}}}, nil)
+			return err
+		}, "per_request_buffer_limit_bytes"},
+		{"unescape escaped slashes", func() error {
+			return compileHCMRequestRules(&hcmConfig{}, &hcmv3.HttpConnectionManager{
+				PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD,
+			})
+		}, "path_with_escaped_slashes_action"},
+		{"server_header_transformation other than OVERWRITE", func() error {
+			return compileHCMRequestRules(&hcmConfig{}, &hcmv3.HttpConnectionManager{
+				ServerHeaderTransformation: hcmv3.HttpConnectionManager_PASS_THROUGH,
+			})
+		}, "server_header_transformation"},
+		{"forwarding namespaces", func() error {
+			_, err := compileExtProc("ext_proc", false, &extprocfilterv3.ExternalProcessor{
+				GrpcService: &corev3.GrpcService{},
+				MetadataOptions: &extprocfilterv3.MetadataOptions{ForwardingNamespaces: &extprocfilterv3.MetadataOptions_MetadataNamespaces{
+					Untyped: []string{"ns"},
+				}},
+			})
+			return err
+		}, "forwarding_namespaces"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},

@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -32,20 +33,11 @@ func compileRetryPolicy(p *routev3.RetryPolicy) (*RetryPolicy, error) {
 	if p.GetNumRetries() != nil {
 		rp.NumRetries = int(p.GetNumRetries().GetValue())
 	}
-	if p.GetPerTryTimeout() != nil {
-		rp.PerTry = p.GetPerTryTimeout().AsDuration()
+	rp.PerTry = p.GetPerTryTimeout().AsDuration() // unset: 0, none
+	if b := p.GetRetryBackOff().GetBaseInterval(); b != nil {
+		rp.base = b.AsDuration()
 	}
-	if b := p.GetRetryBackOff(); b != nil {
-		if b.GetBaseInterval() != nil {
-			rp.base = b.GetBaseInterval().AsDuration()
-		}
-		if b.GetMaxInterval() != nil {
-			rp.max = b.GetMaxInterval().AsDuration()
-		}
-	}
-	if rp.max == 0 {
-		rp.max = rules.DefaultRetryMaxFactor * rp.base
-	}
+	rp.max = cmp.Or(p.GetRetryBackOff().GetMaxInterval().AsDuration(), rules.DefaultRetryMaxFactor*rp.base)
 	for _, c := range p.GetRetriableStatusCodes() {
 		rp.statusCodes[int(c)] = true
 	}

@@ -11,6 +11,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
@@ -58,8 +59,6 @@ type virtualHost struct {
 	name        string
 	routes      []*Route
 	bufferLimit *uint64 // request_body_buffer_limit
-	perRequest  *uint64 // deprecated per_request_buffer_limit_bytes
-	PerFilter   map[string]*PerFilterConfig
 	retry       *RetryPolicy
 	HeaderOps
 }
@@ -92,8 +91,6 @@ type Route struct {
 	regexSubst    string
 	Retry         *RetryPolicy
 	bufferLimit   *uint64
-	perRequest    *uint64
-	PerFilter     map[string]*PerFilterConfig
 	HeaderOps
 }
 
@@ -158,20 +155,12 @@ func lowerAll(in []string) []string {
 }
 
 func compileVirtualHost(t *routeTable, v *routev3.VirtualHost, filterNames map[string]bool) (*virtualHost, error) {
-	if v.GetMatcher() != nil {
-		return nil, errors.New("the matcher tree is not emulated")
+	if v.GetMatcher() != nil || v.GetPerRequestBufferLimitBytes() != nil {
+		return nil, errors.New("the matcher tree and per_request_buffer_limit_bytes are not emulated")
 	}
-	vh := &virtualHost{name: v.GetName()}
+	vh := &virtualHost{name: v.GetName(), bufferLimit: optUint64(v.GetRequestBodyBufferLimit())}
 	var err error
-	if v.GetRequestBodyBufferLimit() != nil {
-		n := v.GetRequestBodyBufferLimit().GetValue()
-		vh.bufferLimit = &n
-	}
-	if v.GetPerRequestBufferLimitBytes() != nil {
-		n := uint64(v.GetPerRequestBufferLimitBytes().GetValue())
-		vh.perRequest = &n
-	}
-	if vh.PerFilter, err = compilePerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if err = rejectPerFilter(v.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if v.GetRetryPolicy() != nil {
@@ -198,7 +187,7 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	if rt.match, err = compileRouteMatch(r.GetMatch()); err != nil {
 		return nil, err
 	}
-	if rt.PerFilter, err = compilePerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
+	if err = rejectPerFilter(r.GetTypedPerFilterConfig(), filterNames); err != nil {
 		return nil, err
 	}
 	if rt.HeaderOps, err = compileHeaderOps(r); err != nil {
@@ -208,10 +197,8 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	case *routev3.Route_DirectResponse:
 		rt.Kind = KindDirect
 		rt.Direct.Status = int(a.DirectResponse.GetStatus())
-		if a.DirectResponse.GetBody() != nil {
-			if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil {
-				return nil, err
-			}
+		if rt.Direct.Body, err = dataSource(a.DirectResponse.GetBody()); err != nil { // unset: ""
+			return nil, err
 		}
 	case *routev3.Route_Route:
 		if err := compileRouteAction(rt, a.Route); err != nil {
@@ -220,15 +207,18 @@ func compileRoute(t *routeTable, vh *virtualHost, r *routev3.Route, filterNames 
 	default:
 		return nil, fmt.Errorf("route action %T is not emulated", a)
 	}
-	if r.GetRequestBodyBufferLimit() != nil {
-		n := r.GetRequestBodyBufferLimit().GetValue()
-		rt.bufferLimit = &n
-	}
 	if r.GetPerRequestBufferLimitBytes() != nil {
-		n := uint64(r.GetPerRequestBufferLimitBytes().GetValue())
-		rt.perRequest = &n
+		return nil, errors.New("per_request_buffer_limit_bytes is not emulated")
 	}
+	rt.bufferLimit = optUint64(r.GetRequestBodyBufferLimit())
 	return rt, nil
+}
+
+func optUint64(w *wrapperspb.UInt64Value) *uint64 {
+	if w == nil {
+		return nil
+	}
+	return new(w.GetValue())
 }
 
 func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
@@ -250,8 +240,7 @@ func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 		rt.Timeout = a.GetTimeout().AsDuration()
 	}
 	if a.GetIdleTimeout() != nil {
-		d := a.GetIdleTimeout().AsDuration()
-		rt.IdleTimeout = &d
+		rt.IdleTimeout = new(a.GetIdleTimeout().AsDuration())
 	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case nil:
@@ -393,24 +382,12 @@ func (r *Route) PickCluster(h *headers.Map) string {
 
 // DecoderLimit is the decoder buffer limit of a request whose first route
 // Match was r (nil: no route): request_body_buffer_limit on the route, else
-// on the virtual host, else min(per_request_buffer_limit_bytes, listener
-// limit), else the listener's per_connection_buffer_limit_bytes.
+// on the virtual host, else the listener's per_connection_buffer_limit_bytes.
 func (r *Route) DecoderLimit(listener uint64) uint64 {
 	if r == nil {
 		return listener
 	}
-	if r.bufferLimit != nil {
-		return *r.bufferLimit
-	}
-	if r.VH.bufferLimit != nil {
-		return *r.VH.bufferLimit
-	}
-	per := r.perRequest
-	per = cmp.Or(per, r.VH.perRequest)
-	if per != nil && *per < listener {
-		return *per
-	}
-	return listener
+	return *cmp.Or(r.bufferLimit, r.VH.bufferLimit, &listener)
 }
 
 // RewritePath applies prefix_rewrite or regex_rewrite to :path.

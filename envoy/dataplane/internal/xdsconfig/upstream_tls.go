@@ -11,12 +11,11 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
-// tlsCertificates and validationContext read what upstream and downstream
-// contexts share, as Envoy's one CommonTlsContext reader serves both
-// (source/common/tls/context_config_impl.cc): the inline tls_certificates,
-// and the inline validation_context (nil when there is none).
-func tlsCertificates(common *tlsv3.CommonTlsContext) ([]tls.Certificate, error) {
-	var certs []tls.Certificate
+// commonTLS reads what upstream and downstream contexts share, as Envoy's
+// one CommonTlsContext reader serves both
+// (source/common/tls/context_config_impl.cc): the inline tls_certificates
+// into cfg, and the inline validation_context (nil when there is none).
+func commonTLS(cfg *tls.Config, common *tlsv3.CommonTlsContext) (*tlsv3.CertificateValidationContext, error) {
 	for _, c := range common.GetTlsCertificates() {
 		chain, err := dataSource(c.GetCertificateChain())
 		if err != nil {
@@ -30,12 +29,8 @@ func tlsCertificates(common *tlsv3.CommonTlsContext) ([]tls.Certificate, error) 
 		if err != nil {
 			return nil, fmt.Errorf("tls certificate: %w", err)
 		}
-		certs = append(certs, pair)
+		cfg.Certificates = append(cfg.Certificates, pair)
 	}
-	return certs, nil
-}
-
-func validationContext(common *tlsv3.CommonTlsContext) (*tlsv3.CertificateValidationContext, error) {
 	switch v := common.GetValidationContextType().(type) {
 	case nil:
 		return nil, nil
@@ -74,12 +69,7 @@ func compileUpstreamTLS(u *tlsv3.UpstreamTlsContext, h2 bool) (*tls.Config, erro
 			cfg.NextProtos = []string{"h2"}
 		}
 	}
-	certs, err := tlsCertificates(common)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Certificates = certs
-	vc, err := validationContext(common)
+	vc, err := commonTLS(cfg, common)
 	if err != nil {
 		return nil, err
 	}
