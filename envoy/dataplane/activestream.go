@@ -46,11 +46,7 @@ type activeStream struct {
 	first      *xdsconfig.Route // route selected at decodeHeaders
 	req        reqBody
 
-	meta map[string]*structpb.Struct // nil until a filter sets some
-	// metaMu guards meta against the reading goroutine of a
-	// FULL_DUPLEX_STREAMED body, which sends chunks with the forwarded
-	// metadata while the stream goes on (extprocfilter fullduplex.go).
-	metaMu        sync.Mutex
+	meta          map[string]*structpb.Struct // nil until a filter sets some
 	flags         rules.ResponseFlags
 	details       string
 	cluster       string

@@ -53,8 +53,6 @@ func (x *activeStream) SetDynamicMetadata(ns string, st *structpb.Struct) {
 	if st == nil {
 		return
 	}
-	x.metaMu.Lock()
-	defer x.metaMu.Unlock()
 	cur, ok := x.meta[ns]
 	if !ok {
 		// The received struct itself, never written to: a later merge
