@@ -408,15 +408,7 @@ type responseStart struct {
 // writeHeaders applies the server header transformation and puts h in the
 // response writer's header map; it returns the status to write.
 func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStart {
-	hcm := x.cfg.HCM
-	switch hcm.ServerHeader {
-	case xdsconfig.ServerOverwrite:
-		h.Set("server", hcm.ServerName)
-	case xdsconfig.ServerAppendIfAbsent:
-		if !h.Has("server") {
-			h.Set("server", hcm.ServerName)
-		}
-	}
+	h.Set("server", x.cfg.HCM.ServerName) // OVERWRITE, the only transformation emulated
 	status, err := strconv.Atoi(h.Value(":status"))
 	if err != nil || status < 100 || status > 999 {
 		status = http.StatusBadGateway

@@ -71,13 +71,6 @@ func (x *activeStream) SetDynamicMetadata(ns string, st *structpb.Struct) {
 	x.meta[ns] = merged
 }
 
-func (x *activeStream) DynamicMetadata(ns string) (*structpb.Struct, bool) {
-	x.metaMu.Lock()
-	defer x.metaMu.Unlock()
-	st, ok := x.meta[ns]
-	return st, ok
-}
-
 // routeToCluster runs the router filter for a route with a cluster action
 // (source/common/router/router.cc).
 func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {

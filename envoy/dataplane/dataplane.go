@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -74,7 +75,7 @@ type DataPlane struct {
 // Apply (or WatchADS) gives it a listener.
 func New(opts Options) (*DataPlane, error) {
 	d := &DataPlane{
-		log:        opts.Logger,
+		log:        cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)),
 		conn:       opts.ExtProcConn,
 		transport:  opts.Transport,
 		keepalive:  keepaliveDefaults(opts.Keepalive),
@@ -82,9 +83,6 @@ func New(opts Options) (*DataPlane, error) {
 		runtimes:   map[string]*xdsconfig.ClusterRuntime{},
 		limits:     map[string]xdsconfig.ClusterLimits{},
 		transports: map[string]*http.Transport{},
-	}
-	if d.log == nil {
-		d.log = slog.New(slog.DiscardHandler)
 	}
 	if d.conn == nil && opts.ExtProcTarget != "" {
 		// grpc-go's client with the windows of Envoy's HTTP/2 codec, which

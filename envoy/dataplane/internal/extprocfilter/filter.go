@@ -47,9 +47,8 @@ type Callbacks interface {
 	// ClearRouteCache makes the next route lookup match again.
 	ClearRouteCache()
 	// SetDynamicMetadata merges st into the namespace ns of the stream's
-	// dynamic metadata; DynamicMetadata reads a namespace.
+	// dynamic metadata.
 	SetDynamicMetadata(ns string, st *structpb.Struct)
-	DynamicMetadata(ns string) (*structpb.Struct, bool)
 	// TLS is the downstream connection's TLS state, nil for plaintext.
 	TLS() *tls.ConnectionState
 	// StreamIdleTimeout is the stream idle timeout in force (0: none), and
@@ -125,7 +124,6 @@ type Filter struct {
 	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 	failureModeAllow bool
 	receiving        []string
-	forwarding       []string
 	md               metadata.MD
 
 	complete    bool // processing_complete_
@@ -174,7 +172,6 @@ func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f 
 		log:              log,
 		failureModeAllow: f.FailureModeAllow,
 		receiving:        f.Receiving,
-		forwarding:       f.Forwarding,
 		md:               f.InitialMetadata,
 	}
 	e.setMode(f.Mode)

@@ -1,28 +1,16 @@
 package extprocfilter
 
-// The messages the filter sends: headers and bodies, the forwarded dynamic
-// metadata and the request attributes.
+// The messages the filter sends: headers and bodies and the request
+// attributes.
 
 import (
 	"unsafe"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
-
-// forwardMetadata builds metadata_context from the forwarding namespaces.
-func (e *Filter) forwardMetadata() *corev3.Metadata {
-	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
-	for _, n := range e.forwarding {
-		if st, ok := e.cb.DynamicMetadata(n); ok {
-			md.FilterMetadata[n] = st
-		}
-	}
-	return md
-}
 
 // headersMessage is a request_headers (dir waitRequestHeaders) or
 // response_headers message without headers, in one allocation rather than

@@ -142,9 +142,6 @@ func (e *Filter) send(req *extprocv3.ProcessingRequest, h *headers.Map) *xdsconf
 		e.protocolConfig.ResponseBodyMode = e.mode.GetResponseBodyMode()
 		req.ProtocolConfig = &e.protocolConfig
 	}
-	if len(e.forwarding) > 0 {
-		req.MetadataContext = e.forwardMetadata()
-	}
 	e.addAttributes(req)
 	e.timeoutUsed = false
 	if h != nil {

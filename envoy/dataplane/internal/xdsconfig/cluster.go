@@ -2,9 +2,7 @@ package xdsconfig
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +48,7 @@ type Cluster struct {
 	RT             *ClusterRuntime
 	Transport      http.RoundTripper
 	Scheme         string
-	tlsKey         string // fingerprint of the UpstreamTlsContext
+	tlsKey         string // the UpstreamTlsContext, deterministically marshalled
 }
 
 // hostSet is one priority's endpoints: the healthy ones and all of them.
@@ -220,8 +218,7 @@ func (cl *Cluster) compileTransportSocket(ts *corev3.TransportSocket) error {
 	}
 	cl.tlsConfig, cl.Scheme = tc, "https"
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&utc)
-	sum := sha256.Sum256(b)
-	cl.tlsKey = hex.EncodeToString(sum[:8])
+	cl.tlsKey = string(b)
 	return nil
 }
 

@@ -45,12 +45,6 @@ type Config struct {
 	DownstreamTLS *tls.Config
 }
 
-const (
-	ServerOverwrite = iota
-	ServerAppendIfAbsent
-	serverPassThrough
-)
-
 // hcmConfig is the compiled HTTP connection manager of the listener.
 type hcmConfig struct {
 	StreamIdleTimeout time.Duration    // stream_idle_timeout; 0: disabled
@@ -61,9 +55,7 @@ type hcmConfig struct {
 	GenerateRequestID bool
 	UseRemoteAddress  bool // use_remote_address, unless skip_xff_append
 	ServerName        string
-	ServerHeader      int
 	BufferLimit       uint64 // listener per_connection_buffer_limit_bytes
-	rdsName           string
 	NormalizePath     bool
 	MergeSlashes      bool
 	// Downstream request limits (codec and connection-manager checks).
@@ -199,9 +191,9 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 	if l.GetPerConnectionBufferLimitBytes() != nil {
 		hc.BufferLimit = uint64(l.GetPerConnectionBufferLimitBytes().GetValue())
 	}
-	rc := routeConfigs[hc.rdsName]
+	rc := routeConfigs[h.GetRds().GetRouteConfigName()] // ListenerHCM: RDS only
 	if rc == nil {
-		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), hc.rdsName)
+		return fmt.Errorf("listener %q: route configuration %q not found", l.GetName(), h.GetRds().GetRouteConfigName())
 	}
 	names := map[string]bool{}
 	for _, f := range hc.Filters {
@@ -256,7 +248,8 @@ func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
 func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	hc := &hcmConfig{
 		GenerateRequestID: h.GetGenerateRequestId() == nil || h.GetGenerateRequestId().GetValue(),
-		ServerName:        h.GetServerName(),
+		ServerName:        cmp.Or(h.GetServerName(), rules.DefaultServerName),
+		StreamIdleTimeout: rules.DefaultStreamIdleTimeout,
 		NormalizePath:     h.GetNormalizePath().GetValue(),
 		MergeSlashes:      h.GetMergeSlashes(),
 		UseRemoteAddress:  h.GetUseRemoteAddress().GetValue() && !h.GetSkipXffAppend(),
@@ -264,8 +257,9 @@ func compileHCM(h *hcmv3.HttpConnectionManager) (*hcmConfig, error) {
 	if err := compileHCMRequestRules(hc, h); err != nil {
 		return nil, err
 	}
-	compileHCMDefaults(hc, h)
-	hc.rdsName = h.GetRds().GetRouteConfigName() // ListenerHCM: RDS only
+	if d := h.GetStreamIdleTimeout(); d != nil {
+		hc.StreamIdleTimeout = d.AsDuration()
+	}
 	var err error
 	if hc.early, err = compileEarlyMutations(h.GetEarlyHeaderMutationExtensions()); err != nil {
 		return nil, err
@@ -307,6 +301,9 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 	default:
 		return fmt.Errorf("path_with_escaped_slashes_action %v is not emulated", a)
 	}
+	if t := h.GetServerHeaderTransformation(); t != hcmv3.HttpConnectionManager_OVERWRITE {
+		return fmt.Errorf("server_header_transformation %v is not emulated", t)
+	}
 	// Envoy's defaults: 60 KiB of request headers, 100 headers.
 	hc.MaxHeadersBytes, hc.MaxHeaders = 60<<10, 100
 	hc.IdleTimeout = rules.DefaultIdleTimeout // dataplane idle.go
@@ -324,22 +321,6 @@ func compileHCMRequestRules(hc *hcmConfig, h *hcmv3.HttpConnectionManager) error
 		// max_connection_duration, max_stream_duration: not emulated.
 	}
 	return nil
-}
-
-// compileHCMDefaults sets the server name, stream idle timeout and server
-// header transformation, with Envoy's defaults where they are unset.
-func compileHCMDefaults(hc *hcmConfig, h *hcmv3.HttpConnectionManager) {
-	hc.ServerName = cmp.Or(hc.ServerName, rules.DefaultServerName)
-	hc.StreamIdleTimeout = rules.DefaultStreamIdleTimeout
-	if d := h.GetStreamIdleTimeout(); d != nil {
-		hc.StreamIdleTimeout = d.AsDuration()
-	}
-	switch h.GetServerHeaderTransformation() {
-	case hcmv3.HttpConnectionManager_APPEND_IF_ABSENT:
-		hc.ServerHeader = ServerAppendIfAbsent
-	case hcmv3.HttpConnectionManager_PASS_THROUGH:
-		hc.ServerHeader = serverPassThrough
-	}
 }
 
 // compileEarlyMutations compiles early_header_mutation_extensions, of which

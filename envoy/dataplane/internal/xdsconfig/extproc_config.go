@@ -41,7 +41,6 @@ type ExtProcFilter struct {
 	AllowModeOverride bool
 	AllowedOverride   []*extprocfilterv3.ProcessingMode
 	Receiving         []string
-	Forwarding        []string
 	RouteCacheAction  extprocfilterv3.ExternalProcessor_RouteCacheAction
 	DisableImmediate  bool
 	StatusOnError     int
@@ -62,8 +61,8 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 	if c.GetGrpcService() == nil {
 		return nil, errors.New("grpc_service is required (http_service is not emulated)")
 	}
-	if c.GetObservabilityMode() || c.GetForwardRules() != nil {
-		return nil, errors.New("observability_mode and forward_rules are not emulated")
+	if c.GetObservabilityMode() || c.GetForwardRules() != nil || c.GetMetadataOptions().GetForwardingNamespaces() != nil {
+		return nil, errors.New("observability_mode, forward_rules and metadata_options.forwarding_namespaces are not emulated")
 	}
 	if c.GetDisableClearRouteCache() && c.GetRouteCacheAction() != extprocfilterv3.ExternalProcessor_DEFAULT {
 		// FilterConfig constructor in ext_proc.cc.
@@ -80,7 +79,6 @@ func compileExtProc(name string, disabled bool, c *extprocfilterv3.ExternalProce
 		AllowModeOverride: c.GetAllowModeOverride(),
 		AllowedOverride:   c.GetAllowedOverrideModes(),
 		Receiving:         c.GetMetadataOptions().GetReceivingNamespaces().GetUntyped(),
-		Forwarding:        c.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(),
 		RouteCacheAction:  c.GetRouteCacheAction(),
 		DisableImmediate:  c.GetDisableImmediateResponse(),
 		StatusOnError:     500,

@@ -100,6 +100,20 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 				PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD,
 			})
 		}, "path_with_escaped_slashes_action"},
+		{"server_header_transformation other than OVERWRITE", func() error {
+			return compileHCMRequestRules(&hcmConfig{}, &hcmv3.HttpConnectionManager{
+				ServerHeaderTransformation: hcmv3.HttpConnectionManager_PASS_THROUGH,
+			})
+		}, "server_header_transformation"},
+		{"forwarding namespaces", func() error {
+			_, err := compileExtProc("ext_proc", false, &extprocfilterv3.ExternalProcessor{
+				GrpcService: &corev3.GrpcService{},
+				MetadataOptions: &extprocfilterv3.MetadataOptions{ForwardingNamespaces: &extprocfilterv3.MetadataOptions_MetadataNamespaces{
+					Untyped: []string{"ns"},
+				}},
+			})
+			return err
+		}, "forwarding_namespaces"},
 		{"duration filter", filter(&accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_DurationFilter{
 			DurationFilter: &accesslogv3.DurationFilter{Comparison: &accesslogv3.ComparisonFilter{}},
 		}}), "not emulated"},
