@@ -79,14 +79,18 @@ func (s *SharedItems) deflated() *deflated {
 // middle one shared with every other request for the page.
 func (s *SharedItems) gzipParts(head, tail []byte) [][]byte {
 	d := s.deflated()
-	first := make([]byte, 0, len(gzipHeader)+storedLen(len(head)))
-	first = append(first, gzipHeader...)
+	firstLen := len(gzipHeader) + storedLen(len(head))
+	// One allocation for both small parts; first is capped, so writing
+	// last never reaches it.
+	buf := make([]byte, 0, firstLen+storedLen(len(tail))+8)
+	first := append(buf, gzipHeader...)
 	first = appendStored(first, head, false)
+	first = first[:len(first):len(first)]
 
 	crc := crc32.Update(0, crc32.IEEETable, head)
 	crc = crcCombine(crc, d.crc, d.shift)
 	crc = crc32.Update(crc, crc32.IEEETable, tail)
-	last := make([]byte, 0, storedLen(len(tail))+8)
+	last := buf[len(first):len(first)]
 	last = appendStored(last, tail, true)
 	last = binary.LittleEndian.AppendUint32(last, crc)
 	last = binary.LittleEndian.AppendUint32(last, uint32(len(head)+len(s.JSON)+len(tail))) // ISIZE is mod 2^32

@@ -28,15 +28,16 @@ import (
 // buffers may share memory with the snapshot: they are only ever read.
 type Wire struct {
 	bufs mem.BufferSlice
-	one  [1]mem.Buffer // bufs' array for a message of one buffer (WireOf)
+	arr  [3]mem.Buffer // bufs' array for a message of up to three buffers
 }
 
 // WireOf is the message of the single buffer b, allocated with its
-// BufferSlice's array: gRPC only reads the slice, never writes to it.
+// BufferSlice's array (as WireImmediate's): gRPC only reads the slice,
+// never writes to it.
 func WireOf(b []byte) *Wire {
 	m := &Wire{}
-	m.one[0] = mem.SliceBuffer(b)
-	m.bufs = m.one[:]
+	m.arr[0] = mem.SliceBuffer(b)
+	m.bufs = m.arr[:1]
 	return m
 }
 
@@ -161,7 +162,11 @@ func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
 			shared++
 		}
 	}
-	bufs := make(mem.BufferSlice, 0, 2*shared+1)
+	m := &Wire{}
+	bufs := m.arr[:0] // a list page shares at most one part: no second allocation
+	if 2*shared+1 > len(m.arr) {
+		bufs = make(mem.BufferSlice, 0, 2*shared+1)
+	}
 	cur := make([]byte, 0, 2*tagLenMax+len(head)+small+len(r.Body)+detailsLen+len(answeredMetadataWire))
 	cur = append(cur, answeredMetadataWire...)
 	cur = protowire.AppendTag(cur, fieldImmediate, protowire.BytesType)
@@ -185,8 +190,8 @@ func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
 		cur = protowire.AppendTag(cur, fieldDetails, protowire.BytesType)
 		cur = protowire.AppendString(cur, details)
 	}
-	bufs = append(bufs, mem.SliceBuffer(cur))
-	return &Wire{bufs: bufs}
+	m.bufs = append(bufs, mem.SliceBuffer(cur))
+	return m
 }
 
 // tagLenMax bounds a tag plus a varint length: 5 + 5 bytes for field numbers

@@ -428,15 +428,8 @@ func rebuildPath(p, q string, hasQuery, canonical, mergeSlashes bool) string {
 	if canonical {
 		p = canonicalPath(p)
 	}
-	if mergeSlashes {
-		var b strings.Builder
-		for i := 0; i < len(p); i++ {
-			if p[i] == '/' && i > 0 && p[i-1] == '/' {
-				continue
-			}
-			b.WriteByte(p[i])
-		}
-		p = b.String()
+	for mergeSlashes && strings.Contains(p, "//") {
+		p = strings.ReplaceAll(p, "//", "/")
 	}
 	if hasQuery {
 		return p + "?" + q
