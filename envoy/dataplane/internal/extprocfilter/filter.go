@@ -22,7 +22,6 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
@@ -115,16 +114,13 @@ var ErrAbort = errors.New("downstream request aborted")
 
 // Filter is the per-request state of one ext_proc filter.
 type Filter struct {
-	f                *xdsconfig.ExtProcFilter
-	cb               Callbacks
-	client           *Client
-	ctx              context.Context // the downstream request's
-	log              *slog.Logger
-	mode             *extprocfilterv3.ProcessingMode // current mode, both directions
-	modeBuf          extprocfilterv3.ProcessingMode  // where mode points, unless overridden
-	failureModeAllow bool
-	receiving        []string
-	md               metadata.MD
+	f       *xdsconfig.ExtProcFilter
+	cb      Callbacks
+	client  *Client
+	ctx     context.Context // the downstream request's
+	log     *slog.Logger
+	mode    *extprocfilterv3.ProcessingMode // current mode, both directions
+	modeBuf extprocfilterv3.ProcessingMode  // where mode points, unless overridden
 
 	complete    bool // processing_complete_
 	stream      extprocv3.ExternalProcessor_ProcessClient
@@ -165,14 +161,11 @@ const (
 // request's context, which ends when the client goes away).
 func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter) *Filter {
 	e := &Filter{
-		f:                f,
-		cb:               cb,
-		client:           client,
-		ctx:              ctx,
-		log:              log,
-		failureModeAllow: f.FailureModeAllow,
-		receiving:        f.Receiving,
-		md:               f.InitialMetadata,
+		f:      f,
+		cb:     cb,
+		client: client,
+		ctx:    ctx,
+		log:    log,
 	}
 	e.setMode(f.Mode)
 	return e
@@ -224,7 +217,7 @@ func (e *Filter) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsco
 		e.setMetadata(resp)
 	}
 	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "type", fmt.Sprintf("%T", resp.GetResponse()), "error", msg)
-	if e.failureModeAllow || !rules.FailCloseSpurious {
+	if e.f.FailureModeAllow || !rules.FailCloseSpurious {
 		e.finishAndContinue()
 		return nil
 	}
@@ -244,11 +237,11 @@ func (e *Filter) failed(err error) *xdsconfig.LocalReply {
 // metadata_options.receiving_namespaces.untyped are stored, merged key by key.
 func (e *Filter) setMetadata(resp *extprocv3.ProcessingResponse) {
 	dm := resp.GetDynamicMetadata()
-	if dm == nil || len(e.receiving) == 0 {
+	if dm == nil || len(e.f.Receiving) == 0 {
 		return
 	}
 	for ns, v := range dm.GetFields() {
-		if !contains(e.receiving, ns) {
+		if !contains(e.f.Receiving, ns) {
 			e.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
 			continue
 		}

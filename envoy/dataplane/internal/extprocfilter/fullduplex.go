@@ -340,7 +340,7 @@ func (d *duplexReader) response(r duplexResp) {
 		// onGrpcError: failureModeAllow() is false once a body chunk went
 		// to the server in this mode, so it is a local reply, which after
 		// the response headers is a reset.
-		if !d.bodyReceived && e.failureModeAllow {
+		if !d.bodyReceived && e.f.FailureModeAllow {
 			e.finishAndContinue()
 			d.passThrough = true
 			return
@@ -402,7 +402,7 @@ func (d *duplexReader) response(r duplexResp) {
 func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) {
 	e := d.e
 	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
-	if !d.bodyReceived && (e.failureModeAllow || !rules.FailCloseSpurious) {
+	if !d.bodyReceived && (e.f.FailureModeAllow || !rules.FailCloseSpurious) {
 		e.finishAndContinue()
 		d.passThrough = true
 		d.awaitHeaders, d.holdHeaders = false, false
@@ -475,7 +475,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 		case e.ctx.Err() != nil:
 			e.Close()
 			d.finish(ErrAbort)
-		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.failureModeAllow):
+		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
 			// onGrpcClose (or onGrpcError with failure_mode_allow while
 			// Filter::failureModeAllow() still holds): clearAsyncState
 			// continues the headers unchanged; the chunks sent are lost.

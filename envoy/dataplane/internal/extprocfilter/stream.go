@@ -32,8 +32,8 @@ func (e *Filter) open() *xdsconfig.LocalReply {
 		return e.onGrpcError(status.Error(codes.Unavailable, "no ext_proc connection"))
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
-	if len(e.md) > 0 {
-		ctx = metadata.NewOutgoingContext(ctx, e.md)
+	if len(e.f.InitialMetadata) > 0 {
+		ctx = metadata.NewOutgoingContext(ctx, e.f.InitialMetadata)
 	}
 	opts := xdsconfig.ExtProcCallOptions
 	if e.client.Own {
@@ -95,7 +95,7 @@ func (e *Filter) finishAndContinue() {
 func (e *Filter) onGrpcError(err error) *xdsconfig.LocalReply {
 	st := e.envoyStatus(err)
 	e.log.Debug("ext_proc stream error", "filter", e.f.Name, "code", st.Code(), "message", st.Message())
-	if e.failureModeAllow {
+	if e.f.FailureModeAllow {
 		e.finishAndContinue()
 		return nil
 	}
@@ -190,7 +190,7 @@ func (e *Filter) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsconfi
 		if !ok {
 			// Filter::onMessageTimeout.
 			e.log.Debug("ext_proc message timeout", "filter", e.f.Name)
-			if e.failureModeAllow {
+			if e.f.FailureModeAllow {
 				e.finishAndContinue()
 				return nil, nil, nil
 			}
