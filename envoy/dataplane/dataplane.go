@@ -116,7 +116,7 @@ func New(opts Options) (*DataPlane, error) {
 		d.client = extprocfilter.Client{Processor: d.pool, Own: true}
 	}
 	if d.conn != nil && d.pool == nil {
-		d.client = extprocfilter.Client{Processor: extprocv3.NewExternalProcessorClient(d.conn)}
+		d.client = extprocfilter.Client{Processor: extprocfilter.Unpooled{ExternalProcessorClient: extprocv3.NewExternalProcessorClient(d.conn)}}
 	}
 	return d, nil
 }

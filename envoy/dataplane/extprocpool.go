@@ -30,41 +30,27 @@ type pooledConn struct {
 	active int // streams open on it; guarded by the pool's mu
 }
 
-// Process opens a stream on the first connection with room, or on a new
-// one. The stream counts until it is released (extprocfilter Filter.Close
-// releases it as it closes it) or ctx ends, whichever comes first: the
-// request's end cancels it in any case.
-func (p *extProcPool) Process(ctx context.Context, opts ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, error) {
+// Open opens a stream on the first connection with room, or on a new
+// one (extprocfilter.Opener). The stream counts until release is called
+// (extprocfilter Filter.Close calls it as it closes the stream, on its own
+// goroutine) or ctx ends, whichever comes first; only the second starts a
+// goroutine (context.AfterFunc).
+func (p *extProcPool) Open(ctx context.Context, opts ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, func(), error) {
 	pc, err := p.acquire()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := pc.client.Process(ctx, opts...)
 	if err != nil {
 		p.release(pc)
-		return nil, err
+		return nil, nil, err
 	}
-	ps := &pooledStream{ExternalProcessor_ProcessClient: st}
-	ps.stop = context.AfterFunc(ctx, func() { p.release(pc) })
-	ps.release = func() { p.release(pc) }
-	return ps, nil
-}
-
-// pooledStream is a stream of the pool that the filter can release as it
-// closes it: the release then happens on the filter's goroutine, not on the
-// goroutine context.AfterFunc starts when the context ends (one per call).
-type pooledStream struct {
-	extprocv3.ExternalProcessor_ProcessClient
-	stop    func() bool
-	release func()
-}
-
-// Release gives the stream's place on its connection back, unless the
-// context's end did already.
-func (s *pooledStream) Release() {
-	if s.stop() {
-		s.release()
-	}
+	stop := context.AfterFunc(ctx, func() { p.release(pc) })
+	return st, func() {
+		if stop() {
+			p.release(pc)
+		}
+	}, nil
 }
 
 func (p *extProcPool) acquire() (*pooledConn, error) {

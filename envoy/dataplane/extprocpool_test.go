@@ -54,7 +54,7 @@ func TestExtProcStreamsPerConnection(t *testing.T) {
 
 	open := func() context.CancelFunc {
 		ctx, cancel := context.WithCancel(t.Context())
-		if _, err := d.client.Processor.Process(ctx); err != nil {
+		if _, _, err := d.client.Processor.Open(ctx); err != nil {
 			cancel()
 			t.Fatal(err)
 		}

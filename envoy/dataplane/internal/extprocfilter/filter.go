@@ -22,6 +22,7 @@ import (
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
@@ -61,14 +62,31 @@ type Callbacks interface {
 // Client is the ext_proc gRPC client the filters of a data plane share.
 type Client struct {
 	// Processor opens the Process streams; nil when there is no
-	// connection (every stream then fails as Unavailable). A stream with
-	// a Release method (a pooled one) is released as the filter closes it.
-	Processor extprocv3.ExternalProcessorClient
+	// connection (every stream then fails as Unavailable).
+	Processor Opener
 	// Own reports a connection the data plane dialled itself: its streams
 	// carry the filter's cluster name as :authority. An injected
 	// connection (tests, mTLS) keeps its own: grpc-go checks an override
 	// against its credentials.
 	Own bool
+}
+
+// Opener opens a Process stream. release, when not nil, gives the
+// stream's place on a pooled connection back; the filter calls it as it
+// closes the stream.
+type Opener interface {
+	Open(ctx context.Context, opts ...grpc.CallOption) (st extprocv3.ExternalProcessor_ProcessClient, release func(), err error)
+}
+
+// Unpooled opens every stream on one connection, with nothing to release.
+type Unpooled struct {
+	extprocv3.ExternalProcessorClient
+}
+
+// Open implements Opener.
+func (u Unpooled) Open(ctx context.Context, opts ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, func(), error) {
+	st, err := u.Process(ctx, opts...)
+	return st, nil, err
 }
 
 // Direction is the direction of a body: the decoding (request) or encoding
@@ -125,6 +143,7 @@ type Filter struct {
 	complete    bool // processing_complete_
 	stream      extprocv3.ExternalProcessor_ProcessClient
 	cancel      context.CancelFunc
+	release     func() // the stream's place on a pooled connection (Opener)
 	sentFirst   bool
 	timeoutUsed bool // an override_message_timeout was honoured in this state
 	// attrsSent is the decoding state's attributes_sent_ (rules.go,

@@ -41,12 +41,12 @@ func (e *Filter) open() *xdsconfig.LocalReply {
 		// grpc-go checks an override against its credentials.
 		opts = e.f.CallOptions
 	}
-	st, err := client.Process(ctx, opts...)
+	st, release, err := client.Open(ctx, opts...)
 	if err != nil {
 		cancel()
 		return e.onGrpcError(err)
 	}
-	e.stream, e.cancel = st, cancel
+	e.stream, e.cancel, e.release = st, cancel, release
 	return nil
 }
 
@@ -60,13 +60,13 @@ func (e *Filter) Close() {
 		return
 	}
 	_ = e.stream.CloseSend()
-	if r, ok := e.stream.(interface{ Release() }); ok {
-		// A pooled stream (Client.Processor) gives its place back before
-		// the cancel, which would otherwise start a goroutine to do it.
-		r.Release()
+	if e.release != nil {
+		// A pooled stream gives its place back before the cancel, which
+		// would otherwise start a goroutine to do it (Opener).
+		e.release()
 	}
 	e.cancel()
-	e.stream = nil
+	e.stream, e.release = nil, nil
 	e.timer = nil // it calls this stream's cancel
 }
 
