@@ -129,7 +129,12 @@ func (r *Route) normalize(i int) []error {
 			errs = append(errs, fmt.Errorf("%s: %w", label, err))
 		}
 		if !s.IsMCP() {
-			s.ManifestPath = cmp.Or(s.ManifestPath, DefaultManifestPath)
+			if s.ManifestPath == "" {
+				// Written only when empty: a Source may hand the same
+				// Listing to every refresh while the last one is read,
+				// and an idempotent Validate must then write nothing.
+				s.ManifestPath = DefaultManifestPath
+			}
 			if err := checkRequestPath(s.ManifestPath, true); err != nil {
 				errs = append(errs, fmt.Errorf("%s: manifestPath: %w", label, err))
 			}

@@ -186,6 +186,34 @@ func TestListingDefaults(t *testing.T) {
 	}
 }
 
+// TestValidateAgainWritesNothing: a Source may return the same Listing on
+// every refresh while the routes of the last one are read (refresher's
+// servicesOf), so a second Validate must not write, not even the values
+// already there. Under -race (make test) a write here is reported.
+func TestValidateAgainWritesNothing(t *testing.T) {
+	l := validListing()
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string)
+	go func() {
+		var seen strings.Builder
+		for _, r := range l.Routes {
+			seen.WriteString(r.PublicPath)
+			for _, s := range r.ToolServices {
+				seen.WriteString(s.ManifestPath)
+			}
+		}
+		done <- seen.String()
+	}()
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if <-done == "" {
+		t.Fatal("the reader saw no paths")
+	}
+}
+
 func TestDecodeListingFixtures(t *testing.T) {
 	var decoded []*Listing
 	for _, name := range []string{"listing.json", "listing.yaml"} {
