@@ -233,8 +233,7 @@ func denied(name string, d Decision, headers map[string]string, err error) Outco
 		o.Reason = fmt.Sprintf("denied by filter %q", name)
 	}
 	if o.DenyAs == RPCError {
-		o.Code = d.Code
-		o.Code = cmp.Or(o.Code, CodeInvalidParams)
+		o.Code = cmp.Or(d.Code, CodeInvalidParams)
 	}
 	return o
 }

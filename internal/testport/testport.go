@@ -9,8 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
+
+var handedOut sync.Map // port → true: every port Free tried in this process
 
 // Free returns 127.0.0.1:PORT, a port that could be listened on a moment
 // ago. It comes from below the kernel's ephemeral range
@@ -18,12 +21,18 @@ import (
 // listener on port 0 can take it in the window before the process binds
 // it: on a loaded machine running many tests at once, ports from that range
 // were taken in between (bind: address already in use). Only another Free
-// caller can collide, and it picks at random among thousands of ports.
+// caller can collide, and it picks at random among thousands of ports; in
+// one test process it never hands out a port twice, so the ports one test
+// asks for at once (toolmesh's listener, extproc, xDS and admin) differ
+// (two of four once came out equal, and toolmesh could not bind the second).
 func Free(t testing.TB) string {
 	t.Helper()
 	low := ephemeralLow()
 	for range 100 {
 		port := 10000 + rand.IntN(low-10000)
+		if _, taken := handedOut.LoadOrStore(port, true); taken {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
