@@ -321,8 +321,9 @@ func (x *request) finish() {
 	}
 	x.finishTrace(method, era)
 	m := x.s.metrics
-	m.Requests.WithLabelValues(x.routeKey, method, era, x.outcome).Inc()
-	m.Duration.WithLabelValues(x.routeKey, method).Observe(elapsed.Seconds())
+	series := m.Request(x.routeKey, method, era, x.outcome)
+	series.Requests.Inc()
+	series.Duration.Observe(elapsed.Seconds())
 	if x.tool != nil {
 		m.ToolCalls.WithLabelValues(x.routeKey, m.Tools.Label(x.routeKey, x.tool.Name), callOut).Inc()
 	}

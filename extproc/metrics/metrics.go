@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolmesh/toolmesh/internal/promreg"
@@ -23,6 +25,8 @@ type Metrics struct {
 	Approvals *prometheus.CounterVec   // route, decision
 	Auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 	Authz     *prometheus.CounterVec   // route, method, decision
+
+	byRoute sync.Map // route key → *routeSeries (series.go)
 }
 
 // New makes the series and registers them with reg (nil: kept but not
