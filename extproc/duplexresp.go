@@ -102,15 +102,16 @@ func (x *request) duplexRoute() bool {
 	if x.snap == nil || x.req.Method != "POST" {
 		return false
 	}
-	// An explicit federatedStreamTimeout asserts the listener allows the
-	// override, as in the release that introduced it; the default needs
-	// the listener to say so (routedeadline.go).
-	if x.s.cfg.FederatedStreamTimeout <= 0 && !x.routeDeadlineOn() {
+	if !slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
+		return svc.Protocol == registry.ProtocolMCP
+	}) {
 		return false
 	}
-	return slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
-		return svc.Protocol == registry.ProtocolMCP
-	})
+	// An explicit federatedStreamTimeout asserts the listener allows the
+	// override, as in the release that introduced it; the default needs
+	// the listener to say so (routedeadline.go), which is read only for a
+	// route with a federated server.
+	return x.s.cfg.FederatedStreamTimeout > 0 || x.routeDeadlineOn()
 }
 
 // unwire returns a prepared wire-format answer as a message.

@@ -16,7 +16,6 @@ import (
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
 	"github.com/toolmesh/toolmesh/extproc/ratelimit"
 	"github.com/toolmesh/toolmesh/extproc/reqtrace"
-	"github.com/toolmesh/toolmesh/extproc/routedeadline"
 	"github.com/toolmesh/toolmesh/filters"
 	"github.com/toolmesh/toolmesh/mcp"
 	"github.com/toolmesh/toolmesh/registry"
@@ -128,9 +127,10 @@ type request struct {
 	// or FULL_DUPLEX_STREAMED since the request headers (duplexresp.go).
 	mode responseMode
 
-	// listener is the level the stream's listener declares
-	// (routedeadline.go).
-	listener int
+	// listener is the level the stream's listener declares, read from the
+	// stream's metadata on first use (listenerLevel, routedeadline.go).
+	listener     int
+	listenerRead bool
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer
@@ -140,17 +140,15 @@ var sendPrepared = &extprocv3.ProcessingResponse{}
 func (s *Server) newRequest(ctx context.Context) *request {
 	start := time.Now()
 	return &request{
-		s:     s,
-		rt:    s.runtime.Load(),
-		ctx:   ctx,
-		start: start,
-		// The listener's level, once per stream (routedeadline.go).
-		listener: routedeadline.ListenerLevel(ctx),
-		req:      mcp.HTTPRequest{ContentLength: -1},
-		outcome:  outcomeIncomplete,
-		kind:     localAnswer{},
-		mode:     bufferedResponse{},
-		tr:       reqtrace.New(s.tracer, start),
+		s:       s,
+		rt:      s.runtime.Load(),
+		ctx:     ctx,
+		start:   start,
+		req:     mcp.HTTPRequest{ContentLength: -1},
+		outcome: outcomeIncomplete,
+		kind:    localAnswer{},
+		mode:    bufferedResponse{},
+		tr:      reqtrace.New(s.tracer, start),
 	}
 }
 

@@ -15,7 +15,17 @@ import (
 // routeDeadlineOn reports whether this stream may take the route-timeout
 // deadline: not switched off, and a listener that allows the override.
 func (x *request) routeDeadlineOn() bool {
-	return !x.s.cfg.FederatedStreamDeadlineOff && x.listener >= wire.ListenerLevel
+	return !x.s.cfg.FederatedStreamDeadlineOff && x.listenerLevel() >= wire.ListenerLevel
+}
+
+// listenerLevel is the level the stream's listener declares. It is read
+// from the stream's metadata on the federated paths that ask, once, not
+// for every request.
+func (x *request) listenerLevel() int {
+	if !x.listenerRead {
+		x.listener, x.listenerRead = routedeadline.ListenerLevel(x.ctx), true
+	}
+	return x.listener
 }
 
 // withoutRouteTimeout removes wire.RouteTimeoutHeader from a

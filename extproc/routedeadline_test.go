@@ -1,9 +1,11 @@
 package extproc
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/toolmesh/toolmesh/extproc/reqheaders"
@@ -277,7 +280,11 @@ func TestStreamDeadline(t *testing.T) {
 		{name: "no override in force", listener: 1, route: time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &request{s: &Server{cfg: tc.cfg}, start: start, listener: tc.listener, mode: bufferedResponse{}}
+			ctx := context.Background()
+			if tc.listener > 0 {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(wire.ListenerLevelMetadata, strconv.Itoa(tc.listener)))
+			}
+			x := &request{s: &Server{cfg: tc.cfg}, ctx: ctx, start: start, mode: bufferedResponse{}}
 			if tc.duplex {
 				x.mode = &duplexResponseMode{}
 			}
