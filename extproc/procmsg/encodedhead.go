@@ -16,8 +16,7 @@ import (
 // is kept per distinct head, so a page's answer is a lookup and the
 // per-request work is the JSON-RPC envelope around the shared items.
 
-// headKey identifies an ImmediateResponse head. It is comparable, so a
-// lookup allocates nothing.
+// headKey identifies an ImmediateResponse head.
 type headKey struct {
 	status  int
 	hasBody bool
@@ -45,45 +44,72 @@ func constantHeader(key string) bool {
 	return false
 }
 
-// immediateHeads maps a headKey to its encoded ImmediateResponse head.
-// Readers load the map; a new head copies it (rare: once per head).
+// immediateHeads are the encoded heads kept, in the order first seen.
+// Readers load the slice and compare (a handful of heads, each told apart
+// by its status and header count before any string is compared: cheaper
+// than hashing a key of eight strings); a new head copies it (rare: once
+// per head).
 var immediateHeads struct {
-	m  atomic.Pointer[map[headKey][]byte]
-	mu sync.Mutex // serializes writers
+	heads atomic.Pointer[[]cachedHead]
+	mu    sync.Mutex // serializes writers
+}
+
+// cachedHead is one kept head and its encoding.
+type cachedHead struct {
+	key  headKey
+	wire []byte
 }
 
 // EncodedHead returns ImmediateHead(r, hasBody, "") in protobuf wire
 // format: the status and headers, which WireImmediate follows with the body
 // and details. The slice is shared: callers only read it.
 func EncodedHead(r *mcp.Reply, hasBody bool) ([]byte, error) {
+	if b := keptHead(immediateHeads.heads.Load(), r, hasBody); b != nil {
+		return b, nil
+	}
 	k, ok := cacheableHead(r, hasBody)
-	if !ok {
-		return proto.Marshal(ImmediateHead(r, hasBody, ""))
-	}
-	if m := immediateHeads.m.Load(); m != nil {
-		if b, ok := (*m)[k]; ok {
-			return b, nil
-		}
-	}
 	b, err := proto.Marshal(ImmediateHead(r, hasBody, ""))
-	if err != nil {
-		return nil, err
+	if err != nil || !ok {
+		return b, err
 	}
 	immediateHeads.mu.Lock()
 	defer immediateHeads.mu.Unlock()
-	old := immediateHeads.m.Load()
+	old := immediateHeads.heads.Load()
+	if kept := keptHead(old, r, hasBody); kept != nil { // kept meanwhile
+		return kept, nil
+	}
 	if old != nil && len(*old) >= maxCachedHeads {
 		return b, nil
 	}
-	next := make(map[headKey][]byte, 1+lenOf(old))
+	var next []cachedHead
 	if old != nil {
-		for k, v := range *old {
-			next[k] = v
-		}
+		next = append(next, *old...)
 	}
-	next[k] = b
-	immediateHeads.m.Store(&next)
+	next = append(next, cachedHead{key: k, wire: b})
+	immediateHeads.heads.Store(&next)
 	return b, nil
+}
+
+// keptHead is the kept encoding of r's head, nil if none is kept. Only
+// cacheable heads are kept, so one equal to r's says that r's is too.
+func keptHead(heads *[]cachedHead, r *mcp.Reply, hasBody bool) []byte {
+	if heads == nil {
+		return nil
+	}
+next:
+	for i := range *heads {
+		h := &(*heads)[i]
+		if h.key.status != r.Status || h.key.hasBody != hasBody || h.key.n != len(r.Headers) {
+			continue
+		}
+		for j, hd := range r.Headers {
+			if hd != h.key.headers[j] {
+				continue next
+			}
+		}
+		return h.wire
+	}
+	return nil
 }
 
 // cacheableHead is r's headKey, if its head is one worth keeping.
@@ -99,11 +125,4 @@ func cacheableHead(r *mcp.Reply, hasBody bool) (headKey, bool) {
 		k.headers[i] = h
 	}
 	return k, true
-}
-
-func lenOf(m *map[headKey][]byte) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }

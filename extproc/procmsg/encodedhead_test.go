@@ -18,6 +18,10 @@ func TestEncodedHead(t *testing.T) {
 		{"list page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, true},
 		{"gzip page", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
 			{Key: "Content-Encoding", Value: "gzip"}, {Key: "Vary", Value: "Accept-Encoding"}}}, true},
+		// Heads equal to a kept one but for a key's case or a value are
+		// their own entries, each encoded as it is.
+		{"list page, key in lower case", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "content-type", Value: "application/json"}}}, true},
+		{"another content type", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "text/event-stream"}}}, true},
 		{"error", &mcp.Reply{Status: 404, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"}}}, true},
 		{"no headers", &mcp.Reply{Status: 202}, true},
 		{"session header", &mcp.Reply{Status: 200, Headers: []mcp.Header{{Key: "Content-Type", Value: "application/json"},
