@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,8 +203,7 @@ func (e *Filter) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.LocalR
 		return e.spurious(resp, rules.SpuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
-	e.complete = true
-	e.Close()
+	e.finishAndContinue()
 	ir := resp.GetImmediateResponse()
 	hm := ir.GetHeaders()
 	return &xdsconfig.LocalReply{
@@ -247,8 +247,7 @@ func (e *Filter) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsco
 // becomes a local reply with status_on_error (default 500) and the error
 // text as details.
 func (e *Filter) failed(err error) *xdsconfig.LocalReply {
-	e.complete = true
-	e.Close()
+	e.finishAndContinue()
 	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(err.Error())}
 }
 
@@ -260,21 +259,12 @@ func (e *Filter) setMetadata(resp *extprocv3.ProcessingResponse) {
 		return
 	}
 	for ns, v := range dm.GetFields() {
-		if !contains(e.f.Receiving, ns) {
+		if !slices.Contains(e.f.Receiving, ns) {
 			e.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
 			continue
 		}
 		e.cb.SetDynamicMetadata(ns, v.GetStructValue())
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // DecodeHeaders is Filter::decodeHeaders.
@@ -359,41 +349,16 @@ func (e *Filter) Complete() bool { return e.complete }
 func (e *Filter) Mode() *extprocfilterv3.ProcessingMode { return e.mode }
 
 // BufferedBody exchanges one BUFFERED or BUFFERED_PARTIAL body of
-// direction dir (eos: the whole body) and returns it as the server left
-// it, or the local reply a failure is.
-func (e *Filter) BufferedBody(dir Direction, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	return e.bufferedBody(dir.bodyState(), h, body, eos)
-}
-
-// bufferedBody exchanges one buffered (or partial) body and applies the
-// answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
+// direction d (eos: the whole body) and applies the answer
+// (BufferedBodyCallback / BufferedPartialBodyCallback): it returns the body
+// as the server left it, or the local reply a failure is. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *Filter) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
-		return body, lr, nil
-	}
-	resp, lr, err := e.wait(dir)
+func (e *Filter) BufferedBody(d Direction, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
+	dir := d.bodyState()
+	resp, cr, lr, err := e.exchangeBody(dir, body, eos)
 	if resp == nil {
 		return body, lr, err
 	}
-	var cr *extprocv3.CommonResponse
-	switch r := resp.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestBody:
-		if dir != waitRequestBody {
-			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.RequestBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		if dir != waitResponseBody {
-			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.ResponseBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ImmediateResponse:
-		return body, e.immediate(resp), nil
-	default:
-		return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-	}
-	e.setMetadata(resp)
 	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
 	if dir == waitResponseBody {
 		bodyMode, sendHeaders = e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
@@ -420,31 +385,10 @@ func (e *Filter) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bo
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
 func (e *Filter) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
-		return chunk, lr, nil
-	}
-	resp, lr, err := e.wait(dir)
+	resp, cr, lr, err := e.exchangeBody(dir, chunk, eos)
 	if resp == nil {
 		return chunk, lr, err
 	}
-	var cr *extprocv3.CommonResponse
-	switch r := resp.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestBody:
-		if dir != waitRequestBody {
-			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.RequestBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		if dir != waitResponseBody {
-			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.ResponseBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ImmediateResponse:
-		return chunk, e.immediate(resp), nil
-	default:
-		return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-	}
-	e.setMetadata(resp)
 	if cr.GetBodyMutation().GetStreamedResponse() != nil {
 		return chunk, e.spurious(resp, rules.SpuriousStreamedResponse), nil
 	}
@@ -455,6 +399,34 @@ func (e *Filter) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *
 		e.cb.ClearRouteCache()
 	}
 	return chunk, nil, nil
+}
+
+// exchangeBody sends one body message of direction dir and waits for the
+// server's body response of that direction, whose dynamic metadata it
+// stores. resp is nil when none came: then lr is the local reply it came
+// to instead (nil, nil: processing completed without the server).
+func (e *Filter) exchangeBody(dir waitState, body []byte, eos bool) (resp *extprocv3.ProcessingResponse, cr *extprocv3.CommonResponse, lr *xdsconfig.LocalReply, err error) {
+	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
+		return nil, nil, lr, nil
+	}
+	if resp, lr, err = e.wait(dir); resp == nil {
+		return nil, nil, lr, err
+	}
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestBody:
+		if dir == waitRequestBody {
+			e.setMetadata(resp)
+			return resp, r.RequestBody.GetResponse(), nil, nil
+		}
+	case *extprocv3.ProcessingResponse_ResponseBody:
+		if dir == waitResponseBody {
+			e.setMetadata(resp)
+			return resp, r.ResponseBody.GetResponse(), nil, nil
+		}
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		return nil, nil, e.immediate(resp), nil
+	}
+	return nil, nil, e.spurious(resp, rules.SpuriousKind(resp)), nil
 }
 
 // EncodeHeaders is Filter::encodeHeaders. It returns whether a

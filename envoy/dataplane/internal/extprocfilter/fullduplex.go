@@ -345,8 +345,7 @@ func (d *duplexReader) response(r duplexResp) {
 			d.passThrough = true
 			return
 		}
-		st := status.Convert(r.err)
-		d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
+		d.fail(e.grpcErrorReply(status.Convert(r.err)))
 		return
 	}
 	resp := r.resp
@@ -360,8 +359,7 @@ func (d *duplexReader) response(r duplexResp) {
 		if _, imm := resp.GetResponse().(*extprocv3.ProcessingResponse_ImmediateResponse); imm && !e.f.DisableImmediate {
 			// sendImmediateResponse once the headers left: a reset.
 			e.setMetadata(resp)
-			e.complete = true
-			e.Close()
+			e.finishAndContinue()
 			d.finish(errStreamFailed)
 			return
 		}
@@ -415,9 +413,7 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 // response headers are held, a reset once they left
 // (FilterManager::sendLocalReply).
 func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
-	e := d.e
-	e.complete = true
-	e.Close()
+	d.e.finishAndContinue()
 	if d.holdHeaders {
 		d.lr = lr
 	}
@@ -483,8 +479,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			d.passThrough = true
 			d.awaitHeaders, d.holdHeaders = false, false
 		default:
-			st := status.Convert(r.err)
-			d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
+			d.fail(e.grpcErrorReply(status.Convert(r.err)))
 		}
 		return
 	}

@@ -214,7 +214,7 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
 // Filter::decodeHeaders and the upstream callbacks) via the filter chain
-// (activestream.go sendLocalReplyViaFilterChain); its other local replies (413
+// (activestream.go sendLocalReply, viaFilterChain); its other local replies (413
 // over the buffer limit) still go out directly without ext_proc, which
 // toolmesh's extproc server, answering such requests itself, does not
 // observe. A local reply once response headers exist but
