@@ -78,11 +78,6 @@ type duplexChunk struct {
 	err  error
 }
 
-type duplexResp struct {
-	resp *extprocv3.ProcessingResponse
-	err  error
-}
-
 // NewDuplexReader is src, a response body, in FULL_DUPLEX_STREAMED mode
 // entered at the response headers: it starts reading src.
 func (e *Filter) NewDuplexReader(src io.Reader) io.Reader { return e.newDuplexReader(src, nil) }
@@ -262,7 +257,7 @@ func (d *duplexReader) receive() {
 		// meanwhile: what the Recv returned comes after that.
 		return
 	}
-	d.response(duplexResp{resp: resp, err: err})
+	d.response(resp, err)
 }
 
 // idleTimeout is ActiveStream::onIdleTimeout: the upstream's response
@@ -318,19 +313,19 @@ func (d *duplexReader) chunk(c duplexChunk) {
 
 // response is Filter::onReceiveMessage for a filter whose response body mode
 // is FULL_DUPLEX_STREAMED.
-func (d *duplexReader) response(r duplexResp) {
+func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
 	if d.awaitHeaders {
-		d.headersResponse(r)
+		d.headersResponse(resp, err)
 		return
 	}
-	if r.err != nil {
+	if err != nil {
 		if e.ctx.Err() != nil {
 			e.Close()
 			d.finish(ErrAbort)
 			return
 		}
-		if errors.Is(r.err, io.EOF) {
+		if errors.Is(err, io.EOF) {
 			// onGrpcClose: processing completes and the rest of the body
 			// passes without the server; the chunks it was sent are lost.
 			e.finishAndContinue()
@@ -345,10 +340,9 @@ func (d *duplexReader) response(r duplexResp) {
 			d.passThrough = true
 			return
 		}
-		d.fail(e.grpcErrorReply(status.Convert(r.err)))
+		d.fail(e.grpcErrorReply(status.Convert(err)))
 		return
 	}
-	resp := r.resp
 	if resp.GetOverrideMessageTimeout() != nil {
 		// onNewTimeout: no message timer runs in this mode, so the
 		// request is ignored.
@@ -464,14 +458,14 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 
 // headersResponse is Filter::onReceiveMessage while the response-headers
 // reply is outstanding in FULL_DUPLEX_STREAMED.
-func (d *duplexReader) headersResponse(r duplexResp) {
+func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
-	if r.err != nil {
+	if err != nil {
 		switch {
 		case e.ctx.Err() != nil:
 			e.Close()
 			d.finish(ErrAbort)
-		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
+		case errors.Is(err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
 			// onGrpcClose (or onGrpcError with failure_mode_allow while
 			// Filter::failureModeAllow() still holds): clearAsyncState
 			// continues the headers unchanged; the chunks sent are lost.
@@ -479,11 +473,10 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			d.passThrough = true
 			d.awaitHeaders, d.holdHeaders = false, false
 		default:
-			d.fail(e.grpcErrorReply(status.Convert(r.err)))
+			d.fail(e.grpcErrorReply(status.Convert(err)))
 		}
 		return
 	}
-	resp := r.resp
 	if resp.GetOverrideMessageTimeout() != nil {
 		return // onNewTimeout: no timer runs in this mode
 	}

@@ -214,35 +214,26 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// Format renders the format string.
+// Format renders the format string. One operator alone (the default
+// "%LOCAL_REPLY_BODY%") is its value, not copied (a local reply body can be
+// megabytes).
 func (f *TextFormat) Format(c *FmtContext) string {
-	if len(f.parts) == 1 && f.parts[0].op != nil {
-		// One operator (the default "%LOCAL_REPLY_BODY%"): its value is the
-		// output, without copying it (a local reply body can be megabytes).
-		p := f.parts[0]
-		s, _, ok := p.op.value(c)
-		if !ok {
-			if !f.OmitEmpty {
-				return rules.UnspecifiedValue
-			}
-			return ""
-		}
-		return truncate(s, p.op.maxLen)
-	}
 	var b strings.Builder
 	for _, p := range f.parts {
-		if p.op == nil {
-			b.WriteString(p.lit)
-			continue
-		}
-		s, _, ok := p.op.value(c)
-		if !ok {
-			if !f.OmitEmpty {
-				b.WriteString(rules.UnspecifiedValue)
+		s := p.lit
+		if p.op != nil {
+			v, _, ok := p.op.value(c)
+			switch {
+			case ok:
+				s = truncate(v, p.op.maxLen)
+			case !f.OmitEmpty:
+				s = rules.UnspecifiedValue
 			}
-			continue
+			if len(f.parts) == 1 {
+				return s
+			}
 		}
-		b.WriteString(truncate(s, p.op.maxLen))
+		b.WriteString(s)
 	}
 	return b.String()
 }
