@@ -320,27 +320,7 @@ func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 		return
 	}
 	if err != nil {
-		if e.ctx.Err() != nil {
-			e.Close()
-			d.finish(ErrAbort)
-			return
-		}
-		if errors.Is(err, io.EOF) {
-			// onGrpcClose: processing completes and the rest of the body
-			// passes without the server; the chunks it was sent are lost.
-			e.finishAndContinue()
-			d.passThrough = true
-			return
-		}
-		// onGrpcError: failureModeAllow() is false once a body chunk went
-		// to the server in this mode, so it is a local reply, which after
-		// the response headers is a reset.
-		if !d.bodyReceived && e.f.FailureModeAllow {
-			e.finishAndContinue()
-			d.passThrough = true
-			return
-		}
-		d.fail(e.grpcErrorReply(status.Convert(err)))
+		d.streamEnd(err)
 		return
 	}
 	if resp.GetOverrideMessageTimeout() != nil {
@@ -386,6 +366,34 @@ func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	}
 }
 
+// streamEnd is Filter::onGrpcClose, or onGrpcError, for the error that
+// ended the stream. A clean close, or an error while
+// Filter::failureModeAllow() holds with failure_mode_allow (it is false
+// once a body chunk went to the server in this mode), completes processing
+// (clearAsyncState continues headers still held unchanged) and the rest of
+// the body passes without the server; the chunks it was sent are lost. Any
+// other error is a local reply, which after the response headers is a
+// reset.
+func (d *duplexReader) streamEnd(err error) {
+	switch e := d.e; {
+	case e.ctx.Err() != nil:
+		e.Close()
+		d.finish(ErrAbort)
+	case errors.Is(err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
+		d.passOn()
+	default:
+		d.fail(e.grpcErrorReply(status.Convert(err)))
+	}
+}
+
+// passOn completes processing: the rest of the body, and the headers if
+// they are held, go on without the server.
+func (d *duplexReader) passOn() {
+	d.e.finishAndContinue()
+	d.passThrough = true
+	d.awaitHeaders, d.holdHeaders = false, false
+}
+
 // spurious is the FailedPrecondition branch of onReceiveMessage in this
 // mode: Filter::failureModeAllow() is false once a chunk went to the
 // server, so only before that does failure_mode_allow let the body continue
@@ -395,9 +403,7 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 	e := d.e
 	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
 	if !d.bodyReceived && (e.f.FailureModeAllow || !rules.FailCloseSpurious) {
-		e.finishAndContinue()
-		d.passThrough = true
-		d.awaitHeaders, d.holdHeaders = false, false
+		d.passOn()
 		return
 	}
 	d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(msg)})
@@ -461,20 +467,7 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
 	if err != nil {
-		switch {
-		case e.ctx.Err() != nil:
-			e.Close()
-			d.finish(ErrAbort)
-		case errors.Is(err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
-			// onGrpcClose (or onGrpcError with failure_mode_allow while
-			// Filter::failureModeAllow() still holds): clearAsyncState
-			// continues the headers unchanged; the chunks sent are lost.
-			e.finishAndContinue()
-			d.passThrough = true
-			d.awaitHeaders, d.holdHeaders = false, false
-		default:
-			d.fail(e.grpcErrorReply(status.Convert(err)))
-		}
+		d.streamEnd(err)
 		return
 	}
 	if resp.GetOverrideMessageTimeout() != nil {
@@ -518,8 +511,7 @@ func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse, err e
 			d.finish(errStreamFailed)
 			return
 		}
-		d.passThrough = true // disable_immediate_response with fail open
-		d.awaitHeaders, d.holdHeaders = false, false
+		d.passOn() // disable_immediate_response with fail open
 	default:
 		// A body response before the headers reply: isValidBodyCallbackState
 		// is false in HeadersCallback.
