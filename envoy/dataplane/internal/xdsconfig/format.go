@@ -146,24 +146,24 @@ func (op *operator) compile(hasArg bool) error {
 // "-" in text formats, null in JSON formats). typed is the JSON value when
 // the operator has one (numbers, metadata values).
 func (op *operator) value(c *FmtContext) (s string, typed any, ok bool) {
+	str := func(s string) (string, any, bool) { return s, s, s != "" } // "": unset
 	switch op.cmd {
 	case "RESPONSE_CODE":
 		return strconv.Itoa(c.Code), float64(c.Code), true
 	case "RESPONSE_FLAGS":
-		f := c.Flags.String()
-		return f, f, f != ""
+		return str(c.Flags.String())
 	case "RESPONSE_CODE_DETAILS":
-		return c.Details, c.Details, c.Details != ""
+		return str(c.Details)
 	case "LOCAL_REPLY_BODY":
 		return c.LocalBody, c.LocalBody, true
 	case "PROTOCOL":
-		return c.Protocol, c.Protocol, c.Protocol != ""
+		return str(c.Protocol)
 	case "UPSTREAM_CLUSTER":
-		return c.Cluster, c.Cluster, c.Cluster != ""
+		return str(c.Cluster)
 	case "UPSTREAM_HOST":
-		return c.UpstreamHost, c.UpstreamHost, c.UpstreamHost != ""
+		return str(c.UpstreamHost)
 	case "ROUTE_NAME":
-		return c.RouteName, c.RouteName, c.RouteName != ""
+		return str(c.RouteName)
 	case "START_TIME":
 		if c.Start.IsZero() {
 			return "", nil, false

@@ -262,13 +262,11 @@ func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 	if a.GetPathRewritePolicy() != nil || a.GetPathRewrite() != "" {
 		return errors.New("path_rewrite is not emulated")
 	}
+	rt.Retry = rt.VH.retry
 	if a.GetRetryPolicy() != nil {
 		var err error
-		if rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
-			return err
-		}
-	} else {
-		rt.Retry = rt.VH.retry
+		rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy())
+		return err
 	}
 	return nil
 }
