@@ -130,21 +130,13 @@ func compileBodyFormat(s *corev3.SubstitutionFormatString) (*BodyFormat, error) 
 		if src, err = dataSource(f.TextFormatSource); err == nil {
 			b.Text, err = ParseTextFormat(src)
 		}
-	case *corev3.SubstitutionFormatString_JsonFormat:
-		b.json, err = ParseJSONFormat(f.JsonFormat)
-		if b.json != nil {
-			b.json.OmitEmpty = s.GetOmitEmptyValues()
-		}
-		b.ContentType = cmp.Or(b.ContentType, "application/json")
 	default:
 		return nil, fmt.Errorf("substitution format %T is not emulated", f)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if b.Text != nil {
-		b.Text.OmitEmpty = s.GetOmitEmptyValues()
-	}
+	b.Text.OmitEmpty = s.GetOmitEmptyValues()
 	b.ContentType = cmp.Or(b.ContentType, "text/plain")
 	return b, nil
 }
@@ -393,7 +385,7 @@ func (lr *LocalReplyConfig) Prepare(l LocalReply, c *FmtContext) (*headers.Map, 
 	}
 	final = cmp.Or(final, lr.Body)
 	c.LocalBody = body
-	out := final.format(c)
+	out := final.Text.Format(c)
 	ctAfter, _ := h.Get("content-type")
 	custom := ctBefore != ctAfter
 	if out != "" {

@@ -15,6 +15,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -77,6 +78,12 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			})
 			return err
 		}, "forward_rules"},
+		{"json_format", func() error {
+			_, err := compileBodyFormat(&corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_JsonFormat{
+				JsonFormat: &structpb.Struct{Fields: map[string]*structpb.Value{"code": structpb.NewStringValue("%RESPONSE_CODE%")}},
+			}})
+			return err
+		}, "not emulated"},
 		{"%DURATION%", func() error { _, err := ParseTextFormat("%DURATION%"); return err }, "not supported"},
 		{"%HOSTNAME%", func() error { _, err := ParseTextFormat("%HOSTNAME%"); return err }, "not supported"},
 		{"per_request_buffer_limit_bytes on a virtual host", func() error {
