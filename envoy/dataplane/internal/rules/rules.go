@@ -350,7 +350,9 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // mode is emulated, see cluster.pickHosts); load balancing weights and policies other
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
 // filters; other HTTP filters unless is_optional; json_format body formats
-// (toolmesh's local_reply_config mappers use text formats). STREAMED request bodies are
+// (toolmesh's local_reply_config mappers use text formats); route paths
+// other than prefix and path, query parameter matches, and the deprecated
+// HeaderMatcher fields that string_match replaces. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk. The
 // streaming local reply (StreamedImmediateResponse, above). Envoy 1.40's
