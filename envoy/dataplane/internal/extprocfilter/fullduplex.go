@@ -297,9 +297,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 		return
 	}
 	d.bodyReceived = true
-	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}}, nil)
-	if lr != nil {
+	if lr := d.e.send(bodyMessage(waitResponseBody, c.data, c.eos), nil); lr != nil {
 		d.finish(errStreamFailed)
 		return
 	}
@@ -315,10 +313,6 @@ func (d *duplexReader) chunk(c duplexChunk) {
 // is FULL_DUPLEX_STREAMED.
 func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
-	if d.awaitHeaders {
-		d.headersResponse(resp, err)
-		return
-	}
 	if err != nil {
 		d.streamEnd(err)
 		return
@@ -326,6 +320,10 @@ func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	if resp.GetOverrideMessageTimeout() != nil {
 		// onNewTimeout: no message timer runs in this mode, so the
 		// request is ignored.
+		return
+	}
+	if d.awaitHeaders {
+		d.headersResponse(resp)
 		return
 	}
 	rb, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_ResponseBody)
@@ -464,15 +462,8 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 
 // headersResponse is Filter::onReceiveMessage while the response-headers
 // reply is outstanding in FULL_DUPLEX_STREAMED.
-func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse, err error) {
+func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse) {
 	e := d.e
-	if err != nil {
-		d.streamEnd(err)
-		return
-	}
-	if resp.GetOverrideMessageTimeout() != nil {
-		return // onNewTimeout: no timer runs in this mode
-	}
 	switch rr := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_ResponseHeaders:
 		e.setMetadata(resp)
