@@ -37,11 +37,11 @@ import (
 type Callbacks interface {
 	// RequestHeaders is the request header map the filters share.
 	RequestHeaders() *headers.Map
-	// RequestHeaderLimits are the connection manager's max_headers_count
-	// and max_request_headers_kb; ResponseHeaderLimits those of the
-	// response header map, the upstream codec's for an upstream response.
-	RequestHeaderLimits() (count, kb int)
-	ResponseHeaderLimits() (count, kb int)
+	// HeaderLimits are the limits of header map h: the connection
+	// manager's max_headers_count and max_request_headers_kb for the
+	// request headers, those of the response header map for response
+	// headers (the upstream codec's for an upstream response).
+	HeaderLimits(h *headers.Map) (count, kb int)
 	// ReplaceRequestBody replaces the request body (CONTINUE_AND_REPLACE
 	// on the request headers).
 	ReplaceRequestBody(body []byte)
@@ -306,20 +306,7 @@ func (e *Filter) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.Checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), e.limits(h))
-}
-
-// limits are the header limits of h: the HTTP connection manager's for the
-// request headers, the response header map's for response headers
-// (rules.ResponseHeaderLimits).
-func (e *Filter) limits(h *headers.Map) headerLimits {
-	var l headerLimits
-	if h == e.cb.RequestHeaders() {
-		l.count, l.kb = e.cb.RequestHeaderLimits()
-	} else {
-		l.count, l.kb = e.cb.ResponseHeaderLimits()
-	}
-	return l
+		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), newHeaderLimits(e.cb.HeaderLimits(h)))
 }
 
 // Complete reports that processing is complete (processing_complete_):
