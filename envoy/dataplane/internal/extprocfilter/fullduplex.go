@@ -31,11 +31,10 @@ import (
 // server's messages and applies them; a second one reads the upstream body
 // and sends each chunk to the server itself. Each goroutine waits on its
 // own source, so a chunk or an answer reaches the server or the client
-// without a hand-off between goroutines (there were two goroutines that
-// only read, and the activeStream's goroutine did everything else: five
-// hand-offs on a federated call). Once processing completed (or the
-// stream is gone), nothing is received any more and the chunks come to the
-// activeStream's goroutine (chunks), which passes them on.
+// without a hand-off between goroutines (ADR 0029). Once processing
+// completed (or the stream is gone), nothing is received any more and the
+// chunks come to the activeStream's goroutine (chunks), which passes them
+// on.
 type duplexReader struct {
 	e      *Filter
 	mu     sync.Mutex // held by whichever goroutine is not waiting
