@@ -18,11 +18,10 @@ import (
 
 func (x *activeStream) RequestHeaders() *headers.Map { return x.reqH }
 
-func (x *activeStream) RequestHeaderLimits() (count, kb int) {
-	return x.cfg.HCM.MaxHeaders, x.cfg.HCM.MaxHeadersBytes >> 10
-}
-
-func (x *activeStream) ResponseHeaderLimits() (count, kb int) {
+func (x *activeStream) HeaderLimits(h *headers.Map) (count, kb int) {
+	if h == x.reqH {
+		return x.cfg.HCM.MaxHeaders, x.cfg.HCM.MaxHeadersBytes >> 10
+	}
 	return rules.ResponseHeaderLimits(x.upstreamProto)
 }
 

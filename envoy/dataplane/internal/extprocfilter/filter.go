@@ -37,11 +37,11 @@ import (
 type Callbacks interface {
 	// RequestHeaders is the request header map the filters share.
 	RequestHeaders() *headers.Map
-	// RequestHeaderLimits are the connection manager's max_headers_count
-	// and max_request_headers_kb; ResponseHeaderLimits those of the
-	// response header map, the upstream codec's for an upstream response.
-	RequestHeaderLimits() (count, kb int)
-	ResponseHeaderLimits() (count, kb int)
+	// HeaderLimits are the limits of header map h: the connection
+	// manager's max_headers_count and max_request_headers_kb for the
+	// request headers, those of the response header map for response
+	// headers (the upstream codec's for an upstream response).
+	HeaderLimits(h *headers.Map) (count, kb int)
 	// ReplaceRequestBody replaces the request body (CONTINUE_AND_REPLACE
 	// on the request headers).
 	ReplaceRequestBody(body []byte)
@@ -90,22 +90,6 @@ func (u Unpooled) Open(ctx context.Context, opts ...grpc.CallOption) (extprocv3.
 	return st, nil, err
 }
 
-// Direction is the direction of a body: the decoding (request) or encoding
-// (response) ProcessorState.
-type Direction int
-
-const (
-	Decoding Direction = iota
-	Encoding
-)
-
-func (d Direction) bodyState() waitState {
-	if d == Decoding {
-		return waitRequestBody
-	}
-	return waitResponseBody
-}
-
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
 
@@ -124,6 +108,14 @@ const (
 	waitRequestBody
 	waitResponseHeaders
 	waitResponseBody
+)
+
+// Decoding and Encoding are the directions of a body, named by the body
+// state the request's (decoding) or response's (encoding) ProcessorState
+// waits in.
+const (
+	Decoding = waitRequestBody
+	Encoding = waitResponseBody
 )
 
 func (w waitState) headers() bool { return w == waitRequestHeaders || w == waitResponseHeaders }
@@ -180,21 +172,10 @@ const (
 // New is an instance of filter f on the stream of ctx (the downstream
 // request's context, which ends when the client goes away).
 func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter) *Filter {
-	e := &Filter{
-		f:      f,
-		cb:     cb,
-		client: client,
-		ctx:    ctx,
-		log:    log,
-	}
-	e.setMode(f.Mode)
-	return e
-}
-
-// setMode makes e.mode a copy of m (copyMode) held in e itself.
-func (e *Filter) setMode(m *extprocfilterv3.ProcessingMode) {
-	xdsconfig.CopyModeInto(&e.modeBuf, m)
+	e := &Filter{f: f, cb: cb, client: client, ctx: ctx, log: log}
+	xdsconfig.CopyModeInto(&e.modeBuf, f.Mode)
 	e.mode = &e.modeBuf
+	return e
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
@@ -325,20 +306,7 @@ func (e *Filter) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.Checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), e.limits(h))
-}
-
-// limits are the header limits of h: the HTTP connection manager's for the
-// request headers, the response header map's for response headers
-// (rules.ResponseHeaderLimits).
-func (e *Filter) limits(h *headers.Map) headerLimits {
-	var l headerLimits
-	if h == e.cb.RequestHeaders() {
-		l.count, l.kb = e.cb.RequestHeaderLimits()
-	} else {
-		l.count, l.kb = e.cb.ResponseHeaderLimits()
-	}
-	return l
+		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), newHeaderLimits(e.cb.HeaderLimits(h)))
 }
 
 // Complete reports that processing is complete (processing_complete_):
@@ -349,12 +317,11 @@ func (e *Filter) Complete() bool { return e.complete }
 func (e *Filter) Mode() *extprocfilterv3.ProcessingMode { return e.mode }
 
 // BufferedBody exchanges one BUFFERED or BUFFERED_PARTIAL body of
-// direction d (eos: the whole body) and applies the answer
+// direction dir (eos: the whole body) and applies the answer
 // (BufferedBodyCallback / BufferedPartialBodyCallback): it returns the body
 // as the server left it, or the local reply a failure is. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *Filter) BufferedBody(d Direction, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	dir := d.bodyState()
+func (e *Filter) BufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
 	resp, cr, lr, err := e.exchangeBody(dir, body, eos)
 	if resp == nil {
 		return body, lr, err

@@ -31,11 +31,10 @@ import (
 // server's messages and applies them; a second one reads the upstream body
 // and sends each chunk to the server itself. Each goroutine waits on its
 // own source, so a chunk or an answer reaches the server or the client
-// without a hand-off between goroutines (there were two goroutines that
-// only read, and the activeStream's goroutine did everything else: five
-// hand-offs on a federated call). Once processing completed (or the
-// stream is gone), nothing is received any more and the chunks come to the
-// activeStream's goroutine (chunks), which passes them on.
+// without a hand-off between goroutines (ADR 0029). Once processing
+// completed (or the stream is gone), nothing is received any more and the
+// chunks come to the activeStream's goroutine (chunks), which passes them
+// on.
 type duplexReader struct {
 	e      *Filter
 	mu     sync.Mutex // held by whichever goroutine is not waiting
@@ -297,9 +296,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 		return
 	}
 	d.bodyReceived = true
-	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}}, nil)
-	if lr != nil {
+	if lr := d.e.send(bodyMessage(waitResponseBody, c.data, c.eos), nil); lr != nil {
 		d.finish(errStreamFailed)
 		return
 	}
@@ -315,10 +312,6 @@ func (d *duplexReader) chunk(c duplexChunk) {
 // is FULL_DUPLEX_STREAMED.
 func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
-	if d.awaitHeaders {
-		d.headersResponse(resp, err)
-		return
-	}
 	if err != nil {
 		d.streamEnd(err)
 		return
@@ -326,6 +319,10 @@ func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	if resp.GetOverrideMessageTimeout() != nil {
 		// onNewTimeout: no message timer runs in this mode, so the
 		// request is ignored.
+		return
+	}
+	if d.awaitHeaders {
+		d.headersResponse(resp)
 		return
 	}
 	rb, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_ResponseBody)
@@ -464,15 +461,8 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 
 // headersResponse is Filter::onReceiveMessage while the response-headers
 // reply is outstanding in FULL_DUPLEX_STREAMED.
-func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse, err error) {
+func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse) {
 	e := d.e
-	if err != nil {
-		d.streamEnd(err)
-		return
-	}
-	if resp.GetOverrideMessageTimeout() != nil {
-		return // onNewTimeout: no timer runs in this mode
-	}
 	switch rr := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_ResponseHeaders:
 		e.setMetadata(resp)

@@ -85,6 +85,8 @@ type headerLimits struct {
 	kb    int
 }
 
+func newHeaderLimits(count, kb int) headerLimits { return headerLimits{count, kb} }
+
 // checkMutationSize is MutationUtils::responseHeaderSizeCheck: a mutation
 // that lists more removals or more set_headers than the map may hold
 // headers is refused before anything is applied.
