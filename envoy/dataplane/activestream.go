@@ -3,8 +3,6 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 	"unsafe"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/extprocfilter"
@@ -69,17 +68,6 @@ type reqBody struct {
 	replaced bool      // CONTINUE_AND_REPLACE replaced the body
 }
 
-func (b *reqBody) replace(p []byte) {
-	b.buf, b.rest, b.replaced = p, nil, true
-}
-
-func (b *reqBody) reader() io.Reader {
-	if b.rest == nil {
-		return bytes.NewReader(b.buf)
-	}
-	return io.MultiReader(bytes.NewReader(b.buf), b.rest)
-}
-
 func (x *activeStream) serve() {
 	defer func() {
 		for _, f := range x.filters {
@@ -89,7 +77,7 @@ func (x *activeStream) serve() {
 	hcm := x.cfg.HCM
 	x.reqH = headers.FromRequest(&x.reqHBuf, x.r)
 	if lr := hcm.CheckDownstream(x.reqH); lr != nil {
-		x.sendLocalReply(*lr)
+		x.sendLocalReply(*lr, false)
 		return
 	}
 	if hcm.NormalizePath || hcm.MergeSlashes {
@@ -117,12 +105,7 @@ func (x *activeStream) serve() {
 
 	eos := x.r.Body == nil || x.r.Body == http.NoBody || (x.r.ContentLength == 0 && len(x.r.TransferEncoding) == 0)
 	for _, f := range x.filters {
-		lr, err := f.DecodeHeaders(eos)
-		if err != nil {
-			return
-		}
-		if lr != nil {
-			x.sendLocalReply(*lr)
+		if lr, err := f.DecodeHeaders(eos); x.stopped(lr, err) {
 			return
 		}
 	}
@@ -179,7 +162,7 @@ func (x *activeStream) decodeBody() bool {
 		for _, f := range x.filters {
 			if !f.Complete() && f.Mode().GetRequestBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamDecoderFilter::requestDataTooLarge.
-				x.sendLocalReply(xdsconfig.LocalReply{Code: 413, Body: rules.BodyPayloadTooLarge, Details: rules.DetailsRequestTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 413, Body: rules.BodyPayloadTooLarge, Details: rules.DetailsRequestTooLarge}, false)
 				return false
 			}
 		}
@@ -199,7 +182,11 @@ func (x *activeStream) decodeBody() bool {
 			// Chunks go to the server as they are read; the processed body
 			// is collected before it goes upstream (a simplification: Envoy
 			// forwards each chunk as soon as it is processed).
-			sr := f.NewStreamReader(extprocfilter.Decoding, x.req.reader())
+			src := io.Reader(bytes.NewReader(x.req.buf))
+			if x.req.rest != nil {
+				src = io.MultiReader(src, x.req.rest)
+			}
+			sr := f.NewStreamReader(extprocfilter.Decoding, src)
 			out, rerr := io.ReadAll(sr)
 			switch {
 			case sr.Failed() != nil:
@@ -210,15 +197,20 @@ func (x *activeStream) decodeBody() bool {
 				x.req.buf, x.req.rest = out, nil
 			}
 		}
-		if err != nil {
-			return false
-		}
-		if lr != nil {
-			x.sendLocalReply(*lr)
+		if x.stopped(lr, err) {
 			return false
 		}
 	}
 	return true
+}
+
+// stopped reports whether the filter chain stops at a filter's result: the
+// downstream went away (err), or the local reply lr, which it sends.
+func (x *activeStream) stopped(lr *xdsconfig.LocalReply, err error) bool {
+	if err == nil && lr != nil {
+		x.sendLocalReply(*lr, false)
+	}
+	return err != nil || lr != nil
 }
 
 // router is the router filter: the route is (re)selected now. No route and
@@ -231,12 +223,12 @@ func (x *activeStream) router() {
 	switch {
 	case rt == nil:
 		x.flags |= rules.FlagNR
-		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: 404, Details: rules.DetailsRouteNotFound})
+		x.sendLocalReply(xdsconfig.LocalReply{Code: 404, Details: rules.DetailsRouteNotFound}, true)
 	case rt.Kind == xdsconfig.KindDirect:
-		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{
+		x.sendLocalReply(xdsconfig.LocalReply{
 			Code: rt.Direct.Status, Body: rt.Direct.Body, Details: rules.DetailsDirectResponse,
 			Extra: func(h *headers.Map) { router.FinalizeResponseHeaders(h, rt, x.fmtCtx()) },
-		})
+		}, true)
 	default:
 		x.routeToCluster(rt)
 	}
@@ -267,22 +259,14 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 		f := x.filters[i]
 		if f.DuplexBeforeHeaders(eos) {
 			b, lr, err := f.DuplexHeaders(h, body)
-			if err != nil {
-				return
-			}
-			if lr != nil {
-				x.sendLocalReply(*lr)
+			if x.stopped(lr, err) {
 				return
 			}
 			body = b
 			continue
 		}
 		repl, didReplace, lr, err := f.EncodeHeaders(h, eos)
-		if err != nil {
-			return
-		}
-		if lr != nil {
-			x.sendLocalReply(*lr)
+		if x.stopped(lr, err) {
 			return
 		}
 		if didReplace {
@@ -305,21 +289,17 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 				// local_reply_config applied), not as a reset.
 				lr := x.up.BodyAbort(ctx, err)
 				x.flags |= x.up.Flags
-				x.sendLocalReply(lr)
+				x.sendLocalReply(lr, false)
 				return
 			}
 			complete := uint64(len(buf)) <= limit
 			if !complete && f.Mode().GetResponseBodyMode() == extprocfilterv3.ProcessingMode_BUFFERED {
 				// ActiveStreamEncoderFilter::responseDataTooLarge.
-				x.sendLocalReply(xdsconfig.LocalReply{Code: 500, Body: rules.BodyInternalError, Details: rules.DetailsResponseTooLarge})
+				x.sendLocalReply(xdsconfig.LocalReply{Code: 500, Body: rules.BodyInternalError, Details: rules.DetailsResponseTooLarge}, false)
 				return
 			}
 			out, lr, err := f.BufferedBody(extprocfilter.Encoding, h, buf, complete)
-			if err != nil {
-				return
-			}
-			if lr != nil {
-				x.sendLocalReply(*lr)
+			if x.stopped(lr, err) {
 				return
 			}
 			if complete {
@@ -336,43 +316,33 @@ func (x *activeStream) encodeFilters(ctx context.Context, h *headers.Map, body i
 	x.write(h, body)
 }
 
-// sendLocalReplyViaFilterChain sends a router's local reply while no
-// response headers exist (DownstreamFilterManager::sendLocalReply →
-// sendLocalReplyViaFilterChain): shaped by local_reply_config first, then
-// through the encoder filters, so an ext_proc filter whose processing is
-// not complete sends the reshaped headers and body to its server (rules.go,
-// "Local replies and ext_proc").
-func (x *activeStream) sendLocalReplyViaFilterChain(ctx context.Context, l xdsconfig.LocalReply) {
-	if x.started {
-		x.Reset(errors.New("local reply after the response started"))
-		return
-	}
-	x.details = l.Details
-	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
-	x.log.Debug("local reply via the filter chain", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
-	x.encodeFilters(ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
-}
-
 // sendLocalReply sends a reply generated by the data plane itself, shaped
-// by local_reply_config, directly (not through the encoder filters: only the
-// router's replies go via the filter chain here, see
-// sendLocalReplyViaFilterChain). Once the response has started, a local
+// by local_reply_config. With viaFilterChain, a router's reply while no
+// response headers exist (DownstreamFilterManager::sendLocalReply →
+// sendLocalReplyViaFilterChain), it then goes through the encoder filters,
+// so an ext_proc filter whose processing is not complete sends the reshaped
+// headers and body to its server (rules.go, "Local replies and ext_proc");
+// any other goes out directly. Once the response has started, a local
 // reply can only reset the stream.
-func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply) {
+func (x *activeStream) sendLocalReply(l xdsconfig.LocalReply, viaFilterChain bool) {
 	if x.started {
 		x.Reset(errors.New("local reply after the response started"))
 		return
 	}
 	x.details = l.Details
 	h, body := x.cfg.HCM.LocalReply.Prepare(l, x.fmtCtx())
-	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details)
-	x.write(h, bytes.NewReader(stringBytes(body)))
+	x.log.Debug("local reply", "status", h.Value(":status"), "flags", x.flags.String(), "details", l.Details, "via_filter_chain", viaFilterChain)
+	if viaFilterChain {
+		x.encodeFilters(x.ctx, h, strings.NewReader(body), body == "" || x.r.Method == http.MethodHead)
+	} else {
+		x.write(h, bytes.NewReader(stringBytes(body)))
+	}
 }
 
 // write sends the final headers and body to the client.
 func (x *activeStream) write(h *headers.Map, body io.Reader) {
-	status := x.writeHeaders(h, body)
-	x.w.WriteHeader(status.code)
+	code, chunked := x.writeHeaders(h, body)
+	x.w.WriteHeader(code)
 	x.started = true
 	if x.r.Method == http.MethodHead || body == nil {
 		return
@@ -382,7 +352,7 @@ func (x *activeStream) write(h *headers.Map, body io.Reader) {
 	case *bytes.Reader:
 		// Held whole: out with the headers, in one write (a local reply of
 		// megabytes copied through a 32 KiB buffer was a syscall per piece).
-		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !status.chunked {
+		if n, err := b.WriteTo(x.w); n > 0 && err == nil && flusher != nil && !chunked {
 			flusher.Flush()
 		}
 		return
@@ -395,15 +365,10 @@ func (x *activeStream) write(h *headers.Map, body io.Reader) {
 	x.copyBody(body, flusher)
 }
 
-// responseStart is the status line of a response about to be written.
-type responseStart struct {
-	code    int
-	chunked bool
-}
-
 // writeHeaders applies the server header transformation and puts h in the
-// response writer's header map; it returns the status to write.
-func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStart {
+// response writer's header map; it returns the status to write, and whether
+// the body goes chunked.
+func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) (code int, chunked bool) {
 	h.Set("server", x.cfg.HCM.ServerName) // OVERWRITE, the only transformation emulated
 	status, err := strconv.Atoi(h.Value(":status"))
 	if err != nil || status < 100 || status > 999 {
@@ -427,18 +392,14 @@ func (x *activeStream) writeHeaders(h *headers.Map, body io.Reader) responseStar
 	// net/http for chunking instead gives the same bytes without the flush,
 	// in one write with the final chunk rather than two.
 	held, _ := body.(*bytes.Reader)
-	chunked := held != nil && held.Len() > 0 && canFlush && x.r.ProtoMajor == 1 &&
-		x.r.Method != http.MethodHead && bodyAllowed(status) && !h.Has("content-length")
+	// A response with this status has a body (RFC 9110 §6.4.1).
+	bodyAllowed := status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+	chunked = held != nil && held.Len() > 0 && canFlush && x.r.ProtoMajor == 1 &&
+		x.r.Method != http.MethodHead && bodyAllowed && !h.Has("content-length")
 	if chunked {
 		out["Transfer-Encoding"] = []string{"chunked"}
 	}
-	return responseStart{code: status, chunked: chunked}
-}
-
-// bodyAllowed reports whether a response with this status has a body
-// (RFC 9110 §6.4.1).
-func bodyAllowed(status int) bool {
-	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+	return status, chunked
 }
 
 // copyBody streams a body that is not held whole, flushing each piece; a
@@ -497,20 +458,7 @@ func (x *activeStream) fmtCtx() *xdsconfig.FmtContext {
 
 // newRequestID returns a random UUID v4, as Envoy's default request ID
 // extension generates.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	hex.Encode(out[9:13], b[4:6])
-	hex.Encode(out[14:18], b[6:8])
-	hex.Encode(out[19:23], b[8:10])
-	hex.Encode(out[24:36], b[10:16])
-	out[8], out[13], out[18], out[23] = '-', '-', '-', '-'
-	return string(out[:])
-}
+func newRequestID() string { return uuid.NewString() }
 
 // stringBytes is s as bytes without copying it, for writers that only read
 // them (http.ResponseWriter.Write): a local reply's body can be megabytes.

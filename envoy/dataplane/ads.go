@@ -241,7 +241,10 @@ func (c *adsClient) snapshot() (map[resourcev3.Type][]types.Resource, bool) {
 	set := map[resourcev3.Type][]types.Resource{}
 	complete := len(c.types[resourcev3.ListenerType].resources) > 0
 	for _, url := range []string{resourcev3.ListenerType, resourcev3.ClusterType} {
-		set[url] = append(set[url], sortedResources(c.types[url].resources)...)
+		have := c.types[url].resources
+		for _, n := range slices.Sorted(maps.Keys(have)) {
+			set[url] = append(set[url], have[n])
+		}
 	}
 	for url, names := range c.references() {
 		have := c.types[url].resources
@@ -255,14 +258,6 @@ func (c *adsClient) snapshot() (map[resourcev3.Type][]types.Resource, bool) {
 		}
 	}
 	return set, complete
-}
-
-func sortedResources(m map[string]types.Resource) []types.Resource {
-	out := make([]types.Resource, 0, len(m))
-	for _, n := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, m[n])
-	}
-	return out
 }
 
 // references are, by type, the RDS names the accepted listeners reference

@@ -18,15 +18,14 @@ import (
 
 func (x *activeStream) RequestHeaders() *headers.Map { return x.reqH }
 
-func (x *activeStream) RequestHeaderLimits() (count, kb int) {
-	return x.cfg.HCM.MaxHeaders, x.cfg.HCM.MaxHeadersBytes >> 10
-}
-
-func (x *activeStream) ResponseHeaderLimits() (count, kb int) {
+func (x *activeStream) HeaderLimits(h *headers.Map) (count, kb int) {
+	if h == x.reqH {
+		return x.cfg.HCM.MaxHeaders, x.cfg.HCM.MaxHeadersBytes >> 10
+	}
 	return rules.ResponseHeaderLimits(x.upstreamProto)
 }
 
-func (x *activeStream) ReplaceRequestBody(body []byte) { x.req.replace(body) }
+func (x *activeStream) ReplaceRequestBody(body []byte) { x.req = reqBody{buf: body, replaced: true} }
 
 func (x *activeStream) ClearRouteCache() { x.routeValid = false }
 
@@ -76,7 +75,7 @@ func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {
 	cl := x.cfg.Clusters[name]
 	if cl == nil {
 		x.flags |= rules.FlagNC
-		x.sendLocalReplyViaFilterChain(x.ctx, xdsconfig.LocalReply{Code: rt.NotFound, Details: rules.DetailsClusterNotFound})
+		x.sendLocalReply(xdsconfig.LocalReply{Code: rt.NotFound, Details: rules.DetailsClusterNotFound}, true)
 		return
 	}
 	x.cluster = name
@@ -88,7 +87,7 @@ func (x *activeStream) routeToCluster(rt *xdsconfig.Route) {
 	x.flags |= x.up.Flags
 	x.upstreamHost = x.up.Host
 	if lr != nil {
-		x.sendLocalReplyViaFilterChain(x.ctx, *lr)
+		x.sendLocalReply(*lr, true)
 		return
 	}
 	if resp == nil {

@@ -169,9 +169,11 @@ func (d *DataPlane) Apply(res map[resourcev3.Type][]types.Resource) error {
 			delete(d.limits, name)
 		}
 	}
-	for _, f := range cfg.HCM.FiltersOrNil() {
-		for _, note := range f.Ignored {
-			d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.Name, "setting", note)
+	if cfg.HCM != nil {
+		for _, f := range cfg.HCM.Filters {
+			for _, note := range f.Ignored {
+				d.log.Warn("ext_proc setting not emulated by the local data plane", "filter", f.Name, "setting", note)
+			}
 		}
 	}
 	d.cfg.Store(cfg)

@@ -3,14 +3,45 @@ package dataplane
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
 )
+
+// Keepalive is Envoy's HTTP/2 connection keepalive
+// (api config/core/v3/protocol.proto KeepaliveSettings;
+// source/common/http/http2/codec_impl.cc ConnectionImpl): a PING every
+// Interval plus jitter, and the connection closed when its ACK does not come
+// within Timeout. The local data plane's ADS and ext_proc connections both
+// use it (rules.go describes the behaviour).
+// The zero value is the bootstraps' settings (keepaliveDefaults).
+type Keepalive struct {
+	// Interval between PINGs; negative sends none.
+	Interval time.Duration
+	// Timeout for a PING's ACK before the connection is closed.
+	Timeout time.Duration
+	// IntervalJitter is the percentage of Interval added at random to each
+	// one; negative means none.
+	IntervalJitter float64
+}
+
+// keepaliveNext is the wait before the next keepalive PING: interval plus
+// a random part of jitterPercent of it (codec_impl.cc onKeepaliveResponse,
+// interval + random() % jitter), so PINGs are never closer than interval.
+func keepaliveNext(interval time.Duration, jitterPercent float64) time.Duration {
+	if mod := time.Duration(jitterPercent * float64(interval) / 100); mod > 0 {
+		return interval + rand.N(mod)
+	}
+	return interval
+}
 
 // keepaliveDefaults fills the zero fields.
 func keepaliveDefaults(k Keepalive) Keepalive {
@@ -53,9 +84,16 @@ const (
 // frame boundaries of both directions: its own PINGs go out only between
 // two of grpc-go's frames, and their ACKs are taken out of what grpc-go
 // reads. Everything else passes through untouched.
+//
+// Its timers run Envoy's keepalive (codec_impl.cc ConnectionImpl;
+// rules_upstream.go): the first PING is due interval plus jitter after the
+// connection exists, none while one awaits its ACK, any frame received but
+// a PING ACK re-arms a running timeout, the ACK schedules the next PING,
+// and the timeout closes the connection.
 type pingConn struct {
 	net.Conn
 	log *slog.Logger
+	ka  Keepalive
 
 	wmu sync.Mutex // serializes writes; guards out and due
 	out frameCursor
@@ -71,7 +109,13 @@ type pingConn struct {
 	buf      []byte
 	rerr     error
 
-	ka *pinger // the timers: when a PING is due, its timeout
+	awaiting atomic.Bool // a PING is out; read without kmu on every frame
+	// kmu guards the keepalive state below; it is taken under wmu, never
+	// the other way round, and never held while writing.
+	kmu           sync.Mutex
+	stopped       bool
+	payload       [8]byte // of the PING awaiting its ACK
+	send, timeout *time.Timer
 }
 
 // frameCursor tracks the position in the outgoing frame stream.
@@ -117,9 +161,12 @@ func (f *frameCursor) boundary() bool {
 func frameLen(h []byte) int { return int(h[0])<<16 | int(h[1])<<8 | int(h[2]) }
 
 func newPingConn(c net.Conn, ka Keepalive, log *slog.Logger) *pingConn {
-	p := &pingConn{Conn: c, log: log, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
-	p.ka = newPinger(ka, p.sendPing, p.onTimeout)
-	p.ka.start()
+	p := &pingConn{Conn: c, log: log, ka: ka, out: frameCursor{preface: clientPrefaceLen}, buf: make([]byte, 32<<10)}
+	p.kmu.Lock()
+	defer p.kmu.Unlock()
+	p.timeout = time.AfterFunc(time.Hour, p.onTimeout)
+	p.timeout.Stop()
+	p.send = time.AfterFunc(keepaliveNext(ka.Interval, ka.IntervalJitter), p.onSend)
 	return p
 }
 
@@ -136,9 +183,16 @@ func (p *pingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// sendPing writes the PING that is due (pinger) now if grpc-go's
-// stream is at a frame boundary, else after the frame being written.
-func (p *pingConn) sendPing() {
+// onSend is sendKeepalive: no PING while one is awaiting its ACK;
+// otherwise it goes now if grpc-go's stream is at a frame boundary, else
+// after the frame being written.
+func (p *pingConn) onSend() {
+	p.kmu.Lock()
+	skip := p.stopped || p.awaiting.Load()
+	p.kmu.Unlock()
+	if skip {
+		return
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.due = true
@@ -150,7 +204,7 @@ func (p *pingConn) sendPing() {
 // writePing writes one PING; wmu is held.
 func (p *pingConn) writePing() {
 	p.due = false
-	payload, ok := p.ka.sending()
+	payload, ok := p.sending()
 	if !ok {
 		return
 	}
@@ -204,16 +258,16 @@ func (p *pingConn) parse(src, dst []byte) []byte {
 		}
 		p.hdrN = 0
 		if isPing(p.hdr[:]) {
-			if p.hdr[4]&flagAck != 0 && p.ka.ack(p.hdr[frameHeaderLen:want]) {
+			if p.hdr[4]&flagAck != 0 && p.ack(p.hdr[frameHeaderLen:want]) {
 				continue // ours: grpc-go never sent it
 			}
 			if p.hdr[4]&flagAck == 0 {
-				p.ka.frame()
+				p.frame()
 			}
 			dst = append(dst, p.hdr[:want]...)
 			continue
 		}
-		p.ka.frame()
+		p.frame()
 		dst = append(dst, p.hdr[:frameHeaderLen]...)
 		p.inLeft = frameLen(p.hdr[:])
 	}
@@ -222,14 +276,67 @@ func (p *pingConn) parse(src, dst []byte) []byte {
 
 func isPing(h []byte) bool { return h[3] == framePing && frameLen(h) == pingPayloadLen }
 
-// onTimeout is onKeepaliveResponseTimeout: close the connection.
-func (p *pingConn) onTimeout() {
-	p.log.Debug("closing connection due to keepalive timeout")
-	_ = p.Close()
+// sending is called as a due PING is written: it returns the payload (the
+// time in milliseconds since the epoch, as Envoy's) and arms the timeout;
+// ok is false when the PING must not go (stopped, or one already out).
+func (p *pingConn) sending() (payload [8]byte, ok bool) {
+	p.kmu.Lock()
+	defer p.kmu.Unlock()
+	if p.stopped || p.awaiting.Load() {
+		return payload, false
+	}
+	binary.BigEndian.PutUint64(p.payload[:], uint64(time.Now().UnixMilli()))
+	p.awaiting.Store(true)
+	p.timeout.Reset(p.ka.Timeout)
+	return p.payload, true
 }
 
-// Close stops the timers and closes the connection.
+// frame is onBeforeFrameReceived for a frame other than a PING ACK: the
+// wait for the ACK is extended (head-of-line blocking is not a dead peer).
+func (p *pingConn) frame() {
+	if !p.awaiting.Load() {
+		return
+	}
+	p.kmu.Lock()
+	if p.awaiting.Load() && !p.stopped {
+		p.timeout.Reset(p.ka.Timeout)
+	}
+	p.kmu.Unlock()
+}
+
+// ack is onKeepaliveResponse for a PING ACK: if it answers our PING, the
+// timeout stops and the next PING is scheduled. It reports whether it did.
+func (p *pingConn) ack(data []byte) bool {
+	p.kmu.Lock()
+	defer p.kmu.Unlock()
+	if !p.awaiting.Load() || string(data) != string(p.payload[:]) {
+		return false
+	}
+	p.awaiting.Store(false)
+	p.timeout.Stop()
+	if !p.stopped {
+		p.send.Reset(keepaliveNext(p.ka.Interval, p.ka.IntervalJitter))
+	}
+	return true
+}
+
+// onTimeout is onKeepaliveResponseTimeout: close the connection.
+func (p *pingConn) onTimeout() {
+	p.kmu.Lock()
+	fire := p.awaiting.Load() && !p.stopped
+	p.kmu.Unlock()
+	if fire {
+		p.log.Debug("closing connection due to keepalive timeout")
+		_ = p.Close()
+	}
+}
+
+// Close stops the timers for good and closes the connection.
 func (p *pingConn) Close() error {
-	p.ka.stop()
+	p.kmu.Lock()
+	p.stopped = true
+	p.send.Stop()
+	p.timeout.Stop()
+	p.kmu.Unlock()
 	return p.Conn.Close()
 }

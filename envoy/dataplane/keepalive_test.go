@@ -181,7 +181,7 @@ func TestPingConnFraming(t *testing.T) {
 		client, server := net.Pipe()
 		t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
 		p := newPingConn(client, Keepalive{Interval: time.Hour, Timeout: time.Hour}, slog.New(slog.DiscardHandler))
-		ours, ok := p.ka.sending() // our PING is out
+		ours, ok := p.sending() // our PING is out
 		if !ok {
 			t.Fatal("no PING could be sent")
 		}
@@ -210,7 +210,7 @@ func TestPingConnFraming(t *testing.T) {
 		if !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("chunks of %d: grpc-go reads\n%x\nwant\n%x", chunk, got, want.Bytes())
 		}
-		if p.ka.awaiting.Load() {
+		if p.awaiting.Load() {
 			t.Errorf("chunks of %d: the ACK of our PING was not seen", chunk)
 		}
 		_ = p.Close()

@@ -1,9 +1,7 @@
 package dataplane
 
 import (
-	"encoding/json"
 	"fmt"
-	"google.golang.org/protobuf/types/known/structpb"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,9 +15,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// errorMapperConfig turns every local reply of status >= 400 into a JSON-RPC
-// error with id null that reports the status and details, the shape
-// toolmesh's generic mappers give Envoy's own replies.
+// errorMapperConfig turns every local reply of status >= 400 into a body
+// that reports the status, details and local body, with a content type of
+// its own, as toolmesh's generic mappers reshape Envoy's own replies.
 func errorMapperConfig() *hcmv3.LocalReplyConfig {
 	return &hcmv3.LocalReplyConfig{Mappers: []*hcmv3.ResponseMapper{{
 		Filter: &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_StatusCodeFilter{
@@ -28,14 +26,8 @@ func errorMapperConfig() *hcmv3.LocalReplyConfig {
 			}},
 		}},
 		BodyFormatOverride: &corev3.SubstitutionFormatString{
-			ContentType: "application/json",
-			// json_format, not a text template: details such as
-			// ext_proc_error_gRPC_error_14{...} carry quotes that a text
-			// template would paste into the JSON unescaped.
-			Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: mustStruct(map[string]any{
-				"jsonrpc": "2.0", "id": nil,
-				"error": map[string]any{"code": -32600, "message": "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% %LOCAL_REPLY_BODY%"},
-			})},
+			ContentType: "text/x-local-reply",
+			Format:      &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%RESPONSE_CODE% %RESPONSE_CODE_DETAILS% %LOCAL_REPLY_BODY%"},
 		},
 	}}}
 }
@@ -118,32 +110,9 @@ func TestCodecAndFilterRepliesUseLocalReplyConfig(t *testing.T) {
 				path = "/mcp/core"
 			}
 			got := e.do("POST", path, tc.body, tc.hdr)
-			if got.status != tc.status || got.header.Get("Content-Type") != "application/json" {
-				t.Fatalf("got %d %q %q, want %d application/json", got.status, got.header.Get("Content-Type"), got.body, tc.status)
-			}
-			var rpc struct {
-				JSONRPC string          `json:"jsonrpc"`
-				ID      json.RawMessage `json:"id"`
-				Error   struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal([]byte(got.body), &rpc); err != nil {
-				t.Fatalf("body is not JSON: %v: %s", err, got.body)
-			}
-			if rpc.JSONRPC != "2.0" || string(rpc.ID) != "null" || rpc.Error.Code != -32600 ||
-				!strings.HasPrefix(rpc.Error.Message, tc.message) {
-				t.Errorf("body %s, want a JSON-RPC error with id null and message %q", got.body, tc.message)
+			if got.status != tc.status || got.header.Get("Content-Type") != "text/x-local-reply" || !strings.HasPrefix(got.body, tc.message) {
+				t.Fatalf("got %d %q %q, want %d text/x-local-reply %q...", got.status, got.header.Get("Content-Type"), got.body, tc.status, tc.message)
 			}
 		})
 	}
-}
-
-func mustStruct(m map[string]any) *structpb.Struct {
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
 }

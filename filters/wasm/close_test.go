@@ -55,7 +55,10 @@ func TestCloseWithEndedContext(t *testing.T) {
 			}
 			path := filepath.Join(t.TempDir(), "filter.wasm")
 			copyModule(t, "misbehave", path)
-			m, err := h.Load(t.Context(), Options{Name: "misbehave", Path: path, PoolSize: 1, CallTimeout: time.Minute})
+			// The held call must outlive the reload's compilation, which
+			// took over a minute under -race on a loaded machine: with
+			// a one-minute CallTimeout the call timed out instead.
+			m, err := h.Load(t.Context(), Options{Name: "misbehave", Path: path, PoolSize: 1, CallTimeout: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,58 +1,37 @@
-// Package extprocpb decodes the ext_proc messages of the common shapes
-// (headers and body messages, and the replies to them) with fewer
-// allocations than the generic, reflection-driven protobuf decoder: the
-// entries of a header map, a header mutation or a Struct are allocated
-// together, and in alias mode every string and bytes field points into the
-// received message instead of being copied. The result is the message
+// Package extprocpb decodes the ext_proc request messages of the common
+// shapes (headers and body messages) with fewer allocations than the
+// generic, reflection-driven protobuf decoder: the oneof member, its
+// message and the entries of a header map are allocated together, and
+// common header names are not allocated at all. The result is the message
 // proto.Unmarshal returns (proto.Equal; TestDecodeMatchesProto and
 // FuzzDecode compare the two). A message with any field outside these
 // shapes (or invalid UTF-8, a singular message field repeated, an unknown
 // field) is decoded by proto.Unmarshal instead, so the fast path never has
 // to be complete to be correct.
 //
-// A message decoded in alias mode is read-only: its strings share memory
-// with its bytes fields, so writing into a bytes field in place would change
-// a string.
+// Only the extproc server uses it, for what Envoy sends; replies are
+// decoded by grpc-go's proto codec.
 package extprocpb
 
 import (
-	"math"
 	"unicode/utf8"
-	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// maxDepth bounds the nesting of Struct values decoded here; deeper ones go
-// to proto.Unmarshal, which has its own limit.
-const maxDepth = 32
+// decoder decodes one message. Each string and bytes field is its own
+// copy (or a constant, for a common header name), so a value kept longer
+// keeps only itself alive.
+type decoder struct{}
 
-// decoder decodes one message. With alias, b belongs to the message from
-// then on and its strings and bytes fields point into it; without, each
-// string and bytes field is its own copy (or a constant, for a common
-// header name), so a value kept longer keeps only itself alive.
-type decoder struct{ alias bool }
-
-// UnmarshalResponse decodes b into m (reset first). With alias, b is
-// retained by m and must not be written to afterwards.
-func UnmarshalResponse(b []byte, m *extprocv3.ProcessingResponse, alias bool) error {
+// UnmarshalRequest decodes b into m (reset first).
+func UnmarshalRequest(b []byte, m *extprocv3.ProcessingRequest) error {
 	proto.Reset(m)
-	if len(b) > 0 && (decoder{alias}).decodeResponse(b, m) {
-		return nil
-	}
-	return proto.Unmarshal(b, m)
-}
-
-// UnmarshalRequest decodes b into m (reset first). With alias, b is
-// retained by m and must not be written to afterwards.
-func UnmarshalRequest(b []byte, m *extprocv3.ProcessingRequest, alias bool) error {
-	proto.Reset(m)
-	if len(b) > 0 && (decoder{alias}).decodeRequest(b, m) {
+	if len(b) > 0 && (decoder{}).decodeRequest(b, m) {
 		return nil
 	}
 	return proto.Unmarshal(b, m)
@@ -98,9 +77,6 @@ func (d decoder) str(f field) (string, bool) {
 	if f.typ != protowire.BytesType || !utf8.Valid(f.buf) {
 		return "", false
 	}
-	if d.alias {
-		return unsafe.String(unsafe.SliceData(f.buf), len(f.buf)), true
-	}
 	if s, ok := commonNames[string(f.buf)]; ok {
 		return s, true
 	}
@@ -108,25 +84,12 @@ func (d decoder) str(f field) (string, bool) {
 }
 
 // bytes is a proto3 bytes field: nil when empty, as proto.Unmarshal leaves
-// it. An aliased one has its capacity clipped, so that an append cannot
-// overwrite what follows.
+// it.
 func (d decoder) bytes(f field) []byte {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	if d.alias {
-		return f.buf[:len(f.buf):len(f.buf)]
-	}
 	return append([]byte(nil), f.buf...)
-}
-
-// oneofBytes is a bytes member of a oneof: never nil, as proto.Unmarshal
-// sets it.
-func (d decoder) oneofBytes(f field) []byte {
-	if len(f.buf) == 0 {
-		return []byte{}
-	}
-	return d.bytes(f)
 }
 
 // commonNames are header names Envoy sends on most requests, shared rather
@@ -354,301 +317,6 @@ func (d decoder) decodeHttpBody(b []byte, m *extprocv3.HttpBody) bool {
 		default:
 			return false
 		}
-	}
-	return true
-}
-
-// ProcessingResponse: the headers and body replies with their
-// CommonResponse, and dynamic_metadata.
-func (d decoder) decodeResponse(b []byte, m *extprocv3.ProcessingResponse) bool {
-	var seen uint32
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || f.num > 31 || seen&(1<<f.num) != 0 || !f.isBytes() {
-			return false
-		}
-		seen |= 1 << f.num
-		b = rest
-		switch {
-		case f.num >= 1 && f.num <= 4 && m.Response == nil:
-			cr, ok := d.decodeWrappedCommon(f.buf)
-			if !ok {
-				return false
-			}
-			switch f.num {
-			case 1:
-				m.Response = &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{Response: cr}}
-			case 2:
-				m.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{Response: cr}}
-			case 3:
-				m.Response = &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{Response: cr}}
-			case 4:
-				m.Response = &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: cr}}
-			}
-		case f.num == 8:
-			st := &structpb.Struct{}
-			if !d.decodeStruct(f.buf, st, 0) {
-				return false
-			}
-			m.DynamicMetadata = st
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// decodeWrappedCommon decodes a HeadersResponse or BodyResponse, whose
-// only field is response (1), a CommonResponse (nil when absent).
-func (d decoder) decodeWrappedCommon(b []byte) (*extprocv3.CommonResponse, bool) {
-	var cr *extprocv3.CommonResponse
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || f.num != 1 || !f.isBytes() || cr != nil {
-			return nil, false
-		}
-		b = rest
-		cr = &extprocv3.CommonResponse{}
-		if !d.decodeCommon(f.buf, cr) {
-			return nil, false
-		}
-	}
-	return cr, true
-}
-
-func (d decoder) decodeCommon(b []byte, m *extprocv3.CommonResponse) bool {
-	var seen uint32
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
-			return false
-		}
-		seen |= 1 << f.num
-		b = rest
-		switch {
-		case f.num == 1 && f.isVarint():
-			m.Status = extprocv3.CommonResponse_ResponseStatus(f.enum())
-		case f.num == 2 && f.isBytes():
-			hm := &extprocv3.HeaderMutation{}
-			if !d.decodeHeaderMutation(f.buf, hm) {
-				return false
-			}
-			m.HeaderMutation = hm
-		case f.num == 3 && f.isBytes():
-			bm := &extprocv3.BodyMutation{}
-			if !d.decodeBodyMutation(f.buf, bm) {
-				return false
-			}
-			m.BodyMutation = bm
-		case f.num == 5 && f.isVarint():
-			m.ClearRouteCache = f.v != 0
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// setHeader is one set_headers element, allocated with the others.
-type setHeader struct {
-	o corev3.HeaderValueOption
-	v corev3.HeaderValue
-}
-
-func (d decoder) decodeHeaderMutation(b []byte, m *extprocv3.HeaderMutation) bool {
-	nset, nrm := 0, 0
-	for rest := b; len(rest) > 0; {
-		f, r, ok := next(rest)
-		if !ok || !f.isBytes() {
-			return false
-		}
-		switch f.num {
-		case 1:
-			nset++
-		case 2:
-			nrm++
-		default:
-			return false
-		}
-		rest = r
-	}
-	var sets []setHeader
-	if nset > 0 {
-		sets = make([]setHeader, nset)
-		m.SetHeaders = make([]*corev3.HeaderValueOption, 0, nset)
-	}
-	if nrm > 0 {
-		m.RemoveHeaders = make([]string, 0, nrm)
-	}
-	for len(b) > 0 {
-		f, rest, _ := next(b)
-		b = rest
-		if f.num == 2 {
-			s, ok := d.str(f)
-			if !ok {
-				return false
-			}
-			m.RemoveHeaders = append(m.RemoveHeaders, s)
-			continue
-		}
-		sh := &sets[len(m.SetHeaders)]
-		if !d.decodeHeaderValueOption(f.buf, sh) {
-			return false
-		}
-		m.SetHeaders = append(m.SetHeaders, &sh.o)
-	}
-	return true
-}
-
-func (d decoder) decodeHeaderValueOption(b []byte, sh *setHeader) bool {
-	var seen uint32
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || f.num > 31 || seen&(1<<f.num) != 0 {
-			return false
-		}
-		seen |= 1 << f.num
-		b = rest
-		switch {
-		case f.num == 1 && f.isBytes():
-			if !d.decodeHeaderValue(f.buf, &sh.v) {
-				return false
-			}
-			sh.o.Header = &sh.v
-		case f.num == 3 && f.isVarint():
-			sh.o.AppendAction = corev3.HeaderValueOption_HeaderAppendAction(f.enum())
-		case f.num == 4 && f.isVarint():
-			sh.o.KeepEmptyValue = f.v != 0
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func (d decoder) decodeBodyMutation(b []byte, m *extprocv3.BodyMutation) bool {
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || m.Mutation != nil {
-			return false
-		}
-		b = rest
-		switch {
-		case f.num == 1 && f.isBytes():
-			m.Mutation = &extprocv3.BodyMutation_Body{Body: d.oneofBytes(f)}
-		case f.num == 2 && f.isVarint():
-			m.Mutation = &extprocv3.BodyMutation_ClearBody{ClearBody: f.v != 0}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// decodeStruct decodes a google.protobuf.Struct: map entries of a string
-// key and a Value. A repeated key keeps the last value, as in
-// proto.Unmarshal; an entry without a value has an empty Value.
-func (d decoder) decodeStruct(b []byte, m *structpb.Struct, depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	n, ok := countOnly1(b)
-	if !ok {
-		return false
-	}
-	if n == 0 {
-		return true
-	}
-	m.Fields = make(map[string]*structpb.Value, n)
-	vals := make([]structpb.Value, n)
-	for i := range n {
-		f, rest, _ := next(b)
-		b = rest
-		key, haveValue := "", false
-		for e := f.buf; len(e) > 0; {
-			ef, r, ok := next(e)
-			if !ok || !ef.isBytes() {
-				return false
-			}
-			e = r
-			switch {
-			case ef.num == 1:
-				if key, ok = d.str(ef); !ok {
-					return false
-				}
-			case ef.num == 2 && !haveValue:
-				haveValue = true
-				if !d.decodeValue(ef.buf, &vals[i], depth+1) {
-					return false
-				}
-			default:
-				return false
-			}
-		}
-		m.Fields[key] = &vals[i]
-	}
-	return true
-}
-
-func (d decoder) decodeValue(b []byte, m *structpb.Value, depth int) bool {
-	for len(b) > 0 {
-		f, rest, ok := next(b)
-		if !ok || m.Kind != nil {
-			return false
-		}
-		b = rest
-		switch {
-		case f.num == 1 && f.isVarint():
-			m.Kind = &structpb.Value_NullValue{NullValue: structpb.NullValue(f.enum())}
-		case f.num == 2 && f.typ == protowire.Fixed64Type:
-			m.Kind = &structpb.Value_NumberValue{NumberValue: math.Float64frombits(f.v)}
-		case f.num == 3:
-			s, ok := d.str(f)
-			if !ok {
-				return false
-			}
-			m.Kind = &structpb.Value_StringValue{StringValue: s}
-		case f.num == 4 && f.isVarint():
-			m.Kind = &structpb.Value_BoolValue{BoolValue: f.v != 0}
-		case f.num == 5 && f.isBytes():
-			st := &structpb.Struct{}
-			if !d.decodeStruct(f.buf, st, depth+1) {
-				return false
-			}
-			m.Kind = &structpb.Value_StructValue{StructValue: st}
-		case f.num == 6 && f.isBytes():
-			lv := &structpb.ListValue{}
-			if !d.decodeList(f.buf, lv, depth+1) {
-				return false
-			}
-			m.Kind = &structpb.Value_ListValue{ListValue: lv}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func (d decoder) decodeList(b []byte, m *structpb.ListValue, depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	n, ok := countOnly1(b)
-	if !ok {
-		return false
-	}
-	if n == 0 {
-		return true
-	}
-	vals := make([]structpb.Value, n)
-	m.Values = make([]*structpb.Value, n)
-	for i := range n {
-		f, rest, _ := next(b)
-		b = rest
-		if !d.decodeValue(f.buf, &vals[i], depth+1) {
-			return false
-		}
-		m.Values[i] = &vals[i]
 	}
 	return true
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,11 +37,11 @@ import (
 type Callbacks interface {
 	// RequestHeaders is the request header map the filters share.
 	RequestHeaders() *headers.Map
-	// RequestHeaderLimits are the connection manager's max_headers_count
-	// and max_request_headers_kb; ResponseHeaderLimits those of the
-	// response header map, the upstream codec's for an upstream response.
-	RequestHeaderLimits() (count, kb int)
-	ResponseHeaderLimits() (count, kb int)
+	// HeaderLimits are the limits of header map h: the connection
+	// manager's max_headers_count and max_request_headers_kb for the
+	// request headers, those of the response header map for response
+	// headers (the upstream codec's for an upstream response).
+	HeaderLimits(h *headers.Map) (count, kb int)
 	// ReplaceRequestBody replaces the request body (CONTINUE_AND_REPLACE
 	// on the request headers).
 	ReplaceRequestBody(body []byte)
@@ -89,22 +90,6 @@ func (u Unpooled) Open(ctx context.Context, opts ...grpc.CallOption) (extprocv3.
 	return st, nil, err
 }
 
-// Direction is the direction of a body: the decoding (request) or encoding
-// (response) ProcessorState.
-type Direction int
-
-const (
-	Decoding Direction = iota
-	Encoding
-)
-
-func (d Direction) bodyState() waitState {
-	if d == Decoding {
-		return waitRequestBody
-	}
-	return waitResponseBody
-}
-
 // streamChunk is the chunk size used for STREAMED bodies.
 const streamChunk = 64 << 10
 
@@ -123,6 +108,14 @@ const (
 	waitRequestBody
 	waitResponseHeaders
 	waitResponseBody
+)
+
+// Decoding and Encoding are the directions of a body, named by the body
+// state the request's (decoding) or response's (encoding) ProcessorState
+// waits in.
+const (
+	Decoding = waitRequestBody
+	Encoding = waitResponseBody
 )
 
 func (w waitState) headers() bool { return w == waitRequestHeaders || w == waitResponseHeaders }
@@ -179,21 +172,10 @@ const (
 // New is an instance of filter f on the stream of ctx (the downstream
 // request's context, which ends when the client goes away).
 func New(ctx context.Context, log *slog.Logger, cb Callbacks, client *Client, f *xdsconfig.ExtProcFilter) *Filter {
-	e := &Filter{
-		f:      f,
-		cb:     cb,
-		client: client,
-		ctx:    ctx,
-		log:    log,
-	}
-	e.setMode(f.Mode)
-	return e
-}
-
-// setMode makes e.mode a copy of m (copyMode) held in e itself.
-func (e *Filter) setMode(m *extprocfilterv3.ProcessingMode) {
-	xdsconfig.CopyModeInto(&e.modeBuf, m)
+	e := &Filter{f: f, cb: cb, client: client, ctx: ctx, log: log}
+	xdsconfig.CopyModeInto(&e.modeBuf, f.Mode)
 	e.mode = &e.modeBuf
+	return e
 }
 
 // immediate handles an ImmediateResponse (Filter::sendImmediateResponse).
@@ -202,8 +184,7 @@ func (e *Filter) immediate(resp *extprocv3.ProcessingResponse) *xdsconfig.LocalR
 		return e.spurious(resp, rules.SpuriousImmediateDisabled)
 	}
 	e.setMetadata(resp)
-	e.complete = true
-	e.Close()
+	e.finishAndContinue()
 	ir := resp.GetImmediateResponse()
 	hm := ir.GetHeaders()
 	return &xdsconfig.LocalReply{
@@ -247,8 +228,7 @@ func (e *Filter) spurious(resp *extprocv3.ProcessingResponse, msg string) *xdsco
 // becomes a local reply with status_on_error (default 500) and the error
 // text as details.
 func (e *Filter) failed(err error) *xdsconfig.LocalReply {
-	e.complete = true
-	e.Close()
+	e.finishAndContinue()
 	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(err.Error())}
 }
 
@@ -260,21 +240,12 @@ func (e *Filter) setMetadata(resp *extprocv3.ProcessingResponse) {
 		return
 	}
 	for ns, v := range dm.GetFields() {
-		if !contains(e.f.Receiving, ns) {
+		if !slices.Contains(e.f.Receiving, ns) {
 			e.log.Debug("ext_proc metadata namespace not received", "namespace", ns)
 			continue
 		}
 		e.cb.SetDynamicMetadata(ns, v.GetStructValue())
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // DecodeHeaders is Filter::decodeHeaders.
@@ -335,20 +306,7 @@ func (e *Filter) applyCommonHeaders(cr *extprocv3.CommonResponse, h *headers.Map
 	}
 	return applyHeaderMutation(cr.GetHeaderMutation(), h, e.f.Checker,
 		cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE,
-		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), e.limits(h))
-}
-
-// limits are the header limits of h: the HTTP connection manager's for the
-// request headers, the response header map's for response headers
-// (rules.ResponseHeaderLimits).
-func (e *Filter) limits(h *headers.Map) headerLimits {
-	var l headerLimits
-	if h == e.cb.RequestHeaders() {
-		l.count, l.kb = e.cb.RequestHeaderLimits()
-	} else {
-		l.count, l.kb = e.cb.ResponseHeaderLimits()
-	}
-	return l
+		rules.ShouldRemoveContentLength(body, sendHeaders, e.f.AllowCL), newHeaderLimits(e.cb.HeaderLimits(h)))
 }
 
 // Complete reports that processing is complete (processing_complete_):
@@ -359,41 +317,15 @@ func (e *Filter) Complete() bool { return e.complete }
 func (e *Filter) Mode() *extprocfilterv3.ProcessingMode { return e.mode }
 
 // BufferedBody exchanges one BUFFERED or BUFFERED_PARTIAL body of
-// direction dir (eos: the whole body) and returns it as the server left
-// it, or the local reply a failure is.
-func (e *Filter) BufferedBody(dir Direction, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	return e.bufferedBody(dir.bodyState(), h, body, eos)
-}
-
-// bufferedBody exchanges one buffered (or partial) body and applies the
-// answer: BufferedBodyCallback / BufferedPartialBodyCallback. h is the held
+// direction dir (eos: the whole body) and applies the answer
+// (BufferedBodyCallback / BufferedPartialBodyCallback): it returns the body
+// as the server left it, or the local reply a failure is. h is the held
 // header map (header mutations apply because headers are still held).
-func (e *Filter) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
-		return body, lr, nil
-	}
-	resp, lr, err := e.wait(dir)
+func (e *Filter) BufferedBody(dir waitState, h *headers.Map, body []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
+	resp, cr, lr, err := e.exchangeBody(dir, body, eos)
 	if resp == nil {
 		return body, lr, err
 	}
-	var cr *extprocv3.CommonResponse
-	switch r := resp.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestBody:
-		if dir != waitRequestBody {
-			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.RequestBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		if dir != waitResponseBody {
-			return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.ResponseBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ImmediateResponse:
-		return body, e.immediate(resp), nil
-	default:
-		return body, e.spurious(resp, rules.SpuriousKind(resp)), nil
-	}
-	e.setMetadata(resp)
 	bodyMode, sendHeaders := e.mode.GetRequestBodyMode(), e.mode.GetRequestHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
 	if dir == waitResponseBody {
 		bodyMode, sendHeaders = e.mode.GetResponseBodyMode(), e.mode.GetResponseHeaderMode() != extprocfilterv3.ProcessingMode_SKIP
@@ -420,31 +352,10 @@ func (e *Filter) bufferedBody(dir waitState, h *headers.Map, body []byte, eos bo
 // still evaluated against the presence of a header_mutation, as in
 // ProcessorState::handleBodyResponse.
 func (e *Filter) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *xdsconfig.LocalReply, error) {
-	if lr := e.send(bodyMessage(dir, chunk, eos), nil); lr != nil || e.complete {
-		return chunk, lr, nil
-	}
-	resp, lr, err := e.wait(dir)
+	resp, cr, lr, err := e.exchangeBody(dir, chunk, eos)
 	if resp == nil {
 		return chunk, lr, err
 	}
-	var cr *extprocv3.CommonResponse
-	switch r := resp.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestBody:
-		if dir != waitRequestBody {
-			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.RequestBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		if dir != waitResponseBody {
-			return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-		}
-		cr = r.ResponseBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ImmediateResponse:
-		return chunk, e.immediate(resp), nil
-	default:
-		return chunk, e.spurious(resp, rules.SpuriousKind(resp)), nil
-	}
-	e.setMetadata(resp)
 	if cr.GetBodyMutation().GetStreamedResponse() != nil {
 		return chunk, e.spurious(resp, rules.SpuriousStreamedResponse), nil
 	}
@@ -455,6 +366,34 @@ func (e *Filter) streamedChunk(dir waitState, chunk []byte, eos bool) ([]byte, *
 		e.cb.ClearRouteCache()
 	}
 	return chunk, nil, nil
+}
+
+// exchangeBody sends one body message of direction dir and waits for the
+// server's body response of that direction, whose dynamic metadata it
+// stores. resp is nil when none came: then lr is the local reply it came
+// to instead (nil, nil: processing completed without the server).
+func (e *Filter) exchangeBody(dir waitState, body []byte, eos bool) (resp *extprocv3.ProcessingResponse, cr *extprocv3.CommonResponse, lr *xdsconfig.LocalReply, err error) {
+	if lr := e.send(bodyMessage(dir, body, eos), nil); lr != nil || e.complete {
+		return nil, nil, lr, nil
+	}
+	if resp, lr, err = e.wait(dir); resp == nil {
+		return nil, nil, lr, err
+	}
+	switch r := resp.GetResponse().(type) {
+	case *extprocv3.ProcessingResponse_RequestBody:
+		if dir == waitRequestBody {
+			e.setMetadata(resp)
+			return resp, r.RequestBody.GetResponse(), nil, nil
+		}
+	case *extprocv3.ProcessingResponse_ResponseBody:
+		if dir == waitResponseBody {
+			e.setMetadata(resp)
+			return resp, r.ResponseBody.GetResponse(), nil, nil
+		}
+	case *extprocv3.ProcessingResponse_ImmediateResponse:
+		return nil, nil, e.immediate(resp), nil
+	}
+	return nil, nil, e.spurious(resp, rules.SpuriousKind(resp)), nil
 }
 
 // EncodeHeaders is Filter::encodeHeaders. It returns whether a

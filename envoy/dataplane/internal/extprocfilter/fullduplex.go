@@ -31,11 +31,10 @@ import (
 // server's messages and applies them; a second one reads the upstream body
 // and sends each chunk to the server itself. Each goroutine waits on its
 // own source, so a chunk or an answer reaches the server or the client
-// without a hand-off between goroutines (there were two goroutines that
-// only read, and the activeStream's goroutine did everything else: five
-// hand-offs on a federated call). Once processing completed (or the
-// stream is gone), nothing is received any more and the chunks come to the
-// activeStream's goroutine (chunks), which passes them on.
+// without a hand-off between goroutines (ADR 0029). Once processing
+// completed (or the stream is gone), nothing is received any more and the
+// chunks come to the activeStream's goroutine (chunks), which passes them
+// on.
 type duplexReader struct {
 	e      *Filter
 	mu     sync.Mutex // held by whichever goroutine is not waiting
@@ -75,11 +74,6 @@ type duplexReader struct {
 type duplexChunk struct {
 	data []byte
 	eos  bool
-	err  error
-}
-
-type duplexResp struct {
-	resp *extprocv3.ProcessingResponse
 	err  error
 }
 
@@ -262,7 +256,7 @@ func (d *duplexReader) receive() {
 		// meanwhile: what the Recv returned comes after that.
 		return
 	}
-	d.response(duplexResp{resp: resp, err: err})
+	d.response(resp, err)
 }
 
 // idleTimeout is ActiveStream::onIdleTimeout: the upstream's response
@@ -302,9 +296,7 @@ func (d *duplexReader) chunk(c duplexChunk) {
 		return
 	}
 	d.bodyReceived = true
-	lr := d.e.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-		ResponseBody: &extprocv3.HttpBody{Body: c.data, EndOfStream: c.eos}}}, nil)
-	if lr != nil {
+	if lr := d.e.send(bodyMessage(waitResponseBody, c.data, c.eos), nil); lr != nil {
 		d.finish(errStreamFailed)
 		return
 	}
@@ -318,41 +310,19 @@ func (d *duplexReader) chunk(c duplexChunk) {
 
 // response is Filter::onReceiveMessage for a filter whose response body mode
 // is FULL_DUPLEX_STREAMED.
-func (d *duplexReader) response(r duplexResp) {
+func (d *duplexReader) response(resp *extprocv3.ProcessingResponse, err error) {
 	e := d.e
-	if d.awaitHeaders {
-		d.headersResponse(r)
+	if err != nil {
+		d.streamEnd(err)
 		return
 	}
-	if r.err != nil {
-		if e.ctx.Err() != nil {
-			e.Close()
-			d.finish(ErrAbort)
-			return
-		}
-		if errors.Is(r.err, io.EOF) {
-			// onGrpcClose: processing completes and the rest of the body
-			// passes without the server; the chunks it was sent are lost.
-			e.finishAndContinue()
-			d.passThrough = true
-			return
-		}
-		// onGrpcError: failureModeAllow() is false once a body chunk went
-		// to the server in this mode, so it is a local reply, which after
-		// the response headers is a reset.
-		if !d.bodyReceived && e.f.FailureModeAllow {
-			e.finishAndContinue()
-			d.passThrough = true
-			return
-		}
-		st := status.Convert(r.err)
-		d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
-		return
-	}
-	resp := r.resp
 	if resp.GetOverrideMessageTimeout() != nil {
 		// onNewTimeout: no message timer runs in this mode, so the
 		// request is ignored.
+		return
+	}
+	if d.awaitHeaders {
+		d.headersResponse(resp)
 		return
 	}
 	rb, ok := resp.GetResponse().(*extprocv3.ProcessingResponse_ResponseBody)
@@ -360,8 +330,7 @@ func (d *duplexReader) response(r duplexResp) {
 		if _, imm := resp.GetResponse().(*extprocv3.ProcessingResponse_ImmediateResponse); imm && !e.f.DisableImmediate {
 			// sendImmediateResponse once the headers left: a reset.
 			e.setMetadata(resp)
-			e.complete = true
-			e.Close()
+			e.finishAndContinue()
 			d.finish(errStreamFailed)
 			return
 		}
@@ -394,6 +363,34 @@ func (d *duplexReader) response(r duplexResp) {
 	}
 }
 
+// streamEnd is Filter::onGrpcClose, or onGrpcError, for the error that
+// ended the stream. A clean close, or an error while
+// Filter::failureModeAllow() holds with failure_mode_allow (it is false
+// once a body chunk went to the server in this mode), completes processing
+// (clearAsyncState continues headers still held unchanged) and the rest of
+// the body passes without the server; the chunks it was sent are lost. Any
+// other error is a local reply, which after the response headers is a
+// reset.
+func (d *duplexReader) streamEnd(err error) {
+	switch e := d.e; {
+	case e.ctx.Err() != nil:
+		e.Close()
+		d.finish(ErrAbort)
+	case errors.Is(err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
+		d.passOn()
+	default:
+		d.fail(e.grpcErrorReply(status.Convert(err)))
+	}
+}
+
+// passOn completes processing: the rest of the body, and the headers if
+// they are held, go on without the server.
+func (d *duplexReader) passOn() {
+	d.e.finishAndContinue()
+	d.passThrough = true
+	d.awaitHeaders, d.holdHeaders = false, false
+}
+
 // spurious is the FailedPrecondition branch of onReceiveMessage in this
 // mode: Filter::failureModeAllow() is false once a chunk went to the
 // server, so only before that does failure_mode_allow let the body continue
@@ -403,9 +400,7 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 	e := d.e
 	e.log.Warn("spurious ext_proc response", "filter", e.f.Name, "error", msg)
 	if !d.bodyReceived && (e.f.FailureModeAllow || !rules.FailCloseSpurious) {
-		e.finishAndContinue()
-		d.passThrough = true
-		d.awaitHeaders, d.holdHeaders = false, false
+		d.passOn()
 		return
 	}
 	d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.ResponseDetails(msg)})
@@ -415,9 +410,7 @@ func (d *duplexReader) spurious(resp *extprocv3.ProcessingResponse, msg string) 
 // response headers are held, a reset once they left
 // (FilterManager::sendLocalReply).
 func (d *duplexReader) fail(lr *xdsconfig.LocalReply) {
-	e := d.e
-	e.complete = true
-	e.Close()
+	d.e.finishAndContinue()
 	if d.holdHeaders {
 		d.lr = lr
 	}
@@ -468,30 +461,8 @@ func (e *Filter) DuplexHeaders(h *headers.Map, src io.Reader) (io.Reader, *xdsco
 
 // headersResponse is Filter::onReceiveMessage while the response-headers
 // reply is outstanding in FULL_DUPLEX_STREAMED.
-func (d *duplexReader) headersResponse(r duplexResp) {
+func (d *duplexReader) headersResponse(resp *extprocv3.ProcessingResponse) {
 	e := d.e
-	if r.err != nil {
-		switch {
-		case e.ctx.Err() != nil:
-			e.Close()
-			d.finish(ErrAbort)
-		case errors.Is(r.err, io.EOF) || (!d.bodyReceived && e.f.FailureModeAllow):
-			// onGrpcClose (or onGrpcError with failure_mode_allow while
-			// Filter::failureModeAllow() still holds): clearAsyncState
-			// continues the headers unchanged; the chunks sent are lost.
-			e.finishAndContinue()
-			d.passThrough = true
-			d.awaitHeaders, d.holdHeaders = false, false
-		default:
-			st := status.Convert(r.err)
-			d.fail(&xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())})
-		}
-		return
-	}
-	resp := r.resp
-	if resp.GetOverrideMessageTimeout() != nil {
-		return // onNewTimeout: no timer runs in this mode
-	}
 	switch rr := resp.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_ResponseHeaders:
 		e.setMetadata(resp)
@@ -530,8 +501,7 @@ func (d *duplexReader) headersResponse(r duplexResp) {
 			d.finish(errStreamFailed)
 			return
 		}
-		d.passThrough = true // disable_immediate_response with fail open
-		d.awaitHeaders, d.holdHeaders = false, false
+		d.passOn() // disable_immediate_response with fail open
 	default:
 		// A body response before the headers reply: isValidBodyCallbackState
 		// is false in HeadersCallback.

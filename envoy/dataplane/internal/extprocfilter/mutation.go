@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -84,6 +85,8 @@ type headerLimits struct {
 	kb    int
 }
 
+func newHeaderLimits(count, kb int) headerLimits { return headerLimits{count, kb} }
+
 // checkMutationSize is MutationUtils::responseHeaderSizeCheck: a mutation
 // that lists more removals or more set_headers than the map may hold
 // headers is refused before anything is applied.
@@ -116,19 +119,16 @@ func (l headerLimits) checkResult(h *headers.Map) error {
 	return nil
 }
 
+// lowerASCII lowers A-Z only (strings.ToLower would also fold non-ASCII
+// letters, such as the Kelvin sign, into valid header names); it returns s
+// itself when nothing changes.
 func lowerASCII(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if b[j] >= 'A' && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
 		}
-	}
-	return s
+		return r
+	}, s)
 }
 
 // applyBodyMutation is MutationUtils::applyBodyMutations.

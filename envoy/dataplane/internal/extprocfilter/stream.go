@@ -84,8 +84,9 @@ func (e *Filter) End() {
 	e.Close()
 }
 
-// finishAndContinue marks processing complete and continues without the
-// server (onGrpcClose, spurious messages, failure_mode_allow).
+// finishAndContinue marks processing complete (processing_complete_) and
+// closes the stream: the request continues without the server, or ends in
+// the local reply of a failure.
 func (e *Filter) finishAndContinue() {
 	e.complete = true
 	e.Close()
@@ -95,12 +96,16 @@ func (e *Filter) finishAndContinue() {
 func (e *Filter) onGrpcError(err error) *xdsconfig.LocalReply {
 	st := e.envoyStatus(err)
 	e.log.Debug("ext_proc stream error", "filter", e.f.Name, "code", st.Code(), "message", st.Message())
+	e.finishAndContinue()
 	if e.f.FailureModeAllow {
-		e.finishAndContinue()
 		return nil
 	}
-	e.complete = true
-	e.Close()
+	return e.grpcErrorReply(st)
+}
+
+// grpcErrorReply is the local reply of a gRPC error: status_on_error, with
+// the status in the details.
+func (e *Filter) grpcErrorReply(st *status.Status) *xdsconfig.LocalReply {
 	return &xdsconfig.LocalReply{Code: e.f.StatusOnError, Details: rules.GRPCErrorDetails(uint32(st.Code()), st.Message())}
 }
 
@@ -190,12 +195,10 @@ func (e *Filter) wait(state waitState) (*extprocv3.ProcessingResponse, *xdsconfi
 		if !ok {
 			// Filter::onMessageTimeout.
 			e.log.Debug("ext_proc message timeout", "filter", e.f.Name)
+			e.finishAndContinue()
 			if e.f.FailureModeAllow {
-				e.finishAndContinue()
 				return nil, nil, nil
 			}
-			e.complete = true
-			e.Close()
 			return nil, &xdsconfig.LocalReply{Code: 504, Details: rules.DetailsMessageTimeout}, nil
 		}
 		if err != nil {

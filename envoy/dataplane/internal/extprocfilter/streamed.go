@@ -24,8 +24,8 @@ type StreamReader struct {
 
 // NewStreamReader is src, a body of direction dir, run through the filter
 // in STREAMED mode as it is read.
-func (e *Filter) NewStreamReader(dir Direction, src io.Reader) *StreamReader {
-	return &StreamReader{e: e, dir: dir.bodyState(), src: src, buf: readBufs.Get().(*[streamChunk]byte)}
+func (e *Filter) NewStreamReader(dir waitState, src io.Reader) *StreamReader {
+	return &StreamReader{e: e, dir: dir, src: src, buf: readBufs.Get().(*[streamChunk]byte)}
 }
 
 // Failed is the local reply an ext_proc failure while streaming is, once

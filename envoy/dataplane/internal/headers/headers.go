@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,18 +102,10 @@ func (m *Map) Set(k, v string) {
 
 func (m *Map) Add(k, v string) { m.H = append(m.H, Header{k, v}) }
 
-func (m *Map) Del(k string) {
-	m.DelFunc(func(key string) bool { return key == k })
-}
+func (m *Map) Del(k string) { m.DelFunc(func(key string) bool { return key == k }) }
 
 func (m *Map) DelFunc(match func(string) bool) {
-	out := m.H[:0]
-	for _, e := range m.H {
-		if !match(e.Key) {
-			out = append(out, e)
-		}
-	}
-	m.H = out
+	m.H = slices.DeleteFunc(m.H, func(e Header) bool { return match(e.Key) })
 }
 
 // Apply applies one HeaderValueOption with the given append mode.

@@ -76,16 +76,13 @@ type upstreamFailure struct {
 // final say), host_rewrite_literal, path rewrites (keeping the original in
 // x-envoy-original-path) and x-envoy-expected-rq-timeout-ms.
 func FinalizeRequestHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.FmtContext, suppressEnvoyHeaders bool) {
-	for _, lvl := range []struct {
-		del []string
-		add []xdsconfig.HeaderAdd
-	}{{rt.ReqDel, rt.ReqAdd}, {rt.VH.ReqDel, rt.VH.ReqAdd}, {rt.Table.ReqDel, rt.Table.ReqAdd}} {
-		for _, d := range lvl.del {
+	for _, o := range []*xdsconfig.HeaderOps{&rt.HeaderOps, &rt.VH.HeaderOps, &rt.Table.HeaderOps} {
+		for _, d := range o.ReqDel {
 			if !strings.HasPrefix(d, ":") && d != "host" {
 				h.Del(d)
 			}
 		}
-		xdsconfig.ApplyHeadersToAdd(h, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(h, o.ReqAdd, c)
 	}
 	if rt.HostRewrite != "" {
 		h.Set(":authority", rt.HostRewrite)
@@ -108,16 +105,13 @@ func FinalizeRequestHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.Fm
 // route, virtual host and route configuration.
 func FinalizeResponseHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.FmtContext) {
 	c.RespH = h
-	for _, lvl := range []struct {
-		del []string
-		add []xdsconfig.HeaderAdd
-	}{{rt.RespDel, rt.RespAdd}, {rt.VH.RespDel, rt.VH.RespAdd}, {rt.Table.RespDel, rt.Table.RespAdd}} {
-		for _, d := range lvl.del {
+	for _, o := range []*xdsconfig.HeaderOps{&rt.HeaderOps, &rt.VH.HeaderOps, &rt.Table.HeaderOps} {
+		for _, d := range o.RespDel {
 			if !strings.HasPrefix(d, ":") {
 				h.Del(d)
 			}
 		}
-		xdsconfig.ApplyHeadersToAdd(h, lvl.add, c)
+		xdsconfig.ApplyHeadersToAdd(h, o.RespAdd, c)
 	}
 }
 
@@ -126,13 +120,8 @@ func FinalizeResponseHeaders(h *headers.Map, rt *xdsconfig.Route, c *xdsconfig.F
 // gone.
 func (x *Call) Forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.Cluster) (*http.Response, *xdsconfig.LocalReply) {
 	rp := rt.Retry
-	numRetries := 0
-	if rp != nil {
-		numRetries = rp.NumRetries
-	}
 	// Retries need the whole body; a body over the buffer limit disables them.
 	canRetry := x.Rest == nil
-	var last *upstreamFailure
 	for attempt := 1; ; attempt++ {
 		retrying := attempt > 1
 		resp, fail := x.attempt(ctx, rt, cl)
@@ -148,78 +137,47 @@ func (x *Call) Forward(ctx context.Context, rt *xdsconfig.Route, cl *xdsconfig.C
 		if ctx.Err() != nil && (fail != nil || resp == nil) {
 			return nil, x.routeTimeout()
 		}
-		if fail != nil {
-			last = fail
-			switch {
-			case fail.noHealthy:
-				x.Flags |= rules.FlagUH
-				return nil, &xdsconfig.LocalReply{Code: 503, Body: rules.BodyNoHealthyUpstream, Details: rules.DetailsNoHealthyUpstream}
-			case fail.overflow:
-				x.Flags |= rules.FlagUO
+		switch {
+		case fail != nil && fail.noHealthy:
+			x.Flags |= rules.FlagUH
+			return nil, &xdsconfig.LocalReply{Code: 503, Body: rules.BodyNoHealthyUpstream, Details: rules.DetailsNoHealthyUpstream}
+		case fail != nil && fail.overflow:
+			x.Flags |= rules.FlagUO
+			return nil, x.resetReply(fail, retrying)
+		}
+		// done is this attempt's outcome, when it is not retried.
+		done := func() (*http.Response, *xdsconfig.LocalReply) {
+			if fail != nil {
 				return nil, x.resetReply(fail, retrying)
 			}
-			if rp != nil && rp.RetryReset(fail.flag, fail.beforeSend, fail.refused) {
-				if attempt <= numRetries && canRetry {
-					if !x.backoff(ctx, cl, rp, attempt) {
-						if ctx.Err() != nil && x.Downstream.Err() == nil {
-							return nil, x.routeTimeout()
-						}
-						if x.Downstream.Err() != nil {
-							return nil, nil
-						}
-						x.Flags |= rules.FlagUO // retry overflow (max_retries)
-						return nil, x.resetReply(fail, retrying)
-					}
-					continue
-				}
-				if attempt > numRetries {
-					x.Flags |= rules.FlagURX
-				}
-			}
-			return nil, x.resetReply(last, retrying)
+			return resp, nil
 		}
-		if rp != nil && rp.RetryStatus(resp.StatusCode) {
-			if attempt <= numRetries && canRetry {
-				if x.backoffAvailable(cl) {
-					_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-					resp.Body.Close()
-					if !x.sleepBackoff(ctx, rp, attempt) {
-						if x.Downstream.Err() != nil {
-							return nil, nil
-						}
-						return nil, x.routeTimeout()
-					}
-					continue
-				}
-				x.Flags |= rules.FlagUO
-			} else if attempt > numRetries {
-				x.Flags |= rules.FlagURX
-			}
+		switch {
+		case rp == nil, fail != nil && !rp.RetryReset(fail.flag, fail.beforeSend, fail.refused), fail == nil && !rp.RetryStatus(resp.StatusCode):
+			return done()
+		case attempt > rp.NumRetries:
+			x.Flags |= rules.FlagURX
+			return done()
+		case !canRetry:
+			return done()
+		case cl.RT.Retries.Add(1) > cl.Limits.MaxRetries:
+			// The circuit breaker's max_retries: a retry overflow.
+			cl.RT.Retries.Add(-1)
+			x.Flags |= rules.FlagUO
+			return done()
 		}
-		return resp, nil
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}
+		if !x.sleepBackoff(ctx, rp, attempt) {
+			cl.RT.Retries.Add(-1)
+			if x.Downstream.Err() != nil {
+				return nil, nil
+			}
+			return nil, x.routeTimeout()
+		}
 	}
-}
-
-// backoff reserves a retry (circuit breaker max_retries) and waits the
-// back-off; false means no retry happens.
-func (x *Call) backoff(ctx context.Context, cl *xdsconfig.Cluster, rp *xdsconfig.RetryPolicy, attempt int) bool {
-	if !x.backoffAvailable(cl) {
-		return false
-	}
-	if !x.sleepBackoff(ctx, rp, attempt) {
-		cl.RT.Retries.Add(-1)
-		return false
-	}
-	return true
-}
-
-// backoffAvailable reserves one of the cluster's max_retries.
-func (x *Call) backoffAvailable(cl *xdsconfig.Cluster) bool {
-	if cl.RT.Retries.Add(1) > cl.Limits.MaxRetries {
-		cl.RT.Retries.Add(-1)
-		return false
-	}
-	return true
 }
 
 func (x *Call) sleepBackoff(ctx context.Context, rp *xdsconfig.RetryPolicy, attempt int) bool {
@@ -251,12 +209,18 @@ func (x *Call) resetReply(f *upstreamFailure, retried bool) *xdsconfig.LocalRepl
 		body += "retried and the latest "
 	}
 	body += "reset reason: " + f.reason
-	details := rules.DetailsResetBeforeStarted + "{" + rules.ResponseDetails(f.reason)
+	return &xdsconfig.LocalReply{Code: 503, Body: body, Details: f.details(rules.DetailsResetBeforeStarted)}
+}
+
+// details are the response code details of a reset: prefix{reason}, with
+// the transport failure reason in them (only there since 1.39: rules.go,
+// "Router rules").
+func (f *upstreamFailure) details(prefix string) string {
+	d := prefix + "{" + rules.ResponseDetails(f.reason)
 	if f.transport != "" {
-		// In the details only since 1.39 (rules.go, "Router rules").
-		details += "|" + rules.ResponseDetails(f.transport)
+		d += "|" + rules.ResponseDetails(f.transport)
 	}
-	return &xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
+	return d + "}"
 }
 
 // BodyAbort is the router's answer to an upstream failure after the
@@ -274,11 +238,7 @@ func (x *Call) BodyAbort(ctx context.Context, err error) xdsconfig.LocalReply {
 	f := classifyUpstreamError(err)
 	x.Flags |= f.flag
 	body := "upstream connect error or disconnect/reset before headers. reset reason: " + f.reason
-	details := rules.DetailsResetAfterStarted + "{" + rules.ResponseDetails(f.reason)
-	if f.transport != "" {
-		details += "|" + rules.ResponseDetails(f.transport)
-	}
-	return xdsconfig.LocalReply{Code: 503, Body: body, Details: details + "}"}
+	return xdsconfig.LocalReply{Code: 503, Body: body, Details: f.details(rules.DetailsResetAfterStarted)}
 }
 
 // attempt is one upstream try.

@@ -214,7 +214,7 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // reset, overflow, no healthy upstream, unknown cluster, no route, direct
 // responses: all callbacks_->sendLocalReply in router.cc
 // Filter::decodeHeaders and the upstream callbacks) via the filter chain
-// (activestream.go sendLocalReplyViaFilterChain); its other local replies (413
+// (activestream.go sendLocalReply, viaFilterChain); its other local replies (413
 // over the buffer limit) still go out directly without ext_proc, which
 // toolmesh's extproc server, answering such requests itself, does not
 // observe. A local reply once response headers exist but
@@ -349,7 +349,10 @@ func ParseResponseFlag(name string) (ResponseFlags, bool) {
 // (an endpoint is healthy unless its EDS health_status says otherwise; panic
 // mode is emulated, see cluster.pickHosts); load balancing weights and policies other
 // than round robin; auto_sni; HTTP/3 upstreams; redirects; upstream HTTP
-// filters; other HTTP filters unless is_optional. STREAMED request bodies are
+// filters; other HTTP filters unless is_optional; json_format body formats
+// (toolmesh's local_reply_config mappers use text formats); route paths
+// other than prefix and path, query parameter matches, and the deprecated
+// HeaderMatcher fields that string_match replaces. STREAMED request bodies are
 // collected before they go upstream (each chunk is still exchanged with the
 // server as it is read); STREAMED response bodies flow chunk by chunk. The
 // streaming local reply (StreamedImmediateResponse, above). Envoy 1.40's

@@ -174,16 +174,9 @@ func ExtProcAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
 // ConfigAppendMode decides how a HeaderValueOption from route or
 // local_reply configuration (headers_to_add) is applied: base.proto says
 // `append` defaults to true, append_action defaults to
-// APPEND_IF_EXISTS_OR_ADD, and `append`, when set, wins.
-func ConfigAppendMode(o *corev3.HeaderValueOption) headers.AppendMode {
-	if o.GetAppend() != nil {
-		if o.GetAppend().GetValue() {
-			return headers.AppendAdd
-		}
-		return headers.AppendOverwrite
-	}
-	return headerAppendAction(o.GetAppendAction())
-}
+// APPEND_IF_EXISTS_OR_ADD, and `append`, when set, wins: the same reading
+// as ExtProcAppendMode's.
+func ConfigAppendMode(o *corev3.HeaderValueOption) headers.AppendMode { return ExtProcAppendMode(o) }
 
 func headerAppendAction(a corev3.HeaderValueOption_HeaderAppendAction) headers.AppendMode {
 	switch a {

@@ -27,7 +27,7 @@ import "time"
 // WithKeepaliveParams, internal.KeepaliveMinPingTime), pings only after
 // Time without reading anything instead of on a fixed cadence, and has no
 // jitter. The ADS and ext_proc connections are wrapped instead
-// (keepalive.go pingConn, pinger.go): PINGs go out between grpc-go's
+// (keepalive.go pingConn): PINGs go out between grpc-go's
 // frames, and their ACKs, recognised by payload, are taken out before
 // grpc-go reads. Only ACKs of our own PINGs count as keepalive responses.
 // connection_idle_interval (a PING before a new stream on an idle

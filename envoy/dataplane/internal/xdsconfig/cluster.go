@@ -1,6 +1,7 @@
 package xdsconfig
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -120,11 +121,7 @@ func (cl *Cluster) compileDiscovery(c *clusterv3.Cluster) error {
 			// STRICT_DNS host stands for all its addresses, a LOGICAL_DNS
 			// host for the first one — both are what Go's dialer does.
 		case clusterv3.Cluster_EDS:
-			cl.isEDS = true
-			cl.edsName = c.GetEdsClusterConfig().GetServiceName()
-			if cl.edsName == "" {
-				cl.edsName = c.GetName()
-			}
+			cl.isEDS, cl.edsName = true, cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())
 		default:
 			return fmt.Errorf("cluster type %v is not emulated", t.Type)
 		}

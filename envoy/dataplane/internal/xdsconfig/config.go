@@ -26,7 +26,6 @@ import (
 	earlymutationv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/early_header_mutation/header_mutation/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/headers"
 	"github.com/toolmesh/toolmesh/envoy/dataplane/internal/rules"
@@ -73,14 +72,6 @@ type hcmConfig struct {
 	InternalCIDRs []netip.Prefix
 	// XFCC is forward_client_cert_details.
 	XFCC hcmv3.HttpConnectionManager_ForwardClientCertDetails
-}
-
-// FiltersOrNil returns the ext_proc filters; nil for a nil manager.
-func (h *hcmConfig) FiltersOrNil() []*ExtProcFilter {
-	if h == nil {
-		return nil
-	}
-	return h.Filters
 }
 
 // ApplyEarly applies the early header mutation extension
@@ -212,14 +203,11 @@ func (cfg *Config) addListener(l *listenerv3.Listener, routeConfigs map[string]*
 // ListenerHCM finds the HTTP connection manager in the listener's filter
 // chains (or its default filter chain). Listener filters are not emulated.
 func ListenerHCM(l *listenerv3.Listener) (*hcmv3.HttpConnectionManager, error) {
-	chains := l.GetFilterChains()
-	if l.GetDefaultFilterChain() != nil {
-		chains = append(chains, l.GetDefaultFilterChain())
-	}
 	if l.GetApiListener() != nil {
 		return nil, errors.New("api_listener is not emulated")
 	}
-	for _, fc := range chains {
+	for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) { // nil: no default chain
+
 		for _, f := range fc.GetFilters() {
 			a := f.GetTypedConfig()
 			if a == nil {
@@ -361,12 +349,18 @@ func compileEarlyMutations(exts []*corev3.TypedExtensionConfig) ([]*stringMatche
 func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
 	router := false
 	for i, f := range filters {
-		m, skip, err := httpFilterConfig(f)
-		if err != nil {
-			return err
+		if f.GetTypedConfig() == nil {
+			return fmt.Errorf("http filter %q: only typed_config is emulated", f.GetName())
 		}
-		if skip {
-			continue
+		m, err := f.GetTypedConfig().UnmarshalNew()
+		switch v, ok := m.(interface{ ValidateAll() error }); {
+		case err != nil && f.GetIsOptional():
+			continue // an optional filter of a type it does not know
+		case err == nil && ok:
+			err = v.ValidateAll()
+		}
+		if err != nil {
+			return fmt.Errorf("http filter %q: %w", f.GetName(), err)
 		}
 		switch c := m.(type) {
 		case *extprocfilterv3.ExternalProcessor:
@@ -391,26 +385,4 @@ func compileHTTPFilters(hc *hcmConfig, filters []*hcmv3.HttpFilter) error {
 		return errors.New("the last http filter must be the router")
 	}
 	return nil
-}
-
-// httpFilterConfig unmarshals and validates a filter's typed_config; skip
-// is set for an optional filter whose type is unknown.
-func httpFilterConfig(f *hcmv3.HttpFilter) (m proto.Message, skip bool, err error) {
-	tc := f.GetTypedConfig()
-	if tc == nil {
-		return nil, false, fmt.Errorf("http filter %q: only typed_config is emulated", f.GetName())
-	}
-	m, err = tc.UnmarshalNew()
-	if err != nil {
-		if f.GetIsOptional() {
-			return nil, true, nil
-		}
-		return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
-	}
-	if v, ok := m.(interface{ ValidateAll() error }); ok {
-		if err := v.ValidateAll(); err != nil {
-			return nil, false, fmt.Errorf("http filter %q: %w", f.GetName(), err)
-		}
-	}
-	return m, false, nil
 }

@@ -143,68 +143,62 @@ func (op *operator) compile(hasArg bool) error {
 }
 
 // Value evaluates the operator. ok is false for an unset value (rendered
-// "-" in text formats, null in JSON formats). typed is the JSON value when
-// the operator has one (numbers, metadata values).
-func (op *operator) value(c *FmtContext) (s string, typed any, ok bool) {
+// "-").
+func (op *operator) value(c *FmtContext) (s string, ok bool) {
+	str := func(s string) (string, bool) { return s, s != "" } // "": unset
 	switch op.cmd {
 	case "RESPONSE_CODE":
-		return strconv.Itoa(c.Code), float64(c.Code), true
+		return strconv.Itoa(c.Code), true
 	case "RESPONSE_FLAGS":
-		f := c.Flags.String()
-		return f, f, f != ""
+		return str(c.Flags.String())
 	case "RESPONSE_CODE_DETAILS":
-		return c.Details, c.Details, c.Details != ""
+		return str(c.Details)
 	case "LOCAL_REPLY_BODY":
-		return c.LocalBody, c.LocalBody, true
+		return c.LocalBody, true
 	case "PROTOCOL":
-		return c.Protocol, c.Protocol, c.Protocol != ""
+		return str(c.Protocol)
 	case "UPSTREAM_CLUSTER":
-		return c.Cluster, c.Cluster, c.Cluster != ""
+		return str(c.Cluster)
 	case "UPSTREAM_HOST":
-		return c.UpstreamHost, c.UpstreamHost, c.UpstreamHost != ""
+		return str(c.UpstreamHost)
 	case "ROUTE_NAME":
-		return c.RouteName, c.RouteName, c.RouteName != ""
+		return str(c.RouteName)
 	case "START_TIME":
 		if c.Start.IsZero() {
-			return "", nil, false
+			return "", false
 		}
-		t := c.Start.UTC().Format("2006-01-02T15:04:05.000Z")
-		return t, t, true
+		return c.Start.UTC().Format("2006-01-02T15:04:05.000Z"), true
 	case "REQ", "RESP":
 		h := c.ReqH
 		if op.cmd == "RESP" {
 			h = c.RespH
 		}
 		if h == nil {
-			return "", nil, false
+			return "", false
 		}
 		v, ok := h.Get(op.main)
 		if !ok && op.alt != "" {
 			v, ok = h.Get(op.alt)
 		}
-		return v, v, ok
+		return v, ok
 	case "DYNAMIC_METADATA":
 		return metadataValue(c.Meta, op.ns, op.path)
 	}
-	return "", nil, false
+	return "", false
 }
 
 // metadataValue is MetadataFormatter: a string value renders unquoted, any
 // other value as compact JSON; a missing value is unset.
-func metadataValue(meta map[string]*structpb.Struct, ns string, path []string) (string, any, bool) {
+func metadataValue(meta map[string]*structpb.Struct, ns string, path []string) (string, bool) {
 	v, ok := lookupMetadata(meta, ns, path)
 	if !ok {
-		return "", nil, false
+		return "", false
 	}
 	if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
-		return sv.StringValue, sv.StringValue, true
+		return sv.StringValue, true
 	}
-	typed := v.AsInterface()
-	b, err := marshalJSON(typed)
-	if err != nil {
-		return "", nil, false
-	}
-	return string(b), typed, true
+	b, err := marshalJSON(v.AsInterface())
+	return string(b), err == nil
 }
 
 func truncate(s string, n int) string {
@@ -214,151 +208,28 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// Format renders the format string.
+// Format renders the format string. One operator alone (the default
+// "%LOCAL_REPLY_BODY%") is its value, not copied (a local reply body can be
+// megabytes).
 func (f *TextFormat) Format(c *FmtContext) string {
-	if len(f.parts) == 1 && f.parts[0].op != nil {
-		// One operator (the default "%LOCAL_REPLY_BODY%"): its value is the
-		// output, without copying it (a local reply body can be megabytes).
-		p := f.parts[0]
-		s, _, ok := p.op.value(c)
-		if !ok {
-			if !f.OmitEmpty {
-				return rules.UnspecifiedValue
-			}
-			return ""
-		}
-		return truncate(s, p.op.maxLen)
-	}
 	var b strings.Builder
 	for _, p := range f.parts {
-		if p.op == nil {
-			b.WriteString(p.lit)
-			continue
-		}
-		s, _, ok := p.op.value(c)
-		if !ok {
-			if !f.OmitEmpty {
-				b.WriteString(rules.UnspecifiedValue)
+		s := p.lit
+		if p.op != nil {
+			v, ok := p.op.value(c)
+			switch {
+			case ok:
+				s = truncate(v, p.op.maxLen)
+			case !f.OmitEmpty:
+				s = rules.UnspecifiedValue
 			}
-			continue
+			if len(f.parts) == 1 {
+				return s
+			}
 		}
-		b.WriteString(truncate(s, p.op.maxLen))
+		b.WriteString(s)
 	}
 	return b.String()
-}
-
-// jsonFormat is a parsed json_format Struct (JsonFormatterImpl): keys are
-// emitted sorted (encoding/json sorts map keys); a string value with exactly
-// one command operator keeps the operator's type, any other string with a
-// '%' is a string template; the output ends with a newline.
-type jsonFormat struct {
-	root      jsonNode
-	OmitEmpty bool
-}
-
-type jsonNode struct {
-	object  map[string]jsonNode // a struct (non-nil)
-	list    []jsonNode          // a list (isList)
-	isList  bool
-	literal json.RawMessage // a constant, encoded once
-	tmpl    *TextFormat     // a template string
-}
-
-func ParseJSONFormat(s *structpb.Struct) (*jsonFormat, error) {
-	root, err := compileJSONValue(structpb.NewStructValue(s))
-	if err != nil {
-		return nil, err
-	}
-	return &jsonFormat{root: root}, nil
-}
-
-func compileJSONValue(v *structpb.Value) (jsonNode, error) {
-	switch k := v.GetKind().(type) {
-	case *structpb.Value_StructValue:
-		n := jsonNode{object: make(map[string]jsonNode, len(k.StructValue.GetFields()))}
-		for key, e := range k.StructValue.GetFields() {
-			c, err := compileJSONValue(e)
-			if err != nil {
-				return n, err
-			}
-			n.object[key] = c
-		}
-		return n, nil
-	case *structpb.Value_ListValue:
-		n := jsonNode{isList: true}
-		for _, e := range k.ListValue.GetValues() {
-			c, err := compileJSONValue(e)
-			if err != nil {
-				return n, err
-			}
-			n.list = append(n.list, c)
-		}
-		return n, nil
-	case *structpb.Value_StringValue:
-		if !strings.Contains(k.StringValue, "%") {
-			return jsonNode{literal: rawJSON(k.StringValue)}, nil
-		}
-		t, err := ParseTextFormat(k.StringValue)
-		return jsonNode{tmpl: t}, err
-	default:
-		return jsonNode{literal: rawJSON(v.AsInterface())}, nil
-	}
-}
-
-func (f *jsonFormat) Format(c *FmtContext) string {
-	return string(rawJSON(f.value(f.root, c))) + "\n"
-}
-
-// value is the node's value for one stream: maps, lists and values
-// encoded each on its own (a value that cannot be encoded is null).
-func (f *jsonFormat) value(n jsonNode, c *FmtContext) any {
-	switch {
-	case n.object != nil:
-		m := make(map[string]any, len(n.object))
-		for k, v := range n.object {
-			if !f.OmitEmpty || v.tmpl == nil || v.tmpl.hasValue(c) {
-				m[k] = f.value(v, c)
-			}
-		}
-		return m
-	case n.isList:
-		l := make([]any, len(n.list))
-		for i, e := range n.list {
-			l[i] = f.value(e, c)
-		}
-		return l
-	case n.tmpl != nil:
-		if len(n.tmpl.parts) == 1 && n.tmpl.parts[0].op != nil {
-			op := n.tmpl.parts[0].op
-			s, typed, ok := op.value(c)
-			switch {
-			case !ok:
-				return nil
-			case op.maxLen >= 0:
-				return truncate(s, op.maxLen)
-			}
-			return rawJSON(typed)
-		}
-		return (&TextFormat{parts: n.tmpl.parts, OmitEmpty: f.OmitEmpty}).Format(c)
-	}
-	return n.literal
-}
-
-func (t *TextFormat) hasValue(c *FmtContext) bool {
-	if len(t.parts) != 1 || t.parts[0].op == nil {
-		return true
-	}
-	_, _, ok := t.parts[0].op.value(c)
-	return ok
-}
-
-// rawJSON is v encoded, null if it cannot be.
-func rawJSON(v any) json.RawMessage {
-	b, err := marshalJSON(v)
-	if err != nil {
-		return json.RawMessage("null")
-	}
-	return b
 }
 
 // marshalJSON encodes without HTML escaping, as Envoy's serializer does.
@@ -372,21 +243,13 @@ func marshalJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// BodyFormat is a compiled SubstitutionFormatString: the text or JSON
-// formatter and the content type it implies (local_reply.cc BodyFormatter:
-// content_type if set, else application/json for json_format, else
-// Text/plain).
+// BodyFormat is a compiled SubstitutionFormatString: the text formatter and
+// the content type (local_reply.cc BodyFormatter: content_type if set, else
+// text/plain). json_format is not emulated: toolmesh's mappers write their
+// JSON as text formats.
 type BodyFormat struct {
 	Text        *TextFormat
-	json        *jsonFormat
 	ContentType string
-}
-
-func (b *BodyFormat) format(c *FmtContext) string {
-	if b.json != nil {
-		return b.json.Format(c)
-	}
-	return b.Text.Format(c)
 }
 
 // DefaultBodyFormat is BodyFormatter's default: "%LOCAL_REPLY_BODY%" as

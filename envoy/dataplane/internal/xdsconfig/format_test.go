@@ -124,32 +124,6 @@ func TestTextFormatErrors(t *testing.T) {
 	}
 }
 
-func TestJSONFormat(t *testing.T) {
-	s, err := structpb.NewStruct(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      "%DYNAMIC_METADATA(toolmesh:n)%",
-		"code":    "%RESPONSE_CODE%",
-		"text":    "%RESPONSE_CODE% %RESPONSE_FLAGS%",
-		"missing": "%DYNAMIC_METADATA(toolmesh:missing)%",
-		"nested":  map[string]any{"list": []any{"%RESPONSE_FLAGS%", 1, false}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := ParseJSONFormat(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"code":504,"id":3.5,"jsonrpc":"2.0","missing":null,"nested":{"list":["UT,URX",1,false]},"text":"504 UT,URX"}` + "\n"
-	if got := f.Format(testFmtContext(t)); got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
-	}
-	f.OmitEmpty = true
-	if got := f.Format(testFmtContext(t)); strings.Contains(got, "missing") {
-		t.Fatalf("omit_empty_values kept the missing key: %s", got)
-	}
-}
-
 // FuzzTextFormat checks that any format string either fails to parse or
 // renders without panicking, and that formats without '%' are literals.
 func FuzzTextFormat(f *testing.F) {

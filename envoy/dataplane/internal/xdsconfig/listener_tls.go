@@ -15,11 +15,7 @@ import (
 // listenerTLS compiles the transport socket of the filter chain that holds
 // the listener's HTTP connection manager; nil for plaintext.
 func listenerTLS(l *listenerv3.Listener) (*tls.Config, error) {
-	chains := l.GetFilterChains()
-	if l.GetDefaultFilterChain() != nil {
-		chains = append(chains, l.GetDefaultFilterChain())
-	}
-	for _, fc := range chains {
+	for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) { // nil: no default chain
 		ts := fc.GetTransportSocket()
 		if ts == nil {
 			continue

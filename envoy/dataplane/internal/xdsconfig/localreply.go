@@ -29,7 +29,7 @@ type LocalReplyConfig struct {
 }
 
 type ResponseMapper struct {
-	Filter     logFilter
+	Filter     FilterFunc
 	Status     int
 	body       *string
 	Headers    []HeaderAdd
@@ -130,21 +130,13 @@ func compileBodyFormat(s *corev3.SubstitutionFormatString) (*BodyFormat, error) 
 		if src, err = dataSource(f.TextFormatSource); err == nil {
 			b.Text, err = ParseTextFormat(src)
 		}
-	case *corev3.SubstitutionFormatString_JsonFormat:
-		b.json, err = ParseJSONFormat(f.JsonFormat)
-		if b.json != nil {
-			b.json.OmitEmpty = s.GetOmitEmptyValues()
-		}
-		b.ContentType = cmp.Or(b.ContentType, "application/json")
 	default:
 		return nil, fmt.Errorf("substitution format %T is not emulated", f)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if b.Text != nil {
-		b.Text.OmitEmpty = s.GetOmitEmptyValues()
-	}
+	b.Text.OmitEmpty = s.GetOmitEmptyValues()
 	b.ContentType = cmp.Or(b.ContentType, "text/plain")
 	return b, nil
 }
@@ -171,21 +163,15 @@ func dataSource(d *corev3.DataSource) (string, error) {
 	}
 }
 
-// logFilter emulates the access log filters (source/common/access_log/
+// FilterFunc emulates the access log filters (source/common/access_log/
 // access_log_impl.cc) that toolmesh's local_reply_config mappers use:
 // status code, response flag and metadata filters, and and/or of them.
-type logFilter interface {
-	eval(c *FmtContext) bool
-}
-
 type FilterFunc func(c *FmtContext) bool
-
-func (f FilterFunc) eval(c *FmtContext) bool { return f(c) }
 
 // anyFilter is OrFilter (want true) or, negated, AndFilter (want false):
 // whether any of subs evaluates to want.
-func anyFilter(fs []*accesslogv3.AccessLogFilter, want bool) (logFilter, error) {
-	subs := make([]logFilter, 0, len(fs))
+func anyFilter(fs []*accesslogv3.AccessLogFilter, want bool) (FilterFunc, error) {
+	subs := make([]FilterFunc, 0, len(fs))
 	for _, f := range fs {
 		c, err := compileLogFilter(f)
 		if err != nil {
@@ -193,24 +179,24 @@ func anyFilter(fs []*accesslogv3.AccessLogFilter, want bool) (logFilter, error) 
 		}
 		subs = append(subs, c)
 	}
-	return FilterFunc(func(c *FmtContext) bool {
+	return func(c *FmtContext) bool {
 		for _, f := range subs {
-			if f.eval(c) == want {
+			if f(c) == want {
 				return want
 			}
 		}
 		return !want
-	}), nil
+	}, nil
 }
 
-func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
+func compileLogFilter(f *accesslogv3.AccessLogFilter) (FilterFunc, error) {
 	switch s := f.GetFilterSpecifier().(type) {
 	case *accesslogv3.AccessLogFilter_StatusCodeFilter:
 		cmp, err := compileComparison(s.StatusCodeFilter.GetComparison())
 		if err != nil {
 			return nil, err
 		}
-		return FilterFunc(func(c *FmtContext) bool { return cmp(uint64(c.Code)) }), nil
+		return func(c *FmtContext) bool { return cmp(uint64(c.Code)) }, nil
 	case *accesslogv3.AccessLogFilter_AndFilter:
 		return anyFilter(s.AndFilter.GetFilters(), false)
 	case *accesslogv3.AccessLogFilter_OrFilter:
@@ -225,12 +211,12 @@ func compileLogFilter(f *accesslogv3.AccessLogFilter) (logFilter, error) {
 			want |= bit
 		}
 		// ResponseFlagFilter: with no flags listed, any set flag matches.
-		return FilterFunc(func(c *FmtContext) bool {
+		return func(c *FmtContext) bool {
 			if want == 0 {
 				return c.Flags != 0
 			}
 			return c.Flags&want != 0
-		}), nil
+		}, nil
 	case *accesslogv3.AccessLogFilter_MetadataFilter:
 		return compileMetadataFilter(s.MetadataFilter)
 	case nil:
@@ -260,7 +246,7 @@ func compileComparison(c *accesslogv3.ComparisonFilter) (func(uint64) bool, erro
 // compileMetadataFilter is MetadataFilter: when the path names a value in
 // the dynamic metadata, the matcher decides; otherwise
 // match_if_key_not_found, which defaults to true.
-func compileMetadataFilter(f *accesslogv3.MetadataFilter) (logFilter, error) {
+func compileMetadataFilter(f *accesslogv3.MetadataFilter) (FilterFunc, error) {
 	m := f.GetMatcher()
 	if m == nil {
 		return nil, errors.New("metadata_filter: missing matcher")
@@ -276,13 +262,13 @@ func compileMetadataFilter(f *accesslogv3.MetadataFilter) (logFilter, error) {
 	}
 	notFound := f.GetMatchIfKeyNotFound() == nil || f.GetMatchIfKeyNotFound().GetValue()
 	invert := m.GetInvert()
-	return FilterFunc(func(c *FmtContext) bool {
+	return func(c *FmtContext) bool {
 		v, ok := lookupMetadata(c.Meta, ns, path)
 		if !ok {
 			return notFound
 		}
 		return vm(v) != invert
-	}), nil
+	}, nil
 }
 
 func lookupMetadata(meta map[string]*structpb.Struct, ns string, path []string) (*structpb.Value, bool) {
@@ -376,7 +362,7 @@ func (lr *LocalReplyConfig) Prepare(l LocalReply, c *FmtContext) (*headers.Map, 
 	c.Code, c.RespH = code, h
 	var final *BodyFormat
 	for _, m := range lr.Mappers {
-		if !m.Filter.eval(c) {
+		if !m.Filter(c) {
 			continue
 		}
 		if m.body != nil {
@@ -393,7 +379,7 @@ func (lr *LocalReplyConfig) Prepare(l LocalReply, c *FmtContext) (*headers.Map, 
 	}
 	final = cmp.Or(final, lr.Body)
 	c.LocalBody = body
-	out := final.format(c)
+	out := final.Text.Format(c)
 	ctAfter, _ := h.Get("content-type")
 	custom := ctBefore != ctAfter
 	if out != "" {

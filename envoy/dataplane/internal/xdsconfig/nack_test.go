@@ -15,6 +15,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -27,6 +28,9 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 	}
 	value := func(m *matcherv3.ValueMatcher) func() error {
 		return func() error { _, err := compileValueMatcher(m); return err }
+	}
+	routeMatch := func(m *routev3.RouteMatch) func() error {
+		return func() error { _, err := compileRouteMatch(m); return err }
 	}
 	early := func(mu *mutationrulesv3.HeaderMutation) func() error {
 		return func() error {
@@ -77,6 +81,18 @@ func TestNotEmulatedIsRejected(t *testing.T) {
 			})
 			return err
 		}, "forward_rules"},
+		{"path_separated_prefix", routeMatch(&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "/mcp"}}), "path specifier"},
+		{"regex path", routeMatch(&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "/r/[0-9]+"}}}), "path specifier"},
+		{"query parameters", routeMatch(&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+			QueryParameters: []*routev3.QueryParameterMatcher{{Name: "tool"}}}), "query_parameters"},
+		{"deprecated header matcher field", routeMatch(&routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
+			Headers: []*routev3.HeaderMatcher{{Name: "x", HeaderMatchSpecifier: &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: "z"}}}}), "header matcher"},
+		{"json_format", func() error {
+			_, err := compileBodyFormat(&corev3.SubstitutionFormatString{Format: &corev3.SubstitutionFormatString_JsonFormat{
+				JsonFormat: &structpb.Struct{Fields: map[string]*structpb.Value{"code": structpb.NewStringValue("%RESPONSE_CODE%")}},
+			}})
+			return err
+		}, "not emulated"},
 		{"%DURATION%", func() error { _, err := ParseTextFormat("%DURATION%"); return err }, "not supported"},
 		{"%HOSTNAME%", func() error { _, err := ParseTextFormat("%HOSTNAME%"); return err }, "not supported"},
 		{"per_request_buffer_limit_bytes on a virtual host", func() error {

@@ -95,18 +95,10 @@ type Route struct {
 }
 
 type routeMatch struct {
-	kind          int // 0 prefix, 1 path, 2 regex, 3 path_separated_prefix
+	exact         bool // path; else prefix
 	s             string
-	re            *regexp.Regexp
 	caseSensitive bool
 	headers       []*headerMatcher
-	query         []queryMatcher
-}
-
-type queryMatcher struct {
-	name    string
-	present bool
-	str     *stringMatcher
 }
 
 func CompileRouteTable(rc *routev3.RouteConfiguration, filterNames map[string]bool) (*routeTable, error) {
@@ -262,13 +254,11 @@ func compileRouteAction(rt *Route, a *routev3.RouteAction) error {
 	if a.GetPathRewritePolicy() != nil || a.GetPathRewrite() != "" {
 		return errors.New("path_rewrite is not emulated")
 	}
+	rt.Retry = rt.VH.retry
 	if a.GetRetryPolicy() != nil {
 		var err error
-		if rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy()); err != nil {
-			return err
-		}
-	} else {
-		rt.Retry = rt.VH.retry
+		rt.Retry, err = compileRetryPolicy(a.GetRetryPolicy())
+		return err
 	}
 	return nil
 }
@@ -310,61 +300,14 @@ func (t *routeTable) Match(h *headers.Map) *Route {
 }
 
 func (m *routeMatch) matches(h *headers.Map) bool {
-	full := h.Value(":path")
-	p := headers.PathOnly(full)
+	p := headers.PathOnly(h.Value(":path"))
 	if !m.caseSensitive {
 		p = strings.ToLower(p)
 	}
-	switch m.kind {
-	case 0:
-		if !strings.HasPrefix(p, m.s) {
-			return false
-		}
-	case 1:
-		if p != m.s {
-			return false
-		}
-	case 2:
-		if !m.re.MatchString(p) {
-			return false
-		}
-	case 3:
-		if p != m.s && !strings.HasPrefix(p, m.s+"/") {
-			return false
-		}
-	}
-	if !matchHeaders(m.headers, h) {
+	if m.exact && p != m.s || !m.exact && !strings.HasPrefix(p, m.s) {
 		return false
 	}
-	if len(m.query) > 0 {
-		q := parseQuery(full)
-		for _, qm := range m.query {
-			v, ok := q[qm.name]
-			if !ok {
-				return false
-			}
-			if !qm.present && !qm.str.match(v) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func parseQuery(path string) map[string]string {
-	out := map[string]string{}
-	_, q, ok := strings.Cut(path, "?")
-	if !ok {
-		return out
-	}
-	q, _, _ = strings.Cut(q, "#")
-	for _, kv := range strings.Split(q, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		if _, seen := out[k]; !seen && k != "" {
-			out[k] = v
-		}
-	}
-	return out
+	return matchHeaders(m.headers, h)
 }
 
 // PickCluster returns the cluster name the route sends to. For
@@ -395,34 +338,27 @@ func (r *Route) RewritePath(h *headers.Map) {
 	full := h.Value(":path")
 	p, rest := headers.PathOnly(full), full[len(headers.PathOnly(full)):]
 	switch {
-	case r.prefixRewrite != "" && r.match.kind == 0 || r.prefixRewrite != "" && r.match.kind == 3:
+	case r.prefixRewrite != "" && !r.match.exact:
 		if len(p) >= len(r.match.s) {
 			h.Set(":path", r.prefixRewrite+p[len(r.match.s):]+rest)
 		}
-	case r.prefixRewrite != "" && r.match.kind == 1:
+	case r.prefixRewrite != "":
 		h.Set(":path", r.prefixRewrite+rest)
 	case r.regexRewrite != nil:
 		h.Set(":path", r.regexRewrite.ReplaceAllString(p, r.regexSubst)+rest)
 	}
 }
 
-// compileRouteMatch compiles a route's match: the path specifier, headers
-// and query parameters; the other match kinds are not emulated.
+// compileRouteMatch compiles a route's match: the prefix or path, the case
+// and headers, what toolmesh's routes use; the other match kinds (regex and
+// path_separated_prefix paths, query parameters, ...) are not emulated.
 func compileRouteMatch(m *routev3.RouteMatch) (routeMatch, error) {
 	rm := routeMatch{caseSensitive: m.GetCaseSensitive() == nil || m.GetCaseSensitive().GetValue()}
 	switch p := m.GetPathSpecifier().(type) {
 	case *routev3.RouteMatch_Prefix:
-		rm.kind, rm.s = 0, p.Prefix
+		rm.s = p.Prefix
 	case *routev3.RouteMatch_Path:
-		rm.kind, rm.s = 1, p.Path
-	case *routev3.RouteMatch_SafeRegex:
-		re, err := compileRegex(p.SafeRegex)
-		if err != nil {
-			return rm, err
-		}
-		rm.kind, rm.re = 2, re
-	case *routev3.RouteMatch_PathSeparatedPrefix:
-		rm.kind, rm.s = 3, p.PathSeparatedPrefix
+		rm.exact, rm.s = true, p.Path
 	default:
 		return rm, fmt.Errorf("path specifier %T is not emulated", p)
 	}
@@ -430,8 +366,8 @@ func compileRouteMatch(m *routev3.RouteMatch) (routeMatch, error) {
 		rm.s = strings.ToLower(rm.s)
 	}
 	if m.GetRuntimeFraction() != nil || m.GetGrpc() != nil || len(m.GetDynamicMetadata()) > 0 ||
-		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 {
-		return rm, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies and filter_state matches are not emulated")
+		len(m.GetCookies()) > 0 || len(m.GetFilterState()) > 0 || len(m.GetQueryParameters()) > 0 {
+		return rm, errors.New("runtime_fraction, grpc, dynamic_metadata, cookies, filter_state and query_parameters matches are not emulated")
 	}
 	for _, h := range m.GetHeaders() {
 		hm, err := compileHeaderMatcher(h)
@@ -439,19 +375,6 @@ func compileRouteMatch(m *routev3.RouteMatch) (routeMatch, error) {
 			return rm, err
 		}
 		rm.headers = append(rm.headers, hm)
-	}
-	for _, q := range m.GetQueryParameters() {
-		// Neither present_match nor string_match set: the parameter must be
-		// present.
-		qm := queryMatcher{name: q.GetName(), present: q.GetStringMatch() == nil || q.GetPresentMatch()}
-		if !qm.present {
-			sm, err := compileStringMatcher(q.GetStringMatch())
-			if err != nil {
-				return rm, err
-			}
-			qm.str = sm
-		}
-		rm.query = append(rm.query, qm)
 	}
 	return rm, nil
 }

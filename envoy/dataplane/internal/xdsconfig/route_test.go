@@ -32,15 +32,14 @@ func TestRouteMatching(t *testing.T) {
 		}},
 		{Name: "default", Domains: []string{"*"}, Routes: []*routev3.Route{
 			named("path", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/exact"}}),
-			named("separated", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "/mcp"}}),
-			named("regex", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: `/r/[0-9]+`}}}),
 			named("header-exact", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/h"},
 				Headers: []*routev3.HeaderMatcher{{Name: "x-mcp-cluster",
 					HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
 						MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "a"}}}}}}),
 			named("header-prefix-inverted", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/h"},
 				Headers: []*routev3.HeaderMatcher{{Name: "x-mcp-cluster", InvertMatch: true,
-					HeaderMatchSpecifier: &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: "z"}}}}),
+					HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+						MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "z"}}}}}}),
 			named("header-absent", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/h"},
 				Headers: []*routev3.HeaderMatcher{{Name: "x-mcp-cluster",
 					HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: false}}}}),
@@ -49,10 +48,6 @@ func TestRouteMatching(t *testing.T) {
 					HeaderMatchSpecifier: &routev3.HeaderMatcher_RangeMatch{RangeMatch: &typev3.Int64Range{Start: 1, End: 10}}}}}),
 			named("case-insensitive", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/CI"},
 				CaseSensitive: wrapperspb.Bool(false)}),
-			named("query", &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/q"},
-				QueryParameters: []*routev3.QueryParameterMatcher{{Name: "tool",
-					QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-						MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x"}}}}}}),
 		}},
 	}}
 	table, err := CompileRouteTable(rc, nil)
@@ -71,11 +66,6 @@ func TestRouteMatching(t *testing.T) {
 		{host: "internal.local", path: "/x", want: "prefix-any"},
 		{host: "other", path: "/exact?q=1", want: "path"},
 		{host: "other", path: "/exact/more", want: ""},
-		{host: "other", path: "/mcp", want: "separated"},
-		{host: "other", path: "/mcp/core", want: "separated"},
-		{host: "other", path: "/mcpx", want: ""},
-		{host: "other", path: "/r/42", want: "regex"},
-		{host: "other", path: "/r/42x", want: ""},
 		{host: "other", path: "/h", hdrs: map[string][]string{"x-mcp-cluster": {"a"}}, want: "header-exact"},
 		// Each value of a repeated header is matched on its own (Envoy
 		// 1.39, match_headers_individually): "a" matches one of a, b, and
@@ -90,8 +80,6 @@ func TestRouteMatching(t *testing.T) {
 		{host: "other", path: "/range", hdrs: map[string][]string{"x-n": {"9"}}, want: "range"},
 		{host: "other", path: "/range", hdrs: map[string][]string{"x-n": {"10"}}, want: ""},
 		{host: "other", path: "/ci/x", want: "case-insensitive"},
-		{host: "other", path: "/q?tool=x&a=b", want: "query"},
-		{host: "other", path: "/q?tool=y", want: ""},
 	}
 	for _, tt := range tests {
 		h := &headers.Map{}
