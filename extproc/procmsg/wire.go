@@ -27,28 +27,56 @@ import (
 // Wire is a ProcessingResponse already in protobuf wire format. Its
 // buffers may share memory with the snapshot: they are only ever read.
 type Wire struct {
-	bufs mem.BufferSlice
-	arr  [3]mem.Buffer // bufs' array for a message of up to three buffers
+	bufs  mem.BufferSlice
+	arr   [wireParts]mem.Buffer // bufs' array for a message of up to wireParts buffers
+	parts [wireParts]part       // the buffers of arr
 }
 
-// WireOf is the message of the single buffer b, allocated with its
-// BufferSlice's array (as WireImmediate's): gRPC only reads the slice,
-// never writes to it.
-func WireOf(b []byte) *Wire {
+// wireParts is how many buffers a Wire holds without allocating more: a
+// list page's answer has three (envelope, shared items, envelope).
+const wireParts = 3
+
+// part is a buffer of a Wire. A mem.SliceBuffer is a slice, and making one
+// a mem.Buffer allocates a copy of its header; a pointer to a part (the
+// SliceBuffer's methods, promoted) is one without allocating.
+type part struct{ mem.SliceBuffer }
+
+// add appends b to m's buffers, as one of m's parts while there is room.
+func (m *Wire) add(b []byte) {
+	if i := len(m.bufs); i < wireParts {
+		m.parts[i].SliceBuffer = b
+		m.bufs = append(m.bufs, &m.parts[i])
+		return
+	}
+	m.bufs = append(m.bufs, mem.SliceBuffer(b))
+}
+
+// newWire is an empty message with room for n buffers.
+func newWire(n int) *Wire {
 	m := &Wire{}
-	m.arr[0] = mem.SliceBuffer(b)
-	m.bufs = m.arr[:1]
+	m.bufs = m.arr[:0]
+	if n > wireParts {
+		m.bufs = make(mem.BufferSlice, 0, n)
+	}
+	return m
+}
+
+// WireOf is the message of the single buffer b: gRPC only reads the
+// slice, never writes to it.
+func WireOf(b []byte) *Wire {
+	m := newWire(1)
+	m.add(b)
 	return m
 }
 
 // WireOfParts is the message of the buffers parts, in order: a large part
 // goes to gRPC as its own buffer rather than copied.
 func WireOfParts(parts ...[]byte) *Wire {
-	bufs := make(mem.BufferSlice, len(parts))
-	for i, p := range parts {
-		bufs[i] = mem.SliceBuffer(p)
+	m := newWire(len(parts))
+	for _, p := range parts {
+		m.add(p)
 	}
-	return &Wire{bufs: bufs}
+	return m
 }
 
 // Len is the size of the encoded message.
@@ -162,11 +190,7 @@ func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
 			shared++
 		}
 	}
-	m := &Wire{}
-	bufs := m.arr[:0] // a list page shares at most one part: no second allocation
-	if 2*shared+1 > len(m.arr) {
-		bufs = make(mem.BufferSlice, 0, 2*shared+1)
-	}
+	m := newWire(2*shared + 1) // a list page shares at most one part: no second allocation
 	cur := make([]byte, 0, 2*tagLenMax+len(head)+small+len(r.Body)+detailsLen+len(answeredMetadataWire))
 	cur = append(cur, answeredMetadataWire...)
 	cur = protowire.AppendTag(cur, fieldImmediate, protowire.BytesType)
@@ -182,15 +206,15 @@ func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
 		}
 		// One backing array for all the small parts: each flushed piece
 		// keeps its own range of it.
-		bufs = append(bufs, mem.SliceBuffer(cur[:len(cur):len(cur)]))
+		m.add(cur[:len(cur):len(cur)])
 		cur = cur[len(cur):]
-		bufs = append(bufs, mem.SliceBuffer(p))
+		m.add(p)
 	}
 	if details != "" {
 		cur = protowire.AppendTag(cur, fieldDetails, protowire.BytesType)
 		cur = protowire.AppendString(cur, details)
 	}
-	m.bufs = append(bufs, mem.SliceBuffer(cur))
+	m.add(cur)
 	return m
 }
 
