@@ -76,25 +76,22 @@ func (s *SharedItems) deflated() *deflated {
 }
 
 // gzipParts is the gzip member of head + items + tail in three parts, the
-// middle one shared with every other request for the page.
-func (s *SharedItems) gzipParts(head, tail []byte) [][]byte {
+// middle one shared with every other request for the page. The first and
+// last are written anew: head and tail may be reused once it returns.
+func (s *SharedItems) gzipParts(head, tail []byte) (first, shared, last []byte) {
 	d := s.deflated()
 	firstLen := len(gzipHeader) + storedLen(len(head))
 	// One allocation for both small parts; first is capped, so writing
 	// last never reaches it.
 	buf := make([]byte, 0, firstLen+storedLen(len(tail))+8)
-	first := append(buf, gzipHeader...)
-	first = appendStored(first, head, false)
+	first, crc := appendStored(append(buf, gzipHeader...), head, false, 0)
 	first = first[:len(first):len(first)]
 
-	crc := crc32.Update(0, crc32.IEEETable, head)
 	crc = crcCombine(crc, d.crc, d.shift)
-	crc = crc32.Update(crc, crc32.IEEETable, tail)
-	last := buf[len(first):len(first)]
-	last = appendStored(last, tail, true)
+	last, crc = appendStored(buf[len(first):len(first)], tail, true, crc)
 	last = binary.LittleEndian.AppendUint32(last, crc)
 	last = binary.LittleEndian.AppendUint32(last, uint32(len(head)+len(s.JSON)+len(tail))) // ISIZE is mod 2^32
-	return [][]byte{first, d.blocks, last}
+	return first, d.blocks, last
 }
 
 // gzipHeader is a gzip member header (RFC 1952 §2.3): magic, CM 8
@@ -111,8 +108,10 @@ func storedLen(n int) int { return n + 5*max(1, (n+maxStored-1)/maxStored) }
 // appendStored appends data as stored DEFLATE blocks (RFC 1951 §3.2.4),
 // starting on a byte boundary; the last one is final when final is set.
 // Each block is a header byte (BFINAL, BTYPE 00, padding), LEN and its
-// complement, then the bytes.
-func appendStored(b, data []byte, final bool) []byte {
+// complement, then the bytes. It returns crc updated with data (CRC-32,
+// IEEE), read from the copy in b: data is only copied, so a caller's data
+// may stay on its stack.
+func appendStored(b, data []byte, final bool, crc uint32) ([]byte, uint32) {
 	for {
 		n := min(len(data), maxStored)
 		last := n == len(data)
@@ -124,8 +123,9 @@ func appendStored(b, data []byte, final bool) []byte {
 		b = binary.LittleEndian.AppendUint16(b, uint16(n))
 		b = binary.LittleEndian.AppendUint16(b, ^uint16(n))
 		b = append(b, data[:n]...)
+		crc = crc32.Update(crc, crc32.IEEETable, b[len(b)-n:])
 		if data = data[n:]; last {
-			return b
+			return b, crc
 		}
 	}
 }

@@ -371,33 +371,58 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 // envelope is written per request; items is passed on as its own part,
 // never copied here.
 func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
-	head, tail := s.listEnvelope(q, member, next)
-	return reply(&Reply{Status: 200, Headers: jsonHeaders(), Parts: [][]byte{head, items, tail}})
+	head, tail := s.listEnvelope(nil, q, member, next)
+	return reply(newPageReply(jsonPageHeaders[:], head, items, tail))
 }
 
 // listPageGzip is listPage for a large shared page: gzip-coded when the
 // request accepts gzip, and in either coding marked as varying with
 // Accept-Encoding.
 func (s *Server) listPageGzip(q *request, member string, items *SharedItems, next string) Outcome {
-	head, tail := s.listEnvelope(q, member, next)
 	if !AcceptsGzip(q.r.AcceptEncoding) {
-		return reply(&Reply{Status: 200, Headers: varyHeaders(), Parts: [][]byte{head, items.JSON, tail}})
+		head, tail := s.listEnvelope(nil, q, member, next)
+		return reply(newPageReply(varyPageHeaders[:], head, items.JSON, tail))
 	}
-	return reply(&Reply{Status: 200, Headers: gzipHeaders(), Parts: items.gzipParts(head, tail)})
+	// The envelope only goes into the gzip parts, which copy it: it is
+	// written on the stack.
+	var buf [256]byte
+	head, tail := s.listEnvelope(buf[:0], q, member, next)
+	first, blocks, last := items.gzipParts(head, tail)
+	return reply(newPageReply(gzipPageHeaders[:], first, blocks, last))
 }
 
-// listEnvelope is a list page's JSON around its items.
-func (s *Server) listEnvelope(q *request, member string, next string) (head, tail []byte) {
-	head = make([]byte, 0, 64+len(q.id)+len(member))
-	head = appendEnvelope(head, q.id)
+// pageReply is a list page's Reply with its headers and its three parts,
+// allocated together.
+type pageReply struct {
+	Reply
+	headers [3]Header
+	parts   [3][]byte
+}
+
+// newPageReply is the 200 answer of headers (copied: a caller may change
+// the Reply's) and the body in three parts.
+func newPageReply(headers []Header, a, b, c []byte) *Reply {
+	p := &pageReply{parts: [3][]byte{a, b, c}}
+	n := copy(p.headers[:], headers)
+	p.Reply = Reply{Status: 200, Headers: p.headers[:n:n], Parts: p.parts[:]}
+	return &p.Reply
+}
+
+// listEnvelope is a list page's JSON around its items, written into buf
+// when it has room, else into one new buffer for both.
+func (s *Server) listEnvelope(buf []byte, q *request, member string, next string) (head, tail []byte) {
+	if n := 96 + len(q.id) + len(member) + len(next) + len(s.listTail); cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	head = appendEnvelope(buf[:0], q.id)
 	head = append(head, `"result":{`...)
 	if q.era == EraStateless {
 		head = append(head, `"resultType":"complete",`...)
 	}
 	head = appendString(head, member)
 	head = append(head, ':')
-
-	tail = make([]byte, 0, 32+len(next)+len(s.listTail))
+	tail = head[len(head):] // in the same buffer, after head
+	head = head[:len(head):len(head)]
 	if next != "" {
 		tail = append(tail, `,"nextCursor":`...)
 		tail = appendString(tail, next)

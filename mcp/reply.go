@@ -15,18 +15,17 @@ const (
 // jsonHeaders is fresh per reply so a caller may change or extend it.
 func jsonHeaders() []Header { return []Header{{Key: headerContentType, Value: contentTypeJSON}} }
 
-// varyHeaders are the headers of a JSON answer that is gzip-coded for
-// clients that accept it (a large list page) but not for this one; gzipHeaders
-// those of the gzip-coded answer. Vary tells caches the body depends on
-// Accept-Encoding (RFC 9110 §12.5.5).
-func varyHeaders() []Header {
-	return []Header{{Key: headerContentType, Value: contentTypeJSON}, {Key: "Vary", Value: "Accept-Encoding"}}
-}
-
-func gzipHeaders() []Header {
-	return []Header{{Key: headerContentType, Value: contentTypeJSON}, {Key: "Content-Encoding", Value: "gzip"},
+// The headers of a list page, copied into each (newPageReply). varyPageHeaders
+// are those of a JSON answer that is gzip-coded for clients that accept it
+// (a large list page) but not for this one; gzipPageHeaders those of the
+// gzip-coded answer. Vary tells caches the body depends on Accept-Encoding
+// (RFC 9110 §12.5.5).
+var (
+	jsonPageHeaders = [...]Header{{Key: headerContentType, Value: contentTypeJSON}}
+	varyPageHeaders = [...]Header{{Key: headerContentType, Value: contentTypeJSON}, {Key: "Vary", Value: "Accept-Encoding"}}
+	gzipPageHeaders = [...]Header{{Key: headerContentType, Value: contentTypeJSON}, {Key: "Content-Encoding", Value: "gzip"},
 		{Key: "Vary", Value: "Accept-Encoding"}}
-}
+)
 
 // maxEcho bounds how much of a client-supplied value (method, tool name,
 // header) an error message repeats.
