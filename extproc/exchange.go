@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolmesh/toolmesh/extproc/callfilter"
+	"github.com/toolmesh/toolmesh/extproc/catalog"
 	"github.com/toolmesh/toolmesh/extproc/identity"
 	"github.com/toolmesh/toolmesh/extproc/metrics"
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
@@ -103,6 +104,7 @@ type request struct {
 	headers     *corev3.HeaderMap // the client's request headers, for filters
 	caller      *identity.Caller  // set in the request-headers phase by authentication; nil: anonymous
 	pol         policyState       // authorization (policy.go)
+	cat         catalog.Catalog   // the catalog the body phase answers from (policy.go catalog)
 	chain       *filters.Chain    // the route's filters, captured with the call
 	call        *mcp.Call         // the request's tools/call, once Handle returned one
 	tool        *registry.Tool    // the tool it resolved to

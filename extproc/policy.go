@@ -62,7 +62,8 @@ func (x *request) catalog() *catalog.Catalog {
 	if x.tr.Started() {
 		traced = x.ctx
 	}
-	return catalog.New(x.snap, vis, view, &x.pol.audit, traced)
+	x.cat = catalog.Make(x.snap, vis, view, &x.pol.audit, traced)
+	return &x.cat
 }
 
 // view returns the request's view of its route, building it on first use.

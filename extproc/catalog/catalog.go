@@ -44,12 +44,14 @@ type Catalog struct {
 
 var _ mcp.Catalog = (*Catalog)(nil)
 
-// New is the catalog of snap seen through vis (nil: the chain refuses no
+// Make is the catalog of snap seen through vis (nil: the chain refuses no
 // tool) and pol (nil: no policy governs the route), recording what the
 // policies hid in audit. traced, when not nil, is the context of the
-// request's span: SearchTools runs in a child span.
-func New(snap *registry.Snapshot, vis *Visible, pol *View, audit *Audit, traced context.Context) *Catalog {
-	return &Catalog{snap: snap, vis: vis, pol: pol, audit: audit, span: traced}
+// request's span: SearchTools runs in a child span. A value, so the
+// request that uses it keeps it among its own state rather than
+// allocating it.
+func Make(snap *registry.Snapshot, vis *Visible, pol *View, audit *Audit, traced context.Context) Catalog {
+	return Catalog{snap: snap, vis: vis, pol: pol, audit: audit, span: traced}
 }
 
 // ToolsPageShared implements [mcp.Catalog]: the policy view's pages, else
