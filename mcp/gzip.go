@@ -182,6 +182,17 @@ func crcCombine(crcA, crcB, shiftB uint32) uint32 { return crcMul(shiftB, crcA) 
 // header asks for no coding; so, here, does an absent one (RFC 9110 would
 // allow any coding, but a client that decompresses says so).
 func AcceptsGzip(v string) bool {
+	switch v { // what HTTP clients send by default, read without parsing
+	case "gzip", "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd":
+		return true
+	case "":
+		return false
+	}
+	return acceptsGzip(v)
+}
+
+// acceptsGzip is AcceptsGzip for any header value.
+func acceptsGzip(v string) bool {
 	const unlisted = -1
 	gzip, star, identity := unlisted, unlisted, unlisted // weights in thousandths
 	lower := func(cur, q int) int {

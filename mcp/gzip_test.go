@@ -13,6 +13,12 @@ import (
 )
 
 func TestAcceptsGzip(t *testing.T) {
+	// The values AcceptsGzip answers without parsing: the parser agrees.
+	for _, v := range []string{"gzip", "gzip, deflate", "gzip, deflate, br", "gzip, deflate, br, zstd"} {
+		if !AcceptsGzip(v) || !acceptsGzip(v) {
+			t.Errorf("%q: AcceptsGzip %v, parsed %v; want true", v, AcceptsGzip(v), acceptsGzip(v))
+		}
+	}
 	for _, tc := range []struct {
 		v    string
 		want bool

@@ -91,6 +91,9 @@ func unsupportedVersion(id []byte, requested string) *Reply {
 // jsonContentType reports whether a Content-Type names JSON. Parameters
 // (charset and the like) are allowed; the media type is case-insensitive.
 func jsonContentType(ct string) bool {
+	if ct == contentTypeJSON { // what nearly every client sends
+		return true
+	}
 	mt, _, _ := strings.Cut(ct, ";")
 	mt = strings.TrimSpace(mt)
 	return strings.EqualFold(mt, "application/json") || strings.EqualFold(mt, "application/json-rpc")
@@ -100,6 +103,9 @@ func jsonContentType(ct string) bool {
 // */*, application/*, application/json or text/event-stream (which clients
 // list beside application/json), unless weighted q=0.
 func acceptable(accept string) bool {
+	if accept == acceptBoth { // what the MCP SDKs send
+		return true
+	}
 	if strings.TrimSpace(accept) == "" {
 		return true
 	}
@@ -116,6 +122,10 @@ func acceptable(accept string) bool {
 	}
 	return false
 }
+
+// acceptBoth is the Accept header of a Streamable HTTP client, which must
+// list both JSON and an event stream.
+const acceptBoth = "application/json, text/event-stream"
 
 // refused reports whether media-range parameters carry q=0.
 func refused(params string) bool {
