@@ -1,8 +1,6 @@
 package extproc
 
 import (
-	"slices"
-
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/toolmesh/toolmesh/extproc/procmsg"
@@ -102,9 +100,7 @@ func (x *request) duplexRoute() bool {
 	if x.snap == nil || x.req.Method != "POST" {
 		return false
 	}
-	if !slices.ContainsFunc(x.snap.ToolServices(), func(svc registry.ToolService) bool {
-		return svc.Protocol == registry.ProtocolMCP
-	}) {
+	if !hasFederated(x.snap.ToolServices()) {
 		return false
 	}
 	// An explicit federatedStreamTimeout asserts the listener allows the
@@ -112,6 +108,18 @@ func (x *request) duplexRoute() bool {
 	// the listener to say so (routedeadline.go), which is read only for a
 	// route with a federated server.
 	return x.s.cfg.FederatedStreamTimeout > 0 || x.routeDeadlineOn()
+}
+
+// hasFederated reports whether svcs has a federated MCP server. A loop by
+// index: slices.ContainsFunc would copy each ToolService, a large struct,
+// for its func.
+func hasFederated(svcs []registry.ToolService) bool {
+	for i := range svcs {
+		if svcs[i].Protocol == registry.ProtocolMCP {
+			return true
+		}
+	}
+	return false
 }
 
 // unwire returns a prepared wire-format answer as a message.
