@@ -330,25 +330,42 @@ func stringValue(raw []byte) (string, bool) {
 			return s, true
 		}
 	}
-	if s, ok := commonValues[string(inner)]; ok {
-		return s, true
-	}
-	return string(inner), true
+	return commonValue(inner), true
 }
 
-// commonValues are string values nearly every request carries (the
-// JSON-RPC version, the method, the protocol version), shared rather than
-// allocated per request.
-var commonValues = func() map[string]string {
-	m := map[string]string{"2.0": "2.0"}
-	for _, v := range append([]string{
-		"initialize", "notifications/initialized", "ping", "tools/list", "tools/call",
-		"server/discover", "subscriptions/listen",
-	}, supportedVersions...) {
-		m[v] = v
+// commonValue is s as a string, shared rather than allocated for the values
+// nearly every request carries (the JSON-RPC version, the method, the
+// protocol version): a switch, which compares lengths before bytes, rather
+// than a map's hash.
+func commonValue(s []byte) string {
+	switch string(s) {
+	case "2.0":
+		return "2.0"
+	case "initialize":
+		return "initialize"
+	case "notifications/initialized":
+		return "notifications/initialized"
+	case "ping":
+		return "ping"
+	case "tools/list":
+		return "tools/list"
+	case "tools/call":
+		return "tools/call"
+	case "server/discover":
+		return "server/discover"
+	case "subscriptions/listen":
+		return "subscriptions/listen"
+	case Version20260728:
+		return Version20260728
+	case Version20251125:
+		return Version20251125
+	case Version20250618:
+		return Version20250618
+	case Version20250326:
+		return Version20250326
 	}
-	return m
-}()
+	return string(s)
+}
 
 // Kinds of raw JSON values, by their first byte.
 func isObject(raw []byte) bool { return len(raw) > 0 && raw[0] == '{' }

@@ -22,10 +22,15 @@ func TestStringValue(t *testing.T) {
 			t.Errorf("stringValue(%s) accepted", bad)
 		}
 	}
-	for _, raw := range []string{`"2.0"`, `"tools/call"`, `"` + Version20260728 + `"`} {
-		b := []byte(raw)
+	common := []string{"2.0", "initialize", "notifications/initialized", "ping", "tools/list", "tools/call",
+		"server/discover", "subscriptions/listen"}
+	for _, v := range append(common, supportedVersions...) {
+		b := []byte(`"` + v + `"`)
+		if got, _ := stringValue(b); got != v {
+			t.Errorf("stringValue(%s) = %q", b, got)
+		}
 		if n := testing.AllocsPerRun(20, func() { _, _ = stringValue(b) }); n != 0 {
-			t.Errorf("stringValue(%s): %v allocations, want 0", raw, n)
+			t.Errorf("stringValue(%s): %v allocations, want 0", b, n)
 		}
 	}
 }
