@@ -115,7 +115,7 @@ func (x *request) duplexRoute() bool {
 // for its func.
 func hasFederated(svcs []registry.ToolService) bool {
 	for i := range svcs {
-		if svcs[i].Protocol == registry.ProtocolMCP {
+		if svcs[i].IsMCP() {
 			return true
 		}
 	}
