@@ -17,7 +17,7 @@ func (r *changingRoutes) Lookup(path string) (string, *registry.Snapshot, bool) 
 func (r *changingRoutes) set(m testRoutes) { r.m.Store(&m) }
 
 // TestRequestMetricsRouteComesBack checks the request series a request
-// counts into (kept per route and label set, extproc/metrics series.go)
+// counts into (kept by label set, extproc/metrics series.go)
 // while routes go and come back: a route removed and added again counts
 // into its series as before, a path under another route key into that
 // key's, and each request into its own labels.

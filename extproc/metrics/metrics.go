@@ -26,7 +26,7 @@ type Metrics struct {
 	Auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 	Authz     *prometheus.CounterVec   // route, method, decision
 
-	byRoute sync.Map // route key → *routeSeries (series.go)
+	series sync.Map // requestLabels → *RequestSeries (series.go)
 }
 
 // New makes the series and registers them with reg (nil: kept but not
