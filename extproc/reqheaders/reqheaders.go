@@ -44,63 +44,64 @@ type Headers struct {
 // Read fills r from Envoy's request headers and returns the correlation
 // ids and the client's x-toolmesh-* header names; with debug, also the
 // headers for the log, credentials and queries redacted.
+//
+// It runs for every request: the loop keeps little state (a value is read
+// only for the headers kept, a header on one line is not joined) and the
+// usual Content-Length is read without strconv.
 func Read(hm *corev3.HeaderMap, r *mcp.HTTPRequest, debug bool) Headers {
 	var x Headers
-	var accept, encodings []string
+	if debug {
+		x.Log = logHeaders(hm)
+	}
+	// A header sent on several lines is the lines joined with ", " (RFC
+	// 9110 §5.3).
+	var accept, encodings string
+	var nAccept, nEncodings int
 	for _, h := range hm.GetHeaders() {
-		key := h.GetKey()
-		v := procmsg.HeaderValue(h)
-		if debug {
-			lv := v
-			if sensitiveHeaders[key] {
-				lv = "[redacted]"
-			} else if p, _, q := strings.Cut(v, "?"); q && key == ":path" {
-				lv = p + "?[redacted]" // a query may carry an access_token
-			}
-			x.Log = append(x.Log, slog.String(key, lv))
-		}
-		switch key {
+		switch key := h.GetKey(); key {
 		case ":path":
-			r.Path, _, _ = strings.Cut(v, "?")
+			r.Path, _, _ = strings.Cut(procmsg.HeaderValue(h), "?")
 		case ":method":
-			r.Method = v
+			r.Method = procmsg.HeaderValue(h)
 		case ":authority", "host":
 			if r.Host == "" {
-				r.Host = v
+				r.Host = procmsg.HeaderValue(h)
 			}
 		case "content-type":
 			if r.ContentType == "" {
-				r.ContentType = v
+				r.ContentType = procmsg.HeaderValue(h)
 			}
 		case "accept":
 			r.HasAccept = true
-			accept = append(accept, v)
+			accept = joinLine(accept, procmsg.HeaderValue(h), nAccept)
+			nAccept++
 		case "accept-encoding":
-			encodings = append(encodings, v)
+			encodings = joinLine(encodings, procmsg.HeaderValue(h), nEncodings)
+			nEncodings++
 		case "mcp-protocol-version":
 			if !r.HasProtocolVersion {
-				r.ProtocolVersion, r.HasProtocolVersion = v, true
+				r.ProtocolVersion, r.HasProtocolVersion = procmsg.HeaderValue(h), true
 			}
 		case "mcp-method":
 			if !r.HasMcpMethod {
-				r.McpMethod, r.HasMcpMethod = v, true
+				r.McpMethod, r.HasMcpMethod = procmsg.HeaderValue(h), true
 			}
 		case "mcp-name":
 			if !r.HasMcpName {
-				r.McpName, r.HasMcpName = v, true
+				r.McpName, r.HasMcpName = procmsg.HeaderValue(h), true
 			}
 		case "origin":
 			if !r.HasOrigin {
-				r.Origin, r.HasOrigin = v, true
+				r.Origin, r.HasOrigin = procmsg.HeaderValue(h), true
 			}
 		case "content-length":
-			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 {
+			if n, ok := contentLength(procmsg.HeaderValue(h)); ok {
 				r.ContentLength = n
 			}
 		case "x-request-id":
-			x.RequestID = v
+			x.RequestID = procmsg.HeaderValue(h)
 		case "mcp-session-id":
-			x.SessionID = v
+			x.SessionID = procmsg.HeaderValue(h)
 		default:
 			switch {
 			case strings.HasPrefix(key, wire.HeaderPrefix):
@@ -108,15 +109,61 @@ func Read(hm *corev3.HeaderMap, r *mcp.HTTPRequest, debug bool) Headers {
 					x.Owned = append(x.Owned, key)
 				}
 			case strings.HasPrefix(key, MCPParamPrefix):
-				r.ParamHeaders = append(r.ParamHeaders, mcp.Header{Key: key[len(MCPParamPrefix):], Value: v})
+				r.ParamHeaders = append(r.ParamHeaders, mcp.Header{Key: key[len(MCPParamPrefix):], Value: procmsg.HeaderValue(h)})
 			}
 		}
 	}
-	// A header sent on several lines is the lines joined with ", " (RFC
-	// 9110 §5.3); strings.Join copies nothing for none or one.
-	r.Accept = strings.Join(accept, ", ")
-	r.AcceptEncoding = strings.Join(encodings, ", ")
+	r.Accept, r.AcceptEncoding = accept, encodings
 	return x
+}
+
+// joinLine is joined, the n lines of a header so far, with the next line v.
+func joinLine(joined, v string, n int) string {
+	if n == 0 {
+		return v
+	}
+	return joined + ", " + v
+}
+
+// contentLength is a Content-Length value as a count of bytes, ok false
+// when it is none. Plain digits, which is what clients send, are read
+// here; anything else as strconv.ParseInt reads the value trimmed.
+func contentLength(v string) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 { // 18 digits never overflow an int64
+		return slowContentLength(v)
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		d := v[i] - '0'
+		if d > 9 {
+			return slowContentLength(v)
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
+}
+
+// slowContentLength is contentLength of a value that is not only digits.
+func slowContentLength(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// logHeaders are hm's headers for a debug log line: credentials and a
+// :path's query redacted.
+func logHeaders(hm *corev3.HeaderMap) []slog.Attr {
+	var out []slog.Attr
+	for _, h := range hm.GetHeaders() {
+		key := h.GetKey()
+		lv := procmsg.HeaderValue(h)
+		if sensitiveHeaders[key] {
+			lv = "[redacted]"
+		} else if p, _, q := strings.Cut(lv, "?"); q && key == ":path" {
+			lv = p + "?[redacted]" // a query may carry an access_token
+		}
+		out = append(out, slog.String(key, lv))
+	}
+	return out
 }
 
 // ForFilters are the client's request headers for filters: lowercase
