@@ -133,6 +133,10 @@ type request struct {
 	// stream's metadata on first use (listenerLevel, routedeadline.go).
 	listener     int
 	listenerRead bool
+
+	// immediate is room for the request's answer in wire format (answer):
+	// last, as it holds no pointers but its Wire's.
+	immediate procmsg.ImmediateWire
 }
 
 // sendPrepared, returned by dispatch, means "send x.prepared": an answer

@@ -224,7 +224,7 @@ func (x *request) answer(r *mcp.Reply, outcome, details string) *extprocv3.Proce
 	if r.Parts != nil && x.s.wire.Load() {
 		head, err := procmsg.EncodedHead(r, r.BodyLen() > 0)
 		if err == nil {
-			x.prepared = procmsg.WireImmediate(r, head, details)
+			x.prepared = x.immediate.Encode(r, head, details)
 			return sendPrepared
 		}
 		err = fmt.Errorf("extproc: encoding an immediate response: %w", err)

@@ -44,6 +44,34 @@ func checkWire(t *testing.T, r *mcp.Reply, details string) {
 	if n := m.Len(); n != proto.Size(want) {
 		t.Fatalf("wire message is %d bytes, the built one %d", n, proto.Size(want))
 	}
+	// Into a request's ImmediateWire: the same bytes, and a second answer
+	// leaves the first as it was.
+	var w ImmediateWire
+	first := w.Encode(r, head, details)
+	second := w.Encode(r, head, details)
+	if first == second || !bytes.Equal(first.Encoded(), wantBytes) || !bytes.Equal(second.Encoded(), wantBytes) {
+		t.Fatalf("ImmediateWire.Encode: not the bytes proto.Marshal writes, or the second answer overwrote the first")
+	}
+}
+
+// TestImmediateWireRoom: a list page's answer with its items shared and an
+// envelope of usual size is written into the ImmediateWire, allocating
+// nothing; a larger envelope still encodes as proto.Marshal does
+// (TestWireImmediateEqualsBuilt).
+func TestImmediateWireRoom(t *testing.T) {
+	r := listReply(`"`+strings.Repeat("i", 100)+`"`, SharedPart, "c2")
+	r.Headers = append(r.Headers, mcp.Header{Key: "vary", Value: "accept-encoding"})
+	head, err := EncodedHead(r, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := new(ImmediateWire)
+	if n := testing.AllocsPerRun(20, func() {
+		w.used = false
+		w.Encode(r, head, detailsReply)
+	}); n != 0 {
+		t.Errorf("%v allocations per answer, want 0", n)
+	}
 }
 
 // listReply is a list page in parts, as mcp's listPage writes it, with a
