@@ -6,8 +6,6 @@
 package metrics
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolmesh/toolmesh/internal/promreg"
@@ -26,7 +24,7 @@ type Metrics struct {
 	Auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 	Authz     *prometheus.CounterVec   // route, method, decision
 
-	series sync.Map // requestLabels → *RequestSeries (series.go)
+	series keptSeries // the children of Requests and Duration, by labels (series.go)
 }
 
 // New makes the series and registers them with reg (nil: kept but not
