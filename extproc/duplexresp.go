@@ -110,12 +110,13 @@ func (x *request) duplexRoute() bool {
 	return x.s.cfg.FederatedStreamTimeout > 0 || x.routeDeadlineOn()
 }
 
-// hasFederated reports whether svcs has a federated MCP server. A loop by
-// index: slices.ContainsFunc would copy each ToolService, a large struct,
-// for its func.
+// hasFederated reports whether svcs has a federated MCP server. It
+// compares the field ToolService.IsMCP reads: calling that method, even
+// inlined, copied each ToolService (152 bytes) per iteration, as
+// slices.ContainsFunc would.
 func hasFederated(svcs []registry.ToolService) bool {
 	for i := range svcs {
-		if svcs[i].IsMCP() {
+		if svcs[i].Protocol == registry.ProtocolMCP {
 			return true
 		}
 	}
