@@ -37,6 +37,9 @@ const (
 // (ProcessingRequest.attributes), "" when there is none or the URI SAN is
 // not a well-formed spiffe:// ID.
 func MeshID(attrs map[string]*structpb.Struct) string {
+	if len(attrs) == 0 { // a listener without mTLS: the usual case, answered without a lookup
+		return ""
+	}
 	s := attrs[AttrNamespace].GetFields()[AttrPeerURISAN].GetStringValue()
 	if !validSPIFFEID(s) {
 		return ""
