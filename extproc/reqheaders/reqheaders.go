@@ -45,19 +45,32 @@ type Headers struct {
 // ids and the client's x-toolmesh-* header names; with debug, also the
 // headers for the log, credentials and queries redacted.
 //
-// It runs for every request: the loop keeps little state (a value is read
-// only for the headers kept, a header on one line is not joined) and the
-// usual Content-Length is read without strconv.
+// It runs for every request: a value is read only for the headers kept, a
+// header on one line is not joined, the usual Content-Length is read
+// without strconv, and the loop (readLines) keeps its state behind
+// pointers rather than in a dozen locals it would save and reload on
+// every header.
 func Read(hm *corev3.HeaderMap, r *mcp.HTTPRequest, debug bool) Headers {
 	var x Headers
 	if debug {
 		x.Log = logHeaders(hm)
 	}
-	// A header sent on several lines is the lines joined with ", " (RFC
-	// 9110 §5.3).
-	var accept, encodings string
-	var nAccept, nEncodings int
-	for _, h := range hm.GetHeaders() {
+	var lines repeated
+	readLines(hm.GetHeaders(), r, &x, &lines)
+	r.Accept, r.AcceptEncoding = lines.accept, lines.encodings
+	return x
+}
+
+// repeated are the headers whose lines Read joins with ", " when there
+// are several (RFC 9110 §5.3), and how many lines each had.
+type repeated struct {
+	accept, encodings   string
+	nAccept, nEncodings int
+}
+
+// readLines is Read's loop over the header lines hs.
+func readLines(hs []*corev3.HeaderValue, r *mcp.HTTPRequest, x *Headers, lines *repeated) {
+	for _, h := range hs {
 		switch key := h.GetKey(); key {
 		case ":path":
 			r.Path, _, _ = strings.Cut(procmsg.HeaderValue(h), "?")
@@ -73,11 +86,11 @@ func Read(hm *corev3.HeaderMap, r *mcp.HTTPRequest, debug bool) Headers {
 			}
 		case "accept":
 			r.HasAccept = true
-			accept = joinLine(accept, procmsg.HeaderValue(h), nAccept)
-			nAccept++
+			lines.accept = joinLine(lines.accept, procmsg.HeaderValue(h), lines.nAccept)
+			lines.nAccept++
 		case "accept-encoding":
-			encodings = joinLine(encodings, procmsg.HeaderValue(h), nEncodings)
-			nEncodings++
+			lines.encodings = joinLine(lines.encodings, procmsg.HeaderValue(h), lines.nEncodings)
+			lines.nEncodings++
 		case "mcp-protocol-version":
 			if !r.HasProtocolVersion {
 				r.ProtocolVersion, r.HasProtocolVersion = procmsg.HeaderValue(h), true
@@ -113,8 +126,6 @@ func Read(hm *corev3.HeaderMap, r *mcp.HTTPRequest, debug bool) Headers {
 			}
 		}
 	}
-	r.Accept, r.AcceptEncoding = accept, encodings
-	return x
 }
 
 // joinLine is joined, the n lines of a header so far, with the next line v.
