@@ -9,6 +9,7 @@ import (
 // absent.
 type message struct {
 	jsonrpc, id, method, params []byte
+	result, errv                []byte
 	response                    bool // has result or error
 	dup                         string
 }
@@ -47,29 +48,36 @@ func set(slot *[]byte, val []byte, key []byte, dup *string) {
 	*slot = val
 }
 
-func parseMessage(obj []byte) message {
-	var m message
-	var result, errv []byte
-	members(obj, func(key, val []byte) bool {
-		k := memberKey(key)
-		switch string(k) {
-		case "jsonrpc":
-			set(&m.jsonrpc, val, k, &m.dup)
-		case "id":
-			set(&m.id, val, k, &m.dup)
-		case "method":
-			set(&m.method, val, k, &m.dup)
-		case "params":
-			set(&m.params, val, k, &m.dup)
-		case "result":
-			set(&result, val, k, &m.dup)
-		case "error":
-			set(&errv, val, k, &m.dup)
-		}
-		return true
-	})
-	m.response = result != nil || errv != nil
-	return m
+// member returns where the member of the message's object with the raw key
+// rawKey goes, nil for a member the rules do not read; esc says the key
+// holds an escape, so is compared decoded. A member met twice is noted as
+// the duplicate.
+func (m *message) member(rawKey []byte, esc bool) *[]byte {
+	k := rawKey[1 : len(rawKey)-1]
+	if esc {
+		k = memberKey(rawKey)
+	}
+	var slot *[]byte
+	switch string(k) {
+	case "jsonrpc":
+		slot = &m.jsonrpc
+	case "id":
+		slot = &m.id
+	case "method":
+		slot = &m.method
+	case "params":
+		slot = &m.params
+	case "result":
+		slot = &m.result
+	case "error":
+		slot = &m.errv
+	default:
+		return nil
+	}
+	if *slot != nil && m.dup == "" {
+		m.dup = string(k)
+	}
+	return slot
 }
 
 func parseParams(obj []byte) params {
@@ -146,11 +154,10 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 // memory with the catalog (Reply.Parts): the caller must treat them as
 // read-only.
 func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome {
-	body, out, bad := s.checkBody(body)
-	if bad {
+	var m message
+	if out, bad := s.checkBody(body, &m); bad {
 		return out
 	}
-	m := parseMessage(body)
 	if m.dup != "" {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: duplicate member "+strconv.Quote(clip(m.dup)))
 	}
@@ -178,7 +185,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if !ok {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method must be a string")
 	}
-	out = s.handleMethod(r, m, id, method, cat)
+	out := s.handleMethod(r, m, id, method, cat)
 	out.Method = method
 	return out
 }
@@ -218,26 +225,25 @@ func (s *Server) handleMethod(r *HTTPRequest, m message, id []byte, method strin
 }
 
 // checkBody checks that body is one JSON-RPC object within the size and
-// depth limits, and returns it without surrounding space.
-func (s *Server) checkBody(body []byte) ([]byte, Outcome, bool) {
+// depth limits, and reads its members into m.
+func (s *Server) checkBody(body []byte, m *message) (Outcome, bool) {
 	if int64(len(body)) > s.cfg.MaxBodyBytes {
-		return nil, reply(s.tooLarge()), true
+		return reply(s.tooLarge()), true
 	}
-	switch validJSON(body, s.cfg.MaxDepth) {
+	switch scanJSON(body, s.cfg.MaxDepth, m) {
 	case nil:
 	case errDepth:
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels"), true
 	default:
-		return nil, fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON"), true
+		return fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON"), true
 	}
-	body = trimSpace(body)
-	switch {
+	switch body = body[skipSpace(body, 0):]; {
 	case isArray(body):
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported"), true
 	case !isObject(body):
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object"), true
 	}
-	return body, Outcome{}, false
+	return Outcome{}, false
 }
 
 // readParams reads the params object, if any, once for every reader.

@@ -37,14 +37,37 @@ func trimSpace(data []byte) []byte {
 	return data[i:j]
 }
 
-// validate reports whether data is exactly one JSON value, optionally
-// surrounded by whitespace, nested at most maxDepth containers deep
-// (maxDepth <= 0: unbounded). It does not check UTF-8; see validJSON. It is
-// iterative, so hostile nesting costs no stack.
-func validate(data []byte, maxDepth int) error {
+// validJSON reports whether data is exactly one JSON value, optionally
+// surrounded by whitespace, in valid UTF-8 (RFC 8259 requires it; invalid
+// UTF-8 would otherwise be silently replaced by one reader and kept by
+// another), nested at most maxDepth containers deep (maxDepth <= 0:
+// unbounded).
+func validJSON(data []byte, maxDepth int) error { return scanJSON(data, maxDepth, nil) }
+
+// scanJSON is validJSON that, when m is not nil and data is an object,
+// also reads its members into m as the JSON-RPC envelope (see message.add),
+// in the same pass. It is iterative, so hostile nesting costs no stack. A
+// depth error is reported only for valid UTF-8: invalid UTF-8 anywhere is
+// a syntax error, even after the depth limit.
+func scanJSON(data []byte, maxDepth int, m *message) error {
+	err := scanValue(data, maxDepth, m)
+	if err == errDepth && !utf8.Valid(data) {
+		return errSyntax
+	}
+	if err == nil && m != nil {
+		m.response = m.result != nil || m.errv != nil
+	}
+	return err
+}
+
+// scanValue is scanJSON up to the first error, in input order; UTF-8 is
+// checked inside strings only (outside them every accepted byte is ASCII).
+func scanValue(data []byte, maxDepth int, m *message) error {
 	var buf [64]byte
 	stack := buf[:0] // open containers, '{' or '['
 	n := len(data)
+	var slot *[]byte // where the top-level member being read goes, when m is set
+	val := 0         // where the value of that member starts
 	i := skipSpace(data, 0)
 	for {
 		// A value starts at i.
@@ -64,12 +87,18 @@ func validate(data []byte, maxDepth int) error {
 				break
 			}
 			if c == '{' {
-				var ok bool
-				if i, ok = scanKey(data, i); !ok {
-					return errSyntax
-				}
+				goto key
 			}
 			continue
+		case '"':
+			if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+				i = j + 1
+				break
+			}
+			var ok bool
+			if i, _, ok = scanString(data, i); !ok {
+				return errSyntax
+			}
 		default:
 			var ok bool
 			if i, ok = scanScalar(data, i); !ok {
@@ -78,6 +107,10 @@ func validate(data []byte, maxDepth int) error {
 		}
 		// A value ended at i: close containers or move to the next element.
 		for {
+			if slot != nil && len(stack) == 1 { // a member of the top-level object
+				*slot = data[val:i]
+				slot = nil
+			}
 			i = skipSpace(data, i)
 			if len(stack) == 0 {
 				if i != n {
@@ -99,22 +132,44 @@ func validate(data []byte, maxDepth int) error {
 			}
 			i = skipSpace(data, i+1)
 			if top == '{' {
-				var ok bool
-				if i, ok = scanKey(data, i); !ok {
-					return errSyntax
-				}
+				goto key
 			}
 			break
+		}
+		continue
+
+	key:
+		// An object's key starts at i; its value follows.
+		if i >= n || data[i] != '"' {
+			return errSyntax
+		}
+		k, esc := i, false
+		if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+			i = j + 1
+		} else {
+			var ok bool
+			if i, esc, ok = scanString(data, i); !ok {
+				return errSyntax
+			}
+		}
+		if len(stack) == 1 && m != nil {
+			slot = m.member(data[k:i], esc)
+		}
+		i = skipSpace(data, i)
+		if i >= n || data[i] != ':' {
+			return errSyntax
+		}
+		i = skipSpace(data, i+1)
+		if len(stack) == 1 {
+			val = i
 		}
 	}
 }
 
-// scanScalar scans the string, literal or number that starts at i and
-// returns the index after it.
+// scanScalar scans the literal or number that starts at i and returns the
+// index after it.
 func scanScalar(data []byte, i int) (int, bool) {
 	switch data[i] {
-	case '"':
-		return scanString(data, i)
 	case 't':
 		return i + 4, hasPrefix(data[i:], "true")
 	case 'f':
@@ -125,67 +180,71 @@ func scanScalar(data []byte, i int) (int, bool) {
 	return ScanNumber(data, i)
 }
 
-// validJSON is validate plus the UTF-8 check RFC 8259 requires; invalid
-// UTF-8 would otherwise be silently replaced by one reader and kept by
-// another.
-func validJSON(data []byte, maxDepth int) error {
-	if !utf8.Valid(data) {
-		return errSyntax
-	}
-	return validate(data, maxDepth)
-}
-
 func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
 
-// scanKey scans `"key" :` starting at i and returns the index of the value
-// after it.
-func scanKey(data []byte, i int) (int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return i, false
+// plainByte marks the bytes that stand for themselves inside a JSON string:
+// printable ASCII but the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	i, ok := scanString(data, i)
-	if !ok {
-		return i, false
+	return t
+}()
+
+// skipPlain returns the index of the first byte from i on that does not
+// stand for itself in a string.
+func skipPlain(data []byte, i int) int {
+	for i < len(data) && plainByte[data[i]] {
+		i++
 	}
-	i = skipSpace(data, i)
-	if i >= len(data) || data[i] != ':' {
-		return i, false
-	}
-	return skipSpace(data, i+1), true
+	return i
 }
 
 // scanString scans a string starting at the quote at i and returns the
-// index after its closing quote.
-func scanString(data []byte, i int) (int, bool) {
+// index after its closing quote, and whether it holds an escape. Its bytes
+// must be valid UTF-8.
+func scanString(data []byte, i int) (int, bool, bool) {
+	esc := false
 	for i++; i < len(data); i++ {
-		switch c := data[i]; {
+		c := data[i]
+		if plainByte[c] {
+			continue
+		}
+		switch {
 		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
+			return i + 1, esc, true
 		case c == '\\':
+			esc = true
 			i++
 			if i >= len(data) {
-				return i, false
+				return i, esc, false
 			}
 			switch data[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
 				if i+4 >= len(data) {
-					return i, false
+					return i, esc, false
 				}
 				for _, h := range data[i+1 : i+5] {
 					if !isHex(h) {
-						return i, false
+						return i, esc, false
 					}
 				}
 				i += 4
 			default:
-				return i, false
+				return i, esc, false
 			}
+		case c < 0x20:
+			return i, esc, false
+		default: // the first byte of a multi-byte sequence
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, esc, false
+			}
+			i += size - 1
 		}
 	}
-	return i, false
+	return i, esc, false
 }
 
 func isHex(c byte) bool {
@@ -232,7 +291,7 @@ func ScanNumber(data []byte, i int) (end int, ok bool) {
 	return i, true
 }
 
-// The functions below assume input that validate accepted.
+// The functions below assume input that validJSON accepted.
 
 // endOfString returns the index after the string whose quote is at i.
 func endOfString(data []byte, i int) int {
