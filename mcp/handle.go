@@ -169,7 +169,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		}
 		id = append([]byte(nil), m.id...) // the Call outlives body
 	}
-	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
+	if !isJSONRPC20(m.jsonrpc) {
 		return fail(400, nil, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
 	}
 	if m.method == nil {
@@ -188,6 +188,16 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	out := s.handleMethod(r, m, id, method, cat)
 	out.Method = method
 	return out
+}
+
+// isJSONRPC20 reports whether raw is the JSON string "2.0", compared as
+// nearly every client writes it before it is decoded.
+func isJSONRPC20(raw []byte) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	v, ok := stringValue(raw)
+	return ok && v == "2.0"
 }
 
 // handleMethod answers or routes a request whose envelope and method
@@ -415,7 +425,8 @@ func newPageReply(headers []Header, a, b, c []byte) *Reply {
 }
 
 // listEnvelope is a list page's JSON around its items, written into buf
-// when it has room, else into one new buffer for both.
+// when it has room, else into one new buffer for both. member is the
+// result's member name ("tools", "resources", …), which needs no escapes.
 func (s *Server) listEnvelope(buf []byte, q *request, member string, next string) (head, tail []byte) {
 	if n := 96 + len(q.id) + len(member) + len(next) + len(s.listTail); cap(buf) < n {
 		buf = make([]byte, 0, n)
@@ -425,8 +436,9 @@ func (s *Server) listEnvelope(buf []byte, q *request, member string, next string
 	if q.era == EraStateless {
 		head = append(head, `"resultType":"complete",`...)
 	}
-	head = appendString(head, member)
-	head = append(head, ':')
+	head = append(head, '"') // member is a plain name, written as is
+	head = append(head, member...)
+	head = append(head, '"', ':')
 	tail = head[len(head):] // in the same buffer, after head
 	head = head[:len(head):len(head)]
 	if next != "" {

@@ -27,7 +27,7 @@ func (s *Server) RequestID(body []byte) []byte {
 	if m.dup != "" || m.method == nil || !(isString(m.id) || isNumber(m.id)) {
 		return null
 	}
-	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
+	if !isJSONRPC20(m.jsonrpc) {
 		return null
 	}
 	if _, ok := stringValue(m.method); !ok {
