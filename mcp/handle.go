@@ -387,8 +387,9 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 // envelope is written per request; items is passed on as its own part,
 // never copied here.
 func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
-	head, tail := s.listEnvelope(nil, q, member, next)
-	return reply(newPageReply(jsonPageHeaders[:], head, items, tail))
+	p := newPageReply(jsonPageHeaders[:])
+	head, tail := s.listEnvelope(p.buf[:0], q, member, next)
+	return reply(p.done(head, items, tail))
 }
 
 // listPageGzip is listPage for a large shared page: gzip-coded when the
@@ -396,31 +397,42 @@ func (s *Server) listPage(q *request, member string, items []byte, next string) 
 // Accept-Encoding.
 func (s *Server) listPageGzip(q *request, member string, items *SharedItems, next string) Outcome {
 	if !AcceptsGzip(q.r.AcceptEncoding) {
-		head, tail := s.listEnvelope(nil, q, member, next)
-		return reply(newPageReply(varyPageHeaders[:], head, items.JSON, tail))
+		p := newPageReply(varyPageHeaders[:])
+		head, tail := s.listEnvelope(p.buf[:0], q, member, next)
+		return reply(p.done(head, items.JSON, tail))
 	}
 	// The envelope only goes into the gzip parts, which copy it: it is
 	// written on the stack.
 	var buf [256]byte
 	head, tail := s.listEnvelope(buf[:0], q, member, next)
-	first, blocks, last := items.gzipParts(head, tail)
-	return reply(newPageReply(gzipPageHeaders[:], first, blocks, last))
+	p := newPageReply(gzipPageHeaders[:])
+	first, blocks, last := items.gzipParts(p.buf[:0], head, tail)
+	return reply(p.done(first, blocks, last))
 }
 
-// pageReply is a list page's Reply with its headers and its three parts,
-// allocated together.
+// pageReply is a list page's Reply with its headers, its three parts and
+// room for the parts written per request (the envelope, or the gzip
+// member's head and tail), allocated together.
 type pageReply struct {
 	Reply
 	headers [3]Header
 	parts   [3][]byte
+	buf     [256]byte
 }
 
-// newPageReply is the 200 answer of headers (copied: a caller may change
-// the Reply's) and the body in three parts.
-func newPageReply(headers []Header, a, b, c []byte) *Reply {
-	p := &pageReply{parts: [3][]byte{a, b, c}}
+// newPageReply is a list page's 200 answer with headers (copied: a caller
+// may change the Reply's); done sets its body.
+func newPageReply(headers []Header) *pageReply {
+	p := new(pageReply)
 	n := copy(p.headers[:], headers)
-	p.Reply = Reply{Status: 200, Headers: p.headers[:n:n], Parts: p.parts[:]}
+	p.Reply = Reply{Status: 200, Headers: p.headers[:n:n]}
+	return p
+}
+
+// done sets the body in three parts and returns the Reply.
+func (p *pageReply) done(a, b, c []byte) *Reply {
+	p.parts = [3][]byte{a, b, c}
+	p.Parts = p.parts[:]
 	return &p.Reply
 }
 
