@@ -185,7 +185,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if !ok {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method must be a string")
 	}
-	out := s.handleMethod(r, m, id, method, cat)
+	out := s.handleMethod(r, m.params, id, method, cat)
 	out.Method = method
 	return out
 }
@@ -202,18 +202,18 @@ func isJSONRPC20(raw []byte) bool {
 
 // handleMethod answers or routes a request whose envelope and method
 // HandleShared read.
-func (s *Server) handleMethod(r *HTTPRequest, m message, id []byte, method string, cat Catalog) Outcome {
+func (s *Server) handleMethod(r *HTTPRequest, params, id []byte, method string, cat Catalog) Outcome {
 	if id == nil {
 		return reply(accepted()) // a notification: nothing to answer
 	}
 	switch {
-	case m.params == nil || isNull(m.params):
-		m.params = nil
-	case !isObject(m.params) && !isArray(m.params):
+	case params == nil || isNull(params):
+		params = nil
+	case !isObject(params) && !isArray(params):
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: params must be an object")
 	}
 
-	q := &request{r: r, id: id, method: method, params: m.params}
+	q := &request{r: r, id: id, method: method, params: params}
 	if out, bad := q.readParams(); bad {
 		return out
 	}

@@ -101,9 +101,14 @@ func scanValue(data []byte, maxDepth int, m *message) error {
 			if i, _, ok = scanString(data, i); !ok {
 				return errSyntax
 			}
+		case 't', 'f', 'n':
+			var ok bool
+			if i, ok = scanLiteral(data, i); !ok {
+				return errSyntax
+			}
 		default:
 			var ok bool
-			if i, ok = scanScalar(data, i); !ok {
+			if i, ok = ScanNumber(data, i); !ok {
 				return errSyntax
 			}
 		}
@@ -168,18 +173,16 @@ func scanValue(data []byte, maxDepth int, m *message) error {
 	}
 }
 
-// scanScalar scans the literal or number that starts at i and returns the
-// index after it.
-func scanScalar(data []byte, i int) (int, bool) {
+// scanLiteral scans the true, false or null that starts at i and returns
+// the index after it.
+func scanLiteral(data []byte, i int) (int, bool) {
 	switch data[i] {
 	case 't':
 		return i + 4, hasPrefix(data[i:], "true")
 	case 'f':
 		return i + 5, hasPrefix(data[i:], "false")
-	case 'n':
-		return i + 4, hasPrefix(data[i:], "null")
 	}
-	return ScanNumber(data, i)
+	return i + 4, hasPrefix(data[i:], "null")
 }
 
 func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
