@@ -47,39 +47,122 @@ func trimSpace(data []byte) []byte {
 func validJSON(data []byte, maxDepth int) error { return scanJSON(data, maxDepth, nil) }
 
 // scanJSON is validJSON that, when m is not nil and data is an object,
-// also reads its members into m as the JSON-RPC envelope (see message.add),
-// in the same pass. It is iterative, so hostile nesting costs no stack. A
-// depth error is reported only for valid UTF-8: invalid UTF-8 anywhere is
-// a syntax error, even after the depth limit.
+// also reads its members into m as the JSON-RPC envelope (see
+// message.member), in the same pass. It is iterative, so hostile nesting
+// costs no stack. A depth error is reported only for valid UTF-8: invalid
+// UTF-8 anywhere is a syntax error, even after the depth limit.
 func scanJSON(data []byte, maxDepth int, m *message) error {
-	err := scanValue(data, maxDepth, m)
+	var err error
+	if i := skipSpace(data, 0); m != nil && i < len(data) && data[i] == '{' {
+		i, err = scanMessage(data, i, maxDepth, m)
+		err = scanEnd(data, i, err)
+		if err == nil {
+			m.response = m.result != nil || m.errv != nil
+		}
+	} else {
+		i, err = scanValue(data, i, 0, maxDepth)
+		err = scanEnd(data, i, err)
+	}
 	if err == errDepth && !utf8.Valid(data) {
 		return errSyntax
-	}
-	if err == nil && m != nil {
-		m.response = m.result != nil || m.errv != nil
 	}
 	return err
 }
 
-// scanValue is scanJSON up to the first error, in input order; UTF-8 is
-// checked inside strings only (outside them every accepted byte is ASCII).
-func scanValue(data []byte, maxDepth int, m *message) error {
+// scanEnd is err, or a syntax error when anything but space follows the
+// value that ended at i.
+func scanEnd(data []byte, i int, err error) error {
+	if err == nil && skipSpace(data, i) != len(data) {
+		return errSyntax
+	}
+	return err
+}
+
+// scanMessage scans the object at i, as scanValue does, reading its
+// members into m, and returns the index after it. Its members' values that
+// are containers are scanned by scanValue; the rest here, which is all of
+// nearly every request's envelope.
+func scanMessage(data []byte, i, maxDepth int, m *message) (int, error) {
+	n := len(data)
+	if i = skipSpace(data, i+1); i < n && data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		// A member's key starts at i.
+		if i >= n || data[i] != '"' {
+			return i, errSyntax
+		}
+		k, esc, ok := i, false, false
+		if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+			i = j + 1
+		} else if i, esc, ok = scanString(data, i); !ok {
+			return i, errSyntax
+		}
+		slot := m.member(data[k:i], esc)
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return i, errSyntax
+		}
+		i = skipSpace(data, i+1)
+		v := i
+		if i >= n {
+			return i, errSyntax
+		}
+		var err error
+		switch data[i] {
+		case '"':
+			if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+				i = j + 1
+			} else if i, _, ok = scanString(data, i); !ok {
+				err = errSyntax
+			}
+		case '{', '[':
+			i, err = scanValue(data, i, 1, maxDepth)
+		case 't', 'f', 'n':
+			if i, ok = scanLiteral(data, i); !ok {
+				err = errSyntax
+			}
+		default:
+			if i, ok = ScanNumber(data, i); !ok {
+				err = errSyntax
+			}
+		}
+		if err != nil {
+			return i, err
+		}
+		if slot != nil {
+			*slot = data[v:i]
+		}
+		if i = skipSpace(data, i); i >= n {
+			return i, errSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, errSyntax
+		}
+	}
+}
+
+// scanValue scans the value at i, inside depth open containers, and
+// returns the index after it; the first error in input order stops it.
+// UTF-8 is checked inside strings only (outside them every accepted byte
+// is ASCII).
+func scanValue(data []byte, i, depth, maxDepth int) (int, error) {
 	var buf [64]byte
 	stack := buf[:0] // open containers, '{' or '['
 	n := len(data)
-	var slot *[]byte // where the top-level member being read goes, when m is set
-	val := 0         // where the value of that member starts
-	i := skipSpace(data, 0)
 	for {
 		// A value starts at i.
 		if i >= n {
-			return errSyntax
+			return i, errSyntax
 		}
 		switch c := data[i]; c {
 		case '{', '[':
-			if maxDepth > 0 && len(stack) >= maxDepth {
-				return errDepth
+			if maxDepth > 0 && depth+len(stack) >= maxDepth {
+				return i, errDepth
 			}
 			stack = append(stack, c)
 			i = skipSpace(data, i+1)
@@ -99,34 +182,26 @@ func scanValue(data []byte, maxDepth int, m *message) error {
 			}
 			var ok bool
 			if i, _, ok = scanString(data, i); !ok {
-				return errSyntax
+				return i, errSyntax
 			}
 		case 't', 'f', 'n':
 			var ok bool
 			if i, ok = scanLiteral(data, i); !ok {
-				return errSyntax
+				return i, errSyntax
 			}
 		default:
 			var ok bool
 			if i, ok = ScanNumber(data, i); !ok {
-				return errSyntax
+				return i, errSyntax
 			}
 		}
 		// A value ended at i: close containers or move to the next element.
 		for {
-			if slot != nil && len(stack) == 1 { // a member of the top-level object
-				*slot = data[val:i]
-				slot = nil
-			}
-			i = skipSpace(data, i)
 			if len(stack) == 0 {
-				if i != n {
-					return errSyntax
-				}
-				return nil
+				return i, nil
 			}
-			if i >= n {
-				return errSyntax
+			if i = skipSpace(data, i); i >= n {
+				return i, errSyntax
 			}
 			top := stack[len(stack)-1]
 			if data[i] == top+2 {
@@ -135,7 +210,7 @@ func scanValue(data []byte, maxDepth int, m *message) error {
 				continue
 			}
 			if data[i] != ',' {
-				return errSyntax
+				return i, errSyntax
 			}
 			i = skipSpace(data, i+1)
 			if top == '{' {
@@ -148,28 +223,20 @@ func scanValue(data []byte, maxDepth int, m *message) error {
 	key:
 		// An object's key starts at i; its value follows.
 		if i >= n || data[i] != '"' {
-			return errSyntax
+			return i, errSyntax
 		}
-		k, esc := i, false
 		if j := skipPlain(data, i+1); j < n && data[j] == '"' {
 			i = j + 1
 		} else {
 			var ok bool
-			if i, esc, ok = scanString(data, i); !ok {
-				return errSyntax
+			if i, _, ok = scanString(data, i); !ok {
+				return i, errSyntax
 			}
 		}
-		if len(stack) == 1 && m != nil {
-			slot = m.member(data[k:i], esc)
-		}
-		i = skipSpace(data, i)
-		if i >= n || data[i] != ':' {
-			return errSyntax
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return i, errSyntax
 		}
 		i = skipSpace(data, i+1)
-		if len(stack) == 1 {
-			val = i
-		}
 	}
 }
 
