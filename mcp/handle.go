@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 )
@@ -167,7 +168,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		if !isString(m.id) && !isNumber(m.id) {
 			return fail(400, nil, CodeInvalidRequest, "Invalid Request: id must be a string or a number")
 		}
-		id = append([]byte(nil), m.id...) // the Call outlives body
+		id = m.id // part of body: what outlives it (Call, Forward, Answer, Listen) keeps a copy
 	}
 	if !isJSONRPC20(m.jsonrpc) {
 		return fail(400, nil, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
@@ -175,7 +176,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if m.method == nil {
 		if m.response {
 			if isString(id) {
-				return Outcome{Reply: accepted(), Answer: &Answer{ID: id}} // maybe a relayed request's (Answer)
+				return Outcome{Reply: accepted(), Answer: &Answer{ID: bytes.Clone(id)}} // maybe a relayed request's (Answer)
 			}
 			return reply(accepted()) // a client's response to nothing we asked
 		}
@@ -523,7 +524,7 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	if bad != nil {
 		return *bad
 	}
-	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args,
+	return Outcome{Call: &Call{ID: bytes.Clone(q.id), Era: q.era, Version: q.version, Tool: name, Arguments: args,
 		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 
