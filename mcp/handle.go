@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
 )
@@ -176,7 +175,7 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if m.method == nil {
 		if m.response {
 			if isString(id) {
-				return Outcome{Reply: accepted(), Answer: &Answer{ID: bytes.Clone(id)}} // maybe a relayed request's (Answer)
+				return Outcome{Reply: accepted(), Answer: &Answer{ID: append([]byte(nil), id...)}} // maybe a relayed request's (Answer)
 			}
 			return reply(accepted()) // a client's response to nothing we asked
 		}
@@ -524,7 +523,7 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	if bad != nil {
 		return *bad
 	}
-	return Outcome{Call: &Call{ID: bytes.Clone(q.id), Era: q.era, Version: q.version, Tool: name, Arguments: args,
+	return Outcome{Call: &Call{ID: append([]byte(nil), q.id...), Era: q.era, Version: q.version, Tool: name, Arguments: args,
 		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 
