@@ -48,9 +48,9 @@ func NewSharedItems(items []byte) *SharedItems { return &SharedItems{JSON: items
 
 // deflated is the shared part of a page's gzip answers.
 type deflated struct {
-	blocks []byte    // DEFLATE blocks of the items, none final, ending byte-aligned
-	crc    uint32    // CRC-32 (IEEE) of the items
-	shift  *crcTimes // multiplies by x^(8·len(items)), see crcTimes
+	blocks []byte // DEFLATE blocks of the items, none final, ending byte-aligned
+	crc    uint32 // CRC-32 (IEEE) of the items
+	shift  uint32 // x^(8·len(items)) mod the CRC polynomial, see crcCombine
 }
 
 // gzipBuilds counts compressions of shared items, for tests.
@@ -69,7 +69,7 @@ func (s *SharedItems) deflated() *deflated {
 		s.gz = &deflated{
 			blocks: bytes.Clone(buf.Bytes()), // exact size: kept as long as the page
 			crc:    crc32.ChecksumIEEE(s.JSON),
-			shift:  newCRCTimes(crcShift(len(s.JSON))),
+			shift:  crcShift(len(s.JSON)),
 		}
 	})
 	return s.gz
@@ -90,7 +90,7 @@ func (s *SharedItems) gzipParts(buf, head, tail []byte) (first, shared, last []b
 	first, crc := appendStored(append(buf[:0], gzipHeader...), head, false, 0)
 	first = first[:len(first):len(first)]
 
-	crc = d.shift.mul(crc) ^ d.crc // the CRC of head + items
+	crc = crcCombine(crc, d.crc, d.shift)
 	last, crc = appendStored(buf[len(first):len(first)], tail, true, crc)
 	last = binary.LittleEndian.AppendUint32(last, crc)
 	last = binary.LittleEndian.AppendUint32(last, uint32(len(head)+len(s.JSON)+len(tail))) // ISIZE is mod 2^32
@@ -171,26 +171,9 @@ func crcShift(n int) uint32 {
 	return r
 }
 
-// crcTimes multiplies by one fixed polynomial p with four table lookups
-// instead of crcMul's 32 steps: the product is linear in the other factor,
-// so it is the xor of the products of its four bytes, each tabulated (4 KiB,
-// built once per shared page).
-type crcTimes [4][256]uint32
-
-func newCRCTimes(p uint32) *crcTimes {
-	var t crcTimes
-	for j := range t {
-		for v := range t[j] {
-			t[j][v] = crcMul(uint32(v)<<(8*j), p)
-		}
-	}
-	return &t
-}
-
-// mul is a·p modulo the polynomial.
-func (t *crcTimes) mul(a uint32) uint32 {
-	return t[0][byte(a)] ^ t[1][byte(a>>8)] ^ t[2][byte(a>>16)] ^ t[3][a>>24]
-}
+// crcCombine is the CRC-32 of A followed by B from crcA, crcB and
+// crcShift(len(B)).
+func crcCombine(crcA, crcB, shiftB uint32) uint32 { return crcMul(shiftB, crcA) ^ crcB }
 
 // AcceptsGzip reports whether an Accept-Encoding header value (several
 // header lines joined with ", ") lets the answer be gzip-coded (RFC 9110
