@@ -111,7 +111,7 @@ func loneSurrogate(s []byte) bool {
 		r, ok := hex4(s, i+1)
 		i += 4
 		if !ok {
-			continue // validate refused it already
+			continue // validJSON refused it already
 		}
 		switch {
 		case 0xDC00 <= r && r <= 0xDFFF:

@@ -169,7 +169,7 @@ func forward(q *request, name, refType string) Outcome {
 				strconv.Quote(clip(r.McpName))+" does not match body value "+strconv.Quote(clip(name)))
 		}
 	}
-	return Outcome{Forward: &Forward{ID: q.id, Era: q.era, Version: q.version, Method: q.method,
+	return Outcome{Forward: &Forward{ID: append([]byte(nil), q.id...), Era: q.era, Version: q.version, Method: q.method,
 		Name: name, RefType: refType}}
 }
 

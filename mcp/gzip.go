@@ -77,14 +77,17 @@ func (s *SharedItems) deflated() *deflated {
 
 // gzipParts is the gzip member of head + items + tail in three parts, the
 // middle one shared with every other request for the page. The first and
-// last are written anew: head and tail may be reused once it returns.
-func (s *SharedItems) gzipParts(head, tail []byte) (first, shared, last []byte) {
+// last are written anew, into buf when it has room, else into one new
+// buffer: head and tail may be reused once it returns.
+func (s *SharedItems) gzipParts(buf, head, tail []byte) (first, shared, last []byte) {
 	d := s.deflated()
 	firstLen := len(gzipHeader) + storedLen(len(head))
-	// One allocation for both small parts; first is capped, so writing
-	// last never reaches it.
-	buf := make([]byte, 0, firstLen+storedLen(len(tail))+8)
-	first, crc := appendStored(append(buf, gzipHeader...), head, false, 0)
+	// Both small parts in one buffer; first is capped, so writing last
+	// never reaches it.
+	if n := firstLen + storedLen(len(tail)) + 8; cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	first, crc := appendStored(append(buf[:0], gzipHeader...), head, false, 0)
 	first = first[:len(first):len(first)]
 
 	crc = crcCombine(crc, d.crc, d.shift)

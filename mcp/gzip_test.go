@@ -154,17 +154,22 @@ func TestGzipParts(t *testing.T) {
 		{strings.Repeat("h", maxStored), strings.Repeat("t", maxStored+1)},
 		{strings.Repeat("h", 3*maxStored+7), `,"nextCursor":"abc"}}`},
 	} {
-		head, tail := []byte(tc.head), []byte(tc.tail)
-		first, blocks, last := shared.gzipParts(head, tail)
-		if &blocks[0] != &shared.deflated().blocks[0] {
-			t.Fatal("the compressed items are not the shared ones")
-		}
-		// The parts are copies: the caller reuses head and tail.
-		clear(head)
-		clear(tail)
-		got := gunzip(t, bytes.Join([][]byte{first, blocks, last}, nil))
-		if want := tc.head + string(items) + tc.tail; string(got) != want {
-			t.Fatalf("head %d B, tail %d B: decompressed %d B, want %d B", len(tc.head), len(tc.tail), len(got), len(want))
+		for _, buf := range [][]byte{nil, make([]byte, 7, 256)} { // a new buffer, or the caller's when it has room
+			head, tail := []byte(tc.head), []byte(tc.tail)
+			first, blocks, last := shared.gzipParts(buf, head, tail)
+			if &blocks[0] != &shared.deflated().blocks[0] {
+				t.Fatal("the compressed items are not the shared ones")
+			}
+			if inBuf := cap(buf) > 0 && &first[0] == &buf[:1][0]; inBuf != (cap(buf) > 0 && len(tc.head)+len(tc.tail) < 200) {
+				t.Errorf("head %d B, tail %d B: parts in the %d B buffer given: %v", len(tc.head), len(tc.tail), cap(buf), inBuf)
+			}
+			// The parts are copies: the caller reuses head and tail.
+			clear(head)
+			clear(tail)
+			got := gunzip(t, bytes.Join([][]byte{first, blocks, last}, nil))
+			if want := tc.head + string(items) + tc.tail; string(got) != want {
+				t.Fatalf("head %d B, tail %d B: decompressed %d B, want %d B", len(tc.head), len(tc.tail), len(got), len(want))
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 // absent.
 type message struct {
 	jsonrpc, id, method, params []byte
+	result, errv                []byte
 	response                    bool // has result or error
 	dup                         string
 }
@@ -47,29 +48,36 @@ func set(slot *[]byte, val []byte, key []byte, dup *string) {
 	*slot = val
 }
 
-func parseMessage(obj []byte) message {
-	var m message
-	var result, errv []byte
-	members(obj, func(key, val []byte) bool {
-		k := memberKey(key)
-		switch string(k) {
-		case "jsonrpc":
-			set(&m.jsonrpc, val, k, &m.dup)
-		case "id":
-			set(&m.id, val, k, &m.dup)
-		case "method":
-			set(&m.method, val, k, &m.dup)
-		case "params":
-			set(&m.params, val, k, &m.dup)
-		case "result":
-			set(&result, val, k, &m.dup)
-		case "error":
-			set(&errv, val, k, &m.dup)
-		}
-		return true
-	})
-	m.response = result != nil || errv != nil
-	return m
+// member returns where the member of the message's object with the raw key
+// rawKey goes, nil for a member the rules do not read; esc says the key
+// holds an escape, so is compared decoded. A member met twice is noted as
+// the duplicate.
+func (m *message) member(rawKey []byte, esc bool) *[]byte {
+	k := rawKey[1 : len(rawKey)-1]
+	if esc {
+		k = memberKey(rawKey)
+	}
+	var slot *[]byte
+	switch string(k) {
+	case "jsonrpc":
+		slot = &m.jsonrpc
+	case "id":
+		slot = &m.id
+	case "method":
+		slot = &m.method
+	case "params":
+		slot = &m.params
+	case "result":
+		slot = &m.result
+	case "error":
+		slot = &m.errv
+	default:
+		return nil
+	}
+	if *slot != nil && m.dup == "" {
+		m.dup = string(k)
+	}
+	return slot
 }
 
 func parseParams(obj []byte) params {
@@ -146,11 +154,10 @@ func (s *Server) Handle(r *HTTPRequest, body []byte, cat Catalog) Outcome {
 // memory with the catalog (Reply.Parts): the caller must treat them as
 // read-only.
 func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome {
-	body, out, bad := s.checkBody(body)
-	if bad {
+	var m message
+	if out, bad := s.checkBody(body, &m); bad {
 		return out
 	}
-	m := parseMessage(body)
 	if m.dup != "" {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: duplicate member "+strconv.Quote(clip(m.dup)))
 	}
@@ -160,15 +167,15 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 		if !isString(m.id) && !isNumber(m.id) {
 			return fail(400, nil, CodeInvalidRequest, "Invalid Request: id must be a string or a number")
 		}
-		id = append([]byte(nil), m.id...) // the Call outlives body
+		id = m.id // part of body: what outlives it (Call, Forward, Answer, Listen) keeps a copy
 	}
-	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
+	if !isJSONRPC20(m.jsonrpc) {
 		return fail(400, nil, CodeInvalidRequest, `Invalid Request: jsonrpc must be "2.0"`)
 	}
 	if m.method == nil {
 		if m.response {
 			if isString(id) {
-				return Outcome{Reply: accepted(), Answer: &Answer{ID: id}} // maybe a relayed request's (Answer)
+				return Outcome{Reply: accepted(), Answer: &Answer{ID: append([]byte(nil), id...)}} // maybe a relayed request's (Answer)
 			}
 			return reply(accepted()) // a client's response to nothing we asked
 		}
@@ -178,25 +185,35 @@ func (s *Server) HandleShared(r *HTTPRequest, body []byte, cat Catalog) Outcome 
 	if !ok {
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: method must be a string")
 	}
-	out = s.handleMethod(r, m, id, method, cat)
+	out := s.handleMethod(r, m.params, id, method, cat)
 	out.Method = method
 	return out
 }
 
+// isJSONRPC20 reports whether raw is the JSON string "2.0", compared as
+// nearly every client writes it before it is decoded.
+func isJSONRPC20(raw []byte) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	v, ok := stringValue(raw)
+	return ok && v == "2.0"
+}
+
 // handleMethod answers or routes a request whose envelope and method
 // HandleShared read.
-func (s *Server) handleMethod(r *HTTPRequest, m message, id []byte, method string, cat Catalog) Outcome {
+func (s *Server) handleMethod(r *HTTPRequest, params, id []byte, method string, cat Catalog) Outcome {
 	if id == nil {
 		return reply(accepted()) // a notification: nothing to answer
 	}
 	switch {
-	case m.params == nil || isNull(m.params):
-		m.params = nil
-	case !isObject(m.params) && !isArray(m.params):
+	case params == nil || isNull(params):
+		params = nil
+	case !isObject(params) && !isArray(params):
 		return fail(400, nil, CodeInvalidRequest, "Invalid Request: params must be an object")
 	}
 
-	q := &request{r: r, id: id, method: method, params: m.params}
+	q := &request{r: r, id: id, method: method, params: params}
 	if out, bad := q.readParams(); bad {
 		return out
 	}
@@ -218,26 +235,25 @@ func (s *Server) handleMethod(r *HTTPRequest, m message, id []byte, method strin
 }
 
 // checkBody checks that body is one JSON-RPC object within the size and
-// depth limits, and returns it without surrounding space.
-func (s *Server) checkBody(body []byte) ([]byte, Outcome, bool) {
+// depth limits, and reads its members into m.
+func (s *Server) checkBody(body []byte, m *message) (Outcome, bool) {
 	if int64(len(body)) > s.cfg.MaxBodyBytes {
-		return nil, reply(s.tooLarge()), true
+		return reply(s.tooLarge()), true
 	}
-	switch validJSON(body, s.cfg.MaxDepth) {
+	switch scanJSON(body, s.cfg.MaxDepth, m) {
 	case nil:
 	case errDepth:
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: JSON nested deeper than "+strconv.Itoa(s.cfg.MaxDepth)+" levels"), true
 	default:
-		return nil, fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON"), true
+		return fail(400, nil, CodeParseError, "Parse error: the body is not valid JSON"), true
 	}
-	body = trimSpace(body)
-	switch {
+	switch body = body[skipSpace(body, 0):]; {
 	case isArray(body):
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: batches are not supported"), true
 	case !isObject(body):
-		return nil, fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object"), true
+		return fail(400, nil, CodeInvalidRequest, "Invalid Request: the body must be one JSON-RPC request object"), true
 	}
-	return body, Outcome{}, false
+	return Outcome{}, false
 }
 
 // readParams reads the params object, if any, once for every reader.
@@ -371,8 +387,9 @@ func (s *Server) toolsList(q *request, cat Catalog) Outcome {
 // envelope is written per request; items is passed on as its own part,
 // never copied here.
 func (s *Server) listPage(q *request, member string, items []byte, next string) Outcome {
-	head, tail := s.listEnvelope(nil, q, member, next)
-	return reply(newPageReply(jsonPageHeaders[:], head, items, tail))
+	p := newPageReply(jsonPageHeaders[:])
+	head, tail := s.listEnvelope(p.buf[:0], q, member, next)
+	return reply(p.done(head, items, tail))
 }
 
 // listPageGzip is listPage for a large shared page: gzip-coded when the
@@ -380,36 +397,48 @@ func (s *Server) listPage(q *request, member string, items []byte, next string) 
 // Accept-Encoding.
 func (s *Server) listPageGzip(q *request, member string, items *SharedItems, next string) Outcome {
 	if !AcceptsGzip(q.r.AcceptEncoding) {
-		head, tail := s.listEnvelope(nil, q, member, next)
-		return reply(newPageReply(varyPageHeaders[:], head, items.JSON, tail))
+		p := newPageReply(varyPageHeaders[:])
+		head, tail := s.listEnvelope(p.buf[:0], q, member, next)
+		return reply(p.done(head, items.JSON, tail))
 	}
 	// The envelope only goes into the gzip parts, which copy it: it is
 	// written on the stack.
 	var buf [256]byte
 	head, tail := s.listEnvelope(buf[:0], q, member, next)
-	first, blocks, last := items.gzipParts(head, tail)
-	return reply(newPageReply(gzipPageHeaders[:], first, blocks, last))
+	p := newPageReply(gzipPageHeaders[:])
+	first, blocks, last := items.gzipParts(p.buf[:0], head, tail)
+	return reply(p.done(first, blocks, last))
 }
 
-// pageReply is a list page's Reply with its headers and its three parts,
-// allocated together.
+// pageReply is a list page's Reply with its headers, its three parts and
+// room for the parts written per request (the envelope, or the gzip
+// member's head and tail), allocated together.
 type pageReply struct {
 	Reply
 	headers [3]Header
 	parts   [3][]byte
+	buf     [256]byte
 }
 
-// newPageReply is the 200 answer of headers (copied: a caller may change
-// the Reply's) and the body in three parts.
-func newPageReply(headers []Header, a, b, c []byte) *Reply {
-	p := &pageReply{parts: [3][]byte{a, b, c}}
+// newPageReply is a list page's 200 answer with headers (copied: a caller
+// may change the Reply's); done sets its body.
+func newPageReply(headers []Header) *pageReply {
+	p := new(pageReply)
 	n := copy(p.headers[:], headers)
-	p.Reply = Reply{Status: 200, Headers: p.headers[:n:n], Parts: p.parts[:]}
+	p.Reply = Reply{Status: 200, Headers: p.headers[:n:n]}
+	return p
+}
+
+// done sets the body in three parts and returns the Reply.
+func (p *pageReply) done(a, b, c []byte) *Reply {
+	p.parts = [3][]byte{a, b, c}
+	p.Parts = p.parts[:]
 	return &p.Reply
 }
 
 // listEnvelope is a list page's JSON around its items, written into buf
-// when it has room, else into one new buffer for both.
+// when it has room, else into one new buffer for both. member is the
+// result's member name ("tools", "resources", …), which needs no escapes.
 func (s *Server) listEnvelope(buf []byte, q *request, member string, next string) (head, tail []byte) {
 	if n := 96 + len(q.id) + len(member) + len(next) + len(s.listTail); cap(buf) < n {
 		buf = make([]byte, 0, n)
@@ -419,8 +448,9 @@ func (s *Server) listEnvelope(buf []byte, q *request, member string, next string
 	if q.era == EraStateless {
 		head = append(head, `"resultType":"complete",`...)
 	}
-	head = appendString(head, member)
-	head = append(head, ':')
+	head = append(head, '"') // member is a plain name, written as is
+	head = append(head, member...)
+	head = append(head, '"', ':')
 	tail = head[len(head):] // in the same buffer, after head
 	head = head[:len(head):len(head)]
 	if next != "" {
@@ -493,7 +523,7 @@ func (s *Server) toolsCall(q *request, cat Catalog) Outcome {
 	if bad != nil {
 		return *bad
 	}
-	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: args,
+	return Outcome{Call: &Call{ID: append([]byte(nil), q.id...), Era: q.era, Version: q.version, Tool: name, Arguments: args,
 		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 

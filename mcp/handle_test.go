@@ -136,14 +136,33 @@ func TestIDEcho(t *testing.T) {
 	}
 }
 
+// TestCallIDIsACopy: every outcome that outlives the body (a Call, a
+// Forward, an Answer) keeps its own copy of the id, so the caller may reuse
+// the body.
 func TestCallIDIsACopy(t *testing.T) {
-	body := []byte(`{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo"}}`)
-	out := NewServer(Config{}).Handle(legacyReq(), body, testCatalog(t))
-	for i := range body {
-		body[i] = 'x'
-	}
-	if string(out.Call.ID) != `"abc"` {
-		t.Fatalf("ID changed with the body: %s", out.Call.ID)
+	s := NewServer(Config{})
+	stateful := statefulCatalog{testCatalog(t), Offers{Resources: true, Logging: true, Subscribe: true}}
+	for _, tc := range []struct {
+		name string
+		body string
+		cat  Catalog
+		id   func(Outcome) []byte
+	}{
+		{"call", `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo"}}`, testCatalog(t),
+			func(o Outcome) []byte { return o.Call.ID }},
+		{"forward", `{"jsonrpc":"2.0","id":"abc","method":"resources/subscribe","params":{"uri":"test://x"}}`, stateful,
+			func(o Outcome) []byte { return o.Forward.ID }},
+		{"answer", `{"jsonrpc":"2.0","id":"abc","result":{}}`, testCatalog(t),
+			func(o Outcome) []byte { return o.Answer.ID }},
+	} {
+		body := []byte(tc.body)
+		out := s.Handle(legacyReq(), body, tc.cat)
+		for i := range body {
+			body[i] = 'x'
+		}
+		if id := tc.id(out); string(id) != `"abc"` {
+			t.Errorf("%s: ID changed with the body: %s", tc.name, id)
+		}
 	}
 }
 

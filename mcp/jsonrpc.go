@@ -16,7 +16,9 @@ var (
 	errDepth  = errors.New("JSON nested too deeply")
 )
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// isSpace reports whether c is JSON whitespace; one comparison for the
+// bytes above the space, nearly all of them.
+func isSpace(c byte) bool { return c <= ' ' && (c == ' ' || c == '\t' || c == '\n' || c == '\r') }
 
 func skipSpace(data []byte, i int) int {
 	for i < len(data) && isSpace(data[i]) {
@@ -37,24 +39,130 @@ func trimSpace(data []byte) []byte {
 	return data[i:j]
 }
 
-// validate reports whether data is exactly one JSON value, optionally
-// surrounded by whitespace, nested at most maxDepth containers deep
-// (maxDepth <= 0: unbounded). It does not check UTF-8; see validJSON. It is
-// iterative, so hostile nesting costs no stack.
-func validate(data []byte, maxDepth int) error {
+// validJSON reports whether data is exactly one JSON value, optionally
+// surrounded by whitespace, in valid UTF-8 (RFC 8259 requires it; invalid
+// UTF-8 would otherwise be silently replaced by one reader and kept by
+// another), nested at most maxDepth containers deep (maxDepth <= 0:
+// unbounded).
+func validJSON(data []byte, maxDepth int) error { return scanJSON(data, maxDepth, nil) }
+
+// scanJSON is validJSON that, when m is not nil and data is an object,
+// also reads its members into m as the JSON-RPC envelope (see
+// message.member), in the same pass. It is iterative, so hostile nesting
+// costs no stack. A depth error is reported only for valid UTF-8: invalid
+// UTF-8 anywhere is a syntax error, even after the depth limit.
+func scanJSON(data []byte, maxDepth int, m *message) error {
+	var err error
+	if i := skipSpace(data, 0); m != nil && i < len(data) && data[i] == '{' {
+		i, err = scanMessage(data, i, maxDepth, m)
+		err = scanEnd(data, i, err)
+		if err == nil {
+			m.response = m.result != nil || m.errv != nil
+		}
+	} else {
+		i, err = scanValue(data, i, 0, maxDepth)
+		err = scanEnd(data, i, err)
+	}
+	if err == errDepth && !utf8.Valid(data) {
+		return errSyntax
+	}
+	return err
+}
+
+// scanEnd is err, or a syntax error when anything but space follows the
+// value that ended at i.
+func scanEnd(data []byte, i int, err error) error {
+	if err == nil && skipSpace(data, i) != len(data) {
+		return errSyntax
+	}
+	return err
+}
+
+// scanMessage scans the object at i, as scanValue does, reading its
+// members into m, and returns the index after it. Its members' values that
+// are containers are scanned by scanValue; the rest here, which is all of
+// nearly every request's envelope.
+func scanMessage(data []byte, i, maxDepth int, m *message) (int, error) {
+	n := len(data)
+	if i = skipSpace(data, i+1); i < n && data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		// A member's key starts at i.
+		if i >= n || data[i] != '"' {
+			return i, errSyntax
+		}
+		k, esc, ok := i, false, false
+		if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+			i = j + 1
+		} else if i, esc, ok = scanString(data, i); !ok {
+			return i, errSyntax
+		}
+		slot := m.member(data[k:i], esc)
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return i, errSyntax
+		}
+		i = skipSpace(data, i+1)
+		v := i
+		if i >= n {
+			return i, errSyntax
+		}
+		var err error
+		switch data[i] {
+		case '"':
+			if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+				i = j + 1
+			} else if i, _, ok = scanString(data, i); !ok {
+				err = errSyntax
+			}
+		case '{', '[':
+			i, err = scanValue(data, i, 1, maxDepth)
+		case 't', 'f', 'n':
+			if i, ok = scanLiteral(data, i); !ok {
+				err = errSyntax
+			}
+		default:
+			if i, ok = ScanNumber(data, i); !ok {
+				err = errSyntax
+			}
+		}
+		if err != nil {
+			return i, err
+		}
+		if slot != nil {
+			*slot = data[v:i]
+		}
+		if i = skipSpace(data, i); i >= n {
+			return i, errSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return i, errSyntax
+		}
+	}
+}
+
+// scanValue scans the value at i, inside depth open containers, and
+// returns the index after it; the first error in input order stops it.
+// UTF-8 is checked inside strings only (outside them every accepted byte
+// is ASCII).
+func scanValue(data []byte, i, depth, maxDepth int) (int, error) {
 	var buf [64]byte
 	stack := buf[:0] // open containers, '{' or '['
 	n := len(data)
-	i := skipSpace(data, 0)
 	for {
 		// A value starts at i.
 		if i >= n {
-			return errSyntax
+			return i, errSyntax
 		}
 		switch c := data[i]; c {
 		case '{', '[':
-			if maxDepth > 0 && len(stack) >= maxDepth {
-				return errDepth
+			if maxDepth > 0 && depth+len(stack) >= maxDepth {
+				return i, errDepth
 			}
 			stack = append(stack, c)
 			i = skipSpace(data, i+1)
@@ -64,29 +172,36 @@ func validate(data []byte, maxDepth int) error {
 				break
 			}
 			if c == '{' {
-				var ok bool
-				if i, ok = scanKey(data, i); !ok {
-					return errSyntax
-				}
+				goto key
 			}
 			continue
+		case '"':
+			if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+				i = j + 1
+				break
+			}
+			var ok bool
+			if i, _, ok = scanString(data, i); !ok {
+				return i, errSyntax
+			}
+		case 't', 'f', 'n':
+			var ok bool
+			if i, ok = scanLiteral(data, i); !ok {
+				return i, errSyntax
+			}
 		default:
 			var ok bool
-			if i, ok = scanScalar(data, i); !ok {
-				return errSyntax
+			if i, ok = ScanNumber(data, i); !ok {
+				return i, errSyntax
 			}
 		}
 		// A value ended at i: close containers or move to the next element.
 		for {
-			i = skipSpace(data, i)
 			if len(stack) == 0 {
-				if i != n {
-					return errSyntax
-				}
-				return nil
+				return i, nil
 			}
-			if i >= n {
-				return errSyntax
+			if i = skipSpace(data, i); i >= n {
+				return i, errSyntax
 			}
 			top := stack[len(stack)-1]
 			if data[i] == top+2 {
@@ -95,97 +210,113 @@ func validate(data []byte, maxDepth int) error {
 				continue
 			}
 			if data[i] != ',' {
-				return errSyntax
+				return i, errSyntax
 			}
 			i = skipSpace(data, i+1)
 			if top == '{' {
-				var ok bool
-				if i, ok = scanKey(data, i); !ok {
-					return errSyntax
-				}
+				goto key
 			}
 			break
 		}
+		continue
+
+	key:
+		// An object's key starts at i; its value follows.
+		if i >= n || data[i] != '"' {
+			return i, errSyntax
+		}
+		if j := skipPlain(data, i+1); j < n && data[j] == '"' {
+			i = j + 1
+		} else {
+			var ok bool
+			if i, _, ok = scanString(data, i); !ok {
+				return i, errSyntax
+			}
+		}
+		if i = skipSpace(data, i); i >= n || data[i] != ':' {
+			return i, errSyntax
+		}
+		i = skipSpace(data, i+1)
 	}
 }
 
-// scanScalar scans the string, literal or number that starts at i and
-// returns the index after it.
-func scanScalar(data []byte, i int) (int, bool) {
+// scanLiteral scans the true, false or null that starts at i and returns
+// the index after it.
+func scanLiteral(data []byte, i int) (int, bool) {
 	switch data[i] {
-	case '"':
-		return scanString(data, i)
 	case 't':
 		return i + 4, hasPrefix(data[i:], "true")
 	case 'f':
 		return i + 5, hasPrefix(data[i:], "false")
-	case 'n':
-		return i + 4, hasPrefix(data[i:], "null")
 	}
-	return ScanNumber(data, i)
-}
-
-// validJSON is validate plus the UTF-8 check RFC 8259 requires; invalid
-// UTF-8 would otherwise be silently replaced by one reader and kept by
-// another.
-func validJSON(data []byte, maxDepth int) error {
-	if !utf8.Valid(data) {
-		return errSyntax
-	}
-	return validate(data, maxDepth)
+	return i + 4, hasPrefix(data[i:], "null")
 }
 
 func hasPrefix(b []byte, s string) bool { return len(b) >= len(s) && string(b[:len(s)]) == s }
 
-// scanKey scans `"key" :` starting at i and returns the index of the value
-// after it.
-func scanKey(data []byte, i int) (int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return i, false
+// plainByte marks the bytes that stand for themselves inside a JSON string:
+// printable ASCII but the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	i, ok := scanString(data, i)
-	if !ok {
-		return i, false
+	return t
+}()
+
+// skipPlain returns the index of the first byte from i on that does not
+// stand for itself in a string.
+func skipPlain(data []byte, i int) int {
+	for i < len(data) && plainByte[data[i]] {
+		i++
 	}
-	i = skipSpace(data, i)
-	if i >= len(data) || data[i] != ':' {
-		return i, false
-	}
-	return skipSpace(data, i+1), true
+	return i
 }
 
 // scanString scans a string starting at the quote at i and returns the
-// index after its closing quote.
-func scanString(data []byte, i int) (int, bool) {
+// index after its closing quote, and whether it holds an escape. Its bytes
+// must be valid UTF-8.
+func scanString(data []byte, i int) (int, bool, bool) {
+	esc := false
 	for i++; i < len(data); i++ {
-		switch c := data[i]; {
+		c := data[i]
+		if plainByte[c] {
+			continue
+		}
+		switch {
 		case c == '"':
-			return i + 1, true
-		case c < 0x20:
-			return i, false
+			return i + 1, esc, true
 		case c == '\\':
+			esc = true
 			i++
 			if i >= len(data) {
-				return i, false
+				return i, esc, false
 			}
 			switch data[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
 				if i+4 >= len(data) {
-					return i, false
+					return i, esc, false
 				}
 				for _, h := range data[i+1 : i+5] {
 					if !isHex(h) {
-						return i, false
+						return i, esc, false
 					}
 				}
 				i += 4
 			default:
-				return i, false
+				return i, esc, false
 			}
+		case c < 0x20:
+			return i, esc, false
+		default: // the first byte of a multi-byte sequence
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				return i, esc, false
+			}
+			i += size - 1
 		}
 	}
-	return i, false
+	return i, esc, false
 }
 
 func isHex(c byte) bool {
@@ -232,7 +363,7 @@ func ScanNumber(data []byte, i int) (end int, ok bool) {
 	return i, true
 }
 
-// The functions below assume input that validate accepted.
+// The functions below assume input that validJSON accepted.
 
 // endOfString returns the index after the string whose quote is at i.
 func endOfString(data []byte, i int) int {

@@ -22,6 +22,10 @@ func TestValidateMatchesEncodingJSON(t *testing.T) {
 		if want := json.Valid([]byte(s)); got != want {
 			t.Errorf("validate(%q) = %v, json.Valid = %v", s, got, want)
 		}
+		got = validJSON([]byte(s), 0) == nil
+		if want := json.Valid([]byte(s)) && utf8.ValidString(s); got != want {
+			t.Errorf("validJSON(%q) = %v, json.Valid and utf8.Valid = %v", s, got, want)
+		}
 	}
 }
 
@@ -46,6 +50,9 @@ func TestValidateDepth(t *testing.T) {
 	for _, tt := range tests {
 		if got := validate([]byte(tt.in), tt.depth); got != tt.want {
 			t.Errorf("validate(%.20q…, %d) = %v, want %v", tt.in, tt.depth, got, tt.want)
+		}
+		if got := validJSON([]byte(tt.in), tt.depth); got != tt.want {
+			t.Errorf("validJSON(%.20q…, %d) = %v, want %v", tt.in, tt.depth, got, tt.want)
 		}
 	}
 }
@@ -103,6 +110,9 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("validate(%q) = %v, json.Valid disagrees", data, err)
 		}
 		if err != nil {
+			if validJSON(data, 0) == nil {
+				t.Fatalf("validJSON(%q) accepts what validate refuses", data)
+			}
 			return
 		}
 		if vj := validJSON(data, 0); (vj == nil) != utf8.Valid(data) {

@@ -80,7 +80,7 @@ func (s *Server) metaToolCall(q *request, cat Catalog, name string, args []byte)
 // as a schema failure of a real tool is, so a model can correct itself.
 func (s *Server) searchTools(q *request, meta Catalog, args []byte) Outcome {
 	query, limit, problems := searchArgs(args, meta.Shortlist())
-	c := &Call{ID: q.id, Era: q.era, Version: q.version, Tool: MetaToolSearch, Arguments: args}
+	c := &Call{ID: append([]byte(nil), q.id...), Era: q.era, Version: q.version, Tool: MetaToolSearch, Arguments: args}
 	if len(problems) > 0 {
 		return reply(&Reply{Status: 200, Headers: jsonHeaders(), Body: s.ToolError(c, problems...)})
 	}
@@ -219,7 +219,7 @@ func (s *Server) callTool(q *request, cat Catalog, args []byte) Outcome {
 	if bad != nil {
 		return *bad
 	}
-	return Outcome{Call: &Call{ID: q.id, Era: q.era, Version: q.version, Tool: name, Arguments: rawArgs, Via: ViaCallTool,
+	return Outcome{Call: &Call{ID: append([]byte(nil), q.id...), Era: q.era, Version: q.version, Tool: name, Arguments: rawArgs, Via: ViaCallTool,
 		ProgressToken: progressToken(q.p.progressToken), Input: in}}
 }
 

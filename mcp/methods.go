@@ -8,13 +8,12 @@ type methodHandler func(s *Server, q *request, cat Catalog) (out Outcome, offere
 
 // methods are the methods of each era, after the era's own rules
 // (negotiate, and statelessRules) have passed. Adding a method is an entry
-// here and its handler; docs/architecture.md shows an example.
+// here and its handler; docs/architecture.md shows an example. tools/list
+// and tools/call, every era's, are answered by dispatch before the table.
 var methods = map[Era]map[string]methodHandler{
 	EraLegacy: withFederated(map[string]methodHandler{
 		"initialize": (*Server).initializeMethod,
 		"ping":       (*Server).ping,
-		"tools/list": always((*Server).toolsList),
-		"tools/call": always((*Server).toolsCall),
 		// Per-client state on federated servers (ADR 0022).
 		"logging/setLevel":      (*Server).loggingSetLevel,
 		"resources/subscribe":   (*Server).resourcesSubscribe,
@@ -22,8 +21,6 @@ var methods = map[Era]map[string]methodHandler{
 	}),
 	EraStateless: withFederated(map[string]methodHandler{
 		"server/discover":      (*Server).discoverMethod,
-		"tools/list":           always((*Server).toolsList),
-		"tools/call":           always((*Server).toolsCall),
 		"subscriptions/listen": (*Server).listenMethod,
 	}),
 }
@@ -43,19 +40,24 @@ func withFederated(m map[string]methodHandler) map[string]methodHandler {
 // notFoundStatus is the HTTP status of -32601 in each era.
 var notFoundStatus = map[Era]int{EraLegacy: 200, EraStateless: 404}
 
-// dispatch answers q from its era's method table.
+// dispatch answers q: tools/list and tools/call, which every era and
+// route offer, directly, and the other methods from its era's table. A
+// handler called through the table gets a copy of q: a function value's
+// argument goes to the heap, and the common methods should not pay for it.
 func (s *Server) dispatch(q *request, cat Catalog) Outcome {
+	switch q.method {
+	case "tools/list":
+		return s.toolsList(q, cat)
+	case "tools/call":
+		return s.toolsCall(q, cat)
+	}
 	if h, ok := methods[q.era][q.method]; ok {
-		if out, offered := h(s, q, cat); offered {
+		hq := *q
+		if out, offered := h(s, &hq, cat); offered {
 			return out
 		}
 	}
 	return fail(notFoundStatus[q.era], q.id, CodeMethodNotFound, "Method not found: "+clip(q.method))
-}
-
-// always is a handler of a method every route offers.
-func always(h func(*Server, *request, Catalog) Outcome) methodHandler {
-	return func(s *Server, q *request, cat Catalog) (Outcome, bool) { return h(s, q, cat), true }
 }
 
 func (s *Server) initializeMethod(q *request, cat Catalog) (Outcome, bool) {

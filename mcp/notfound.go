@@ -17,18 +17,17 @@ func (s *Server) NotFound(path string, body []byte) *Reply {
 // null, as Handle's own errors about such bodies do.
 func (s *Server) RequestID(body []byte) []byte {
 	null := []byte("null")
-	if len(body) == 0 || int64(len(body)) > s.cfg.MaxBodyBytes || validJSON(body, s.cfg.MaxDepth) != nil {
+	var m message
+	if len(body) == 0 || int64(len(body)) > s.cfg.MaxBodyBytes || scanJSON(body, s.cfg.MaxDepth, &m) != nil {
 		return null
 	}
-	body = trimSpace(body)
-	if !isObject(body) {
+	if !isObject(body[skipSpace(body, 0):]) {
 		return null
 	}
-	m := parseMessage(body)
 	if m.dup != "" || m.method == nil || !(isString(m.id) || isNumber(m.id)) {
 		return null
 	}
-	if v, ok := stringValue(m.jsonrpc); !ok || v != "2.0" {
+	if !isJSONRPC20(m.jsonrpc) {
 		return null
 	}
 	if _, ok := stringValue(m.method); !ok {
