@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolmesh/toolmesh/internal/promreg"
@@ -24,7 +26,7 @@ type Metrics struct {
 	Auth      *prometheus.CounterVec   // route, result (authn.Result* values)
 	Authz     *prometheus.CounterVec   // route, method, decision
 
-	series keptSeries // the children of Requests and Duration, by labels (series.go)
+	series sync.Map // requestLabels → *RequestSeries (series.go)
 }
 
 // New makes the series and registers them with reg (nil: kept but not
