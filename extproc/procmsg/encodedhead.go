@@ -61,7 +61,7 @@ type cachedHead struct {
 }
 
 // EncodedHead returns ImmediateHead(r, hasBody, "") in protobuf wire
-// format: the status and headers, which WireImmediate follows with the body
+// format: the status and headers, which ImmediateWire.Encode follows with the body
 // and details. The slice is shared: callers only read it.
 func EncodedHead(r *mcp.Reply, hasBody bool) ([]byte, error) {
 	if b := keptHead(immediateHeads.heads.Load(), r, hasBody); b != nil {

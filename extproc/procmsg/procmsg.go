@@ -61,7 +61,7 @@ func FirstHeader(hm *corev3.HeaderMap, key string) string {
 
 // Immediate turns a protocol reply into an ImmediateResponse. A reply in
 // Parts is joined here; the stream sends those as a Wire instead
-// (WireImmediate).
+// (ImmediateWire.Encode).
 func Immediate(r *mcp.Reply, details string) *extprocv3.ProcessingResponse {
 	r.Flatten()
 	ir := ImmediateHead(r, len(r.Body) > 0, details)

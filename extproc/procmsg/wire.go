@@ -55,11 +55,16 @@ func (m *Wire) add(b []byte) {
 // newWire is an empty message with room for n buffers.
 func newWire(n int) *Wire {
 	m := &Wire{}
+	m.reset(n)
+	return m
+}
+
+// reset empties m, with room for n buffers.
+func (m *Wire) reset(n int) {
 	m.bufs = m.arr[:0]
 	if n > wireParts {
 		m.bufs = make(mem.BufferSlice, 0, n)
 	}
-	return m
 }
 
 // WireOf is the message of the single buffer b: gRPC only reads the
@@ -169,19 +174,10 @@ func MustMarshal(m proto.Message) []byte {
 // buffer rather than copied into the envelope.
 const SharedPart = 4 << 10
 
-// WireImmediate is Immediate(r, details) in wire format, with r's body
-// in Parts; head is EncodedHead(r, r.BodyLen() > 0), which the caller may
-// keep per distinct head. Fields are written as proto.Marshal writes them:
-// dynamic_metadata, then the oneof's immediate_response {status, headers,
-// body, details} (protobuf-go writes a oneof after the other fields, each
-// message's fields in number order).
-func WireImmediate(r *mcp.Reply, head []byte, details string) *Wire {
-	return new(ImmediateWire).Encode(r, head, details)
-}
-
-// ImmediateWire is room for one answer of WireImmediate: the Wire and a
-// buffer that a list page's envelope fits in. A stream handler keeps one
-// in its request state, so that a list page's answer allocates nothing.
+// ImmediateWire is room for one answer in wire format (Encode): the Wire
+// and a buffer that a list page's envelope fits in. A stream handler
+// keeps one in its request state, so that a list page's answer allocates
+// nothing.
 type ImmediateWire struct {
 	Wire
 	used bool
@@ -196,8 +192,13 @@ type ImmediateWire struct {
 // refill every fifth request.
 const immediateRoom = 344
 
-// Encode is WireImmediate(r, head, details) written into w. The answer is
-// w's until it is sent, so a second one goes into a new ImmediateWire.
+// Encode is Immediate(r, details) in wire format, with r's body in Parts,
+// written into w; head is EncodedHead(r, r.BodyLen() > 0), which the
+// caller may keep per distinct head. Fields are written as proto.Marshal
+// writes them: dynamic_metadata, then the oneof's immediate_response
+// {status, headers, body, details} (protobuf-go writes a oneof after the
+// other fields, each message's fields in number order). The answer is w's
+// until it is sent, so a second one goes into a new ImmediateWire.
 func (w *ImmediateWire) Encode(r *mcp.Reply, head []byte, details string) *Wire {
 	if w.used {
 		w = new(ImmediateWire)
@@ -219,10 +220,7 @@ func (w *ImmediateWire) Encode(r *mcp.Reply, head []byte, details string) *Wire 
 		}
 	}
 	m := &w.Wire
-	m.bufs = m.arr[:0]
-	if k := 2*shared + 1; k > wireParts { // a list page shares at most one part
-		m.bufs = make(mem.BufferSlice, 0, k)
-	}
+	m.reset(2*shared + 1) // a list page shares at most one part: no allocation
 	cur := w.buf[:0]
 	if size := len(immediatePrefix) + 2*varintMax + len(head) + len(tagBody) + small + len(r.Body) + detailsLen; size > len(w.buf) {
 		cur = make([]byte, 0, size)
@@ -253,7 +251,7 @@ func (w *ImmediateWire) Encode(r *mcp.Reply, head []byte, details string) *Wire 
 	return m
 }
 
-// The fixed bytes of every WireImmediate answer, encoded once: the
+// The fixed bytes of every ImmediateWire answer, encoded once: the
 // dynamic_metadata field and the immediate_response tag before its length,
 // and the tags of the body and details fields.
 var (

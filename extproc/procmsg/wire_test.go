@@ -26,7 +26,7 @@ func checkWire(t *testing.T, r *mcp.Reply, details string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := WireImmediate(r, head, details)
+	m := new(ImmediateWire).Encode(r, head, details)
 	wantBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
